@@ -1,0 +1,414 @@
+/* cpu_backend.c — the CPU backend plugin ("cpu"), the reference every other backend falls back to.
+ *
+ * BLAS/LAPACK-shaped work goes to OpenBLAS + LAPACKE: gemm (sgemm), xtx_accum (ssyrk + mirror),
+ * cholesky (spotrf), chol_inverse (spotri + mirror), trsm_lower (strsm).  Attention is blocked
+ * over query rows with two sgemm calls per block.  Everything else is O(size) and runs the plain
+ * kernels of cpu_ref.c, which keeps the fake-quantization bit-identical to the reference.
+ *
+ * Row-major tricks: a row-major n x n array read as column-major is its transpose, so the
+ * row-major lower triangle is LAPACK's column-major upper triangle.  Calling LAPACKE with
+ * LAPACK_COL_MAJOR and 'U' therefore works on our lower triangle in place, with no transposed
+ * copy (LAPACKE's row-major path would make one).
+ *
+ * Validation happens here, with a message through host->set_error; the kernels below assume
+ * good arguments.  Nothing here exits, aborts or prints. */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include "cpu_ref.h"
+#include "lmpress/plugin.h"
+
+typedef struct cpu_backend {
+    const lmp_host *host;
+    void *hctx;
+    int threads; /* 0 = OpenBLAS default */
+} cpu_backend;
+
+#define FAIL(be, st, ...) ((be)->host->set_error((be)->hctx, (st), __VA_ARGS__))
+
+/* BLAS and LAPACK take int dimensions (blasint / lapack_int). */
+static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/* A rows x cols operand with leading dimension ld: fits the BLAS int and ld covers a row. */
+static int check_mat(cpu_backend *be, const char *op, const char *what, const float *p,
+                     int64_t rows, int64_t cols, int64_t ld)
+{
+    if (rows < 0 || cols < 0) return FAIL(be, LMP_EINVAL, "%s: %s has negative shape", op, what);
+    if (rows == 0 || cols == 0) return LMP_OK;
+    if (!p) return FAIL(be, LMP_EINVAL, "%s: %s is NULL", op, what);
+    if (ld < cols)
+        return FAIL(be, LMP_EINVAL, "%s: leading dimension of %s is %lld < %lld columns", op,
+                    what, (long long)ld, (long long)cols);
+    if (!fits_int(rows) || !fits_int(cols) || !fits_int(ld))
+        return FAIL(be, LMP_EINVAL, "%s: %s [%lld, %lld] exceeds the BLAS int range", op, what,
+                    (long long)rows, (long long)cols);
+    return LMP_OK;
+}
+
+/* Maps a status of a reference kernel to one with a message. */
+static int ref_status(cpu_backend *be, const char *op, int st)
+{
+    if (st == LMP_OK) return LMP_OK;
+    if (st == LMP_ENOMEM) return FAIL(be, st, "%s: out of memory", op);
+    return FAIL(be, st, "%s: invalid arguments", op);
+}
+
+/* Copy the lower triangle of A[n,n] onto the upper one. */
+static void mirror_lower(int64_t n, float *A)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params, void **self)
+{
+    if (!host || !self) return LMP_EINVAL;
+    *self = NULL;
+    double t = params ? params[0].num : 0.0;
+    if (!(t >= 0.0 && t <= 256.0)) /* checked as a double: a cast of 1e300 to int is undefined */
+        return host->set_error(hctx, LMP_EINVAL, "cpu: threads = %g is outside 0..256", t);
+    int threads = (int)t;
+    cpu_backend *be = host->alloc(hctx, sizeof *be);
+    if (!be) return host->set_error(hctx, LMP_ENOMEM, "cpu: out of memory");
+    be->host = host;
+    be->hctx = hctx;
+    be->threads = threads;
+    /* Process-wide setting of OpenBLAS; 0 leaves its default (OPENBLAS_NUM_THREADS or cores). */
+    if (threads > 0) openblas_set_num_threads(threads);
+    *self = be;
+    return LMP_OK;
+}
+
+static void cpu_destroy(void *self)
+{
+    cpu_backend *be = self;
+    if (be) be->host->free(be->hctx, be);
+}
+
+/* ---- BLAS / LAPACK ------------------------------------------------------------------------ */
+
+static int cpu_gemm(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc)
+{
+    cpu_backend *be = self;
+    int st;
+    if (M < 0 || N < 0 || K < 0)
+        return FAIL(be, LMP_EINVAL, "gemm: negative shape M=%lld N=%lld K=%lld", (long long)M,
+                    (long long)N, (long long)K);
+    if ((st = check_mat(be, "gemm", "A", A, ta ? K : M, ta ? M : K, lda)) ||
+        (st = check_mat(be, "gemm", "B", B, tb ? N : K, tb ? K : N, ldb)) ||
+        (st = check_mat(be, "gemm", "C", C, M, N, ldc)))
+        return st;
+    if (M == 0 || N == 0) return LMP_OK;
+    if (K == 0 || alpha == 0.0f) { /* C = beta*C; BLAS would want lda >= 1 here */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return LMP_OK;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return LMP_OK;
+}
+
+static int cpu_xtx_accum(void *self, int64_t n, int64_t c, const float *X, float alpha, float *H)
+{
+    cpu_backend *be = self;
+    int st;
+    if ((st = check_mat(be, "xtx_accum", "X", X, n, c, c)) ||
+        (st = check_mat(be, "xtx_accum", "H", H, c, c, c)))
+        return st;
+    if (n == 0 || c == 0) return LMP_OK;
+    /* Row-major ssyrk with Trans: H = alpha * X^T X + 1 * H, X being [K=n, N=c].  Only the lower
+     * triangle is computed (half the FLOPs); the upper one is then copied from it. */
+    cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, (int)c, (int)n, alpha, X, (int)c, 1.0f, H,
+                (int)c);
+    mirror_lower(c, H);
+    return LMP_OK;
+}
+
+/* LAPACKE checks its input for NaN first: a NaN in the lower triangle is LMP_EINVAL here, where
+ * the reference (no such check) reports LMP_ENOTSPD at the pivot the NaN reaches. */
+static int cpu_cholesky(void *self, int64_t n, float *A, int64_t *bad_pivot)
+{
+    cpu_backend *be = self;
+    int st = check_mat(be, "cholesky", "A", A, n, n, n);
+    if (st || n == 0) return st;
+    /* Column-major 'U' of the row-major array = our lower triangle (see the top comment). */
+    lapack_int info = LAPACKE_spotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)n, A, (lapack_int)n);
+    if (info > 0) {
+        /* info = order of the leading minor that is not positive definite (1-based). */
+        if (bad_pivot) *bad_pivot = (int64_t)info - 1;
+        return FAIL(be, LMP_ENOTSPD, "cholesky: matrix is not positive definite (pivot %lld of %lld)",
+                    (long long)info - 1, (long long)n);
+    }
+    if (info == -4) /* LAPACKE's input NaN check (argument 4 is the matrix) */
+        return FAIL(be, LMP_EINVAL, "cholesky: the matrix contains NaN");
+    if (info < 0) return FAIL(be, LMP_EINVAL, "cholesky: LAPACKE_spotrf argument %d", (int)-info);
+    for (int64_t i = 0; i < n; i++) /* spotrf leaves the other triangle untouched */
+        memset(A + i * n + i + 1, 0, (size_t)(n - i - 1) * sizeof *A);
+    return LMP_OK;
+}
+
+static int cpu_chol_inverse(void *self, int64_t n, float *L)
+{
+    cpu_backend *be = self;
+    int st = check_mat(be, "chol_inverse", "L", L, n, n, n);
+    if (st || n == 0) return st;
+    lapack_int info = LAPACKE_spotri(LAPACK_COL_MAJOR, 'U', (lapack_int)n, L, (lapack_int)n);
+    if (info > 0)
+        return FAIL(be, LMP_ENOTSPD, "chol_inverse: L[%lld,%lld] is zero, the matrix is singular",
+                    (long long)info - 1, (long long)info - 1);
+    if (info == -4) return FAIL(be, LMP_EINVAL, "chol_inverse: the factor contains NaN");
+    if (info < 0) return FAIL(be, LMP_EINVAL, "chol_inverse: LAPACKE_spotri argument %d", (int)-info);
+    mirror_lower(n, L); /* spotri wrote one triangle of the symmetric inverse */
+    return LMP_OK;
+}
+
+static int cpu_trsm_lower(void *self, int trans, int64_t n, int64_t nrhs, const float *L, float *B)
+{
+    cpu_backend *be = self;
+    int st;
+    if ((st = check_mat(be, "trsm_lower", "L", L, n, n, n)) ||
+        (st = check_mat(be, "trsm_lower", "B", B, n, nrhs, nrhs)))
+        return st;
+    if (n == 0 || nrhs == 0) return LMP_OK;
+    cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, trans ? CblasTrans : CblasNoTrans,
+                CblasNonUnit, (int)n, (int)nrhs, 1.0f, L, (int)n, B, (int)nrhs);
+    return LMP_OK;
+}
+
+/* ---- transformer pieces ------------------------------------------------------------------- */
+
+static int cpu_rmsnorm(void *self, int64_t T, int64_t C, const float *x, const float *w,
+                       float eps, float *out)
+{
+    return ref_status(self, "rmsnorm", lmp_ref_rmsnorm(T, C, x, w, eps, out));
+}
+
+/* llama2.c's RoPE, in f32 as llama2.c computes it (freq = 1 / theta^(2i/hd), angle = pos*freq),
+ * with the cos/sin of one position computed once and applied to every head. */
+static int cpu_rope(void *self, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0,
+                    float theta, float *x)
+{
+    cpu_backend *be = self;
+    if (T < 0 || n_heads < 0 || head_dim < 0 || head_dim % 2 != 0)
+        return FAIL(be, LMP_EINVAL, "rope: bad shape T=%lld heads=%lld head_dim=%lld (must be even)",
+                    (long long)T, (long long)n_heads, (long long)head_dim);
+    if (T == 0 || n_heads == 0 || head_dim == 0) return LMP_OK;
+    if (!x) return FAIL(be, LMP_EINVAL, "rope: x is NULL");
+    int64_t half = head_dim / 2, dim = n_heads * head_dim;
+    float *cs = be->host->alloc(be->hctx, (size_t)half * 2 * sizeof *cs); /* [half] cos, sin */
+    if (!cs) return FAIL(be, LMP_ENOMEM, "rope: out of memory");
+    for (int64_t t = 0; t < T; t++) {
+        float pos = (float)(pos0 + t);
+        for (int64_t i = 0; i < half; i++) {
+            float freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+            float ang = pos * freq;
+            cs[2 * i] = cosf(ang);
+            cs[2 * i + 1] = sinf(ang);
+        }
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + t * dim + h * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1];
+                float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+                xh[2 * i] = x0 * c - x1 * s;
+                xh[2 * i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+    be->host->free(be->hctx, cs);
+    return LMP_OK;
+}
+
+/* In place softmax of S[0..n) with the max subtracted first; the sum is kept in double. */
+static void softmax_row(float *S, int64_t n)
+{
+    float mx = S[0];
+    for (int64_t j = 1; j < n; j++)
+        if (S[j] > mx) mx = S[j];
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        S[j] = expf(S[j] - mx);
+        sum += S[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < n; j++) S[j] *= inv;
+}
+
+/* Query rows per block: the score block is ATT_BLOCK x T floats. */
+#define ATT_BLOCK 64
+
+/* Per head and per block of query rows [t0, t1): S = scale * Q K^T over keys [0, t1) (sgemm),
+ * causal mask + softmax row by row, then O = P V (sgemm).  Only the upper triangle of the
+ * diagonal block is computed and thrown away. */
+static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                         const float *q, const float *k, const float *v, float *out)
+{
+    cpu_backend *be = self;
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+        return FAIL(be, LMP_EINVAL,
+                    "attention: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
+                    "multiple of kv_heads)",
+                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
+    if (T == 0 || n_heads == 0) return LMP_OK;
+    if (!q || !k || !v || !out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
+    int64_t qdim = n_heads * hd, kvdim = n_kv_heads * hd, group = n_heads / n_kv_heads;
+    if (!fits_int(T) || !fits_int(qdim))
+        return FAIL(be, LMP_EINVAL, "attention: shape exceeds the BLAS int range");
+    float scale = (float)(1.0 / sqrt((double)hd));
+    int64_t bs = T < ATT_BLOCK ? T : ATT_BLOCK;
+    float *S = be->host->alloc(be->hctx, (size_t)bs * (size_t)T * sizeof *S); /* [bs, T] */
+    if (!S) return FAIL(be, LMP_ENOMEM, "attention: out of memory for %lld x %lld scores",
+                        (long long)bs, (long long)T);
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *qh = q + h * hd, *kh = k + (h / group) * hd, *vh = v + (h / group) * hd;
+        float *oh = out + h * hd;
+        for (int64_t t0 = 0; t0 < T; t0 += bs) {
+            int64_t m = T - t0 < bs ? T - t0 : bs, nk = t0 + m; /* rows, visible keys */
+            /* S[m, nk] = scale * Q[t0:t0+m, :] K[0:nk, :]^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nk, (int)hd, scale,
+                        qh + t0 * qdim, (int)qdim, kh, (int)kvdim, 0.0f, S, (int)nk);
+            for (int64_t r = 0; r < m; r++) {
+                float *Sr = S + r * nk;
+                int64_t nv = t0 + r + 1; /* query t0+r sees keys 0..t0+r */
+                softmax_row(Sr, nv);
+                for (int64_t j = nv; j < nk; j++) Sr[j] = 0.0f;
+            }
+            /* O[t0:t0+m, :] = P[m, nk] V[0:nk, :] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)nk, 1.0f,
+                        S, (int)nk, vh, (int)kvdim, 0.0f, oh + t0 * qdim, (int)qdim);
+        }
+    }
+    be->host->free(be->hctx, S);
+    return LMP_OK;
+}
+
+static int cpu_swiglu(void *self, int64_t n, const float *gate, const float *up, float *out)
+{
+    return ref_status(self, "swiglu", lmp_ref_swiglu(n, gate, up, out));
+}
+
+static int cpu_log_softmax(void *self, int64_t rows, int64_t cols, const float *x, float *out)
+{
+    return ref_status(self, "log_softmax", lmp_ref_log_softmax(rows, cols, x, out));
+}
+
+/* Row-major traversal (the reference walks columns): cache friendly for tall X, and the SUM
+ * accumulates in a double scratch row so long columns do not lose precision. */
+static int cpu_reduce_cols(void *self, lmp_reduce kind, int64_t n, int64_t c, const float *X,
+                           float *out)
+{
+    cpu_backend *be = self;
+    if (kind < LMP_REDUCE_ABSMAX || kind > LMP_REDUCE_SUM)
+        return FAIL(be, LMP_EINVAL, "reduce_cols: unknown reduction %d", (int)kind);
+    int st = check_mat(be, "reduce_cols", "X", X, n, c, c);
+    if (st) return st;
+    if (n == 0 || c == 0) return LMP_OK;
+    if (!out) return FAIL(be, LMP_EINVAL, "reduce_cols: out is NULL");
+    if (kind == LMP_REDUCE_SUM) {
+        double *acc = be->host->alloc(be->hctx, (size_t)c * sizeof *acc);
+        if (!acc) return FAIL(be, LMP_ENOMEM, "reduce_cols: out of memory");
+        for (int64_t j = 0; j < c; j++) acc[j] = out[j];
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < c; j++) acc[j] += X[i * c + j];
+        for (int64_t j = 0; j < c; j++) out[j] = (float)acc[j];
+        be->host->free(be->hctx, acc);
+        return LMP_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *xr = X + i * c;
+        for (int64_t j = 0; j < c; j++) {
+            float x = kind == LMP_REDUCE_ABSMAX ? fabsf(xr[j]) : xr[j];
+            if (kind == LMP_REDUCE_MIN ? x < out[j] : x > out[j]) out[j] = x; /* NaN never wins */
+        }
+    }
+    return LMP_OK;
+}
+
+/* ---- quantization: the reference kernels, so every backend is compared to exactly these --- */
+
+static int cpu_quantize_weight(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                               float *W, float *scales, float *zeros)
+{
+    cpu_backend *be = self;
+    if (!spec) return FAIL(be, LMP_EINVAL, "quantize_weight: spec is NULL");
+    if (spec->bits < 2 || spec->bits > 8)
+        return FAIL(be, LMP_EINVAL, "quantize_weight: bits = %d is outside 2..8", spec->bits);
+    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0)
+        return FAIL(be, LMP_EINVAL, "quantize_weight: group = %lld must be > 0",
+                    (long long)spec->group);
+    return ref_status(be, "quantize_weight",
+                      lmp_ref_quantize_weight(spec, rows, cols, W, scales, zeros));
+}
+
+static int cpu_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X)
+{
+    cpu_backend *be = self;
+    if (!spec) return FAIL(be, LMP_EINVAL, "quantize_act: spec is NULL");
+    if (spec->mode != LMP_ACT_NONE && (spec->bits < 2 || spec->bits > 16))
+        return FAIL(be, LMP_EINVAL, "quantize_act: bits = %d is outside 2..16", spec->bits);
+    if (spec->mode == LMP_ACT_STATIC_TENSOR && !(spec->scale > 0.0f && isfinite(spec->scale)))
+        return FAIL(be, LMP_EINVAL, "quantize_act: static scale %g must be finite and > 0",
+                    (double)spec->scale);
+    return ref_status(be, "quantize_act", lmp_ref_quantize_act(spec, T, C, X));
+}
+
+/* ---- descriptor --------------------------------------------------------------------------- */
+
+static const lmp_backend_i cpu_vtable = {
+    .struct_size = sizeof(lmp_backend_i),
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .gemm = cpu_gemm,
+    .xtx_accum = cpu_xtx_accum,
+    .cholesky = cpu_cholesky,
+    .chol_inverse = cpu_chol_inverse,
+    .trsm_lower = cpu_trsm_lower,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .log_softmax = cpu_log_softmax,
+    .reduce_cols = cpu_reduce_cols,
+    .quantize_weight = cpu_quantize_weight,
+    .quantize_act = cpu_quantize_act,
+};
+
+static const lmp_param_spec cpu_params[] = {
+    {
+        .name = "threads",
+        .type = LMP_PARAM_INT,
+        .help = "OpenBLAS threads for GEMM, SYRK, Cholesky and the triangular solves; "
+                "0 keeps OpenBLAS's default (OPENBLAS_NUM_THREADS or all cores). "
+                "Process-wide: the last backend created wins.",
+        .def_num = 0,
+        .min = 0,
+        .max = 256,
+    },
+};
+
+static const lmp_plugin_desc cpu_desc = {
+    .struct_size = sizeof(lmp_plugin_desc),
+    .abi_major = LMP_ABI_MAJOR,
+    .abi_minor = LMP_ABI_MINOR,
+    .kind = LMP_PLUGIN_BACKEND,
+    .name = "cpu",
+    .version = "0.1.0",
+    .summary = "CPU reference backend: OpenBLAS/LAPACKE for GEMM, X^T X, Cholesky and solves; "
+               "plain C for the rest",
+    .params = cpu_params,
+    .n_params = sizeof cpu_params / sizeof cpu_params[0],
+    .vtable = &cpu_vtable,
+    .probe = NULL,
+};
+
+LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void) { return &cpu_desc; }

@@ -1,0 +1,423 @@
+/* cpu_ref.c — see cpu_ref.h.  Clarity over speed: every kernel is the textbook loop. */
+#include "cpu_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static int bad_dims2(int64_t a, int64_t b) { return a < 0 || b < 0; }
+
+/* A matrix argument with `rows` x `cols` elements (ld between rows) is usable. */
+static int bad_mat(const float *p, int64_t rows, int64_t cols, int64_t ld)
+{
+    if (rows == 0 || cols == 0) return 0;
+    return p == NULL || ld < cols;
+}
+
+float lmp_ref_round(float x, lmp_rounding r)
+{
+    /* nearbyintf rounds with the current mode, which is round-to-nearest-even by default;
+     * roundf always rounds halves away from zero (paddle.round). */
+    return r == LMP_ROUND_HALF_AWAY ? roundf(x) : nearbyintf(x);
+}
+
+static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+/* ---- linear algebra ----------------------------------------------------------------------- */
+
+int lmp_ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    if (M < 0 || N < 0 || K < 0) return LMP_EINVAL;
+    if (bad_mat(A, ta ? K : M, ta ? M : K, lda) || bad_mat(B, tb ? N : K, tb ? K : N, ldb) ||
+        bad_mat(C, M, N, ldc))
+        return LMP_EINVAL;
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0.0;
+            if (alpha != 0.0f) {
+                for (int64_t p = 0; p < K; p++) {
+                    double a = ta ? A[p * lda + i] : A[i * lda + p]; /* op(A)[i,p] */
+                    double b = tb ? B[j * ldb + p] : B[p * ldb + j]; /* op(B)[p,j] */
+                    s += a * b;
+                }
+            }
+            double c = (double)alpha * s;
+            if (beta != 0.0f) c += (double)beta * C[i * ldc + j];
+            C[i * ldc + j] = (float)c;
+        }
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_xtx_accum(int64_t n, int64_t c, const float *X, float alpha, float *H)
+{
+    if (bad_dims2(n, c)) return LMP_EINVAL;
+    if (c > 0 && (H == NULL || (n > 0 && X == NULL))) return LMP_EINVAL;
+    for (int64_t i = 0; i < c; i++) {
+        for (int64_t j = 0; j < c; j++) {
+            double s = 0.0;
+            for (int64_t r = 0; r < n; r++) s += (double)X[r * c + i] * X[r * c + j];
+            H[i * c + j] = (float)(H[i * c + j] + (double)alpha * s);
+        }
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_cholesky(int64_t n, float *A, int64_t *bad_pivot)
+{
+    if (n < 0 || (n > 0 && A == NULL)) return LMP_EINVAL;
+    /* Cholesky–Banachiewicz, row by row: L[i,j] for j <= i only needs rows < i and row i's
+     * earlier entries, so the lower triangle of A is overwritten in place. */
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j <= i; j++) {
+            double s = A[i * n + j];
+            for (int64_t k = 0; k < j; k++) s -= (double)A[i * n + k] * A[j * n + k];
+            if (i == j) {
+                if (!(s > 0.0)) { /* also catches NaN */
+                    if (bad_pivot) *bad_pivot = i;
+                    return LMP_ENOTSPD;
+                }
+                A[i * n + i] = (float)sqrt(s);
+            } else {
+                A[i * n + j] = (float)(s / A[j * n + j]);
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = i + 1; j < n; j++) A[i * n + j] = 0.0f;
+    return LMP_OK;
+}
+
+int lmp_ref_chol_inverse(int64_t n, float *L)
+{
+    if (n < 0 || (n > 0 && L == NULL)) return LMP_EINVAL;
+    if (n == 0) return LMP_OK;
+    for (int64_t i = 0; i < n; i++)
+        if (L[i * n + i] == 0.0f) return LMP_ENOTSPD;
+    /* Li = L^-1 (lower) by forward substitution on the columns of I, in double. */
+    double *Li = calloc((size_t)n * (size_t)n, sizeof *Li);
+    if (!Li) return LMP_ENOMEM;
+    for (int64_t j = 0; j < n; j++) {
+        Li[j * n + j] = 1.0 / L[j * n + j];
+        for (int64_t i = j + 1; i < n; i++) {
+            double s = 0.0;
+            for (int64_t k = j; k < i; k++) s += (double)L[i * n + k] * Li[k * n + j];
+            Li[i * n + j] = -s / L[i * n + i];
+        }
+    }
+    /* (L L^T)^-1 = L^-T L^-1:  inv[i,j] = sum_{k >= max(i,j)} Li[k,i] Li[k,j]. */
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j <= i; j++) {
+            double s = 0.0;
+            for (int64_t k = i; k < n; k++) s += Li[k * n + i] * Li[k * n + j];
+            L[i * n + j] = L[j * n + i] = (float)s;
+        }
+    }
+    free(Li);
+    return LMP_OK;
+}
+
+int lmp_ref_trsm_lower(int trans, int64_t n, int64_t nrhs, const float *L, float *B)
+{
+    if (bad_dims2(n, nrhs)) return LMP_EINVAL;
+    if (n > 0 && (L == NULL || (nrhs > 0 && B == NULL))) return LMP_EINVAL;
+    for (int64_t r = 0; r < nrhs; r++) { /* one right-hand side (column of B) at a time */
+        if (!trans) { /* L x = b: forward substitution */
+            for (int64_t i = 0; i < n; i++) {
+                double s = B[i * nrhs + r];
+                for (int64_t k = 0; k < i; k++) s -= (double)L[i * n + k] * B[k * nrhs + r];
+                B[i * nrhs + r] = (float)(s / L[i * n + i]);
+            }
+        } else { /* L^T x = b: backward substitution, (L^T)[i,k] = L[k,i] */
+            for (int64_t i = n - 1; i >= 0; i--) {
+                double s = B[i * nrhs + r];
+                for (int64_t k = i + 1; k < n; k++) s -= (double)L[k * n + i] * B[k * nrhs + r];
+                B[i * nrhs + r] = (float)(s / L[i * n + i]);
+            }
+        }
+    }
+    return LMP_OK;
+}
+
+/* ---- transformer pieces ------------------------------------------------------------------- */
+
+int lmp_ref_rmsnorm(int64_t T, int64_t C, const float *x, const float *w, float eps, float *out)
+{
+    if (bad_dims2(T, C)) return LMP_EINVAL;
+    if (T > 0 && C > 0 && (!x || !w || !out)) return LMP_EINVAL;
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        float *o = out + t * C;
+        double ss = 0.0;
+        for (int64_t i = 0; i < C; i++) ss += (double)xr[i] * xr[i];
+        double inv = 1.0 / sqrt(ss / (double)C + (double)eps);
+        for (int64_t i = 0; i < C; i++) o[i] = (float)((double)xr[i] * inv * w[i]);
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, float theta,
+                 float *x)
+{
+    if (T < 0 || n_heads < 0 || head_dim < 0 || head_dim % 2 != 0) return LMP_EINVAL;
+    if (T > 0 && n_heads > 0 && head_dim > 0 && x == NULL) return LMP_EINVAL;
+    int64_t dim = n_heads * head_dim;
+    for (int64_t t = 0; t < T; t++) {
+        double pos = (double)(pos0 + t);
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + t * dim + h * head_dim;
+            for (int64_t i = 0; i < head_dim / 2; i++) {
+                double ang = pos * pow((double)theta, -2.0 * (double)i / (double)head_dim);
+                double c = cos(ang), s = sin(ang);
+                double x0 = xh[2 * i], x1 = xh[2 * i + 1];
+                xh[2 * i] = (float)(x0 * c - x1 * s);
+                xh[2 * i + 1] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, const float *q,
+                      const float *k, const float *v, float *out)
+{
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+        return LMP_EINVAL;
+    if (T == 0 || n_heads == 0) return LMP_OK;
+    if (!q || !k || !v || !out) return LMP_EINVAL;
+    int64_t qdim = n_heads * hd, kvdim = n_kv_heads * hd, group = n_heads / n_kv_heads;
+    double scale = 1.0 / sqrt((double)hd);
+    double *p = malloc((size_t)T * sizeof *p); /* scores, then probabilities, of one query */
+    double *acc = malloc((size_t)hd * sizeof *acc);
+    if (!p || !acc) {
+        free(p);
+        free(acc);
+        return LMP_ENOMEM;
+    }
+    for (int64_t h = 0; h < n_heads; h++) {
+        int64_t kh = h / group;
+        for (int64_t t = 0; t < T; t++) {
+            const float *qt = q + t * qdim + h * hd;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j <= t; j++) { /* causal: keys 0..t */
+                const float *kj = k + j * kvdim + kh * hd;
+                double s = 0.0;
+                for (int64_t d = 0; d < hd; d++) s += (double)qt[d] * kj[d];
+                p[j] = s * scale;
+                if (p[j] > mx) mx = p[j];
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j <= t; j++) { /* subtract the max so exp cannot overflow */
+                p[j] = exp(p[j] - mx);
+                sum += p[j];
+            }
+            for (int64_t d = 0; d < hd; d++) acc[d] = 0.0;
+            for (int64_t j = 0; j <= t; j++) {
+                const float *vj = v + j * kvdim + kh * hd;
+                for (int64_t d = 0; d < hd; d++) acc[d] += p[j] * vj[d];
+            }
+            float *ot = out + t * qdim + h * hd;
+            for (int64_t d = 0; d < hd; d++) ot[d] = (float)(acc[d] / sum);
+        }
+    }
+    free(p);
+    free(acc);
+    return LMP_OK;
+}
+
+int lmp_ref_swiglu(int64_t n, const float *gate, const float *up, float *out)
+{
+    if (n < 0) return LMP_EINVAL;
+    if (n > 0 && (!gate || !up || !out)) return LMP_EINVAL;
+    for (int64_t i = 0; i < n; i++) {
+        double g = gate[i];
+        out[i] = (float)(g / (1.0 + exp(-g)) * (double)up[i]);
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_log_softmax(int64_t rows, int64_t cols, const float *x, float *out)
+{
+    if (bad_dims2(rows, cols)) return LMP_EINVAL;
+    if (rows > 0 && cols > 0 && (!x || !out)) return LMP_EINVAL;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *o = out + r * cols;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < cols; j++)
+            if (xr[j] > mx) mx = xr[j];
+        double sum = 0.0;
+        for (int64_t j = 0; j < cols; j++) sum += exp((double)xr[j] - mx);
+        double lse = mx + log(sum); /* log(sum exp x) without overflow */
+        for (int64_t j = 0; j < cols; j++) o[j] = (float)((double)xr[j] - lse);
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X, float *out)
+{
+    if (bad_dims2(n, c)) return LMP_EINVAL;
+    if (kind < LMP_REDUCE_ABSMAX || kind > LMP_REDUCE_SUM) return LMP_EINVAL;
+    if (c > 0 && (!out || (n > 0 && !X))) return LMP_EINVAL;
+    for (int64_t j = 0; j < c; j++) {
+        if (kind == LMP_REDUCE_SUM) {
+            double s = out[j];
+            for (int64_t i = 0; i < n; i++) s += X[i * c + j];
+            out[j] = (float)s;
+            continue;
+        }
+        float m = out[j];
+        for (int64_t i = 0; i < n; i++) {
+            float x = X[i * c + j];
+            if (kind == LMP_REDUCE_ABSMAX) x = fabsf(x);
+            /* written as "replace when strictly better" so a NaN x never replaces m */
+            if (kind == LMP_REDUCE_MIN ? x < m : x > m) m = x;
+        }
+        out[j] = m;
+    }
+    return LMP_OK;
+}
+
+/* ---- quantization (algorithms.md §1, plugin.h) -------------------------------------------- */
+
+/* One slice of W: rows [r0, r0+nr), columns [c0, c0+nc); ld is the row stride. */
+typedef struct {
+    float *p; /* &W[r0, c0] */
+    int64_t nr, nc, ld;
+} wslice;
+
+/* The grid of one slice: w' = scale * (q - zero), zero = 0 when symmetric. */
+typedef struct {
+    float scale, zero;
+} wgrid;
+
+static wgrid slice_grid(const lmp_wspec *s, wslice sl)
+{
+    float mn = 0.0f, mx = 0.0f, amax = 0.0f; /* 0 belongs to every asym range anyway */
+    for (int64_t i = 0; i < sl.nr; i++) {
+        for (int64_t j = 0; j < sl.nc; j++) {
+            float w = sl.p[i * sl.ld + j];
+            if (w < mn) mn = w;
+            if (w > mx) mx = w;
+            if (fabsf(w) > amax) amax = fabsf(w);
+        }
+    }
+    wgrid g;
+    if (s->sym) { /* scale = T / qmax, T = abs-max (0 -> 1e-8) */
+        float qmax = (float)((1 << (s->bits - 1)) - 1);
+        float t = amax == 0.0f ? 1e-8f : amax;
+        g.scale = t / qmax;
+        g.zero = 0.0f;
+    } else { /* lo = min(0, min), hi = max(0, max); both 0 -> [-1, 1] */
+        float maxq = (float)((1 << s->bits) - 1);
+        float lo = mn, hi = mx;
+        if (lo == 0.0f && hi == 0.0f) {
+            lo = -1.0f;
+            hi = 1.0f;
+        }
+        g.scale = (hi - lo) / maxq;
+        g.zero = lmp_ref_round(-lo / g.scale, s->rounding);
+    }
+    return g;
+}
+
+static void slice_quantize(const lmp_wspec *s, wslice sl, wgrid g)
+{
+    if (s->sym) { /* q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale */
+        float qmax = (float)((1 << (s->bits - 1)) - 1);
+        for (int64_t i = 0; i < sl.nr; i++) {
+            for (int64_t j = 0; j < sl.nc; j++) {
+                float *w = &sl.p[i * sl.ld + j];
+                float q = clampf(lmp_ref_round(*w / g.scale, s->rounding), -qmax - 1.0f, qmax);
+                *w = q * g.scale;
+            }
+        }
+    } else { /* q = clamp(round(w/scale) + zero, 0, maxq), w' = scale*(q - zero) */
+        float maxq = (float)((1 << s->bits) - 1);
+        for (int64_t i = 0; i < sl.nr; i++) {
+            for (int64_t j = 0; j < sl.nc; j++) {
+                float *w = &sl.p[i * sl.ld + j];
+                float q = clampf(lmp_ref_round(*w / g.scale, s->rounding) + g.zero, 0.0f, maxq);
+                *w = g.scale * (q - g.zero);
+            }
+        }
+    }
+}
+
+int lmp_ref_quantize_weight(const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
+                            float *scales, float *zeros)
+{
+    if (!spec || bad_dims2(rows, cols)) return LMP_EINVAL;
+    if (spec->bits < 2 || spec->bits > 8) return LMP_EINVAL;
+    if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
+        return LMP_EINVAL;
+    if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL &&
+        spec->gran != LMP_GRAN_GROUP)
+        return LMP_EINVAL;
+    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0) return LMP_EINVAL;
+    if (rows == 0 || cols == 0) return LMP_OK;
+    if (!W) return LMP_EINVAL;
+
+    /* Cut W into slices, in the order their scales are stored. */
+    int64_t nr = rows, nc = cols;             /* slice shape */
+    if (spec->gran != LMP_GRAN_TENSOR) nr = 1;
+    if (spec->gran == LMP_GRAN_GROUP) nc = spec->group;
+    int64_t idx = 0;
+    for (int64_t r = 0; r < rows; r += nr) {
+        for (int64_t c = 0; c < cols; c += nc) {
+            wslice sl = {W + r * cols + c, nr, c + nc <= cols ? nc : cols - c, cols};
+            wgrid g = slice_grid(spec, sl);
+            slice_quantize(spec, sl, g);
+            if (scales) scales[idx] = g.scale;
+            if (zeros && !spec->sym) zeros[idx] = g.zero;
+            idx++;
+        }
+    }
+    return LMP_OK;
+}
+
+/* x' = clamp(round(x/s), -qmax, qmax) * s over n values. */
+static void act_quantize(float *x, int64_t n, float s, float qmax, lmp_rounding r)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = clampf(lmp_ref_round(x[i] / s, r), -qmax, qmax) * s;
+}
+
+static float absmax(const float *x, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        if (fabsf(x[i]) > m) m = fabsf(x[i]);
+    return m;
+}
+
+int lmp_ref_quantize_act(const lmp_aspec *spec, int64_t T, int64_t C, float *X)
+{
+    if (!spec || bad_dims2(T, C)) return LMP_EINVAL;
+    if (spec->mode == LMP_ACT_NONE) return LMP_OK;
+    if (spec->mode < LMP_ACT_STATIC_TENSOR || spec->mode > LMP_ACT_DYN_TOKEN) return LMP_EINVAL;
+    if (spec->bits < 2 || spec->bits > 16) return LMP_EINVAL;
+    if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
+        return LMP_EINVAL;
+    if (spec->mode == LMP_ACT_STATIC_TENSOR && !(spec->scale > 0.0f && isfinite(spec->scale)))
+        return LMP_EINVAL;
+    if (T == 0 || C == 0) return LMP_OK;
+    if (!X) return LMP_EINVAL;
+    float qmax = (float)((1 << (spec->bits - 1)) - 1);
+    switch (spec->mode) {
+    case LMP_ACT_STATIC_TENSOR:
+        act_quantize(X, T * C, spec->scale, qmax, spec->rounding);
+        break;
+    case LMP_ACT_DYN_TENSOR:
+        act_quantize(X, T * C, fmaxf(absmax(X, T * C), 1e-5f) / qmax, qmax, spec->rounding);
+        break;
+    default: /* LMP_ACT_DYN_TOKEN: one scale per row */
+        for (int64_t t = 0; t < T; t++) {
+            float *xr = X + t * C;
+            act_quantize(xr, C, fmaxf(absmax(xr, C), 1e-5f) / qmax, qmax, spec->rounding);
+        }
+        break;
+    }
+    return LMP_OK;
+}

@@ -1,0 +1,94 @@
+/* cpu_ref.h — plain reference kernels for every operation of lmp_backend_i.
+ *
+ * These are the "obviously correct" versions every backend (the CPU one included) is tested
+ * against: simple loops, double accumulation for sums and dot products, no BLAS, no threads.
+ * Each lmp_ref_<op> takes the arguments of the vtable entry minus `self` and returns LMP_OK,
+ * LMP_EINVAL (bad shape or argument), LMP_ENOMEM (scratch malloc failed) or, for cholesky,
+ * LMP_ENOTSPD.  They set no error text: callers that own a host say what went wrong.
+ *
+ * Rules shared by all kernels:
+ *   - every matrix is f32, row-major; a dimension of 0 is a no-op, a negative one is EINVAL;
+ *   - outputs must not overlap inputs unless the comment says "may alias";
+ *   - quantization follows plugin.h / algorithms.md §1 to the bit: every grid step is done in
+ *     f32 (division, not multiplication by a reciprocal), so another f32 implementation of the
+ *     same formulas (numpy, a GPU kernel without fast-math) gets identical values.
+ *
+ * The symbols are hidden: a plugin linking this static library exports only its entry point. */
+#ifndef LMP_CPU_REF_H
+#define LMP_CPU_REF_H
+
+#include <stdint.h>
+
+#include "lmpress/plugin.h"
+
+#if defined(__GNUC__)
+#define LMP_REF_API __attribute__((visibility("hidden")))
+#else
+#define LMP_REF_API
+#endif
+
+/* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C.
+ * A is [M,K] (lda >= K), or [K,M] (lda >= M) when ta; B is [K,N] (ldb >= N), or [N,K]
+ * (ldb >= K) when tb; ldc >= N.  BLAS semantics: beta == 0 does not read C, alpha == 0 does
+ * not read A or B. */
+LMP_REF_API int lmp_ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc);
+
+/* H[c,c] += alpha * X^T X for X[n,c]; every entry of H is updated (both triangles). */
+LMP_REF_API int lmp_ref_xtx_accum(int64_t n, int64_t c, const float *X, float alpha, float *H);
+
+/* In place A[n,n] = L L^T, reading only the lower triangle; the strict upper triangle is
+ * zeroed.  A pivot that is not > 0 (or NaN) returns LMP_ENOTSPD with *bad_pivot = its 0-based
+ * column; A's contents are then unspecified. */
+LMP_REF_API int lmp_ref_cholesky(int64_t n, float *A, int64_t *bad_pivot);
+
+/* L[n,n] lower Cholesky factor (upper triangle ignored) -> (L L^T)^-1, full and symmetric.
+ * A zero diagonal entry returns LMP_ENOTSPD (the matrix is singular). */
+LMP_REF_API int lmp_ref_chol_inverse(int64_t n, float *L);
+
+/* B[n,nrhs] <- L^-1 B (trans == 0) or L^-T B (trans != 0); L[n,n] lower, upper ignored. */
+LMP_REF_API int lmp_ref_trsm_lower(int trans, int64_t n, int64_t nrhs, const float *L, float *B);
+
+/* out[T,C] = x / sqrt(mean(x^2) + eps) * w[C], per row.  out may alias x. */
+LMP_REF_API int lmp_ref_rmsnorm(int64_t T, int64_t C, const float *x, const float *w, float eps,
+                                float *out);
+
+/* x[T, n_heads*head_dim] rotated in place: row t is at position pos0 + t, and the pair
+ * (2i, 2i+1) of every head turns by pos * theta^(-2i/head_dim) (llama2.c convention).
+ * head_dim must be even. */
+LMP_REF_API int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0,
+                             float theta, float *x);
+
+/* Causal attention.  q[T, nh*hd], k,v[T, nkv*hd] -> out[T, nh*hd]; query head h reads kv head
+ * h / (nh/nkv) (nh % nkv == 0); scores scaled by 1/sqrt(hd); softmax over keys 0..t. */
+LMP_REF_API int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                                  const float *q, const float *k, const float *v, float *out);
+
+/* out[n] = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  out may alias gate or up. */
+LMP_REF_API int lmp_ref_swiglu(int64_t n, const float *gate, const float *up, float *out);
+
+/* out[rows,cols] = log_softmax of each row of x[rows,cols].  out may alias x. */
+LMP_REF_API int lmp_ref_log_softmax(int64_t rows, int64_t cols, const float *x, float *out);
+
+/* Accumulating column reduction of X[n,c] into out[c] (the caller initialises out):
+ * ABSMAX out = max(out, max|x|), MIN/MAX fold, SUM out += sum of the column.  NaNs in X are
+ * skipped by the folds. */
+LMP_REF_API int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X,
+                                    float *out);
+
+/* Fake-quantize W[rows,cols] in place on the grid of *spec (bits 2..8).  scales/zeros (each may
+ * be NULL) receive lmp_wspec_n_scales() entries, in slice order: [1] per tensor, [rows] per
+ * channel, [rows, ceil(cols/group)] per group.  zeros are written only when !sym. */
+LMP_REF_API int lmp_ref_quantize_weight(const lmp_wspec *spec, int64_t rows, int64_t cols,
+                                        float *W, float *scales, float *zeros);
+
+/* Fake-quantize activations X[T,C] in place (bits 2..16).  LMP_ACT_NONE is a no-op; a STATIC
+ * scale must be finite and > 0. */
+LMP_REF_API int lmp_ref_quantize_act(const lmp_aspec *spec, int64_t T, int64_t C, float *X);
+
+/* The rounding of spec->rounding: half to even (nearbyintf, default FP mode) or half away from
+ * zero (roundf).  Exposed so other kernels round the same way. */
+LMP_REF_API float lmp_ref_round(float x, lmp_rounding r);
+
+#endif /* LMP_CPU_REF_H */

@@ -1,0 +1,526 @@
+/* config.c — see config.h.  Parsing, plugin loading and schema validation, in that order,
+ * so that a bad file is refused before the model is touched. */
+#include "config.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
+static const char *cfg_file; /* the config being loaded (messages only) */
+
+static void setting_path(const config_setting_t *s, char *buf, size_t n)
+{
+    const config_setting_t *chain[64];
+    int depth = 0;
+    for (; s && config_setting_parent(s) && depth < 64; s = config_setting_parent(s)) chain[depth++] = s;
+    buf[0] = 0;
+    for (int i = depth - 1; i >= 0; i--) {
+        size_t used = strlen(buf);
+        const char *name = config_setting_name(chain[i]);
+        if (name) snprintf(buf + used, n - used, "%s%s", used ? "." : "", name);
+        else snprintf(buf + used, n - used, "%s[%d]", used ? "." : "", config_setting_index(chain[i]));
+    }
+}
+
+static int bad(const config_setting_t *s, const char *fmt, ...) LMP_PRINTF(2, 3);
+static int bad(const config_setting_t *s, const char *fmt, ...)
+{
+    char where[512], msg[1024];
+    setting_path(s, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", cfg_file, config_setting_source_line(s),
+                    where[0] ? where : "(top level)", msg);
+}
+
+/* A missing required setting: name the group it belongs in. */
+static int missing(const config_setting_t *group, const char *key)
+{
+    return bad(group, "missing required setting '%s'", key);
+}
+
+/* Every member of `group` must be one of `allowed` (NULL-terminated). */
+static int check_keys(const config_setting_t *group, const char *const *allowed)
+{
+    for (int i = 0; i < config_setting_length(group); i++) {
+        const config_setting_t *m = config_setting_get_elem(group, (unsigned)i);
+        const char *name = config_setting_name(m);
+        int ok = 0;
+        for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, name) == 0;
+        if (!ok) {
+            char list[512] = "";
+            for (const char *const *a = allowed; *a; a++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         a == allowed ? "" : ", ", *a);
+            return bad(m, "unknown setting (expected one of: %s)", list);
+        }
+    }
+    return 0;
+}
+
+static int get_group(const config_setting_t *parent, const char *key, int required,
+                     config_setting_t **out)
+{
+    *out = config_setting_get_member(parent, key);
+    if (!*out) return required ? missing(parent, key) : 0;
+    if (!config_setting_is_group(*out)) return bad(*out, "expected a group { ... }");
+    return 0;
+}
+
+static int get_string(const config_setting_t *parent, const char *key, int required,
+                      const char **out)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return required ? missing(parent, key) : 0;
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) return bad(s, "expected a string");
+    *out = config_setting_get_string(s);
+    if (!**out) return bad(s, "must not be empty");
+    return 0;
+}
+
+static int get_int(const config_setting_t *parent, const char *key, int64_t lo, int64_t hi,
+                   int64_t *out)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return 0; /* keeps the default */
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) return bad(s, "expected an integer");
+    long long v = config_setting_get_int64(s);
+    if (v < lo || v > hi) return bad(s, "%lld is out of range [%lld, %lld]", v, (long long)lo, (long long)hi);
+    *out = v;
+    return 0;
+}
+
+/* A string or an array of strings -> a vector of pointers into the config. */
+static int get_strings(const config_setting_t *parent, const char *key, const char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return 0;
+    if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+        if (!(*out = malloc(sizeof **out))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        (*out)[0] = config_setting_get_string(s);
+        *n = 1;
+        return 0;
+    }
+    if (!config_setting_is_array(s) && !config_setting_is_list(s))
+        return bad(s, "expected a string or an array of strings [ \"...\", ... ]");
+    int len = config_setting_length(s);
+    if (!(*out = calloc((size_t)(len ? len : 1), sizeof **out))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < len; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) return bad(e, "expected a string");
+        (*out)[i] = config_setting_get_string(e);
+    }
+    *n = len;
+    return 0;
+}
+
+/* Relative paths are relative to the config file's folder. */
+static char *resolve(const char *cfg_path, const char *p)
+{
+    if (p[0] == '/') return strdup(p);
+    const char *slash = strrchr(cfg_path, '/');
+    if (!slash) return strdup(p);
+    size_t n = (size_t)(slash - cfg_path) + 1 + strlen(p) + 1;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%.*s/%s", (int)(slash - cfg_path), cfg_path, p);
+    return out;
+}
+
+/* ---- patterns ---------------------------------------------------------------------------- */
+static int check_pattern(const config_setting_t *where, const char *pat)
+{
+    if (strncmp(pat, "re:", 3) != 0) return 0;
+    regex_t re;
+    int rc = regcomp(&re, pat + 3, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char msg[256];
+        regerror(rc, &re, msg, sizeof msg);
+        return bad(where, "bad regular expression '%s': %s", pat + 3, msg);
+    }
+    regfree(&re);
+    return 0;
+}
+
+int lmp_pattern_match(const char *pattern, const char *name)
+{
+    if (strncmp(pattern, "re:", 3) == 0) {
+        regex_t re;
+        if (regcomp(&re, pattern + 3, REG_EXTENDED | REG_NOSUB)) return 0;
+        int hit = regexec(&re, name, 0, NULL, 0) == 0;
+        regfree(&re);
+        return hit;
+    }
+    if (fnmatch(pattern, name, 0) == 0) return 1;
+    char tail[512];
+    snprintf(tail, sizeof tail, "*.%s", pattern);
+    return fnmatch(tail, name, 0) == 0;
+}
+
+const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *name)
+{
+    int targeted = s->n_targets == 0;
+    for (int i = 0; i < s->n_targets && !targeted; i++) targeted = lmp_pattern_match(s->targets[i], name);
+    for (int i = 0; i < s->n_ignore && targeted; i++) targeted = !lmp_pattern_match(s->ignore[i], name);
+    if (!targeted) return NULL;
+    for (int i = 0; i < s->n_overrides; i++)
+        if (lmp_pattern_match(s->overrides[i].match, name))
+            return s->overrides[i].skip ? NULL : s->overrides[i].params;
+    return s->params;
+}
+
+/* ---- parameters against a plugin's schema ------------------------------------------------ */
+static int set_param(const config_setting_t *s, const lmp_param_spec *p, lmp_value *v)
+{
+    int t = config_setting_type(s);
+    switch (p->type) {
+    case LMP_PARAM_BOOL:
+        if (t != CONFIG_TYPE_BOOL) return bad(s, "expected true or false");
+        v->num = config_setting_get_bool(s);
+        return 0;
+    case LMP_PARAM_INT:
+    case LMP_PARAM_FLOAT: {
+        double x;
+        if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) x = (double)config_setting_get_int64(s);
+        else if (t == CONFIG_TYPE_FLOAT && p->type == LMP_PARAM_FLOAT) x = config_setting_get_float(s);
+        else return bad(s, "expected %s", p->type == LMP_PARAM_INT ? "an integer" : "a number");
+        if (!isfinite(x) || x < p->min || x > p->max)
+            return bad(s, "%g is out of range [%g, %g]", x, p->min, p->max);
+        v->num = x;
+        return 0;
+    }
+    case LMP_PARAM_ENUM: {
+        const char *str = t == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        char list[512] = "";
+        for (int i = 0; p->choices[i]; i++) {
+            if (str && strcmp(str, p->choices[i]) == 0) {
+                v->num = i;
+                v->str = p->choices[i];
+                return 0;
+            }
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? ", " : "",
+                     p->choices[i]);
+        }
+        return str ? bad(s, "\"%s\" is not one of %s", str, list) : bad(s, "expected one of %s", list);
+    }
+    case LMP_PARAM_STRING:
+        if (t != CONFIG_TYPE_STRING) return bad(s, "expected a string");
+        v->str = config_setting_get_string(s);
+        return 0;
+    }
+    return bad(s, "parameter has an unknown type in the plugin's schema");
+}
+
+/* Validates group `g` (may be NULL) against desc's schema on top of `base` values.
+ * required: enforce LMP_PARAM_REQUIRED (not for overrides, which start from the stage). */
+static int parse_params(const config_setting_t *g, const config_setting_t *owner,
+                        const lmp_plugin_desc *desc, const lmp_value *base, int required,
+                        lmp_value **out)
+{
+    int st = base ? 0 : lmp_params_defaults(desc, out);
+    if (st) return st;
+    if (base) {
+        if (!(*out = calloc(desc->n_params ? desc->n_params : 1, sizeof **out)))
+            return lmp_fail(LMP_ENOMEM, "out of memory");
+        memcpy(*out, base, desc->n_params * sizeof **out);
+    }
+    for (int i = 0; g && i < config_setting_length(g); i++) {
+        const config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+        const char *name = config_setting_name(m);
+        uint32_t k = 0;
+        while (k < desc->n_params && strcmp(desc->params[k].name, name) != 0) k++;
+        if (k == desc->n_params) {
+            char list[512] = "";
+            for (uint32_t j = 0; j < desc->n_params; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         desc->params[j].name);
+            return bad(m, "unknown parameter of %s '%s' (its parameters: %s)",
+                       lmp_kind_name(desc->kind), desc->name, desc->n_params ? list : "none");
+        }
+        if ((st = set_param(m, &desc->params[k], &(*out)[k]))) return st;
+    }
+    for (uint32_t k = 0; required && k < desc->n_params; k++)
+        if ((desc->params[k].flags & LMP_PARAM_REQUIRED) &&
+            !(g && config_setting_get_member(g, desc->params[k].name)))
+            return bad(g ? g : owner, "%s '%s' needs parameter '%s'", lmp_kind_name(desc->kind),
+                       desc->name, desc->params[k].name);
+    return 0;
+}
+
+/* ---- sections ---------------------------------------------------------------------------- */
+static int load_plugins(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"search_path", "strategies", "backends", NULL};
+    config_setting_t *g;
+    const char **dirs = NULL, **list = NULL;
+    int n_dirs = 0, n = 0, st;
+    if ((st = get_group(root, "plugins", 0, &g))) return st;
+    if (g && ((st = check_keys(g, keys)) || (st = get_strings(g, "search_path", &dirs, &n_dirs)))) return st;
+    char **abs = calloc((size_t)n_dirs + 1, sizeof *abs);
+    for (int i = 0; abs && i < n_dirs; i++) abs[i] = resolve(c->path, dirs[i]);
+    free(dirs);
+    st = abs ? lmp_registry_init(&c->reg, (const char *const *)abs, n_dirs) : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; abs && i < n_dirs; i++) free(abs[i]);
+    free(abs);
+    if (st || !g) return st;
+    static const char *const slot_key[2] = {"strategies", "backends"};
+    static const int slot_kind[2] = {LMP_PLUGIN_STRATEGY, LMP_PLUGIN_BACKEND};
+    for (int k = 0; k < 2 && !st; k++) {
+        if ((st = get_strings(g, slot_key[k], &list, &n))) return st;
+        for (int i = 0; i < n && !st; i++) {
+            char *p = strchr(list[i], '/') ? resolve(c->path, list[i]) : strdup(list[i]);
+            st = lmp_registry_require(&c->reg, slot_kind[k], p, NULL);
+            if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.%s[%d]", cfg_file,
+                                         config_setting_source_line(config_setting_get_member(g, slot_key[k])),
+                                         slot_key[k], i);
+            free(p);
+        }
+        free(list);
+    }
+    return st;
+}
+
+static int load_backend(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"name", "params", NULL};
+    config_setting_t *g, *params = NULL;
+    c->backend_name = "cpu";
+    int st = get_group(root, "backend", 0, &g);
+    if (st || (g && ((st = check_keys(g, keys)) || (st = get_string(g, "name", 0, &c->backend_name)) ||
+                     (st = get_group(g, "params", 0, &params)))))
+        return st;
+    const lmp_plugin *p;
+    st = lmp_registry_require(&c->reg, LMP_PLUGIN_BACKEND, c->backend_name, &p);
+    if (st) return g ? lmp_fail_prefix(st, "%s:%d: backend.name", cfg_file, config_setting_source_line(g)) : st;
+    return parse_params(params, g, p->desc, NULL, 1, &c->backend_params);
+}
+
+static int load_model_section(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"path", "tokenizer", NULL};
+    config_setting_t *g;
+    const char *path = NULL, *tok = NULL;
+    int st;
+    if ((st = get_group(root, "model", 1, &g)) || (st = check_keys(g, keys)) ||
+        (st = get_string(g, "path", 1, &path)) || (st = get_string(g, "tokenizer", 0, &tok)))
+        return st;
+    c->model_path = resolve(c->path, path);
+    if (tok) c->tokenizer_path = resolve(c->path, tok);
+    return 0;
+}
+
+static int load_calibration(lmp_run_config *c, const config_setting_t *root, int needed)
+{
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
+    static const char *const modes[] = {"sequential", "random", NULL};
+    config_setting_t *g;
+    const char *text = NULL, *mode = "sequential";
+    c->calib_samples = 32;
+    c->calib_seq_len = 256;
+    int st;
+    if ((st = get_group(root, "calibration", needed, &g)) || !g) return st;
+    if ((st = check_keys(g, keys)) || (st = get_string(g, "text", needed, &text)) ||
+        (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
+        (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
+        (st = get_string(g, "sampling", 0, &mode)))
+        return st;
+    int m = 0;
+    while (modes[m] && strcmp(modes[m], mode) != 0) m++;
+    if (!modes[m])
+        return bad(config_setting_get_member(g, "sampling"), "\"%s\" is not \"sequential\" or \"random\"", mode);
+    c->calib_random = m == 1;
+    if (text) c->calib_text = resolve(c->path, text);
+    return 0;
+}
+
+static int load_eval(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"texts", "seq_len", "max_windows", NULL};
+    config_setting_t *g;
+    const char **texts = NULL;
+    c->eval_seq_len = 256;
+    int st;
+    if ((st = get_group(root, "eval", 1, &g)) || (st = check_keys(g, keys)) ||
+        (st = get_strings(g, "texts", &texts, &c->n_eval_texts)) ||
+        (st = get_int(g, "seq_len", 2, 1 << 20, &c->eval_seq_len)) ||
+        (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows))) {
+        free(texts);
+        return st;
+    }
+    if (c->n_eval_texts == 0) {
+        free(texts);
+        return bad(g, "'texts' must name at least one evaluation text");
+    }
+    c->eval_texts = calloc((size_t)c->n_eval_texts, sizeof *c->eval_texts);
+    for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) c->eval_texts[i] = resolve(c->path, texts[i]);
+    free(texts);
+    return c->eval_texts ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+}
+
+static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *stage)
+{
+    static const char *const keys[] = {"strategy", "params", "targets", "ignore", "overrides", NULL};
+    static const char *const okeys[] = {"match", "params", "skip", NULL};
+    const char *strategy = NULL;
+    config_setting_t *params, *ovs;
+    int st;
+    if (!config_setting_is_group(s)) return bad(s, "a pipeline stage must be a group { strategy = ...; }");
+    if ((st = check_keys(s, keys)) || (st = get_string(s, "strategy", 1, &strategy)) ||
+        (st = get_group(s, "params", 0, &params)))
+        return st;
+    char *ref = strchr(strategy, '/') ? resolve(c->path, strategy) : strdup(strategy);
+    st = lmp_registry_require(&c->reg, LMP_PLUGIN_STRATEGY, ref, &stage->plugin);
+    free(ref);
+    if (st) return lmp_fail_prefix(st, "%s:%d: strategy", cfg_file,
+                                   config_setting_source_line(config_setting_get_member(s, "strategy")));
+    if ((st = parse_params(params, s, stage->plugin->desc, NULL, 1, &stage->params)) ||
+        (st = get_strings(s, "targets", &stage->targets, &stage->n_targets)) ||
+        (st = get_strings(s, "ignore", &stage->ignore, &stage->n_ignore)))
+        return st;
+    for (int i = 0; i < stage->n_targets && !st; i++)
+        st = check_pattern(config_setting_get_member(s, "targets"), stage->targets[i]);
+    for (int i = 0; i < stage->n_ignore && !st; i++)
+        st = check_pattern(config_setting_get_member(s, "ignore"), stage->ignore[i]);
+    if (st || !(ovs = config_setting_get_member(s, "overrides"))) return st;
+    if (!config_setting_is_list(ovs)) return bad(ovs, "expected a list ( { match = ...; }, ... )");
+    stage->n_overrides = config_setting_length(ovs);
+    stage->overrides = calloc((size_t)stage->n_overrides + 1, sizeof *stage->overrides);
+    if (!stage->overrides) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < stage->n_overrides; i++) {
+        const config_setting_t *o = config_setting_get_elem(ovs, (unsigned)i);
+        lmp_override *ov = &stage->overrides[i];
+        const char *match = NULL;
+        config_setting_t *op;
+        if (!config_setting_is_group(o)) return bad(o, "an override must be a group { match = ...; }");
+        if ((st = check_keys(o, okeys)) || (st = get_string(o, "match", 1, &match)) ||
+            (st = check_pattern(config_setting_get_member(o, "match"), match)) ||
+            (st = get_group(o, "params", 0, &op)))
+            return st;
+        ov->match = (char *)match;
+        const config_setting_t *skip = config_setting_get_member(o, "skip");
+        if (skip && config_setting_type(skip) != CONFIG_TYPE_BOOL) return bad(skip, "expected true or false");
+        ov->skip = skip && config_setting_get_bool(skip);
+        if (!ov->skip && !op) return bad(o, "an override needs 'params' or 'skip = true'");
+        if ((st = parse_params(op, o, stage->plugin->desc, stage->params, 0, &ov->params))) return st;
+    }
+    return 0;
+}
+
+static int load_variants(lmp_run_config *c, const config_setting_t *root, int *any_stage)
+{
+    static const char *const keys[] = {"name", "pipeline", NULL};
+    const config_setting_t *vs = config_setting_get_member(root, "variants");
+    if (!vs) return missing(root, "variants");
+    if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
+        return bad(vs, "expected a non-empty list ( { name = ...; pipeline = (...); }, ... )");
+    c->n_variants = config_setting_length(vs);
+    c->variants = calloc((size_t)c->n_variants, sizeof *c->variants);
+    if (!c->variants) return lmp_fail(LMP_ENOMEM, "out of memory");
+    *any_stage = 0;
+    for (int i = 0; i < c->n_variants; i++) {
+        const config_setting_t *v = config_setting_get_elem(vs, (unsigned)i);
+        lmp_variant *var = &c->variants[i];
+        int st;
+        if (!config_setting_is_group(v)) return bad(v, "a variant must be a group { name = ...; }");
+        if ((st = check_keys(v, keys)) || (st = get_string(v, "name", 1, &var->name))) return st;
+        for (int j = 0; j < i; j++)
+            if (strcmp(c->variants[j].name, var->name) == 0)
+                return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
+        const config_setting_t *p = config_setting_get_member(v, "pipeline");
+        if (!p) continue; /* the unmodified model */
+        if (!config_setting_is_list(p)) return bad(p, "expected a list of stages ( { strategy = ...; }, ... )");
+        var->n_stages = config_setting_length(p);
+        var->stages = calloc((size_t)var->n_stages + 1, sizeof *var->stages);
+        if (!var->stages) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int j = 0; j < var->n_stages; j++)
+            if ((st = load_stage(c, config_setting_get_elem(p, (unsigned)j), &var->stages[j]))) return st;
+        *any_stage |= var->n_stages > 0;
+    }
+    return 0;
+}
+
+int lmp_config_load(const char *path, lmp_run_config **out)
+{
+    static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
+                                       "eval", "seed", "variants", NULL};
+    *out = NULL;
+    lmp_run_config *c = calloc(1, sizeof *c);
+    if (!c || !(c->path = strdup(path))) {
+        free(c);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    cfg_file = c->path;
+    config_init(&c->cfg);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        lmp_config_free(c);
+        return lmp_fail(LMP_EIO, "%s: cannot open config: %s", path, strerror(errno));
+    }
+    int ok = config_read(&c->cfg, f);
+    fclose(f);
+    if (!ok) {
+        int st = lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
+                          config_error_text(&c->cfg));
+        lmp_config_free(c);
+        return st;
+    }
+    const config_setting_t *root = config_root_setting(&c->cfg);
+    int any_stage = 0;
+    int64_t seed = 1234;
+    int st = check_keys(root, keys);
+    if (!st) st = get_int(root, "seed", 0, INT64_MAX, &seed);
+    if (!st) st = load_plugins(c, root);
+    if (!st) st = load_backend(c, root);
+    if (!st) st = load_model_section(c, root);
+    if (!st) st = load_eval(c, root);
+    if (!st) st = load_variants(c, root, &any_stage);
+    if (!st) st = load_calibration(c, root, any_stage);
+    c->seed = (uint64_t)seed;
+    if (st) {
+        lmp_config_free(c);
+        return st;
+    }
+    *out = c;
+    return 0;
+}
+
+void lmp_config_free(lmp_run_config *c)
+{
+    if (!c) return;
+    for (int i = 0; c->variants && i < c->n_variants; i++) {
+        lmp_variant *v = &c->variants[i];
+        for (int j = 0; v->stages && j < v->n_stages; j++) {
+            lmp_stage *s = &v->stages[j];
+            free(s->params);
+            free(s->targets);
+            free(s->ignore);
+            for (int k = 0; s->overrides && k < s->n_overrides; k++) free(s->overrides[k].params);
+            free(s->overrides);
+        }
+        free(v->stages);
+    }
+    free(c->variants);
+    for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) free(c->eval_texts[i]);
+    free(c->eval_texts);
+    free(c->backend_params);
+    free(c->calib_text);
+    free(c->model_path);
+    free(c->tokenizer_path);
+    lmp_registry_free(&c->reg);
+    config_destroy(&c->cfg);
+    free(c->path);
+    free(c);
+}

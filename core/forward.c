@@ -1,0 +1,104 @@
+/* forward.c — see forward.h.  Mirrors llama2.c's run.c forward(), batched over T positions:
+ *   xn = rmsnorm(x) ; q,k,v = xn Wq^T, xn Wk^T, xn Wv^T ; rope(q, k) ;
+ *   x += attention(q, k, v) Wo^T ;
+ *   xn = rmsnorm(x) ; x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T */
+#include "forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* y[T, l->out] = act_quant(x)[T, l->in] W^T + b; qbuf holds the quantized copy of x. */
+static int run_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, const float *x,
+                      float *qbuf, float *y)
+{
+    const float *in = x;
+    if (l->act.mode != LMP_ACT_NONE) {
+        memcpy(qbuf, x, (size_t)(T * l->in) * sizeof *x);
+        int st = lmp_be_quantize_act(be, &l->act, T, l->in, qbuf);
+        if (st) return st;
+        in = qbuf;
+    }
+    return lmp_be_linear(be, T, l->in, l->out, in, l->w, l->b, y);
+}
+
+static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const float *x,
+                   int64_t T, int64_t C)
+{
+    return obs ? obs(ud, lins, n, x, T, C) : 0;
+}
+
+int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
+                      float *x, lmp_observe_fn obs, void *ud)
+{
+    const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
+    const int64_t wide = f > d ? f : d;
+    const lmp_linear *L = blk->linears;
+    /* xn[T,d] q[T,d] k[T,kv] v[T,kv] att[T,d] g[T,f] u[T,f] qbuf[T,wide] y[T,d] */
+    float *buf = malloc((size_t)(T * (4 * d + 2 * kv + 2 * f + wide)) * sizeof *buf);
+    if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
+    float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *att = v + T * kv;
+    float *g = att + T * d, *u = g + T * f, *qbuf = u + T * f, *y = qbuf + T * wide;
+    static const int qkv[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, o[] = {LMP_ROLE_O},
+                     gu[] = {LMP_ROLE_GATE, LMP_ROLE_UP}, dn[] = {LMP_ROLE_DOWN};
+    int st;
+    if ((st = lmp_be_rmsnorm(be, T, d, x, blk->norms[0].w, a->norm_eps, xn)) ||
+        (st = observe(obs, ud, qkv, 3, xn, T, d)) ||
+        (st = run_linear(be, &L[LMP_ROLE_Q], T, xn, qbuf, q)) ||
+        (st = run_linear(be, &L[LMP_ROLE_K], T, xn, qbuf, k)) ||
+        (st = run_linear(be, &L[LMP_ROLE_V], T, xn, qbuf, v)) ||
+        (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q)) ||
+        (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k)) ||
+        (st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att)) ||
+        (st = observe(obs, ud, o, 1, att, T, d)) ||
+        (st = run_linear(be, &L[LMP_ROLE_O], T, att, qbuf, y)))
+        goto done;
+    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
+    if ((st = lmp_be_rmsnorm(be, T, d, x, blk->norms[1].w, a->norm_eps, xn)) ||
+        (st = observe(obs, ud, gu, 2, xn, T, d)) ||
+        (st = run_linear(be, &L[LMP_ROLE_GATE], T, xn, qbuf, g)) ||
+        (st = run_linear(be, &L[LMP_ROLE_UP], T, xn, qbuf, u)) ||
+        (st = lmp_be_swiglu(be, T * f, g, u, g)) ||
+        (st = observe(obs, ud, dn, 1, g, T, f)) ||
+        (st = run_linear(be, &L[LMP_ROLE_DOWN], T, g, qbuf, y)))
+        goto done;
+    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
+done:
+    free(buf);
+    return st;
+}
+
+void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
+{
+    const int64_t d = m->arch.dim;
+    for (int64_t t = 0; t < T; t++)
+        memcpy(x + t * d, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
+}
+
+int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, int normalize,
+             float *out)
+{
+    const int64_t d = m->arch.dim, V = m->arch.vocab;
+    float *xn = malloc((size_t)(T * d) * sizeof *xn);
+    if (!xn) return lmp_fail(LMP_ENOMEM, "out of memory in the model head");
+    int st = lmp_be_rmsnorm(be, T, d, x, m->final_norm, m->arch.norm_eps, xn);
+    if (!st) st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
+    if (!st && normalize) st = lmp_be_log_softmax(be, T, V, out, out);
+    free(xn);
+    return st;
+}
+
+int lmp_forward(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks,
+                const int32_t *tok, int64_t T, int normalize, float *out)
+{
+    float *x = malloc((size_t)(T * m->arch.dim) * sizeof *x);
+    if (!x) return lmp_fail(LMP_ENOMEM, "out of memory in forward");
+    lmp_embed(m, tok, T, x);
+    int st = 0;
+    for (int64_t l = 0; l < m->arch.n_layers && !st; l++)
+        st = lmp_block_forward(be, &m->arch, &blocks[l], T, x, NULL, NULL);
+    if (!st) st = lmp_head(be, m, T, x, normalize, out);
+    free(x);
+    return st;
+}

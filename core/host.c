@@ -1,0 +1,173 @@
+/* host.c — see host.h. */
+#include "host.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "error.h"
+
+static struct {
+    int verbosity;
+    const lmp_backend *backend;
+    uint64_t rng;
+    int progress_open;  /* a progress line without its newline is on the terminal */
+    double progress_last;
+} host_ctx = {.verbosity = LMP_LOG_INFO, .rng = 0x9E3779B97F4A7C15ull};
+
+void *lmp_host_ctx(void) { return &host_ctx; }
+void lmp_host_set_verbosity(int level) { host_ctx.verbosity = level; }
+int lmp_host_verbosity(void) { return host_ctx.verbosity; }
+void lmp_host_set_backend(const lmp_backend *be) { host_ctx.backend = be; }
+void lmp_host_seed(uint64_t seed) { host_ctx.rng = seed ^ 0x9E3779B97F4A7C15ull; }
+
+static void end_progress_line(void)
+{
+    if (host_ctx.progress_open) fputc('\n', stderr);
+    host_ctx.progress_open = 0;
+}
+
+static void vlog(int level, const char *fmt, va_list ap)
+{
+    if (level > host_ctx.verbosity) return;
+    static const char *const tag[] = {"error", "warning", "info", "debug"};
+    end_progress_line();
+    fprintf(stderr, "lmpress: %s: ", tag[level < 0 ? 0 : level > 3 ? 3 : level]);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void lmp_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+static void host_log(void *ctx, int level, const char *fmt, ...)
+{
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+static int host_set_error(void *ctx, int status, const char *fmt, ...)
+{
+    (void)ctx;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmp_fail(status, "%s", msg);
+}
+
+static void *host_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    size_t rounded = (n + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p) memset(p, 0, rounded);
+    return p;
+}
+
+static void host_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A single self-overwriting line on a terminal, at most ~10 updates a second; nothing when
+ * stderr is not a terminal or the run is quiet. */
+void lmp_progress(const char *what, int64_t done, int64_t total)
+{
+    if (host_ctx.verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
+    double t = now_s();
+    if (done < total && t - host_ctx.progress_last < 0.1) return;
+    host_ctx.progress_last = t;
+    fprintf(stderr, "\r\033[K%s %lld/%lld", what, (long long)done, (long long)total);
+    host_ctx.progress_open = 1;
+    if (done >= total) end_progress_line();
+    fflush(stderr);
+}
+
+static void host_progress(void *ctx, const char *what, int64_t done, int64_t total)
+{
+    (void)ctx;
+    lmp_progress(what, done, total);
+}
+
+/* splitmix64: small, seedable, good enough for sampling calibration windows. */
+static uint64_t host_rng(void *ctx)
+{
+    (void)ctx;
+    uint64_t z = (host_ctx.rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static const lmp_backend_i *host_backend(void *ctx, void **self)
+{
+    (void)ctx;
+    if (!host_ctx.backend) return NULL;
+    *self = (void *)host_ctx.backend;
+    return lmp_backend_dispatch_vtable();
+}
+
+int lmp_fold_norm_scale(lmp_block *blk, int norm, const float *s)
+{
+    if (norm < 0 || norm >= blk->n_norms)
+        return lmp_fail(LMP_EINVAL, "fold_norm_scale: block %d has no norm %d", blk->index, norm);
+    lmp_norm *nm = &blk->norms[norm];
+    for (int64_t j = 0; j < nm->dim; j++)
+        if (!(s[j] > 0.0f))
+            return lmp_fail(LMP_EINVAL, "fold_norm_scale: %s: scale[%lld] = %g is not positive",
+                            nm->name, (long long)j, (double)s[j]);
+    for (int64_t j = 0; j < nm->dim; j++) {
+        nm->w[j] /= s[j];
+        if (nm->b) nm->b[j] /= s[j];
+    }
+    for (int f = 0; f < nm->n_fed; f++) {
+        lmp_linear *lin = &blk->linears[nm->fed[f]];
+        for (int64_t o = 0; o < lin->out; o++)
+            for (int64_t j = 0; j < lin->in; j++) lin->w[o * lin->in + j] *= s[j];
+    }
+    return 0;
+}
+
+static int host_fold_norm_scale(void *ctx, lmp_block *blk, int norm, const float *s)
+{
+    (void)ctx;
+    return lmp_fold_norm_scale(blk, norm, s);
+}
+
+static const lmp_host host_services = {
+    .struct_size = sizeof(lmp_host),
+    .abi_major = LMP_ABI_MAJOR,
+    .abi_minor = LMP_ABI_MINOR,
+    .log = host_log,
+    .set_error = host_set_error,
+    .alloc = host_alloc,
+    .free = host_free,
+    .progress = host_progress,
+    .rng_u64 = host_rng,
+    .backend = host_backend,
+    .fold_norm_scale = host_fold_norm_scale,
+};
+
+const lmp_host *lmp_host_services(void) { return &host_services; }

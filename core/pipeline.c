@@ -1,0 +1,215 @@
+/* pipeline.c — see pipeline.h. */
+#include "pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "forward.h"
+#include "host.h"
+
+int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
+                    const char *what, lmp_windows *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t avail = n_ids / T;
+    if (avail == 0)
+        return lmp_fail(LMP_EINVAL, "%s: %lld tokens, fewer than one window of %lld", what,
+                        (long long)n_ids, (long long)T);
+    int64_t n = samples;
+    if (!random && avail < samples) {
+        lmp_log(LMP_LOG_WARN, "%s gives %lld windows of %lld tokens; using %lld (asked for %lld)",
+                what, (long long)avail, (long long)T, (long long)avail, (long long)samples);
+        n = avail;
+    }
+    out->tokens = malloc((size_t)(n * T) * sizeof *out->tokens);
+    if (!out->tokens) return lmp_fail(LMP_ENOMEM, "out of memory for %lld windows", (long long)n);
+    const lmp_host *h = lmp_host_services();
+    for (int64_t i = 0; i < n; i++) {
+        int64_t start = random ? (int64_t)(h->rng_u64(lmp_host_ctx()) % (uint64_t)(n_ids - T + 1)) : i * T;
+        memcpy(out->tokens + i * T, ids + start, (size_t)T * sizeof *ids);
+    }
+    out->n = n;
+    out->T = T;
+    return 0;
+}
+
+void lmp_windows_free(lmp_windows *w)
+{
+    free(w->tokens);
+    memset(w, 0, sizeof *w);
+}
+
+void lmp_blocks_free(lmp_block *blocks, int64_t n)
+{
+    for (int64_t i = 0; blocks && i < n; i++) lmp_block_free(&blocks[i]);
+    free(blocks);
+}
+
+double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
+{
+    double bits = 0, count = 0;
+    for (int64_t b = 0; b < n; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            const lmp_linear *l = &blocks[b].linears[i];
+            bits += l->weight_bits * (double)(l->out * l->in);
+            count += (double)(l->out * l->in);
+        }
+    return count > 0 ? bits / count : 0;
+}
+
+/* ---- statistics observers ---------------------------------------------------------------- */
+typedef struct stage_stats {
+    const lmp_backend *be;
+    lmp_block *blk;
+    uint32_t *needs;      /* [n_linears] */
+    lmp_stats *stats;     /* [n_linears]; linears sharing an input share the first one's */
+    uint8_t *owner;       /* [n_linears]: 1 where the arrays were allocated */
+} stage_stats;
+
+static int alloc_stat(float **p, int64_t n, float init)
+{
+    if (*p) return 0;
+    if (!(*p = malloc((size_t)n * sizeof **p))) return lmp_fail(LMP_ENOMEM, "out of memory for statistics");
+    for (int64_t i = 0; i < n; i++) (*p)[i] = init;
+    return 0;
+}
+
+static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
+{
+    stage_stats *ss = ud;
+    uint32_t need = 0;
+    for (int i = 0; i < n_lins; i++) need |= ss->needs[lins[i]];
+    if (!need) return 0;
+    lmp_stats *s = &ss->stats[lins[0]];
+    ss->owner[lins[0]] = 1;
+    int st = 0;
+    if (need & LMP_STAT_ABSMAX) {
+        if (!(st = alloc_stat(&s->absmax, C, 0.0f)))
+            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
+    }
+    if (!st && (need & LMP_STAT_MINMAX)) {
+        if (!(st = alloc_stat(&s->min, C, INFINITY)) && !(st = alloc_stat(&s->max, C, -INFINITY)) &&
+            !(st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_MIN, T, C, x, s->min)))
+            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_MAX, T, C, x, s->max);
+    }
+    if (!st && (need & LMP_STAT_MEAN)) { /* summed here, divided once all windows are seen */
+        if (!(st = alloc_stat(&s->mean, C, 0.0f)))
+            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_SUM, T, C, x, s->mean);
+    }
+    s->n_tokens += T;
+    for (int i = 1; i < n_lins; i++) ss->stats[lins[i]] = *s; /* shared input, shared numbers */
+    return st;
+}
+
+/* Linears sharing an input alias the owner's arrays: free and finish only the owners. */
+static void free_stats(lmp_stats *stats, const uint8_t *owner, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (owner[i]) {
+            free(stats[i].absmax);
+            free(stats[i].min);
+            free(stats[i].max);
+            free(stats[i].mean);
+        }
+}
+
+/* Runs one stage on one block: resolve parameters, observe if asked, apply. */
+static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+                     lmp_block *blk, const float *X, const lmp_windows *calib, float *tmp)
+{
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    const int n = blk->n_linears;
+    uint32_t needs[16] = {0};
+    lmp_stats stats[16];
+    uint8_t owner[16] = {0};
+    memset(stats, 0, sizeof stats);
+    uint32_t any = 0, targeted = 0;
+    for (int i = 0; i < n; i++) {
+        lmp_linear *l = &blk->linears[i];
+        l->params = lmp_stage_params_for(stage, l->name);
+        l->stats = NULL;
+        if (!l->params) continue;
+        targeted++;
+        any |= needs[i] = vt->needs(self, l->params);
+    }
+    int st = 0;
+    if (targeted && any) {
+        stage_stats ss = {.be = be, .blk = blk, .needs = needs, .stats = stats, .owner = owner};
+        const int64_t per = calib->T * m->arch.dim;
+        for (int64_t w = 0; w < calib->n && !st; w++) {
+            memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
+            st = lmp_block_forward(be, &m->arch, blk, calib->T, tmp, observe_input, &ss);
+        }
+        for (int i = 0; i < n && !st; i++) {
+            if (stats[i].mean && owner[i])
+                for (int64_t c = 0; c < blk->linears[i].in; c++) stats[i].mean[c] /= (float)stats[i].n_tokens;
+            if (blk->linears[i].params && needs[i]) blk->linears[i].stats = &stats[i];
+        }
+    }
+    if (!st && targeted) {
+        lmp_clear_error();
+        st = vt->apply(self, lmp_host_services(), lmp_host_ctx(), blk);
+        if (st) st = lmp_fail_prefix(st, "strategy '%s' on block %d", stage->plugin->desc->name, blk->index);
+    }
+    for (int i = 0; i < n; i++) {
+        blk->linears[i].params = NULL;
+        blk->linears[i].stats = NULL;
+    }
+    free_stats(stats, owner, n);
+    return st;
+}
+
+int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                 const lmp_windows *calib, lmp_block **out)
+{
+    const int64_t L = m->arch.n_layers, d = m->arch.dim;
+    *out = NULL;
+    lmp_block *blocks = calloc((size_t)L, sizeof *blocks);
+    if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int st = 0;
+    for (int64_t b = 0; b < L && !st; b++) st = lmp_block_clone(&m->blocks[b], &blocks[b]);
+    if (st || v->n_stages == 0) goto done;
+    if (blocks[0].n_linears > 16) {
+        st = lmp_fail(LMP_EINVAL, "blocks of more than 16 linears are not supported");
+        goto done;
+    }
+
+    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    const int64_t per = calib->T * d;
+    float *X = malloc((size_t)(calib->n * per) * sizeof *X), *tmp = malloc((size_t)per * sizeof *tmp);
+    if (!selves || !X || !tmp) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
+    for (int s = 0; s < v->n_stages && !st; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (vt->create && (st = vt->create(lmp_host_services(), lmp_host_ctx(), v->stages[s].params, &selves[s])))
+            st = lmp_fail_prefix(st, "strategy '%s'", v->stages[s].plugin->desc->name);
+    }
+    for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+
+    char label[256];
+    snprintf(label, sizeof label, "compress %s: block", v->name);
+    for (int64_t b = 0; b < L && !st; b++) {
+        lmp_progress(label, b, L);
+        for (int s = 0; s < v->n_stages && !st; s++)
+            st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib, tmp);
+        for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
+            st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
+    }
+    if (!st) lmp_progress(label, L, L);
+    for (int s = 0; selves && s < v->n_stages; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
+    }
+    free(selves);
+    free(X);
+    free(tmp);
+done:
+    if (st) {
+        lmp_blocks_free(blocks, L);
+        return lmp_fail_prefix(st, "variant '%s'", v->name);
+    }
+    *out = blocks;
+    return 0;
+}

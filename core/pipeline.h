@@ -1,0 +1,35 @@
+/* pipeline.h — compressing a model block by block, as design.md describes.
+ *
+ * Calibration windows are embedded once; then for each block: clone its weights; for each stage
+ * of the variant, run the block over the cached inputs with observers collecting what the stage
+ * asked for, and call the stage's plugin to rewrite the block; finally run the rewritten block
+ * over the cached inputs to give the next block its inputs (errors propagate). */
+#ifndef LMP_CORE_PIPELINE_H
+#define LMP_CORE_PIPELINE_H
+
+#include "backend.h"
+#include "config.h"
+#include "model.h"
+
+/* tokens[n_windows * T]: the calibration windows, one after the other. */
+typedef struct lmp_windows {
+    int32_t *tokens;
+    int64_t n, T;
+} lmp_windows;
+
+/* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at seeded
+ * random offsets).  Fewer windows than asked for is a warning; none is an error naming `what`. */
+int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
+                    const char *what, lmp_windows *out);
+void lmp_windows_free(lmp_windows *w);
+
+/* Runs the variant's pipeline; *out receives n_layers owned blocks (lmp_block_free each).
+ * A variant without stages gets plain clones. */
+int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                 const lmp_windows *calib, lmp_block **out);
+void lmp_blocks_free(lmp_block *blocks, int64_t n);
+
+/* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted). */
+double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n);
+
+#endif

@@ -1,0 +1,478 @@
+/* tokenizer.c — llama2.c's BPE tokenizer (see tokenizer.h).
+ *
+ * Data layout (vocab_size = V):
+ *   pool       all pieces back to back, each followed by a '\0' (so sscanf in decode() sees the
+ *              same C string llama2.c sees); piece[i] = pool + off[i], lens[i] bytes long.
+ *   scores[V]  merge priority of the piece.
+ *   slots[cap] open-addressing hash table over the pieces, cap = power of two >= 2V; a slot holds
+ *              id + 1 (0 = empty).  A piece occurring twice keeps its lowest id (llama2.c's bsearch
+ *              over a qsort'ed copy picks an unspecified one; tok512 has no duplicates).
+ *
+ * encode(): the initial tokens form a doubly linked list over node indices 0..n-1, in text
+ * order, so "leftmost" == "smallest left node index".  Every adjacent pair whose concatenation is
+ * a piece with score > -1e10 (llama2.c's initial best_score; NaN never wins) is pushed on a
+ * max-heap ordered by (score desc, left index asc).  A merge (a, b) -> a rewrites a's token,
+ * unlinks b, bumps the version of both nodes, and pushes the two new pairs (prev(a), a) and
+ * (a, next(a)).  Entries are validated lazily on pop: the stored versions of both nodes must still
+ * be current and b must still follow a.  The popped valid entry is always the pair llama2.c's
+ * O(n^2) scan would pick, so the output is identical.  O(n log n) time, O(n) memory. */
+#include "tokenizer.h"
+
+#include "error.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lmp_tokenizer {
+    int vocab_size;          /* V > 0 */
+    char *pool;              /* sum(lens[i] + 1) bytes */
+    size_t *off;             /* [V] offset of piece i in pool */
+    int32_t *lens;           /* [V] piece length in bytes, >= 0 */
+    float *scores;           /* [V] */
+    int32_t max_len;         /* max(lens): the longest concatenation worth looking up */
+    uint32_t *slots;         /* [cap] id + 1, 0 = empty */
+    uint32_t cap_mask;       /* cap - 1 */
+    unsigned char byte_pieces[512]; /* byte_pieces[2b] = b, byte_pieces[2b+1] = 0 (llama2.c) */
+};
+
+/* ---- hashing -------------------------------------------------------------------------------- */
+
+#define FNV32_OFFSET 2166136261u
+#define FNV32_PRIME 16777619u
+
+static uint32_t fnv_step(uint32_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= FNV32_PRIME;
+    }
+    return h;
+}
+
+/* Finds the id of the piece equal to a[0..la) ++ b[0..lb), or -1.  (The concatenation is never
+ * built: the hash runs over both spans and the comparison checks them in turn.) */
+static int lookup2(const lmp_tokenizer *t, const char *a, size_t la, const char *b, size_t lb)
+{
+    if (la + lb > (size_t)t->max_len) return -1;
+    uint32_t h = fnv_step(fnv_step(FNV32_OFFSET, (const unsigned char *)a, la),
+                          (const unsigned char *)b, lb);
+    for (uint32_t s = h & t->cap_mask;; s = (s + 1) & t->cap_mask) {
+        uint32_t e = t->slots[s];
+        if (e == 0) return -1;
+        int id = (int)(e - 1);
+        const char *p = t->pool + t->off[id];
+        if ((size_t)t->lens[id] == la + lb && memcmp(p, a, la) == 0 && memcmp(p + la, b, lb) == 0)
+            return id;
+    }
+}
+
+static int lookup(const lmp_tokenizer *t, const char *s, size_t n) { return lookup2(t, s, n, "", 0); }
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+/* Reads the whole file.  On failure records an error naming path and returns the status. */
+static int read_file(const char *path, unsigned char **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return lmp_fail(LMP_EIO, "%s: cannot open tokenizer file: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    int err = errno;
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return lmp_fail(LMP_EIO, "%s: cannot read tokenizer file: %s", path, strerror(err));
+    }
+    *data = buf;
+    *size = n;
+    return 0;
+}
+
+static int32_t rd_i32(const unsigned char *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    int32_t v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+static float rd_f32(const unsigned char *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer **out)
+{
+    if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_llama2c: out is NULL");
+    *out = NULL;
+    if (!path) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_llama2c: path is NULL");
+    if (vocab_size <= 0 || vocab_size > (1 << 30))
+        return lmp_fail(LMP_EINVAL, "%s: invalid vocab_size %d (must be in 1..2^30)", path, vocab_size);
+
+    unsigned char *data = NULL;
+    size_t size = 0;
+    int rc = read_file(path, &data, &size);
+    if (rc) return rc;
+
+    lmp_tokenizer *t = NULL;
+    if (size < 4) {
+        rc = lmp_fail(LMP_EINVAL, "%s: truncated tokenizer file: %zu bytes, no max_token_length header",
+                      path, size);
+        goto fail;
+    }
+    int32_t max_token_length = rd_i32(data);
+    if (max_token_length < 0) {
+        rc = lmp_fail(LMP_EINVAL, "%s: invalid max_token_length %d in header", path, max_token_length);
+        goto fail;
+    }
+
+    /* Pass 1: validate every record and size the pool. */
+    size_t pos = 4, pool_size = 0;
+    for (int i = 0; i < vocab_size; i++) {
+        if (size - pos < 8) {
+            rc = lmp_fail(LMP_EINVAL,
+                          "%s: truncated tokenizer file: ends at token %d of %d (byte offset %zu, "
+                          "score/length record incomplete)", path, i, vocab_size, pos);
+            goto fail;
+        }
+        int32_t len = rd_i32(data + pos + 4);
+        pos += 8;
+        if (len < 0) {
+            rc = lmp_fail(LMP_EINVAL, "%s: token %d has negative length %d", path, i, len);
+            goto fail;
+        }
+        if ((size_t)len > size - pos) {
+            rc = lmp_fail(LMP_EINVAL,
+                          "%s: token %d has length %d but only %zu bytes remain (truncated or corrupt "
+                          "tokenizer file)", path, i, len, size - pos);
+            goto fail;
+        }
+        pos += (size_t)len;
+        pool_size += (size_t)len + 1;
+    }
+    /* Trailing bytes after vocab_size records are ignored, as llama2.c does. */
+
+    t = calloc(1, sizeof *t);
+    uint32_t cap = 1;
+    while (cap < 2u * (uint32_t)vocab_size) cap <<= 1;
+    if (t) {
+        t->pool = malloc(pool_size);
+        t->off = malloc((size_t)vocab_size * sizeof *t->off);
+        t->lens = malloc((size_t)vocab_size * sizeof *t->lens);
+        t->scores = malloc((size_t)vocab_size * sizeof *t->scores);
+        t->slots = calloc(cap, sizeof *t->slots);
+    }
+    if (!t || !t->pool || !t->off || !t->lens || !t->scores || !t->slots) {
+        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, vocab_size);
+        goto fail;
+    }
+    t->vocab_size = vocab_size;
+    t->cap_mask = cap - 1;
+
+    /* Pass 2: copy pieces, fill the hash table (first occurrence wins). */
+    pos = 4;
+    size_t po = 0;
+    for (int i = 0; i < vocab_size; i++) {
+        t->scores[i] = rd_f32(data + pos);
+        int32_t len = rd_i32(data + pos + 4);
+        pos += 8;
+        memcpy(t->pool + po, data + pos, (size_t)len);
+        t->pool[po + (size_t)len] = '\0';
+        t->off[i] = po;
+        t->lens[i] = len;
+        if (len > t->max_len) t->max_len = len;
+        pos += (size_t)len;
+        po += (size_t)len + 1;
+
+        uint32_t h = fnv_step(FNV32_OFFSET, (const unsigned char *)t->pool + t->off[i], (size_t)len);
+        for (uint32_t s = h & t->cap_mask;; s = (s + 1) & t->cap_mask) {
+            uint32_t e = t->slots[s];
+            if (e == 0) {
+                t->slots[s] = (uint32_t)i + 1;
+                break;
+            }
+            int j = (int)(e - 1);
+            if (t->lens[j] == len && memcmp(t->pool + t->off[j], t->pool + t->off[i], (size_t)len) == 0)
+                break; /* duplicate piece: keep the lower id */
+        }
+    }
+    for (int b = 0; b < 256; b++) {
+        t->byte_pieces[2 * b] = (unsigned char)b;
+        t->byte_pieces[2 * b + 1] = 0;
+    }
+    free(data);
+    *out = t;
+    return 0;
+
+fail:
+    free(data);
+    lmp_tokenizer_free(t);
+    return rc;
+}
+
+void lmp_tokenizer_free(lmp_tokenizer *t)
+{
+    if (!t) return;
+    free(t->pool);
+    free(t->off);
+    free(t->lens);
+    free(t->scores);
+    free(t->slots);
+    free(t);
+}
+
+int lmp_tokenizer_vocab_size(const lmp_tokenizer *t) { return t ? t->vocab_size : 0; }
+int lmp_tokenizer_bos(const lmp_tokenizer *t) { (void)t; return 1; }
+int lmp_tokenizer_eos(const lmp_tokenizer *t) { (void)t; return 2; }
+
+/* ---- encoding ------------------------------------------------------------------------------- */
+
+typedef struct {
+    float score;   /* score of the merged piece; > -1e10f, never NaN */
+    int32_t left;  /* left node index (= position key: smaller is further left) */
+    int32_t right; /* right node index at push time */
+    int32_t id;    /* merged token id */
+    uint32_t lver, rver; /* node versions at push time */
+} merge_cand;
+
+typedef struct {
+    merge_cand *a;
+    size_t n, cap;
+} merge_heap;
+
+/* Strict priority: x is popped before y. */
+static int cand_before(const merge_cand *x, const merge_cand *y)
+{
+    if (x->score != y->score) return x->score > y->score;
+    return x->left < y->left;
+}
+
+static void heap_sift_down(merge_heap *h, size_t i)
+{
+    merge_cand v = h->a[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && cand_before(&h->a[c + 1], &h->a[c])) c++;
+        if (!cand_before(&h->a[c], &v)) break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    h->a[i] = v;
+}
+
+static int heap_push(merge_heap *h, merge_cand c)
+{
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 64;
+        merge_cand *na = realloc(h->a, nc * sizeof *na);
+        if (!na) return -1;
+        h->a = na;
+        h->cap = nc;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_before(&c, &h->a[p])) break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = c;
+    return 0;
+}
+
+static merge_cand heap_pop(merge_heap *h)
+{
+    merge_cand top = h->a[0];
+    h->a[0] = h->a[--h->n];
+    if (h->n) heap_sift_down(h, 0);
+    return top;
+}
+
+/* Fills *c for the pair (l, r) and returns 1 if llama2.c would consider merging it. */
+static int pair_cand(const lmp_tokenizer *t, const int32_t *tok, const uint32_t *ver, int32_t l,
+                     int32_t r, merge_cand *c)
+{
+    int a = tok[l], b = tok[r];
+    int id = lookup2(t, t->pool + t->off[a], (size_t)t->lens[a], t->pool + t->off[b],
+                     (size_t)t->lens[b]);
+    if (id < 0) return 0;
+    float s = t->scores[id];
+    if (!(s > -1e10f)) return 0; /* llama2.c starts from best_score = -1e10 with strict '>' */
+    c->score = s;
+    c->left = l;
+    c->right = r;
+    c->id = id;
+    c->lver = ver[l];
+    c->rver = ver[r];
+    return 1;
+}
+
+int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids,
+                 int64_t *n_ids)
+{
+    if (!t || !ids || !n_ids || (!text && len)) return lmp_fail(LMP_EINVAL, "lmp_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    /* Node indices are int32: at most len + 2 nodes (BOS, dummy prefix, one per byte). */
+    if (len > (size_t)INT32_MAX - 8)
+        return lmp_fail(LMP_EINVAL, "lmp_tokenize: text of %zu bytes is too long", len);
+    const int V = t->vocab_size;
+    if (add_bos && V <= 1)
+        return lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary of %d tokens has no BOS (id 1)", V);
+
+    size_t cap = len + 2;
+    int32_t *tok = malloc(cap * sizeof *tok);
+    int32_t *prev = NULL, *next = NULL;
+    uint32_t *ver = NULL;
+    merge_heap heap = {0};
+    int rc = 0;
+    if (!tok) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
+
+    /* ---- initial tokens: BOS, dummy prefix, codepoints or bytes ---- */
+    int32_t n = 0; /* invariant: n <= 2 + bytes consumed <= cap */
+    if (add_bos) tok[n++] = 1;
+    if (len > 0) {
+        int sp = lookup(t, " ", 1);
+        if (sp < 0) sp = ' ' + 3 < V ? ' ' + 3 : -1; /* llama2.c assumes " " exists */
+        if (sp < 0) {
+            rc = lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary has no \" \" token for the dummy prefix");
+            goto done;
+        }
+        tok[n++] = sp;
+    }
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        /* One "codepoint": this byte plus following continuation bytes (10xxxxxx), at most 4
+         * bytes in all.  A stray continuation byte starts its own group, as in llama2.c. */
+        size_t j = i + 1;
+        while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
+        int id = lookup(t, text + i, j - i);
+        if (id >= 0) {
+            tok[n++] = id;
+        } else {
+            for (size_t k = i; k < j; k++) {
+                if (u[k] + 3 >= V) {
+                    rc = lmp_fail(LMP_EINVAL,
+                                  "lmp_tokenize: byte 0x%02X at offset %zu has no token and no byte "
+                                  "fallback (vocab_size %d)", u[k], k, V);
+                    goto done;
+                }
+                tok[n++] = u[k] + 3;
+            }
+        }
+        i = j;
+    }
+
+    /* ---- merges ---- */
+    size_t nn = n ? (size_t)n : 1; /* avoid malloc(0) */
+    prev = malloc(nn * sizeof *prev);
+    next = malloc(nn * sizeof *next);
+    ver = calloc(nn, sizeof *ver);
+    if (!prev || !next || !ver) goto oom;
+    for (int32_t i = 0; i < n; i++) {
+        prev[i] = i - 1;
+        next[i] = i + 1 < n ? i + 1 : -1;
+    }
+    /* Initial candidates, then heapify (O(n)). */
+    if (n > 1) {
+        heap.cap = (size_t)n;
+        heap.a = malloc(heap.cap * sizeof *heap.a);
+        if (!heap.a) goto oom;
+        for (int32_t i = 0; i + 1 < n; i++) {
+            merge_cand c;
+            if (pair_cand(t, tok, ver, i, i + 1, &c)) heap.a[heap.n++] = c;
+        }
+        for (size_t i = heap.n / 2; i-- > 0;) heap_sift_down(&heap, i);
+    }
+    int32_t count = n;
+    while (heap.n) {
+        merge_cand c = heap_pop(&heap);
+        int32_t a = c.left, b = c.right;
+        /* Stale if either node was rewritten or removed since the push (a removal bumps the
+         * removed node's version; a rewrite of a changes a's version, so next[a] == b holds for
+         * a valid entry). */
+        if (ver[a] != c.lver || ver[b] != c.rver) continue;
+        tok[a] = c.id;
+        ver[a]++;
+        ver[b]++;
+        next[a] = next[b];
+        if (next[b] >= 0) prev[next[b]] = a;
+        count--;
+        merge_cand nc;
+        if (prev[a] >= 0 && pair_cand(t, tok, ver, prev[a], a, &nc) && heap_push(&heap, nc)) goto oom;
+        if (next[a] >= 0 && pair_cand(t, tok, ver, a, next[a], &nc) && heap_push(&heap, nc)) goto oom;
+    }
+
+    /* ---- output: walk the list from node 0 (the head is never removed) ---- */
+    int32_t *res = malloc((size_t)(count ? count : 1) * sizeof *res);
+    if (!res) goto oom;
+    int64_t k = 0;
+    for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) res[k++] = tok[i];
+    *ids = res;
+    *n_ids = k;
+    goto done;
+
+oom:
+    rc = lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
+done:
+    free(tok);
+    free(prev);
+    free(next);
+    free(ver);
+    free(heap.a);
+    return rc;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------- */
+
+const char *lmp_tokenizer_decode(lmp_tokenizer *t, int prev, int token, size_t *len)
+{
+    size_t dummy;
+    if (!len) len = &dummy;
+    if (!t || token < 0 || token >= t->vocab_size) {
+        *len = 0;
+        return "";
+    }
+    const char *piece = t->pool + t->off[token];
+    size_t n = (size_t)t->lens[token];
+    /* After BOS, sentencepiece's decoder strips a leading space (llama2.c PR #89). */
+    if (prev == 1 && n > 0 && piece[0] == ' ') {
+        piece++;
+        n--;
+    }
+    /* Raw-byte pieces look like "<0x0A>": the same sscanf test as llama2.c. */
+    unsigned char byte_val;
+    if (sscanf(piece, "<0x%02hhX>", &byte_val) == 1) {
+        *len = 1;
+        return (const char *)t->byte_pieces + 2 * byte_val;
+    }
+    *len = n;
+    return piece;
+}

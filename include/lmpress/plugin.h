@@ -1,0 +1,286 @@
+/* lmpress/plugin.h — the one header a plugin includes.
+ *
+ * A plugin is a shared object that exports one symbol, lmp_plugin_entry, returning a static,
+ * code-free descriptor (lmp_plugin_desc).  Plugins link nothing from the core: everything they
+ * need from the host comes through the lmp_host services table.
+ *
+ * ABI rules (checked by the loader, in this order, each with its own message):
+ *   - the file opens (dlopen RTLD_NOW|RTLD_LOCAL) and exports lmp_plugin_entry;
+ *   - desc->abi_major == LMP_ABI_MAJOR and desc->abi_minor <= LMP_ABI_MINOR;
+ *   - desc->struct_size and the vtable's struct_size cover what the host calls;
+ *   - desc->kind matches the slot the config uses it for; the name is unique;
+ *   - desc->probe (if any) returns > 0 on this machine.
+ * Appending fields to a struct bumps LMP_ABI_MINOR; anything else bumps LMP_ABI_MAJOR.
+ *
+ * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
+ * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
+ * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
+ * host->set_error.  Plugins never exit() or abort().
+ */
+#ifndef LMPRESS_PLUGIN_H
+#define LMPRESS_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LMP_ABI_MAJOR 1
+#define LMP_ABI_MINOR 0
+
+#if defined(__GNUC__)
+#define LMP_EXPORT __attribute__((visibility("default")))
+#else
+#define LMP_EXPORT
+#endif
+
+#define LMP_ENTRY_SYMBOL "lmp_plugin_entry"
+
+/* ---- status codes ---------------------------------------------------------------------- */
+enum {
+    LMP_OK = 0,
+    LMP_EINVAL = -1,       /* bad argument or shape */
+    LMP_ENOMEM = -2,
+    LMP_EUNSUPPORTED = -3, /* operation not offered: the host may fall back to the CPU backend */
+    LMP_ENOTSPD = -4,      /* Cholesky found a non-positive pivot */
+    LMP_EIO = -5,
+    LMP_EABORTED = -6,
+};
+
+/* ---- parameter schema ------------------------------------------------------------------ */
+typedef enum {
+    LMP_PARAM_BOOL = 1,
+    LMP_PARAM_INT = 2,
+    LMP_PARAM_FLOAT = 3,
+    LMP_PARAM_ENUM = 4,   /* one of choices[], NULL-terminated */
+    LMP_PARAM_STRING = 5,
+} lmp_param_type;
+
+#define LMP_PARAM_REQUIRED 1u /* no default: the config must set it */
+
+typedef struct lmp_param_spec {
+    const char *name;
+    lmp_param_type type;
+    const char *help;
+    double def_num;            /* default of BOOL (0/1), INT, FLOAT; index of choice for ENUM */
+    const char *def_str;       /* default of STRING */
+    double min, max;           /* inclusive range of INT and FLOAT */
+    const char *const *choices;/* ENUM choices, NULL-terminated */
+    uint32_t flags;
+} lmp_param_spec;
+
+/* A validated value, one per schema entry, in schema order.  ENUM: num = index, str = choice. */
+typedef struct lmp_value {
+    double num;
+    const char *str;
+} lmp_value;
+
+/* ---- quantization specs (shared by strategies and backends) ---------------------------- */
+typedef enum { LMP_ROUND_HALF_EVEN = 0, LMP_ROUND_HALF_AWAY = 1 } lmp_rounding;
+typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } lmp_granularity;
+
+/* Weight grid, algorithms.md §1.
+ * sym:  scale = T/qmax, qmax = 2^(b-1)-1, T = abs-max of the slice (0 -> 1e-8),
+ *       q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale.
+ * asym: lo = min(0, min), hi = max(0, max) (both 0 -> [-1, 1]), maxq = 2^b-1,
+ *       scale = (hi-lo)/maxq, zero = round(-lo/scale), q = clamp(round(w/scale)+zero, 0, maxq),
+ *       w' = scale*(q-zero).
+ * A slice is the whole tensor, one output row, or `group` consecutive input columns of one row
+ * (the last group of a row may be shorter). */
+typedef struct lmp_wspec {
+    int bits;                  /* 2..8 */
+    int sym;                   /* 1 symmetric abs-max, 0 asymmetric min-max with zero-point */
+    lmp_granularity gran;
+    int64_t group;             /* columns per group when gran == LMP_GRAN_GROUP */
+    lmp_rounding rounding;
+} lmp_wspec;
+
+/* Number of scales quantize_weight writes for a [rows, cols] weight. */
+static inline int64_t lmp_wspec_n_scales(const lmp_wspec *s, int64_t rows, int64_t cols)
+{
+    if (s->gran == LMP_GRAN_TENSOR) return 1;
+    if (s->gran == LMP_GRAN_CHANNEL) return rows;
+    return rows * ((cols + s->group - 1) / s->group);
+}
+
+/* Simulated activation quantization of a linear's input x[T, C], symmetric:
+ * q = clamp(round(x/s), -qmax, qmax), qmax = 2^(b-1)-1, x' = q*s, with
+ *   STATIC:        s = the stored scale (calibration abs-max / qmax)
+ *   DYN_TENSOR:    s = max(absmax(x), 1e-5) / qmax over the whole x
+ *   DYN_TOKEN:     s = max(absmax(row), 1e-5) / qmax per token row. */
+typedef enum {
+    LMP_ACT_NONE = 0,
+    LMP_ACT_STATIC_TENSOR = 1,
+    LMP_ACT_DYN_TENSOR = 2,
+    LMP_ACT_DYN_TOKEN = 3,
+} lmp_act_mode;
+
+typedef struct lmp_aspec {
+    lmp_act_mode mode;
+    int bits;
+    lmp_rounding rounding;
+    float scale;               /* LMP_ACT_STATIC_TENSOR only */
+} lmp_aspec;
+
+/* ---- model view handed to strategies: one block at a time ------------------------------ */
+typedef enum {
+    LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O,
+    LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN,
+    LMP_ROLE_COUNT
+} lmp_role;
+
+/* Statistics over the calibration tokens that reached a linear's input x[N, in]. */
+enum {
+    LMP_STAT_ABSMAX = 1u << 0, /* per input channel: max |x| */
+    LMP_STAT_MINMAX = 1u << 1, /* per input channel: min x, max x */
+    LMP_STAT_MEAN = 1u << 2,   /* per input channel: mean x */
+};
+
+typedef struct lmp_stats {
+    int64_t n_tokens;
+    float *absmax;             /* [in] when LMP_STAT_ABSMAX was asked for, else NULL */
+    float *min, *max;          /* [in] when LMP_STAT_MINMAX */
+    float *mean;               /* [in] when LMP_STAT_MEAN */
+} lmp_stats;
+
+typedef struct lmp_linear {
+    const char *name;          /* e.g. "model.layers.3.self_attn.q_proj" */
+    lmp_role role;
+    int64_t out, in;
+    float *w;                  /* [out, in], the block's working copy: strategies rewrite it */
+    float *b;                  /* [out] or NULL */
+    lmp_aspec act;             /* simulated quantization of this linear's input */
+    double weight_bits;        /* storage bits per weight, scales included (32 = unquantized) */
+    const lmp_value *params;   /* this stage's parameters for this linear; NULL = not targeted */
+    const lmp_stats *stats;    /* statistics the stage asked for; NULL if none */
+} lmp_linear;
+
+typedef struct lmp_norm {
+    const char *name;          /* e.g. "model.layers.3.input_layernorm" */
+    int64_t dim;
+    float *w;                  /* [dim] */
+    float *b;                  /* [dim] or NULL (RMSNorm) */
+    int n_fed;
+    int fed[4];                /* indices into lmp_block.linears of the linears this norm feeds */
+} lmp_norm;
+
+typedef struct lmp_block {
+    int index;                 /* 0-based block number */
+    int n_blocks;              /* blocks in the model */
+    int n_linears;
+    lmp_linear *linears;
+    int n_norms;
+    lmp_norm *norms;
+} lmp_block;
+
+/* ---- host services ---------------------------------------------------------------------- */
+enum { LMP_LOG_ERROR = 0, LMP_LOG_WARN = 1, LMP_LOG_INFO = 2, LMP_LOG_DEBUG = 3 };
+
+struct lmp_backend_i;
+
+typedef struct lmp_host {
+    uint32_t struct_size;
+    uint16_t abi_major, abi_minor;
+    void (*log)(void *ctx, int level, const char *fmt, ...);
+    /* Stores the message and returns status, so `return host->set_error(ctx, LMP_EINVAL, ...)`. */
+    int (*set_error)(void *ctx, int status, const char *fmt, ...);
+    void *(*alloc)(void *ctx, size_t n);      /* zeroed, 64-byte aligned; NULL on failure */
+    void (*free)(void *ctx, void *p);
+    void (*progress)(void *ctx, const char *what, int64_t done, int64_t total);
+    uint64_t (*rng_u64)(void *ctx);           /* seeded from the config */
+    /* The active backend; *self receives its instance for the vtable's calls. */
+    const struct lmp_backend_i *(*backend)(void *ctx, void **self);
+    /* Block editing: multiply the norm's output channel j by 1/s[j] (w and b) and input column j
+     * of every linear it feeds by s[j]; the block's function is unchanged. */
+    int (*fold_norm_scale)(void *ctx, lmp_block *blk, int norm, const float *s);
+} lmp_host;
+
+/* ---- backend interface ------------------------------------------------------------------ */
+/* Coarse operations on host f32 memory.  A device backend stages data itself.  Any entry may
+ * be NULL or return LMP_EUNSUPPORTED; the host then runs the CPU backend's version. */
+typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LMP_REDUCE_SUM = 3 } lmp_reduce;
+
+typedef struct lmp_backend_i {
+    uint32_t struct_size;
+    int (*create)(const lmp_host *host, void *hctx, const lmp_value *params, void **self);
+    void (*destroy)(void *self);
+    /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C; ta/tb != 0 transposes (row-major). */
+    int (*gemm)(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                float *C, int64_t ldc);
+    /* H[c,c] += alpha * X^T X for X[n,c]; both triangles are written. */
+    int (*xtx_accum)(void *self, int64_t n, int64_t c, const float *X, float alpha, float *H);
+    /* In place A[n,n] = L L^T, L lower; the strict upper triangle is zeroed.  On failure returns
+     * LMP_ENOTSPD and, if bad_pivot != NULL, the 0-based failing column. */
+    int (*cholesky)(void *self, int64_t n, float *A, int64_t *bad_pivot);
+    /* Given the lower Cholesky factor L[n,n], overwrite it with (L L^T)^-1 (full, symmetric). */
+    int (*chol_inverse)(void *self, int64_t n, float *L);
+    /* B[n,nrhs] <- L^-1 B (trans = 0) or L^-T B (trans = 1), L[n,n] lower triangular. */
+    int (*trsm_lower)(void *self, int trans, int64_t n, int64_t nrhs, const float *L, float *B);
+    /* out[T,C] = x / sqrt(mean(x^2) + eps) * w, per row. */
+    int (*rmsnorm)(void *self, int64_t T, int64_t C, const float *x, const float *w, float eps,
+                   float *out);
+    /* Rotary embedding in place on x[T, n_heads*head_dim], row t at position pos0+t, rotating the
+     * adjacent pairs (2i, 2i+1) of each head by angle pos * theta^(-2i/head_dim). */
+    int (*rope)(void *self, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0,
+                float theta, float *x);
+    /* Causal attention: q[T, nh*hd], k,v[T, nkv*hd] -> out[T, nh*hd]; head h reads kv head
+     * h / (nh/nkv); scores scaled by 1/sqrt(hd). */
+    int (*attention)(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                     const float *q, const float *k, const float *v, float *out);
+    /* out[i] = silu(gate[i]) * up[i] */
+    int (*swiglu)(void *self, int64_t n, const float *gate, const float *up, float *out);
+    /* out[r,:] = log_softmax(x[r,:]) */
+    int (*log_softmax)(void *self, int64_t rows, int64_t cols, const float *x, float *out);
+    /* Accumulating column reduction of X[n,c] into out[c]: max/min fold into out, SUM adds.
+     * ABSMAX folds max|x|.  The caller initialises out. */
+    int (*reduce_cols)(void *self, lmp_reduce kind, int64_t n, int64_t c, const float *X,
+                       float *out);
+    /* Fake-quantize W[rows, cols] in place on the grid of *spec.  scales/zeros (may be NULL)
+     * receive lmp_wspec_n_scales() entries, zeros only for asym. */
+    int (*quantize_weight)(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                           float *W, float *scales, float *zeros);
+    /* Fake-quantize activations X[T, C] in place on the grid of *spec (mode != NONE). */
+    int (*quantize_act)(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X);
+} lmp_backend_i;
+
+/* ---- strategy interface ----------------------------------------------------------------- */
+typedef struct lmp_strategy_i {
+    uint32_t struct_size;
+    /* Optional per-stage state; params are the stage's validated values.  May be NULL. */
+    int (*create)(const lmp_host *host, void *hctx, const lmp_value *params, void **self);
+    void (*destroy)(void *self);
+    /* Which LMP_STAT_* the stage needs on the input of a linear with these parameters. */
+    uint32_t (*needs)(void *self, const lmp_value *params);
+    /* Rewrite the block: every linear with params != NULL is targeted by this stage. */
+    int (*apply)(void *self, const lmp_host *host, void *hctx, lmp_block *blk);
+} lmp_strategy_i;
+
+/* ---- the descriptor --------------------------------------------------------------------- */
+typedef enum { LMP_PLUGIN_STRATEGY = 1, LMP_PLUGIN_BACKEND = 2 } lmp_plugin_kind;
+
+typedef struct lmp_plugin_desc {
+    uint32_t struct_size;      /* sizeof(lmp_plugin_desc) when the plugin was built */
+    uint16_t abi_major, abi_minor;
+    lmp_plugin_kind kind;
+    const char *name;          /* unique: "rtn", "cpu" */
+    const char *version;       /* the plugin's own version */
+    const char *summary;
+    const lmp_param_spec *params;
+    uint32_t n_params;
+    const void *vtable;        /* const lmp_strategy_i * or const lmp_backend_i * */
+    /* > 0: usable here; 0: not here (reason through host->set_error).  NULL: always usable. */
+    int (*probe)(const lmp_host *host, void *hctx);
+} lmp_plugin_desc;
+
+typedef const lmp_plugin_desc *(*lmp_plugin_entry_fn)(void);
+
+/* Every plugin defines exactly this, returning a pointer to static data. */
+LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LMPRESS_PLUGIN_H */

@@ -1,0 +1,497 @@
+/* lmpress.c — the command-line tool.  Each command parses its options, calls the core, and
+ * prints; every failure prints one message (the core's last error) and exits non-zero:
+ * 1 for a failed run, 2 for a usage error. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "compare.h"
+#include "config.h"
+#include "error.h"
+#include "forward.h"
+#include "host.h"
+#include "registry.h"
+#include "textfile.h"
+
+#define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
+
+static const char *const usage_main =
+    "usage: lmpress [--quiet | --verbose] COMMAND [ARGS]\n"
+    "\n"
+    "Compress language models with plugin strategies and compare the variants.\n"
+    "\n"
+    "commands:\n"
+    "  compare CONFIG    compress every variant of CONFIG and print them side by side\n"
+    "  run CONFIG        compress and evaluate one variant of CONFIG\n"
+    "  check CONFIG      validate CONFIG and its plugins' parameters without running\n"
+    "  eval [MODEL]      perplexity of an unmodified model on a text file\n"
+    "  generate [MODEL]  greedy text generation (temperature 0)\n"
+    "  plugins           list the plugins found, with their parameters\n"
+    "\n"
+    "MODEL defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
+    "options: --quiet (errors only), --verbose (debug messages), --version, --help\n";
+
+static const char *const usage_compare =
+    "usage: lmpress compare CONFIG [--json FILE] [--md FILE] [--csv FILE]\n"
+    "       lmpress run CONFIG [--variant NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
+    "\n"
+    "compare runs every variant of the libconfig file CONFIG; run runs one (--variant, needed\n"
+    "when CONFIG has several).  Each variant is compressed block by block on the calibration\n"
+    "text and evaluated against the unmodified model on every evaluation text: perplexity,\n"
+    "KL divergence and top-1 agreement.  The table goes to standard output; --json, --md and\n"
+    "--csv also write it to FILE (\"-\" for standard output).  See configs/quickstart.cfg.\n";
+
+static const char *const usage_check =
+    "usage: lmpress check CONFIG\n"
+    "\n"
+    "Parses CONFIG, loads the plugins it names and validates every stage against its plugin's\n"
+    "parameter schema, as compare does before it reads any weight.  Prints the variants.\n";
+
+static const char *const usage_eval =
+    "usage: lmpress eval [MODEL] --text FILE [--tokenizer FILE] [--seq-len L] [--max-windows N]\n"
+    "                    [--backend NAME] [--json]\n"
+    "\n"
+    "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
+    "cut into floor(n/L) non-overlapping windows of L tokens (the tail dropped; --max-windows\n"
+    "caps the count), each window evaluated from position 0, its L-1 next-token predictions\n"
+    "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n";
+
+static const char *const usage_generate =
+    "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
+    "                        [--backend NAME]\n"
+    "\n"
+    "Greedy generation (argmax at every step) from BOS and the prompt, N steps in all\n"
+    "(default 256), printed as llama2.c's run prints it.\n";
+
+static const char *const usage_plugins =
+    "usage: lmpress plugins [--plugin-path DIR]...\n"
+    "\n"
+    "Lists every plugin in the search path ($LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then\n"
+    "the build's plugin folder): kind, version, ABI, whether it can run here, and its full\n"
+    "parameter schema.  Files that fail to load are reported with the reason.\n";
+
+static int fail(void)
+{
+    fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
+    return 1;
+}
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "lmpress: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", usage);
+    return 2;
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    return 0;
+}
+
+/* Option parsing: "--name VALUE" pairs; returns the value or NULL with *bad set. */
+static const char *opt_value(int argc, char **argv, int *i, int *bad)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "lmpress: option %s needs a value\n", argv[*i]);
+        *bad = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < lo) {
+        fprintf(stderr, "lmpress: %s wants an integer >= %lld, not \"%s\"\n", opt, (long long)lo, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- compare / run / check ----------------------------------------------------------------- */
+static int write_report(const lmp_report *r, const char *path, void (*writer)(const lmp_report *, FILE *))
+{
+    if (!path) return 0;
+    if (strcmp(path, "-") == 0) {
+        writer(r, stdout);
+        return 0;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        lmp_fail(LMP_EIO, "%s: cannot write report: %s", path, strerror(errno));
+        return fail();
+    }
+    writer(r, f);
+    if (fclose(f) != 0) {
+        lmp_fail(LMP_EIO, "%s: write failed", path);
+        return fail();
+    }
+    return 0;
+}
+
+static int cmd_compare(int argc, char **argv, int single)
+{
+    const char *cfg_path = NULL, *json = NULL, *md = NULL, *csv = NULL, *variant = NULL;
+    int bad = 0;
+    if (wants_help(argc, argv)) {
+        fputs(usage_compare, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--md") == 0) md = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--csv") == 0) csv = opt_value(argc, argv, &i, &bad);
+        else if (single && strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
+        else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
+        else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
+        else cfg_path = argv[i];
+    }
+    if (bad) return 2;
+    if (!cfg_path) return usage_error(usage_compare, "%s", "a CONFIG file is required");
+    lmp_run_config *c;
+    if (lmp_config_load(cfg_path, &c)) return fail();
+    int which = -1;
+    if (single) {
+        for (int i = 0; i < c->n_variants && variant; i++)
+            if (strcmp(c->variants[i].name, variant) == 0) which = i;
+        if (!variant && c->n_variants == 1) which = 0;
+        if (which < 0) {
+            char names[1024] = "";
+            for (int i = 0; i < c->n_variants; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", c->variants[i].name);
+            lmp_fail(LMP_EINVAL, "%s: %s%s%s; its variants: %s", cfg_path,
+                     variant ? "no variant named '" : "several variants: choose one with --variant NAME",
+                     variant ? variant : "", variant ? "'" : "", names);
+            lmp_config_free(c);
+            return fail();
+        }
+    }
+    lmp_report *r;
+    int st = lmp_run_compare(c, single ? &which : NULL, single ? 1 : 0, &r);
+    if (st) {
+        lmp_config_free(c);
+        return fail();
+    }
+    lmp_report_table(r, stdout);
+    int rc = write_report(r, json, lmp_report_json);
+    if (!rc) rc = write_report(r, md, lmp_report_markdown);
+    if (!rc) rc = write_report(r, csv, lmp_report_csv);
+    lmp_report_free(r);
+    lmp_config_free(c);
+    return rc;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        fputs(usage_check, stdout);
+        return 0;
+    }
+    if (argc != 1 || argv[0][0] == '-') return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
+    lmp_run_config *c;
+    if (lmp_config_load(argv[0], &c)) return fail();
+    printf("%s: ok: model %s, backend %s, %d variant%s\n", argv[0], c->model_path, c->backend_name,
+           c->n_variants, c->n_variants == 1 ? "" : "s");
+    for (int i = 0; i < c->n_variants; i++) {
+        printf("  %s:", c->variants[i].name);
+        if (!c->variants[i].n_stages) printf(" (unmodified)");
+        for (int s = 0; s < c->variants[i].n_stages; s++)
+            printf("%s %s", s ? " ->" : "", c->variants[i].stages[s].plugin->desc->name);
+        printf("\n");
+    }
+    lmp_config_free(c);
+    return 0;
+}
+
+/* ---- eval / generate: a model without a config ---------------------------------------------- */
+typedef struct direct_run {
+    lmp_registry reg;
+    lmp_backend be;
+    lmp_model *m;
+    lmp_tokenizer *tok;
+} direct_run;
+
+static int direct_open(direct_run *d, const char *model, const char *tokenizer, const char *backend)
+{
+    memset(d, 0, sizeof *d);
+    int st = lmp_registry_init(&d->reg, NULL, 0);
+    if (!st) st = lmp_backend_open(&d->reg, backend, NULL, &d->be);
+    if (!st) lmp_host_set_backend(&d->be);
+    if (!st) st = lmp_model_load(model, &d->m);
+    if (!st) st = lmp_open_tokenizer(d->m, tokenizer, &d->tok);
+    return st;
+}
+
+static void direct_close(direct_run *d)
+{
+    lmp_tokenizer_free(d->tok);
+    lmp_model_free(d->m);
+    lmp_host_set_backend(NULL);
+    if (d->be.vt) lmp_backend_close(&d->be);
+    lmp_registry_free(&d->reg);
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned char)*s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu";
+    int64_t L = 0, max_windows = 0;
+    int json = 0, bad = 0;
+    if (wants_help(argc, argv)) {
+        fputs(usage_eval, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        if (strcmp(argv[i], "--text") == 0) text = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--seq-len") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--seq-len", 2, &L)) return 2;
+        } else if (strcmp(argv[i], "--max-windows") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--max-windows", 0, &max_windows)) return 2;
+        } else if (argv[i][0] == '-') return usage_error(usage_eval, "unknown option %s", argv[i]);
+        else if (model) return usage_error(usage_eval, "unexpected argument %s", argv[i]);
+        else model = argv[i];
+    }
+    if (bad) return 2;
+    if (!text) return usage_error(usage_eval, "%s", "--text FILE is required");
+    if (!model) model = DEFAULT_MODEL;
+    direct_run d;
+    int st = direct_open(&d, model, tokenizer, backend);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    lmp_score score;
+    if (!st && L == 0) L = d.m->arch.seq_len;
+    if (!st && L > d.m->arch.seq_len)
+        st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the model's context of %lld", (long long)L,
+                      (long long)d.m->arch.seq_len);
+    if (!st) st = lmp_tokenize_file(d.tok, text, &ids, &n);
+    if (!st) {
+        lmp_block *blocks = d.m->blocks;
+        st = lmp_eval_text(&d.be, d.m, &blocks, 1, ids, n, L, max_windows, lmp_basename(text), &score);
+    }
+    if (!st && json) {
+        printf("{\"model\": ");
+        print_json_string(model);
+        printf(", \"text\": ");
+        print_json_string(text);
+        printf(", \"seq_len\": %lld, \"tokens\": %lld, \"windows\": %lld, \"ppl\": %.10g}\n", (long long)L,
+               (long long)n, (long long)score.windows, lmp_score_ppl(&score));
+    } else if (!st) {
+        printf("model %s\ntext %s: %lld tokens, %lld windows of %lld, %lld scored\nppl %.6f\n", model, text,
+               (long long)n, (long long)score.windows, (long long)L, (long long)score.scored,
+               lmp_score_ppl(&score));
+    }
+    free(ids);
+    direct_close(&d);
+    return st ? fail() : 0;
+}
+
+/* llama2.c's safe_printf: skip a lone byte that is neither printable nor whitespace. */
+static void print_piece(const char *p, size_t len)
+{
+    if (len == 1 && !isprint((unsigned char)p[0]) && !isspace((unsigned char)p[0])) return;
+    fwrite(p, 1, len, stdout);
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *tokenizer = NULL, *prompt = "", *backend = "cpu";
+    int64_t steps = 256;
+    int bad = 0;
+    if (wants_help(argc, argv)) {
+        fputs(usage_generate, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--prompt") == 0) prompt = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--steps") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--steps", 1, &steps)) return 2;
+        } else if (argv[i][0] == '-') return usage_error(usage_generate, "unknown option %s", argv[i]);
+        else if (model) return usage_error(usage_generate, "unexpected argument %s", argv[i]);
+        else model = argv[i];
+    }
+    if (bad) return 2;
+    if (!model) model = DEFAULT_MODEL;
+    direct_run d;
+    int st = direct_open(&d, model, tokenizer, backend);
+    int32_t *prompt_ids = NULL, *seq = NULL;
+    int64_t n_prompt = 0;
+    float *logits = NULL;
+    if (!st) st = lmp_tokenize(d.tok, prompt, strlen(prompt), 1, &prompt_ids, &n_prompt);
+    if (!st) {
+        if (steps > d.m->arch.seq_len) steps = d.m->arch.seq_len;
+        seq = malloc((size_t)steps * sizeof *seq);
+        logits = malloc((size_t)(steps * d.m->arch.vocab) * sizeof *logits);
+        if (!seq || !logits) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    /* As llama2.c's generate(): feed the prompt, then the argmax; stop at BOS or after `steps`.
+     * Without a KV cache each step reruns the sequence so far: fine for small models. */
+    int64_t V = st ? 0 : d.m->arch.vocab;
+    int32_t token = st ? 0 : prompt_ids[0];
+    for (int64_t pos = 0; pos < steps && !st; pos++) {
+        seq[pos] = token;
+        int32_t next;
+        if (pos < n_prompt - 1) {
+            next = prompt_ids[pos + 1];
+        } else {
+            if ((st = lmp_forward(&d.be, d.m, d.m->blocks, seq, pos + 1, 0, logits))) break;
+            const float *last = logits + pos * V;
+            next = 0;
+            for (int64_t v = 1; v < V; v++)
+                if (last[v] > last[next]) next = (int32_t)v;
+        }
+        if (next == lmp_tokenizer_bos(d.tok)) break;
+        size_t len;
+        const char *piece = lmp_tokenizer_decode(d.tok, token, next, &len);
+        print_piece(piece, len);
+        fflush(stdout);
+        token = next;
+    }
+    if (!st) printf("\n");
+    free(prompt_ids);
+    free(seq);
+    free(logits);
+    direct_close(&d);
+    return st ? fail() : 0;
+}
+
+/* ---- plugins ------------------------------------------------------------------------------- */
+static const char *type_name(lmp_param_type t)
+{
+    switch (t) {
+    case LMP_PARAM_BOOL: return "bool";
+    case LMP_PARAM_INT: return "int";
+    case LMP_PARAM_FLOAT: return "float";
+    case LMP_PARAM_ENUM: return "enum";
+    case LMP_PARAM_STRING: return "string";
+    }
+    return "?";
+}
+
+static void print_param(const lmp_param_spec *p)
+{
+    char def[128] = "", range[256] = "";
+    switch (p->type) {
+    case LMP_PARAM_BOOL: snprintf(def, sizeof def, "%s", p->def_num ? "true" : "false"); break;
+    case LMP_PARAM_INT:
+        snprintf(def, sizeof def, "%lld", (long long)p->def_num);
+        snprintf(range, sizeof range, "%lld..%lld", (long long)p->min, (long long)p->max);
+        break;
+    case LMP_PARAM_FLOAT:
+        snprintf(def, sizeof def, "%g", p->def_num);
+        snprintf(range, sizeof range, "%g..%g", p->min, p->max);
+        break;
+    case LMP_PARAM_ENUM:
+        snprintf(def, sizeof def, "\"%s\"", p->choices[(int)p->def_num]);
+        for (int i = 0; p->choices[i]; i++)
+            snprintf(range + strlen(range), sizeof range - strlen(range), "%s%s", i ? "|" : "", p->choices[i]);
+        break;
+    case LMP_PARAM_STRING: snprintf(def, sizeof def, "\"%s\"", p->def_str ? p->def_str : ""); break;
+    }
+    if (p->flags & LMP_PARAM_REQUIRED) snprintf(def, sizeof def, "(required)");
+    printf("    %-14s %-6s %-12s %-28s %s\n", p->name, type_name(p->type), def, range, p->help ? p->help : "");
+}
+
+static void report_bad_plugin(const char *path, const char *msg)
+{
+    (void)path;
+    printf("  [not loaded] %s\n", msg);
+}
+
+static int cmd_plugins(int argc, char **argv)
+{
+    const char *dirs[32];
+    int n_dirs = 0, bad = 0;
+    if (wants_help(argc, argv)) {
+        fputs(usage_plugins, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--plugin-path") == 0 && n_dirs < 32) {
+            const char *v = opt_value(argc, argv, &i, &bad);
+            if (v) dirs[n_dirs++] = v;
+        } else return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+    }
+    if (bad) return 2;
+    lmp_registry reg;
+    if (lmp_registry_init(&reg, dirs, n_dirs)) return fail();
+    printf("search path:");
+    for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
+    printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
+    int failures = lmp_registry_scan(&reg, report_bad_plugin);
+    for (int i = 0; i < reg.n; i++) {
+        const lmp_plugin *p = &reg.items[i];
+        const lmp_plugin_desc *d = p->desc;
+        printf("%s %s %s (ABI %u.%u) %s\n  %s\n  %s\n", lmp_kind_name(d->kind), d->name, d->version,
+               d->abi_major, d->abi_minor, p->path, d->summary ? d->summary : "",
+               p->usable ? "usable here" : "NOT usable here");
+        if (!p->usable) printf("    reason: %s\n", p->reason);
+        if (d->n_params) printf("  parameters:\n");
+        for (uint32_t k = 0; k < d->n_params; k++) print_param(&d->params[k]);
+        printf("\n");
+    }
+    if (reg.n == 0) printf("no plugins found\n");
+    lmp_registry_free(&reg);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(LMP_LOG_ERROR);
+        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(LMP_LOG_DEBUG);
+        else if (strcmp(argv[i], "--version") == 0) {
+            printf("lmpress %s (plugin ABI %d.%d)\n", LMP_VERSION, LMP_ABI_MAJOR, LMP_ABI_MINOR);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_main, stdout);
+            return 0;
+        } else return usage_error(usage_main, "unknown option %s", argv[i]);
+    }
+    if (i >= argc) return usage_error(usage_main, "%s", "a command is required");
+    const char *cmd = argv[i];
+    int sub_argc = argc - i - 1;
+    char **sub_argv = argv + i + 1;
+    /* --quiet / --verbose are also accepted after the command. */
+    int k = 0;
+    for (int j = 0; j < sub_argc; j++) {
+        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(LMP_LOG_ERROR);
+        else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(LMP_LOG_DEBUG);
+        else sub_argv[k++] = sub_argv[j];
+    }
+    sub_argc = k;
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(sub_argc, sub_argv, 0);
+    if (strcmp(cmd, "run") == 0) return cmd_compare(sub_argc, sub_argv, 1);
+    if (strcmp(cmd, "check") == 0) return cmd_check(sub_argc, sub_argv);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(sub_argc, sub_argv);
+    if (strcmp(cmd, "generate") == 0) return cmd_generate(sub_argc, sub_argv);
+    if (strcmp(cmd, "plugins") == 0) return cmd_plugins(sub_argc, sub_argv);
+    return usage_error(usage_main, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,447 @@
+#!/usr/bin/python3
+"""llama2c_ref.py — an independent numpy reference for llama2.c models (stories260K).
+
+Nothing here uses the C code: it reads the llama2.c v0 checkpoint and the llama2.c tokenizer file
+itself, tokenizes with its own heap-based BPE (same result as llama2.c's O(n^2) encode()), and
+runs the transformer forward over whole windows at once in float64.
+
+Run it with Debian's /usr/bin/python3 (it has python3-numpy; the python3 first on PATH may not).
+
+Regenerating the golden files (from the repository root):
+    /usr/bin/python3 tools/ref/llama2c_ref.py tokens     > tests/golden/tokens_stories260K.txt
+    /usr/bin/python3 tools/ref/llama2c_ref.py ppl-golden > tests/golden/ppl_stories260K.txt
+Checks:
+    /usr/bin/python3 tools/ref/llama2c_ref.py greedy | cmp - models/stories260K/reference_greedy_t0.txt
+    /usr/bin/python3 tools/ref/llama2c_ref.py selftest     # heap tokenizer == naive llama2.c loop
+Other subcommands:
+    ppl MODEL TOK TEXT --seq-len L   -> {"tokens": N, "windows": W, "ppl": x}
+
+Evaluation protocol (ppl): the text file's bytes as they are, tokenized at once, BOS (id 1)
+prepended once -> n tokens.  floor(n / L) non-overlapping windows of L tokens (the tail is
+dropped); each window is evaluated on its own from position 0; the L-1 next-token predictions of
+every window are scored; ppl = exp(mean NLL over all W*(L-1) scored tokens).
+
+Token hash: FNV-1a 64-bit (offset 0xcbf29ce484222325, prime 0x100000001b3) over the id sequence,
+each id as 4 bytes uint32 little-endian, BOS included.
+"""
+import argparse
+import heapq
+import json
+import os
+import random
+import re
+import struct
+import sys
+
+import numpy as np
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+MODEL_DIR = os.path.join(ROOT, "models", "stories260K")
+DEFAULT_MODEL = os.path.join(MODEL_DIR, "stories260K.bin")
+DEFAULT_TOK = os.path.join(MODEL_DIR, "tok512.bin")
+DEFAULT_SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
+
+# (name in the golden files, path relative to the shared dir or the repository root)
+GOLDEN_TEXTS = [
+    ("wiki.test.raw", "shared", "assets/wikitext-2/wiki.test.raw"),
+    ("tinystories-synth-eval.txt", "source", "models/stories260K/tinystories-synth-eval.txt"),
+]
+
+# (bos, text) pairs whose full id lists go into the token golden file
+GOLDEN_STRINGS = [
+    (1, b""),
+    (0, b""),
+    (1, b"Hello world"),
+    (0, b"Hello world"),
+    (1, b"Once upon a time, there was a little girl named Lily. She loved to play outside."),
+    (1, "naïve café, 日本語, emoji 🙂👍🏽!".encode("utf-8")),
+    (1, b"bad utf8: \xff\xfe \xc3 \x80\x80\x80\x80\x80 \xe2\x82"),
+    (1, b"nul\x00bytes\x00\x00end"),
+    (1, b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+    (1, b"   leading and trailing spaces   \n\nnew lines\tand tabs\n"),
+]
+
+FLT_NEG_1E10 = -1e10  # exactly representable in float32: llama2.c's initial best_score
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------------------------
+class Tokenizer:
+    def __init__(self, path, vocab_size):
+        with open(path, "rb") as f:
+            data = f.read()
+        (self.max_token_length,) = struct.unpack_from("<i", data, 0)
+        off = 4
+        self.pieces, self.scores = [], []
+        for _ in range(vocab_size):
+            score, n = struct.unpack_from("<fi", data, off)
+            off += 8
+            self.pieces.append(data[off:off + n])
+            self.scores.append(score)
+            off += n
+        self.vocab_size = vocab_size
+        self.index = {}
+        for i, p in enumerate(self.pieces):
+            self.index.setdefault(p, i)  # a duplicated piece keeps its lowest id
+        self.max_len = max(len(p) for p in self.pieces)
+
+    def _initial(self, text, bos):
+        """llama2.c: BOS, dummy " " when text is non-empty, then one token per codepoint group
+        (a byte plus following continuation bytes, at most 4 bytes) or byte fallback id b+3."""
+        out = [1] if bos else []
+        if text:
+            out.append(self.index[b" "])
+        n, i, index = len(text), 0, self.index
+        while i < n:
+            j = i + 1
+            while j < n and (text[j] & 0xC0) == 0x80 and j - i < 4:
+                j += 1
+            tid = index.get(text[i:j])
+            if tid is not None:
+                out.append(tid)
+            else:
+                out.extend(b + 3 for b in text[i:j])
+            i = j
+        return out
+
+    def _merge_of(self, a, b):
+        """(score, id) of merging tokens a, b or None when llama2.c would never pick it."""
+        pa, pb = self.pieces[a], self.pieces[b]
+        if len(pa) + len(pb) > self.max_len:
+            return None
+        tid = self.index.get(pa + pb)
+        if tid is None:
+            return None
+        s = self.scores[tid]
+        if not s > FLT_NEG_1E10:  # strict '>' against -1e10; NaN never merges
+            return None
+        return s, tid
+
+    def encode(self, text, bos=True):
+        """Heap over a linked list.  Heap key (-score, left position); an entry is stale unless
+        its right node still follows its left node and both still hold the tokens they held when
+        it was pushed."""
+        tok = self._initial(text, bos)
+        n = len(tok)
+        nxt = list(range(1, n)) + [-1]
+        prv = list(range(-1, n - 1))
+        heap = []
+        for i in range(n - 1):
+            m = self._merge_of(tok[i], tok[i + 1])
+            if m is not None:
+                heap.append((-m[0], i, i + 1, tok[i], tok[i + 1], m[1]))
+        heapq.heapify(heap)
+        while heap:
+            _, a, b, ta, tb, tid = heapq.heappop(heap)
+            if nxt[a] != b or tok[a] != ta or tok[b] != tb:
+                continue
+            tok[a] = tid
+            tok[b] = -1
+            c = nxt[b]
+            nxt[a] = c
+            if c >= 0:
+                prv[c] = a
+            p = prv[a]
+            if p >= 0:
+                m = self._merge_of(tok[p], tid)
+                if m is not None:
+                    heapq.heappush(heap, (-m[0], p, a, tok[p], tid, m[1]))
+            if c >= 0:
+                m = self._merge_of(tid, tok[c])
+                if m is not None:
+                    heapq.heappush(heap, (-m[0], a, c, tid, tok[c], m[1]))
+        out, i = [], (0 if n else -1)
+        while i >= 0:
+            out.append(tok[i])
+            i = nxt[i]
+        return out
+
+    def encode_naive(self, text, bos=True):
+        """llama2.c's O(n^2) loop, for selftest only."""
+        tok = self._initial(text, bos)
+        while True:
+            best_score, best_id, best_idx = FLT_NEG_1E10, -1, -1
+            for i in range(len(tok) - 1):
+                tid = self.index.get(self.pieces[tok[i]] + self.pieces[tok[i + 1]])
+                if tid is not None and self.scores[tid] > best_score:
+                    best_score, best_id, best_idx = self.scores[tid], tid, i
+            if best_idx < 0:
+                return tok
+            tok[best_idx:best_idx + 2] = [best_id]
+
+    def decode(self, prev, token):
+        """llama2.c decode(): strip a leading space after BOS; '<0xXX>' -> that byte."""
+        piece = self.pieces[token]
+        if prev == 1 and piece[:1] == b" ":
+            piece = piece[1:]
+        m = re.match(rb"<0x([0-9A-Fa-f]{1,2})", piece)  # sscanf(piece, "<0x%02hhX>", ...)
+        if m:
+            return bytes([int(m.group(1), 16)])
+        return piece
+
+
+def safe_piece(piece):
+    """llama2.c safe_printf(): the bytes printf("%s") would write, or b'' for a lone byte that is
+    neither printable nor whitespace (C locale)."""
+    piece = piece.split(b"\0", 1)[0]
+    if not piece:
+        return b""
+    if len(piece) == 1:
+        b = piece[0]
+        if not (0x20 <= b <= 0x7E or b in b" \t\n\v\f\r"):
+            return b""
+    return piece
+
+
+def fnv1a64_ids(ids):
+    h = 0xCBF29CE484222325
+    for b in np.asarray(ids, dtype="<u4").tobytes():
+        h ^= b
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------
+class Model:
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            data = f.read()
+        (self.dim, self.hidden, self.n_layers, self.n_heads, self.n_kv_heads, vocab,
+         self.seq_len) = struct.unpack_from("<7i", data, 0)
+        self.shared = vocab > 0
+        self.vocab = abs(vocab)
+        self.head_size = self.dim // self.n_heads
+        kv_dim = self.n_kv_heads * self.head_size
+        w = np.frombuffer(data, dtype="<f4", offset=28).astype(np.float64)
+        pos = 0
+
+        def take(*shape):
+            nonlocal pos
+            n = int(np.prod(shape))
+            if pos + n > w.size:
+                raise ValueError(f"{path}: truncated checkpoint")
+            a = w[pos:pos + n].reshape(shape)
+            pos += n
+            return a
+
+        D, Hd, L, V = self.dim, self.hidden, self.n_layers, self.vocab
+        self.emb = take(V, D)
+        self.rms_att = take(L, D)
+        self.wq = take(L, D, D)
+        self.wk = take(L, kv_dim, D)
+        self.wv = take(L, kv_dim, D)
+        self.wo = take(L, D, D)
+        self.rms_ffn = take(L, D)
+        self.w1 = take(L, Hd, D)
+        self.w2 = take(L, D, Hd)
+        self.w3 = take(L, Hd, D)
+        self.rms_final = take(D)
+        take(self.seq_len, self.head_size // 2)  # freq_cis_real (unused: RoPE computed below)
+        take(self.seq_len, self.head_size // 2)  # freq_cis_imag
+        self.wcls = self.emb if self.shared else take(V, D)
+        if pos != w.size:
+            raise ValueError(f"{path}: {w.size - pos} unexpected trailing floats")
+
+    @staticmethod
+    def _rmsnorm(x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+
+    def forward(self, toks):
+        """toks [B, T] int -> logits [B, T, V] (float64), every position from 0, causal."""
+        toks = np.asarray(toks)
+        B, T = toks.shape
+        H, KVH, hs = self.n_heads, self.n_kv_heads, self.head_size
+        x = self.emb[toks]                                          # [B, T, D]
+        freq = 1.0 / 10000.0 ** (np.arange(0, hs, 2) / hs)          # [hs/2]
+        ang = np.arange(T)[:, None] * freq[None, :]                 # [T, hs/2]
+        cos, sin = np.cos(ang)[None, :, None, :], np.sin(ang)[None, :, None, :]
+
+        def rope(q):  # [B, T, h, hs]: rotate adjacent pairs (2i, 2i+1) of each head
+            q0, q1 = q[..., 0::2], q[..., 1::2]
+            out = np.empty_like(q)
+            out[..., 0::2] = q0 * cos - q1 * sin
+            out[..., 1::2] = q0 * sin + q1 * cos
+            return out
+
+        causal = np.triu(np.full((T, T), -np.inf), 1)              # [T, S]: -inf above diagonal
+        rep = H // KVH
+        for l in range(self.n_layers):
+            xb = self._rmsnorm(x, self.rms_att[l])
+            q = rope((xb @ self.wq[l].T).reshape(B, T, H, hs))
+            k = rope((xb @ self.wk[l].T).reshape(B, T, KVH, hs))
+            v = (xb @ self.wv[l].T).reshape(B, T, KVH, hs)
+            k = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
+            v = np.repeat(v, rep, axis=2)
+            q, k, v = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1), v.transpose(0, 2, 1, 3)
+            att = (q @ k) / np.sqrt(hs) + causal                    # [B, H, T, S]
+            att -= att.max(axis=-1, keepdims=True)
+            att = np.exp(att)
+            att /= att.sum(axis=-1, keepdims=True)
+            o = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, self.dim)  # [B, T, H*hs]
+            x = x + o @ self.wo[l].T
+            xb = self._rmsnorm(x, self.rms_ffn[l])
+            h1 = xb @ self.w1[l].T
+            h3 = xb @ self.w3[l].T
+            x = x + (h1 / (1.0 + np.exp(-h1)) * h3) @ self.w2[l].T
+        x = self._rmsnorm(x, self.rms_final)
+        return x @ self.wcls.T
+
+
+def perplexity(model, tok, text, L, batch=16):
+    if L < 2 or L > model.seq_len:
+        raise ValueError(f"seq_len {L} outside 2..{model.seq_len}")
+    ids = np.array(tok.encode(text, bos=True), dtype=np.int64)
+    n = ids.size
+    W = n // L
+    wins = ids[:W * L].reshape(W, L)
+    nll = 0.0
+    for s in range(0, W, batch):
+        w = wins[s:s + batch]
+        logits = model.forward(w)[:, :-1]                           # [b, L-1, V]
+        m = logits.max(axis=-1, keepdims=True)
+        lse = (m[..., 0] + np.log(np.exp(logits - m).sum(axis=-1)))
+        tgt = np.take_along_axis(logits, w[:, 1:, None], axis=-1)[..., 0]
+        nll += float((lse - tgt).sum())
+    scored = W * (L - 1)
+    return n, W, float(np.exp(nll / scored)) if scored else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# Subcommands
+# ---------------------------------------------------------------------------------------------
+def text_path(kind, rel, shared):
+    return os.path.join(shared if kind == "shared" else ROOT, rel)
+
+
+def cmd_tokens(args):
+    tok = Tokenizer(args.tok, args.vocab)
+    w = sys.stdout.write
+    w("# tokens_stories260K.txt — golden tokenizer output for models/stories260K/tok512.bin\n")
+    w("# produced by: /usr/bin/python3 tools/ref/llama2c_ref.py tokens > tests/golden/tokens_stories260K.txt\n")
+    w("# (an independent Python BPE implementing llama2.c encode(); not the C tokenizer)\n")
+    w("# hash: FNV-1a 64-bit (offset 0xcbf29ce484222325, prime 0x100000001b3) over the id\n")
+    w("#       sequence, each id as uint32 little-endian (4 bytes), BOS included when BOS=1\n")
+    w("# file NAME BOS COUNT HASH    (NAME: the whole file's bytes, tokenized at once)\n")
+    w("# string BOS HEXTEXT COUNT ID...   (HEXTEXT: the text's bytes in hex, '-' when empty)\n")
+    for name, kind, rel in GOLDEN_TEXTS:
+        with open(text_path(kind, rel, args.shared), "rb") as f:
+            ids = tok.encode(f.read(), bos=True)
+        w(f"file {name} 1 {len(ids)} {fnv1a64_ids(ids):016x}\n")
+    for bos, s in GOLDEN_STRINGS:
+        ids = tok.encode(s, bos=bool(bos))
+        assert ids == tok.encode_naive(s, bos=bool(bos))
+        w(" ".join(["string", str(bos), s.hex() or "-", str(len(ids))] + [str(i) for i in ids]) + "\n")
+
+
+def cmd_ppl(args):
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    with open(args.text, "rb") as f:
+        n, W, ppl = perplexity(model, tok, f.read(), args.seq_len)
+    print(json.dumps({"tokens": n, "windows": W, "ppl": ppl}))
+
+
+def cmd_ppl_golden(args):
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    L = args.seq_len
+    w = sys.stdout.write
+    w("# ppl_stories260K.txt — reference perplexity of models/stories260K/stories260K.bin (f32 weights,\n")
+    w("# float64 numpy forward) with tok512.bin\n")
+    w("# produced by: /usr/bin/python3 tools/ref/llama2c_ref.py ppl-golden > tests/golden/ppl_stories260K.txt\n")
+    w("# protocol: file bytes tokenized at once, BOS prepended once (tokens = n incl. BOS);\n")
+    w("#   windows = floor(n/seq_len) non-overlapping windows, tail dropped, each from position 0;\n")
+    w("#   seq_len-1 predictions scored per window; ppl = exp(mean NLL)\n")
+    w("# name seq_len tokens windows ppl\n")
+    for name, kind, rel in GOLDEN_TEXTS:
+        with open(text_path(kind, rel, args.shared), "rb") as f:
+            n, W, ppl = perplexity(model, tok, f.read(), L)
+        w(f"{name} {L} {n} {W} {ppl:.10g}\n")
+
+
+def cmd_greedy(args):
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    steps = args.steps
+    if steps <= 0 or steps > model.seq_len:
+        steps = model.seq_len
+    out = sys.stdout.buffer
+    seq = [1]  # encode("", bos=1)
+    token = 1
+    for _ in range(steps):
+        logits = model.forward(np.array([seq]))[0, -1]
+        nxt = int(np.argmax(logits))  # temperature 0: first maximum
+        if nxt == 1:
+            break
+        out.write(safe_piece(tok.decode(token, nxt)))
+        token = nxt
+        seq.append(nxt)
+    out.write(b"\n")
+    out.flush()
+
+
+def cmd_selftest(args):
+    tok = Tokenizer(args.tok, args.vocab)
+    rng = random.Random(1234)
+    alphabet = [b"a", b"b", b" ", b"e", b"t", b"h", b"\n", b"\xc3", b"\xa9", b"\x80", b"\xf0", b"\x00"]
+    cases = [s for _, s in GOLDEN_STRINGS]
+    for _ in range(300):
+        k = rng.randrange(0, 60)
+        if rng.random() < 0.5:
+            cases.append(b"".join(rng.choice(alphabet) for _ in range(k)))
+        else:
+            cases.append(bytes(rng.randrange(256) for _ in range(k)))
+    for s in cases:
+        for bos in (True, False):
+            a, b = tok.encode(s, bos), tok.encode_naive(s, bos)
+            if a != b:
+                sys.exit(f"MISMATCH for {s!r}: heap {a} naive {b}")
+    print(f"selftest: {len(cases)} strings, heap == naive")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, with_model=True):
+        if with_model:
+            p.add_argument("--model", default=DEFAULT_MODEL)
+        p.add_argument("--tok", default=DEFAULT_TOK)
+        p.add_argument("--shared", default=DEFAULT_SHARED, help="the shared dir (../shared)")
+
+    p = sub.add_parser("tokens", help="print the golden token file")
+    common(p, with_model=False)
+    p.add_argument("--vocab", type=int, default=512)
+    p.set_defaults(fn=cmd_tokens)
+
+    p = sub.add_parser("ppl", help="perplexity of one text file (JSON)")
+    p.add_argument("model")
+    p.add_argument("tok")
+    p.add_argument("text")
+    p.add_argument("--seq-len", type=int, required=True)
+    p.set_defaults(fn=cmd_ppl)
+
+    p = sub.add_parser("ppl-golden", help="print the golden perplexity file")
+    common(p)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.set_defaults(fn=cmd_ppl_golden)
+
+    p = sub.add_parser("greedy", help="llama2.c run -t 0.0: greedy steps from BOS")
+    common(p)
+    p.add_argument("--steps", type=int, default=256)
+    p.set_defaults(fn=cmd_greedy)
+
+    p = sub.add_parser("selftest", help="heap tokenizer vs the naive llama2.c loop")
+    common(p, with_model=False)
+    p.add_argument("--vocab", type=int, default=512)
+    p.set_defaults(fn=cmd_selftest)
+
+    args = ap.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
