@@ -27,7 +27,7 @@ static void setting_path(const config_setting_t *s, char *buf, size_t n)
         size_t used = strlen(buf);
         const char *name = config_setting_name(chain[i]);
         if (name) snprintf(buf + used, n - used, "%s%s", used ? "." : "", name);
-        else snprintf(buf + used, n - used, "%s[%d]", used ? "." : "", config_setting_index(chain[i]));
+        else snprintf(buf + used, n - used, "[%d]", config_setting_index(chain[i]));
     }
 }
 

@@ -178,13 +178,32 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     }
 
     void **selves = calloc((size_t)v->n_stages, sizeof *selves);
-    const int64_t per = calib->T * d;
-    float *X = malloc((size_t)(calib->n * per) * sizeof *X), *tmp = malloc((size_t)per * sizeof *tmp);
-    if (!selves || !X || !tmp) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
+    float *X = NULL, *tmp = NULL;
+    if (!selves) st = lmp_fail(LMP_ENOMEM, "out of memory");
     for (int s = 0; s < v->n_stages && !st; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (vt->create && (st = vt->create(lmp_host_services(), lmp_host_ctx(), v->stages[s].params, &selves[s])))
             st = lmp_fail_prefix(st, "strategy '%s'", v->stages[s].plugin->desc->name);
+    }
+    /* Calibration only matters if some stage observes some linear: otherwise skip the forwards. */
+    int observes = 0;
+    for (int64_t b = 0; b < L && !st && !observes; b++)
+        for (int s = 0; s < v->n_stages && !observes; s++) {
+            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+            for (int i = 0; i < blocks[b].n_linears && !observes; i++) {
+                const lmp_value *p = lmp_stage_params_for(&v->stages[s], blocks[b].linears[i].name);
+                observes = p && vt->needs(selves[s], p) != 0;
+            }
+        }
+    if (observes && !calib->n)
+        st = lmp_fail(LMP_EINVAL, "variant '%s' needs calibration statistics, but no calibration text is set", v->name);
+    lmp_windows none = {0};
+    if (!observes) calib = &none;
+    const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */
+    if (!st && observes) {
+        X = malloc((size_t)(calib->n * per) * sizeof *X);
+        tmp = malloc((size_t)per * sizeof *tmp);
+        if (!X || !tmp) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
     }
     for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
 

@@ -1,0 +1,356 @@
+/* test_cli.c — bad input never crashes: each case below runs the real `lmpress` binary and
+ * expects a non-zero exit and exactly one error line naming the file, line or key at fault. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+#define TOK LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
+#define EVAL_TEXT LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt"
+
+static char tmpdir[256];
+static char output[65536];
+
+/* Runs `lmpress ARGS` (a shell fragment), capturing stdout+stderr; returns the exit code. */
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LMP_CLI, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(output, 1, sizeof output - 1, p);
+    output[n] = 0;
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "lmpress %s did not exit normally (crash?)\n%s", args, output);
+    return WEXITSTATUS(status);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* The run failed with exit code `code` and one error message containing both needles. */
+static void expect_error(const char *args, int code, const char *needle1, const char *needle2)
+{
+    int rc = run(args);
+    ck_assert_msg(rc == code, "lmpress %s: exit %d, expected %d\n%s", args, rc, code, output);
+    if (code == 1) ck_assert_msg(count(output, "lmpress: error:") == 1, "not exactly one error line:\n%s", output);
+    ck_assert_msg(strstr(output, needle1), "'%s' missing from:\n%s", needle1, output);
+    if (needle2) ck_assert_msg(strstr(output, needle2), "'%s' missing from:\n%s", needle2, output);
+}
+
+static const char *write_file(const char *name, const char *content, size_t len)
+{
+    static char path[8][512];
+    static int slot;
+    char *p = path[slot++ % 8];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq((int)fwrite(content, 1, len, f), (int)len);
+    fclose(f);
+    return p;
+}
+
+/* A valid config with `variant` as its one variant and `extra` settings appended. */
+static const char *config(const char *variant, const char *extra)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+             "calibration = { text = \"%s\"; samples = 2; seq_len = 64; };\n"
+             "eval = { texts = [ \"%s\" ]; seq_len = 64; max_windows = 2; };\n"
+             "%s\n"
+             "variants = (\n%s\n);\n",
+             MODEL, TOK, EVAL_TEXT, EVAL_TEXT, extra, variant);
+    return write_file("test.cfg", text, strlen(text));
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-cli-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static char args[4096];
+#define ARGS(...) (snprintf(args, sizeof args, __VA_ARGS__), args)
+
+START_TEST(missing_model_file)
+{
+    expect_error("eval /nonexistent/model.bin --text " EVAL_TEXT, 1, "/nonexistent/model.bin", "cannot open model");
+}
+END_TEST
+
+START_TEST(truncated_model_file)
+{
+    static char buf[200000];
+    FILE *f = fopen(MODEL, "rb");
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    const char *p = write_file("short.bin", buf, n);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "truncated llama2.c checkpoint", p);
+}
+END_TEST
+
+START_TEST(garbage_model_file)
+{
+    const char *p = write_file("garbage.bin", "this is not a model at all, just text\n", 38);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "not a llama2.c checkpoint", p);
+}
+END_TEST
+
+START_TEST(inconsistent_shapes_in_header)
+{
+    int32_t h[7] = {64, 172, 5, 7, 4, 512, 512}; /* 64 is not a multiple of 7 heads */
+    const char *p = write_file("shape.bin", (const char *)h, sizeof h);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "inconsistent llama2.c header", p);
+}
+END_TEST
+
+START_TEST(gguf_not_yet)
+{
+    const char *p = write_file("m.gguf", "GGUF\3\0\0\0", 8);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "GGUF files are not supported", p);
+}
+END_TEST
+
+START_TEST(missing_tokenizer)
+{
+    expect_error("eval " MODEL " --tokenizer /nonexistent/tok.bin --text " EVAL_TEXT, 1, "/nonexistent/tok.bin", NULL);
+}
+END_TEST
+
+START_TEST(broken_tokenizer)
+{
+    const char *p = write_file("tok.bin", "\x10\0\0\0\0\0\0\0", 8);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", MODEL, p, EVAL_TEXT), 1, p, NULL);
+}
+END_TEST
+
+START_TEST(missing_text)
+{
+    expect_error("eval " MODEL " --text /nonexistent/text.txt", 1, "/nonexistent/text.txt", "cannot open");
+}
+END_TEST
+
+START_TEST(text_too_short)
+{
+    const char *p = write_file("short.txt", "Once.", 5);
+    expect_error(ARGS("eval %s --text %s --seq-len 256", MODEL, p), 1, "too short for one evaluation window", "short.txt");
+    p = write_file("empty.txt", "", 0);
+    expect_error(ARGS("eval %s --text %s --seq-len 256", MODEL, p), 1, "too short", "empty.txt");
+}
+END_TEST
+
+START_TEST(text_any_bytes)
+{
+    /* Arbitrary bytes (invalid UTF-8, NUL, controls) tokenize through byte fallback. */
+    char junk[3000];
+    for (int i = 0; i < (int)sizeof junk; i++) junk[i] = (char)(i * 37 + 11);
+    const char *p = write_file("junk.txt", junk, sizeof junk);
+    ck_assert_int_eq(run(ARGS("eval %s --text %s --seq-len 64 --json", MODEL, p)), 0);
+    ck_assert_ptr_nonnull(strstr(output, "\"ppl\": "));
+}
+END_TEST
+
+START_TEST(seq_len_beyond_context)
+{
+    expect_error("eval " MODEL " --text " EVAL_TEXT " --seq-len 4096", 1, "exceeds the model's context of 512", NULL);
+}
+END_TEST
+
+START_TEST(usage_errors)
+{
+    expect_error("frobnicate", 2, "unknown command 'frobnicate'", "usage:");
+    expect_error("eval --frob", 2, "unknown option --frob", NULL);
+    expect_error("eval " MODEL, 2, "--text FILE is required", NULL);
+    expect_error("eval --text x --seq-len abc", 2, "--seq-len wants an integer", NULL);
+    expect_error("compare", 2, "a CONFIG file is required", NULL);
+    ck_assert_int_eq(run(""), 2);
+}
+END_TEST
+
+START_TEST(help_everywhere)
+{
+    const char *cmds[] = {"--help", "compare --help", "run --help", "check --help", "eval --help",
+                          "generate --help", "plugins --help"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        ck_assert_int_eq(run(cmds[i]), 0);
+        ck_assert_ptr_nonnull(strstr(output, "usage: lmpress"));
+    }
+}
+END_TEST
+
+START_TEST(missing_config)
+{
+    expect_error("check /nonexistent/x.cfg", 1, "/nonexistent/x.cfg", "cannot open config");
+}
+END_TEST
+
+START_TEST(config_syntax_error)
+{
+    const char *p = write_file("bad.cfg", "model = { path = \"x\" \nvariants = ( ;\n", 37);
+    expect_error(ARGS("check %s", p), 1, "bad.cfg:2: syntax error", NULL);
+}
+END_TEST
+
+START_TEST(config_unknown_setting)
+{
+    const char *p = config("{ name = \"a\"; }", "colour = \"blue\";");
+    expect_error(ARGS("check %s", p), 1, "test.cfg:4: colour: unknown setting", NULL);
+}
+END_TEST
+
+START_TEST(config_unknown_plugin)
+{
+    const char *p = config("{ name = \"a\";\n pipeline = ( { strategy = \"nosuch\"; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "test.cfg:7: strategy", "unknown strategy plugin 'nosuch'");
+}
+END_TEST
+
+START_TEST(config_unknown_parameter)
+{
+    const char *p = config("{ name = \"a\";\n pipeline = ( { strategy = \"rtn\";\n params = { bitz = 4; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "test.cfg:8: variants[0].pipeline[0].params.bitz", "unknown parameter of strategy 'rtn'");
+}
+END_TEST
+
+START_TEST(config_wrong_type_range_choice)
+{
+    const char *p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\"; params = { bits = \"four\"; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "params.bits", "expected an integer");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 9; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "params.bits", "9 is out of range [2, 8]");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\"; params = { granularity = \"row\"; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "params.granularity", "\"row\" is not one of");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\"; params = { sym = 1; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "params.sym", "expected true or false");
+    p = config("{ name = \"a\"; }", "eval = 3;");
+    expect_error(ARGS("check %s", p), 1, "test.cfg", NULL);
+}
+END_TEST
+
+START_TEST(config_override_and_patterns)
+{
+    const char *p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\"; targets = [ \"re:([\" ]; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "targets", "bad regular expression");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\";\n overrides = ( { match = \"q_proj\"; params = { bits = 1; }; } ); } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "overrides[0].params.bits", "out of range");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn\";\n overrides = ( { match = \"q_proj\"; } ); } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "overrides[0]", "needs 'params' or 'skip = true'");
+}
+END_TEST
+
+START_TEST(config_duplicate_variant_and_missing_sections)
+{
+    const char *p = config("{ name = \"a\"; }, { name = \"a\"; }", "");
+    expect_error(ARGS("check %s", p), 1, "variant name \"a\" is used twice", NULL);
+    p = write_file("nomodel.cfg", "eval = { texts = [\"x\"]; }; variants = ( { name = \"a\"; } );\n", 59);
+    expect_error(ARGS("check %s", p), 1, "missing required setting 'model'", NULL);
+}
+END_TEST
+
+START_TEST(config_plugin_for_another_abi)
+{
+    const char *p = config("{ name = \"a\"; }", "plugins = { strategies = [ \"" LMP_TEST_PLUGIN_DIR "/fake-wrong_major.so\" ]; };");
+    expect_error(ARGS("check %s", p), 1, "fake-wrong_major.so", "major versions differ");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"" LMP_TEST_PLUGIN_DIR "/fake-wrong_kind.so\"; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "is a backend plugin, but is used here as a strategy", NULL);
+    p = config("{ name = \"a\"; }", "backend = { name = \"nosuch\"; };");
+    expect_error(ARGS("check %s", p), 1, "unknown backend plugin 'nosuch'", "backend.name");
+    p = config("{ name = \"a\"; }", "backend = { name = \"cpu\"; params = { threads = -1; }; };");
+    expect_error(ARGS("check %s", p), 1, "backend.params.threads", "out of range");
+}
+END_TEST
+
+START_TEST(config_missing_calibration_text)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; };\ncalibration = { text = \"/nonexistent/calib.txt\"; };\n"
+             "eval = { texts = [ \"%s\" ]; seq_len = 64; max_windows = 1; };\n"
+             "variants = ( { name = \"a\"; pipeline = ( { strategy = \"rtn\"; params = { act = \"static_tensor\"; }; } ); } );\n",
+             MODEL, EVAL_TEXT);
+    const char *p = write_file("cal.cfg", text, strlen(text));
+    expect_error(ARGS("compare %s", p), 1, "/nonexistent/calib.txt", "cannot open");
+}
+END_TEST
+
+START_TEST(run_needs_a_variant)
+{
+    const char *p = config("{ name = \"a\"; }, { name = \"b\"; }", "");
+    expect_error(ARGS("run %s", p), 1, "choose one with --variant NAME", "a, b");
+    expect_error(ARGS("run %s --variant zz", p), 1, "no variant named 'zz'", NULL);
+}
+END_TEST
+
+START_TEST(good_config_runs)
+{
+    const char *p = config("{ name = \"fp32\"; },\n{ name = \"w4\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; };"
+                           " ignore = [ \"re:layers\\\\.0\\\\.\" ]; overrides = ( { match = \"down_proj\"; skip = true; } ); } ); }", "");
+    ck_assert_int_eq(run(ARGS("check %s", p)), 0);
+    ck_assert_ptr_nonnull(strstr(output, "w4: rtn"));
+    char json[600];
+    snprintf(json, sizeof json, "%s/out.json", tmpdir);
+    ck_assert_msg(run(ARGS("--quiet compare %s --json %s", p, json)) == 0, "%s", output);
+    ck_assert_ptr_nonnull(strstr(output, "fp32"));
+    struct stat sb;
+    ck_assert_int_eq(stat(json, &sb), 0);
+    ck_assert_int_gt((int)sb.st_size, 100);
+    /* Unwritable report path: the run's table is printed, then one clear error. */
+    expect_error(ARGS("--quiet compare %s --json /nonexistent/dir/out.json", p), 1, "/nonexistent/dir/out.json", "cannot write report");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("bad input");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, missing_model_file);
+    tcase_add_test(tc, truncated_model_file);
+    tcase_add_test(tc, garbage_model_file);
+    tcase_add_test(tc, inconsistent_shapes_in_header);
+    tcase_add_test(tc, gguf_not_yet);
+    tcase_add_test(tc, missing_tokenizer);
+    tcase_add_test(tc, broken_tokenizer);
+    tcase_add_test(tc, missing_text);
+    tcase_add_test(tc, text_too_short);
+    tcase_add_test(tc, text_any_bytes);
+    tcase_add_test(tc, seq_len_beyond_context);
+    tcase_add_test(tc, usage_errors);
+    tcase_add_test(tc, help_everywhere);
+    tcase_add_test(tc, missing_config);
+    tcase_add_test(tc, config_syntax_error);
+    tcase_add_test(tc, config_unknown_setting);
+    tcase_add_test(tc, config_unknown_plugin);
+    tcase_add_test(tc, config_unknown_parameter);
+    tcase_add_test(tc, config_wrong_type_range_choice);
+    tcase_add_test(tc, config_override_and_patterns);
+    tcase_add_test(tc, config_duplicate_variant_and_missing_sections);
+    tcase_add_test(tc, config_plugin_for_another_abi);
+    tcase_add_test(tc, config_missing_calibration_text);
+    tcase_add_test(tc, run_needs_a_variant);
+    tcase_add_test(tc, good_config_runs);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
