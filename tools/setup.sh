@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# setup.sh — install the Debian packages lmpress needs (only those missing), then configure and
+# build it in ./build.  Safe to rerun: an up-to-date tree rebuilds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build tools and the libraries design.md chooses: libconfig (configs), check + subunit (tests),
+# OpenBLAS + LAPACKE (CPU backend).
+packages=(gcc make cmake pkg-config libconfig-dev check libsubunit-dev libopenblas-dev liblapacke-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs" >/dev/null
+echo "setup: built build/lmpress and build/plugins/" >&2
