@@ -128,15 +128,23 @@ static int get_strings(const config_setting_t *parent, const char *key, const ch
     return 0;
 }
 
-/* Relative paths are relative to the config file's folder. */
+/* Relative paths are relative to the config file's folder; an existing file gets its canonical
+ * name (reports then show "/src/models/x.bin", not "configs/../models/x.bin"). */
 static char *resolve(const char *cfg_path, const char *p)
 {
-    if (p[0] == '/') return strdup(p);
     const char *slash = strrchr(cfg_path, '/');
-    if (!slash) return strdup(p);
-    size_t n = (size_t)(slash - cfg_path) + 1 + strlen(p) + 1;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "%.*s/%s", (int)(slash - cfg_path), cfg_path, p);
+    char *out;
+    if (p[0] == '/' || !slash) {
+        out = strdup(p);
+    } else {
+        size_t n = (size_t)(slash - cfg_path) + 1 + strlen(p) + 1;
+        if ((out = malloc(n))) snprintf(out, n, "%.*s/%s", (int)(slash - cfg_path), cfg_path, p);
+    }
+    char *canonical = out ? realpath(out, NULL) : NULL;
+    if (canonical) {
+        free(out);
+        out = canonical;
+    }
     return out;
 }
 

@@ -17,6 +17,8 @@ static struct {
     uint64_t rng;
     int progress_open;  /* a progress line without its newline is on the terminal */
     double progress_last;
+    double progress_start;     /* when the current task's progress began */
+    char progress_what[256];
 } host_ctx = {.verbosity = LMP_LOG_INFO, .rng = 0x9E3779B97F4A7C15ull};
 
 void *lmp_host_ctx(void) { return &host_ctx; }
@@ -97,9 +99,16 @@ void lmp_progress(const char *what, int64_t done, int64_t total)
 {
     if (host_ctx.verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
     double t = now_s();
+    if (done == 0 || strcmp(what, host_ctx.progress_what) != 0) { /* a new task starts its clock */
+        snprintf(host_ctx.progress_what, sizeof host_ctx.progress_what, "%s", what);
+        host_ctx.progress_start = t;
+    }
     if (done < total && t - host_ctx.progress_last < 0.1) return;
     host_ctx.progress_last = t;
-    fprintf(stderr, "\r\033[K%s %lld/%lld", what, (long long)done, (long long)total);
+    double elapsed = t - host_ctx.progress_start;
+    fprintf(stderr, "\r\033[K%s %lld/%lld  %.0f s", what, (long long)done, (long long)total, elapsed);
+    if (done > 0 && done < total)
+        fprintf(stderr, ", ~%.0f s left", elapsed / (double)done * (double)(total - done));
     host_ctx.progress_open = 1;
     if (done >= total) end_progress_line();
     fflush(stderr);

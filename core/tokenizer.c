@@ -8,14 +8,21 @@
  *              id + 1 (0 = empty).  A piece occurring twice keeps its lowest id (llama2.c's bsearch
  *              over a qsort'ed copy picks an unspecified one; tok512 has no duplicates).
  *
+ *   rank[V]    merge priority as an integer: ids sorted by score, descending; equal scores share a
+ *              rank (0 = best).  Ids that llama2.c never merges (score <= -1e10, its initial
+ *              best_score with a strict '>', or NaN) get NO_RANK.
+ *
  * encode(): the initial tokens form a doubly linked list over node indices 0..n-1, in text
- * order, so "leftmost" == "smallest left node index".  Every adjacent pair whose concatenation is
- * a piece with score > -1e10 (llama2.c's initial best_score; NaN never wins) is pushed on a
- * max-heap ordered by (score desc, left index asc).  A merge (a, b) -> a rewrites a's token,
- * unlinks b, bumps the version of both nodes, and pushes the two new pairs (prev(a), a) and
- * (a, next(a)).  Entries are validated lazily on pop: the stored versions of both nodes must still
- * be current and b must still follow a.  The popped valid entry is always the pair llama2.c's
- * O(n^2) scan would pick, so the output is identical.  O(n log n) time, O(n) memory. */
+ * order, so "leftmost" == "smallest left node index".  A candidate merge of the pair starting at
+ * node a is the 64-bit key (rank << 32 | a); smaller key = llama2.c's choice (higher score, then
+ * leftmost).  All keys live in one binary min-heap of uint64.
+ *   Invariant: every current adjacent pair (a, next[a]) whose concatenation is a mergeable piece
+ *   has an entry equal to its key in the heap.  (Initial pairs are heapified; a merge creates
+ *   exactly two new pairs, (prev[a], a) and (a, next[a]), which are pushed.)
+ * Lazy invalidation: a popped key (r, a) is executed only if a is alive, has a successor, and the
+ * current pair there merges with rank r — then it is the current pair's key and, being the heap
+ * minimum, the minimum over all current pairs: exactly the pair llama2.c's O(n^2) scan picks.
+ * Otherwise no current pair has that key and it is dropped.  O(n log n) time, O(n) memory. */
 #include "tokenizer.h"
 
 #include "error.h"
@@ -32,11 +39,14 @@ struct lmp_tokenizer {
     size_t *off;             /* [V] offset of piece i in pool */
     int32_t *lens;           /* [V] piece length in bytes, >= 0 */
     float *scores;           /* [V] */
+    uint32_t *rank;          /* [V] see above; NO_RANK = never merged */
     int32_t max_len;         /* max(lens): the longest concatenation worth looking up */
     uint32_t *slots;         /* [cap] id + 1, 0 = empty */
     uint32_t cap_mask;       /* cap - 1 */
     unsigned char byte_pieces[512]; /* byte_pieces[2b] = b, byte_pieces[2b+1] = 0 (llama2.c) */
 };
+
+#define NO_RANK UINT32_MAX
 
 /* ---- hashing -------------------------------------------------------------------------------- */
 
@@ -127,6 +137,38 @@ static float rd_f32(const unsigned char *p)
     return v;
 }
 
+typedef struct {
+    float score;
+    int32_t id;
+} scored_id;
+
+/* qsort helper for compute_ranks(): by score, descending (no NaN reaches it). */
+static int by_score_desc(const void *x, const void *y)
+{
+    float a = ((const scored_id *)x)->score, b = ((const scored_id *)y)->score;
+    return (a < b) - (a > b);
+}
+
+/* Fills t->rank (see the top of the file).  Returns nonzero when out of memory. */
+static int compute_ranks(lmp_tokenizer *t)
+{
+    scored_id *v = malloc((size_t)t->vocab_size * sizeof *v);
+    if (!v) return -1;
+    int32_t m = 0;
+    for (int32_t i = 0; i < t->vocab_size; i++) {
+        t->rank[i] = NO_RANK;
+        if (t->scores[i] > -1e10f) v[m++] = (scored_id){t->scores[i], i}; /* excludes NaN too */
+    }
+    qsort(v, (size_t)m, sizeof *v, by_score_desc);
+    uint32_t r = 0;
+    for (int32_t k = 0; k < m; k++) {
+        if (k > 0 && v[k].score != v[k - 1].score) r++; /* equal scores (0.0 == -0.0) share */
+        t->rank[v[k].id] = r;
+    }
+    free(v);
+    return 0;
+}
+
 int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer **out)
 {
     if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_llama2c: out is NULL");
@@ -187,8 +229,9 @@ int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer *
         t->lens = malloc((size_t)vocab_size * sizeof *t->lens);
         t->scores = malloc((size_t)vocab_size * sizeof *t->scores);
         t->slots = calloc(cap, sizeof *t->slots);
+        t->rank = malloc((size_t)vocab_size * sizeof *t->rank);
     }
-    if (!t || !t->pool || !t->off || !t->lens || !t->scores || !t->slots) {
+    if (!t || !t->pool || !t->off || !t->lens || !t->scores || !t->slots || !t->rank) {
         rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, vocab_size);
         goto fail;
     }
@@ -222,6 +265,11 @@ int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer *
                 break; /* duplicate piece: keep the lower id */
         }
     }
+    rc = compute_ranks(t);
+    if (rc) {
+        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, vocab_size);
+        goto fail;
+    }
     for (int b = 0; b < 256; b++) {
         t->byte_pieces[2 * b] = (unsigned char)b;
         t->byte_pieces[2 * b + 1] = 0;
@@ -243,6 +291,7 @@ void lmp_tokenizer_free(lmp_tokenizer *t)
     free(t->off);
     free(t->lens);
     free(t->scores);
+    free(t->rank);
     free(t->slots);
     free(t);
 }
@@ -253,45 +302,31 @@ int lmp_tokenizer_eos(const lmp_tokenizer *t) { (void)t; return 2; }
 
 /* ---- encoding ------------------------------------------------------------------------------- */
 
+/* Binary min-heap of merge keys (rank << 32 | left node). */
 typedef struct {
-    float score;   /* score of the merged piece; > -1e10f, never NaN */
-    int32_t left;  /* left node index (= position key: smaller is further left) */
-    int32_t right; /* right node index at push time */
-    int32_t id;    /* merged token id */
-    uint32_t lver, rver; /* node versions at push time */
-} merge_cand;
-
-typedef struct {
-    merge_cand *a;
+    uint64_t *a;
     size_t n, cap;
 } merge_heap;
 
-/* Strict priority: x is popped before y. */
-static int cand_before(const merge_cand *x, const merge_cand *y)
-{
-    if (x->score != y->score) return x->score > y->score;
-    return x->left < y->left;
-}
-
 static void heap_sift_down(merge_heap *h, size_t i)
 {
-    merge_cand v = h->a[i];
+    uint64_t v = h->a[i];
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= h->n) break;
-        if (c + 1 < h->n && cand_before(&h->a[c + 1], &h->a[c])) c++;
-        if (!cand_before(&h->a[c], &v)) break;
+        if (c + 1 < h->n && h->a[c + 1] < h->a[c]) c++;
+        if (h->a[c] >= v) break;
         h->a[i] = h->a[c];
         i = c;
     }
     h->a[i] = v;
 }
 
-static int heap_push(merge_heap *h, merge_cand c)
+static int heap_push(merge_heap *h, uint64_t key)
 {
     if (h->n == h->cap) {
         size_t nc = h->cap ? h->cap * 2 : 64;
-        merge_cand *na = realloc(h->a, nc * sizeof *na);
+        uint64_t *na = realloc(h->a, nc * sizeof *na);
         if (!na) return -1;
         h->a = na;
         h->cap = nc;
@@ -299,39 +334,62 @@ static int heap_push(merge_heap *h, merge_cand c)
     size_t i = h->n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!cand_before(&c, &h->a[p])) break;
+        if (h->a[p] <= key) break;
         h->a[i] = h->a[p];
         i = p;
     }
-    h->a[i] = c;
+    h->a[i] = key;
     return 0;
 }
 
-static merge_cand heap_pop(merge_heap *h)
+static uint64_t heap_pop(merge_heap *h)
 {
-    merge_cand top = h->a[0];
+    uint64_t top = h->a[0];
     h->a[0] = h->a[--h->n];
     if (h->n) heap_sift_down(h, 0);
     return top;
 }
 
-/* Fills *c for the pair (l, r) and returns 1 if llama2.c would consider merging it. */
-static int pair_cand(const lmp_tokenizer *t, const int32_t *tok, const uint32_t *ver, int32_t l,
-                     int32_t r, merge_cand *c)
+/* The id that merging tokens a and b produces, or -1 if llama2.c would never merge them. */
+static int pair_id_uncached(const lmp_tokenizer *t, int a, int b)
 {
-    int a = tok[l], b = tok[r];
     int id = lookup2(t, t->pool + t->off[a], (size_t)t->lens[a], t->pool + t->off[b],
                      (size_t)t->lens[b]);
+    return id >= 0 && t->rank[id] != NO_RANK ? id : -1;
+}
+
+/* Per-call direct-mapped cache of pair_id_uncached(): key[i] = (a << 32 | b) + 1 (0 = empty).
+ * Real text repeats a small set of pairs, so most lookups skip the byte hashing. */
+typedef struct {
+    const lmp_tokenizer *t;
+    uint64_t *key; /* [mask + 1] */
+    int32_t *id;   /* [mask + 1] */
+    uint32_t mask;
+} pair_cache;
+
+static int pair_id(pair_cache *c, int a, int b)
+{
+    uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+    uint64_t h = k * 0x9E3779B97F4A7C15ull;
+    uint32_t s = (uint32_t)(h >> 40) & c->mask;
+    if (c->key[s] != k) {
+        c->key[s] = k;
+        c->id[s] = pair_id_uncached(c->t, a, b);
+    }
+    return c->id[s];
+}
+
+/* One list node per initial token; tok = -1 marks a node absorbed into its predecessor. */
+typedef struct {
+    int32_t tok, prev, next; /* prev/next: node indices, -1 at the ends */
+} tok_node;
+
+/* Pushes the key of the pair starting at node l if it is mergeable. */
+static int push_pair(pair_cache *c, merge_heap *h, const tok_node *nd, int32_t l)
+{
+    int id = pair_id(c, nd[l].tok, nd[nd[l].next].tok);
     if (id < 0) return 0;
-    float s = t->scores[id];
-    if (!(s > -1e10f)) return 0; /* llama2.c starts from best_score = -1e10 with strict '>' */
-    c->score = s;
-    c->left = l;
-    c->right = r;
-    c->id = id;
-    c->lver = ver[l];
-    c->rver = ver[r];
-    return 1;
+    return heap_push(h, (uint64_t)c->t->rank[id] << 32 | (uint32_t)l);
 }
 
 int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids,
@@ -348,16 +406,15 @@ int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_b
         return lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary of %d tokens has no BOS (id 1)", V);
 
     size_t cap = len + 2;
-    int32_t *tok = malloc(cap * sizeof *tok);
-    int32_t *prev = NULL, *next = NULL;
-    uint32_t *ver = NULL;
+    tok_node *nd = malloc(cap * sizeof *nd);
     merge_heap heap = {0};
+    pair_cache pc = {t, NULL, NULL, 0};
     int rc = 0;
-    if (!tok) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
+    if (!nd) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
 
     /* ---- initial tokens: BOS, dummy prefix, codepoints or bytes ---- */
     int32_t n = 0; /* invariant: n <= 2 + bytes consumed <= cap */
-    if (add_bos) tok[n++] = 1;
+    if (add_bos) nd[n++].tok = 1;
     if (len > 0) {
         int sp = lookup(t, " ", 1);
         if (sp < 0) sp = ' ' + 3 < V ? ' ' + 3 : -1; /* llama2.c assumes " " exists */
@@ -365,7 +422,7 @@ int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_b
             rc = lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary has no \" \" token for the dummy prefix");
             goto done;
         }
-        tok[n++] = sp;
+        nd[n++].tok = sp;
     }
     const unsigned char *u = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
@@ -375,7 +432,7 @@ int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_b
         while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
         int id = lookup(t, text + i, j - i);
         if (id >= 0) {
-            tok[n++] = id;
+            nd[n++].tok = id;
         } else {
             for (size_t k = i; k < j; k++) {
                 if (u[k] + 3 >= V) {
@@ -384,57 +441,59 @@ int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_b
                                   "fallback (vocab_size %d)", u[k], k, V);
                     goto done;
                 }
-                tok[n++] = u[k] + 3;
+                nd[n++].tok = u[k] + 3;
             }
         }
         i = j;
     }
+    for (int32_t i = 0; i < n; i++) {
+        nd[i].prev = i - 1;
+        nd[i].next = i + 1 < n ? i + 1 : -1;
+    }
 
     /* ---- merges ---- */
-    size_t nn = n ? (size_t)n : 1; /* avoid malloc(0) */
-    prev = malloc(nn * sizeof *prev);
-    next = malloc(nn * sizeof *next);
-    ver = calloc(nn, sizeof *ver);
-    if (!prev || !next || !ver) goto oom;
-    for (int32_t i = 0; i < n; i++) {
-        prev[i] = i - 1;
-        next[i] = i + 1 < n ? i + 1 : -1;
-    }
-    /* Initial candidates, then heapify (O(n)). */
     if (n > 1) {
+        uint32_t pcap = 64;
+        while (pcap < 65536 && pcap < 4u * (uint32_t)n) pcap <<= 1;
+        pc.key = calloc(pcap, sizeof *pc.key);
+        pc.id = malloc(pcap * sizeof *pc.id);
+        pc.mask = pcap - 1;
         heap.cap = (size_t)n;
         heap.a = malloc(heap.cap * sizeof *heap.a);
-        if (!heap.a) goto oom;
+        if (!pc.key || !pc.id || !heap.a) goto oom;
+        /* Initial candidates, then heapify (O(n)). */
         for (int32_t i = 0; i + 1 < n; i++) {
-            merge_cand c;
-            if (pair_cand(t, tok, ver, i, i + 1, &c)) heap.a[heap.n++] = c;
+            int id = pair_id(&pc, nd[i].tok, nd[i + 1].tok);
+            if (id >= 0) heap.a[heap.n++] = (uint64_t)t->rank[id] << 32 | (uint32_t)i;
         }
         for (size_t i = heap.n / 2; i-- > 0;) heap_sift_down(&heap, i);
     }
     int32_t count = n;
     while (heap.n) {
-        merge_cand c = heap_pop(&heap);
-        int32_t a = c.left, b = c.right;
-        /* Stale if either node was rewritten or removed since the push (a removal bumps the
-         * removed node's version; a rewrite of a changes a's version, so next[a] == b holds for
-         * a valid entry). */
-        if (ver[a] != c.lver || ver[b] != c.rver) continue;
-        tok[a] = c.id;
-        ver[a]++;
-        ver[b]++;
-        next[a] = next[b];
-        if (next[b] >= 0) prev[next[b]] = a;
+        uint64_t key = heap_pop(&heap);
+#if defined(__GNUC__)
+        if (heap.n) __builtin_prefetch(&nd[(uint32_t)heap.a[0]]); /* the next pop's node */
+#endif
+        int32_t a = (int32_t)(uint32_t)key, b = nd[a].next;
+        uint32_t r = (uint32_t)(key >> 32);
+        if (nd[a].tok < 0 || b < 0) continue;          /* stale: a absorbed, or now last */
+        int id = pair_id(&pc, nd[a].tok, nd[b].tok);
+        if (id < 0 || t->rank[id] != r) continue;      /* stale: the pair at a changed */
+        int32_t c = nd[b].next;
+        nd[a].tok = id;
+        nd[a].next = c;
+        nd[b].tok = -1;
+        if (c >= 0) nd[c].prev = a;
         count--;
-        merge_cand nc;
-        if (prev[a] >= 0 && pair_cand(t, tok, ver, prev[a], a, &nc) && heap_push(&heap, nc)) goto oom;
-        if (next[a] >= 0 && pair_cand(t, tok, ver, a, next[a], &nc) && heap_push(&heap, nc)) goto oom;
+        if (nd[a].prev >= 0 && push_pair(&pc, &heap, nd, nd[a].prev)) goto oom;
+        if (c >= 0 && push_pair(&pc, &heap, nd, a)) goto oom;
     }
 
     /* ---- output: walk the list from node 0 (the head is never removed) ---- */
     int32_t *res = malloc((size_t)(count ? count : 1) * sizeof *res);
     if (!res) goto oom;
     int64_t k = 0;
-    for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) res[k++] = tok[i];
+    for (int32_t i = n ? 0 : -1; i >= 0; i = nd[i].next) res[k++] = nd[i].tok;
     *ids = res;
     *n_ids = k;
     goto done;
@@ -442,10 +501,9 @@ int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_b
 oom:
     rc = lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
 done:
-    free(tok);
-    free(prev);
-    free(next);
-    free(ver);
+    free(nd);
+    free(pc.key);
+    free(pc.id);
     free(heap.a);
     return rc;
 }

@@ -26,7 +26,17 @@ typedef struct cpu_backend {
     const lmp_host *host;
     void *hctx;
     int threads; /* 0 = OpenBLAS default */
+    int blas_threads; /* what OpenBLAS uses for large problems */
 } cpu_backend;
+
+/* Below this many multiply-adds OpenBLAS's threads cost more than they save (measured on
+ * stories260K's 64-wide GEMMs: 2 threads took twice as long as 1), so such calls run on one. */
+#define SMALL_GEMM_MACS (1 << 22)
+
+static void blas_threads_for(const cpu_backend *be, double macs)
+{
+    if (be->blas_threads > 1) openblas_set_num_threads(macs < SMALL_GEMM_MACS ? 1 : be->blas_threads);
+}
 
 #define FAIL(be, st, ...) ((be)->host->set_error((be)->hctx, (st), __VA_ARGS__))
 
@@ -81,6 +91,7 @@ static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params,
     be->threads = threads;
     /* Process-wide setting of OpenBLAS; 0 leaves its default (OPENBLAS_NUM_THREADS or cores). */
     if (threads > 0) openblas_set_num_threads(threads);
+    be->blas_threads = openblas_get_num_threads();
     *self = be;
     return LMP_OK;
 }
@@ -113,6 +124,7 @@ static int cpu_gemm(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K,
                 C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return LMP_OK;
     }
+    blas_threads_for(be, (double)M * (double)N * (double)K);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return LMP_OK;
@@ -269,6 +281,7 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
     float *S = be->host->alloc(be->hctx, (size_t)bs * (size_t)T * sizeof *S); /* [bs, T] */
     if (!S) return FAIL(be, LMP_ENOMEM, "attention: out of memory for %lld x %lld scores",
                         (long long)bs, (long long)T);
+    blas_threads_for(be, (double)bs * (double)T * (double)hd); /* the largest GEMM below */
     for (int64_t h = 0; h < n_heads; h++) {
         const float *qh = q + h * hd, *kh = k + (h / group) * hd, *vh = v + (h / group) * hd;
         float *oh = out + h * hd;
