@@ -26,6 +26,8 @@
 #include "cpu_ref.h"
 #include "lmpress/plugin.h"
 
+#include "testutil.h"
+
 #define PLUGIN_PATH LMP_BINARY_DIR "/plugins/lmp-backend-cpu.so"
 
 /* ---- stub host ---------------------------------------------------------------------------- */
@@ -874,11 +876,4 @@ static Suite *backend_cpu_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(backend_cpu_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return lmp_test_main(backend_cpu_suite()); }

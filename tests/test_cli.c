@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 #define TOK LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
 #define EVAL_TEXT LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt"
@@ -19,14 +21,10 @@ static char output[65536];
 static int run(const char *args)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LMP_CLI, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(output, 1, sizeof output - 1, p);
-    output[n] = 0;
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "lmpress %s did not exit normally (crash?)\n%s", args, output);
-    return WEXITSTATUS(status);
+    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
+    int rc = lmp_test_cli(cmd, output, sizeof output);
+    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally (crash?)\n%s", args, output);
+    return rc;
 }
 
 static int count(const char *hay, const char *needle)
@@ -348,9 +346,5 @@ int main(void)
     tcase_add_test(tc, run_needs_a_variant);
     tcase_add_test(tc, good_config_runs);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lmp_test_main(s);
 }

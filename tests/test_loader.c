@@ -9,6 +9,8 @@
 #include "error.h"
 #include "registry.h"
 
+#include "testutil.h"
+
 static lmp_registry reg;
 
 static void setup(void) { ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0); }
@@ -163,9 +165,5 @@ int main(void)
     tcase_add_test(tc, real_plugins_by_name);
     tcase_add_test(tc, scan_reports_bad_files);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lmp_test_main(s);
 }

@@ -12,21 +12,13 @@
 
 #include "model.h"
 
+#include "testutil.h"
+
 #define MODEL_DIR LMP_SOURCE_DIR "/models/stories260K"
 
 static char output[1 << 16];
 
-static int run(const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s", LMP_CLI, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(output, 1, sizeof output - 1, p);
-    output[n] = 0;
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+static int run(const char *args) { return lmp_test_cli(args, output, sizeof output); }
 
 START_TEST(header_of_stories260K)
 {
@@ -163,9 +155,5 @@ int main(void)
     tcase_add_test(tc, eval_matches_reference_wikitext);
     tcase_add_test(tc, quickstart_table_shows_rtn_behaviour);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lmp_test_main(s);
 }

@@ -22,6 +22,8 @@
 
 #include "lmpress/plugin.h"
 
+#include "testutil.h"
+
 #define PLUGIN_PATH LMP_BINARY_DIR "/plugins/lmp-backend-cpu.so"
 #define GOLDEN_PATH LMP_SOURCE_DIR "/tests/golden/quant_grid.txt"
 #define REL_TOL 1e-6
@@ -392,9 +394,5 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_golden);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return lmp_test_main(s);
 }

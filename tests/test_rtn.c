@@ -14,6 +14,8 @@
 #include "host.h"
 #include "pipeline.h"
 
+#include "testutil.h"
+
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 
 static lmp_registry reg;
@@ -215,9 +217,5 @@ int main(void)
     tcase_add_test(tc, targets_ignore_overrides);
     tcase_add_test(tc, fold_norm_scale_keeps_the_function);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lmp_test_main(s);
 }

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
 #endif
@@ -740,11 +742,4 @@ static Suite *tokenizer_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tokenizer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return lmp_test_main(tokenizer_suite()); }
