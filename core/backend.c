@@ -140,6 +140,17 @@ int lmp_be_quantize_weight(const lmp_backend *be, const lmp_wspec *spec, int64_t
     DISPATCH(be, quantize_weight, spec, rows, cols, W, scales, zeros);
 }
 
+int lmp_be_layernorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
+                     const float *b, float eps, float *out)
+{
+    DISPATCH(be, layernorm, T, C, x, w, b, eps, out);
+}
+
+int lmp_be_gelu(const lmp_backend *be, int64_t n, const float *x, float *out)
+{
+    DISPATCH(be, gelu, n, x, out);
+}
+
 /* ---- the dispatching vtable handed to plugins: self is the lmp_backend ---------------- */
 static int v_gemm(void *s, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -192,12 +203,20 @@ static int v_qact(void *s, const lmp_aspec *spec, int64_t T, int64_t C, float *X
     return lmp_be_quantize_act(s, spec, T, C, X);
 }
 
+static int v_layernorm(void *s, int64_t T, int64_t C, const float *x, const float *w,
+                       const float *b, float eps, float *out)
+{
+    return lmp_be_layernorm(s, T, C, x, w, b, eps, out);
+}
+static int v_gelu(void *s, int64_t n, const float *x, float *out) { return lmp_be_gelu(s, n, x, out); }
+
 static const lmp_backend_i dispatch_vtable = {
     .struct_size = sizeof(lmp_backend_i),
     .gemm = v_gemm, .xtx_accum = v_xtx, .cholesky = v_chol, .chol_inverse = v_cinv,
     .trsm_lower = v_trsm, .rmsnorm = v_rmsnorm, .rope = v_rope, .attention = v_attention,
     .swiglu = v_swiglu, .log_softmax = v_log_softmax, .reduce_cols = v_reduce,
-    .quantize_weight = v_qweight, .quantize_act = v_qact,
+    .quantize_weight = v_qweight, .quantize_act = v_qact, .layernorm = v_layernorm,
+    .gelu = v_gelu,
 };
 
 const lmp_backend_i *lmp_backend_dispatch_vtable(void) { return &dispatch_vtable; }

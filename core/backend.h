@@ -53,6 +53,10 @@ int lmp_be_quantize_weight(const lmp_backend *be, const lmp_wspec *spec, int64_t
  * self is the lmp_backend. */
 const lmp_backend_i *lmp_backend_dispatch_vtable(void);
 
+int lmp_be_layernorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
+                     const float *b, float eps, float *out);
+int lmp_be_gelu(const lmp_backend *be, int64_t n, const float *x, float *out);
+
 /* y[T,out] = x[T,in] W[out,in]^T + b */
 int lmp_be_linear(const lmp_backend *be, int64_t T, int64_t in, int64_t out, const float *x,
                   const float *W, const float *b, float *y);

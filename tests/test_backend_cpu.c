@@ -542,6 +542,38 @@ START_TEST(test_rmsnorm)
 }
 END_TEST
 
+/* LayerNorm and GELU against values worked out by hand (and by PyTorch's
+ * layer_norm / gelu(approximate="tanh")), then the backend against the reference on random data. */
+START_TEST(test_layernorm_gelu)
+{
+    const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1}, b[4] = {0, 0, 0, 10};
+    float out[4];
+    ck_assert_int_eq(g_vt->layernorm(g_be, 1, 4, x, w, b, 0.0f, out), LMP_OK);
+    const float inv = 1.0f / sqrtf(1.25f); /* mean 2.5, biased variance 1.25 */
+    ck_assert_float_eq_tol(out[0], -1.5f * inv, 1e-6f);
+    ck_assert_float_eq_tol(out[1], -0.5f * inv, 1e-6f);
+    ck_assert_float_eq_tol(out[2], 2 * 0.5f * inv, 1e-6f);
+    ck_assert_float_eq_tol(out[3], 1.5f * inv + 10, 1e-5f);
+    const float gx[4] = {0.0f, 1.0f, -1.0f, 3.0f}, gy[4] = {0.0f, 0.8411920f, -0.1588080f, 2.9963627f};
+    ck_assert_int_eq(g_vt->gelu(g_be, 4, gx, out), LMP_OK);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(out[i], gy[i], 1e-6f);
+    int64_t T = 7, C = 53;
+    float *xr = rand_mat(T * C, -3.0f, 3.0f), *wr = rand_mat(C, 0.5f, 1.5f), *br = rand_mat(C, -1, 1);
+    float *r = rand_mat(T * C, 0, 1), *g = rand_mat(T * C, 0, 1);
+    ck_assert_int_eq(lmp_ref_layernorm(T, C, xr, wr, br, 1e-5f, r), LMP_OK);
+    ck_assert_int_eq(g_vt->layernorm(g_be, T, C, xr, wr, br, 1e-5f, g), LMP_OK);
+    check_nmse("layernorm 7x53", r, g, T, C, C, 1e-12);
+    ck_assert_int_eq(lmp_ref_gelu(T * C, xr, r), LMP_OK);
+    ck_assert_int_eq(g_vt->gelu(g_be, T * C, xr, xr), LMP_OK); /* in place */
+    check_nmse("gelu in place", r, xr, T, C, C, 1e-12);
+    free(xr);
+    free(wr);
+    free(br);
+    free(r);
+    free(g);
+}
+END_TEST
+
 /* The backend computes angles in f32 like llama2.c, the reference in double: at position p the
  * angle pos*freq carries an absolute error ~p u, i.e. ~1e-4 rad at p ~ 2000, so nmse ~ (p u)^2
  * ~ 1e-8 there (measured ~1e-11 thanks to averaging over frequencies).  Threshold 1e-8 for
@@ -863,6 +895,7 @@ static Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_chol_inverse);
     tcase_add_test(tc, test_trsm_lower);
     tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_layernorm_gelu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_swiglu);

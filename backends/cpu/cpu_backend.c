@@ -305,6 +305,17 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
     return LMP_OK;
 }
 
+static int cpu_layernorm(void *self, int64_t T, int64_t C, const float *x, const float *w,
+                         const float *b, float eps, float *out)
+{
+    return ref_status(self, "layernorm", lmp_ref_layernorm(T, C, x, w, b, eps, out));
+}
+
+static int cpu_gelu(void *self, int64_t n, const float *x, float *out)
+{
+    return ref_status(self, "gelu", lmp_ref_gelu(n, x, out));
+}
+
 static int cpu_swiglu(void *self, int64_t n, const float *gate, const float *up, float *out)
 {
     return ref_status(self, "swiglu", lmp_ref_swiglu(n, gate, up, out));
@@ -394,6 +405,8 @@ static const lmp_backend_i cpu_vtable = {
     .reduce_cols = cpu_reduce_cols,
     .quantize_weight = cpu_quantize_weight,
     .quantize_act = cpu_quantize_act,
+    .layernorm = cpu_layernorm,
+    .gelu = cpu_gelu,
 };
 
 static const lmp_param_spec cpu_params[] = {

@@ -227,6 +227,37 @@ int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd
     return LMP_OK;
 }
 
+int lmp_ref_layernorm(int64_t T, int64_t C, const float *x, const float *w, const float *b,
+                      float eps, float *out)
+{
+    if (bad_dims2(T, C)) return LMP_EINVAL;
+    if (T > 0 && C > 0 && (!x || !w || !out)) return LMP_EINVAL;
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        float *o = out + t * C;
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < C; i++) mean += xr[i];
+        mean /= (double)C;
+        for (int64_t i = 0; i < C; i++) var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+        double inv = 1.0 / sqrt(var / (double)C + (double)eps);
+        for (int64_t i = 0; i < C; i++)
+            o[i] = (float)(((double)xr[i] - mean) * inv * w[i] + (b ? (double)b[i] : 0.0));
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_gelu(int64_t n, const float *x, float *out)
+{
+    if (n < 0) return LMP_EINVAL;
+    if (n > 0 && (!x || !out)) return LMP_EINVAL;
+    const double k = 0.79788456080286535588; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        out[i] = (float)(0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v))));
+    }
+    return LMP_OK;
+}
+
 int lmp_ref_swiglu(int64_t n, const float *gate, const float *up, float *out)
 {
     if (n < 0) return LMP_EINVAL;

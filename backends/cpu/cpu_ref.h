@@ -51,6 +51,11 @@ LMP_REF_API int lmp_ref_chol_inverse(int64_t n, float *L);
 LMP_REF_API int lmp_ref_trsm_lower(int trans, int64_t n, int64_t nrhs, const float *L, float *B);
 
 /* out[T,C] = x / sqrt(mean(x^2) + eps) * w[C], per row.  out may alias x. */
+/* out[T,C] = (x - mean)/sqrt(var + eps) * w + b per row, biased variance; b may be NULL. */
+LMP_REF_API int lmp_ref_layernorm(int64_t T, int64_t C, const float *x, const float *w,
+                                  const float *b, float eps, float *out);
+/* out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's GELU. */
+LMP_REF_API int lmp_ref_gelu(int64_t n, const float *x, float *out);
 LMP_REF_API int lmp_ref_rmsnorm(int64_t T, int64_t C, const float *x, const float *w, float eps,
                                 float *out);
 

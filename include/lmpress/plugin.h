@@ -244,6 +244,11 @@ typedef struct lmp_backend_i {
                            float *W, float *scales, float *zeros);
     /* Fake-quantize activations X[T, C] in place on the grid of *spec (mode != NONE). */
     int (*quantize_act)(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X);
+    /* out[T,C] = (x - mean) / sqrt(var + eps) * w + b per row (biased variance; b may be NULL). */
+    int (*layernorm)(void *self, int64_t T, int64_t C, const float *x, const float *w,
+                     const float *b, float eps, float *out);
+    /* out[i] = gelu(x[i]), tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+    int (*gelu)(void *self, int64_t n, const float *x, float *out);
 } lmp_backend_i;
 
 /* ---- strategy interface ----------------------------------------------------------------- */
