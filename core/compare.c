@@ -27,10 +27,20 @@ double lmp_peak_rss_mb(void)
     return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
 }
 
-/* Without an explicit path: tokenizer.bin or tok<vocab>.bin beside the model. */
+/* An explicit path: a Hugging Face tokenizer.json, or a llama2.c tokenizer file.  Without one:
+ * the GGUF file's own vocabulary, else tokenizer.bin or tok<vocab>.bin beside the model. */
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out)
 {
+    size_t n = path ? strlen(path) : 0;
+    if (path && n > 5 && strcmp(path + n - 5, ".json") == 0) return lmp_tokenizer_load_hf(path, out);
     if (path) return lmp_tokenizer_load_llama2c(path, (int)m->arch.vocab, out);
+    if (m->src_data && strncmp(m->format, "GGUF", 4) == 0) {
+        int st = lmp_tokenizer_load_gguf(m->src_data, out);
+        if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab)
+            st = lmp_fail(LMP_EINVAL, "%s: the tokenizer has %d tokens, the model %lld", m->path,
+                          lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
+        return st;
+    }
     const char *slash = strrchr(m->path, '/');
     int dirlen = slash ? (int)(slash - m->path) : 1;
     const char *dir = slash ? m->path : ".";
@@ -49,7 +59,7 @@ int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, i
     size_t len;
     int st = lmp_read_file(path, &text, &len);
     if (st) return st;
-    st = lmp_tokenize(t, text, len, 1, ids, n);
+    st = lmp_tokenize(t, text, len, lmp_tokenizer_adds_bos(t), ids, n);
     free(text);
     return st ? lmp_fail_prefix(st, "%s", path) : 0;
 }
@@ -102,6 +112,8 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
                                       c->calib_text, &calib);
         free(ids);
     }
+    lmp_block *base = st ? NULL : lmp_model_blocks(m);
+    if (!st && !base) st = lmp_fail_prefix(LMP_EIO, "%s", m->path);
     for (int i = 0; i < n && !st; i++) {
         lmp_variant_result *res = &r->results[i];
         res->v = &c->variants[which ? which[i] : i];
@@ -112,8 +124,8 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
         }
         double t0 = lmp_now_s();
         if (res->v->n_stages == 0) {
-            blocks[i] = m->blocks; /* the unmodified model: evaluated without a copy */
-            res->bits_per_weight = lmp_blocks_bits_per_weight(m->blocks, m->arch.n_layers);
+            blocks[i] = base; /* the unmodified model: evaluated without a copy */
+            res->bits_per_weight = lmp_blocks_bits_per_weight(base, m->arch.n_layers);
         } else {
             st = lmp_compress(&be, m, res->v, &calib, &blocks[i]);
             if (!st) res->bits_per_weight = lmp_blocks_bits_per_weight(blocks[i], m->arch.n_layers);
@@ -130,15 +142,26 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
         int64_t n_ids = 0;
         st = lmp_tokenize_file(tok, c->eval_texts[t], &ids, &n_ids);
         r->text_tokens[t] = n_ids;
-        if (!st) st = lmp_eval_text(&be, m, blocks, n, ids, n_ids, c->eval_seq_len, c->eval_max_windows,
+        if (!st) st = lmp_eval_text(&be, m, base, blocks, n, ids, n_ids, c->eval_seq_len, c->eval_max_windows,
                                     lmp_basename(c->eval_texts[t]), scores);
         for (int i = 0; i < n && !st; i++) r->results[i].scores[t] = scores[i];
         free(ids);
     }
     free(scores);
+    if (!st && c->lambada) {
+        lmp_lambada lam;
+        lmp_lambada_score *ls = calloc((size_t)n, sizeof *ls);
+        st = ls ? lmp_lambada_load(c->lambada, tok, c->lambada_max, &lam) : lmp_fail(LMP_ENOMEM, "out of memory");
+        if (!st) {
+            st = lmp_lambada_eval(&be, m, blocks, n, &lam, ls);
+            lmp_lambada_free(&lam);
+        }
+        for (int i = 0; i < n && !st; i++) r->results[i].lambada = ls[i];
+        free(ls);
+    }
     r->eval_seconds = lmp_now_s() - t0;
     for (int i = 0; i < n; i++)
-        if (m && blocks && blocks[i] && blocks[i] != m->blocks) lmp_blocks_free(blocks[i], m->arch.n_layers);
+        if (m && blocks && blocks[i] && blocks[i] != base) lmp_blocks_free(blocks[i], m->arch.n_layers);
     free(blocks);
     lmp_windows_free(&calib);
     lmp_tokenizer_free(tok);

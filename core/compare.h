@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "eval.h"
+#include "lambada.h"
 #include "model.h"
 #include "tokenizer.h"
 
@@ -16,6 +17,7 @@ typedef struct lmp_variant_result {
     double seconds;        /* compression time */
     double peak_rss_mb;    /* process peak RSS after this variant was compressed */
     lmp_score *scores;     /* [n_texts] */
+    lmp_lambada_score lambada; /* when the config names a LAMBADA file */
 } lmp_variant_result;
 
 typedef struct lmp_report {

@@ -356,23 +356,26 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root, int
 
 static int load_eval(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"texts", "seq_len", "max_windows", NULL};
+    static const char *const keys[] = {"texts", "seq_len", "max_windows", "lambada", "lambada_max", NULL};
     config_setting_t *g;
-    const char **texts = NULL;
+    const char **texts = NULL, *lambada = NULL;
     c->eval_seq_len = 256;
     int st;
     if ((st = get_group(root, "eval", 1, &g)) || (st = check_keys(g, keys)) ||
         (st = get_strings(g, "texts", &texts, &c->n_eval_texts)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->eval_seq_len)) ||
-        (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows))) {
+        (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows)) ||
+        (st = get_string(g, "lambada", 0, &lambada)) ||
+        (st = get_int(g, "lambada_max", 0, INT64_MAX, &c->lambada_max))) {
         free(texts);
         return st;
     }
-    if (c->n_eval_texts == 0) {
+    if (lambada) c->lambada = resolve(c->path, lambada);
+    if (c->n_eval_texts == 0 && !lambada) {
         free(texts);
-        return bad(g, "'texts' must name at least one evaluation text");
+        return bad(g, "'texts' must name at least one evaluation text (or set 'lambada')");
     }
-    c->eval_texts = calloc((size_t)c->n_eval_texts, sizeof *c->eval_texts);
+    c->eval_texts = calloc((size_t)c->n_eval_texts + 1, sizeof *c->eval_texts);
     for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) c->eval_texts[i] = resolve(c->path, texts[i]);
     free(texts);
     return c->eval_texts ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
@@ -525,6 +528,7 @@ void lmp_config_free(lmp_run_config *c)
     free(c->eval_texts);
     free(c->backend_params);
     free(c->calib_text);
+    free(c->lambada);
     free(c->model_path);
     free(c->tokenizer_path);
     lmp_registry_free(&c->reg);

@@ -4,7 +4,8 @@
  *   backend     = { name = "cpu"; params = { ... }; };                             (optional)
  *   model       = { path = "..."; tokenizer = "..."; };
  *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential"; };
- *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0; };
+ *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
+ *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
  *   seed        = 1234;
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
  *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
@@ -52,6 +53,8 @@ typedef struct lmp_run_config {
     char **eval_texts;
     int n_eval_texts;
     int64_t eval_seq_len, eval_max_windows;
+    char *lambada;                         /* NULL: no LAMBADA */
+    int64_t lambada_max;                   /* 0: every passage */
     uint64_t seed;
     lmp_variant *variants;
     int n_variants;

@@ -37,7 +37,8 @@ static void score_window(const float *ref, const float *var, const int32_t *tok,
     s->windows++;
 }
 
-int lmp_eval_text(const lmp_backend *be, const lmp_model *m, lmp_block *const *variants, int n_var,
+int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
+                  lmp_block *const *variants, int n_var,
                   const int32_t *ids, int64_t n_ids, int64_t L, int64_t max_windows,
                   const char *what, lmp_score *out)
 {
@@ -55,9 +56,9 @@ int lmp_eval_text(const lmp_backend *be, const lmp_model *m, lmp_block *const *v
     for (int64_t w = 0; w < n_win && !st; w++) {
         lmp_progress(label, w, n_win);
         const int32_t *tok = ids + w * L;
-        st = lmp_forward(be, m, m->blocks, tok, L, 1, ref);
+        st = lmp_forward(be, m, ref_blocks, tok, L, 1, ref);
         for (int i = 0; i < n_var && !st; i++) {
-            int same = variants[i] == m->blocks;
+            int same = variants[i] == ref_blocks;
             if (!same) st = lmp_forward(be, m, variants[i], tok, L, 1, var);
             if (!st) score_window(ref, same ? ref : var, tok, L, V, &out[i]);
         }

@@ -23,10 +23,11 @@ static inline double lmp_score_ppl(const lmp_score *s) { return s->scored ? exp(
 static inline double lmp_score_kld(const lmp_score *s) { return s->scored ? s->kld_sum / (double)s->scored : NAN; }
 static inline double lmp_score_top1(const lmp_score *s) { return s->scored ? (double)s->top1_hits / (double)s->scored : NAN; }
 
-/* Scores n_var block sets (variants[i] == m->blocks is the unmodified model, scored without a
- * second forward) on ids[n_ids] with windows of L.  out[n_var] is overwritten.  what names the
- * text in messages and progress. */
-int lmp_eval_text(const lmp_backend *be, const lmp_model *m, lmp_block *const *variants, int n_var,
+/* Scores n_var block sets against the reference blocks `ref` (variants[i] == ref is scored
+ * without a second forward) on ids[n_ids] with windows of L.  out[n_var] is overwritten.
+ * what names the text in messages and progress. */
+int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *ref,
+                  lmp_block *const *variants, int n_var,
                   const int32_t *ids, int64_t n_ids, int64_t L, int64_t max_windows,
                   const char *what, lmp_score *out);
 

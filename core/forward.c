@@ -1,7 +1,9 @@
-/* forward.c — see forward.h.  Mirrors llama2.c's run.c forward(), batched over T positions:
+/* forward.c — see forward.h.  LLAMA mirrors llama2.c's run.c forward(), batched over T positions:
  *   xn = rmsnorm(x) ; q,k,v = xn Wq^T, xn Wk^T, xn Wv^T ; rope(q, k) ;
  *   x += attention(q, k, v) Wo^T ;
- *   xn = rmsnorm(x) ; x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T */
+ *   xn = rmsnorm(x) ; x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T
+ * GPT2 is the same with LayerNorm, no RoPE (positions are added to the embeddings), biases, and
+ *   x += gelu(xn Wfc^T + bfc) Wproj^T + bproj. */
 #include "forward.h"
 
 #include <stdlib.h>
@@ -29,40 +31,55 @@ static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const f
     return obs ? obs(ud, lins, n, x, T, C) : 0;
 }
 
+/* The block's norm: RMSNorm for LLAMA, LayerNorm with bias for GPT2. */
+static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T,
+                const float *x, float *out)
+{
+    return a->family == LMP_FAMILY_GPT2 ? lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out)
+                                        : lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
+}
+
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud)
 {
     const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
     const int64_t wide = f > d ? f : d;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    int li[LMP_ROLE_COUNT]; /* linear index by role */
+    for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
     const lmp_linear *L = blk->linears;
     /* xn[T,d] q[T,d] k[T,kv] v[T,kv] att[T,d] g[T,f] u[T,f] qbuf[T,wide] y[T,d] */
     float *buf = malloc((size_t)(T * (4 * d + 2 * kv + 2 * f + wide)) * sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
     float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *att = v + T * kv;
     float *g = att + T * d, *u = g + T * f, *qbuf = u + T * f, *y = qbuf + T * wide;
-    static const int qkv[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, o[] = {LMP_ROLE_O},
-                     gu[] = {LMP_ROLE_GATE, LMP_ROLE_UP}, dn[] = {LMP_ROLE_DOWN};
+    const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
+              gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
+              dn[] = {li[LMP_ROLE_DOWN]};
     int st;
-    if ((st = lmp_be_rmsnorm(be, T, d, x, blk->norms[0].w, a->norm_eps, xn)) ||
+    if ((st = norm(be, a, &blk->norms[0], T, x, xn)) ||
         (st = observe(obs, ud, qkv, 3, xn, T, d)) ||
-        (st = run_linear(be, &L[LMP_ROLE_Q], T, xn, qbuf, q)) ||
-        (st = run_linear(be, &L[LMP_ROLE_K], T, xn, qbuf, k)) ||
-        (st = run_linear(be, &L[LMP_ROLE_V], T, xn, qbuf, v)) ||
-        (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q)) ||
-        (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k)) ||
+        (st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q)) ||
+        (st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k)) ||
+        (st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v)) ||
+        (!gpt2 && (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q))) ||
+        (!gpt2 && (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k))) ||
         (st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att)) ||
         (st = observe(obs, ud, o, 1, att, T, d)) ||
-        (st = run_linear(be, &L[LMP_ROLE_O], T, att, qbuf, y)))
+        (st = run_linear(be, &L[o[0]], T, att, qbuf, y)))
         goto done;
     for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
-    if ((st = lmp_be_rmsnorm(be, T, d, x, blk->norms[1].w, a->norm_eps, xn)) ||
-        (st = observe(obs, ud, gu, 2, xn, T, d)) ||
-        (st = run_linear(be, &L[LMP_ROLE_GATE], T, xn, qbuf, g)) ||
-        (st = run_linear(be, &L[LMP_ROLE_UP], T, xn, qbuf, u)) ||
-        (st = lmp_be_swiglu(be, T * f, g, u, g)) ||
-        (st = observe(obs, ud, dn, 1, g, T, f)) ||
-        (st = run_linear(be, &L[LMP_ROLE_DOWN], T, g, qbuf, y)))
+    if ((st = norm(be, a, &blk->norms[1], T, x, xn)) ||
+        (st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d)))
         goto done;
+    if (gpt2) { /* h = gelu(xn Wfc^T + b) */
+        if ((st = run_linear(be, &L[gu[1]], T, xn, qbuf, g)) || (st = lmp_be_gelu(be, T * f, g, g))) goto done;
+    } else { /* h = silu(xn Wg^T) * (xn Wu^T) */
+        if ((st = run_linear(be, &L[gu[0]], T, xn, qbuf, g)) ||
+            (st = run_linear(be, &L[gu[1]], T, xn, qbuf, u)) || (st = lmp_be_swiglu(be, T * f, g, u, g)))
+            goto done;
+    }
+    if ((st = observe(obs, ud, dn, 1, g, T, f)) || (st = run_linear(be, &L[dn[0]], T, g, qbuf, y))) goto done;
     for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
 done:
     free(buf);
@@ -72,8 +89,11 @@ done:
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
 {
     const int64_t d = m->arch.dim;
-    for (int64_t t = 0; t < T; t++)
+    for (int64_t t = 0; t < T; t++) {
         memcpy(x + t * d, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
+        if (m->pos_emb) /* GPT-2: learned position t */
+            for (int64_t i = 0; i < d; i++) x[t * d + i] += m->pos_emb[t * d + i];
+    }
 }
 
 int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, int normalize,
@@ -82,7 +102,9 @@ int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *
     const int64_t d = m->arch.dim, V = m->arch.vocab;
     float *xn = malloc((size_t)(T * d) * sizeof *xn);
     if (!xn) return lmp_fail(LMP_ENOMEM, "out of memory in the model head");
-    int st = lmp_be_rmsnorm(be, T, d, x, m->final_norm, m->arch.norm_eps, xn);
+    int st = m->arch.family == LMP_FAMILY_GPT2
+                 ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
+                 : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (!st) st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
     if (!st && normalize) st = lmp_be_log_softmax(be, T, V, out, out);
     free(xn);

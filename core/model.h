@@ -1,10 +1,18 @@
-/* model.h — a loaded model: architecture numbers, mmap'd weights, and its blocks.
+/* model.h — a loaded model: its architecture, where its weights live, and its blocks.
  *
- * Llama family (RMSNorm, RoPE, GQA, SwiGLU).  Each block is an lmp_block (plugin.h) whose
- * linears are, in this order, q k v o gate up down (index == lmp_role), and whose norms are
- * 0 = input_layernorm (feeds q, k, v) and 1 = post_attention_layernorm (feeds gate, up).
- * Names follow Hugging Face: "model.layers.N.self_attn.q_proj", "model.layers.N.mlp.down_proj".
- * The model's own blocks point into the read-only file mapping; a variant works on clones. */
+ * Families:
+ *   LLAMA  RMSNorm, RoPE on q and k (adjacent pairs (2i, 2i+1) of each head, as llama2.c and
+ *          llama.cpp's GGUF layout; Hugging Face's rotate-half checkpoints are converted by
+ *          permuting the rows of q and k at load), GQA, SwiGLU.  Linears q k v o gate up down,
+ *          named like Hugging Face: "model.layers.N.self_attn.q_proj", "model.layers.N.mlp.up_proj".
+ *   GPT2   LayerNorm with bias, learned positions, tanh GELU, biases on every linear.  The fused
+ *          c_attn is split into q, k, v ("transformer.h.N.attn.c_attn.q"), then o
+ *          ("...attn.c_proj"), up ("...mlp.c_fc"), down ("...mlp.c_proj").
+ * In both, norm 0 feeds q, k, v and norm 1 feeds the first MLP linear(s).
+ *
+ * Weights stay in the file (mapped) in its own format.  lmp_model_block_copy() converts one block
+ * to f32 for compression; lmp_model_blocks() gives f32 views of all blocks for evaluation (for an
+ * f32 file they point into the mapping, otherwise they are converted once and kept). */
 #ifndef LMP_CORE_MODEL_H
 #define LMP_CORE_MODEL_H
 
@@ -13,35 +21,71 @@
 
 #include "lmpress/plugin.h"
 
+typedef enum { LMP_FAMILY_LLAMA = 0, LMP_FAMILY_GPT2 = 1 } lmp_family;
+
 typedef struct lmp_arch {
+    lmp_family family;
     int64_t dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len;
     int64_t head_dim;     /* dim / n_heads */
-    float norm_eps;       /* RMSNorm epsilon (llama2.c: 1e-5) */
-    float rope_theta;     /* 10000 for llama2.c */
+    float norm_eps;       /* RMSNorm or LayerNorm epsilon */
+    float rope_theta;     /* LLAMA only */
 } lmp_arch;
 
-typedef struct lmp_model {
-    char *path;
-    const char *format;   /* "llama2.c v0" */
-    lmp_arch arch;
-    void *map;
-    size_t map_size;
-    const float *tok_emb;     /* [vocab, dim] */
-    const float *final_norm;  /* [dim] */
-    const float *lm_head;     /* [vocab, dim]; == tok_emb when tied */
-    lmp_block *blocks;        /* [n_layers], weights in the mapping: never written */
-} lmp_model;
+typedef struct lmp_model lmp_model;
 
-/* Opens a model file; the format is recognised from its contents. */
+/* What a file format provides. */
+typedef struct lmp_model_source {
+    /* Fills *out with an owned f32 copy of block b (lmp_block_free frees it). */
+    int (*block_copy)(const lmp_model *m, int64_t b, lmp_block *out);
+    void (*close)(lmp_model *m);
+} lmp_model_source;
+
+struct lmp_model {
+    char *path;
+    const char *format;       /* "llama2.c v0", "GGUF v3", "safetensors" */
+    lmp_arch arch;
+    const lmp_model_source *src;
+    void *src_data;           /* the format's own state */
+    const float *tok_emb;     /* [vocab, dim] f32 */
+    const float *pos_emb;     /* [seq_len, dim] f32, GPT2 only */
+    const float *final_norm_w, *final_norm_b;  /* [dim]; b NULL for RMSNorm */
+    const float *lm_head;     /* [vocab, dim] f32; == tok_emb when tied */
+    lmp_block *blocks;        /* f32 views, NULL until lmp_model_blocks() */
+    int blocks_owned;         /* blocks were converted (free them) rather than mapped */
+    void *owned[8];           /* f32 buffers the loader converted (freed with the model) */
+    int n_owned;
+};
+
+/* Opens a model: a llama2.c .bin, a .gguf, a .safetensors file or a Hugging Face folder
+ * (config.json + *.safetensors); the format is recognised from the contents. */
 int lmp_model_load(const char *path, lmp_model **out);
 void lmp_model_free(lmp_model *m);
+
+/* f32 views of every block (see above); NULL on failure (lmp_last_error says why). */
+lmp_block *lmp_model_blocks(lmp_model *m);
+/* An owned f32 copy of block b: a variant's working weights. */
+int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out);
 
 /* Parameters of the linears inside the blocks (what compression acts on). */
 int64_t lmp_model_block_linear_params(const lmp_model *m);
 
-/* Deep copy of a block into owned memory: a variant's working weights. */
+/* Fills the names, roles, shapes and norm->linear map of block `index` for the family; weights
+ * stay NULL.  For format loaders. */
+int lmp_block_init(lmp_block *b, int index, const lmp_arch *a);
+/* Index of the linear with this role in the block, -1 if the family has none. */
+int lmp_block_find(const lmp_block *b, lmp_role role);
+/* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
-/* Frees what lmp_block_clone allocated. */
+/* Frees a block made by lmp_block_clone / a block_copy (tables and weights). */
 void lmp_block_free(lmp_block *b);
+/* Frees only the tables of a block made by lmp_block_init whose weights are borrowed. */
+void lmp_block_free_tables(lmp_block *b);
+/* Registers an f32 buffer the model owns; returns it (NULL stays NULL). */
+float *lmp_model_own(lmp_model *m, float *buf);
+
+/* Format loaders (model_*.c), called by lmp_model_load on a file it recognised. */
+int lmp_model_open_llama2c(lmp_model *m, int fd, size_t size);
+int lmp_model_open_gguf(lmp_model *m);
+int lmp_model_open_hf(lmp_model *m);
 
 #endif

@@ -170,7 +170,7 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     lmp_block *blocks = calloc((size_t)L, sizeof *blocks);
     if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory");
     int st = 0;
-    for (int64_t b = 0; b < L && !st; b++) st = lmp_block_clone(&m->blocks[b], &blocks[b]);
+    for (int64_t b = 0; b < L && !st; b++) st = lmp_model_block_copy(m, b, &blocks[b]);
     if (st || v->n_stages == 0) goto done;
     if (blocks[0].n_linears > 16) {
         st = lmp_fail(LMP_EINVAL, "blocks of more than 16 linears are not supported");

@@ -105,7 +105,17 @@ void lmp_report_json(const lmp_report *r, FILE *f)
             json_number(f, lmp_score_top1(sc));
             fputc('}', f);
         }
-        fputs("}}", f);
+        fputc('}', f);
+        if (r->cfg->lambada) {
+            const lmp_lambada_score *ls = &res->lambada;
+            fprintf(f, ", \"lambada\": {\"passages\": %lld, \"correct\": %lld, \"acc\": ", (long long)ls->passages,
+                    (long long)ls->correct);
+            json_number(f, lmp_lambada_acc(ls));
+            fputs(", \"stderr\": ", f);
+            json_number(f, lmp_lambada_stderr(ls));
+            fputc('}', f);
+        }
+        fputc('}', f);
     }
     fputs("\n]}\n", f);
 }
@@ -127,6 +137,7 @@ static int header_cells(const lmp_report *r, char cells[][CELL])
         snprintf(cells[n++], CELL, "%.30s%skld", prefix, sep);
         snprintf(cells[n++], CELL, "%.30s%stop1 %%", prefix, sep);
     }
+    if (r->cfg->lambada) snprintf(cells[n++], CELL, "lambada %%");
     snprintf(cells[n++], CELL, "time s");
     snprintf(cells[n++], CELL, "peak MB");
     return n;
@@ -155,6 +166,9 @@ static int row_cells(const lmp_report *r, int i, char cells[][CELL])
         snprintf(cells[n++], CELL, "%.5f", lmp_score_kld(s));
         snprintf(cells[n++], CELL, "%.2f", 100.0 * lmp_score_top1(s));
     }
+    if (r->cfg->lambada)
+        snprintf(cells[n++], CELL, "%.2f ± %.2f", 100.0 * lmp_lambada_acc(&res->lambada),
+                 100.0 * lmp_lambada_stderr(&res->lambada));
     snprintf(cells[n++], CELL, "%.2f", res->seconds);
     snprintf(cells[n++], CELL, "%.1f", res->peak_rss_mb);
     return n;

@@ -1,171 +1,33 @@
-/* tokenizer.c — llama2.c's BPE tokenizer (see tokenizer.h).
- *
- * Data layout (vocab_size = V):
- *   pool       all pieces back to back, each followed by a '\0' (so sscanf in decode() sees the
- *              same C string llama2.c sees); piece[i] = pool + off[i], lens[i] bytes long.
- *   scores[V]  merge priority of the piece.
- *   slots[cap] open-addressing hash table over the pieces, cap = power of two >= 2V; a slot holds
- *              id + 1 (0 = empty).  A piece occurring twice keeps its lowest id (llama2.c's bsearch
- *              over a qsort'ed copy picks an unspecified one; tok512 has no duplicates).
- *
- *   rank[V]    merge priority as an integer: ids sorted by score, descending; equal scores share a
- *              rank (0 = best).  Ids that llama2.c never merges (score <= -1e10, its initial
- *              best_score with a strict '>', or NaN) get NO_RANK.
- *
- * encode(): the initial tokens form a doubly linked list over node indices 0..n-1, in text
- * order, so "leftmost" == "smallest left node index".  A candidate merge of the pair starting at
- * node a is the 64-bit key (rank << 32 | a); smaller key = llama2.c's choice (higher score, then
- * leftmost).  All keys live in one binary min-heap of uint64.
- *   Invariant: every current adjacent pair (a, next[a]) whose concatenation is a mergeable piece
- *   has an entry equal to its key in the heap.  (Initial pairs are heapified; a merge creates
- *   exactly two new pairs, (prev[a], a) and (a, next[a]), which are pushed.)
- * Lazy invalidation: a popped key (r, a) is executed only if a is alive, has a successor, and the
- * current pair there merges with rank r — then it is the current pair's key and, being the heap
- * minimum, the minimum over all current pairs: exactly the pair llama2.c's O(n^2) scan picks.
- * Otherwise no current pair has that key and it is dropped.  O(n log n) time, O(n) memory. */
+/* tokenizer.c — the public tokenizer API (tokenizer.h): checks arguments and forwards to the
+ * engine of the tokenizer's kind (tokenizer_sp.c, tokenizer_bpe.c). */
 #include "tokenizer.h"
 
 #include "error.h"
+#include "gguf.h"
+#include "tokenizer_impl.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct lmp_tokenizer {
-    int vocab_size;          /* V > 0 */
-    char *pool;              /* sum(lens[i] + 1) bytes */
-    size_t *off;             /* [V] offset of piece i in pool */
-    int32_t *lens;           /* [V] piece length in bytes, >= 0 */
-    float *scores;           /* [V] */
-    uint32_t *rank;          /* [V] see above; NO_RANK = never merged */
-    int32_t max_len;         /* max(lens): the longest concatenation worth looking up */
-    uint32_t *slots;         /* [cap] id + 1, 0 = empty */
-    uint32_t cap_mask;       /* cap - 1 */
-    unsigned char byte_pieces[512]; /* byte_pieces[2b] = b, byte_pieces[2b+1] = 0 (llama2.c) */
+    lmp_tokenizer_kind kind;
+    lmp_sp *sp;   /* kind SENTENCEPIECE */
+    lmp_bpe *bpe; /* kind BPE */
 };
 
-#define NO_RANK UINT32_MAX
-
-/* ---- hashing -------------------------------------------------------------------------------- */
-
-#define FNV32_OFFSET 2166136261u
-#define FNV32_PRIME 16777619u
-
-static uint32_t fnv_step(uint32_t h, const unsigned char *p, size_t n)
+/* Wraps a freshly loaded engine (exactly one of sp, bpe non-NULL) into *out. */
+static int wrap(lmp_sp *sp, lmp_bpe *bpe, lmp_tokenizer **out)
 {
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= FNV32_PRIME;
+    lmp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        lmp_sp_free(sp);
+        lmp_bpe_free(bpe);
+        return lmp_fail(LMP_ENOMEM, "out of memory creating a tokenizer");
     }
-    return h;
-}
-
-/* Finds the id of the piece equal to a[0..la) ++ b[0..lb), or -1.  (The concatenation is never
- * built: the hash runs over both spans and the comparison checks them in turn.) */
-static int lookup2(const lmp_tokenizer *t, const char *a, size_t la, const char *b, size_t lb)
-{
-    if (la + lb > (size_t)t->max_len) return -1;
-    uint32_t h = fnv_step(fnv_step(FNV32_OFFSET, (const unsigned char *)a, la),
-                          (const unsigned char *)b, lb);
-    for (uint32_t s = h & t->cap_mask;; s = (s + 1) & t->cap_mask) {
-        uint32_t e = t->slots[s];
-        if (e == 0) return -1;
-        int id = (int)(e - 1);
-        const char *p = t->pool + t->off[id];
-        if ((size_t)t->lens[id] == la + lb && memcmp(p, a, la) == 0 && memcmp(p + la, b, lb) == 0)
-            return id;
-    }
-}
-
-static int lookup(const lmp_tokenizer *t, const char *s, size_t n) { return lookup2(t, s, n, "", 0); }
-
-/* ---- loading -------------------------------------------------------------------------------- */
-
-/* Reads the whole file.  On failure records an error naming path and returns the status. */
-static int read_file(const char *path, unsigned char **data, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return lmp_fail(LMP_EIO, "%s: cannot open tokenizer file: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    int err = errno;
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return lmp_fail(LMP_EIO, "%s: cannot read tokenizer file: %s", path, strerror(err));
-    }
-    *data = buf;
-    *size = n;
-    return 0;
-}
-
-static int32_t rd_i32(const unsigned char *p)
-{
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    int32_t v;
-    memcpy(&v, &u, 4);
-    return v;
-}
-
-static float rd_f32(const unsigned char *p)
-{
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    float v;
-    memcpy(&v, &u, 4);
-    return v;
-}
-
-typedef struct {
-    float score;
-    int32_t id;
-} scored_id;
-
-/* qsort helper for compute_ranks(): by score, descending (no NaN reaches it). */
-static int by_score_desc(const void *x, const void *y)
-{
-    float a = ((const scored_id *)x)->score, b = ((const scored_id *)y)->score;
-    return (a < b) - (a > b);
-}
-
-/* Fills t->rank (see the top of the file).  Returns nonzero when out of memory. */
-static int compute_ranks(lmp_tokenizer *t)
-{
-    scored_id *v = malloc((size_t)t->vocab_size * sizeof *v);
-    if (!v) return -1;
-    int32_t m = 0;
-    for (int32_t i = 0; i < t->vocab_size; i++) {
-        t->rank[i] = NO_RANK;
-        if (t->scores[i] > -1e10f) v[m++] = (scored_id){t->scores[i], i}; /* excludes NaN too */
-    }
-    qsort(v, (size_t)m, sizeof *v, by_score_desc);
-    uint32_t r = 0;
-    for (int32_t k = 0; k < m; k++) {
-        if (k > 0 && v[k].score != v[k - 1].score) r++; /* equal scores (0.0 == -0.0) share */
-        t->rank[v[k].id] = r;
-    }
-    free(v);
+    t->kind = sp ? LMP_TOKENIZER_SENTENCEPIECE : LMP_TOKENIZER_BPE;
+    t->sp = sp;
+    t->bpe = bpe;
+    *out = t;
     return 0;
 }
 
@@ -173,364 +35,120 @@ int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer *
 {
     if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_llama2c: out is NULL");
     *out = NULL;
-    if (!path) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_llama2c: path is NULL");
-    if (vocab_size <= 0 || vocab_size > (1 << 30))
-        return lmp_fail(LMP_EINVAL, "%s: invalid vocab_size %d (must be in 1..2^30)", path, vocab_size);
+    lmp_sp *sp = NULL;
+    int rc = lmp_sp_load_llama2c(path, vocab_size, &sp);
+    return rc ? rc : wrap(sp, NULL, out);
+}
 
-    unsigned char *data = NULL;
-    size_t size = 0;
-    int rc = read_file(path, &data, &size);
-    if (rc) return rc;
+int lmp_tokenizer_load_gguf(const lmp_gguf *g, lmp_tokenizer **out)
+{
+    if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_gguf: out is NULL");
+    *out = NULL;
+    if (!g) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_gguf: GGUF is NULL");
+    const lmp_gguf_kv *kv = lmp_gguf_find_kv(g, "tokenizer.ggml.model");
+    if (!kv)
+        return lmp_fail(LMP_EINVAL, "%s: no tokenizer in this GGUF (metadata tokenizer.ggml.model is missing)",
+                        g->path);
+    if (kv->type != LMP_GGUF_STRING)
+        return lmp_fail(LMP_EINVAL, "%s: tokenizer.ggml.model is not a string", g->path);
+    const char *model = kv->strs[0];
+    size_t n = (size_t)kv->str_lens[0];
+    int rc;
+    if (n == 4 && memcmp(model, "gpt2", 4) == 0) {
+        lmp_bpe *bpe = NULL;
+        rc = lmp_bpe_load_gguf(g, &bpe);
+        return rc ? rc : wrap(NULL, bpe, out);
+    }
+    if (n == 5 && memcmp(model, "llama", 5) == 0) {
+        lmp_sp *sp = NULL;
+        rc = lmp_sp_load_gguf(g, &sp);
+        return rc ? rc : wrap(sp, NULL, out);
+    }
+    return lmp_fail(LMP_EINVAL,
+                    "%s: unsupported tokenizer model \"%.*s\" (tokenizer.ggml.model; supported: "
+                    "\"gpt2\" byte-level BPE, \"llama\" SentencePiece)", g->path,
+                    (int)(n > 64 ? 64 : n), model);
+}
 
-    lmp_tokenizer *t = NULL;
-    if (size < 4) {
-        rc = lmp_fail(LMP_EINVAL, "%s: truncated tokenizer file: %zu bytes, no max_token_length header",
-                      path, size);
-        goto fail;
-    }
-    int32_t max_token_length = rd_i32(data);
-    if (max_token_length < 0) {
-        rc = lmp_fail(LMP_EINVAL, "%s: invalid max_token_length %d in header", path, max_token_length);
-        goto fail;
-    }
+int lmp_tokenizer_load_hf(const char *tokenizer_json_path, lmp_tokenizer **out)
+{
+    if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_hf: out is NULL");
+    *out = NULL;
+    if (!tokenizer_json_path) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_hf: path is NULL");
+    lmp_bpe *bpe = NULL;
+    int rc = lmp_bpe_load_hf(tokenizer_json_path, &bpe);
+    return rc ? rc : wrap(NULL, bpe, out);
+}
 
-    /* Pass 1: validate every record and size the pool. */
-    size_t pos = 4, pool_size = 0;
-    for (int i = 0; i < vocab_size; i++) {
-        if (size - pos < 8) {
-            rc = lmp_fail(LMP_EINVAL,
-                          "%s: truncated tokenizer file: ends at token %d of %d (byte offset %zu, "
-                          "score/length record incomplete)", path, i, vocab_size, pos);
-            goto fail;
-        }
-        int32_t len = rd_i32(data + pos + 4);
-        pos += 8;
-        if (len < 0) {
-            rc = lmp_fail(LMP_EINVAL, "%s: token %d has negative length %d", path, i, len);
-            goto fail;
-        }
-        if ((size_t)len > size - pos) {
-            rc = lmp_fail(LMP_EINVAL,
-                          "%s: token %d has length %d but only %zu bytes remain (truncated or corrupt "
-                          "tokenizer file)", path, i, len, size - pos);
-            goto fail;
-        }
-        pos += (size_t)len;
-        pool_size += (size_t)len + 1;
-    }
-    /* Trailing bytes after vocab_size records are ignored, as llama2.c does. */
-
-    t = calloc(1, sizeof *t);
-    uint32_t cap = 1;
-    while (cap < 2u * (uint32_t)vocab_size) cap <<= 1;
-    if (t) {
-        t->pool = malloc(pool_size);
-        t->off = malloc((size_t)vocab_size * sizeof *t->off);
-        t->lens = malloc((size_t)vocab_size * sizeof *t->lens);
-        t->scores = malloc((size_t)vocab_size * sizeof *t->scores);
-        t->slots = calloc(cap, sizeof *t->slots);
-        t->rank = malloc((size_t)vocab_size * sizeof *t->rank);
-    }
-    if (!t || !t->pool || !t->off || !t->lens || !t->scores || !t->slots || !t->rank) {
-        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, vocab_size);
-        goto fail;
-    }
-    t->vocab_size = vocab_size;
-    t->cap_mask = cap - 1;
-
-    /* Pass 2: copy pieces, fill the hash table (first occurrence wins). */
-    pos = 4;
-    size_t po = 0;
-    for (int i = 0; i < vocab_size; i++) {
-        t->scores[i] = rd_f32(data + pos);
-        int32_t len = rd_i32(data + pos + 4);
-        pos += 8;
-        memcpy(t->pool + po, data + pos, (size_t)len);
-        t->pool[po + (size_t)len] = '\0';
-        t->off[i] = po;
-        t->lens[i] = len;
-        if (len > t->max_len) t->max_len = len;
-        pos += (size_t)len;
-        po += (size_t)len + 1;
-
-        uint32_t h = fnv_step(FNV32_OFFSET, (const unsigned char *)t->pool + t->off[i], (size_t)len);
-        for (uint32_t s = h & t->cap_mask;; s = (s + 1) & t->cap_mask) {
-            uint32_t e = t->slots[s];
-            if (e == 0) {
-                t->slots[s] = (uint32_t)i + 1;
-                break;
-            }
-            int j = (int)(e - 1);
-            if (t->lens[j] == len && memcmp(t->pool + t->off[j], t->pool + t->off[i], (size_t)len) == 0)
-                break; /* duplicate piece: keep the lower id */
-        }
-    }
-    rc = compute_ranks(t);
-    if (rc) {
-        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, vocab_size);
-        goto fail;
-    }
-    for (int b = 0; b < 256; b++) {
-        t->byte_pieces[2 * b] = (unsigned char)b;
-        t->byte_pieces[2 * b + 1] = 0;
-    }
-    free(data);
-    *out = t;
-    return 0;
-
-fail:
-    free(data);
-    lmp_tokenizer_free(t);
-    return rc;
+int lmp_tokenizer_load_gpt2_files(const char *encoder_json, const char *vocab_bpe,
+                                  lmp_tokenizer **out)
+{
+    if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_gpt2_files: out is NULL");
+    *out = NULL;
+    if (!encoder_json || !vocab_bpe)
+        return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_gpt2_files: a path is NULL");
+    lmp_bpe *bpe = NULL;
+    int rc = lmp_bpe_load_gpt2_files(encoder_json, vocab_bpe, &bpe);
+    return rc ? rc : wrap(NULL, bpe, out);
 }
 
 void lmp_tokenizer_free(lmp_tokenizer *t)
 {
     if (!t) return;
-    free(t->pool);
-    free(t->off);
-    free(t->lens);
-    free(t->scores);
-    free(t->rank);
-    free(t->slots);
+    lmp_sp_free(t->sp);
+    lmp_bpe_free(t->bpe);
     free(t);
 }
 
-int lmp_tokenizer_vocab_size(const lmp_tokenizer *t) { return t ? t->vocab_size : 0; }
-int lmp_tokenizer_bos(const lmp_tokenizer *t) { (void)t; return 1; }
-int lmp_tokenizer_eos(const lmp_tokenizer *t) { (void)t; return 2; }
+lmp_tokenizer_kind lmp_tokenizer_get_kind(const lmp_tokenizer *t) { return t ? t->kind : 0; }
 
-/* ---- encoding ------------------------------------------------------------------------------- */
-
-/* Binary min-heap of merge keys (rank << 32 | left node). */
-typedef struct {
-    uint64_t *a;
-    size_t n, cap;
-} merge_heap;
-
-static void heap_sift_down(merge_heap *h, size_t i)
+int lmp_tokenizer_vocab_size(const lmp_tokenizer *t)
 {
-    uint64_t v = h->a[i];
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && h->a[c + 1] < h->a[c]) c++;
-        if (h->a[c] >= v) break;
-        h->a[i] = h->a[c];
-        i = c;
-    }
-    h->a[i] = v;
+    if (!t) return 0;
+    return t->sp ? lmp_sp_vocab_size(t->sp) : lmp_bpe_vocab_size(t->bpe);
 }
 
-static int heap_push(merge_heap *h, uint64_t key)
+int lmp_tokenizer_bos(const lmp_tokenizer *t)
 {
-    if (h->n == h->cap) {
-        size_t nc = h->cap ? h->cap * 2 : 64;
-        uint64_t *na = realloc(h->a, nc * sizeof *na);
-        if (!na) return -1;
-        h->a = na;
-        h->cap = nc;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (h->a[p] <= key) break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = key;
-    return 0;
+    if (!t) return -1;
+    return t->sp ? lmp_sp_bos(t->sp) : lmp_bpe_bos(t->bpe);
 }
 
-static uint64_t heap_pop(merge_heap *h)
+int lmp_tokenizer_eos(const lmp_tokenizer *t)
 {
-    uint64_t top = h->a[0];
-    h->a[0] = h->a[--h->n];
-    if (h->n) heap_sift_down(h, 0);
-    return top;
+    if (!t) return -1;
+    return t->sp ? lmp_sp_eos(t->sp) : lmp_bpe_eos(t->bpe);
 }
 
-/* The id that merging tokens a and b produces, or -1 if llama2.c would never merge them. */
-static int pair_id_uncached(const lmp_tokenizer *t, int a, int b)
+int lmp_tokenizer_adds_bos(const lmp_tokenizer *t)
 {
-    int id = lookup2(t, t->pool + t->off[a], (size_t)t->lens[a], t->pool + t->off[b],
-                     (size_t)t->lens[b]);
-    return id >= 0 && t->rank[id] != NO_RANK ? id : -1;
+    if (!t) return 0;
+    return t->sp ? lmp_sp_adds_bos(t->sp) : lmp_bpe_adds_bos(t->bpe);
 }
 
-/* Per-call direct-mapped cache of pair_id_uncached(): key[i] = (a << 32 | b) + 1 (0 = empty).
- * Real text repeats a small set of pairs, so most lookups skip the byte hashing. */
-typedef struct {
-    const lmp_tokenizer *t;
-    uint64_t *key; /* [mask + 1] */
-    int32_t *id;   /* [mask + 1] */
-    uint32_t mask;
-} pair_cache;
-
-static int pair_id(pair_cache *c, int a, int b)
-{
-    uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    uint32_t s = (uint32_t)(h >> 40) & c->mask;
-    if (c->key[s] != k) {
-        c->key[s] = k;
-        c->id[s] = pair_id_uncached(c->t, a, b);
-    }
-    return c->id[s];
-}
-
-/* One list node per initial token; tok = -1 marks a node absorbed into its predecessor. */
-typedef struct {
-    int32_t tok, prev, next; /* prev/next: node indices, -1 at the ends */
-} tok_node;
-
-/* Pushes the key of the pair starting at node l if it is mergeable. */
-static int push_pair(pair_cache *c, merge_heap *h, const tok_node *nd, int32_t l)
-{
-    int id = pair_id(c, nd[l].tok, nd[nd[l].next].tok);
-    if (id < 0) return 0;
-    return heap_push(h, (uint64_t)c->t->rank[id] << 32 | (uint32_t)l);
-}
-
-int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids,
-                 int64_t *n_ids)
+int lmp_tokenize_ex(const lmp_tokenizer *t, const char *text, size_t len, unsigned flags,
+                    int32_t **ids, int64_t *n_ids)
 {
     if (!t || !ids || !n_ids || (!text && len)) return lmp_fail(LMP_EINVAL, "lmp_tokenize: NULL argument");
-    *ids = NULL;
-    *n_ids = 0;
-    /* Node indices are int32: at most len + 2 nodes (BOS, dummy prefix, one per byte). */
-    if (len > (size_t)INT32_MAX - 8)
-        return lmp_fail(LMP_EINVAL, "lmp_tokenize: text of %zu bytes is too long", len);
-    const int V = t->vocab_size;
-    if (add_bos && V <= 1)
-        return lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary of %d tokens has no BOS (id 1)", V);
-
-    size_t cap = len + 2;
-    tok_node *nd = malloc(cap * sizeof *nd);
-    merge_heap heap = {0};
-    pair_cache pc = {t, NULL, NULL, 0};
-    int rc = 0;
-    if (!nd) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
-
-    /* ---- initial tokens: BOS, dummy prefix, codepoints or bytes ---- */
-    int32_t n = 0; /* invariant: n <= 2 + bytes consumed <= cap */
-    if (add_bos) nd[n++].tok = 1;
-    if (len > 0) {
-        int sp = lookup(t, " ", 1);
-        if (sp < 0) sp = ' ' + 3 < V ? ' ' + 3 : -1; /* llama2.c assumes " " exists */
-        if (sp < 0) {
-            rc = lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary has no \" \" token for the dummy prefix");
-            goto done;
-        }
-        nd[n++].tok = sp;
-    }
-    const unsigned char *u = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        /* One "codepoint": this byte plus following continuation bytes (10xxxxxx), at most 4
-         * bytes in all.  A stray continuation byte starts its own group, as in llama2.c. */
-        size_t j = i + 1;
-        while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
-        int id = lookup(t, text + i, j - i);
-        if (id >= 0) {
-            nd[n++].tok = id;
-        } else {
-            for (size_t k = i; k < j; k++) {
-                if (u[k] + 3 >= V) {
-                    rc = lmp_fail(LMP_EINVAL,
-                                  "lmp_tokenize: byte 0x%02X at offset %zu has no token and no byte "
-                                  "fallback (vocab_size %d)", u[k], k, V);
-                    goto done;
-                }
-                nd[n++].tok = u[k] + 3;
-            }
-        }
-        i = j;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        nd[i].prev = i - 1;
-        nd[i].next = i + 1 < n ? i + 1 : -1;
-    }
-
-    /* ---- merges ---- */
-    if (n > 1) {
-        uint32_t pcap = 64;
-        while (pcap < 65536 && pcap < 4u * (uint32_t)n) pcap <<= 1;
-        pc.key = calloc(pcap, sizeof *pc.key);
-        pc.id = malloc(pcap * sizeof *pc.id);
-        pc.mask = pcap - 1;
-        heap.cap = (size_t)n;
-        heap.a = malloc(heap.cap * sizeof *heap.a);
-        if (!pc.key || !pc.id || !heap.a) goto oom;
-        /* Initial candidates, then heapify (O(n)). */
-        for (int32_t i = 0; i + 1 < n; i++) {
-            int id = pair_id(&pc, nd[i].tok, nd[i + 1].tok);
-            if (id >= 0) heap.a[heap.n++] = (uint64_t)t->rank[id] << 32 | (uint32_t)i;
-        }
-        for (size_t i = heap.n / 2; i-- > 0;) heap_sift_down(&heap, i);
-    }
-    int32_t count = n;
-    while (heap.n) {
-        uint64_t key = heap_pop(&heap);
-#if defined(__GNUC__)
-        if (heap.n) __builtin_prefetch(&nd[(uint32_t)heap.a[0]]); /* the next pop's node */
-#endif
-        int32_t a = (int32_t)(uint32_t)key, b = nd[a].next;
-        uint32_t r = (uint32_t)(key >> 32);
-        if (nd[a].tok < 0 || b < 0) continue;          /* stale: a absorbed, or now last */
-        int id = pair_id(&pc, nd[a].tok, nd[b].tok);
-        if (id < 0 || t->rank[id] != r) continue;      /* stale: the pair at a changed */
-        int32_t c = nd[b].next;
-        nd[a].tok = id;
-        nd[a].next = c;
-        nd[b].tok = -1;
-        if (c >= 0) nd[c].prev = a;
-        count--;
-        if (nd[a].prev >= 0 && push_pair(&pc, &heap, nd, nd[a].prev)) goto oom;
-        if (c >= 0 && push_pair(&pc, &heap, nd, a)) goto oom;
-    }
-
-    /* ---- output: walk the list from node 0 (the head is never removed) ---- */
-    int32_t *res = malloc((size_t)(count ? count : 1) * sizeof *res);
-    if (!res) goto oom;
-    int64_t k = 0;
-    for (int32_t i = n ? 0 : -1; i >= 0; i = nd[i].next) res[k++] = nd[i].tok;
-    *ids = res;
-    *n_ids = k;
-    goto done;
-
-oom:
-    rc = lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
-done:
-    free(nd);
-    free(pc.key);
-    free(pc.id);
-    free(heap.a);
-    return rc;
+    if (!text) text = ""; /* len == 0 */
+    if (t->sp) return lmp_sp_encode(t->sp, text, len, (flags & LMP_TOKENIZE_ADD_BOS) != 0, ids, n_ids);
+    return lmp_bpe_encode(t->bpe, text, len, flags, ids, n_ids);
 }
 
-/* ---- decoding ------------------------------------------------------------------------------- */
+int lmp_tokenize(const lmp_tokenizer *t, const char *text, size_t len, int add_bos,
+                 int32_t **ids, int64_t *n_ids)
+{
+    return lmp_tokenize_ex(t, text, len, add_bos ? LMP_TOKENIZE_ADD_BOS : 0u, ids, n_ids);
+}
 
 const char *lmp_tokenizer_decode(lmp_tokenizer *t, int prev, int token, size_t *len)
 {
     size_t dummy;
     if (!len) len = &dummy;
-    if (!t || token < 0 || token >= t->vocab_size) {
+    if (!t) {
         *len = 0;
         return "";
     }
-    const char *piece = t->pool + t->off[token];
-    size_t n = (size_t)t->lens[token];
-    /* After BOS, sentencepiece's decoder strips a leading space (llama2.c PR #89). */
-    if (prev == 1 && n > 0 && piece[0] == ' ') {
-        piece++;
-        n--;
-    }
-    /* Raw-byte pieces look like "<0x0A>": the same sscanf test as llama2.c. */
-    unsigned char byte_val;
-    if (sscanf(piece, "<0x%02hhX>", &byte_val) == 1) {
-        *len = 1;
-        return (const char *)t->byte_pieces + 2 * byte_val;
-    }
-    *len = n;
-    return piece;
+    if (t->sp) return lmp_sp_decode(t->sp, prev, token, len);
+    return lmp_bpe_decode(t->bpe, token, len);
 }

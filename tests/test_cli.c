@@ -119,10 +119,10 @@ START_TEST(inconsistent_shapes_in_header)
 }
 END_TEST
 
-START_TEST(gguf_not_yet)
+START_TEST(gguf_truncated)
 {
     const char *p = write_file("m.gguf", "GGUF\3\0\0\0", 8);
-    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "GGUF files are not supported", p);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "truncated", p);
 }
 END_TEST
 
@@ -175,7 +175,7 @@ START_TEST(usage_errors)
 {
     expect_error("frobnicate", 2, "unknown command 'frobnicate'", "usage:");
     expect_error("eval --frob", 2, "unknown option --frob", NULL);
-    expect_error("eval " MODEL, 2, "--text FILE is required", NULL);
+    expect_error("eval " MODEL, 2, "--text FILE or --lambada FILE is required", NULL);
     expect_error("eval --text x --seq-len abc", 2, "--seq-len wants an integer", NULL);
     expect_error("compare", 2, "a CONFIG file is required", NULL);
     ck_assert_int_eq(run(""), 2);
@@ -324,7 +324,7 @@ int main(void)
     tcase_add_test(tc, truncated_model_file);
     tcase_add_test(tc, garbage_model_file);
     tcase_add_test(tc, inconsistent_shapes_in_header);
-    tcase_add_test(tc, gguf_not_yet);
+    tcase_add_test(tc, gguf_truncated);
     tcase_add_test(tc, missing_tokenizer);
     tcase_add_test(tc, broken_tokenizer);
     tcase_add_test(tc, missing_text);

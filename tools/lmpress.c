@@ -13,6 +13,7 @@
 #include "error.h"
 #include "forward.h"
 #include "host.h"
+#include "lambada.h"
 #include "registry.h"
 #include "textfile.h"
 
@@ -51,13 +52,16 @@ static const char *const usage_check =
     "parameter schema, as compare does before it reads any weight.  Prints the variants.\n";
 
 static const char *const usage_eval =
-    "usage: lmpress eval [MODEL] --text FILE [--tokenizer FILE] [--seq-len L] [--max-windows N]\n"
-    "                    [--backend NAME] [--json]\n"
+    "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
+    "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--backend NAME] [--json]\n"
     "\n"
     "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
     "cut into floor(n/L) non-overlapping windows of L tokens (the tail dropped; --max-windows\n"
     "caps the count), each window evaluated from position 0, its L-1 next-token predictions\n"
-    "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n";
+    "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n"
+    "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
+    "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
+    "tokenizer file or a Hugging Face tokenizer.json; GGUF models bring their own.\n";
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
@@ -254,8 +258,8 @@ static void print_json_string(const char *s)
 
 static int cmd_eval(int argc, char **argv)
 {
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu";
-    int64_t L = 0, max_windows = 0;
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL;
+    int64_t L = 0, max_windows = 0, lambada_max = 0;
     int json = 0, bad = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_eval, stdout);
@@ -267,6 +271,10 @@ static int cmd_eval(int argc, char **argv)
         else if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--lambada-max") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--lambada-max", 0, &lambada_max)) return 2;
+        }
         else if (strcmp(argv[i], "--seq-len") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--seq-len", 2, &L)) return 2;
         } else if (strcmp(argv[i], "--max-windows") == 0) {
@@ -276,33 +284,51 @@ static int cmd_eval(int argc, char **argv)
         else model = argv[i];
     }
     if (bad) return 2;
-    if (!text) return usage_error(usage_eval, "%s", "--text FILE is required");
+    if (!text && !lambada) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
     if (!model) model = DEFAULT_MODEL;
     direct_run d;
     int st = direct_open(&d, model, tokenizer, backend);
     int32_t *ids = NULL;
     int64_t n = 0;
-    lmp_score score;
+    lmp_score score = {0};
+    lmp_lambada_score lscore = {0};
+    lmp_block *blocks = st ? NULL : lmp_model_blocks(d.m);
+    if (!st && !blocks) st = LMP_EIO;
     if (!st && L == 0) L = d.m->arch.seq_len;
     if (!st && L > d.m->arch.seq_len)
         st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the model's context of %lld", (long long)L,
                       (long long)d.m->arch.seq_len);
-    if (!st) st = lmp_tokenize_file(d.tok, text, &ids, &n);
-    if (!st) {
-        lmp_block *blocks = d.m->blocks;
-        st = lmp_eval_text(&d.be, d.m, &blocks, 1, ids, n, L, max_windows, lmp_basename(text), &score);
+    if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
+    if (!st && text) st = lmp_eval_text(&d.be, d.m, blocks, &blocks, 1, ids, n, L, max_windows, lmp_basename(text), &score);
+    if (!st && lambada) {
+        lmp_lambada lam;
+        st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam);
+        if (!st) st = lmp_lambada_eval(&d.be, d.m, &blocks, 1, &lam, &lscore);
+        if (!st) lmp_lambada_free(&lam);
     }
     if (!st && json) {
         printf("{\"model\": ");
         print_json_string(model);
-        printf(", \"text\": ");
-        print_json_string(text);
-        printf(", \"seq_len\": %lld, \"tokens\": %lld, \"windows\": %lld, \"ppl\": %.10g}\n", (long long)L,
-               (long long)n, (long long)score.windows, lmp_score_ppl(&score));
+        if (text) {
+            printf(", \"text\": ");
+            print_json_string(text);
+            printf(", \"seq_len\": %lld, \"tokens\": %lld, \"windows\": %lld, \"ppl\": %.10g", (long long)L,
+                   (long long)n, (long long)score.windows, lmp_score_ppl(&score));
+        }
+        if (lambada)
+            printf(", \"lambada\": {\"passages\": %lld, \"correct\": %lld, \"acc\": %.10g, \"stderr\": %.10g}",
+                   (long long)lscore.passages, (long long)lscore.correct, lmp_lambada_acc(&lscore),
+                   lmp_lambada_stderr(&lscore));
+        printf("}\n");
     } else if (!st) {
-        printf("model %s\ntext %s: %lld tokens, %lld windows of %lld, %lld scored\nppl %.6f\n", model, text,
-               (long long)n, (long long)score.windows, (long long)L, (long long)score.scored,
-               lmp_score_ppl(&score));
+        printf("model %s\n", model);
+        if (text)
+            printf("text %s: %lld tokens, %lld windows of %lld, %lld scored\nppl %.6f\n", text, (long long)n,
+                   (long long)score.windows, (long long)L, (long long)score.scored, lmp_score_ppl(&score));
+        if (lambada)
+            printf("lambada %s: %lld of %lld passages correct, accuracy %.4f +/- %.4f\n", lambada,
+                   (long long)lscore.correct, (long long)lscore.passages, lmp_lambada_acc(&lscore),
+                   lmp_lambada_stderr(&lscore));
     }
     free(ids);
     direct_close(&d);
@@ -343,7 +369,14 @@ static int cmd_generate(int argc, char **argv)
     int32_t *prompt_ids = NULL, *seq = NULL;
     int64_t n_prompt = 0;
     float *logits = NULL;
-    if (!st) st = lmp_tokenize(d.tok, prompt, strlen(prompt), 1, &prompt_ids, &n_prompt);
+    if (!st) st = lmp_tokenize(d.tok, prompt, strlen(prompt), lmp_tokenizer_adds_bos(d.tok), &prompt_ids, &n_prompt);
+    if (!st && n_prompt == 0) { /* nothing to start from: BOS, or EOS for vocabularies without one */
+        free(prompt_ids);
+        prompt_ids = malloc(sizeof *prompt_ids);
+        if (!prompt_ids) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        else prompt_ids[0] = lmp_tokenizer_bos(d.tok) >= 0 ? lmp_tokenizer_bos(d.tok) : lmp_tokenizer_eos(d.tok);
+        n_prompt = 1;
+    }
     if (!st) {
         if (steps > d.m->arch.seq_len) steps = d.m->arch.seq_len;
         seq = malloc((size_t)steps * sizeof *seq);
@@ -354,13 +387,22 @@ static int cmd_generate(int argc, char **argv)
      * Without a KV cache each step reruns the sequence so far: fine for small models. */
     int64_t V = st ? 0 : d.m->arch.vocab;
     int32_t token = st ? 0 : prompt_ids[0];
+    if (!st && !lmp_tokenizer_adds_bos(d.tok) && token != lmp_tokenizer_bos(d.tok)) {
+        size_t len; /* the first token is text here, not a BOS marker: show it */
+        const char *piece = lmp_tokenizer_decode(d.tok, -1, token, &len);
+        print_piece(piece, len);
+    }
     for (int64_t pos = 0; pos < steps && !st; pos++) {
         seq[pos] = token;
         int32_t next;
         if (pos < n_prompt - 1) {
             next = prompt_ids[pos + 1];
         } else {
-            if ((st = lmp_forward(&d.be, d.m, d.m->blocks, seq, pos + 1, 0, logits))) break;
+            const lmp_block *blocks = lmp_model_blocks(d.m);
+            if (!blocks || (st = lmp_forward(&d.be, d.m, blocks, seq, pos + 1, 0, logits))) {
+                st = st ? st : LMP_EIO;
+                break;
+            }
             const float *last = logits + pos * V;
             next = 0;
             for (int64_t v = 1; v < V; v++)

@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build tools and the libraries design.md chooses: libconfig (configs), check + subunit (tests),
-# OpenBLAS + LAPACKE (CPU backend).
-packages=(gcc make cmake pkg-config libconfig-dev check libsubunit-dev libopenblas-dev liblapacke-dev)
+# OpenBLAS + LAPACKE (CPU backend); python3-numpy runs the reference scripts some tests call.
+packages=(gcc make cmake pkg-config libconfig-dev check libsubunit-dev libopenblas-dev liblapacke-dev
+          python3 python3-numpy python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do

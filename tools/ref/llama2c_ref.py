@@ -13,8 +13,15 @@ Regenerating the golden files (from the repository root):
 Checks:
     /usr/bin/python3 tools/ref/llama2c_ref.py greedy | cmp - models/stories260K/reference_greedy_t0.txt
     /usr/bin/python3 tools/ref/llama2c_ref.py selftest     # heap tokenizer == naive llama2.c loop
+    /usr/bin/python3 tools/ref/llama2c_ref.py lambada --max 1000 > tests/golden/lambada_stories260K.txt
 Other subcommands:
     ppl MODEL TOK TEXT --seq-len L   -> {"tokens": N, "windows": W, "ppl": x}
+
+LAMBADA (lm-evaluation-harness lambada_openai): per JSONL passage, context = ' '.join of all but
+the last ' '-separated word, continuation = ' ' + last word; trailing whitespace of the context
+moves to the continuation; whole = encode(context + continuation) and ctx = encode(context), both
+with BOS (llama2.c's convention); the continuation is whole[len(ctx):]; with an empty context BOS
+is the context and the continuation is encoded alone (without BOS).  Correct iff every continuation token is the argmax given the true prefix.
 
 Evaluation protocol (ppl): the text file's bytes as they are, tokenized at once, BOS (id 1)
 prepended once -> n tokens.  floor(n / L) non-overlapping windows of L tokens (the tail is
@@ -312,6 +319,47 @@ def perplexity(model, tok, text, L, batch=16):
 # ---------------------------------------------------------------------------------------------
 # Subcommands
 # ---------------------------------------------------------------------------------------------
+def lambada_items(tok, path, max_n):
+    """[(ids, n_target)] following the harness's _encode_pair."""
+    items = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            text = json.loads(line)["text"]
+            words = text.split(" ")
+            context, cont = " ".join(words[:-1]), " " + words[-1]
+            n_sp = len(context) - len(context.rstrip())
+            if n_sp:
+                cont, context = context[-n_sp:] + cont, context[:-n_sp]
+            if context:
+                whole = tok.encode((context + cont).encode("utf-8"), bos=True)
+                ctx = tok.encode(context.encode("utf-8"), bos=True)
+            else:  # the harness: [prefix token] as context, the continuation encoded alone
+                whole = [1] + tok.encode(cont.encode("utf-8"), bos=False)
+                ctx = [1]
+            items.append((whole, len(whole) - len(ctx)))
+            if max_n and len(items) >= max_n:
+                break
+    return items
+
+
+def cmd_lambada(args):
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    correct = 0
+    items = lambada_items(tok, os.path.join(args.shared, "assets", "lambada", "lambada_test.jsonl"), args.max)
+    for ids, n_t in items:
+        inp = ids[:-1][-model.seq_len:]
+        logits = model.forward(np.array([inp]))[0]
+        pred = logits[len(inp) - n_t:].argmax(axis=-1)
+        correct += int(np.array_equal(pred, np.array(ids[-n_t:])))
+    print("# lambada_stories260K.txt — LAMBADA (lambada_openai definition) of stories260K, first N passages")
+    print("# produced by: /usr/bin/python3 tools/ref/llama2c_ref.py lambada --max %d > tests/golden/lambada_stories260K.txt" % args.max)
+    print("# passages correct")
+    print(len(items), correct)
+
+
 def text_path(kind, rel, shared):
     return os.path.join(shared if kind == "shared" else ROOT, rel)
 
@@ -433,6 +481,11 @@ def main():
     common(p)
     p.add_argument("--steps", type=int, default=256)
     p.set_defaults(fn=cmd_greedy)
+
+    p = sub.add_parser("lambada", help="LAMBADA accuracy (lambada_openai definition)")
+    common(p)
+    p.add_argument("--max", type=int, default=1000)
+    p.set_defaults(fn=cmd_lambada)
 
     p = sub.add_parser("selftest", help="heap tokenizer vs the naive llama2.c loop")
     common(p, with_model=False)
