@@ -236,6 +236,52 @@ static void write_tiny_llama(const char *dir, const char *config_extra, const ch
     write_safetensors(path, t, n);
 }
 
+/* ---- (a') SmolLM2: the GGUF vs its Hugging Face conversion by the PyPI gguf package ---------- */
+#define SMOLLM2_GGUF LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define SMOLLM2_HF LMP_BINARY_DIR "/fixtures/smollm2-hf"
+#define PYDEPS LMP_BINARY_DIR "/pydeps"
+
+START_TEST(smollm2_matches_gguf)
+{
+    if (access(SMOLLM2_GGUF, R_OK) != 0) {
+        printf("SKIPPED smollm2_matches_gguf: %s is missing (run tools/fetch_smollm2.sh)\n", SMOLLM2_GGUF);
+        return;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' " PYTHON " -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS);
+    if (system(cmd) != 0) {
+        printf("SKIPPED smollm2_matches_gguf: the PyPI gguf package is not in %s (tools/test.sh installs it)\n", PYDEPS);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "test -s '%s/model.safetensors' || PYTHONPATH='%s' " PYTHON " '%s/tools/ref/hf_fixtures.py' smollm2 '%s' >/dev/null",
+             SMOLLM2_HF, PYDEPS, LMP_SOURCE_DIR, SMOLLM2_HF);
+    ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+    lmp_host_set_verbosity(LMP_LOG_ERROR);
+    lmp_model *ref = NULL, *hf = load_ok(SMOLLM2_HF);
+    ck_assert_msg(lmp_model_load(SMOLLM2_GGUF, &ref) == 0, "%s", lmp_last_error());
+    ck_assert(ref->arch.dim == hf->arch.dim && ref->arch.n_layers == hf->arch.n_layers && ref->arch.vocab == hf->arch.vocab);
+    ck_assert_float_eq(ref->arch.rope_theta, hf->arch.rope_theta);
+    enum { T = 64 };
+    int32_t tok[T];
+    uint32_t x = 777;
+    for (int t = 0; t < T; t++) {
+        x = x * 1664525u + 1013904223u;
+        tok[t] = (int32_t)((x >> 8) % (uint32_t)ref->arch.vocab);
+    }
+    float *lr = run_logits(ref, tok, T), *lh = run_logits(hf, tok, T);
+    double *rd = malloc((size_t)(T * ref->arch.vocab) * sizeof *rd), absd;
+    for (int64_t i = 0; i < T * ref->arch.vocab; i++) rd[i] = lr[i];
+    double rel = rel_diff(lh, rd, T * ref->arch.vocab, &absd);
+    printf("SmolLM2 HF (gguf package) vs GGUF: max abs diff %.3g, relative %.3g (tolerance 1e-5)\n", absd, rel);
+    ck_assert_msg(rel <= 1e-5, "relative difference %g", rel);
+    free(rd);
+    free(lr);
+    free(lh);
+    lmp_model_free(ref);
+    lmp_model_free(hf);
+}
+END_TEST
+
 /* ---- (a) stories260K: llama2.c .bin vs its Hugging Face conversion ----------------------- */
 START_TEST(stories260K_matches_llama2c)
 {
@@ -509,6 +555,7 @@ int main(void)
     TCase *tc = tcase_create("model_hf");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, stories260K_matches_llama2c);
+    tcase_add_test(tc, smollm2_matches_gguf);
     tcase_add_test(tc, gpt2_tiny_matches_numpy);
     tcase_add_test(tc, gpt2_prefixed_names_and_file_path);
     tcase_add_test(tc, qwen2_tiny_matches_numpy);

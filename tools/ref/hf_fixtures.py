@@ -30,6 +30,12 @@ Parts (run from anywhere; Debian's /usr/bin/python3 has numpy):
       HF forward (rotate-half) on the converted tensors over a 64-token window and requires them
       to agree (they are the same function, so the difference is float64 rounding).
 
+  PYTHONPATH=DIR_WITH_gguf /usr/bin/python3 tools/ref/hf_fixtures.py smollm2 [OUT_DIR]
+      (a') SmolLM2-135M-Instruct's GGUF (models/cache/, tools/fetch_smollm2.sh) dequantized by the
+      PyPI `gguf` package and written as a LlamaForCausalLM folder, F32 (540 MB; default
+      build/fixtures/smollm2-hf), q/k rows back in rotate-half order.  tools/test.sh installs
+      `gguf` into build/pydeps; tests/test_model_hf.c compares both loaders' logits.
+
   /usr/bin/python3 tools/ref/hf_fixtures.py gpt2 [OUT_DIR]
       (b) a tiny randomly initialised GPT2LMHeadModel (n_embd 32, n_layer 2, n_head 4, vocab 96,
       n_positions 64, n_inner null = 4*n_embd; numpy RandomState(0), weights ~ N(0, 0.2), norm
@@ -63,6 +69,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SMOLLM2_GGUF = os.path.join(ROOT, "models", "cache", "SmolLM2-135M-Instruct.Q4_1.gguf")
 STORIES_BIN = os.path.join(ROOT, "models", "stories260K", "stories260K.bin")
 
 # ---- safetensors writing ------------------------------------------------------------------
@@ -317,6 +324,60 @@ def part_stories(out_dir):
     print("stories260K -> %s (self-check: max rel diff %.3g)" % (out_dir, rel))
 
 
+# ---- (a') SmolLM2: the GGUF's dequantized weights as a Hugging Face folder -----------------
+
+
+def part_smollm2(out_dir):
+    """SmolLM2-135M-Instruct (models/cache/*.Q4_1.gguf, from tools/fetch_smollm2.sh) written as a
+    LlamaForCausalLM folder in F32.  Needs the PyPI `gguf` package (its reader and dequantizer,
+    not lmpress's).  llama.cpp's converter stored attn_q/attn_k with adjacent-pair rows; they are
+    turned back into Hugging Face's rotate-half order here (the inverse of its permute)."""
+    import gguf
+    from gguf.quants import dequantize
+    r = gguf.GGUFReader(SMOLLM2_GGUF)
+
+    def field(key):
+        f = r.fields[key]
+        return f.parts[f.data[0]][0]
+
+    def tensor(name):
+        t = next(t for t in r.tensors if t.name == name)
+        a = dequantize(t.data, t.tensor_type).astype(np.float32)
+        shape = [int(x) for x in reversed(t.shape)]  # ne = [in, out] -> [out, in]
+        return a.reshape(shape)
+
+    L, d, H = int(field("llama.block_count")), int(field("llama.embedding_length")), int(field("llama.attention.head_count"))
+    KV, F = int(field("llama.attention.head_count_kv")), int(field("llama.feed_forward_length"))
+    emb = tensor("token_embd.weight")
+    cfg = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d,
+        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H,
+        "num_key_value_heads": KV, "vocab_size": emb.shape[0],
+        "max_position_embeddings": int(field("llama.context_length")),
+        "rms_norm_eps": float(field("llama.attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(field("llama.rope.freq_base")), "rope_scaling": None,
+        "hidden_act": "silu", "tie_word_embeddings": True, "torch_dtype": "float32",
+    }
+    ts = [Tensor("model.embed_tokens.weight", "F32", emb)]
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}
+    for l in range(L):
+        p, g = "model.layers.%d." % l, "blk.%d." % l
+        ts.append(Tensor(p + "input_layernorm.weight", "F32", tensor(g + "attn_norm.weight")))
+        ts.append(Tensor(p + "post_attention_layernorm.weight", "F32", tensor(g + "ffn_norm.weight")))
+        for hf, gg in names.items():
+            w = tensor(g + gg + ".weight")
+            if gg in ("attn_q", "attn_k"):
+                w = adjacent_to_rotate_half(w, H if gg == "attn_q" else KV)
+            ts.append(Tensor(p + hf + ".weight", "F32", w))
+    ts.append(Tensor("model.norm.weight", "F32", tensor("output_norm.weight")))
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(os.path.join(out_dir, "config.json"), cfg)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), ts)
+    print("SmolLM2 -> %s" % out_dir)
+
+
 # ---- (b) tiny GPT-2 -------------------------------------------------------------------------
 
 
@@ -415,7 +476,8 @@ def part_qwen2(out_dir):
 def main(argv):
     parts = {"stories260K": (part_stories, os.path.join(ROOT, "build", "fixtures", "stories260K-hf")),
              "gpt2": (part_gpt2, os.path.join(ROOT, "tests", "golden", "gpt2-tiny")),
-             "qwen2": (part_qwen2, os.path.join(ROOT, "tests", "golden", "qwen2-tiny"))}
+             "qwen2": (part_qwen2, os.path.join(ROOT, "tests", "golden", "qwen2-tiny")),
+             "smollm2": (part_smollm2, os.path.join(ROOT, "build", "fixtures", "smollm2-hf"))}
     if len(argv) == 2 and argv[1] == "all":
         for name in ("gpt2", "qwen2"):
             parts[name][0](parts[name][1])
