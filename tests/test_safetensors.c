@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "testutil.h"
 
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
@@ -30,28 +31,6 @@ static uint32_t bits_of(float f)
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return u;
-}
-
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
-static void spit(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", path);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
 }
 
 /* ---- (a) golden fixtures --------------------------------------------------------------------- */
@@ -402,7 +381,7 @@ START_TEST(test_malformed_file)
     path_in(path, sizeof path, "lies.safetensors");
     size_t size;
     unsigned char *b = image("{" T("model.w", "F16", "[3, 3]", 0, 16) "}", 16, &size);
-    spit(path, b, size);
+    lmp_test_spit(path, b, size);
     free(b);
     lmp_safetensors *st = (lmp_safetensors *)(uintptr_t)1;
     ck_assert_int_eq(lmp_st_open(path, &st), LMP_EINVAL);
@@ -413,7 +392,7 @@ START_TEST(test_malformed_file)
     ck_assert_msg(strstr(lmp_last_error(), want), "%s", lmp_last_error());
 
     path_in(path, sizeof path, "empty.safetensors");
-    spit(path, "", 0);
+    lmp_test_spit(path, "", 0);
     ck_assert_int_eq(lmp_st_open(path, &st), LMP_EINVAL);
     ck_assert_msg(strstr(lmp_last_error(), "empty.safetensors: file too small (0 bytes)"), "%s", lmp_last_error());
 
@@ -438,10 +417,10 @@ END_TEST
 static void copy_in(const char *src, const char *name)
 {
     size_t n;
-    unsigned char *b = slurp(src, &n);
+    unsigned char *b = lmp_test_slurp(src, &n);
     char dst[256];
     path_in(dst, sizeof dst, name);
-    spit(dst, b, n);
+    lmp_test_spit(dst, b, n);
     free(b);
 }
 
@@ -477,7 +456,7 @@ START_TEST(test_bad_index)
                        "\", \"model.layers.0.w\": \"" SHARD1 "\", \"model.layers.1.w\": \"" SHARD2 "\"}}";
     char idx[256];
     path_in(idx, sizeof idx, "model.safetensors.index.json");
-    spit(idx, good, strlen(good));
+    lmp_test_spit(idx, good, strlen(good));
     lmp_safetensors *st;
     ck_assert_msg(lmp_st_open(g_dir, &st) == 0, "%s", lmp_last_error());
     ck_assert_uint_eq(st->n_tensors, 4);
@@ -518,16 +497,16 @@ START_TEST(test_bad_index)
     /* a broken shard is reported with the shard's own path */
     char bad[256];
     path_in(bad, sizeof bad, "broken.safetensors");
-    spit(bad, "\x02\0\0\0\0\0\0\0[]", 10);
+    lmp_test_spit(bad, "\x02\0\0\0\0\0\0\0[]", 10);
     char idxmsg[300];
     snprintf(idxmsg, sizeof idxmsg, "{\"weight_map\": {\"a\": \"broken.safetensors\"}}");
     lmp_safetensors *st2;
-    spit(idx, idxmsg, strlen(idxmsg));
+    lmp_test_spit(idx, idxmsg, strlen(idxmsg));
     ck_assert_int_eq(lmp_st_open(g_dir, &st2), LMP_EINVAL);
     ck_assert_msg(strstr(lmp_last_error(), "broken.safetensors: header does not start with '{'"), "%s",
                   lmp_last_error());
     /* an empty weight_map is an empty checkpoint */
-    spit(idx, "{\"weight_map\": {}}", 18);
+    lmp_test_spit(idx, "{\"weight_map\": {}}", 18);
     ck_assert_int_eq(lmp_st_open(idx, &st2), 0);
     ck_assert_uint_eq(st2->n_tensors, 0);
     ck_assert_int_eq(st2->n_shards, 0);

@@ -30,36 +30,6 @@
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert_ptr_nonnull(buf);
-        }
-    }
-    fclose(f);
-    buf[n] = 0;
-    *size = n;
-    return buf;
-}
-
-static void spit(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", path);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 /* FNV-1a 64 over the ids as uint32 little-endian bytes (the golden file's definition). */
 static uint64_t fnv1a64_ids(const int32_t *ids, int64_t n)
 {
@@ -126,7 +96,7 @@ static int ref_sort_cmp(const void *x, const void *y)
 static void ref_load(ref_vocab *v, const char *path, int vocab_size)
 {
     size_t size;
-    unsigned char *d = slurp(path, &size);
+    unsigned char *d = lmp_test_slurp(path, &size);
     size_t pos = 4;
     v->vocab_size = vocab_size;
     v->vocab = malloc(sizeof *v->vocab * (size_t)vocab_size);
@@ -353,7 +323,7 @@ START_TEST(test_matches_reference_random)
     }
     /* random slices of real text */
     size_t size;
-    unsigned char *story = slurp(STORIES_EVAL, &size);
+    unsigned char *story = lmp_test_slurp(STORIES_EVAL, &size);
     for (int iter = 0; iter < 100; iter++) {
         size_t off = NEXT() % (size - 600), n = NEXT() % 600;
         check_same(t, &v, story + off, n, "story slice");
@@ -412,7 +382,7 @@ START_TEST(test_matches_reference_ties)
     ADD("\xc3\xa9" "a", 3, -1.0f);
     ADD("a\xc3\xa9", 3, -2.0f);
     ADD("\xf0\x9f\x99\x82", 4, -1.0f); /* a 4-byte codepoint: "🙂\x80" must stay "🙂" + byte */
-    spit(path, file, fp);
+    lmp_test_spit(path, file, fp);
     free(file);
 
     lmp_tokenizer *t = NULL;
@@ -459,7 +429,7 @@ START_TEST(test_golden)
 {
     lmp_tokenizer *t = load_tok512();
     size_t gsize;
-    char *golden = (char *)slurp(GOLDEN_TOKENS, &gsize);
+    char *golden = (char *)lmp_test_slurp(GOLDEN_TOKENS, &gsize);
     int n_files = 0, n_strings = 0;
     for (char *line = strtok(golden, "\n"); line; line = strtok(NULL, "\n")) {
         if (line[0] == '#' || line[0] == 0) continue;
@@ -473,7 +443,7 @@ START_TEST(test_golden)
             const char *path = golden_text_path(name);
             ck_assert_msg(path != NULL, "unknown golden text %s", name);
             size_t size;
-            char *text = (char *)slurp(path, &size);
+            char *text = (char *)lmp_test_slurp(path, &size);
             int32_t *ids = NULL;
             int64_t n = 0;
             ck_assert_msg(lmp_tokenize(t, text, size, bos, &ids, &n) == 0, "%s", lmp_last_error());
@@ -582,7 +552,7 @@ START_TEST(test_speed)
 {
     lmp_tokenizer *t = load_tok512();
     size_t size;
-    char *text = (char *)slurp(WIKI_TEST, &size);
+    char *text = (char *)lmp_test_slurp(WIKI_TEST, &size);
     int32_t *ids = NULL;
     int64_t n = 0;
     double t0 = now_s();
@@ -635,7 +605,7 @@ START_TEST(test_load_errors)
     ck_assert_ptr_nonnull(mkdtemp(g_dir));
     char path[128];
     size_t size;
-    unsigned char *d = slurp(TOK512, &size);
+    unsigned char *d = lmp_test_slurp(TOK512, &size);
     unsigned char *m = malloc(size);
 
     snprintf(path, sizeof path, "%s/missing.bin", g_dir);
@@ -644,20 +614,20 @@ START_TEST(test_load_errors)
     expect_load_error(g_dir, 512, NULL); /* a directory */
 
     snprintf(path, sizeof path, "%s/empty.bin", g_dir);
-    spit(path, "", 0);
+    lmp_test_spit(path, "", 0);
     expect_load_error(path, 512, "truncated");
 
     snprintf(path, sizeof path, "%s/header_only.bin", g_dir);
-    spit(path, d, 4);
+    lmp_test_spit(path, d, 4);
     expect_load_error(path, 512, "token 0");
 
     /* truncated inside token 100's score/length record, and inside its piece bytes */
     size_t r100 = record_offset(d, 100);
     snprintf(path, sizeof path, "%s/trunc_record.bin", g_dir);
-    spit(path, d, r100 + 5);
+    lmp_test_spit(path, d, r100 + 5);
     expect_load_error(path, 512, "token 100");
     snprintf(path, sizeof path, "%s/trunc_piece.bin", g_dir);
-    spit(path, d, r100 + 9); /* record complete, piece "<0x61>" cut after 1 byte */
+    lmp_test_spit(path, d, r100 + 9); /* record complete, piece "<0x61>" cut after 1 byte */
     expect_load_error(path, 512, "token 100");
 
     /* the whole file but a larger vocab_size: ends at token 512 */
@@ -669,12 +639,12 @@ START_TEST(test_load_errors)
     memcpy(m, d, size);
     memcpy(m + r7 + 4, &bad, 4);
     snprintf(path, sizeof path, "%s/neg_len.bin", g_dir);
-    spit(path, m, size);
+    lmp_test_spit(path, m, size);
     expect_load_error(path, 512, "token 7");
     bad = INT32_MAX;
     memcpy(m + r7 + 4, &bad, 4);
     snprintf(path, sizeof path, "%s/huge_len.bin", g_dir);
-    spit(path, m, size);
+    lmp_test_spit(path, m, size);
     expect_load_error(path, 512, "token 7");
 
     /* negative max_token_length */
@@ -682,7 +652,7 @@ START_TEST(test_load_errors)
     bad = -1;
     memcpy(m, &bad, 4);
     snprintf(path, sizeof path, "%s/neg_max.bin", g_dir);
-    spit(path, m, size);
+    lmp_test_spit(path, m, size);
     expect_load_error(path, 512, "max_token_length");
 
     /* vocab_size <= 0 */

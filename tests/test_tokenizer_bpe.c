@@ -45,35 +45,6 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = malloc(cap + 1);
-    ck_assert_ptr_nonnull(buf);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert_ptr_nonnull(buf);
-        }
-    }
-    fclose(f);
-    buf[n] = 0;
-    *size = n;
-    return buf;
-}
-
-static void spit(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", path);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static uint64_t fnv1a64_ids(uint64_t h, const int32_t *ids, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -217,9 +188,9 @@ static vocab_case *read_vocab_cases(const char *base, int *n_cases)
     char path[512];
     size_t isz, osz;
     snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = (char *)slurp(path, &isz);
+    char *inp = (char *)lmp_test_slurp(path, &isz);
     snprintf(path, sizeof path, "%s.out", base);
-    char *outp = (char *)slurp(path, &osz);
+    char *outp = (char *)lmp_test_slurp(path, &osz);
     static const char sep[] = "\n__ggml_vocab_test__\n";
     vocab_case *c = NULL;
     int n = 0;
@@ -352,8 +323,8 @@ static const char *write_gpt2_json(const char *name, const char *pre, const char
                                    const char *post, const char *model_extra)
 {
     size_t esz, bsz;
-    char *enc = (char *)slurp(GPT2_ENCODER, &esz);
-    char *bpe = (char *)slurp(GPT2_VOCAB_BPE, &bsz);
+    char *enc = (char *)lmp_test_slurp(GPT2_ENCODER, &esz);
+    char *bpe = (char *)lmp_test_slurp(GPT2_VOCAB_BPE, &bsz);
     sbuf b = {0};
     puts_(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[{\"id\":50256,"
               "\"content\":\"<|endoftext|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
@@ -384,7 +355,7 @@ static const char *write_gpt2_json(const char *name, const char *pre, const char
     }
     puts_(&b, "]}}");
     const char *path = tmp_path(name);
-    spit(path, b.d, b.n);
+    lmp_test_spit(path, b.d, b.n);
     free(b.d);
     free(enc);
     free(bpe);
@@ -477,9 +448,9 @@ static const char *write_smollm2_json(void)
     }
     puts_(&b, "]}}");
     const char *path = tmp_path("tokenizer.json");
-    spit(path, b.d, b.n);
+    lmp_test_spit(path, b.d, b.n);
     static const char cfg[] = "{\"bos_token\":\"<|im_start|>\",\"eos_token\":{\"content\":\"<|im_end|>\"}}";
-    spit(tmp_path("tokenizer_config.json"), cfg, sizeof cfg - 1);
+    lmp_test_spit(tmp_path("tokenizer_config.json"), cfg, sizeof cfg - 1);
     free(b.d);
     lmp_gguf_close(g);
     return path;
@@ -492,7 +463,7 @@ static int hexval(int c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
 static int check_golden(lmp_tokenizer *t, const char *tokenizer, int full)
 {
     size_t gsize;
-    char *golden = (char *)slurp(GOLDEN, &gsize);
+    char *golden = (char *)lmp_test_slurp(GOLDEN, &gsize);
     int checked = 0;
     char *save = NULL;
     for (char *line = strtok_r(golden, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -508,7 +479,7 @@ static int check_golden(lmp_tokenizer *t, const char *tokenizer, int full)
             char path[512];
             snprintf(path, sizeof path, "%s/%s", ASSETS, name);
             size_t size;
-            char *text = (char *)slurp(path, &size);
+            char *text = (char *)lmp_test_slurp(path, &size);
             int32_t *ids;
             int64_t n;
             ck_assert_int_eq(lmp_tokenize(t, text, size, 0, &ids, &n), 0);
@@ -525,7 +496,7 @@ static int check_golden(lmp_tokenizer *t, const char *tokenizer, int full)
             char path[512];
             snprintf(path, sizeof path, "%s/%s", ASSETS, name);
             size_t size;
-            char *jl = (char *)slurp(path, &size);
+            char *jl = (char *)lmp_test_slurp(path, &size);
             uint64_t h = FNV_OFFSET;
             long long total = 0;
             char *p = jl;
@@ -671,7 +642,7 @@ START_TEST(test_speed)
     if (!have_smollm2()) return;
     lmp_tokenizer *t = load_gguf_tok(SMOLLM2_GGUF);
     size_t size;
-    char *text = (char *)slurp(WIKI_TEST, &size);
+    char *text = (char *)lmp_test_slurp(WIKI_TEST, &size);
     int32_t *ids = NULL;
     int64_t n = 0;
     double best = 1e9;
@@ -752,7 +723,7 @@ static void gguf_write(gguf_w *w, const char *path)
     w_u64(&f, 0); /* no tensors */
     w_u64(&f, w->n_kv);
     put(&f, w->kv.d, w->kv.n);
-    spit(path, f.d, f.n);
+    lmp_test_spit(path, f.d, f.n);
     free(f.d);
     free(w->kv.d);
     w->kv = (sbuf){0};
@@ -784,7 +755,7 @@ static void expect_gguf_error(const char *path, const char *what)
 static void expect_hf_error(const char *name, const char *json, const char *what)
 {
     const char *path = tmp_path(name);
-    spit(path, json, strlen(json));
+    lmp_test_spit(path, json, strlen(json));
     lmp_tokenizer *t = (lmp_tokenizer *)(uintptr_t)1;
     lmp_clear_error();
     expect_error(lmp_tokenizer_load_hf(path, &t), &t, path, what);
@@ -827,7 +798,7 @@ START_TEST(test_errors)
     /* a vocab.bpe line that is not a merge */
     const char *bad_bpe = tmp_path("bad.bpe");
     static const char bad_lines[] = "#version: 0.2\nĠ t\nnospace\n";
-    spit(bad_bpe, bad_lines, sizeof bad_lines - 1);
+    lmp_test_spit(bad_bpe, bad_lines, sizeof bad_lines - 1);
     t = (lmp_tokenizer *)(uintptr_t)1;
     expect_error(lmp_tokenizer_load_gpt2_files(GPT2_ENCODER, bad_bpe, &t), &t, bad_bpe, ":3:");
 
@@ -891,7 +862,7 @@ END_TEST
 START_TEST(test_gguf_llama_vocab)
 {
     size_t size;
-    unsigned char *d = slurp(TOK512, &size);
+    unsigned char *d = lmp_test_slurp(TOK512, &size);
     enum { V = 512 };
     char *pieces[V];
     size_t lens[V];

@@ -31,4 +31,35 @@ static inline int lmp_test_cli(const char *args, char *out, size_t n)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The whole file, NUL-terminated (not counted in *size); fails the test if it cannot be read. */
+static inline unsigned char *lmp_test_slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0, got;
+    unsigned char *buf = malloc(cap + 1);
+    ck_assert_ptr_nonnull(buf);
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            ck_assert_ptr_nonnull(buf);
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+/* Writes data[0..n) to path; fails the test if it cannot. */
+static inline void lmp_test_spit(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
 #endif
