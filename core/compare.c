@@ -89,7 +89,7 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
     r->n_results = n;
     r->n_texts = c->n_eval_texts;
     r->results = calloc((size_t)n, sizeof *r->results);
-    r->text_tokens = calloc((size_t)c->n_eval_texts, sizeof *r->text_tokens);
+    r->text_tokens = calloc((size_t)c->n_eval_texts + 1, sizeof *r->text_tokens);
     blocks = calloc((size_t)n, sizeof *blocks);
     int st = r->results && r->text_tokens && blocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     lmp_host_seed(c->seed);
@@ -117,7 +117,7 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
     for (int i = 0; i < n && !st; i++) {
         lmp_variant_result *res = &r->results[i];
         res->v = &c->variants[which ? which[i] : i];
-        res->scores = calloc((size_t)c->n_eval_texts, sizeof *res->scores);
+        res->scores = calloc((size_t)c->n_eval_texts + 1, sizeof *res->scores);
         if (!res->scores) {
             st = lmp_fail(LMP_ENOMEM, "out of memory");
             break;

@@ -330,7 +330,8 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
     return 0;
 }
 
-static int load_calibration(lmp_run_config *c, const config_setting_t *root, int needed)
+/* Optional: only variants with a stage that observes statistics need it (checked when they run). */
+static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 {
     static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
     static const char *const modes[] = {"sequential", "random", NULL};
@@ -339,8 +340,8 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root, int
     c->calib_samples = 32;
     c->calib_seq_len = 256;
     int st;
-    if ((st = get_group(root, "calibration", needed, &g)) || !g) return st;
-    if ((st = check_keys(g, keys)) || (st = get_string(g, "text", needed, &text)) ||
+    if ((st = get_group(root, "calibration", 0, &g)) || !g) return st;
+    if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
         (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
         (st = get_string(g, "sampling", 0, &mode)))
@@ -430,7 +431,7 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
     return 0;
 }
 
-static int load_variants(lmp_run_config *c, const config_setting_t *root, int *any_stage)
+static int load_variants(lmp_run_config *c, const config_setting_t *root)
 {
     static const char *const keys[] = {"name", "pipeline", NULL};
     const config_setting_t *vs = config_setting_get_member(root, "variants");
@@ -440,7 +441,6 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root, int *a
     c->n_variants = config_setting_length(vs);
     c->variants = calloc((size_t)c->n_variants, sizeof *c->variants);
     if (!c->variants) return lmp_fail(LMP_ENOMEM, "out of memory");
-    *any_stage = 0;
     for (int i = 0; i < c->n_variants; i++) {
         const config_setting_t *v = config_setting_get_elem(vs, (unsigned)i);
         lmp_variant *var = &c->variants[i];
@@ -458,7 +458,6 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root, int *a
         if (!var->stages) return lmp_fail(LMP_ENOMEM, "out of memory");
         for (int j = 0; j < var->n_stages; j++)
             if ((st = load_stage(c, config_setting_get_elem(p, (unsigned)j), &var->stages[j]))) return st;
-        *any_stage |= var->n_stages > 0;
     }
     return 0;
 }
@@ -489,7 +488,6 @@ int lmp_config_load(const char *path, lmp_run_config **out)
         return st;
     }
     const config_setting_t *root = config_root_setting(&c->cfg);
-    int any_stage = 0;
     int64_t seed = 1234;
     int st = check_keys(root, keys);
     if (!st) st = get_int(root, "seed", 0, INT64_MAX, &seed);
@@ -497,8 +495,8 @@ int lmp_config_load(const char *path, lmp_run_config **out)
     if (!st) st = load_backend(c, root);
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);
-    if (!st) st = load_variants(c, root, &any_stage);
-    if (!st) st = load_calibration(c, root, any_stage);
+    if (!st) st = load_variants(c, root);
+    if (!st) st = load_calibration(c, root);
     c->seed = (uint64_t)seed;
     if (st) {
         lmp_config_free(c);

@@ -47,7 +47,7 @@ typedef struct lmp_run_config {
     char *model_path, *tokenizer_path;     /* tokenizer NULL: looked up beside the model */
     const char *backend_name;
     lmp_value *backend_params;
-    char *calib_text;                      /* NULL when no variant compresses anything */
+    char *calib_text;                      /* NULL: no calibration section */
     int64_t calib_samples, calib_seq_len;
     int calib_random;
     char **eval_texts;

@@ -196,7 +196,8 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
             }
         }
     if (observes && !calib->n)
-        st = lmp_fail(LMP_EINVAL, "variant '%s' needs calibration statistics, but no calibration text is set", v->name);
+        st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
+                      "calibration.text in the config", v->name);
     lmp_windows none = {0};
     if (!observes) calib = &none;
     const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */

@@ -288,6 +288,31 @@ START_TEST(config_missing_calibration_text)
 }
 END_TEST
 
+START_TEST(lambada_only_config)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; };\n"
+             "eval = { lambada = \"%s/assets/lambada/lambada_test.jsonl\"; lambada_max = 5; };\n"
+             "variants = ( { name = \"fp32\"; }, { name = \"w4\"; pipeline = ( { strategy = \"rtn\"; } ); } );\n",
+             MODEL, LMP_SHARED_DIR);
+    const char *p = write_file("lam.cfg", text, strlen(text));
+    ck_assert_msg(run(ARGS("--quiet compare %s", p)) == 0, "%s", output);
+    ck_assert_ptr_nonnull(strstr(output, "lambada %"));
+    ck_assert_ptr_nonnull(strstr(output, "w4"));
+    const char *none = "model = { path = \"x\"; };\neval = { seq_len = 64; };\nvariants = ( { name = \"a\"; } );\n";
+    p = write_file("nolam.cfg", none, strlen(none));
+    expect_error(ARGS("check %s", p), 1, "must name at least one evaluation text", NULL);
+    /* Static activation scales without a calibration text: refused when the variant runs. */
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; };\neval = { texts = [ \"%s\" ]; seq_len = 64; max_windows = 1; };\n"
+             "variants = ( { name = \"a8\"; pipeline = ( { strategy = \"rtn\"; params = { act = \"static_tensor\"; }; } ); } );\n",
+             MODEL, EVAL_TEXT);
+    p = write_file("nocal.cfg", text, strlen(text));
+    expect_error(ARGS("--quiet compare %s", p), 1, "variant 'a8'", "set calibration.text");
+}
+END_TEST
+
 START_TEST(run_needs_a_variant)
 {
     const char *p = config("{ name = \"a\"; }, { name = \"b\"; }", "");
@@ -343,6 +368,7 @@ int main(void)
     tcase_add_test(tc, config_duplicate_variant_and_missing_sections);
     tcase_add_test(tc, config_plugin_for_another_abi);
     tcase_add_test(tc, config_missing_calibration_text);
+    tcase_add_test(tc, lambada_only_config);
     tcase_add_test(tc, run_needs_a_variant);
     tcase_add_test(tc, good_config_runs);
     suite_add_tcase(s, tc);
