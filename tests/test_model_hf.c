@@ -236,6 +236,23 @@ static void write_tiny_llama(const char *dir, const char *config_extra, const ch
     write_safetensors(path, t, n);
 }
 
+/* Both models' logits on tok[T] agree to 1e-5 relative (max abs diff / max abs logit); frees both. */
+static void expect_same_logits(lmp_model *ref, lmp_model *hf, const int32_t *tok, int64_t T, const char *what)
+{
+    const int64_t n = T * ref->arch.vocab;
+    float *lr = run_logits(ref, tok, T), *lh = run_logits(hf, tok, T);
+    double *rd = malloc((size_t)n * sizeof *rd), absd;
+    for (int64_t i = 0; i < n; i++) rd[i] = lr[i];
+    double rel = rel_diff(lh, rd, n, &absd);
+    printf("%s: max abs diff %.3g, relative %.3g (tolerance 1e-5)\n", what, absd, rel);
+    ck_assert_msg(rel <= 1e-5, "%s: relative difference %g", what, rel);
+    free(rd);
+    free(lr);
+    free(lh);
+    lmp_model_free(ref);
+    lmp_model_free(hf);
+}
+
 /* ---- (a') SmolLM2: the GGUF vs its Hugging Face conversion by the PyPI gguf package ---------- */
 #define SMOLLM2_GGUF LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define SMOLLM2_HF LMP_BINARY_DIR "/fixtures/smollm2-hf"
@@ -268,17 +285,7 @@ START_TEST(smollm2_matches_gguf)
         x = x * 1664525u + 1013904223u;
         tok[t] = (int32_t)((x >> 8) % (uint32_t)ref->arch.vocab);
     }
-    float *lr = run_logits(ref, tok, T), *lh = run_logits(hf, tok, T);
-    double *rd = malloc((size_t)(T * ref->arch.vocab) * sizeof *rd), absd;
-    for (int64_t i = 0; i < T * ref->arch.vocab; i++) rd[i] = lr[i];
-    double rel = rel_diff(lh, rd, T * ref->arch.vocab, &absd);
-    printf("SmolLM2 HF (gguf package) vs GGUF: max abs diff %.3g, relative %.3g (tolerance 1e-5)\n", absd, rel);
-    ck_assert_msg(rel <= 1e-5, "relative difference %g", rel);
-    free(rd);
-    free(lr);
-    free(lh);
-    lmp_model_free(ref);
-    lmp_model_free(hf);
+    expect_same_logits(ref, hf, tok, T, "SmolLM2 HF (gguf package) vs GGUF");
 }
 END_TEST
 
@@ -330,17 +337,7 @@ START_TEST(stories260K_matches_llama2c)
         x = x * 1664525u + 1013904223u;
         tok[t] = (int32_t)((x >> 8) % (uint32_t)a->vocab);
     }
-    float *lr = run_logits(ref, tok, T), *lh = run_logits(hf, tok, T);
-    double *rd = malloc((size_t)(T * a->vocab) * sizeof *rd), absd;
-    for (int64_t i = 0; i < T * a->vocab; i++) rd[i] = lr[i];
-    double rel = rel_diff(lh, rd, T * a->vocab, &absd);
-    printf("stories260K HF vs llama2.c: max abs diff %.3g, relative %.3g (tolerance 1e-5)\n", absd, rel);
-    ck_assert_msg(rel <= 1e-5, "relative difference %g", rel);
-    free(rd);
-    free(lr);
-    free(lh);
-    lmp_model_free(ref);
-    lmp_model_free(hf);
+    expect_same_logits(ref, hf, tok, T, "stories260K HF vs llama2.c");
 }
 END_TEST
 
