@@ -29,11 +29,12 @@ static const char *const usage_main =
     "  compare CONFIG    compress every variant of CONFIG and print them side by side\n"
     "  run CONFIG        compress and evaluate one variant of CONFIG\n"
     "  check CONFIG      validate CONFIG and its plugins' parameters without running\n"
-    "  eval [MODEL]      perplexity of an unmodified model on a text file\n"
+    "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
     "  plugins           list the plugins found, with their parameters\n"
     "\n"
-    "MODEL defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
+    "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
+    "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
     "options: --quiet (errors only), --verbose (debug messages), --version, --help\n";
 
 static const char *const usage_compare =
@@ -43,7 +44,8 @@ static const char *const usage_compare =
     "compare runs every variant of the libconfig file CONFIG; run runs one (--variant, needed\n"
     "when CONFIG has several).  Each variant is compressed block by block on the calibration\n"
     "text and evaluated against the unmodified model on every evaluation text: perplexity,\n"
-    "KL divergence and top-1 agreement.  The table goes to standard output; --json, --md and\n"
+    "KL divergence and top-1 agreement, and LAMBADA accuracy when the config names a LAMBADA\n"
+    "file (eval.lambada).  The table goes to standard output; --json, --md and\n"
     "--csv also write it to FILE (\"-\" for standard output).  See configs/quickstart.cfg.\n";
 
 static const char *const usage_check =
