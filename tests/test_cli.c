@@ -1,6 +1,7 @@
 /* test_cli.c — bad input never crashes: each case below runs the real `lmpress` binary and
  * expects a non-zero exit and exactly one error line naming the file, line or key at fault. */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,32 @@ START_TEST(gguf_truncated)
 {
     const char *p = write_file("m.gguf", "GGUF\3\0\0\0", 8);
     expect_error(ARGS("eval %s --tokenizer %s --text %s", p, TOK, EVAL_TEXT), 1, "truncated", p);
+}
+END_TEST
+
+START_TEST(gguf_unknown_architecture)
+{
+    /* A well-formed GGUF v3 with one metadata pair, general.architecture = "bert", no tensors. */
+    unsigned char g[128];
+    size_t n = 0;
+#define PUT(v, bytes) (memcpy(g + n, &(v), bytes), n += bytes)
+    uint32_t version = 3, type_string = 8;
+    uint64_t n_tensors = 0, n_kv = 1, klen = 20, vlen = 4;
+    memcpy(g, "GGUF", 4);
+    n = 4;
+    PUT(version, 4);
+    PUT(n_tensors, 8);
+    PUT(n_kv, 8);
+    PUT(klen, 8);
+    memcpy(g + n, "general.architecture", 20);
+    n += 20;
+    PUT(type_string, 4);
+    PUT(vlen, 8);
+    memcpy(g + n, "bert", 4);
+    n += 4;
+#undef PUT
+    const char *p = write_file("bert.gguf", (const char *)g, n);
+    expect_error(ARGS("eval %s --text %s", p, EVAL_TEXT), 1, "unknown architecture 'bert'", p);
 }
 END_TEST
 
@@ -350,6 +377,7 @@ int main(void)
     tcase_add_test(tc, garbage_model_file);
     tcase_add_test(tc, inconsistent_shapes_in_header);
     tcase_add_test(tc, gguf_truncated);
+    tcase_add_test(tc, gguf_unknown_architecture);
     tcase_add_test(tc, missing_tokenizer);
     tcase_add_test(tc, broken_tokenizer);
     tcase_add_test(tc, missing_text);
