@@ -1,6 +1,7 @@
 /* backend.c — see backend.h. */
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -21,7 +22,7 @@ static int create_backend(lmp_registry *reg, const char *name, const lmp_value *
     *vt = p->desc->vtable;
     *self = NULL;
     int st = (*vt)->create ? (*vt)->create(lmp_host_services(), lmp_host_ctx(), params, self) : 0;
-    lmp_params_free(p->desc, defaults);
+    free(defaults);
     if (st) return lmp_fail_prefix(st, "backend '%s'", name);
     return 0;
 }

@@ -23,7 +23,6 @@ static struct {
 
 void *lmp_host_ctx(void) { return &host_ctx; }
 void lmp_host_set_verbosity(int level) { host_ctx.verbosity = level; }
-int lmp_host_verbosity(void) { return host_ctx.verbosity; }
 void lmp_host_set_backend(const lmp_backend *be) { host_ctx.backend = be; }
 void lmp_host_seed(uint64_t seed) { host_ctx.rng = seed ^ 0x9E3779B97F4A7C15ull; }
 

@@ -13,7 +13,6 @@ const lmp_host *lmp_host_services(void);
 void *lmp_host_ctx(void);
 
 void lmp_host_set_verbosity(int level);        /* LMP_LOG_*: messages above it are dropped */
-int lmp_host_verbosity(void);
 void lmp_host_set_backend(const struct lmp_backend *be);
 void lmp_host_seed(uint64_t seed);
 

@@ -63,7 +63,6 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
 /* ---- statistics observers ---------------------------------------------------------------- */
 typedef struct stage_stats {
     const lmp_backend *be;
-    lmp_block *blk;
     uint32_t *needs;      /* [n_linears] */
     lmp_stats *stats;     /* [n_linears]; linears sharing an input share the first one's */
     uint8_t *owner;       /* [n_linears]: 1 where the arrays were allocated */
@@ -137,7 +136,7 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
     }
     int st = 0;
     if (targeted && any) {
-        stage_stats ss = {.be = be, .blk = blk, .needs = needs, .stats = stats, .owner = owner};
+        stage_stats ss = {.be = be, .needs = needs, .stats = stats, .owner = owner};
         const int64_t per = calib->T * m->arch.dim;
         for (int64_t w = 0; w < calib->n && !st; w++) {
             memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);

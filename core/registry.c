@@ -290,9 +290,3 @@ int lmp_params_defaults(const lmp_plugin_desc *desc, lmp_value **out)
     *out = v;
     return 0;
 }
-
-void lmp_params_free(const lmp_plugin_desc *desc, lmp_value *vals)
-{
-    (void)desc; /* strings point into the schema or into the parsed config */
-    free(vals);
-}

@@ -44,8 +44,7 @@ int lmp_registry_scan(lmp_registry *reg, void (*report)(const char *path, const 
 
 const char *lmp_kind_name(int kind);
 
-/* Schema defaults, one lmp_value per parameter; free with lmp_params_free. */
+/* Schema defaults, one lmp_value per parameter (free() them; strings point into the schema). */
 int lmp_params_defaults(const lmp_plugin_desc *desc, lmp_value **out);
-void lmp_params_free(const lmp_plugin_desc *desc, lmp_value *vals);
 
 #endif
