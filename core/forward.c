@@ -31,12 +31,30 @@ static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const f
     return obs ? obs(ud, lins, n, x, T, C) : 0;
 }
 
-/* The block's norm: RMSNorm for LLAMA, LayerNorm with bias for GPT2. */
+/* The block's norm: RMSNorm for LLAMA (plus the bias a shift may have given it), LayerNorm
+ * with bias for GPT2. */
 static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T,
                 const float *x, float *out)
 {
-    return a->family == LMP_FAMILY_GPT2 ? lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out)
-                                        : lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
+    if (a->family == LMP_FAMILY_GPT2) return lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out);
+    int st = lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
+    for (int64_t t = 0; !st && n->b && t < T; t++)
+        for (int64_t j = 0; j < a->dim; j++) out[t * a->dim + j] += n->b[j];
+    return st;
+}
+
+/* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
+static void input_affine(const lmp_linear *l, int64_t T, float *x)
+{
+    if (!l->in_shift && !l->in_scale) return;
+    const int64_t C = l->in;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < C; j++) {
+            float v = x[t * C + j];
+            if (l->in_shift) v -= l->in_shift[j];
+            if (l->in_scale) v /= l->in_scale[j];
+            x[t * C + j] = v;
+        }
 }
 
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
@@ -65,6 +83,7 @@ int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block 
         (!gpt2 && (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q))) ||
         (!gpt2 && (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k))) ||
         (st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att)) ||
+        (input_affine(&L[o[0]], T, att), 0) ||
         (st = observe(obs, ud, o, 1, att, T, d)) ||
         (st = run_linear(be, &L[o[0]], T, att, qbuf, y)))
         goto done;
@@ -79,6 +98,7 @@ int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block 
             (st = run_linear(be, &L[gu[1]], T, xn, qbuf, u)) || (st = lmp_be_swiglu(be, T * f, g, u, g)))
             goto done;
     }
+    input_affine(&L[dn[0]], T, g);
     if ((st = observe(obs, ud, dn, 1, g, T, f)) || (st = run_linear(be, &L[dn[0]], T, g, qbuf, y))) goto done;
     for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
 done:

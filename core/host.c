@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "block_edit.h"
 #include "error.h"
 
 static struct {
@@ -137,31 +138,22 @@ static const lmp_backend_i *host_backend(void *ctx, void **self)
     return lmp_backend_dispatch_vtable();
 }
 
-int lmp_fold_norm_scale(lmp_block *blk, int norm, const float *s)
-{
-    if (norm < 0 || norm >= blk->n_norms)
-        return lmp_fail(LMP_EINVAL, "fold_norm_scale: block %d has no norm %d", blk->index, norm);
-    lmp_norm *nm = &blk->norms[norm];
-    for (int64_t j = 0; j < nm->dim; j++)
-        if (!(s[j] > 0.0f))
-            return lmp_fail(LMP_EINVAL, "fold_norm_scale: %s: scale[%lld] = %g is not positive",
-                            nm->name, (long long)j, (double)s[j]);
-    for (int64_t j = 0; j < nm->dim; j++) {
-        nm->w[j] /= s[j];
-        if (nm->b) nm->b[j] /= s[j];
-    }
-    for (int f = 0; f < nm->n_fed; f++) {
-        lmp_linear *lin = &blk->linears[nm->fed[f]];
-        for (int64_t o = 0; o < lin->out; o++)
-            for (int64_t j = 0; j < lin->in; j++) lin->w[o * lin->in + j] *= s[j];
-    }
-    return 0;
-}
-
 static int host_fold_norm_scale(void *ctx, lmp_block *blk, int norm, const float *s)
 {
     (void)ctx;
     return lmp_fold_norm_scale(blk, norm, s);
+}
+
+static int host_fold_norm_shift(void *ctx, lmp_block *blk, int norm, const float *z)
+{
+    (void)ctx;
+    return lmp_fold_norm_shift(blk, norm, z);
+}
+
+static int host_add_input_affine(void *ctx, lmp_block *blk, int linear, const float *z, const float *s)
+{
+    (void)ctx;
+    return lmp_add_input_affine(blk, linear, z, s);
 }
 
 static const lmp_host host_services = {
@@ -176,6 +168,8 @@ static const lmp_host host_services = {
     .rng_u64 = host_rng,
     .backend = host_backend,
     .fold_norm_scale = host_fold_norm_scale,
+    .fold_norm_shift = host_fold_norm_shift,
+    .add_input_affine = host_add_input_affine,
 };
 
 const lmp_host *lmp_host_services(void) { return &host_services; }

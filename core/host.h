@@ -24,7 +24,4 @@ void lmp_log(int level, const char *fmt, ...)
     ;
 void lmp_progress(const char *what, int64_t done, int64_t total);
 
-/* fold_norm_scale, exposed for tests. */
-int lmp_fold_norm_scale(lmp_block *blk, int norm, const float *s);
-
 #endif

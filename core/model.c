@@ -102,9 +102,12 @@ int lmp_block_clone(const lmp_block *src, lmp_block *dst)
         d->name = strdup(s->name);
         d->w = dup_floats(s->w, s->out * s->in);
         d->b = dup_floats(s->b, s->out);
+        d->in_shift = dup_floats(s->in_shift, s->in);
+        d->in_scale = dup_floats(s->in_scale, s->in);
         d->params = NULL;
         d->stats = NULL;
-        if (!d->name || !d->w || (s->b && !d->b)) goto oom;
+        if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale))
+            goto oom;
     }
     for (int i = 0; i < src->n_norms; i++) {
         const lmp_norm *s = &src->norms[i];
@@ -126,6 +129,8 @@ void lmp_block_free(lmp_block *b)
     for (int i = 0; b->linears && i < b->n_linears; i++) {
         free(b->linears[i].w);
         free(b->linears[i].b);
+        free(b->linears[i].in_shift);
+        free(b->linears[i].in_scale);
     }
     for (int i = 0; b->norms && i < b->n_norms; i++) {
         free(b->norms[i].w);

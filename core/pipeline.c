@@ -1,11 +1,12 @@
 /* pipeline.c — see pipeline.h. */
 #include "pipeline.h"
 
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib_stats.h"
 #include "error.h"
 #include "forward.h"
 #include "host.h"
@@ -60,71 +61,15 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
     return count > 0 ? bits / count : 0;
 }
 
-/* ---- statistics observers ---------------------------------------------------------------- */
-typedef struct stage_stats {
-    const lmp_backend *be;
-    uint32_t *needs;      /* [n_linears] */
-    lmp_stats *stats;     /* [n_linears]; linears sharing an input share the first one's */
-    uint8_t *owner;       /* [n_linears]: 1 where the arrays were allocated */
-} stage_stats;
-
-static int alloc_stat(float **p, int64_t n, float init)
-{
-    if (*p) return 0;
-    if (!(*p = malloc((size_t)n * sizeof **p))) return lmp_fail(LMP_ENOMEM, "out of memory for statistics");
-    for (int64_t i = 0; i < n; i++) (*p)[i] = init;
-    return 0;
-}
-
-static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
-{
-    stage_stats *ss = ud;
-    uint32_t need = 0;
-    for (int i = 0; i < n_lins; i++) need |= ss->needs[lins[i]];
-    if (!need) return 0;
-    lmp_stats *s = &ss->stats[lins[0]];
-    ss->owner[lins[0]] = 1;
-    int st = 0;
-    if (need & LMP_STAT_ABSMAX) {
-        if (!(st = alloc_stat(&s->absmax, C, 0.0f)))
-            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
-    }
-    if (!st && (need & LMP_STAT_MINMAX)) {
-        if (!(st = alloc_stat(&s->min, C, INFINITY)) && !(st = alloc_stat(&s->max, C, -INFINITY)) &&
-            !(st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_MIN, T, C, x, s->min)))
-            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_MAX, T, C, x, s->max);
-    }
-    if (!st && (need & LMP_STAT_MEAN)) { /* summed here, divided once all windows are seen */
-        if (!(st = alloc_stat(&s->mean, C, 0.0f)))
-            st = lmp_be_reduce_cols(ss->be, LMP_REDUCE_SUM, T, C, x, s->mean);
-    }
-    s->n_tokens += T;
-    for (int i = 1; i < n_lins; i++) ss->stats[lins[i]] = *s; /* shared input, shared numbers */
-    return st;
-}
-
-/* Linears sharing an input alias the owner's arrays: free and finish only the owners. */
-static void free_stats(lmp_stats *stats, const uint8_t *owner, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (owner[i]) {
-            free(stats[i].absmax);
-            free(stats[i].min);
-            free(stats[i].max);
-            free(stats[i].mean);
-        }
-}
-
 /* Runs one stage on one block: resolve parameters, observe if asked, apply. */
 static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                     lmp_block *blk, const float *X, const lmp_windows *calib, float *tmp)
+                     lmp_block *blk, const float *X, const lmp_windows *calib)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
     const int n = blk->n_linears;
-    uint32_t needs[16] = {0};
-    lmp_stats stats[16];
-    uint8_t owner[16] = {0};
-    memset(stats, 0, sizeof stats);
+    lmp_block_stats bs;
+    memset(&bs, 0, sizeof bs);
     uint32_t any = 0, targeted = 0;
     for (int i = 0; i < n; i++) {
         lmp_linear *l = &blk->linears[i];
@@ -132,22 +77,13 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
-        any |= needs[i] = vt->needs(self, l->params);
+        any |= bs.needs[i] = vt->needs(self, l->params);
+        if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
     }
     int st = 0;
-    if (targeted && any) {
-        stage_stats ss = {.be = be, .needs = needs, .stats = stats, .owner = owner};
-        const int64_t per = calib->T * m->arch.dim;
-        for (int64_t w = 0; w < calib->n && !st; w++) {
-            memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
-            st = lmp_block_forward(be, &m->arch, blk, calib->T, tmp, observe_input, &ss);
-        }
-        for (int i = 0; i < n && !st; i++) {
-            if (stats[i].mean && owner[i])
-                for (int64_t c = 0; c < blk->linears[i].in; c++) stats[i].mean[c] /= (float)stats[i].n_tokens;
-            if (blk->linears[i].params && needs[i]) blk->linears[i].stats = &stats[i];
-        }
-    }
+    if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, blk, X, calib->n, calib->T, &bs)))
+        for (int i = 0; i < n; i++)
+            if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
     if (!st && targeted) {
         lmp_clear_error();
         st = vt->apply(self, lmp_host_services(), lmp_host_ctx(), blk);
@@ -157,7 +93,7 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
         blk->linears[i].params = NULL;
         blk->linears[i].stats = NULL;
     }
-    free_stats(stats, owner, n);
+    lmp_block_stats_free(&bs, n);
     return st;
 }
 
@@ -171,13 +107,13 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     int st = 0;
     for (int64_t b = 0; b < L && !st; b++) st = lmp_model_block_copy(m, b, &blocks[b]);
     if (st || v->n_stages == 0) goto done;
-    if (blocks[0].n_linears > 16) {
-        st = lmp_fail(LMP_EINVAL, "blocks of more than 16 linears are not supported");
+    if (blocks[0].n_linears > LMP_MAX_LINEARS) {
+        st = lmp_fail(LMP_EINVAL, "blocks of more than %d linears are not supported", LMP_MAX_LINEARS);
         goto done;
     }
 
     void **selves = calloc((size_t)v->n_stages, sizeof *selves);
-    float *X = NULL, *tmp = NULL;
+    float *X = NULL;
     if (!selves) st = lmp_fail(LMP_ENOMEM, "out of memory");
     for (int s = 0; s < v->n_stages && !st; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
@@ -202,8 +138,7 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */
     if (!st && observes) {
         X = malloc((size_t)(calib->n * per) * sizeof *X);
-        tmp = malloc((size_t)per * sizeof *tmp);
-        if (!X || !tmp) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
+        if (!X) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
     }
     for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
 
@@ -212,7 +147,7 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     for (int64_t b = 0; b < L && !st; b++) {
         lmp_progress(label, b, L);
         for (int s = 0; s < v->n_stages && !st; s++)
-            st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib, tmp);
+            st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
         for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
             st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
     }
@@ -223,7 +158,6 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     }
     free(selves);
     free(X);
-    free(tmp);
 done:
     if (st) {
         lmp_blocks_free(blocks, L);

@@ -106,7 +106,7 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
                         path, d->name, lmp_kind_name(d->kind), lmp_kind_name(kind));
     if (!d->vtable) return lmp_fail(LMP_EINVAL, "%s: plugin '%s' has no vtable", path, d->name);
     uint32_t vt_size = *(const uint32_t *)d->vtable; /* every vtable starts with struct_size */
-    size_t need = d->kind == LMP_PLUGIN_STRATEGY ? sizeof(lmp_strategy_i) : sizeof(lmp_backend_i);
+    size_t need = d->kind == LMP_PLUGIN_STRATEGY ? LMP_STRATEGY_I_MIN_SIZE : sizeof(lmp_backend_i);
     if (vt_size < need)
         return lmp_fail(LMP_EINVAL, "%s: plugin '%s' has a %s vtable of %u bytes, ABI %d.%d needs %zu",
                         path, d->name, lmp_kind_name(d->kind), vt_size, LMP_ABI_MAJOR,

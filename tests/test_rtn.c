@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_edit.h"
 #include "config.h"
 #include "cpu_ref.h"
 #include "forward.h"

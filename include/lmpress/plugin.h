@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 1
-#define LMP_ABI_MINOR 0
+#define LMP_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -131,11 +131,16 @@ typedef enum {
     LMP_ROLE_COUNT
 } lmp_role;
 
-/* Statistics over the calibration tokens that reached a linear's input x[N, in]. */
+/* Statistics over the calibration tokens that reached a linear's input x[N, in] (after the
+ * linear's input affine, if it has one).  A "window" is one calibration sequence of T tokens,
+ * the unit the block sees at once (PaddleSlim's "batch"). */
 enum {
     LMP_STAT_ABSMAX = 1u << 0, /* per input channel: max |x| */
     LMP_STAT_MINMAX = 1u << 1, /* per input channel: min x, max x */
     LMP_STAT_MEAN = 1u << 2,   /* per input channel: mean x */
+    LMP_STAT_SAMPLE = 1u << 3, /* a token sample: rows of x, evenly spaced over the calibration
+                                * tokens (row i is token floor(i*N/S)); S from sample_tokens() */
+    LMP_STAT_WINDOWS = 1u << 4,/* also per window: MINMAX and MEAN as [n_windows, in] (ABI 1.1) */
 };
 
 typedef struct lmp_stats {
@@ -143,6 +148,12 @@ typedef struct lmp_stats {
     float *absmax;             /* [in] when LMP_STAT_ABSMAX was asked for, else NULL */
     float *min, *max;          /* [in] when LMP_STAT_MINMAX */
     float *mean;               /* [in] when LMP_STAT_MEAN */
+    /* ABI 1.1 */
+    int64_t n_sample;          /* rows of sample */
+    float *sample;             /* [n_sample, in] when LMP_STAT_SAMPLE */
+    int64_t n_windows;
+    float *win_min, *win_max;  /* [n_windows, in] when LMP_STAT_WINDOWS | LMP_STAT_MINMAX */
+    float *win_mean;           /* [n_windows, in] when LMP_STAT_WINDOWS | LMP_STAT_MEAN */
 } lmp_stats;
 
 typedef struct lmp_linear {
@@ -155,13 +166,18 @@ typedef struct lmp_linear {
     double weight_bits;        /* storage bits per weight, scales included (32 = unquantized) */
     const lmp_value *params;   /* this stage's parameters for this linear; NULL = not targeted */
     const lmp_stats *stats;    /* statistics the stage asked for; NULL if none */
+    /* ABI 1.1: an explicit per-channel affine on the input, x -> (x - in_shift) / in_scale,
+     * run before the activation quantization (PaddleSlim's ShiftSmoothHelpLayer).  Either may be
+     * NULL (0 and 1).  Only linears no norm feeds have one; add it with host->add_input_affine. */
+    float *in_shift, *in_scale; /* [in] */
 } lmp_linear;
 
 typedef struct lmp_norm {
     const char *name;          /* e.g. "model.layers.3.input_layernorm" */
     int64_t dim;
     float *w;                  /* [dim] */
-    float *b;                  /* [dim] or NULL (RMSNorm) */
+    float *b;                  /* [dim] or NULL.  An RMSNorm may have one too: added after it
+                                * (host->fold_norm_shift creates it) */
     int n_fed;
     int fed[4];                /* indices into lmp_block.linears of the linears this norm feeds */
 } lmp_norm;
@@ -195,6 +211,15 @@ typedef struct lmp_host {
     /* Block editing: multiply the norm's output channel j by 1/s[j] (w and b) and input column j
      * of every linear it feeds by s[j]; the block's function is unchanged. */
     int (*fold_norm_scale)(void *ctx, lmp_block *blk, int norm, const float *s);
+    /* ABI 1.1.  Subtract z[j] from the norm's output channel j (its bias; an RMSNorm gets a zero
+     * bias first) and add W z to the bias of every linear it feeds (a zero bias is created where
+     * there is none): the block's function is unchanged (algorithms.md §2.2). */
+    int (*fold_norm_shift)(void *ctx, lmp_block *blk, int norm, const float *z);
+    /* ABI 1.1.  For a linear no norm feeds (o, down): b += W z, then W <- W diag(s), and
+     * x -> (x - z) / s runs on its input after any earlier input affine (the two are composed
+     * into lmp_linear.in_shift/in_scale).  z or s may be NULL (no shift, no scale).  The block's
+     * function is unchanged. */
+    int (*add_input_affine)(void *ctx, lmp_block *blk, int linear, const float *z, const float *s);
 } lmp_host;
 
 /* ---- backend interface ------------------------------------------------------------------ */
@@ -261,7 +286,12 @@ typedef struct lmp_strategy_i {
     uint32_t (*needs)(void *self, const lmp_value *params);
     /* Rewrite the block: every linear with params != NULL is targeted by this stage. */
     int (*apply)(void *self, const lmp_host *host, void *hctx, lmp_block *blk);
+    /* ABI 1.1, may be NULL: rows of the token sample LMP_STAT_SAMPLE asks for. */
+    int64_t (*sample_tokens)(void *self, const lmp_value *params);
 } lmp_strategy_i;
+
+/* The size of an ABI 1.0 strategy vtable: what the host requires of every strategy. */
+#define LMP_STRATEGY_I_MIN_SIZE offsetof(lmp_strategy_i, sample_tokens)
 
 /* ---- the descriptor --------------------------------------------------------------------- */
 typedef enum { LMP_PLUGIN_STRATEGY = 1, LMP_PLUGIN_BACKEND = 2 } lmp_plugin_kind;

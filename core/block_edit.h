@@ -1,0 +1,21 @@
+/* block_edit.h — function-preserving rewrites of a block (algorithms.md §2.2), the host services
+ * smoothing and shifting strategies are built on.  Each checks its arguments and leaves the block
+ * untouched when it fails. */
+#ifndef LMP_CORE_BLOCK_EDIT_H
+#define LMP_CORE_BLOCK_EDIT_H
+
+#include "lmpress/plugin.h"
+
+/* Norm channel j divided by s[j] (weight and bias), input column j of every fed linear times
+ * s[j].  s > 0. */
+int lmp_fold_norm_scale(lmp_block *blk, int norm, const float *s);
+
+/* Norm bias -= z (a zero bias is created first for an RMSNorm), every fed linear's bias += W z
+ * (created as zeros where missing). */
+int lmp_fold_norm_shift(lmp_block *blk, int norm, const float *z);
+
+/* For a linear no norm feeds: b += W z, W <- W diag(s), and the input affine x -> (x - z)/s
+ * composed after the linear's existing one.  z or s may be NULL. */
+int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float *s);
+
+#endif

@@ -1,0 +1,136 @@
+/* calib_stats.c — see calib_stats.h. */
+#include "calib_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "forward.h"
+
+typedef struct collector {
+    const lmp_backend *be;
+    lmp_block_stats *bs;
+    int64_t n_windows, T;
+} collector;
+
+static int alloc_filled(float **p, int64_t n, float init)
+{
+    if (*p) return 0;
+    if (!(*p = malloc((size_t)n * sizeof **p))) return lmp_fail(LMP_ENOMEM, "out of memory for statistics");
+    for (int64_t i = 0; i < n; i++) (*p)[i] = init;
+    return 0;
+}
+
+static void fold_min(float *acc, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] = fminf(acc[i], v[i]);
+}
+
+static void fold_max(float *acc, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] = fmaxf(acc[i], v[i]);
+}
+
+/* Rows of x[T, C] that are sample rows: row i of the sample is global token floor(i*N/S). */
+static void take_sample(lmp_stats *s, int64_t S, int64_t N, int64_t first, const float *x,
+                        int64_t T, int64_t C)
+{
+    while (s->n_sample < S) {
+        int64_t g = s->n_sample * N / S;
+        if (g >= first + T) break;
+        memcpy(s->sample + s->n_sample * C, x + (g - first) * C, (size_t)C * sizeof *x);
+        s->n_sample++;
+    }
+}
+
+static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
+{
+    collector *c = ud;
+    lmp_block_stats *bs = c->bs;
+    uint32_t need = 0;
+    int64_t S = 0;
+    for (int i = 0; i < n_lins; i++) {
+        need |= bs->needs[lins[i]];
+        if (bs->needs[lins[i]] & LMP_STAT_SAMPLE && bs->n_sample[lins[i]] > S) S = bs->n_sample[lins[i]];
+    }
+    if (!need) return 0;
+    lmp_stats *s = &bs->stats[lins[0]];
+    bs->owner[lins[0]] = 1;
+    const int64_t w = s->n_tokens / T, W = c->n_windows, N = W * T;
+    const int windows = (need & LMP_STAT_WINDOWS) != 0;
+    int st = 0;
+    if (need & LMP_STAT_ABSMAX) {
+        if (!(st = alloc_filled(&s->absmax, C, 0.0f)))
+            st = lmp_be_reduce_cols(c->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
+    }
+    if (!st && (need & LMP_STAT_MINMAX)) {
+        if (!(st = alloc_filled(&s->min, C, INFINITY)) && !(st = alloc_filled(&s->max, C, -INFINITY)) &&
+            (!windows || (!(st = alloc_filled(&s->win_min, W * C, INFINITY)) &&
+                          !(st = alloc_filled(&s->win_max, W * C, -INFINITY))))) {
+            float *mn = windows ? s->win_min + w * C : s->min, *mx = windows ? s->win_max + w * C : s->max;
+            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MIN, T, C, x, mn)) &&
+                !(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MAX, T, C, x, mx)) && windows) {
+                fold_min(s->min, mn, C);
+                fold_max(s->max, mx, C);
+            }
+        }
+    }
+    if (!st && (need & LMP_STAT_MEAN)) { /* sums here, divided once all windows are seen */
+        if (!(st = alloc_filled(&s->mean, C, 0.0f)) && (!windows || !(st = alloc_filled(&s->win_mean, W * C, 0.0f)))) {
+            float *sum = windows ? s->win_mean + w * C : s->mean;
+            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_SUM, T, C, x, sum)) && windows)
+                for (int64_t j = 0; j < C; j++) s->mean[j] += sum[j];
+        }
+    }
+    if (!st && (need & LMP_STAT_SAMPLE) && S > 0) {
+        if (S > N) S = N;
+        if (!s->sample && !(s->sample = malloc((size_t)(S * C) * sizeof *s->sample)))
+            st = lmp_fail(LMP_ENOMEM, "out of memory for a sample of %lld tokens", (long long)S);
+        else
+            take_sample(s, S, N, s->n_tokens, x, T, C);
+    }
+    s->n_tokens += T;
+    if (windows) s->n_windows = w + 1;
+    for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
+    return st;
+}
+
+int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+                            const float *X, int64_t n_windows, int64_t T, lmp_block_stats *bs)
+{
+    const int64_t per = T * a->dim;
+    float *tmp = malloc((size_t)per * sizeof *tmp);
+    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory");
+    collector c = {.be = be, .bs = bs, .n_windows = n_windows, .T = T};
+    int st = 0;
+    for (int64_t w = 0; w < n_windows && !st; w++) {
+        memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
+        st = lmp_block_forward(be, a, blk, T, tmp, observe_input, &c);
+    }
+    free(tmp);
+    for (int i = 0; i < blk->n_linears && !st; i++) {
+        lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */
+        if (!bs->owner[i]) continue;
+        for (int64_t j = 0; s->mean && j < blk->linears[i].in; j++) s->mean[j] /= (float)s->n_tokens;
+        for (int64_t j = 0; s->win_mean && j < s->n_windows * blk->linears[i].in; j++) s->win_mean[j] /= (float)T;
+    }
+    return st;
+}
+
+void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)
+{
+    for (int i = 0; i < n_linears; i++)
+        if (bs->owner[i]) {
+            lmp_stats *s = &bs->stats[i];
+            free(s->absmax);
+            free(s->min);
+            free(s->max);
+            free(s->mean);
+            free(s->sample);
+            free(s->win_min);
+            free(s->win_max);
+            free(s->win_mean);
+        }
+    memset(bs, 0, sizeof *bs);
+}
