@@ -82,32 +82,43 @@ typedef struct search_ctx {
     float *Y;         /* [S, O] */
 } search_ctx;
 
-/* paddle.round rounds halves away from zero, as roundf does. */
-static float fake_quant(float v, float T)
+/* paddle.round rounds halves away from zero, as roundf does; this is the same rounding in
+ * operations the compiler vectorises (the search's hot loop).  |r| <= 127 here, so r - t is
+ * exact. */
+static inline float fake_quant(float v, float T)
 {
-    float q = roundf(v / T * 127.0f);
-    q = q < -128.0f ? -128.0f : q > 127.0f ? 127.0f : q;
-    return q * T / 127.0f;
+    float r = v / T * 127.0f;
+    int i = (int)r;
+    float d = r - (float)i;
+    i += (d >= 0.5f) - (d <= -0.5f);
+    i = i < -128 ? -128 : i > 127 ? 127 : i;
+    return (float)i * T / 127.0f;
+}
+
+/* max |v[i]|, with independent accumulators so the loop is not one long dependency chain */
+static float absmax_of(const float *v, int64_t n)
+{
+    float m[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) m[k] = fabsf(v[i + k]) > m[k] ? fabsf(v[i + k]) : m[k];
+    for (; i < n; i++) m[0] = fabsf(v[i]) > m[0] ? fabsf(v[i]) : m[0];
+    for (int k = 1; k < 8; k++) m[0] = m[k] > m[0] ? m[k] : m[0];
+    return m[0];
 }
 
 static int search_loss(search_ctx *c, const float *f, double *loss)
 {
     const int64_t C = c->C, O = c->O, S = c->S;
-    float T = 0;
     for (int64_t t = 0; t < S; t++)
-        for (int64_t j = 0; j < C; j++) {
-            float v = c->X[t * C + j] / f[j];
-            c->xq[t * C + j] = v;
-            T = fmaxf(T, fabsf(v));
-        }
+        for (int64_t j = 0; j < C; j++) c->xq[t * C + j] = c->X[t * C + j] / f[j];
+    float T = absmax_of(c->xq, S * C);
     if (T == 0) T = 1e-8f;
     for (int64_t i = 0; i < S * C; i++) c->xq[i] = fake_quant(c->xq[i], T);
     for (int64_t o = 0; o < O; o++) {
-        float *row = c->wq + o * C, To = 0;
-        for (int64_t j = 0; j < C; j++) {
-            row[j] = c->W[o * C + j] * f[j];
-            To = fmaxf(To, fabsf(row[j]));
-        }
+        float *row = c->wq + o * C;
+        for (int64_t j = 0; j < C; j++) row[j] = c->W[o * C + j] * f[j];
+        float To = absmax_of(row, C);
         if (To == 0) To = 1e-8f;
         for (int64_t j = 0; j < C; j++) row[j] = fake_quant(row[j], To);
     }
