@@ -51,6 +51,20 @@ uint32_t reparam_needs(const reparam_opts *o)
     return need;
 }
 
+uint32_t reparam_needs_of(const lmp_plugin_desc *d, const lmp_value *v)
+{
+    reparam_opts o;
+    reparam_opts_read(d, v, &o);
+    return reparam_needs(&o);
+}
+
+int64_t reparam_sample_tokens_of(const lmp_plugin_desc *d, const lmp_value *v)
+{
+    reparam_opts o;
+    reparam_opts_read(d, v, &o);
+    return o.sample_tokens;
+}
+
 /* ---- shift statistics (algorithms.md §3.4) -------------------------------------------------
  * calls: how often PaddleSlim updates the statistic per window (once per fed linear). */
 static int zero_point(const lmp_host *host, void *hctx, const reparam_opts *o, const lmp_stats *st,

@@ -32,6 +32,9 @@ typedef struct reparam_opts {
  * "adaptive" = true turns the search on. */
 void reparam_opts_read(const lmp_plugin_desc *d, const lmp_value *v, reparam_opts *o);
 uint32_t reparam_needs(const reparam_opts *o);
+/* The strategy vtable's needs() and sample_tokens() for plugin d's parameter values. */
+uint32_t reparam_needs_of(const lmp_plugin_desc *d, const lmp_value *v);
+int64_t reparam_sample_tokens_of(const lmp_plugin_desc *d, const lmp_value *v);
 int reparam_apply(const lmp_plugin_desc *d, const lmp_host *host, void *hctx, lmp_block *blk);
 
 /* Parameter specs the plugins share (same names, same meaning). */

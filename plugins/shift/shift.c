@@ -17,9 +17,7 @@ static const lmp_plugin_desc sh_desc;
 static uint32_t sh_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    reparam_opts o;
-    reparam_opts_read(&sh_desc, p, &o);
-    return reparam_needs(&o);
+    return reparam_needs_of(&sh_desc, p);
 }
 
 static int sh_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)

@@ -29,17 +29,13 @@ static const lmp_plugin_desc ssq_desc;
 static uint32_t ssq_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    reparam_opts o;
-    reparam_opts_read(&ssq_desc, p, &o);
-    return reparam_needs(&o);
+    return reparam_needs_of(&ssq_desc, p);
 }
 
 static int64_t ssq_sample(void *self, const lmp_value *p)
 {
     (void)self;
-    reparam_opts o;
-    reparam_opts_read(&ssq_desc, p, &o);
-    return o.sample_tokens;
+    return reparam_sample_tokens_of(&ssq_desc, p);
 }
 
 static int ssq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)

@@ -31,17 +31,13 @@ static const lmp_plugin_desc sq_desc;
 static uint32_t sq_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    reparam_opts o;
-    reparam_opts_read(&sq_desc, p, &o);
-    return reparam_needs(&o);
+    return reparam_needs_of(&sq_desc, p);
 }
 
 static int64_t sq_sample(void *self, const lmp_value *p)
 {
     (void)self;
-    reparam_opts o;
-    reparam_opts_read(&sq_desc, p, &o);
-    return o.sample_tokens;
+    return reparam_sample_tokens_of(&sq_desc, p);
 }
 
 static int sq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
