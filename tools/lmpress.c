@@ -460,7 +460,9 @@ static void print_param(const lmp_param_spec *p)
     case LMP_PARAM_STRING: snprintf(def, sizeof def, "\"%s\"", p->def_str ? p->def_str : ""); break;
     }
     if (p->flags & LMP_PARAM_REQUIRED) snprintf(def, sizeof def, "(required)");
-    printf("    %-14s %-6s %-12s %-28s %s\n", p->name, type_name(p->type), def, range, p->help ? p->help : "");
+    /* Help on its own line: long names and enum ranges would push it out of any fixed column. */
+    printf("    %-20s %-6s %-12s %s\n", p->name, type_name(p->type), def, range);
+    if (p->help) printf("        %s\n", p->help);
 }
 
 static void report_bad_plugin(const char *path, const char *msg)
