@@ -1,0 +1,313 @@
+/* opencl_kernels.cl — the OpenCL C kernels of the opencl backend (OpenCL C 1.2).
+ *
+ * Embedded into the plugin as a C string at build time and compiled once per instance in
+ * create(), with -DWG=<work-group size> and, where the device offers it,
+ * -cl-fp32-correctly-rounded-divide-sqrt.  Never with -cl-fast-relaxed-math: the fake
+ * quantization below must reproduce cpu_ref.c bit for bit, so it does the same f32 operations in
+ * the same order (a division, not a multiplication by a reciprocal; rint/round; the same clamp),
+ * and FP_CONTRACT is off so no a*b+c becomes an fma.
+ *
+ * Row-wise kernels (norms, softmax, quantization slices) run one work-group of exactly WG items
+ * per row or slice and reduce in local memory; elementwise ones one item per element. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef WG
+#define WG 64
+#endif
+#define MAXHD 256 /* attention head size limit: larger heads fall back to the CPU */
+
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+/* ---- work-group reductions: every item gets the result ---------------------------------- */
+
+float wg_sum(local float *red, float v)
+{
+    int l = get_local_id(0);
+    red[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s) red[l] += red[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* max/min as "replace when strictly better": exact, and a NaN never wins over a number */
+float wg_max(local float *red, float v)
+{
+    int l = get_local_id(0);
+    red[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s && red[l + s] > red[l]) red[l] = red[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+float wg_min(local float *red, float v)
+{
+    int l = get_local_id(0);
+    red[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s && red[l + s] < red[l]) red[l] = red[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* ---- tiny kernel the probe runs -------------------------------------------------------- */
+
+kernel void probe_scale(global float *x)
+{
+    size_t i = get_global_id(0);
+    x[i] = x[i] * 2.0f + 1.0f;
+}
+
+/* ---- norms ------------------------------------------------------------------------------- */
+
+/* out[t,:] = x / sqrt(mean(x^2) + eps) * w; one work-group per row.  out may alias x. */
+kernel void rmsnorm(global const float *x, global const float *w, float eps, int C,
+                    global float *out)
+{
+    local float red[WG];
+    size_t row = get_group_id(0) * (size_t)C;
+    int l = get_local_id(0);
+    float ss = 0.0f;
+    for (int i = l; i < C; i += WG) ss += x[row + i] * x[row + i];
+    ss = wg_sum(red, ss);
+    float inv = 1.0f / sqrt(ss / (float)C + eps);
+    for (int i = l; i < C; i += WG) out[row + i] = x[row + i] * inv * w[i];
+}
+
+/* out[t,:] = (x - mean) / sqrt(var + eps) * w + b (biased variance, two passes). */
+kernel void layernorm(global const float *x, global const float *w, global const float *b,
+                      int has_b, float eps, int C, global float *out)
+{
+    local float red[WG];
+    size_t row = get_group_id(0) * (size_t)C;
+    int l = get_local_id(0);
+    float s = 0.0f;
+    for (int i = l; i < C; i += WG) s += x[row + i];
+    float mean = wg_sum(red, s) / (float)C;
+    float v = 0.0f;
+    for (int i = l; i < C; i += WG) {
+        float d = x[row + i] - mean;
+        v += d * d;
+    }
+    float inv = 1.0f / sqrt(wg_sum(red, v) / (float)C + eps);
+    for (int i = l; i < C; i += WG)
+        out[row + i] = (x[row + i] - mean) * inv * w[i] + (has_b ? b[i] : 0.0f);
+}
+
+/* ---- positional and attention ------------------------------------------------------------ */
+
+/* One item per rotated pair: global size T * n_heads * head_dim/2.  Angles in f32 as the CPU
+ * backend (llama2.c) computes them: freq = 1 / theta^(2i/hd), angle = pos * freq. */
+kernel void rope(global float *x, int n_heads, int head_dim, long pos0, float theta)
+{
+    int npair = head_dim / 2;
+    size_t gid = get_global_id(0);
+    int i = gid % npair;
+    size_t th = gid / npair; /* t * n_heads + h */
+    size_t t = th / n_heads;
+    float freq = 1.0f / pow(theta, (float)(2 * i) / (float)head_dim);
+    float ang = (float)(pos0 + (long)t) * freq;
+    float c = cos(ang), s = sin(ang);
+    global float *xh = x + th * head_dim;
+    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+    xh[2 * i] = x0 * c - x1 * s;
+    xh[2 * i + 1] = x0 * s + x1 * c;
+}
+
+/* Causal attention, one work-group per (query t, head h), keys in chunks of WG with an online
+ * softmax (running max m and sum, the partial output rescaled when m grows).  Item l scores key
+ * j0+l of a chunk, then accumulates output dimensions l, l+WG, ... over the chunk. */
+kernel void attention(global const float *q, global const float *k, global const float *v,
+                      global float *out, int n_heads, int n_kv_heads, int hd, float scale)
+{
+    local float qs[MAXHD];
+    local float ps[WG];
+    local float red[WG];
+    int t = get_group_id(0), h = get_group_id(1), l = get_local_id(0);
+    int kh = h / (n_heads / n_kv_heads);
+    size_t qdim = (size_t)n_heads * hd, kvdim = (size_t)n_kv_heads * hd;
+    for (int d = l; d < hd; d += WG) qs[d] = q[t * qdim + h * hd + d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float acc[MAXHD / WG];
+    for (int i = 0; i < MAXHD / WG; i++) acc[i] = 0.0f;
+    float m = -INFINITY, sum = 0.0f;
+    for (int j0 = 0; j0 <= t; j0 += WG) {
+        int j = j0 + l;
+        float s = -INFINITY;
+        if (j <= t) {
+            global const float *kj = k + j * kvdim + kh * hd;
+            float dot = 0.0f;
+            for (int d = 0; d < hd; d++) dot += qs[d] * kj[d];
+            s = dot * scale;
+        }
+        float mnew = fmax(m, wg_max(red, s)); /* key j0 <= t is in every chunk: finite */
+        float corr = exp(m - mnew);           /* exp(-inf) = 0 on the first chunk */
+        float p = j <= t ? exp(s - mnew) : 0.0f;
+        ps[l] = p;
+        sum = sum * corr + wg_sum(red, p); /* its barriers publish ps[] too */
+        int nj = min(WG, t - j0 + 1);
+        for (int i = 0; i < MAXHD / WG; i++) {
+            int d = i * WG + l;
+            if (d < hd) {
+                float a = acc[i] * corr;
+                global const float *vj = v + j0 * kvdim + kh * hd + d;
+                for (int jj = 0; jj < nj; jj++) a += ps[jj] * vj[jj * kvdim];
+                acc[i] = a;
+            }
+        }
+        m = mnew;
+        barrier(CLK_LOCAL_MEM_FENCE); /* ps[] is rewritten by the next chunk */
+    }
+    for (int i = 0; i < MAXHD / WG; i++) {
+        int d = i * WG + l;
+        if (d < hd) out[t * qdim + h * hd + d] = acc[i] / sum;
+    }
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+kernel void swiglu(global const float *gate, global const float *up, global float *out)
+{
+    size_t i = get_global_id(0);
+    float g = gate[i];
+    out[i] = g / (1.0f + exp(-g)) * up[i];
+}
+
+kernel void gelu(global const float *x, global float *out)
+{
+    size_t i = get_global_id(0);
+    float v = x[i];
+    out[i] = 0.5f * v * (1.0f + tanh(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+}
+
+/* out[r,:] = x - (max + log(sum exp(x - max))); one work-group per row.  out may alias x. */
+kernel void log_softmax(global const float *x, int cols, global float *out)
+{
+    local float red[WG];
+    size_t row = get_group_id(0) * (size_t)cols;
+    int l = get_local_id(0);
+    float mx = -INFINITY;
+    for (int j = l; j < cols; j += WG) mx = x[row + j] > mx ? x[row + j] : mx;
+    mx = wg_max(red, mx);
+    float s = 0.0f;
+    for (int j = l; j < cols; j += WG) s += exp(x[row + j] - mx);
+    float lse = mx + log(wg_sum(red, s));
+    for (int j = l; j < cols; j += WG) out[row + j] = x[row + j] - lse;
+}
+
+/* Column reduction of X[n,c] folded into out[c], one item per column.  SUM accumulates in
+ * double where the device has it, else with Kahan compensation. */
+kernel void reduce_cols(int kind, int n, int c, global const float *X, global float *out)
+{
+    int j = get_global_id(0);
+    if (j >= c) return;
+    if (kind == 3) {
+#ifdef cl_khr_fp64
+        double s = out[j];
+        for (int i = 0; i < n; i++) s += X[(size_t)i * c + j];
+        out[j] = (float)s;
+#else
+        float s = out[j], comp = 0.0f;
+        for (int i = 0; i < n; i++) {
+            float y = X[(size_t)i * c + j] - comp;
+            float t = s + y;
+            comp = (t - s) - y;
+            s = t;
+        }
+        out[j] = s;
+#endif
+        return;
+    }
+    float m = out[j];
+    for (int i = 0; i < n; i++) {
+        float x = X[(size_t)i * c + j];
+        if (kind == 0) x = fabs(x);
+        if (kind == 1 ? x < m : x > m) m = x;
+    }
+    out[j] = m;
+}
+
+/* ---- fake quantization (plugin.h / algorithms.md §1, bit for bit with cpu_ref.c) ---------- */
+
+float rnd(float x, int rounding) { return rounding ? round(x) : rint(x); } /* half away / even */
+
+float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+/* One work-group per slice of W[rows, cols]: slices are [nr, nc] blocks, ncs per block row,
+ * numbered in the order their scales are stored.  kind: 0 weight symmetric, 1 weight
+ * asymmetric, 2 activation with the static scale sscale, 3 activation with the slice's
+ * dynamic abs-max scale.  scales/zeros[slice] are written when want_scales. */
+kernel void quantize(global float *W, global float *scales, global float *zeros, int rows,
+                     int cols, int nr, int nc, int ncs, int kind, int bits, int rounding,
+                     float sscale, int want_scales)
+{
+    local float red[WG];
+    int sl = get_group_id(0), l = get_local_id(0);
+    int r0 = (sl / ncs) * nr, c0 = (sl % ncs) * nc;
+    int ncw = min(nc, cols - c0), nrw = min(nr, rows - r0);
+    int n = nrw * ncw;
+    float mn = 0.0f, mx = 0.0f, am = 0.0f; /* 0 belongs to every asym range anyway */
+    if (kind != 2) {
+        for (int e = l; e < n; e += WG) {
+            float w = W[(size_t)(r0 + e / ncw) * cols + c0 + e % ncw];
+            if (w < mn) mn = w;
+            if (w > mx) mx = w;
+            if (fabs(w) > am) am = fabs(w);
+        }
+        mn = wg_min(red, mn);
+        mx = wg_max(red, mx);
+        am = wg_max(red, am);
+    }
+    float scale, zero = 0.0f, lo, hi;
+    if (kind == 0) { /* scale = T / qmax, T = abs-max (0 -> 1e-8) */
+        float qmax = (float)((1 << (bits - 1)) - 1);
+        scale = (am == 0.0f ? 1e-8f : am) / qmax;
+        lo = -qmax - 1.0f;
+        hi = qmax;
+    } else if (kind == 1) { /* lo = min(0, min), hi = max(0, max); both 0 -> [-1, 1] */
+        float maxq = (float)((1 << bits) - 1);
+        float a = mn, b = mx;
+        if (a == 0.0f && b == 0.0f) {
+            a = -1.0f;
+            b = 1.0f;
+        }
+        scale = (b - a) / maxq;
+        zero = rnd(-a / scale, rounding);
+        lo = 0.0f;
+        hi = maxq;
+    } else { /* activations: symmetric, clamp to [-qmax, qmax] */
+        float qmax = (float)((1 << (bits - 1)) - 1);
+        scale = kind == 2 ? sscale : fmax(am, 1e-5f) / qmax;
+        lo = -qmax;
+        hi = qmax;
+    }
+    for (int e = l; e < n; e += WG) {
+        global float *w = W + (size_t)(r0 + e / ncw) * cols + c0 + e % ncw;
+        if (kind == 1) {
+            float q = clampf(rnd(*w / scale, rounding) + zero, lo, hi);
+            *w = scale * (q - zero);
+        } else {
+            float q = clampf(rnd(*w / scale, rounding), lo, hi);
+            *w = q * scale;
+        }
+    }
+    if (l == 0 && want_scales) {
+        scales[sl] = scale;
+        if (kind == 1) zeros[sl] = zero;
+    }
+}
