@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 
@@ -115,5 +116,31 @@ int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float
         scale_columns(l, s);
         for (int64_t j = 0; j < l->in; j++) l->in_scale[j] *= s[j];
     }
+    return 0;
+}
+
+int lmp_set_mask(lmp_block *blk, int linear, const uint8_t *mask, int n, int m)
+{
+    if (linear < 0 || linear >= blk->n_linears)
+        return lmp_fail(LMP_EINVAL, "set_mask: block %d has no linear %d", blk->index, linear);
+    lmp_linear *l = &blk->linears[linear];
+    if (!mask || m < 1 || n < 0 || n > m)
+        return lmp_fail(LMP_EINVAL, "set_mask: %s: %d:%d is not a pattern", l->name, n, m);
+    for (int64_t o = 0; o < l->out; o++)
+        for (int64_t j = 0; j < l->in; j += m) {
+            int kept = 0;
+            for (int k = 0; k < m && j + k < l->in; k++) kept += mask[o * l->in + j + k] != 0;
+            if (kept > n)
+                return lmp_fail(LMP_EINVAL, "set_mask: %s: row %lld keeps %d of inputs %lld..%lld, more than %d:%d allows",
+                                l->name, (long long)o, kept, (long long)j, (long long)(j + m - 1), n, m);
+        }
+    const int64_t N = l->out * l->in;
+    if (!l->mask && !(l->mask = malloc((size_t)N))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < N; i++) {
+        l->mask[i] = mask[i] != 0;
+        if (!l->mask[i]) l->w[i] = 0.0f;
+    }
+    l->sparse_n = n;
+    l->sparse_m = m;
     return 0;
 }

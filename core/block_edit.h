@@ -18,4 +18,8 @@ int lmp_fold_norm_shift(lmp_block *blk, int norm, const float *z);
  * composed after the linear's existing one.  z or s may be NULL. */
 int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float *s);
 
+/* The linear keeps mask[out, in] (copied; nonzero = kept) and its pruned weights become 0.
+ * Every group of m consecutive inputs of a row (the last may be shorter) must keep at most n. */
+int lmp_set_mask(lmp_block *blk, int linear, const uint8_t *mask, int n, int m);
+
 #endif

@@ -90,6 +90,20 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
         else
             take_sample(s, S, N, s->n_tokens, x, T, C);
     }
+    if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, one window at a time */
+        if (!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian)))
+            st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
+        else
+            st = lmp_be_xtx_accum(c->be, T, C, x, 2.0f / (float)W, s->hessian);
+    }
+    if (!st && (need & LMP_STAT_SQSUM) && !(st = alloc_filled(&s->sqsum, C, 0.0f))) {
+        double *acc = calloc((size_t)C, sizeof *acc); /* one window in double, then into f32 */
+        if (!acc) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t t = 0; acc && t < T; t++)
+            for (int64_t j = 0; j < C; j++) acc[j] += (double)x[t * C + j] * (double)x[t * C + j];
+        for (int64_t j = 0; acc && j < C; j++) s->sqsum[j] += (float)acc[j];
+        free(acc);
+    }
     s->n_tokens += T;
     if (windows) s->n_windows = w + 1;
     for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
@@ -131,6 +145,8 @@ void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)
             free(s->win_min);
             free(s->win_max);
             free(s->win_mean);
+            free(s->hessian);
+            free(s->sqsum);
         }
     memset(bs, 0, sizeof *bs);
 }

@@ -156,6 +156,12 @@ static int host_add_input_affine(void *ctx, lmp_block *blk, int linear, const fl
     return lmp_add_input_affine(blk, linear, z, s);
 }
 
+static int host_set_mask(void *ctx, lmp_block *blk, int linear, const uint8_t *mask, int n, int m)
+{
+    (void)ctx;
+    return lmp_set_mask(blk, linear, mask, n, m);
+}
+
 static const lmp_host host_services = {
     .struct_size = sizeof(lmp_host),
     .abi_major = LMP_ABI_MAJOR,
@@ -170,6 +176,7 @@ static const lmp_host host_services = {
     .fold_norm_scale = host_fold_norm_scale,
     .fold_norm_shift = host_fold_norm_shift,
     .add_input_affine = host_add_input_affine,
+    .set_mask = host_set_mask,
 };
 
 const lmp_host *lmp_host_services(void) { return &host_services; }

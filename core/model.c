@@ -104,9 +104,12 @@ int lmp_block_clone(const lmp_block *src, lmp_block *dst)
         d->b = dup_floats(s->b, s->out);
         d->in_shift = dup_floats(s->in_shift, s->in);
         d->in_scale = dup_floats(s->in_scale, s->in);
+        d->mask = s->mask ? malloc((size_t)(s->out * s->in)) : NULL;
+        if (d->mask) memcpy(d->mask, s->mask, (size_t)(s->out * s->in));
         d->params = NULL;
         d->stats = NULL;
-        if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale))
+        if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale) ||
+            (s->mask && !d->mask))
             goto oom;
     }
     for (int i = 0; i < src->n_norms; i++) {
@@ -131,6 +134,7 @@ void lmp_block_free(lmp_block *b)
         free(b->linears[i].b);
         free(b->linears[i].in_shift);
         free(b->linears[i].in_scale);
+        free(b->linears[i].mask);
     }
     for (int i = 0; b->norms && i < b->n_norms; i++) {
         free(b->norms[i].w);

@@ -55,15 +55,35 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
     for (int64_t b = 0; b < n; b++)
         for (int i = 0; i < blocks[b].n_linears; i++) {
             const lmp_linear *l = &blocks[b].linears[i];
-            bits += l->weight_bits * (double)(l->out * l->in);
+            /* N:M sparse: the kept values, plus ceil(log2 m) index bits per kept value. */
+            double w_bits = l->weight_bits;
+            if (l->mask && l->sparse_m > 0) {
+                int ib = 0;
+                while ((1 << ib) < l->sparse_m) ib++;
+                w_bits = (l->weight_bits + ib) * l->sparse_n / l->sparse_m;
+            }
+            bits += w_bits * (double)(l->out * l->in);
             count += (double)(l->out * l->in);
         }
     return count > 0 ? bits / count : 0;
 }
 
-/* Runs one stage on one block: resolve parameters, observe if asked, apply. */
-static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                     lmp_block *blk, const float *X, const lmp_windows *calib)
+/* Which distinct input a linear reads, numbered in forward order: q,k,v; o; gate,up (GPT-2's
+ * fc); down (GPT-2's proj). */
+static int input_group(lmp_role r)
+{
+    switch (r) {
+    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
+    case LMP_ROLE_O: return 1;
+    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
+    default: return 3;
+    }
+}
+
+/* Observes (if asked) and applies the stage to the targeted linears whose input group is in
+ * `groups` (a bit set); the others are left alone. */
+static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+                        lmp_block *blk, const float *X, const lmp_windows *calib, unsigned groups)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
@@ -73,11 +93,11 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
     uint32_t any = 0, targeted = 0;
     for (int i = 0; i < n; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = lmp_stage_params_for(stage, l->name);
+        l->params = (groups >> input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
-        any |= bs.needs[i] = vt->needs(self, l->params);
+        any |= bs.needs[i] = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
         if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
     }
     int st = 0;
@@ -94,6 +114,24 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
         blk->linears[i].stats = NULL;
     }
     lmp_block_stats_free(&bs, n);
+    return st;
+}
+
+/* Runs one stage on one block: all linears at once, or one input group after the other when
+ * the stage asks for LMP_NEED_SEQUENTIAL (each group then sees the statistics of the block as
+ * the earlier groups left it). */
+static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+                     lmp_block *blk, const float *X, const lmp_windows *calib)
+{
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    int sequential = 0;
+    for (int i = 0; i < blk->n_linears && !sequential; i++) {
+        const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
+        sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
+    }
+    if (!sequential) return run_stage_on(be, m, stage, self, blk, X, calib, 0xFu);
+    int st = 0;
+    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(be, m, stage, self, blk, X, calib, 1u << g);
     return st;
 }
 

@@ -29,7 +29,9 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
                  const lmp_windows *calib, lmp_block **out);
 void lmp_blocks_free(lmp_block *blocks, int64_t n);
 
-/* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted). */
+/* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted by size).
+ * An N:M-sparse linear stores only its n kept values of every m, each with ceil(log2 m) index
+ * bits (2:4: (b + 2)/2 bits per weight, the compressed layout of cuSPARSELt). */
 double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n);
 
 #endif

@@ -23,6 +23,7 @@
 #include "host.h"
 #include "pipeline.h"
 
+#include "teststage.h"
 #include "testutil.h"
 
 #define STORIES LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
@@ -46,59 +47,6 @@ static void teardown(void)
     lmp_host_set_backend(NULL);
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
-}
-
-/* A one-stage variant of `plugin` with its defaults and "name=value" settings, e.g.
- * "stat=mean_ema", "alpha=0.5", "all_linears=true".  targets: NULL for every linear. */
-typedef struct one_stage {
-    lmp_stage stage;
-    lmp_variant v;
-    const char *target;
-} one_stage;
-
-static void make_stage(one_stage *os, const char *plugin, const char *const *settings, const char *target)
-{
-    const lmp_plugin *p;
-    memset(os, 0, sizeof *os);
-    os->target = target;
-    ck_assert_int_eq(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, plugin, &p), 0);
-    ck_assert_int_eq(lmp_params_defaults(p->desc, &os->stage.params), 0);
-    for (int i = 0; settings && settings[i]; i++) {
-        char name[64];
-        const char *eq = strchr(settings[i], '=');
-        ck_assert_ptr_nonnull(eq);
-        snprintf(name, sizeof name, "%.*s", (int)(eq - settings[i]), settings[i]);
-        uint32_t k = 0;
-        while (k < p->desc->n_params && strcmp(p->desc->params[k].name, name) != 0) k++;
-        ck_assert_msg(k < p->desc->n_params, "%s has no parameter %s", plugin, name);
-        const lmp_param_spec *ps = &p->desc->params[k];
-        lmp_value *v = &os->stage.params[k];
-        if (ps->type == LMP_PARAM_ENUM) {
-            int c = 0;
-            while (ps->choices[c] && strcmp(ps->choices[c], eq + 1) != 0) c++;
-            ck_assert_ptr_nonnull(ps->choices[c]);
-            v->num = c;
-            v->str = ps->choices[c];
-        } else if (ps->type == LMP_PARAM_BOOL) {
-            v->num = strcmp(eq + 1, "true") == 0;
-        } else {
-            v->num = atof(eq + 1);
-        }
-    }
-    os->stage.plugin = p;
-    if (os->target) {
-        os->stage.targets = &os->target;
-        os->stage.n_targets = 1;
-    }
-    os->v = (lmp_variant){.name = plugin, .stages = &os->stage, .n_stages = 1};
-}
-
-static lmp_windows windows(int n, int T, int64_t vocab, int salt)
-{
-    lmp_windows w = {.n = n, .T = T, .tokens = malloc((size_t)(n * T) * sizeof(int32_t))};
-    for (int i = 0; i < n * T; i++)
-        w.tokens[i] = i % T == 0 ? 1 : (int32_t)(((int64_t)(i + salt) * 7919 + 13) % (vocab - 3) + 2);
-    return w;
 }
 
 /* ||logits(blocks) - logits(model)|| / ||logits(model)|| (2-norms) on one window; *max_rel gets
@@ -150,7 +98,7 @@ static void check_invariance(const char *path, int n_calib, int T, const char *s
         one_stage os;
         const char *first = cases[c].settings[0] ? cases[c].settings[0] : "";
         int searches = strstr(first, "search") || strstr(first, "adaptive");
-        make_stage(&os, cases[c].plugin, cases[c].settings, searches ? search_target : NULL);
+        make_stage(&reg, &os, cases[c].plugin, cases[c].settings, searches ? search_target : NULL);
         lmp_block *out;
         ck_assert_msg(lmp_compress(&be, m, &os.v, &calib, &out) == 0, "%s", lmp_last_error());
         double max_rel, change = logits_change(m, out, eval.tokens, T, &max_rel);
@@ -309,8 +257,8 @@ START_TEST(scales_match_numpy_reference)
     collect(&ci, &orig[0], S, &bs);
     one_stage formula, search;
     static const char *const search_settings[] = {"search=piecewise", "sample_tokens=512", NULL};
-    make_stage(&formula, "smoothquant", NULL, NULL);
-    make_stage(&search, "smoothquant", search_settings, NULL);
+    make_stage(&reg, &formula, "smoothquant", NULL, NULL);
+    make_stage(&reg, &search, "smoothquant", search_settings, NULL);
     lmp_block *by_formula, *by_search;
     ck_assert_int_eq(lmp_compress(&be, ci.m, &formula.v, &ci.w, &by_formula), 0);
     ck_assert_int_eq(lmp_compress(&be, ci.m, &search.v, &ci.w, &by_search), 0);
@@ -369,7 +317,7 @@ START_TEST(search_never_loses_to_alpha_half)
     const int64_t S = 512, T = ci.w.T, per = T * ci.m->arch.dim;
     static const char *const settings[] = {"search=piecewise", "all_linears=true", "sample_tokens=512", NULL};
     one_stage os;
-    make_stage(&os, "smoothquant", settings, NULL);
+    make_stage(&reg, &os, "smoothquant", settings, NULL);
     lmp_block *out;
     ck_assert_int_eq(lmp_compress(&be, ci.m, &os.v, &ci.w, &out), 0);
     lmp_block *orig = lmp_model_blocks(ci.m);

@@ -10,7 +10,10 @@
  *   - desc->struct_size and the vtable's struct_size cover what the host calls;
  *   - desc->kind matches the slot the config uses it for; the name is unique;
  *   - desc->probe (if any) returns > 0 on this machine.
- * Appending fields to a struct bumps LMP_ABI_MINOR; anything else bumps LMP_ABI_MAJOR.
+ * Appending fields to a struct the host hands over by pointer bumps LMP_ABI_MINOR; anything
+ * else bumps LMP_ABI_MAJOR, including growing lmp_linear or lmp_norm, which the host hands over
+ * as arrays (a plugin built for the old size would step through them with the wrong stride).
+ * ABI 2.0 (lmp_linear grew a sparsity mask): plugins built for 1.x are refused.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -27,8 +30,8 @@
 extern "C" {
 #endif
 
-#define LMP_ABI_MAJOR 1
-#define LMP_ABI_MINOR 1
+#define LMP_ABI_MAJOR 2
+#define LMP_ABI_MINOR 0
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -141,6 +144,12 @@ enum {
     LMP_STAT_SAMPLE = 1u << 3, /* a token sample: rows of x, evenly spaced over the calibration
                                 * tokens (row i is token floor(i*N/S)); S from sample_tokens() */
     LMP_STAT_WINDOWS = 1u << 4,/* also per window: MINMAX and MEAN as [n_windows, in] (ABI 1.1) */
+    LMP_STAT_HESSIAN = 1u << 5,/* H[in, in] = (2 / n_windows) * sum over tokens of x x^T (GPTQ) */
+    LMP_STAT_SQSUM = 1u << 6,  /* per input channel: sum over tokens of x^2 (Wanda's ||X_j||^2) */
+    /* Not a statistic: ask the host to run the stage once per distinct linear input of the
+     * block, in forward order (q,k,v; o; gate,up; down), collecting the statistics of each
+     * group on the block as the earlier groups left it (GPTQ's true_sequential). */
+    LMP_NEED_SEQUENTIAL = 1u << 31,
 };
 
 typedef struct lmp_stats {
@@ -154,6 +163,9 @@ typedef struct lmp_stats {
     int64_t n_windows;
     float *win_min, *win_max;  /* [n_windows, in] when LMP_STAT_WINDOWS | LMP_STAT_MINMAX */
     float *win_mean;           /* [n_windows, in] when LMP_STAT_WINDOWS | LMP_STAT_MEAN */
+    /* ABI 2.0 */
+    float *hessian;            /* [in, in] when LMP_STAT_HESSIAN, both triangles */
+    float *sqsum;              /* [in] when LMP_STAT_SQSUM */
 } lmp_stats;
 
 typedef struct lmp_linear {
@@ -170,6 +182,10 @@ typedef struct lmp_linear {
      * run before the activation quantization (PaddleSlim's ShiftSmoothHelpLayer).  Either may be
      * NULL (0 and 1).  Only linears no norm feeds have one; add it with host->add_input_affine. */
     float *in_shift, *in_scale; /* [in] */
+    /* ABI 2.0: an N:M sparsity pattern, 1 = kept, 0 = pruned (and the weight is exactly 0);
+     * NULL = dense.  Set with host->set_mask; a later stage keeps pruned weights at 0. */
+    uint8_t *mask;             /* [out, in] */
+    int sparse_n, sparse_m;    /* at most sparse_n nonzeros in each sparse_m consecutive inputs */
 } lmp_linear;
 
 typedef struct lmp_norm {
@@ -220,6 +236,10 @@ typedef struct lmp_host {
      * into lmp_linear.in_shift/in_scale).  z or s may be NULL (no shift, no scale).  The block's
      * function is unchanged. */
     int (*add_input_affine)(void *ctx, lmp_block *blk, int linear, const float *z, const float *s);
+    /* ABI 2.0.  Give the linear the pattern mask[out, in] (copied; 1 = kept), checking that
+     * every group of m consecutive inputs of a row (the last may be shorter) keeps at most n,
+     * and zero the pruned weights.  Replaces an earlier mask. */
+    int (*set_mask)(void *ctx, lmp_block *blk, int linear, const uint8_t *mask, int n, int m);
 } lmp_host;
 
 /* ---- backend interface ------------------------------------------------------------------ */

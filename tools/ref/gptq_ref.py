@@ -47,8 +47,10 @@ case.txt: `key = value` lines, '#' comments.  Keys (default): method (gptq), row
     group_grid   = current | batch_start      (reference: W as at the start of the lazy batch
                    that reaches the group, i.e. without that batch's rank-1 updates)
 Inputs: W.f32 (rows*cols float32 LE, W[out, in]); H.f32 (cols*cols, gptq/sparsegpt);
-  xnorm.f32 (cols, wanda); optional mask.u8 (rows*cols, gptq only: 0 entries stay 0).
-Outputs: ref_W.f32, ref_codes.i32 (0 where pruned / not quantized), ref_mask.u8, ref_perm.i32
+  xnorm.f32 (cols, wanda); optional mask.u8 (rows*cols, gptq only: 0 entries stay 0);
+  optional U.f32 (cols*cols, visiting order): the column loop uses it instead of our own U, so
+  a caller can compare the loop on its own factor and the factorisation (ref_U.f32) apart.
+Outputs (also ref_U.f32: our own U, visiting order, float32): ref_W.f32, ref_codes.i32 (0 where pruned / not quantized), ref_mask.u8, ref_perm.i32
   (perm[p] = original column at position p), ref_scales.f32 and ref_zeros.f32 (asym) as
   rows x n_groups (only when quantizing; stale ones are removed), ref_loss.txt (repr of the
   float64 loss, then `dead N`), ref_ties.txt and stdout: `near_ties N` = quantized entries whose
@@ -162,10 +164,13 @@ def factor_u(Hp, damp):
     raise np.linalg.LinAlgError("H is not positive definite even with damping %g" % (damp / 10))
 
 
-def solve(W0, H0, c, keep_in=None):
+def solve(W0, H0, c, keep_in=None, U_in=None):
     """GPTQ / SparseGPT on W0[rows, cols] with Hessian H0[cols, cols] (float32).  Returns a dict:
     W, codes, mask (original column order), scales, zeros [rows, n_groups] (or None), perm, loss,
-    dead, ties, U and Hd (processing order, damped), W_in (W0 after dead zeroing)."""
+    dead, ties, U and Hd (processing order, damped), W_in (W0 after dead zeroing).
+    U_in (optional, processing order): run the column loop with this U instead of our own (the
+    C test passes its f32 factor, so that the loop and the grids are compared on one U; the
+    returned U is still ours, for comparing the factorisations separately)."""
     W = np.array(W0, dtype=F)
     H = np.array(H0, dtype=F)
     rows, cols = W.shape
@@ -191,7 +196,8 @@ def solve(W0, H0, c, keep_in=None):
     perm = np.argsort(-np.diag(H), kind="stable") if c.act_order else np.arange(cols)
     W, H = W[:, perm], H[perm][:, perm]
     keep = np.ones((rows, cols), np.uint8) if keep_in is None else keep_in[:, perm].astype(np.uint8)
-    U, Hd, _ = factor_u(H, c.damp)
+    U_own, Hd, _ = factor_u(H, c.damp)
+    U = U_own if U_in is None else np.asarray(U_in, dtype=F).reshape(cols, cols)
     codes = np.zeros((rows, cols), np.int32)
     loss, ties, B = 0.0, 0, c.block
     for i1 in range(0, cols, B):
@@ -231,10 +237,10 @@ def solve(W0, H0, c, keep_in=None):
     inv = np.argsort(perm)
     return dict(W=W[:, inv], codes=codes[:, inv], mask=keep[:, inv], perm=perm.astype(np.int32),
                 scales=sc if quant else None, zeros=zc if quant and not c.sym else None,
-                loss=loss, dead=int(dead.sum()), ties=ties, U=U, Hd=Hd, W_in=W_in)
+                loss=loss, dead=int(dead.sum()), ties=ties, U=U_own, Hd=Hd, W_in=W_in)
 
 
-def run_case(c, W, H=None, xnorm=None, keep_in=None):
+def run_case(c, W, H=None, xnorm=None, keep_in=None, U_in=None):
     """Dispatch on c.method; the result dict has at least W, codes, mask, perm, scales, zeros,
     loss, dead, ties."""
     rows, cols = W.shape
@@ -244,7 +250,7 @@ def run_case(c, W, H=None, xnorm=None, keep_in=None):
         return dict(W=W.copy(), codes=np.zeros((rows, cols), np.int32), mask=mask,
                     perm=np.arange(cols, dtype=np.int32), scales=None, zeros=None, loss=0.0, dead=dead, ties=0)
     if c.method in ("gptq", "sparsegpt"):
-        return solve(W, H, c, keep_in if c.method == "gptq" else None)
+        return solve(W, H, c, keep_in if c.method == "gptq" else None, U_in)
     score = np.abs(W) if c.method == "magnitude" else np.abs(W) * xnorm.astype(F)[None, :]
     keep = nm_keep(score, c.prune_n, c.prune_m)
     return dict(W=np.where(keep != 0, W, F(0)).astype(F), codes=np.zeros((rows, cols), np.int32), mask=keep,
@@ -285,12 +291,15 @@ def main_case(d):
     xn = load(d, "xnorm.f32", "<f4", cols, c.method == "wanda")
     keep = load(d, "mask.u8", np.uint8, rows * cols, False)
     keep = None if keep is None else keep.reshape(rows, cols)
-    r = run_case(c, W, H, xn, keep)
+    U_in = load(d, "U.f32", "<f4", cols * cols, False)
+    r = run_case(c, W, H, xn, keep, U_in)
     out = lambda name: os.path.join(d, name)  # noqa: E731
     r["W"].astype("<f4").tofile(out("ref_W.f32"))
     r["codes"].astype("<i4").tofile(out("ref_codes.i32"))
     r["mask"].astype(np.uint8).tofile(out("ref_mask.u8"))
     r["perm"].astype("<i4").tofile(out("ref_perm.i32"))
+    if "U" in r:
+        r["U"].astype("<f4").tofile(out("ref_U.f32"))
     for key, name in (("scales", "ref_scales.f32"), ("zeros", "ref_zeros.f32")):
         if r[key] is not None:
             r[key].astype("<f4").tofile(out(name))

@@ -1,0 +1,308 @@
+/* obs.c — see obs.h.  Layout: the solver works on Wt[cols, rows], W transposed and in visiting
+ * order, so a column of W is a contiguous row and every update is a unit-stride axpy. */
+#include "obs.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int64_t obs_n_groups(const lmp_wspec *spec, int64_t cols)
+{
+    return spec->gran == LMP_GRAN_GROUP ? (cols + spec->group - 1) / spec->group : 1;
+}
+
+/* The grid formulas of plugin.h, step for step as the backends do them (f32, division). */
+static float round_mode(float x, lmp_rounding r) { return r == LMP_ROUND_HALF_AWAY ? roundf(x) : nearbyintf(x); }
+static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+static float quantize1(const lmp_wspec *s, float w, float scale, float zero, int32_t *code)
+{
+    if (s->sym) {
+        float qmax = (float)((1 << (s->bits - 1)) - 1);
+        float q = clampf(round_mode(w / scale, s->rounding), -qmax - 1.0f, qmax);
+        *code = (int32_t)q;
+        return q * scale;
+    }
+    float maxq = (float)((1 << s->bits) - 1);
+    float q = clampf(round_mode(w / scale, s->rounding) + zero, 0.0f, maxq);
+    *code = (int32_t)q;
+    return scale * (q - zero);
+}
+
+typedef struct solver {
+    const lmp_host *host;
+    void *hctx;
+    const lmp_backend_i *be;
+    void *bs;
+    const obs_opts *o;
+    int64_t rows, cols, ng;
+    float *Wt, *U, *Hp, *Et, *tmp, *sc, *zc, *col_sc, *col_zc;
+    int32_t *codes_t, *perm;
+    uint8_t *keep_t;               /* [cols, rows] visiting-order mask, when pruning or given */
+} solver;
+
+/* Per-row grid of tmp[rows, len] (the backend's channel grid, so it equals RTN's) into
+ * sc/zc column `g` of [rows, ng]. */
+static int row_grids(solver *S, int64_t len, int64_t g)
+{
+    lmp_wspec ch = S->o->spec;
+    ch.gran = LMP_GRAN_CHANNEL;
+    int st = S->be->quantize_weight(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
+    for (int64_t r = 0; !st && r < S->rows; r++) {
+        S->sc[r * S->ng + g] = S->col_sc[r];
+        S->zc[r * S->ng + g] = ch.sym ? 0.0f : S->col_zc[r];
+    }
+    return st;
+}
+
+/* Grid of the visiting-order columns [p, p + len) as Wt holds them now. */
+static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
+{
+    for (int64_t r = 0; r < S->rows; r++)
+        for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
+    return row_grids(S, len, g);
+}
+
+/* perm sorts by decreasing H_jj; equal diagonals keep their original order. */
+static const float *g_diag;
+static int by_diag_desc(const void *a, const void *b)
+{
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    if (g_diag[i] != g_diag[j]) return g_diag[i] > g_diag[j] ? -1 : 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* U <- upper Cholesky factor of (Hp + lambda I)^-1, raising lambda tenfold while H + lambda I
+ * is not positive definite (logged, never skipped). */
+static int factorise(solver *S, obs_result *res)
+{
+    const int64_t n = S->cols;
+    double mean = 0;
+    for (int64_t j = 0; j < n; j++) mean += S->Hp[j * n + j];
+    mean /= (double)n;
+    double damp = S->o->damp;
+    for (int attempt = 0; attempt < 8; attempt++, damp *= 10) {
+        memcpy(S->U, S->Hp, (size_t)(n * n) * sizeof *S->U);
+        for (int64_t j = 0; j < n; j++) S->U[j * n + j] += (float)(damp * mean);
+        int64_t bad = -1;
+        int st = S->be->cholesky(S->bs, n, S->U, &bad);
+        if (!st) st = S->be->chol_inverse(S->bs, n, S->U);
+        if (!st) st = S->be->cholesky(S->bs, n, S->U, &bad);
+        if (!st) {
+            for (int64_t j = 0; j < n; j++) /* lower L of H^-1 = L L^T, so U = L^T */
+                for (int64_t k = j + 1; k < n; k++) {
+                    S->U[j * n + k] = S->U[k * n + j];
+                    S->U[k * n + j] = 0.0f;
+                }
+            res->damp_used = damp;
+            return 0;
+        }
+        if (st != LMP_ENOTSPD) return st;
+        S->host->log(S->hctx, LMP_LOG_WARN,
+                     "%s: H + %g*mean(diag H)*I is not positive definite (pivot %lld); retrying with %g",
+                     S->o->name, damp, (long long)bad, damp * 10);
+        res->retries++;
+    }
+    return S->host->set_error(S->hctx, LMP_ENOTSPD, "%s: the Hessian is not positive definite even with damping %g",
+                              S->o->name, damp / 10);
+}
+
+/* SparseGPT: for visiting positions [p, p+m), prune the n smallest w^2/U_jj^2 of each row.  A
+ * shorter last group (inputs not a multiple of m) keeps m - n of its inputs, as if padded with
+ * zeros (Paddle ASP). */
+static void choose_mask(solver *S, int64_t p)
+{
+    const int64_t R = S->rows, C = S->cols;
+    const int m = p + S->o->prune_m <= C ? S->o->prune_m : (int)(C - p);
+    const int keep = S->o->prune_m - S->o->prune_n, n = m > keep ? m - keep : 0;
+    for (int64_t r = 0; r < R; r++) {
+        float score[64];
+        int idx[64];
+        for (int k = 0; k < m; k++) {
+            float w = S->Wt[(p + k) * R + r], d = S->U[(p + k) * C + p + k];
+            score[k] = (w * w) / (d * d);
+            idx[k] = k;
+            S->keep_t[(p + k) * R + r] = 1;
+        }
+        for (int a = 1; a < m; a++) /* insertion sort, ascending, stable: ties prune lower first */
+            for (int b = a; b > 0 && score[idx[b]] < score[idx[b - 1]]; b--) {
+                int t = idx[b];
+                idx[b] = idx[b - 1];
+                idx[b - 1] = t;
+            }
+        for (int k = 0; k < n; k++) S->keep_t[(p + idx[k]) * R + r] = 0;
+    }
+}
+
+/* The lazy-batch loop over visiting positions. */
+static int columns(solver *S, obs_result *res)
+{
+    const obs_opts *o = S->o;
+    const int64_t R = S->rows, C = S->cols, B = o->block, g = o->spec.group;
+    const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
+    int st = 0;
+    for (int64_t i1 = 0; i1 < C && !st; i1 += B) {
+        const int64_t i2 = i1 + B < C ? i1 + B : C;
+        double t0 = now();
+        /* Every group starting in this batch takes its grid from the batch-start columns. */
+        for (int64_t p = dyn_groups ? (i1 + g - 1) / g * g : i2; p < i2 && !st; p += g)
+            st = grids_from_wt(S, p, p + g <= C ? g : C - p, p / g);
+        for (int64_t p = i1; p < i2 && !st; p++) {
+            float *w = S->Wt + p * R, *e = S->Et + (p - i1) * R;
+            const float d = S->U[p * C + p];
+            if (o->prune_n > 0 && (p - i1) % o->prune_m == 0) choose_mask(S, p);
+            const int64_t gi = !o->quantize || o->spec.gran != LMP_GRAN_GROUP ? 0
+                               : o->static_groups ? S->perm[p] / g : p / g;
+            double loss = 0;
+            for (int64_t r = 0; r < R; r++) {
+                int32_t code = 0;
+                float q = w[r];
+                if (S->keep_t && !S->keep_t[p * R + r]) q = 0.0f;
+                else if (o->quantize) q = quantize1(&o->spec, w[r], S->sc[r * S->ng + gi], S->zc[r * S->ng + gi], &code);
+                float diff = w[r] - q;
+                loss += (double)diff * diff / ((double)d * d);
+                e[r] = diff / d;
+                w[r] = q;
+                S->codes_t[p * R + r] = code;
+            }
+            res->loss += loss / 2;
+            for (int64_t k = p + 1; k < i2; k++) { /* rank-1 update inside the batch */
+                const float u = S->U[p * C + k];
+                float *wk = S->Wt + k * R;
+                for (int64_t r = 0; r < R; r++) wk[r] -= e[r] * u;
+            }
+        }
+        double t1 = now();
+        res->t_columns += t1 - t0;
+        if (!st && i2 < C) /* Wt[i2:, :] -= U[i1:i2, i2:]^T Et */
+            st = S->be->gemm(S->bs, 1, 0, C - i2, R, i2 - i1, -1.0f, S->U + i1 * C + i2, C, S->Et, R, 1.0f,
+                             S->Wt + i2 * R, R);
+        res->t_update += now() - t1;
+    }
+    return st;
+}
+
+static int check_opts(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows, int64_t cols)
+{
+    const char *nm = o->name ? o->name : "obs";
+    if (rows <= 0 || cols <= 0 || o->block < 1 || !(o->damp >= 0))
+        return host->set_error(hctx, LMP_EINVAL, "%s: bad shape %lld x %lld or options", nm, (long long)rows, (long long)cols);
+    if (o->quantize && o->spec.gran != LMP_GRAN_CHANNEL && o->spec.gran != LMP_GRAN_GROUP)
+        return host->set_error(hctx, LMP_EINVAL, "%s: the grid must be per channel or per group", nm);
+    if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->spec.group < 1)
+        return host->set_error(hctx, LMP_EINVAL, "%s: group size %lld", nm, (long long)o->spec.group);
+    if (o->prune_n > 0) {
+        if (o->prune_m > 64 || o->prune_n > o->prune_m || o->block % o->prune_m || o->act_order)
+            return host->set_error(hctx, LMP_EINVAL,
+                                   "%s: pruning %d of %d needs M <= 64, a block (%lld) multiple of M, no act_order",
+                                   nm, o->prune_n, o->prune_m, (long long)o->block);
+    }
+    return 0;
+}
+
+int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows, int64_t cols,
+              float *W, const float *H, obs_result *res)
+{
+    res->loss = 0;
+    res->n_dead = 0;
+    res->retries = 0;
+    res->damp_used = o->damp;
+    res->t_factor = res->t_columns = res->t_update = 0;
+    int st = check_opts(host, hctx, o, rows, cols);
+    if (st) return st;
+    solver S = {.host = host, .hctx = hctx, .o = o, .rows = rows, .cols = cols};
+    S.be = host->backend(hctx, &S.bs);
+    if (!S.be) return host->set_error(hctx, LMP_EUNSUPPORTED, "%s: no backend", o->name);
+    S.ng = o->quantize ? obs_n_groups(&o->spec, cols) : 1;
+    const size_t RC = (size_t)(rows * cols), CC = (size_t)(cols * cols);
+    const int masked = o->prune_n > 0 || o->keep;
+    S.Wt = host->alloc(hctx, RC * sizeof(float));
+    S.tmp = host->alloc(hctx, RC * sizeof(float));
+    S.U = host->alloc(hctx, CC * sizeof(float));
+    S.Hp = host->alloc(hctx, CC * sizeof(float));
+    S.Et = host->alloc(hctx, (size_t)(o->block * rows) * sizeof(float));
+    S.sc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
+    S.zc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
+    S.col_sc = host->alloc(hctx, (size_t)rows * sizeof(float));
+    S.col_zc = host->alloc(hctx, (size_t)rows * sizeof(float));
+    S.codes_t = host->alloc(hctx, RC * sizeof(int32_t));
+    S.perm = host->alloc(hctx, (size_t)cols * sizeof(int32_t));
+    S.keep_t = masked ? host->alloc(hctx, RC) : NULL;
+    float *diag = host->alloc(hctx, (size_t)cols * sizeof(float));
+    if (!S.Wt || !S.tmp || !S.U || !S.Hp || !S.Et || !S.sc || !S.zc || !S.col_sc || !S.col_zc || !S.codes_t ||
+        !S.perm || (masked && !S.keep_t) || !diag) {
+        st = host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for a %lld x %lld solve", o->name,
+                             (long long)rows, (long long)cols);
+        goto out;
+    }
+    /* Per-channel grid from W as given (before dead inputs are zeroed, as the reference). */
+    if (o->quantize && o->spec.gran == LMP_GRAN_CHANNEL) {
+        memcpy(S.tmp, W, RC * sizeof(float));
+        if ((st = row_grids(&S, cols, 0))) goto out;
+    }
+    for (int64_t j = 0; j < cols; j++) {
+        diag[j] = H[j * cols + j];
+        if (diag[j] != 0.0f) continue;
+        diag[j] = 1.0f; /* dead input: no signal, so no weight */
+        res->n_dead++;
+        for (int64_t r = 0; r < rows; r++) W[r * cols + j] = 0.0f;
+    }
+    if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->static_groups) {
+        memcpy(S.tmp, W, RC * sizeof(float));
+        if ((st = S.be->quantize_weight(S.bs, &o->spec, rows, cols, S.tmp, S.sc, o->spec.sym ? NULL : S.zc)))
+            goto out;
+    }
+    for (int64_t p = 0; p < cols; p++) S.perm[p] = (int32_t)p;
+    if (o->act_order) {
+        g_diag = diag;
+        qsort(S.perm, (size_t)cols, sizeof *S.perm, by_diag_desc);
+    }
+    for (int64_t p = 0; p < cols; p++) {
+        const int64_t j = S.perm[p];
+        for (int64_t k = 0; k < cols; k++) S.Hp[p * cols + k] = p == k ? diag[j] : H[j * cols + S.perm[k]];
+        for (int64_t r = 0; r < rows; r++) {
+            S.Wt[p * rows + r] = W[r * cols + j];
+            if (o->keep) S.keep_t[p * rows + r] = o->keep[r * cols + j] != 0;
+        }
+    }
+    double t0 = now();
+    st = factorise(&S, res);
+    res->t_factor = now() - t0;
+    if (!st) st = columns(&S, res);
+    if (st) goto out;
+    for (int64_t p = 0; p < cols; p++) {
+        const int64_t j = S.perm[p];
+        for (int64_t r = 0; r < rows; r++) {
+            W[r * cols + j] = S.Wt[p * rows + r];
+            if (res->codes) res->codes[r * cols + j] = S.codes_t[p * rows + r];
+            if (res->mask) res->mask[r * cols + j] = masked ? S.keep_t[p * rows + r] : 1;
+        }
+        if (res->perm) res->perm[p] = (int32_t)j;
+    }
+    if (res->U) memcpy(res->U, S.U, CC * sizeof(float));
+    if (res->scales && o->quantize) memcpy(res->scales, S.sc, (size_t)(rows * S.ng) * sizeof(float));
+    if (res->zeros && o->quantize && !o->spec.sym) memcpy(res->zeros, S.zc, (size_t)(rows * S.ng) * sizeof(float));
+out:
+    host->free(hctx, S.Wt);
+    host->free(hctx, S.tmp);
+    host->free(hctx, S.U);
+    host->free(hctx, S.Hp);
+    host->free(hctx, S.Et);
+    host->free(hctx, S.sc);
+    host->free(hctx, S.zc);
+    host->free(hctx, S.col_sc);
+    host->free(hctx, S.col_zc);
+    host->free(hctx, S.codes_t);
+    host->free(hctx, S.perm);
+    host->free(hctx, S.keep_t);
+    host->free(hctx, diag);
+    return st;
+}

@@ -1,0 +1,67 @@
+/* teststage.h — what the strategy suites share: a one-stage variant built from a plugin's
+ * defaults plus "name=value" settings, and deterministic synthetic calibration windows. */
+#ifndef LMP_TESTSTAGE_H
+#define LMP_TESTSTAGE_H
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "pipeline.h"
+#include "registry.h"
+
+/* A one-stage variant of `plugin` with its defaults and "name=value" settings, e.g.
+ * "stat=mean_ema", "alpha=0.5", "all_linears=true".  targets: NULL for every linear. */
+typedef struct one_stage {
+    lmp_stage stage;
+    lmp_variant v;
+    const char *target;
+} one_stage;
+
+static inline void make_stage(lmp_registry *reg, one_stage *os, const char *plugin, const char *const *settings, const char *target)
+{
+    const lmp_plugin *p;
+    memset(os, 0, sizeof *os);
+    os->target = target;
+    ck_assert_int_eq(lmp_registry_require(reg, LMP_PLUGIN_STRATEGY, plugin, &p), 0);
+    ck_assert_int_eq(lmp_params_defaults(p->desc, &os->stage.params), 0);
+    for (int i = 0; settings && settings[i]; i++) {
+        char name[64];
+        const char *eq = strchr(settings[i], '=');
+        ck_assert_ptr_nonnull(eq);
+        snprintf(name, sizeof name, "%.*s", (int)(eq - settings[i]), settings[i]);
+        uint32_t k = 0;
+        while (k < p->desc->n_params && strcmp(p->desc->params[k].name, name) != 0) k++;
+        ck_assert_msg(k < p->desc->n_params, "%s has no parameter %s", plugin, name);
+        const lmp_param_spec *ps = &p->desc->params[k];
+        lmp_value *v = &os->stage.params[k];
+        if (ps->type == LMP_PARAM_ENUM) {
+            int c = 0;
+            while (ps->choices[c] && strcmp(ps->choices[c], eq + 1) != 0) c++;
+            ck_assert_ptr_nonnull(ps->choices[c]);
+            v->num = c;
+            v->str = ps->choices[c];
+        } else if (ps->type == LMP_PARAM_BOOL) {
+            v->num = strcmp(eq + 1, "true") == 0;
+        } else {
+            v->num = atof(eq + 1);
+        }
+    }
+    os->stage.plugin = p;
+    if (os->target) {
+        os->stage.targets = &os->target;
+        os->stage.n_targets = 1;
+    }
+    os->v = (lmp_variant){.name = plugin, .stages = &os->stage, .n_stages = 1};
+}
+
+static inline lmp_windows windows(int n, int T, int64_t vocab, int salt)
+{
+    lmp_windows w = {.n = n, .T = T, .tokens = malloc((size_t)(n * T) * sizeof(int32_t))};
+    for (int i = 0; i < n * T; i++)
+        w.tokens[i] = i % T == 0 ? 1 : (int32_t)(((int64_t)(i + salt) * 7919 + 13) % (vocab - 3) + 2);
+    return w;
+}
+
+#endif
