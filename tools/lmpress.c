@@ -38,15 +38,17 @@ static const char *const usage_main =
     "options: --quiet (errors only), --verbose (debug messages), --version, --help\n";
 
 static const char *const usage_compare =
-    "usage: lmpress compare CONFIG [--json FILE] [--md FILE] [--csv FILE]\n"
-    "       lmpress run CONFIG [--variant NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
+    "usage: lmpress compare CONFIG [--backend NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
+    "       lmpress run CONFIG [--variant NAME] [--backend NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
     "\n"
     "compare runs every variant of the libconfig file CONFIG; run runs one (--variant, needed\n"
     "when CONFIG has several).  Each variant is compressed block by block on the calibration\n"
     "text and evaluated against the unmodified model on every evaluation text: perplexity,\n"
     "KL divergence and top-1 agreement, and LAMBADA accuracy when the config names a LAMBADA\n"
     "file (eval.lambada).  The table goes to standard output; --json, --md and\n"
-    "--csv also write it to FILE (\"-\" for standard output).  See configs/quickstart.cfg.\n";
+    "--csv also write it to FILE (\"-\" for standard output).  --backend NAME replaces the\n"
+    "config's backend (with that backend's default parameters), as editing backend.name would.\n"
+    "See configs/quickstart.cfg.\n";
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG\n"
@@ -146,9 +148,26 @@ static int write_report(const lmp_report *r, const char *path, void (*writer)(co
     return 0;
 }
 
+/* --backend NAME: the config's backend replaced by NAME with its default parameters (the
+ * config's parameters belong to the backend it names). */
+static int override_backend(lmp_run_config *c, const char *name)
+{
+    if (strcmp(name, c->backend_name) == 0) return 0;
+    const lmp_plugin *p;
+    int st = lmp_registry_require(&c->reg, LMP_PLUGIN_BACKEND, name, &p);
+    if (st) return st;
+    lmp_value *defaults;
+    if ((st = lmp_params_defaults(p->desc, &defaults))) return st;
+    free(c->backend_params);
+    c->backend_params = defaults;
+    c->backend_name = p->desc->name;
+    return 0;
+}
+
 static int cmd_compare(int argc, char **argv, int single)
 {
     const char *cfg_path = NULL, *json = NULL, *md = NULL, *csv = NULL, *variant = NULL;
+    const char *backend = NULL;
     int bad = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_compare, stdout);
@@ -159,6 +178,7 @@ static int cmd_compare(int argc, char **argv, int single)
         else if (strcmp(argv[i], "--md") == 0) md = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--csv") == 0) csv = opt_value(argc, argv, &i, &bad);
         else if (single && strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
@@ -167,6 +187,10 @@ static int cmd_compare(int argc, char **argv, int single)
     if (!cfg_path) return usage_error(usage_compare, "%s", "a CONFIG file is required");
     lmp_run_config *c;
     if (lmp_config_load(cfg_path, &c)) return fail();
+    if (backend && override_backend(c, backend)) {
+        lmp_config_free(c);
+        return fail();
+    }
     int which = -1;
     if (single) {
         for (int i = 0; i < c->n_variants && variant; i++)

@@ -123,6 +123,24 @@ static inline void devbe_wslices(const lmp_wspec *s, int64_t rows, int64_t cols,
     *n_slices = ((rows + *nr - 1) / *nr) * *ncs;
 }
 
+/* RoPE's cos/sin table cs[T, head_dim/2, 2] for positions pos0.., computed on the host exactly
+ * as the CPU backend computes it (f32, llama2.c: freq = 1 / theta^(2i/hd), angle = pos * freq,
+ * libm's powf/cosf/sinf): a device's pow/sin/cos may be a few ulp off libm's (OpenCL allows 16
+ * for pow), which would make every rotated q and k differ from the CPU's in the last bits. */
+static inline void devbe_rope_table(int64_t T, int64_t head_dim, int64_t pos0, float theta, float *cs)
+{
+    int64_t half = head_dim / 2;
+    for (int64_t t = 0; t < T; t++) {
+        float pos = (float)(pos0 + t);
+        for (int64_t i = 0; i < half; i++) {
+            float freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+            float ang = pos * freq;
+            cs[(t * half + i) * 2] = cosf(ang);
+            cs[(t * half + i) * 2 + 1] = sinf(ang);
+        }
+    }
+}
+
 /* Copy the lower triangle of A[n,n] onto the upper one. */
 static inline void devbe_mirror_lower(int64_t n, float *A)
 {

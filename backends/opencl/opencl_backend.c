@@ -44,7 +44,7 @@ static const char *const kernel_names[K_COUNT] = {"rmsnorm", "layernorm", "rope"
                                                   "swiglu", "gelu", "log_softmax", "reduce_cols",
                                                   "quantize"};
 
-enum { N_SLOTS = 5 };
+enum { N_SLOTS = 5, ROPE_SLOT = 4 };
 
 typedef struct ocl_buf {
     cl_mem mem;
@@ -63,6 +63,11 @@ typedef struct ocl_backend {
     ocl_buf buf[N_SLOTS];
     size_t wg;        /* work-group size of the row kernels (the program's WG) */
     int exact_div;    /* correctly rounded f32 division: quantization can match the CPU */
+    /* RoPE's cos/sin table (devbe_rope_table) in slot ROPE_SLOT, for the last arguments: the
+     * forward rotates q and k with the same ones */
+    float *rope_cs;
+    int64_t rope_T, rope_hd, rope_pos0, rope_n;
+    float rope_theta;
     char devname[128];
 } ocl_backend;
 
@@ -290,6 +295,7 @@ static void ocl_destroy(void *self)
     if (be->prog) clReleaseProgram(be->prog);
     if (be->q) clReleaseCommandQueue(be->q);
     if (be->ctx) clReleaseContext(be->ctx);
+    if (be->rope_cs) be->host->free(be->hctx, be->rope_cs);
     be->host->free(be->hctx, be);
 }
 
@@ -495,11 +501,28 @@ static int ocl_rope(void *self, int64_t T, int64_t n_heads, int64_t head_dim, in
     int st = devbe_check_rope(&be->err, T, n_heads, head_dim);
     if (st || T == 0 || n_heads == 0 || head_dim == 0) return st;
     if (!x) return FAIL(be, LMP_EINVAL, "rope: x is NULL");
-    int64_t n = T * n_heads * head_dim;
-    cl_mem dx;
+    int64_t n = T * n_heads * head_dim, ncs = T * head_dim; /* [T, head_dim/2, 2] */
+    cl_mem dx, dcs;
+    if (!(be->rope_cs && be->rope_T == T && be->rope_hd == head_dim && be->rope_pos0 == pos0 &&
+          be->rope_theta == theta)) {
+        if (ncs > be->rope_n) {
+            if (be->rope_cs) be->host->free(be->hctx, be->rope_cs);
+            be->rope_n = 0;
+            if (!(be->rope_cs = be->host->alloc(be->hctx, (size_t)ncs * sizeof(float))))
+                return FAIL(be, LMP_ENOMEM, "rope: out of memory");
+            be->rope_n = ncs;
+        }
+        devbe_rope_table(T, head_dim, pos0, theta, be->rope_cs);
+        be->rope_T = -1; /* valid again once uploaded */
+        if ((st = put(be, ROPE_SLOT, be->rope_cs, 1, ncs, ncs, &dcs))) return st;
+        be->rope_T = T;
+        be->rope_hd = head_dim;
+        be->rope_pos0 = pos0;
+        be->rope_theta = theta;
+    }
+    dcs = be->buf[ROPE_SLOT].mem;
     if ((st = put(be, 0, x, 1, n, n, &dx)) ||
-        (st = args(be, K_ROPE, 5, A_MEM(dx), A_INT(n_heads), A_INT(head_dim), A_LONG(pos0),
-                   A_FLT(theta))) ||
+        (st = args(be, K_ROPE, 4, A_MEM(dx), A_MEM(dcs), A_INT(n_heads), A_INT(head_dim))) ||
         (st = launch_1d(be, K_ROPE, (size_t)(n / 2))))
         return st;
     return get(be, dx, x, 1, n, n);
@@ -589,7 +612,7 @@ static int quantize_slices(ocl_backend *be, float *W, int64_t rows, int64_t cols
                            float *scales, float *zeros)
 {
     int64_t ncs = (cols + nc - 1) / nc, n_slices = ((rows + nr - 1) / nr) * ncs;
-    cl_mem dw, ds, dz;
+    cl_mem dw = NULL, ds = NULL, dz = NULL;
     int st;
     if ((st = put(be, 0, W, rows, cols, cols, &dw)) ||
         (st = slot(be, 1, (size_t)n_slices * sizeof(float), &ds)) ||

@@ -18,6 +18,13 @@
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+/* The CPU backend's norms and activations are cpu_ref.c's, which work in double: where the
+ * device has fp64, these kernels do too, so their outputs are the same correctly rounded f32
+ * values (not just close ones), and an activation quantized after them lands on the same grid
+ * point (see docs/backends.md, end-to-end tolerances). */
+typedef double real;
+#else
+typedef float real;
 #endif
 
 /* ---- work-group reductions: every item gets the result ---------------------------------- */
@@ -65,6 +72,20 @@ float wg_min(local float *red, float v)
     return r;
 }
 
+real wg_sum_r(local real *red, real v)
+{
+    int l = get_local_id(0);
+    red[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s) red[l] += red[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    real r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
 /* ---- tiny kernel the probe runs -------------------------------------------------------- */
 
 kernel void probe_scale(global float *x)
@@ -79,50 +100,49 @@ kernel void probe_scale(global float *x)
 kernel void rmsnorm(global const float *x, global const float *w, float eps, int C,
                     global float *out)
 {
-    local float red[WG];
+    local real red[WG];
     size_t row = get_group_id(0) * (size_t)C;
     int l = get_local_id(0);
-    float ss = 0.0f;
-    for (int i = l; i < C; i += WG) ss += x[row + i] * x[row + i];
-    ss = wg_sum(red, ss);
-    float inv = 1.0f / sqrt(ss / (float)C + eps);
-    for (int i = l; i < C; i += WG) out[row + i] = x[row + i] * inv * w[i];
+    real ss = 0;
+    for (int i = l; i < C; i += WG) ss += (real)x[row + i] * x[row + i];
+    ss = wg_sum_r(red, ss);
+    real inv = 1 / sqrt(ss / (real)C + (real)eps);
+    for (int i = l; i < C; i += WG) out[row + i] = (float)((real)x[row + i] * inv * w[i]);
 }
 
 /* out[t,:] = (x - mean) / sqrt(var + eps) * w + b (biased variance, two passes). */
 kernel void layernorm(global const float *x, global const float *w, global const float *b,
                       int has_b, float eps, int C, global float *out)
 {
-    local float red[WG];
+    local real red[WG];
     size_t row = get_group_id(0) * (size_t)C;
     int l = get_local_id(0);
-    float s = 0.0f;
+    real s = 0;
     for (int i = l; i < C; i += WG) s += x[row + i];
-    float mean = wg_sum(red, s) / (float)C;
-    float v = 0.0f;
+    real mean = wg_sum_r(red, s) / (real)C;
+    real v = 0;
     for (int i = l; i < C; i += WG) {
-        float d = x[row + i] - mean;
+        real d = (real)x[row + i] - mean;
         v += d * d;
     }
-    float inv = 1.0f / sqrt(wg_sum(red, v) / (float)C + eps);
+    real inv = 1 / sqrt(wg_sum_r(red, v) / (real)C + (real)eps);
     for (int i = l; i < C; i += WG)
-        out[row + i] = (x[row + i] - mean) * inv * w[i] + (has_b ? b[i] : 0.0f);
+        out[row + i] = (float)(((real)x[row + i] - mean) * inv * w[i] + (has_b ? (real)b[i] : 0));
 }
 
 /* ---- positional and attention ------------------------------------------------------------ */
 
-/* One item per rotated pair: global size T * n_heads * head_dim/2.  Angles in f32 as the CPU
- * backend (llama2.c) computes them: freq = 1 / theta^(2i/hd), angle = pos * freq. */
-kernel void rope(global float *x, int n_heads, int head_dim, long pos0, float theta)
+/* One item per rotated pair: global size T * n_heads * head_dim/2.  cs[T, head_dim/2, 2] holds
+ * cos and sin of each position's angles, computed on the host as the CPU backend computes them
+ * (devbe.h), so the rotation is the CPU's to the bit. */
+kernel void rope(global float *x, global const float *cs, int n_heads, int head_dim)
 {
     int npair = head_dim / 2;
     size_t gid = get_global_id(0);
     int i = gid % npair;
     size_t th = gid / npair; /* t * n_heads + h */
     size_t t = th / n_heads;
-    float freq = 1.0f / pow(theta, (float)(2 * i) / (float)head_dim);
-    float ang = (float)(pos0 + (long)t) * freq;
-    float c = cos(ang), s = sin(ang);
+    float c = cs[(t * npair + i) * 2], s = cs[(t * npair + i) * 2 + 1];
     global float *xh = x + th * head_dim;
     float x0 = xh[2 * i], x1 = xh[2 * i + 1];
     xh[2 * i] = x0 * c - x1 * s;
@@ -184,18 +204,19 @@ kernel void attention(global const float *q, global const float *k, global const
 kernel void swiglu(global const float *gate, global const float *up, global float *out)
 {
     size_t i = get_global_id(0);
-    float g = gate[i];
-    out[i] = g / (1.0f + exp(-g)) * up[i];
+    real g = gate[i];
+    out[i] = (float)(g / (1 + exp(-g)) * up[i]);
 }
 
 kernel void gelu(global const float *x, global float *out)
 {
     size_t i = get_global_id(0);
-    float v = x[i];
-    out[i] = 0.5f * v * (1.0f + tanh(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+    real v = x[i];
+    out[i] = (float)((real)0.5 * v * (1 + tanh((real)0.79788456080286535588 * (v + (real)0.044715 * v * v * v))));
 }
 
-/* out[r,:] = x - (max + log(sum exp(x - max))); one work-group per row.  out may alias x. */
+/* out[r,:] = x - (max + log(sum exp(x - max))); one work-group per row.  out may alias x.
+ * The sum of exps is f32 (relative error ~u, a tiny absolute error in the log). */
 kernel void log_softmax(global const float *x, int cols, global float *out)
 {
     local float red[WG];
@@ -206,8 +227,15 @@ kernel void log_softmax(global const float *x, int cols, global float *out)
     mx = wg_max(red, mx);
     float s = 0.0f;
     for (int j = l; j < cols; j += WG) s += exp(x[row + j] - mx);
-    float lse = mx + log(wg_sum(red, s));
+    float sum = wg_sum(red, s);
+#ifdef cl_khr_fp64
+    /* the CPU forms lse and x - lse in double: with logits ~1e4 an f32 lse is ~1e4 u off */
+    double lse = (double)mx + log((double)sum);
+    for (int j = l; j < cols; j += WG) out[row + j] = (float)((double)x[row + j] - lse);
+#else
+    float lse = mx + log(sum);
     for (int j = l; j < cols; j += WG) out[row + j] = x[row + j] - lse;
+#endif
 }
 
 /* Column reduction of X[n,c] folded into out[c], one item per column.  SUM accumulates in
