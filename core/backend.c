@@ -55,12 +55,29 @@ void lmp_backend_close(lmp_backend *be)
     memset(be, 0, sizeof *be);
 }
 
-/* Try the chosen backend, then the CPU one if the op is missing or unsupported there. */
-#define DISPATCH(be, op, ...)                                                                 \
+static lmp_be_counters counters;
+
+const lmp_be_counters *lmp_be_counters_get(void) { return &counters; }
+void lmp_be_counters_reset(void) { memset(&counters, 0, sizeof counters); }
+
+const char *lmp_op_name(lmp_op op)
+{
+    static const char *const names[LMP_OP_COUNT] = {
+        "gemm", "xtx_accum", "cholesky", "chol_inverse", "trsm_lower", "rmsnorm", "rope", "attention",
+        "swiglu", "log_softmax", "reduce_cols", "quantize_weight", "quantize_act", "layernorm", "gelu"};
+    return op >= 0 && op < LMP_OP_COUNT ? names[op] : "?";
+}
+
+/* Try the chosen backend, then the CPU one if the op is missing or unsupported there; count
+ * the call and its time. */
+#define DISPATCH(be, op, OP, ...)                                                             \
     do {                                                                                      \
+        double t0_ = lmp_now_s();                                                             \
         int st_ = LMP_EUNSUPPORTED;                                                           \
         if ((be)->vt->op) st_ = (be)->vt->op((be)->self, __VA_ARGS__);                        \
         if (st_ == LMP_EUNSUPPORTED) st_ = (be)->cpu->op((be)->cpu_self, __VA_ARGS__);        \
+        counters.seconds[OP] += lmp_now_s() - t0_;                                            \
+        counters.calls[OP]++;                                                                 \
         return st_;                                                                           \
     } while (0)
 
@@ -68,88 +85,90 @@ int lmp_be_gemm(const lmp_backend *be, int ta, int tb, int64_t M, int64_t N, int
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
 {
-    DISPATCH(be, gemm, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    counters.flops[LMP_OP_GEMM] += 2.0 * (double)M * (double)N * (double)K;
+    DISPATCH(be, gemm, LMP_OP_GEMM, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int lmp_be_rmsnorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
                    float eps, float *out)
 {
-    DISPATCH(be, rmsnorm, T, C, x, w, eps, out);
+    DISPATCH(be, rmsnorm, LMP_OP_RMSNORM, T, C, x, w, eps, out);
 }
 
 int lmp_be_rope(const lmp_backend *be, int64_t T, int64_t n_heads, int64_t head_dim,
                 int64_t pos0, float theta, float *x)
 {
-    DISPATCH(be, rope, T, n_heads, head_dim, pos0, theta, x);
+    DISPATCH(be, rope, LMP_OP_ROPE, T, n_heads, head_dim, pos0, theta, x);
 }
 
 int lmp_be_attention(const lmp_backend *be, int64_t T, int64_t n_heads, int64_t n_kv_heads,
                      int64_t hd, const float *q, const float *k, const float *v, float *out)
 {
-    DISPATCH(be, attention, T, n_heads, n_kv_heads, hd, q, k, v, out);
+    DISPATCH(be, attention, LMP_OP_ATTENTION, T, n_heads, n_kv_heads, hd, q, k, v, out);
 }
 
 int lmp_be_swiglu(const lmp_backend *be, int64_t n, const float *gate, const float *up,
                   float *out)
 {
-    DISPATCH(be, swiglu, n, gate, up, out);
+    DISPATCH(be, swiglu, LMP_OP_SWIGLU, n, gate, up, out);
 }
 
 int lmp_be_log_softmax(const lmp_backend *be, int64_t rows, int64_t cols, const float *x,
                        float *out)
 {
-    DISPATCH(be, log_softmax, rows, cols, x, out);
+    DISPATCH(be, log_softmax, LMP_OP_LOG_SOFTMAX, rows, cols, x, out);
 }
 
 int lmp_be_reduce_cols(const lmp_backend *be, lmp_reduce kind, int64_t n, int64_t c,
                        const float *X, float *out)
 {
-    DISPATCH(be, reduce_cols, kind, n, c, X, out);
+    DISPATCH(be, reduce_cols, LMP_OP_REDUCE_COLS, kind, n, c, X, out);
 }
 
 int lmp_be_quantize_act(const lmp_backend *be, const lmp_aspec *spec, int64_t T, int64_t C,
                         float *X)
 {
-    DISPATCH(be, quantize_act, spec, T, C, X);
+    DISPATCH(be, quantize_act, LMP_OP_QUANTIZE_ACT, spec, T, C, X);
 }
 
 int lmp_be_xtx_accum(const lmp_backend *be, int64_t n, int64_t c, const float *X, float alpha,
                      float *H)
 {
-    DISPATCH(be, xtx_accum, n, c, X, alpha, H);
+    counters.flops[LMP_OP_XTX_ACCUM] += (double)n * (double)c * (double)(c + 1); /* SYRK's count */
+    DISPATCH(be, xtx_accum, LMP_OP_XTX_ACCUM, n, c, X, alpha, H);
 }
 
 int lmp_be_cholesky(const lmp_backend *be, int64_t n, float *A, int64_t *bad_pivot)
 {
-    DISPATCH(be, cholesky, n, A, bad_pivot);
+    DISPATCH(be, cholesky, LMP_OP_CHOLESKY, n, A, bad_pivot);
 }
 
 int lmp_be_chol_inverse(const lmp_backend *be, int64_t n, float *L)
 {
-    DISPATCH(be, chol_inverse, n, L);
+    DISPATCH(be, chol_inverse, LMP_OP_CHOL_INVERSE, n, L);
 }
 
 int lmp_be_trsm_lower(const lmp_backend *be, int trans, int64_t n, int64_t nrhs, const float *L,
                       float *B)
 {
-    DISPATCH(be, trsm_lower, trans, n, nrhs, L, B);
+    DISPATCH(be, trsm_lower, LMP_OP_TRSM_LOWER, trans, n, nrhs, L, B);
 }
 
 int lmp_be_quantize_weight(const lmp_backend *be, const lmp_wspec *spec, int64_t rows,
                            int64_t cols, float *W, float *scales, float *zeros)
 {
-    DISPATCH(be, quantize_weight, spec, rows, cols, W, scales, zeros);
+    DISPATCH(be, quantize_weight, LMP_OP_QUANTIZE_WEIGHT, spec, rows, cols, W, scales, zeros);
 }
 
 int lmp_be_layernorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
                      const float *b, float eps, float *out)
 {
-    DISPATCH(be, layernorm, T, C, x, w, b, eps, out);
+    DISPATCH(be, layernorm, LMP_OP_LAYERNORM, T, C, x, w, b, eps, out);
 }
 
 int lmp_be_gelu(const lmp_backend *be, int64_t n, const float *x, float *out)
 {
-    DISPATCH(be, gelu, n, x, out);
+    DISPATCH(be, gelu, LMP_OP_GELU, n, x, out);
 }
 
 /* ---- the dispatching vtable handed to plugins: self is the lmp_backend ---------------- */

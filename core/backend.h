@@ -49,6 +49,25 @@ int lmp_be_trsm_lower(const lmp_backend *be, int trans, int64_t n, int64_t nrhs,
 int lmp_be_quantize_weight(const lmp_backend *be, const lmp_wspec *spec, int64_t rows,
                            int64_t cols, float *W, float *scales, float *zeros);
 
+/* Per-operation counters over every dispatched call since the last reset (ggml-style perf
+ * counters): seconds, calls and, for gemm and xtx_accum, floating-point operations. */
+typedef enum {
+    LMP_OP_GEMM, LMP_OP_XTX_ACCUM, LMP_OP_CHOLESKY, LMP_OP_CHOL_INVERSE, LMP_OP_TRSM_LOWER,
+    LMP_OP_RMSNORM, LMP_OP_ROPE, LMP_OP_ATTENTION, LMP_OP_SWIGLU, LMP_OP_LOG_SOFTMAX,
+    LMP_OP_REDUCE_COLS, LMP_OP_QUANTIZE_WEIGHT, LMP_OP_QUANTIZE_ACT, LMP_OP_LAYERNORM, LMP_OP_GELU,
+    LMP_OP_COUNT
+} lmp_op;
+
+typedef struct lmp_be_counters {
+    double seconds[LMP_OP_COUNT];
+    int64_t calls[LMP_OP_COUNT];
+    double flops[LMP_OP_COUNT];
+} lmp_be_counters;
+
+const lmp_be_counters *lmp_be_counters_get(void);
+void lmp_be_counters_reset(void);
+const char *lmp_op_name(lmp_op op);
+
 /* The vtable plugins get from host->backend(): every entry dispatches with CPU fallback; its
  * self is the lmp_backend. */
 const lmp_backend_i *lmp_backend_dispatch_vtable(void);

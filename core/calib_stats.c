@@ -10,8 +10,10 @@
 
 typedef struct collector {
     const lmp_backend *be;
+    const lmp_block *blk;
     lmp_block_stats *bs;
     int64_t n_windows, T;
+    int last_group;      /* the last input (lmp_input_group) anything is asked of */
 } collector;
 
 static int alloc_filled(float **p, int64_t n, float init)
@@ -107,6 +109,8 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     s->n_tokens += T;
     if (windows) s->n_windows = w + 1;
     for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
+    if (!st && lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
+        return LMP_FORWARD_STOP; /* nothing later in the block is needed */
     return st;
 }
 
@@ -116,11 +120,15 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
     const int64_t per = T * a->dim;
     float *tmp = malloc((size_t)per * sizeof *tmp);
     if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory");
-    collector c = {.be = be, .bs = bs, .n_windows = n_windows, .T = T};
+    collector c = {.be = be, .blk = blk, .bs = bs, .n_windows = n_windows, .T = T};
+    for (int i = 0; i < blk->n_linears; i++)
+        if (bs->needs[i] && lmp_input_group(blk->linears[i].role) > c.last_group)
+            c.last_group = lmp_input_group(blk->linears[i].role);
     int st = 0;
     for (int64_t w = 0; w < n_windows && !st; w++) {
         memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
         st = lmp_block_forward(be, a, blk, T, tmp, observe_input, &c);
+        if (st == LMP_FORWARD_STOP) st = 0;
     }
     free(tmp);
     for (int i = 0; i < blk->n_linears && !st; i++) {

@@ -13,13 +13,6 @@
 #include "pipeline.h"
 #include "textfile.h"
 
-double lmp_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double lmp_peak_rss_mb(void)
 {
     struct rusage ru;

@@ -44,6 +44,5 @@ void lmp_report_csv(const lmp_report *r, FILE *f);
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out);
 int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n);
 double lmp_peak_rss_mb(void);
-double lmp_now_s(void);
 
 #endif

@@ -10,11 +10,14 @@
 #include "model.h"
 
 /* Called once per distinct linear input inside a block, before quantization: x[T, C] feeds the
- * linears lins[0..n_lins) (q,k,v share one input; gate,up share one). */
+ * linears lins[0..n_lins) (q,k,v share one input; gate,up share one).  Returns 0 to go on,
+ * LMP_FORWARD_STOP to end the block there (x is then left half-computed), or an LMP_E* error. */
+#define LMP_FORWARD_STOP 1
 typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float *x, int64_t T,
                               int64_t C);
 
-/* x[T, dim] <- block(x), residual stream in place. obs may be NULL. */
+/* x[T, dim] <- block(x), residual stream in place. obs may be NULL.  Returns 0, an error, or
+ * LMP_FORWARD_STOP when the observer stopped it. */
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud);
 

@@ -86,7 +86,7 @@ static void host_free(void *ctx, void *p)
     free(p);
 }
 
-static double now_s(void)
+double lmp_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -98,7 +98,7 @@ static double now_s(void)
 void lmp_progress(const char *what, int64_t done, int64_t total)
 {
     if (host_ctx.verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
-    double t = now_s();
+    double t = lmp_now_s();
     if (done == 0 || strcmp(what, host_ctx.progress_what) != 0) { /* a new task starts its clock */
         snprintf(host_ctx.progress_what, sizeof host_ctx.progress_what, "%s", what);
         host_ctx.progress_start = t;

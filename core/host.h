@@ -23,5 +23,6 @@ void lmp_log(int level, const char *fmt, ...)
 #endif
     ;
 void lmp_progress(const char *what, int64_t done, int64_t total);
+double lmp_now_s(void);                         /* monotonic seconds */
 
 #endif

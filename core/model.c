@@ -65,6 +65,16 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     return 0;
 }
 
+int lmp_input_group(lmp_role r)
+{
+    switch (r) {
+    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
+    case LMP_ROLE_O: return 1;
+    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
+    default: return 3;
+    }
+}
+
 int lmp_block_find(const lmp_block *b, lmp_role role)
 {
     for (int i = 0; i < b->n_linears; i++)

@@ -74,6 +74,9 @@ int64_t lmp_model_block_linear_params(const lmp_model *m);
 int lmp_block_init(lmp_block *b, int index, const lmp_arch *a);
 /* Index of the linear with this role in the block, -1 if the family has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
+/* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;
+ * 2 gate,up (GPT-2's fc); 3 down (GPT-2's proj). */
+int lmp_input_group(lmp_role r);
 /* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
 /* Frees a block made by lmp_block_clone / a block_copy (tables and weights). */

@@ -68,17 +68,10 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
     return count > 0 ? bits / count : 0;
 }
 
-/* Which distinct input a linear reads, numbered in forward order: q,k,v; o; gate,up (GPT-2's
- * fc); down (GPT-2's proj). */
-static int input_group(lmp_role r)
-{
-    switch (r) {
-    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
-    case LMP_ROLE_O: return 1;
-    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
-    default: return 3;
-    }
-}
+static lmp_compress_times times;
+
+const lmp_compress_times *lmp_compress_times_get(void) { return &times; }
+void lmp_compress_times_reset(void) { memset(&times, 0, sizeof times); }
 
 /* Observes (if asked) and applies the stage to the targeted linears whose input group is in
  * `groups` (a bit set); the others are left alone. */
@@ -93,7 +86,7 @@ static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_sta
     uint32_t any = 0, targeted = 0;
     for (int i = 0; i < n; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = (groups >> input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
+        l->params = (groups >> lmp_input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
@@ -101,14 +94,18 @@ static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_sta
         if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
     }
     int st = 0;
+    double t0 = lmp_now_s();
     if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, blk, X, calib->n, calib->T, &bs)))
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
+    double t1 = lmp_now_s();
+    times.collect += t1 - t0;
     if (!st && targeted) {
         lmp_clear_error();
         st = vt->apply(self, lmp_host_services(), lmp_host_ctx(), blk);
         if (st) st = lmp_fail_prefix(st, "strategy '%s' on block %d", stage->plugin->desc->name, blk->index);
     }
+    times.apply += lmp_now_s() - t1;
     for (int i = 0; i < n; i++) {
         blk->linears[i].params = NULL;
         blk->linears[i].stats = NULL;
@@ -186,8 +183,10 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
         lmp_progress(label, b, L);
         for (int s = 0; s < v->n_stages && !st; s++)
             st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
+        double t0 = lmp_now_s();
         for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
             st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
+        times.propagate += lmp_now_s() - t0;
     }
     if (!st) lmp_progress(label, L, L);
     for (int s = 0; selves && s < v->n_stages; s++) {

@@ -29,6 +29,15 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
                  const lmp_windows *calib, lmp_block **out);
 void lmp_blocks_free(lmp_block *blocks, int64_t n);
 
+/* Where lmp_compress spent its time since the last reset, summed over variants: running blocks
+ * over the calibration windows to collect statistics (forward passes plus the statistics, e.g.
+ * Hessians), the strategies' apply(), and propagating the windows through compressed blocks. */
+typedef struct lmp_compress_times {
+    double collect, apply, propagate;
+} lmp_compress_times;
+const lmp_compress_times *lmp_compress_times_get(void);
+void lmp_compress_times_reset(void);
+
 /* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted by size).
  * An N:M-sparse linear stores only its n kept values of every m, each with ceil(log2 m) index
  * bits (2:4: (b + 2)/2 bits per weight, the compressed layout of cuSPARSELt). */

@@ -1,0 +1,175 @@
+/* bench_gptq.c — where GPTQ's time goes on a real model, and how fast the Hessian is built.
+ *
+ *   build/tools/bench/bench_gptq [MODEL] [--text FILE] [--windows N] [--seq-len T]
+ *                                [--backend NAME] [--bits B] [--group G] [--act-order]
+ *
+ * Defaults: SmolLM2-135M-Instruct (models/cache), 128 windows of 512 tokens of WikiText-2
+ * validation, cpu backend, 4 bits per channel.  It runs the real pipeline (lmp_compress with
+ * the gptq plugin) once and splits its time with the core's counters:
+ *   forward        block forwards over the calibration windows (statistics passes minus the
+ *                  Hessian accumulation, plus propagation through the quantized blocks);
+ *   hessian        the backend's xtx_accum calls (H += 2/n X^T X);
+ *   factorisation  cholesky + chol_inverse (H^-1 and its Cholesky factor U);
+ *   columns        the rest of the plugin's apply(): grids, the column loop and batch GEMMs.
+ * It then times the backend's GEMM on the Hessian's own shape (X^T X as a GEMM, X[T, c]) and on
+ * a 1024-cube, so the Hessian's GFLOP/s (SYRK's count n*c*(c+1)) can be read against them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "compare.h"
+#include "config.h"
+#include "error.h"
+#include "forward.h"
+#include "host.h"
+#include "pipeline.h"
+#include "registry.h"
+#include "tokenizer.h"
+
+#define DEFAULT_MODEL LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define DEFAULT_TEXT LMP_SOURCE_DIR "/../shared/assets/wikitext-2/wiki.valid.tokens"
+
+static int set_param(const lmp_plugin *p, lmp_value *v, const char *name, double num)
+{
+    for (uint32_t k = 0; k < p->desc->n_params; k++)
+        if (strcmp(p->desc->params[k].name, name) == 0) {
+            v[k].num = num;
+            if (p->desc->params[k].type == LMP_PARAM_ENUM) v[k].str = p->desc->params[k].choices[(int)num];
+            return 0;
+        }
+    return lmp_fail(LMP_EINVAL, "gptq has no parameter %s", name);
+}
+
+/* GFLOP/s of backend GEMM C[M,N] = op(A) B, best of `reps`. */
+static double gemm_gflops(const lmp_backend *be, int ta, int64_t M, int64_t N, int64_t K, int reps)
+{
+    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(K * N) * sizeof *B),
+          *C = malloc((size_t)(M * N) * sizeof *C);
+    if (!A || !B || !C) return 0;
+    for (int64_t i = 0; i < M * K; i++) A[i] = (float)((i * 7 % 13) - 6) / 7.0f;
+    for (int64_t i = 0; i < K * N; i++) B[i] = (float)((i * 5 % 11) - 5) / 5.0f;
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = lmp_now_s();
+        if (lmp_be_gemm(be, ta, 0, M, N, K, 1.0f, A, ta ? M : K, B, N, 0.0f, C, N)) break;
+        double t = lmp_now_s() - t0;
+        if (t < best) best = t;
+    }
+    free(A);
+    free(B);
+    free(C);
+    return 2.0 * (double)M * (double)N * (double)K / best / 1e9;
+}
+
+static const char *cpu_model(char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    snprintf(buf, n, "unknown CPU");
+    if (!f) return buf;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) snprintf(buf, n, "%s", c + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    fclose(f);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = DEFAULT_MODEL, *text = DEFAULT_TEXT, *backend = "cpu";
+    long windows = 128, T = 512, bits = 4, group = 0;
+    int act_order = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--act-order") == 0) act_order = 1;
+        else if (!v && a[0] == '-') { fprintf(stderr, "bench_gptq: %s needs a value\n", a); return 2; }
+        else if (strcmp(a, "--text") == 0) text = argv[++i];
+        else if (strcmp(a, "--backend") == 0) backend = argv[++i];
+        else if (strcmp(a, "--windows") == 0) windows = atol(argv[++i]);
+        else if (strcmp(a, "--seq-len") == 0) T = atol(argv[++i]);
+        else if (strcmp(a, "--bits") == 0) bits = atol(argv[++i]);
+        else if (strcmp(a, "--group") == 0) group = atol(argv[++i]);
+        else if (a[0] == '-') { fprintf(stderr, "bench_gptq: unknown option %s (see the comment at the top of tools/bench/bench_gptq.c)\n", a); return 2; }
+        else model = a;
+    }
+    if (windows < 1 || T < 2) { fprintf(stderr, "bench_gptq: bad --windows or --seq-len\n"); return 2; }
+    lmp_registry reg;
+    lmp_backend be;
+    lmp_model *m = NULL;
+    lmp_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    lmp_windows calib = {0};
+    lmp_block *out = NULL;
+    const lmp_plugin *p;
+    lmp_value *params = NULL;
+    int st = lmp_registry_init(&reg, NULL, 0);
+    if (!st) st = lmp_backend_open(&reg, backend, NULL, &be);
+    if (st) {
+        fprintf(stderr, "bench_gptq: %s\n", lmp_last_error());
+        return 1;
+    }
+    lmp_host_set_backend(&be);
+    lmp_host_set_verbosity(LMP_LOG_WARN);
+    if (!st) st = lmp_model_load(model, &m);
+    if (!st) st = lmp_open_tokenizer(m, NULL, &tok);
+    if (!st) st = lmp_tokenize_file(tok, text, &ids, &n_ids);
+    if (!st) st = lmp_windows_cut(ids, n_ids, windows, T, 0, text, &calib);
+    if (!st) st = lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, "gptq", &p);
+    if (!st) st = lmp_params_defaults(p->desc, &params);
+    if (!st) st = set_param(p, params, "bits", (double)bits);
+    if (!st && group) st = set_param(p, params, "granularity", 1) || set_param(p, params, "group_size", (double)group);
+    if (!st && act_order) st = set_param(p, params, "act_order", 1);
+    double total = 0;
+    if (!st) {
+        lmp_stage stage = {.plugin = p, .params = params};
+        lmp_variant v = {.name = "gptq", .stages = &stage, .n_stages = 1};
+        lmp_be_counters_reset();
+        lmp_compress_times_reset();
+        double t0 = lmp_now_s();
+        st = lmp_compress(&be, m, &v, &calib, &out);
+        total = lmp_now_s() - t0;
+    }
+    if (st) {
+        fprintf(stderr, "bench_gptq: %s\n", lmp_last_error());
+    } else {
+        const lmp_be_counters *c = lmp_be_counters_get();
+        const lmp_compress_times *t = lmp_compress_times_get();
+        double hess = c->seconds[LMP_OP_XTX_ACCUM];
+        double fact = c->seconds[LMP_OP_CHOLESKY] + c->seconds[LMP_OP_CHOL_INVERSE];
+        double fwd = t->collect - hess + t->propagate, cols = t->apply - fact;
+        double hess_gf = c->flops[LMP_OP_XTX_ACCUM] / hess / 1e9;
+        const int64_t d = m->arch.dim;
+        double g_same = gemm_gflops(&be, 1, d, d, T, 5), g_cube = gemm_gflops(&be, 0, 1024, 1024, 1024, 3);
+        char cpu[256];
+        printf("bench_gptq: %s, %ld windows x %ld tokens, %ld-bit %s%s, backend %s\n", model, windows, T, bits,
+               group ? "groups" : "per channel", act_order ? ", act-order" : "", backend);
+        printf("machine: %s, %ld online CPUs\n", cpu_model(cpu, sizeof cpu), sysconf(_SC_NPROCESSORS_ONLN));
+        printf("%-14s %10s %7s\n", "phase", "seconds", "share");
+        const char *names[] = {"forward", "hessian", "factorisation", "columns"};
+        double secs[] = {fwd, hess, fact, cols};
+        for (int i = 0; i < 4; i++) printf("%-14s %10.2f %6.1f%%\n", names[i], secs[i], 100 * secs[i] / total);
+        printf("%-14s %10.2f\n", "total", total);
+        printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_XTX_ACCUM] / 1e9,
+               (long long)c->calls[LMP_OP_XTX_ACCUM], hess_gf);
+        printf("gemm on the Hessian's shape (X^T X, X[%ld, %lld]): %.1f GFLOP/s -> hessian at %.0f%% of it\n", T,
+               (long long)d, g_same, 100 * hess_gf / g_same);
+        printf("gemm 1024^3: %.1f GFLOP/s -> hessian at %.0f%% of it\n", g_cube, 100 * hess_gf / g_cube);
+    }
+    if (out) lmp_blocks_free(out, m->arch.n_layers);
+    free(params);
+    lmp_windows_free(&calib);
+    free(ids);
+    if (tok) lmp_tokenizer_free(tok);
+    if (m) lmp_model_free(m);
+    lmp_host_set_backend(NULL);
+    lmp_backend_close(&be);
+    lmp_registry_free(&reg);
+    return st ? 1 : 0;
+}
