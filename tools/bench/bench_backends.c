@@ -1,0 +1,174 @@
+/* bench_backends.c — GEMM throughput of every backend lmpress can run here, against a stated
+ * peak.
+ *
+ *   bench_backends [--backends cpu,opencl,cuda] [--sizes 256,512,1024,2048] [--seconds S]
+ *                  [--flops-per-cycle F] [--md]
+ *
+ * Each backend is opened through the core (lmp_backend_open, as a compare run does) and timed on
+ * square single-precision GEMMs C[n,n] = A B (NN) and C = A B^T (NT, the forward's x W^T), with
+ * operands in host memory: what the backend interface costs lmpress, staging to and from a device
+ * included.  One warm-up call (kernel compilation, buffer growth), then calls until S seconds
+ * (default 0.5) have passed; the best call gives GFLOP/s = 2 n^3 / t.
+ *
+ * Peak: this CPU's nominal single-precision peak, cores x clock x F FLOP per cycle, F = 32 by
+ * default (two 256-bit FMA pipes per core: 2 x 8 lanes x 2 FLOP; Zen 2-4, Haswell to Ice Lake
+ * client; AVX-512 on Zen 4 is double-pumped on the same pipes; use 64 for cores with two 512-bit
+ * FMA units).  The clock is /proc/cpuinfo's "cpu MHz" (the base clock under a hypervisor: boost
+ * can exceed the peak by a few %).  A backend on another device (a GPU) gets no peak here: see
+ * its datasheet.  Unusable backends are listed with their probe's reason. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "error.h"
+#include "host.h"
+#include "registry.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Model name, clock (MHz) and online cores of this CPU. */
+static void cpu_info(char *model, size_t n, double *mhz, long *cores)
+{
+    snprintf(model, n, "unknown CPU");
+    *mhz = 0.0;
+    *cores = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') v++;
+        v[strcspn(v, "\n")] = 0;
+        if (strncmp(line, "model name", 10) == 0) snprintf(model, n, "%s", v);
+        else if (strncmp(line, "cpu MHz", 7) == 0 && *mhz == 0.0) *mhz = atof(v);
+    }
+    if (f) fclose(f);
+}
+
+static int split(char *s, char **out, int max)
+{
+    int n = 0;
+    for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+    return n;
+}
+
+static void fill(float *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)((seed >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+    }
+}
+
+/* Best seconds of one n x n x n GEMM on be (tb: B transposed). */
+static double time_gemm(const lmp_backend *be, int n, int tb, double min_seconds, int *reps,
+                        int *status)
+{
+    size_t nn = (size_t)n * (size_t)n;
+    float *A = malloc(nn * sizeof *A), *B = malloc(nn * sizeof *B), *C = malloc(nn * sizeof *C);
+    if (!A || !B || !C) {
+        free(A), free(B), free(C);
+        *status = LMP_ENOMEM;
+        return 0.0;
+    }
+    fill(A, nn, 1);
+    fill(B, nn, 2);
+    *status = lmp_be_gemm(be, 0, tb, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n); /* warm-up */
+    double best = 1e30, start = now_s();
+    *reps = 0;
+    while (!*status && (*reps < 2 || now_s() - start < min_seconds)) {
+        double t0 = now_s();
+        *status = lmp_be_gemm(be, 0, tb, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+        double t = now_s() - t0;
+        if (t < best) best = t;
+        ++*reps;
+    }
+    free(A), free(B), free(C);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    char backends_arg[256] = "cpu,opencl,cuda", sizes_arg[256] = "256,512,1024,2048";
+    double min_seconds = 0.5, fpc = 32.0;
+    int md = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) snprintf(backends_arg, sizeof backends_arg, "%s", argv[++i]);
+        else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[++i]);
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) min_seconds = atof(argv[++i]);
+        else if (strcmp(argv[i], "--flops-per-cycle") == 0 && i + 1 < argc) fpc = atof(argv[++i]);
+        else if (strcmp(argv[i], "--md") == 0) md = 1;
+        else {
+            fprintf(stderr, "usage: bench_backends [--backends a,b] [--sizes n,m] [--seconds S] "
+                            "[--flops-per-cycle F] [--md]\n");
+            return 2;
+        }
+    }
+    char *names[16], *size_s[16];
+    int nb = split(backends_arg, names, 16), ns = split(sizes_arg, size_s, 16);
+    char model[256];
+    double mhz;
+    long cores;
+    cpu_info(model, sizeof model, &mhz, &cores);
+    double peak = (double)cores * mhz * 1e-3 * fpc;
+    printf("# bench_backends: %s, %ld cores at %.0f MHz (/proc/cpuinfo)\n", model, cores, mhz);
+    printf("# CPU f32 peak %.1f GFLOP/s = %ld cores x %.2f GHz x %.0f FLOP/cycle\n", peak, cores,
+           mhz * 1e-3, fpc);
+    printf("# square GEMM, operands in host memory (staging included), best of >= %.1f s\n",
+           min_seconds);
+    lmp_host_set_verbosity(LMP_LOG_ERROR);
+    lmp_registry reg;
+    if (lmp_registry_init(&reg, NULL, 0)) {
+        fprintf(stderr, "bench_backends: %s\n", lmp_last_error());
+        return 1;
+    }
+    if (md) printf("\n| backend | n | NN GFLOP/s | NN %% of CPU peak | NT GFLOP/s | NT %% of CPU peak |\n|---|---:|---:|---:|---:|---:|\n");
+    int failures = 0;
+    for (int b = 0; b < nb; b++) {
+        lmp_backend be;
+        if (lmp_backend_open(&reg, names[b], NULL, &be)) {
+            printf("%s%s: not usable here: %s\n", md ? "\n" : "", names[b], lmp_last_error());
+            continue;
+        }
+        /* PoCL's OpenCL device is this CPU; any other device has no peak here */
+        int on_cpu = strcmp(names[b], "cpu") == 0 || strcmp(names[b], "opencl") == 0;
+        for (int s = 0; s < ns; s++) {
+            int n = atoi(size_s[s]), reps[2], st[2];
+            double t[2], gf[2];
+            for (int tb = 0; tb < 2; tb++) {
+                t[tb] = time_gemm(&be, n, tb, min_seconds, &reps[tb], &st[tb]);
+                gf[tb] = st[tb] ? 0.0 : 2.0 * (double)n * n * n / t[tb] * 1e-9;
+            }
+            if (st[0] || st[1]) {
+                printf("%s n=%d: gemm failed: %s\n", names[b], n, lmp_last_error());
+                failures++;
+                continue;
+            }
+            if (md) {
+                if (on_cpu)
+                    printf("| %s | %d | %.1f | %.0f %% | %.1f | %.0f %% |\n", names[b], n, gf[0],
+                           100.0 * gf[0] / peak, gf[1], 100.0 * gf[1] / peak);
+                else
+                    printf("| %s | %d | %.1f | n/a | %.1f | n/a |\n", names[b], n, gf[0], gf[1]);
+            } else {
+                printf("%-7s n=%5d  NN %8.1f GFLOP/s (%3.0f%% of CPU peak, %d calls)  NT %8.1f GFLOP/s (%3.0f%%)\n",
+                       names[b], n, gf[0], on_cpu ? 100.0 * gf[0] / peak : 0.0, reps[0], gf[1],
+                       on_cpu ? 100.0 * gf[1] / peak : 0.0);
+            }
+            fflush(stdout);
+        }
+        lmp_backend_close(&be);
+    }
+    lmp_registry_free(&reg);
+    return failures ? 1 : 0;
+}
