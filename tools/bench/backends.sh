@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# backends.sh — the backend benchmarks of docs/backends.md, in one command:
+#
+#   tools/bench/backends.sh [BUILD_DIR] [OUT_DIR]        (defaults: build, bench-out)
+#
+#   1. bench_backends: square GEMM GFLOP/s of every usable backend against the CPU's peak;
+#   2. the compare table of configs/quickstart.cfg on each usable backend (`lmpress compare
+#      --backend NAME`), wall time and the largest difference to the CPU's table;
+#   3. GPTQ on SmolLM2-135M on each usable backend, when the model is in models/cache
+#      (tools/fetch_smollm2.sh): a reduced configs/smollm2-w4a16.cfg (BENCH_SMOLLM2_WINDOWS
+#      calibration and evaluation windows, default 8 and 8), timed.
+#
+# BENCH_BACKENDS (default "cpu opencl cuda") picks the backends, BENCH_SIZES the GEMM sizes
+# (default 256,512,1024,2048), BENCH_SECONDS the time per GEMM size (default 0.5).  Backends whose
+# probe says no are reported and skipped.  Everything runs under `nice -n 19`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+out=${2:-bench-out}
+mkdir -p "$out"
+backends=${BENCH_BACKENDS:-cpu opencl cuda}
+lmpress="$build/lmpress"
+[ -x "$lmpress" ] && [ -x "$build/tools/bench/bench_backends" ] || {
+  echo "backends.sh: build first: cmake -S . -B $build && cmake --build $build" >&2
+  exit 1
+}
+
+echo "== machine"
+{ date -u; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|MHz' || true; clinfo -l 2>/dev/null || true
+  nvidia-smi -L 2>/dev/null || true; } | tee "$out/machine.txt"
+
+usable=()
+for b in $backends; do
+  if "$lmpress" plugins 2>/dev/null | awk -v b="backend $b " 'index($0, b) == 1 {f = 1; next} f && /usable here/ {print; exit}' | grep -q '^  usable here'; then
+    usable+=("$b")
+  else
+    echo "backend $b: not usable here (lmpress plugins says why)"
+  fi
+done
+
+echo "== GEMM"
+sizes=${BENCH_SIZES:-256,512,1024,2048}
+nice -n 19 "$build/tools/bench/bench_backends" --backends "$(IFS=,; echo "${usable[*]}")" \
+  --sizes "$sizes" --seconds "${BENCH_SECONDS:-0.5}" --md | tee "$out/gemm.md"
+
+# compare CONFIG TAG: the table on every usable backend, timed, and the worst difference to cpu.
+compare() {
+  local cfg=$1 tag=$2
+  for b in "${usable[@]}"; do
+    echo "== $tag on $b"
+    local t0 t1
+    t0=$(date +%s.%N)
+    nice -n 19 "$lmpress" -q compare "$cfg" --backend "$b" --json "$out/$tag-$b.json" --md "$out/$tag-$b.md" >/dev/null
+    t1=$(date +%s.%N)
+    printf '%s %s wall %.1f s\n' "$tag" "$b" "$(echo "$t1 - $t0" | bc)" | tee -a "$out/times.txt"
+    cat "$out/$tag-$b.md"
+  done
+  for b in "${usable[@]}"; do
+    [ "$b" = cpu ] && continue
+    python3 - "$out/$tag-cpu.json" "$out/$tag-$b.json" "$b" <<'EOF'
+import json, sys
+a, b, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+for va, vb in zip(a["variants"], b["variants"]):
+    for t in va["eval"]:
+        ea, eb = va["eval"][t], vb["eval"][t]
+        print("%-8s %-26s ppl %.6f vs cpu %.6f (rel %.1e)  kld %.5f vs %.5f  top1 %.4f vs %.4f"
+              % (name, va["name"], eb["ppl"], ea["ppl"], abs(eb["ppl"] - ea["ppl"]) / ea["ppl"],
+                 eb["kld"], ea["kld"], eb["top1"], ea["top1"]))
+EOF
+  done | tee "$out/$tag-diff.txt"
+}
+
+compare configs/quickstart.cfg quickstart
+
+smol=models/cache/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$smol" ] && [ -f configs/smollm2-w4a16.cfg ]; then
+  w=${BENCH_SMOLLM2_WINDOWS:-8}
+  cfg=$out/smollm2-gptq.cfg
+  python3 - configs/smollm2-w4a16.cfg "$cfg" "$w" <<'EOF'
+import os, re, sys
+src, dst, w = sys.argv[1], sys.argv[2], sys.argv[3]
+s = open(src).read()
+s = s.replace('"../', '"%s/../' % os.path.abspath(os.path.dirname(src)))  # paths were relative to src
+s = re.sub(r"samples\s*=\s*\d+;", "samples = %s;" % w, s)
+s = re.sub(r"max_windows\s*=\s*\d+;", "max_windows = %s;" % w, s)
+s = re.sub(r"\n\s*lambada(_max)?\s*=[^;]*;", "", s)      # no LAMBADA: the GPTQ pipeline is timed
+s = re.sub(r"variants\s*=\s*\((.|\n)*\);\s*$", """variants = (
+  { name = "q4_1-dequant"; },
+  { name = "gptq-w4-g128";
+    pipeline = ( { strategy = "gptq"; params = { bits = 4; sym = false; granularity = "group"; group_size = 128; }; } ); }
+);
+""", s)
+open(dst, "w").write(s)
+EOF
+  compare "$cfg" smollm2-gptq
+else
+  echo "== SmolLM2 GPTQ: skipped (needs $smol from tools/fetch_smollm2.sh and configs/smollm2-w4a16.cfg)"
+fi
+echo "backends.sh: results in $out/"
