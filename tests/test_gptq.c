@@ -469,6 +469,38 @@ START_TEST(bad_hessian_is_reported)
 }
 END_TEST
 
+/* tests/golden/gptq_case: a fixed 8 x 32 case with a dead input, act-order and 3-bit groups,
+ * with the reference's answers stored beside it, so this check needs no python. */
+START_TEST(golden_case_without_python)
+{
+    const char *dir = LMP_SOURCE_DIR "/tests/golden/gptq_case";
+    const int64_t R = 8, C = 32, G = 2;
+    float *W = read_exact(dir, "W.f32", (size_t)(R * C) * sizeof(float));
+    float *H = read_exact(dir, "H.f32", (size_t)(C * C) * sizeof(float));
+    float *ref_W = read_exact(dir, "ref_W.f32", (size_t)(R * C) * sizeof(float));
+    float *ref_s = read_exact(dir, "ref_scales.f32", (size_t)(R * G) * sizeof(float));
+    int32_t *ref_c = read_exact(dir, "ref_codes.i32", (size_t)(R * C) * sizeof(int32_t));
+    int32_t *ref_p = read_exact(dir, "ref_perm.i32", (size_t)C * sizeof(int32_t));
+    int32_t codes[8 * 32], perm[32];
+    float scales[8 * 2], zeros[8 * 2];
+    obs_opts o = {.quantize = 1, .spec = {.bits = 3, .sym = 0, .gran = LMP_GRAN_GROUP, .group = 16},
+                  .act_order = 1, .damp = 0.01, .block = 16, .name = "golden"};
+    obs_result r = {.codes = codes, .scales = scales, .zeros = zeros, .perm = perm};
+    ck_assert_int_eq(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, R, C, W, H, &r), 0);
+    ck_assert_int_eq(r.n_dead, 1);
+    for (int64_t p = 0; p < C; p++) ck_assert_int_eq(perm[p], ref_p[p]);
+    for (int64_t i = 0; i < R * C; i++) ck_assert_msg(codes[i] == ref_c[i], "code %lld: %d vs %d", (long long)i, codes[i], ref_c[i]);
+    ck_assert(max_rel(scales, ref_s, R * G) <= 1e-6);
+    ck_assert(max_rel(W, ref_W, R * C) <= 1e-6);
+    free(W);
+    free(H);
+    free(ref_W);
+    free(ref_s);
+    free(ref_c);
+    free(ref_p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gptq");
@@ -485,6 +517,7 @@ int main(void)
     tcase_add_test(pl, bits16_leaves_weights_unchanged);
     tcase_add_test(pl, prune_then_quantize_keeps_pattern);
     tcase_add_test(pl, bad_hessian_is_reported);
+    tcase_add_test(pl, golden_case_without_python);
     suite_add_tcase(s, pl);
     return lmp_test_main(s);
 }
