@@ -384,6 +384,20 @@ START_TEST(test_xtx_accum)
     free(H0);
     free(Hr);
     free(Hg);
+    /* GPTQ's shape on SmolLM2's down_proj input: a 512-token window of 1536 channels (the
+     * libraries' large-matrix paths); 512-term sums: same threshold */
+    n = 512;
+    c = 1536;
+    X = rand_mat(n * c, -1, 1);
+    Hr = calloc((size_t)(c * c), sizeof *Hr);
+    Hg = calloc((size_t)(c * c), sizeof *Hg);
+    ck_assert_int_eq(REF(xtx_accum, n, c, X, 2.0f / 3.0f, Hr), LMP_OK);
+    CAND(st, xtx_accum, n, c, X, 2.0f / 3.0f, Hg);
+    ck_assert_int_eq(st, LMP_OK);
+    check_nmse("xtx_accum 512x1536", Hr, Hg, c, c, c, 1e-10);
+    free(X);
+    free(Hr);
+    free(Hg);
     close_backend();
 }
 END_TEST
