@@ -10,12 +10,14 @@
  * included.  One warm-up call (kernel compilation, buffer growth), then calls until S seconds
  * (default 0.5) have passed; the best call gives GFLOP/s = 2 n^3 / t.
  *
- * Peak: this CPU's nominal single-precision peak, cores x clock x F FLOP per cycle, F = 32 by
- * default (two 256-bit FMA pipes per core: 2 x 8 lanes x 2 FLOP; Zen 2-4, Haswell to Ice Lake
- * client; AVX-512 on Zen 4 is double-pumped on the same pipes; use 64 for cores with two 512-bit
- * FMA units).  The clock is /proc/cpuinfo's "cpu MHz" (the base clock under a hypervisor: boost
- * can exceed the peak by a few %).  A backend on another device (a GPU) gets no peak here: see
- * its datasheet.  Unusable backends are listed with their probe's reason. */
+ * Peak: the larger of this CPU's nominal single-precision peak, cores x clock x F FLOP per cycle
+ * (F = 32 by default: two 256-bit FMA pipes per core, 2 x 8 lanes x 2 FLOP; Zen 2-4, Haswell to
+ * Ice Lake client; AVX-512 on Zen 4 is double-pumped on the same pipes; use 64 for cores with two
+ * 512-bit FMA units), and the best GFLOP/s the cpu backend (OpenBLAS) reached in this run.  The
+ * clock is /proc/cpuinfo's "cpu MHz", the base clock in a virtual machine, which cannot see the
+ * boost clock: OpenBLAS then beats the nominal figure, and its best is the honest ceiling.
+ * A backend on another device (a GPU) gets no peak here: see its datasheet.  Unusable backends
+ * are listed with their probe's reason. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +124,7 @@ int main(int argc, char **argv)
     cpu_info(model, sizeof model, &mhz, &cores);
     double peak = (double)cores * mhz * 1e-3 * fpc;
     printf("# bench_backends: %s, %ld cores at %.0f MHz (/proc/cpuinfo)\n", model, cores, mhz);
-    printf("# CPU f32 peak %.1f GFLOP/s = %ld cores x %.2f GHz x %.0f FLOP/cycle\n", peak, cores,
+    printf("# CPU f32 nominal peak %.1f GFLOP/s = %ld cores x %.2f GHz x %.0f FLOP/cycle\n", peak, cores,
            mhz * 1e-3, fpc);
     printf("# square GEMM, operands in host memory (staging included), best of >= %.1f s\n",
            min_seconds);
@@ -132,8 +134,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_backends: %s\n", lmp_last_error());
         return 1;
     }
-    if (md) printf("\n| backend | n | NN GFLOP/s | NN %% of CPU peak | NT GFLOP/s | NT %% of CPU peak |\n|---|---:|---:|---:|---:|---:|\n");
-    int failures = 0;
+    struct row {
+        const char *name;
+        int n, on_cpu, reps[2];
+        double gf[2];
+    } rows[64];
+    int n_rows = 0, failures = 0;
+    double best_cpu = 0.0;
     for (int b = 0; b < nb; b++) {
         lmp_backend be;
         if (lmp_backend_open(&reg, names[b], NULL, &be)) {
@@ -154,21 +161,31 @@ int main(int argc, char **argv)
                 failures++;
                 continue;
             }
-            if (md) {
-                if (on_cpu)
-                    printf("| %s | %d | %.1f | %.0f %% | %.1f | %.0f %% |\n", names[b], n, gf[0],
-                           100.0 * gf[0] / peak, gf[1], 100.0 * gf[1] / peak);
-                else
-                    printf("| %s | %d | %.1f | n/a | %.1f | n/a |\n", names[b], n, gf[0], gf[1]);
-            } else {
-                printf("%-7s n=%5d  NN %8.1f GFLOP/s (%3.0f%% of CPU peak, %d calls)  NT %8.1f GFLOP/s (%3.0f%%)\n",
-                       names[b], n, gf[0], on_cpu ? 100.0 * gf[0] / peak : 0.0, reps[0], gf[1],
-                       on_cpu ? 100.0 * gf[1] / peak : 0.0);
-            }
-            fflush(stdout);
+            if (n_rows < 64) rows[n_rows++] = (struct row){names[b], n, on_cpu, {reps[0], reps[1]}, {gf[0], gf[1]}};
+            if (strcmp(names[b], "cpu") == 0)
+                for (int k = 0; k < 2; k++) best_cpu = gf[k] > best_cpu ? gf[k] : best_cpu;
+            fprintf(stderr, "bench_backends: %s n=%d done\n", names[b], n);
         }
         lmp_backend_close(&be);
     }
     lmp_registry_free(&reg);
+    int measured = best_cpu > peak;
+    if (measured) peak = best_cpu;
+    printf("# CPU peak used: %.1f GFLOP/s (%s)\n", peak,
+           measured ? "the cpu backend's best here, above the nominal figure at the base clock"
+                    : "nominal");
+    if (md) printf("\n| backend | n | NN GFLOP/s | NN %% of CPU peak | NT GFLOP/s | NT %% of CPU peak |\n|---|---:|---:|---:|---:|---:|\n");
+    for (int r = 0; r < n_rows; r++) {
+        const struct row *w = &rows[r];
+        if (md && w->on_cpu)
+            printf("| %s | %d | %.1f | %.0f %% | %.1f | %.0f %% |\n", w->name, w->n, w->gf[0],
+                   100.0 * w->gf[0] / peak, w->gf[1], 100.0 * w->gf[1] / peak);
+        else if (md)
+            printf("| %s | %d | %.1f | n/a | %.1f | n/a |\n", w->name, w->n, w->gf[0], w->gf[1]);
+        else
+            printf("%-7s n=%5d  NN %8.1f GFLOP/s (%3.0f%% of CPU peak, %d calls)  NT %8.1f GFLOP/s (%3.0f%%, %d calls)\n",
+                   w->name, w->n, w->gf[0], w->on_cpu ? 100.0 * w->gf[0] / peak : 0.0, w->reps[0],
+                   w->gf[1], w->on_cpu ? 100.0 * w->gf[1] / peak : 0.0, w->reps[1]);
+    }
     return failures ? 1 : 0;
 }
