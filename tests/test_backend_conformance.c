@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1012,6 +1013,74 @@ START_TEST(test_e2e)
 }
 END_TEST
 
+/* ---- probes: a machine without the device gets a reason, never a crash ---------------------- */
+
+/* The text `lmpress plugins` prints under "backend NAME" (up to the next blank line). */
+static const char *plugin_block(const char *listing, const char *name, char *out, size_t n)
+{
+    char head[64];
+    snprintf(head, sizeof head, "backend %s ", name);
+    const char *p = strstr(listing, head);
+    if (!p) return NULL;
+    const char *end = strstr(p, "\n\n");
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    snprintf(out, n, "%.*s", (int)len, p);
+    return out;
+}
+
+/* No OpenCL platform (an empty ICD vendor folder) and no visible CUDA device
+ * (CUDA_VISIBLE_DEVICES empty, which hides a GPU too): each built device backend is listed as not
+ * usable with its probe's reason, and asking for it fails with that reason. */
+START_TEST(test_probe_without_device)
+{
+    static char out[1 << 16];
+    char block[4096], dir[256];
+    snprintf(dir, sizeof dir, "%s/conformance-no-icd-%d", LMP_BINARY_DIR, (int)getpid());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "OCL_ICD_VENDORS=%s CUDA_VISIBLE_DEVICES= %s plugins 2>&1", dir, LMP_CLI);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = 0;
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "lmpress plugins crashed without devices:\n%s", out);
+    const char *expect[][2] = {{"opencl", "no OpenCL platform"}, {"cuda", "no CUDA device"}};
+    for (int i = 0; i < 2; i++) {
+        char so[512];
+        snprintf(so, sizeof so, "%s/lmp-backend-%s.so", PLUGIN_DIR, expect[i][0]);
+        if (access(so, R_OK) != 0) {
+            printf("  probe %s: not built\n", expect[i][0]);
+            continue;
+        }
+        ck_assert_msg(plugin_block(out, expect[i][0], block, sizeof block), "no %s in:\n%s",
+                      expect[i][0], out);
+        ck_assert_msg(strstr(block, "NOT usable here") && strstr(block, expect[i][1]),
+                      "%s without a device:\n%s", expect[i][0], block);
+        const char *why = strstr(block, "reason:");
+        printf("  probe %s without a device: %.*s\n", expect[i][0], (int)strcspn(why, "\n"), why);
+        /* choosing it fails cleanly, naming the reason */
+        snprintf(cmd, sizeof cmd,
+                 "OCL_ICD_VENDORS=%s CUDA_VISIBLE_DEVICES= %s -q eval --backend %s --text %s/models/stories260K/tinystories-synth-eval.txt --max-windows 1 2>&1",
+                 dir, LMP_CLI, expect[i][0], LMP_SOURCE_DIR);
+        p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        got = fread(out, 1, sizeof out - 1, p);
+        out[got] = 0;
+        status = pclose(p);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(out, expect[i][1]),
+                      "eval --backend %s without a device:\n%s", expect[i][0], out);
+        /* the listing again for the next backend */
+        snprintf(cmd, sizeof cmd, "OCL_ICD_VENDORS=%s CUDA_VISIBLE_DEVICES= %s plugins 2>&1", dir, LMP_CLI);
+        p = popen(cmd, "r");
+        got = fread(out, 1, sizeof out - 1, p);
+        out[got] = 0;
+        pclose(p);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *conformance_suite(void)
 {
     Suite *s = suite_create("backend_conformance");
@@ -1032,6 +1101,10 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_empty_shapes, 0, g_n);
     tcase_add_loop_test(tc, test_fallback, 0, g_n);
     suite_add_tcase(s, tc);
+    TCase *probe = tcase_create("probe");
+    tcase_set_timeout(probe, 60);
+    tcase_add_test(probe, test_probe_without_device);
+    suite_add_tcase(s, probe);
     if (g_n > 1 && !getenv("LMP_CONFORMANCE_NO_E2E")) {
         TCase *e2e = tcase_create("e2e");
         tcase_set_timeout(e2e, 600);

@@ -21,6 +21,8 @@ typedef struct devbe_err {
 } devbe_err;
 
 #define DEVBE_FAIL(e, st, ...) ((e)->host->set_error((e)->hctx, (st), DEVBE_NAME ": " __VA_ARGS__))
+/* Without the prefix: for probe and create() messages, which the loader already attributes. */
+#define DEVBE_FAIL_RAW(e, st, ...) ((e)->host->set_error((e)->hctx, (st), __VA_ARGS__))
 
 /* Kernels index with int: sizes above this fall back to the CPU backend (LMP_EUNSUPPORTED). */
 static inline int devbe_fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }

@@ -234,23 +234,23 @@ static int pick_device(const devbe_err *e, int pi, int di, cl_device_id *dev)
     cl_uint np = 0;
     cl_int rc = clGetPlatformIDs(0, NULL, &np);
     if (rc != CL_SUCCESS || np == 0)
-        return DEVBE_FAIL(e, LMP_EUNSUPPORTED, "no OpenCL platform (clGetPlatformIDs: %s, %u platforms)",
+        return DEVBE_FAIL_RAW(e, LMP_EUNSUPPORTED, "no OpenCL platform (clGetPlatformIDs: %s, %u platforms)",
                           cl_err_name(rc), np);
     cl_platform_id plats[16];
     if (np > 16) np = 16;
     clGetPlatformIDs(np, plats, NULL);
     if ((cl_uint)pi >= np)
-        return DEVBE_FAIL(e, LMP_EINVAL, "platform = %d but only %u OpenCL platform(s)", pi, np);
+        return DEVBE_FAIL_RAW(e, LMP_EINVAL, "platform = %d but only %u OpenCL platform(s)", pi, np);
     cl_uint nd = 0;
     rc = clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
     if (rc != CL_SUCCESS || nd == 0)
-        return DEVBE_FAIL(e, LMP_EUNSUPPORTED, "OpenCL platform %d has no device (clGetDeviceIDs: %s)",
+        return DEVBE_FAIL_RAW(e, LMP_EUNSUPPORTED, "OpenCL platform %d has no device (clGetDeviceIDs: %s)",
                           pi, cl_err_name(rc));
     cl_device_id devs[16];
     if (nd > 16) nd = 16;
     clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, nd, devs, NULL);
     if ((cl_uint)di >= nd)
-        return DEVBE_FAIL(e, LMP_EINVAL, "device = %d but OpenCL platform %d has %u device(s)", di,
+        return DEVBE_FAIL_RAW(e, LMP_EINVAL, "device = %d but OpenCL platform %d has %u device(s)", di,
                           pi, nd);
     *dev = devs[di];
     return LMP_OK;
@@ -352,7 +352,7 @@ static int ocl_probe(const lmp_host *host, void *hctx)
     cl_int rc;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
     if (rc != CL_SUCCESS) {
-        DEVBE_FAIL(&e, LMP_EUNSUPPORTED, "clCreateContext: %s (%d)", cl_err_name(rc), (int)rc);
+        DEVBE_FAIL_RAW(&e, LMP_EUNSUPPORTED, "clCreateContext: %s (%d)", cl_err_name(rc), (int)rc);
         return 0;
     }
     int ok = 0;
@@ -369,9 +369,9 @@ static int ocl_probe(const lmp_host *host, void *hctx)
     if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
     if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(q, m, CL_TRUE, 0, sizeof x, x, 0, NULL, NULL);
     if (rc != CL_SUCCESS)
-        DEVBE_FAIL(&e, LMP_EUNSUPPORTED, "the probe kernel failed: %s (%d)", cl_err_name(rc), (int)rc);
+        DEVBE_FAIL_RAW(&e, LMP_EUNSUPPORTED, "the probe kernel failed: %s (%d)", cl_err_name(rc), (int)rc);
     else if (x[0] != 2 || x[3] != 8)
-        DEVBE_FAIL(&e, LMP_EUNSUPPORTED, "the probe kernel computed a wrong result");
+        DEVBE_FAIL_RAW(&e, LMP_EUNSUPPORTED, "the probe kernel computed a wrong result");
     else
         ok = 1;
     if (m) clReleaseMemObject(m);
