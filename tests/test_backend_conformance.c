@@ -571,6 +571,30 @@ START_TEST(test_attention)
     int st;
     CAND(st, attention, 1, 3, 2, 1, z, z, z, z); /* 3 heads on 2 kv heads */
     ck_assert_int_eq(st, LMP_EINVAL);
+    /* A backend with several attention kernels: each of them, whatever the device would pick
+     * (opencl: "workgroup" for GPUs, "item" for CPU runtimes). */
+    const lmp_plugin *p = lmp_registry_find(&g_reg, LMP_PLUGIN_BACKEND, g_name);
+    ck_assert_ptr_nonnull(p);
+    for (uint32_t k = 0; k < p->desc->n_params; k++) {
+        const lmp_param_spec *ps = &p->desc->params[k];
+        if (strcmp(ps->name, "attention") != 0 || ps->type != LMP_PARAM_ENUM) continue;
+        for (int c = 0; ps->choices[c]; c++) {
+            lmp_value *v;
+            ck_assert_int_eq(lmp_params_defaults(p->desc, &v), 0);
+            v[k].num = c;
+            v[k].str = ps->choices[c];
+            lmp_backend saved = g_be, other;
+            ck_assert_msg(lmp_backend_open(&g_reg, g_name, v, &other) == 0, "%s", lmp_last_error());
+            free(v);
+            g_be = other;
+            printf("  [%s] attention = \"%s\":\n", g_name, ps->choices[c]);
+            attention_case(37, 6, 2, 16, 2.0f);
+            attention_case(150, 4, 4, 8, 3.0f);
+            attention_case(5, 2, 1, 72, 1.0f);
+            g_be = saved;
+            lmp_backend_close(&other);
+        }
+    }
     close_backend();
 }
 END_TEST
@@ -940,10 +964,12 @@ static int rounding_insensitive(const lmp_json *variant)
  *    across a rounding boundary with probability ~|x/s| u, a flip is a whole grid step, and it
  *    propagates; the variant's numbers are then another sample of the same quantization noise.
  *    Measured: ppl rel up to 3.3e-4, kld rel 1.4 %, top1 4e-4 (quickstart w8a8-static, 592
- *    windows); on the 24 windows of backend-e2e.cfg ppl rel up to 7.1e-4, kld rel 3.7 %
- *    (smoothquant-static), top1 1.1e-3.  Allowed: ppl rel 3e-3, kld rel 0.15 (or 1e-4 abs),
- *    top1 5e-3 abs: about 4x the measured noise, and below what a wrong scale, grid or op
- *    gives (ppl off by percents, kld by factors).
+ *    windows); on the 24 windows of backend-e2e.cfg, with opencl's two attention kernels (two
+ *    different roundings of the same math), ppl rel up to 1.2e-3, kld rel 3.7 %
+ *    (smoothquant-static), top1 2.5e-3.  Allowed: ppl rel 5e-3, kld rel 0.15 (or 1e-4 abs),
+ *    top1 1e-2 abs: 4x the worst measured noise.  kld is the sharp test: activation
+ *    quantization itself is a kld of 0.01 here, a wrong scale, grid or op moves it by far more
+ *    than 15 % (or ppl by percents).
  *  - bits per weight: exactly (counted, not computed). */
 static void e2e_compare(const char *cfg, const lmp_json *cpu, const lmp_json *dev)
 {
@@ -955,8 +981,8 @@ static void e2e_compare(const char *cfg, const lmp_json *cpu, const lmp_json *de
         const char *name;
         ck_assert_int_eq(lmp_json_get_string(a, "name", "cpu", &name), 0);
         int sens = !rounding_insensitive(a);
-        double tol_ppl = sens ? 3e-3 : 1e-5, tol_kld_abs = sens ? 1e-4 : 1e-5;
-        double tol_kld_rel = sens ? 0.15 : 1e-4, tol_top1 = sens ? 5e-3 : 5e-4;
+        double tol_ppl = sens ? 5e-3 : 1e-5, tol_kld_abs = sens ? 1e-4 : 1e-5;
+        double tol_kld_rel = sens ? 0.15 : 1e-4, tol_top1 = sens ? 1e-2 : 5e-4;
         double bw_a, bw_b;
         ck_assert_int_eq(lmp_json_get_number(a, "bits_per_weight", "cpu", &bw_a), 0);
         ck_assert_int_eq(lmp_json_get_number(b, "bits_per_weight", g_name, &bw_b), 0);

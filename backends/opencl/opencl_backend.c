@@ -38,11 +38,11 @@
 
 #include "opencl_kernels.inc" /* static const char lmp_ocl_source[]: opencl_kernels.cl */
 
-enum { K_RMSNORM, K_LAYERNORM, K_ROPE, K_ATTENTION, K_SWIGLU, K_GELU, K_LOG_SOFTMAX, K_REDUCE,
-       K_QUANTIZE, K_COUNT };
+enum { K_RMSNORM, K_LAYERNORM, K_ROPE, K_ATTENTION, K_ATTENTION_SEQ, K_SWIGLU, K_GELU,
+       K_LOG_SOFTMAX, K_REDUCE, K_QUANTIZE, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"rmsnorm", "layernorm", "rope", "attention",
-                                                  "swiglu", "gelu", "log_softmax", "reduce_cols",
-                                                  "quantize"};
+                                                  "attention_seq", "swiglu", "gelu", "log_softmax",
+                                                  "reduce_cols", "quantize"};
 
 enum { N_SLOTS = 5, ROPE_SLOT = 4 };
 
@@ -63,6 +63,7 @@ typedef struct ocl_backend {
     ocl_buf buf[N_SLOTS];
     size_t wg;        /* work-group size of the row kernels (the program's WG) */
     int exact_div;    /* correctly rounded f32 division: quantization can match the CPU */
+    int att_item;     /* attention by the one-item-per-query kernel (CPU devices by default) */
     /* RoPE's cos/sin table (devbe_rope_table) in slot ROPE_SLOT, for the last arguments: the
      * forward rotates q and k with the same ones */
     float *rope_cs;
@@ -321,6 +322,10 @@ static int ocl_create(const lmp_host *host, void *hctx, const lmp_value *params,
     cl_device_fp_config fp = 0;
     clGetDeviceInfo(be->dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
     be->exact_div = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    cl_device_type type = 0;
+    clGetDeviceInfo(be->dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    int att = params ? (int)params[2].num : 0; /* auto, workgroup, item */
+    be->att_item = att == 2 || (att == 0 && (type & CL_DEVICE_TYPE_CPU) != 0);
     size_t maxwg = 1;
     clGetDeviceInfo(be->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof maxwg, &maxwg, NULL);
     be->wg = 64;
@@ -337,7 +342,8 @@ static int ocl_create(const lmp_host *host, void *hctx, const lmp_value *params,
         ocl_destroy(be);
         return st;
     }
-    host->log(hctx, LMP_LOG_INFO, "opencl: %s (work-group %zu%s)", be->devname, be->wg,
+    host->log(hctx, LMP_LOG_INFO, "opencl: %s (work-group %zu, %s attention%s)", be->devname, be->wg,
+              be->att_item ? "item-per-query" : "work-group",
               be->exact_div ? "" : ", no correctly rounded division: quantization runs on the CPU");
     *self = be;
     return LMP_OK;
@@ -541,11 +547,22 @@ static int ocl_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
     cl_mem dq, dk, dv, dout;
     if ((st = put(be, 0, q, 1, nq, nq, &dq)) || (st = put(be, 1, k, 1, nkv, nkv, &dk)) ||
         (st = put(be, 2, v, 1, nkv, nkv, &dv)) ||
-        (st = slot(be, 3, (size_t)nq * sizeof(float), &dout)) ||
-        (st = args(be, K_ATTENTION, 8, A_MEM(dq), A_MEM(dk), A_MEM(dv), A_MEM(dout),
-                   A_INT(n_heads), A_INT(n_kv_heads), A_INT(hd), A_FLT(scale))) ||
-        (st = launch(be, K_ATTENTION, (size_t)T, (size_t)n_heads, be->wg)))
+        (st = slot(be, 3, (size_t)nq * sizeof(float), &dout)))
         return st;
+    if (be->att_item) { /* one item per (query, head), no barriers */
+        size_t global[2] = {(size_t)T, (size_t)n_heads};
+        cl_int e;
+        if ((st = args(be, K_ATTENTION_SEQ, 9, A_MEM(dq), A_MEM(dk), A_MEM(dv), A_MEM(dout),
+                       A_INT(n_heads), A_INT(n_kv_heads), A_INT(hd), A_FLT(scale), A_INT(T))))
+            return st;
+        e = clEnqueueNDRangeKernel(be->q, be->k[K_ATTENTION_SEQ], 2, NULL, global, NULL, 0, NULL, NULL);
+        if (e != CL_SUCCESS)
+            return FAIL(be, LMP_EIO, "clEnqueueNDRangeKernel(attention_seq): %s (%d)", cl_err_name(e), (int)e);
+    } else if ((st = args(be, K_ATTENTION, 8, A_MEM(dq), A_MEM(dk), A_MEM(dv), A_MEM(dout),
+                          A_INT(n_heads), A_INT(n_kv_heads), A_INT(hd), A_FLT(scale))) ||
+               (st = launch(be, K_ATTENTION, (size_t)T, (size_t)n_heads, be->wg))) {
+        return st;
+    }
     return get(be, dout, out, 1, nq, nq);
 }
 
@@ -677,6 +694,8 @@ static const lmp_backend_i ocl_vtable = {
     .gelu = ocl_gelu,
 };
 
+static const char *const ocl_attention_choices[] = {"auto", "workgroup", "item", NULL};
+
 static const lmp_param_spec ocl_params[] = {
     {
         .name = "platform",
@@ -693,6 +712,15 @@ static const lmp_param_spec ocl_params[] = {
         .def_num = 0,
         .min = 0,
         .max = 63,
+    },
+    {
+        .name = "attention",
+        .type = LMP_PARAM_ENUM,
+        .help = "attention kernel: workgroup (a work-group per query and head, keys in chunks with "
+                "an online softmax: GPUs), item (a work-item per query and head, no barriers: CPU "
+                "runtimes such as PoCL), auto (item on CPU devices, else workgroup)",
+        .def_num = 0,
+        .choices = ocl_attention_choices,
     },
 };
 

@@ -2,7 +2,11 @@
  * peak.
  *
  *   bench_backends [--backends cpu,opencl,cuda] [--sizes 256,512,1024,2048] [--seconds S]
- *                  [--flops-per-cycle F] [--md]
+ *                  [--flops-per-cycle F] [--md] [--forward MODEL [--tokens T] [--windows N]]
+ *
+ * --forward MODEL adds a profile of the model's forward on each backend: N windows (default 4)
+ * of T tokens (default 256) through lmp_forward, with the core's per-op counters (calls and
+ * time, CPU fallbacks included), which shows where a backend spends its time.
  *
  * Each backend is opened through the core (lmp_backend_open, as a compare run does) and timed on
  * square single-precision GEMMs C[n,n] = A B (NN) and C = A B^T (NT, the forward's x W^T), with
@@ -27,6 +31,8 @@
 
 #include "backend.h"
 #include "error.h"
+#include "forward.h"
+#include "model.h"
 #include "host.h"
 #include "registry.h"
 
@@ -99,20 +105,65 @@ static double time_gemm(const lmp_backend *be, int n, int tb, double min_seconds
     return best;
 }
 
+/* N windows of T pseudo-random tokens through the whole model; per-op counters printed. */
+static int profile_forward(const lmp_backend *be, const char *name, lmp_model *m, int64_t T,
+                           int windows, int md)
+{
+    lmp_block *blocks = lmp_model_blocks(m);
+    if (!blocks) return -1;
+    if (T > m->arch.seq_len && m->arch.seq_len > 0) T = m->arch.seq_len;
+    int32_t *tok = malloc((size_t)T * sizeof *tok);
+    float *out = malloc((size_t)T * (size_t)m->arch.vocab * sizeof *out);
+    if (!tok || !out) {
+        free(tok), free(out);
+        return -1;
+    }
+    unsigned seed = 7;
+    for (int64_t t = 0; t < T; t++) {
+        seed = seed * 1664525u + 1013904223u;
+        tok[t] = (int32_t)((seed >> 8) % (unsigned)m->arch.vocab);
+    }
+    int st = lmp_forward(be, m, blocks, tok, T, 1, out); /* warm-up */
+    lmp_be_counters_reset();
+    double t0 = now_s();
+    for (int w = 0; w < windows && !st; w++) st = lmp_forward(be, m, blocks, tok, T, 1, out);
+    double total = now_s() - t0;
+    free(tok), free(out);
+    if (st) return st;
+    const lmp_be_counters *c = lmp_be_counters_get();
+    double in_ops = 0.0;
+    for (int op = 0; op < LMP_OP_COUNT; op++) in_ops += c->seconds[op];
+    printf("\n%s forward: %d windows x %lld tokens in %.3f s (%.1f ms per window; %.0f %% inside backend ops)\n",
+           name, windows, (long long)T, total, 1e3 * total / windows, 100.0 * in_ops / total);
+    if (md) printf("\n| op | calls | s | ms per call | %% of forward |\n|---|---:|---:|---:|---:|\n");
+    for (int op = 0; op < LMP_OP_COUNT; op++) {
+        if (!c->calls[op]) continue;
+        printf(md ? "| %s | %lld | %.3f | %.3f | %.0f %% |\n" : "  %-16s %8lld calls %8.3f s %8.3f ms/call %4.0f%%\n",
+               lmp_op_name((lmp_op)op), (long long)c->calls[op], c->seconds[op],
+               1e3 * c->seconds[op] / (double)c->calls[op], 100.0 * c->seconds[op] / total);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char backends_arg[256] = "cpu,opencl,cuda", sizes_arg[256] = "256,512,1024,2048";
     double min_seconds = 0.5, fpc = 32.0;
-    int md = 0;
+    int md = 0, windows = 4;
+    const char *forward_model = NULL;
+    int64_t tokens = 256;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) snprintf(backends_arg, sizeof backends_arg, "%s", argv[++i]);
         else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[++i]);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) min_seconds = atof(argv[++i]);
         else if (strcmp(argv[i], "--flops-per-cycle") == 0 && i + 1 < argc) fpc = atof(argv[++i]);
         else if (strcmp(argv[i], "--md") == 0) md = 1;
+        else if (strcmp(argv[i], "--forward") == 0 && i + 1 < argc) forward_model = argv[++i];
+        else if (strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) tokens = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--windows") == 0 && i + 1 < argc) windows = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_backends [--backends a,b] [--sizes n,m] [--seconds S] "
-                            "[--flops-per-cycle F] [--md]\n");
+                            "[--flops-per-cycle F] [--md] [--forward MODEL [--tokens T] [--windows N]]\n");
             return 2;
         }
     }
@@ -168,7 +219,6 @@ int main(int argc, char **argv)
         }
         lmp_backend_close(&be);
     }
-    lmp_registry_free(&reg);
     int measured = best_cpu > peak;
     if (measured) peak = best_cpu;
     printf("# CPU peak used: %.1f GFLOP/s (%s)\n", peak,
@@ -187,5 +237,24 @@ int main(int argc, char **argv)
                    w->name, w->n, w->gf[0], w->on_cpu ? 100.0 * w->gf[0] / peak : 0.0, w->reps[0],
                    w->gf[1], w->on_cpu ? 100.0 * w->gf[1] / peak : 0.0, w->reps[1]);
     }
+    if (forward_model) {
+        lmp_model *m;
+        if (lmp_model_load(forward_model, &m)) {
+            fprintf(stderr, "bench_backends: %s\n", lmp_last_error());
+            lmp_registry_free(&reg);
+            return 1;
+        }
+        for (int b = 0; b < nb; b++) {
+            lmp_backend be;
+            if (lmp_backend_open(&reg, names[b], NULL, &be)) continue;
+            if (profile_forward(&be, names[b], m, tokens, windows, md)) {
+                printf("%s forward failed: %s\n", names[b], lmp_last_error());
+                failures++;
+            }
+            lmp_backend_close(&be);
+        }
+        lmp_model_free(m);
+    }
+    lmp_registry_free(&reg);
     return failures ? 1 : 0;
 }
