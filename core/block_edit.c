@@ -102,14 +102,20 @@ int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float
         (s && (st = check_positive("add_input_affine", l->name, l->in, s))))
         return st;
     int new_scale = s && !l->in_scale;
-    if ((z && (!zeros_if_null(&l->b, l->out) || !zeros_if_null(&l->in_shift, l->in))) ||
+    if (z && !l->shift_bias) l->shift_bias = calloc((size_t)l->out, sizeof *l->shift_bias);
+    if ((z && (!l->shift_bias || !zeros_if_null(&l->in_shift, l->in))) ||
         (new_scale && !(l->in_scale = malloc((size_t)l->in * sizeof *l->in_scale))))
         return lmp_fail(LMP_ENOMEM, "out of memory");
     for (int64_t j = 0; new_scale && j < l->in; j++) l->in_scale[j] = 1.0f;
     /* The earlier affine (z0, s0) feeds x1 = (x - z0)/s0 to the linear; the new one runs on x1:
-     * (x1 - z)/s = (x - (z0 + s0 z)) / (s0 s).  b += W z uses W before the new scale. */
+     * (x1 - z)/s = (x - (z0 + s0 z)) / (s0 s).  W z uses W before the new scale, and stays in
+     * double (lmp_linear.shift_bias). */
     if (z) {
-        add_wz(l, z);
+        for (int64_t o = 0; o < l->out; o++) {
+            double acc = 0;
+            for (int64_t j = 0; j < l->in; j++) acc += (double)l->w[o * l->in + j] * (double)z[j];
+            l->shift_bias[o] += acc;
+        }
         for (int64_t j = 0; j < l->in; j++) l->in_shift[j] += (l->in_scale ? l->in_scale[j] : 1.0f) * z[j];
     }
     if (s) {

@@ -14,8 +14,8 @@ int lmp_fold_norm_scale(lmp_block *blk, int norm, const float *s);
  * (created as zeros where missing). */
 int lmp_fold_norm_shift(lmp_block *blk, int norm, const float *z);
 
-/* For a linear no norm feeds: b += W z, W <- W diag(s), and the input affine x -> (x - z)/s
- * composed after the linear's existing one.  z or s may be NULL. */
+/* For a linear no norm feeds: shift_bias += W z (double), W <- W diag(s), and the input affine
+ * x -> (x - z)/s composed after the linear's existing one.  z or s may be NULL. */
 int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float *s);
 
 /* The linear keeps mask[out, in] (copied; nonzero = kept) and its pruned weights become 0.

@@ -11,6 +11,46 @@
 
 #include "error.h"
 
+/* y[T, out] = x'[T, in] W^T + b + W z for a linear with an explicit input shift z, x' being
+ * (x - z)/s.  Where z is large (massive activations: |z| ~ 1e3 on SmolLM2's down_proj input),
+ * every ordinary token has x'_j ~ -z_j/s_j, so W x' and W z nearly cancel and f32 would keep
+ * only ~|W z| * 6e-8 of each output.  Those columns (|z_j/s_j| above 8x the RMS over j, so at
+ * most in/64 of them) are therefore summed in double together with b and W z (as an integer
+ * GEMM with a float epilogue would be exact there too); the rest goes through the GEMM. */
+static int shifted_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, const float *in, float *y)
+{
+    const int64_t C = l->in, O = l->out;
+    double ms = 0;
+    for (int64_t j = 0; j < C; j++) {
+        double r = l->in_shift[j] / (l->in_scale ? l->in_scale[j] : 1.0f);
+        ms += r * r / (double)C;
+    }
+    int64_t *J = malloc((size_t)C * sizeof *J), nJ = 0;
+    float *rest = malloc((size_t)(T * C) * sizeof *rest);
+    if (!J || !rest) {
+        free(J);
+        free(rest);
+        return lmp_fail(LMP_ENOMEM, "out of memory in %s", l->name);
+    }
+    for (int64_t j = 0; j < C; j++) {
+        double r = l->in_shift[j] / (l->in_scale ? l->in_scale[j] : 1.0f);
+        if (r * r > 64.0 * ms) J[nJ++] = j;
+    }
+    memcpy(rest, in, (size_t)(T * C) * sizeof *rest);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < nJ; k++) rest[t * C + J[k]] = 0.0f;
+    int st = lmp_be_linear(be, T, C, O, rest, l->w, NULL, y);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t o = 0; o < O; o++) {
+            double acc = (double)y[t * O + o] + l->shift_bias[o] + (l->b ? l->b[o] : 0.0);
+            for (int64_t k = 0; k < nJ; k++) acc += (double)l->w[o * C + J[k]] * (double)in[t * C + J[k]];
+            y[t * O + o] = (float)acc;
+        }
+    free(J);
+    free(rest);
+    return st;
+}
+
 /* y[T, l->out] = act_quant(x)[T, l->in] W^T + b; qbuf holds the quantized copy of x. */
 static int run_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, const float *x,
                       float *qbuf, float *y)
@@ -22,6 +62,7 @@ static int run_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, con
         if (st) return st;
         in = qbuf;
     }
+    if (l->shift_bias) return shifted_linear(be, l, T, in, y);
     return lmp_be_linear(be, T, l->in, l->out, in, l->w, l->b, y);
 }
 

@@ -116,10 +116,12 @@ int lmp_block_clone(const lmp_block *src, lmp_block *dst)
         d->in_scale = dup_floats(s->in_scale, s->in);
         d->mask = s->mask ? malloc((size_t)(s->out * s->in)) : NULL;
         if (d->mask) memcpy(d->mask, s->mask, (size_t)(s->out * s->in));
+        d->shift_bias = s->shift_bias ? malloc((size_t)s->out * sizeof *d->shift_bias) : NULL;
+        if (d->shift_bias) memcpy(d->shift_bias, s->shift_bias, (size_t)s->out * sizeof *d->shift_bias);
         d->params = NULL;
         d->stats = NULL;
         if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale) ||
-            (s->mask && !d->mask))
+            (s->mask && !d->mask) || (s->shift_bias && !d->shift_bias))
             goto oom;
     }
     for (int i = 0; i < src->n_norms; i++) {
@@ -145,6 +147,7 @@ void lmp_block_free(lmp_block *b)
         free(b->linears[i].in_shift);
         free(b->linears[i].in_scale);
         free(b->linears[i].mask);
+        free(b->linears[i].shift_bias);
     }
     for (int i = 0; b->norms && i < b->n_norms; i++) {
         free(b->norms[i].w);

@@ -186,6 +186,10 @@ typedef struct lmp_linear {
      * NULL = dense.  Set with host->set_mask; a later stage keeps pruned weights at 0. */
     uint8_t *mask;             /* [out, in] */
     int sparse_n, sparse_m;    /* at most sparse_n nonzeros in each sparse_m consecutive inputs */
+    /* ABI 2.0: W z for the input affine's shift, kept in double (host->add_input_affine fills
+     * it; NULL if there is no shift).  The forward adds it to the output in double: see
+     * core/forward.c for why it is not folded into the f32 bias. */
+    double *shift_bias;        /* [out] */
 } lmp_linear;
 
 typedef struct lmp_norm {
@@ -231,7 +235,7 @@ typedef struct lmp_host {
      * bias first) and add W z to the bias of every linear it feeds (a zero bias is created where
      * there is none): the block's function is unchanged (algorithms.md §2.2). */
     int (*fold_norm_shift)(void *ctx, lmp_block *blk, int norm, const float *z);
-    /* ABI 1.1.  For a linear no norm feeds (o, down): b += W z, then W <- W diag(s), and
+    /* ABI 1.1.  For a linear no norm feeds (o, down): shift_bias += W z, then W <- W diag(s), and
      * x -> (x - z) / s runs on its input after any earlier input affine (the two are composed
      * into lmp_linear.in_shift/in_scale).  z or s may be NULL (no shift, no scale).  The block's
      * function is unchanged. */
