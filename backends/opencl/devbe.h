@@ -143,6 +143,47 @@ static inline void devbe_rope_table(int64_t T, int64_t head_dim, int64_t pos0, f
     }
 }
 
+/* The last RoPE table a backend built, kept because the forward rotates q and k with the same
+ * positions: the device copy stays valid while the arguments match. */
+typedef struct devbe_rope {
+    float *cs;         /* host table, devbe_rope_table's layout */
+    int64_t cap;       /* floats allocated */
+    int64_t T, hd, pos0;
+    float theta;
+    int valid;         /* the device copy holds the table for these arguments */
+} devbe_rope;
+
+/* Makes rc's host table the one for these arguments; *upload = 1 when the device copy must be
+ * refreshed (the caller uploads T * hd floats and then sets rc->valid = 1). */
+static inline int devbe_rope_prepare(const devbe_err *e, devbe_rope *rc, int64_t T, int64_t hd,
+                                     int64_t pos0, float theta, int *upload)
+{
+    *upload = 0;
+    if (rc->valid && rc->T == T && rc->hd == hd && rc->pos0 == pos0 && rc->theta == theta)
+        return LMP_OK;
+    rc->valid = 0;
+    if (T * hd > rc->cap) {
+        if (rc->cs) e->host->free(e->hctx, rc->cs);
+        rc->cap = 0;
+        if (!(rc->cs = e->host->alloc(e->hctx, (size_t)(T * hd) * sizeof(float))))
+            return DEVBE_FAIL(e, LMP_ENOMEM, "rope: out of memory");
+        rc->cap = T * hd;
+    }
+    devbe_rope_table(T, hd, pos0, theta, rc->cs);
+    rc->T = T;
+    rc->hd = hd;
+    rc->pos0 = pos0;
+    rc->theta = theta;
+    *upload = 1;
+    return LMP_OK;
+}
+
+static inline void devbe_rope_free(const devbe_err *e, devbe_rope *rc)
+{
+    if (rc->cs) e->host->free(e->hctx, rc->cs);
+    rc->cs = NULL;
+}
+
 /* Copy the lower triangle of A[n,n] onto the upper one. */
 static inline void devbe_mirror_lower(int64_t n, float *A)
 {

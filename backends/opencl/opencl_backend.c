@@ -64,11 +64,7 @@ typedef struct ocl_backend {
     size_t wg;        /* work-group size of the row kernels (the program's WG) */
     int exact_div;    /* correctly rounded f32 division: quantization can match the CPU */
     int att_item;     /* attention by the one-item-per-query kernel (CPU devices by default) */
-    /* RoPE's cos/sin table (devbe_rope_table) in slot ROPE_SLOT, for the last arguments: the
-     * forward rotates q and k with the same ones */
-    float *rope_cs;
-    int64_t rope_T, rope_hd, rope_pos0, rope_n;
-    float rope_theta;
+    devbe_rope rope;  /* RoPE's cos/sin table, in slot ROPE_SLOT on the device */
     char devname[128];
 } ocl_backend;
 
@@ -296,7 +292,7 @@ static void ocl_destroy(void *self)
     if (be->prog) clReleaseProgram(be->prog);
     if (be->q) clReleaseCommandQueue(be->q);
     if (be->ctx) clReleaseContext(be->ctx);
-    if (be->rope_cs) be->host->free(be->hctx, be->rope_cs);
+    devbe_rope_free(&be->err, &be->rope);
     be->host->free(be->hctx, be);
 }
 
@@ -509,22 +505,11 @@ static int ocl_rope(void *self, int64_t T, int64_t n_heads, int64_t head_dim, in
     if (!x) return FAIL(be, LMP_EINVAL, "rope: x is NULL");
     int64_t n = T * n_heads * head_dim, ncs = T * head_dim; /* [T, head_dim/2, 2] */
     cl_mem dx, dcs;
-    if (!(be->rope_cs && be->rope_T == T && be->rope_hd == head_dim && be->rope_pos0 == pos0 &&
-          be->rope_theta == theta)) {
-        if (ncs > be->rope_n) {
-            if (be->rope_cs) be->host->free(be->hctx, be->rope_cs);
-            be->rope_n = 0;
-            if (!(be->rope_cs = be->host->alloc(be->hctx, (size_t)ncs * sizeof(float))))
-                return FAIL(be, LMP_ENOMEM, "rope: out of memory");
-            be->rope_n = ncs;
-        }
-        devbe_rope_table(T, head_dim, pos0, theta, be->rope_cs);
-        be->rope_T = -1; /* valid again once uploaded */
-        if ((st = put(be, ROPE_SLOT, be->rope_cs, 1, ncs, ncs, &dcs))) return st;
-        be->rope_T = T;
-        be->rope_hd = head_dim;
-        be->rope_pos0 = pos0;
-        be->rope_theta = theta;
+    int upload;
+    if ((st = devbe_rope_prepare(&be->err, &be->rope, T, head_dim, pos0, theta, &upload))) return st;
+    if (upload) {
+        if ((st = put(be, ROPE_SLOT, be->rope.cs, 1, ncs, ncs, &dcs))) return st;
+        be->rope.valid = 1;
     }
     dcs = be->buf[ROPE_SLOT].mem;
     if ((st = put(be, 0, x, 1, n, n, &dx)) ||
