@@ -46,6 +46,16 @@ static void take_sample(lmp_stats *s, int64_t S, int64_t N, int64_t first, const
     }
 }
 
+/* H += 2/n_windows * S^T S for the stacked rows S of linear i's input. */
+static int flush_hessian(const lmp_backend *be, lmp_block_stats *bs, int i, int64_t C, int64_t n_windows)
+{
+    int st = 0;
+    if (bs->h_rows[i] > 0)
+        st = lmp_be_xtx_accum(be, bs->h_rows[i], C, bs->h_stage[i], 2.0f / (float)n_windows, bs->stats[i].hessian);
+    bs->h_rows[i] = 0;
+    return st;
+}
+
 static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
 {
     collector *c = ud;
@@ -92,11 +102,16 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
         else
             take_sample(s, S, N, s->n_tokens, x, T, C);
     }
-    if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, one window at a time */
-        if (!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian)))
+    if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, windows stacked */
+        const int i = lins[0];
+        const int64_t cap = T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+        if ((!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) ||
+            (!bs->h_stage[i] && !(bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float)))))
             st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
-        else
-            st = lmp_be_xtx_accum(c->be, T, C, x, 2.0f / (float)W, s->hessian);
+        else {
+            memcpy(bs->h_stage[i] + bs->h_rows[i] * C, x, (size_t)(T * C) * sizeof *x);
+            if ((bs->h_rows[i] += T) + T > cap) st = flush_hessian(c->be, bs, i, C, W);
+        }
     }
     if (!st && (need & LMP_STAT_SQSUM) && !(st = alloc_filled(&s->sqsum, C, 0.0f))) {
         double *acc = calloc((size_t)C, sizeof *acc); /* one window in double, then into f32 */
@@ -131,6 +146,11 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
         if (st == LMP_FORWARD_STOP) st = 0;
     }
     free(tmp);
+    for (int i = 0; i < blk->n_linears; i++) { /* the rows still stacked, then the stacks */
+        if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);
+        free(bs->h_stage[i]);
+        bs->h_stage[i] = NULL;
+    }
     for (int i = 0; i < blk->n_linears && !st; i++) {
         lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */
         if (!bs->owner[i]) continue;

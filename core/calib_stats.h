@@ -16,7 +16,13 @@ typedef struct lmp_block_stats {
     int64_t n_sample[LMP_MAX_LINEARS]; /* sample rows asked for, with LMP_STAT_SAMPLE */
     lmp_stats stats[LMP_MAX_LINEARS];
     uint8_t owner[LMP_MAX_LINEARS];
+    /* Rows waiting for the Hessian: windows are stacked up to ~LMP_HESSIAN_ROWS rows per
+     * xtx_accum call (SYRK on 512 rows runs at ~60 % of GEMM speed, on 2048 at 70-87 %). */
+    float *h_stage[LMP_MAX_LINEARS];
+    int64_t h_rows[LMP_MAX_LINEARS];
 } lmp_block_stats;
+
+#define LMP_HESSIAN_ROWS 2048
 
 /* Runs blk over X[n_windows, T, dim] (left unchanged) and fills bs->stats from bs->needs and
  * bs->n_sample.  Means are divided by the token counts before it returns. */
