@@ -33,24 +33,6 @@
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define PYTHON "/usr/bin/python3"
 
-static lmp_registry reg;
-static lmp_backend be;
-
-static void setup(void)
-{
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
-    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
-    lmp_host_set_backend(&be);
-}
-
-static void teardown(void)
-{
-    lmp_host_set_backend(NULL);
-    lmp_backend_close(&be);
-    lmp_registry_free(&reg);
-}
-
 /* ---- real layers: a model, calibration windows and the statistics of one block ------------- */
 
 typedef struct layer_data {
@@ -84,10 +66,9 @@ static void layer_close(layer_data *ld)
 
 static int find_role(const lmp_block *blk, lmp_role r)
 {
-    for (int i = 0; i < blk->n_linears; i++)
-        if (blk->linears[i].role == r) return i;
-    ck_abort_msg("no linear of role %d", (int)r);
-    return -1;
+    int i = lmp_block_find(blk, r);
+    ck_assert_msg(i >= 0, "no linear of role %d", (int)r);
+    return i;
 }
 
 /* ---- one case: the solver and the reference on the same files ----------------------------- */

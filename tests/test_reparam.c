@@ -31,24 +31,6 @@
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define PYTHON "/usr/bin/python3"
 
-static lmp_registry reg;
-static lmp_backend be;
-
-static void setup(void)
-{
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
-    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
-    lmp_host_set_backend(&be);
-}
-
-static void teardown(void)
-{
-    lmp_host_set_backend(NULL);
-    lmp_backend_close(&be);
-    lmp_registry_free(&reg);
-}
-
 /* ||logits(blocks) - logits(model)|| / ||logits(model)|| (2-norms) on one window; *max_rel gets
  * max |difference| / max |logit|. */
 static double logits_change(lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T, double *max_rel)

@@ -1,5 +1,6 @@
-/* teststage.h — what the strategy suites share: a one-stage variant built from a plugin's
- * defaults plus "name=value" settings, and deterministic synthetic calibration windows. */
+/* teststage.h — what the strategy suites share: a fixture with the plugin registry and the CPU
+ * backend (reg, be; setup/teardown), a one-stage variant built from a plugin's defaults plus
+ * "name=value" settings, and deterministic synthetic calibration windows. */
 #ifndef LMP_TESTSTAGE_H
 #define LMP_TESTSTAGE_H
 
@@ -7,9 +8,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "config.h"
+#include "host.h"
 #include "pipeline.h"
 #include "registry.h"
+
+static lmp_registry reg;
+static lmp_backend be;
+
+static inline void setup(void)
+{
+    lmp_host_set_verbosity(LMP_LOG_ERROR);
+    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
+    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
+    lmp_host_set_backend(&be);
+}
+
+static inline void teardown(void)
+{
+    lmp_host_set_backend(NULL);
+    lmp_backend_close(&be);
+    lmp_registry_free(&reg);
+}
+
 
 /* A one-stage variant of `plugin` with its defaults and "name=value" settings, e.g.
  * "stat=mean_ema", "alpha=0.5", "all_linears=true".  targets: NULL for every linear. */

@@ -67,11 +67,18 @@ static int ref_status(cpu_backend *be, const char *op, int st)
     return FAIL(be, st, "%s: invalid arguments", op);
 }
 
-/* Copy the lower triangle of A[n,n] onto the upper one. */
+/* Copy the lower triangle of A[n,n] onto the upper one, in 32x32 tiles: the plain loop writes
+ * a column per row (one cache line and often one TLB entry per element), which on GPTQ's
+ * 1536-wide Hessians cost a fifth of the SYRK it follows. */
 static void mirror_lower(int64_t n, float *A)
 {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+    enum { TILE = 32 };
+    for (int64_t i0 = 0; i0 < n; i0 += TILE)
+        for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
+            const int64_t i1 = i0 + TILE < n ? i0 + TILE : n, j1 = j0 + TILE < n ? j0 + TILE : n;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1 && j < i; j++) A[j * n + i] = A[i * n + j];
+        }
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */

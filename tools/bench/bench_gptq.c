@@ -11,14 +11,16 @@
  *   hessian        the backend's xtx_accum calls (H += 2/n X^T X);
  *   factorisation  cholesky + chol_inverse (H^-1 and its Cholesky factor U);
  *   columns        the rest of the plugin's apply(): grids, the column loop and batch GEMMs.
- * It then times the backend's GEMM on the Hessian's own shape (X^T X as a GEMM, X[T, c]) and on
- * a 1024-cube, so the Hessian's GFLOP/s (SYRK's count n*c*(c+1)) can be read against them. */
+ * It then times the backend's GEMM (best of 10) on the Hessian's own shapes (X^T X as a GEMM on
+ * the stacked rows, weighted as GPTQ's Hessians are) and on a 1024-cube, so the Hessian's
+ * GFLOP/s (SYRK's count n*c*(c+1)) can be read against them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "calib_stats.h"
 #include "compare.h"
 #include "config.h"
 #include "error.h"
@@ -145,8 +147,12 @@ int main(int argc, char **argv)
         double fact = c->seconds[LMP_OP_CHOLESKY] + c->seconds[LMP_OP_CHOL_INVERSE];
         double fwd = t->collect - hess + t->propagate, cols = t->apply - fact;
         double hess_gf = c->flops[LMP_OP_XTX_ACCUM] / hess / 1e9;
-        const int64_t d = m->arch.dim;
-        double g_same = gemm_gflops(&be, 1, d, d, T, 5), g_cube = gemm_gflops(&be, 0, 1024, 1024, 1024, 3);
+        /* The Hessian's calls: X^T X on LMP_HESSIAN_ROWS stacked rows, c = dim (q,k,v; o;
+         * gate,up) three times for every hidden (down) once.  The same products as GEMMs: */
+        const int64_t d = m->arch.dim, f = m->arch.hidden, n = T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+        double gd = gemm_gflops(&be, 1, d, d, n, 10), gf = gemm_gflops(&be, 1, f, f, n, 10);
+        double wd = 3.0 * d * d, wf = (double)f * f; /* flop weights of the two shapes */
+        double g_same = (wd + wf) / (wd / gd + wf / gf), g_cube = gemm_gflops(&be, 0, 1024, 1024, 1024, 10);
         char cpu[256];
         printf("bench_gptq: %s, %ld windows x %ld tokens, %ld-bit %s%s, backend %s\n", model, windows, T, bits,
                group ? "groups" : "per channel", act_order ? ", act-order" : "", backend);
@@ -158,8 +164,9 @@ int main(int argc, char **argv)
         printf("%-14s %10.2f\n", "total", total);
         printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_XTX_ACCUM] / 1e9,
                (long long)c->calls[LMP_OP_XTX_ACCUM], hess_gf);
-        printf("gemm on the Hessian's shape (X^T X, X[%ld, %lld]): %.1f GFLOP/s -> hessian at %.0f%% of it\n", T,
-               (long long)d, g_same, 100 * hess_gf / g_same);
+        printf("gemm on the Hessian's shapes (X^T X, X[%lld, %lld] and X[%lld, %lld], weighted): %.1f GFLOP/s "
+               "-> hessian at %.0f%% of it\n", (long long)n, (long long)d, (long long)n, (long long)f, g_same,
+               100 * hess_gf / g_same);
         printf("gemm 1024^3: %.1f GFLOP/s -> hessian at %.0f%% of it\n", g_cube, 100 * hess_gf / g_cube);
     }
     if (out) lmp_blocks_free(out, m->arch.n_layers);
