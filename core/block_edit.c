@@ -32,15 +32,19 @@ static float *zeros_if_null(float **p, int64_t n)
     return *p;
 }
 
-/* b += W z for W[out, in], in double so a large shift does not cost the bias its precision. */
+/* (W z)[o] in double, so a large shift does not cost the sum its precision. */
+static double wz_row(const lmp_linear *l, int64_t o, const float *z)
+{
+    const float *row = l->w + o * l->in;
+    double acc = 0;
+    for (int64_t j = 0; j < l->in; j++) acc += (double)row[j] * (double)z[j];
+    return acc;
+}
+
+/* b += W z for W[out, in]. */
 static void add_wz(lmp_linear *l, const float *z)
 {
-    for (int64_t o = 0; o < l->out; o++) {
-        const float *row = l->w + o * l->in;
-        double acc = 0;
-        for (int64_t j = 0; j < l->in; j++) acc += (double)row[j] * (double)z[j];
-        l->b[o] = (float)((double)l->b[o] + acc);
-    }
+    for (int64_t o = 0; o < l->out; o++) l->b[o] = (float)((double)l->b[o] + wz_row(l, o, z));
 }
 
 static void scale_columns(lmp_linear *l, const float *s)
@@ -111,11 +115,7 @@ int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float
      * (x1 - z)/s = (x - (z0 + s0 z)) / (s0 s).  W z uses W before the new scale, and stays in
      * double (lmp_linear.shift_bias). */
     if (z) {
-        for (int64_t o = 0; o < l->out; o++) {
-            double acc = 0;
-            for (int64_t j = 0; j < l->in; j++) acc += (double)l->w[o * l->in + j] * (double)z[j];
-            l->shift_bias[o] += acc;
-        }
+        for (int64_t o = 0; o < l->out; o++) l->shift_bias[o] += wz_row(l, o, z);
         for (int64_t j = 0; j < l->in; j++) l->in_shift[j] += (l->in_scale ? l->in_scale[j] : 1.0f) * z[j];
     }
     if (s) {

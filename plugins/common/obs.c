@@ -115,6 +115,22 @@ static int factorise(solver *S, obs_result *res)
                               S->o->name, damp / 10);
 }
 
+void obs_keep_largest(const float *score, int m, int keep, uint8_t *out, int64_t stride)
+{
+    int idx[64];
+    for (int k = 0; k < m; k++) {
+        idx[k] = k;
+        out[k * stride] = 1;
+    }
+    for (int a = 1; a < m; a++) /* insertion sort, ascending, stable */
+        for (int b = a; b > 0 && score[idx[b]] < score[idx[b - 1]]; b--) {
+            int t = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = t;
+        }
+    for (int k = 0; k < m - keep; k++) out[idx[k] * stride] = 0;
+}
+
 /* SparseGPT: for visiting positions [p, p+m), prune the n smallest w^2/U_jj^2 of each row.  A
  * shorter last group (inputs not a multiple of m) keeps m - n of its inputs, as if padded with
  * zeros (Paddle ASP). */
@@ -122,23 +138,13 @@ static void choose_mask(solver *S, int64_t p)
 {
     const int64_t R = S->rows, C = S->cols;
     const int m = p + S->o->prune_m <= C ? S->o->prune_m : (int)(C - p);
-    const int keep = S->o->prune_m - S->o->prune_n, n = m > keep ? m - keep : 0;
     for (int64_t r = 0; r < R; r++) {
         float score[64];
-        int idx[64];
         for (int k = 0; k < m; k++) {
             float w = S->Wt[(p + k) * R + r], d = S->U[(p + k) * C + p + k];
             score[k] = (w * w) / (d * d);
-            idx[k] = k;
-            S->keep_t[(p + k) * R + r] = 1;
         }
-        for (int a = 1; a < m; a++) /* insertion sort, ascending, stable: ties prune lower first */
-            for (int b = a; b > 0 && score[idx[b]] < score[idx[b - 1]]; b--) {
-                int t = idx[b];
-                idx[b] = idx[b - 1];
-                idx[b - 1] = t;
-            }
-        for (int k = 0; k < n; k++) S->keep_t[(p + idx[k]) * R + r] = 0;
+        obs_keep_largest(score, m, S->o->prune_m - S->o->prune_n, S->keep_t + p * R + r, R);
     }
 }
 

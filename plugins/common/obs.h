@@ -54,6 +54,11 @@ typedef struct obs_result {
 int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows, int64_t cols,
               float *W, const float *H, obs_result *res);
 
+/* N:M selection shared by every pruning method: out[k * stride] = 1 for the `keep` largest of
+ * score[0..m) (m <= 64), 0 for the others; equal scores prune the lower index first (a stable
+ * ascending sort, as numpy's argsort in Paddle ASP's mask_1d).  keep >= m keeps all. */
+void obs_keep_largest(const float *score, int m, int keep, uint8_t *out, int64_t stride);
+
 /* Number of grid slices per row for this spec and width (1 for per-channel). */
 int64_t obs_n_groups(const lmp_wspec *spec, int64_t cols);
 

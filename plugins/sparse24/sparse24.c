@@ -72,19 +72,8 @@ static void mask_by_score(const lmp_linear *l, const float *col_scale, int n, in
         for (int64_t j = 0; j < l->in; j += m_full) {
             const int m = j + m_full <= l->in ? m_full : (int)(l->in - j);
             float s[64];
-            int idx[64];
-            for (int k = 0; k < m; k++) {
-                s[k] = fabsf(l->w[o * l->in + j + k]) * (col_scale ? col_scale[j + k] : 1.0f);
-                idx[k] = k;
-                keep[o * l->in + j + k] = 1;
-            }
-            for (int a = 1; a < m; a++) /* stable ascending: equal scores prune the lower input */
-                for (int b = a; b > 0 && s[idx[b]] < s[idx[b - 1]]; b--) {
-                    int t = idx[b];
-                    idx[b] = idx[b - 1];
-                    idx[b - 1] = t;
-                }
-            for (int k = 0; k < m - n; k++) keep[o * l->in + j + idx[k]] = 0; /* none if m <= n */
+            for (int k = 0; k < m; k++) s[k] = fabsf(l->w[o * l->in + j + k]) * (col_scale ? col_scale[j + k] : 1.0f);
+            obs_keep_largest(s, m, n, keep + o * l->in + j, 1);
         }
 }
 
