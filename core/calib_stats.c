@@ -104,7 +104,8 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     }
     if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, windows stacked */
         const int i = lins[0];
-        const int64_t cap = T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+        const int64_t rows = bs->hessian_rows > 0 ? bs->hessian_rows : LMP_HESSIAN_ROWS;
+        const int64_t cap = T * (rows > T ? rows / T : 1);
         if ((!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) ||
             (!bs->h_stage[i] && !(bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float)))))
             st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);

@@ -20,8 +20,12 @@ typedef struct lmp_block_stats {
      * xtx_accum call (SYRK on 512 rows runs at ~60 % of GEMM speed, on 2048 at 70-87 %). */
     float *h_stage[LMP_MAX_LINEARS];
     int64_t h_rows[LMP_MAX_LINEARS];
+    int64_t hessian_rows; /* the stacking target; 0: LMP_HESSIAN_ROWS */
 } lmp_block_stats;
 
+/* The default stacking target.  Another value changes only the order of H's f32 sums (the
+ * config's calibration.hessian_rows), which is how docs/backends.md measures GPTQ's sensitivity
+ * to rounding. */
 #define LMP_HESSIAN_ROWS 2048
 
 /* Runs blk over X[n_windows, T, dim] (left unchanged) and fills bs->stats from bs->needs and

@@ -333,7 +333,7 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
 /* Optional: only variants with a stage that observes statistics need it (checked when they run). */
 static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", "hessian_rows", NULL};
     static const char *const modes[] = {"sequential", "random", NULL};
     config_setting_t *g;
     const char *text = NULL, *mode = "sequential";
@@ -344,6 +344,7 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
     if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
         (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
+        (st = get_int(g, "hessian_rows", 1, 1 << 24, &c->calib_hessian_rows)) ||
         (st = get_string(g, "sampling", 0, &mode)))
         return st;
     int m = 0;

@@ -16,6 +16,7 @@
 #include "host.h"
 #include "lambada.h"
 #include "registry.h"
+#include "table_diff.h"
 #include "textfile.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
@@ -32,6 +33,7 @@ static const char *const usage_main =
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
     "  plugins           list the plugins found, with their parameters\n"
+    "  diff A.json B.json  do two tables of one config agree (e.g. on two backends)?\n"
     "\n"
     "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
     "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
@@ -82,6 +84,18 @@ static const char *const usage_plugins =
     "the build's plugin folder): kind, version, ABI, whether it can run here, and its full\n"
     "parameter schema.  Files that fail to load are reported with the reason.\n";
 
+static const char *const usage_diff =
+    "usage: lmpress diff A.json B.json\n"
+    "\n"
+    "Compares two tables of the same config written by `compare --json` (typically the config\n"
+    "run with --backend cpu and with another backend), variant by variant: perplexity, KL\n"
+    "divergence, top-1 agreement and LAMBADA accuracy of B against A, each within the tolerance\n"
+    "of the variant's class, and bits per weight exactly.  The classes: exact (fp32, RTN\n"
+    "weight-only, magnitude pruning), rounding (anything whose decisions see activations) and\n"
+    "solver (GPTQ, SparseGPT); docs/backends.md gives their tolerances and why.  Prints a line\n"
+    "per variant and text; exits 0 when every number is within tolerance, 1 when one is not or\n"
+    "the tables cannot be compared.\n";
+
 static int fail(void)
 {
     fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
@@ -124,6 +138,46 @@ static int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
         return 2;
     }
     *out = v;
+    return 0;
+}
+
+/* ---- diff ----------------------------------------------------------------------------------- */
+static int read_table(const char *path, lmp_json **out)
+{
+    char *text;
+    size_t n;
+    int st = lmp_read_file(path, &text, &n);
+    if (st) return st;
+    st = lmp_json_parse(text, n, path, out);
+    free(text);
+    return st;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        fputs(usage_diff, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1]) return usage_error(usage_diff, "unknown option %s", argv[i]);
+    if (argc != 2) return usage_error(usage_diff, "%s", "two tables are required");
+    lmp_json *a = NULL, *b = NULL;
+    lmp_diff_summary sum;
+    int st = read_table(argv[0], &a);
+    if (!st) st = read_table(argv[1], &b);
+    if (!st) st = lmp_table_diff(a, b, argv[0], argv[1], stdout, &sum);
+    lmp_json_free(a);
+    lmp_json_free(b);
+    if (st) return fail();
+    for (int c = 0; c < LMP_N_CLASSES; c++)
+        printf("worst %-8s ppl rel %.1e  kld %.1e  top1 %.1e  lambada %.1e\n", lmp_class_name(c), sum.worst[c][0],
+               sum.worst[c][1], sum.worst[c][2], sum.worst[c][3]);
+    printf("%d variants, %d numbers: %d beyond tolerance\n", sum.variants, sum.numbers, sum.beyond);
+    if (sum.beyond) {
+        lmp_fail(LMP_EINVAL, "%s and %s differ beyond tolerance in %d numbers", argv[0], argv[1], sum.beyond);
+        return fail();
+    }
     return 0;
 }
 
@@ -569,5 +623,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "eval") == 0) return cmd_eval(sub_argc, sub_argv);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(sub_argc, sub_argv);
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(sub_argc, sub_argv);
+    if (strcmp(cmd, "diff") == 0) return cmd_diff(sub_argc, sub_argv);
     return usage_error(usage_main, "unknown command '%s'", cmd);
 }
