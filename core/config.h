@@ -49,7 +49,7 @@ typedef struct lmp_run_config {
     lmp_value *backend_params;
     char *calib_text;                      /* NULL: no calibration section */
     int64_t calib_samples, calib_seq_len;
-    int64_t calib_hessian_rows;            /* 0: the default (calib_stats.h) */
+    double calib_hessian_jitter;           /* a diagnostic (calib_stats.h); 0: none */
     int calib_random;
     char **eval_texts;
     int n_eval_texts;
