@@ -46,26 +46,6 @@ static void take_sample(lmp_stats *s, int64_t S, int64_t N, int64_t first, const
     }
 }
 
-/* splitmix64 */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* H[C, C] *= 1 + jitter * r, symmetric (see lmp_block_stats.jitter). */
-static void jitter_hessian(float *H, int64_t C, double jitter, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (int64_t i = 0; i < C; i++)
-        for (int64_t j = 0; j <= i; j++) {
-            const double r = (double)(next_u64(&s) >> 11) * 0x1p-52 - 1.0; /* [-1, 1) */
-            H[i * C + j] = H[j * C + i] = (float)(H[i * C + j] * (1.0 + jitter * r));
-        }
-}
-
 /* H += 2/n_windows * S^T S for the stacked rows S of linear i's input. */
 static int flush_hessian(const lmp_backend *be, lmp_block_stats *bs, int i, int64_t C, int64_t n_windows)
 {
@@ -170,9 +150,6 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
         if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);
         free(bs->h_stage[i]);
         bs->h_stage[i] = NULL;
-        if (!st && bs->jitter > 0 && bs->owner[i] && bs->stats[i].hessian)
-            jitter_hessian(bs->stats[i].hessian, blk->linears[i].in, bs->jitter,
-                           bs->seed ^ ((uint64_t)blk->index << 32 | (uint64_t)i));
     }
     for (int i = 0; i < blk->n_linears && !st; i++) {
         lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */

@@ -20,13 +20,6 @@ typedef struct lmp_block_stats {
      * xtx_accum call (SYRK on 512 rows runs at ~60 % of GEMM speed, on 2048 at 70-87 %). */
     float *h_stage[LMP_MAX_LINEARS];
     int64_t h_rows[LMP_MAX_LINEARS];
-    /* A diagnostic: every finished Hessian entry is multiplied by 1 + jitter * r, r uniform in
-     * [-1, 1) and symmetric, drawn from `seed`, the block and the linear.  A jitter of 1e-6 is the
-     * size of the difference between two f32 summation orders of H (another BLAS, another
-     * device), so runs with a few seeds show how far a solver's result moves when only the
-     * rounding of H changes (docs/backends.md, "Tolerances").  0: H as summed. */
-    double jitter;
-    uint64_t seed;
 } lmp_block_stats;
 
 #define LMP_HESSIAN_ROWS 2048

@@ -103,8 +103,6 @@ int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_
         st = lmp_tokenize_file(tok, c->calib_text, &ids, &n_ids);
         if (!st) st = lmp_windows_cut(ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
                                       c->calib_text, &calib);
-        calib.hessian_jitter = c->calib_hessian_jitter;
-        calib.seed = c->seed;
         free(ids);
     }
     lmp_block *base = st ? NULL : lmp_model_blocks(m);

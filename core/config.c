@@ -102,18 +102,6 @@ static int get_int(const config_setting_t *parent, const char *key, int64_t lo, 
     return 0;
 }
 
-static int get_number(const config_setting_t *parent, const char *key, double lo, double hi, double *out)
-{
-    const config_setting_t *s = config_setting_get_member(parent, key);
-    if (!s) return 0; /* keeps the default */
-    int t = config_setting_type(s);
-    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT) return bad(s, "expected a number");
-    double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) : (double)config_setting_get_int64(s);
-    if (!(v >= lo && v <= hi)) return bad(s, "%g is out of range [%g, %g]", v, lo, hi);
-    *out = v;
-    return 0;
-}
-
 /* A string or an array of strings -> a vector of pointers into the config. */
 static int get_strings(const config_setting_t *parent, const char *key, const char ***out, int *n)
 {
@@ -345,7 +333,7 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
 /* Optional: only variants with a stage that observes statistics need it (checked when they run). */
 static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", "hessian_jitter", NULL};
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
     static const char *const modes[] = {"sequential", "random", NULL};
     config_setting_t *g;
     const char *text = NULL, *mode = "sequential";
@@ -356,7 +344,6 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
     if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
         (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
-        (st = get_number(g, "hessian_jitter", 0, 1e-2, &c->calib_hessian_jitter)) ||
         (st = get_string(g, "sampling", 0, &mode)))
         return st;
     int m = 0;

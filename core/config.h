@@ -49,7 +49,6 @@ typedef struct lmp_run_config {
     lmp_value *backend_params;
     char *calib_text;                      /* NULL: no calibration section */
     int64_t calib_samples, calib_seq_len;
-    double calib_hessian_jitter;           /* a diagnostic (calib_stats.h); 0: none */
     int calib_random;
     char **eval_texts;
     int n_eval_texts;

@@ -83,8 +83,6 @@ static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_sta
     const int n = blk->n_linears;
     lmp_block_stats bs;
     memset(&bs, 0, sizeof bs);
-    bs.jitter = calib->hessian_jitter;
-    bs.seed = calib->seed;
     uint32_t any = 0, targeted = 0;
     for (int i = 0; i < n; i++) {
         lmp_linear *l = &blk->linears[i];

@@ -15,8 +15,6 @@
 typedef struct lmp_windows {
     int32_t *tokens;
     int64_t n, T;
-    double hessian_jitter; /* calibration.hessian_jitter (calib_stats.h); 0: none */
-    uint64_t seed;         /* the config's seed, for the jitter */
 } lmp_windows;
 
 /* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at seeded

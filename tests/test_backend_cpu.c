@@ -123,11 +123,12 @@ static void setup(void)
     g_desc = entry();
     ck_assert_ptr_nonnull(g_desc);
     g_vt = g_desc->vtable;
-    lmp_value threads = {.num = 2}; /* exercises openblas_set_num_threads (2-core machine) */
+    /* threads = 2 exercises openblas_set_num_threads (2-core machine); no jitter */
+    lmp_value params[3] = {{.num = 2}, {.num = 0}, {.num = 1}};
     g_rng = 0x9E3779B97F4A7C15ull;
     g_n_err = 0;
     g_err[0] = 0;
-    int st = g_vt->create(&g_host, NULL, &threads, &g_be);
+    int st = g_vt->create(&g_host, NULL, params, &g_be);
     ck_assert_msg(st == LMP_OK, "create: %d %s", st, g_err);
 }
 
@@ -231,12 +232,15 @@ START_TEST(test_descriptor)
     ck_assert_str_eq(g_desc->version, "0.1.0");
     ck_assert_ptr_nonnull(g_desc->summary);
     ck_assert(g_desc->probe == NULL);
-    ck_assert_uint_eq(g_desc->n_params, 1);
+    ck_assert_uint_eq(g_desc->n_params, 3);
     const lmp_param_spec *p = &g_desc->params[0];
     ck_assert_str_eq(p->name, "threads");
     ck_assert_int_eq(p->type, LMP_PARAM_INT);
     ck_assert_ptr_nonnull(p->help);
     ck_assert(p->def_num == 0.0 && p->min == 0.0 && p->max == 256.0);
+    ck_assert_str_eq(g_desc->params[1].name, "jitter");
+    ck_assert(g_desc->params[1].type == LMP_PARAM_FLOAT && g_desc->params[1].def_num == 0.0);
+    ck_assert_str_eq(g_desc->params[2].name, "jitter_seed");
 
     /* Every entry is implemented: the CPU backend is the fallback of all others. */
     ck_assert_uint_eq(g_vt->struct_size, sizeof(lmp_backend_i));
@@ -254,14 +258,18 @@ END_TEST
 START_TEST(test_create_params)
 {
     void *be = NULL;
-    lmp_value bad = {.num = 257};
+    lmp_value bad[3] = {{.num = 257}, {.num = 0}, {.num = 1}};
     g_n_err = 0;
-    ck_assert_int_eq(g_vt->create(&g_host, NULL, &bad, &be), LMP_EINVAL);
-    bad.num = 1e300; /* no undefined float -> int conversion on the way */
-    ck_assert_int_eq(g_vt->create(&g_host, NULL, &bad, &be), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, bad, &be), LMP_EINVAL);
+    bad[0].num = 1e300; /* no undefined float -> int conversion on the way */
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, bad, &be), LMP_EINVAL);
     ck_assert_ptr_null(be);
     ck_assert_int_eq(g_n_err, 2);
     ck_assert_msg(strstr(g_err, "threads") != NULL, "message: %s", g_err);
+    bad[0].num = 1;
+    bad[1].num = 2e-3;
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, bad, &be), LMP_EINVAL);
+    ck_assert_msg(strstr(g_err, "jitter") != NULL, "message: %s", g_err);
     /* NULL params = the schema defaults (threads = 0). */
     ck_assert_int_eq(g_vt->create(&g_host, NULL, NULL, &be), LMP_OK);
     ck_assert_ptr_nonnull(be);
@@ -354,6 +362,38 @@ START_TEST(test_xtx_accum)
     free(H0);
     free(Hr);
     free(Hg);
+}
+END_TEST
+
+/* The jitter diagnostic: each result element moves by at most `jitter` relative, most move, the
+ * Hessian stays symmetric, and the same seed gives the same numbers. */
+START_TEST(test_jitter)
+{
+    lmp_value params[3] = {{.num = 1}, {.num = 1e-6}, {.num = 5}};
+    void *a = NULL, *b = NULL;
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, params, &a), LMP_OK);
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, params, &b), LMP_OK);
+    const int64_t M = 40, N = 30, K = 50, c = 37;
+    float *A = rand_mat(M * K, -1, 1), *B = rand_mat(K * N, -1, 1), *C0 = rand_mat(M * N, 0, 0);
+    float *C1 = copy_of(C0, M * N), *C2 = copy_of(C0, M * N);
+    ck_assert_int_eq(g_vt->gemm(g_be, 0, 0, M, N, K, 1, A, K, B, N, 0, C0, N), LMP_OK);
+    ck_assert_int_eq(g_vt->gemm(a, 0, 0, M, N, K, 1, A, K, B, N, 0, C1, N), LMP_OK);
+    ck_assert_int_eq(g_vt->gemm(b, 0, 0, M, N, K, 1, A, K, B, N, 0, C2, N), LMP_OK);
+    int moved = 0;
+    for (int64_t i = 0; i < M * N; i++) {
+        ck_assert(C1[i] == C2[i]);
+        const double d = fabs((double)C1[i] - C0[i]) / fabs(C0[i]);
+        ck_assert_msg(d <= 1e-6 + 0x1p-23, "gemm element %lld moved by %g", (long long)i, d);
+        moved += d > 0;
+    }
+    ck_assert_int_gt(moved, M * N / 2);
+    float *X = rand_mat(301 * c, -2, 2), *H = spd_matrix(c, 5, 0.5f);
+    ck_assert_int_eq(g_vt->xtx_accum(a, 301, c, X, 0.5f, H), LMP_OK);
+    for (int64_t i = 0; i < c; i++)
+        for (int64_t j = 0; j < i; j++) ck_assert(H[i * c + j] == H[j * c + i]);
+    g_vt->destroy(a);
+    g_vt->destroy(b);
+    free(A), free(B), free(C0), free(C1), free(C2), free(X), free(H);
 }
 END_TEST
 
@@ -890,6 +930,7 @@ static Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_errors);
     tcase_add_test(tc, test_xtx_accum);
+    tcase_add_test(tc, test_jitter);
     tcase_add_test(tc, test_cholesky);
     tcase_add_test(tc, test_cholesky_not_spd);
     tcase_add_test(tc, test_chol_inverse);

@@ -62,17 +62,22 @@ static lmp_json *table(const char *name, const char *stages, double bits, const 
 static const char *const RTN_W4 = "{\"strategy\": \"rtn\", \"params\": {\"act\": \"none\"}}";
 static const char *const W8A8 = "{\"strategy\": \"rtn\", \"params\": {\"act\": \"token\"}}";
 
-/* Numbers beyond tolerance of b against a (asserting the two can be compared). */
-static int beyond(lmp_json *a, lmp_json *b)
+/* Numbers beyond tolerance of b against a, with an optional noise table (asserting the tables
+ * can be compared). */
+static int beyond_noise(lmp_json *a, lmp_json *b, lmp_json *noise)
 {
     lmp_diff_summary sum;
-    ck_assert_msg(lmp_table_diff(a, b, "a", "b", NULL, &sum) == 0, "%s", lmp_last_error());
+    const lmp_table ta = {a, "a"}, tb = {b, "b"}, tn = {noise, "noise"};
+    ck_assert_msg(lmp_table_diff(&ta, &tb, &tn, noise ? 1 : 0, NULL, &sum) == 0, "%s", lmp_last_error());
     ck_assert_int_eq(sum.variants, 1);
     ck_assert_int_eq(sum.numbers, 5); /* bits, ppl, kld, top1, lambada */
     lmp_json_free(a);
     lmp_json_free(b);
+    lmp_json_free(noise);
     return sum.beyond;
 }
+
+static int beyond(lmp_json *a, lmp_json *b) { return beyond_noise(a, b, NULL); }
 
 START_TEST(test_tolerances)
 {
@@ -89,9 +94,17 @@ START_TEST(test_tolerances)
     /* the same ppl difference is within the rounding class; 20 % of kld is not */
     ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10.04", 0.11, 0.905, 55)), 0);
     ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10", 0.12, 0.9, 50)), 1);
-    /* LAMBADA within 2 standard errors (sqrt(.25/100) = 5 %: 10 passages) in the rounding class */
-    ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10", 0.1, 0.9, 60)), 0);
-    ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10", 0.1, 0.9, 61)), 1);
+    /* LAMBADA within 2 standard errors of the difference of two accuracies (50 % and 63 % of
+     * 100: sqrt(.25/100 + .2331/100) = 6.95 %, twice that 13.9 %) in the rounding class */
+    ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10", 0.1, 0.9, 63)), 0);
+    ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10", 0.1, 0.9, 64)), 1);
+    /* a noise table allows 3x its spread where that exceeds the floor: ppl 2 % apart is beyond
+     * the 0.5 % floor, within 3x a 1 % spread, beyond 3x a 0.5 % spread */
+    ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10.2", 0.1, 0.9, 50)), 1);
+    ck_assert_int_eq(beyond_noise(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10.2", 0.1, 0.9, 50),
+                                  table("q", W8A8, 8, "9.9", 0.1, 0.9, 50)), 0);
+    ck_assert_int_eq(beyond_noise(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "10.2", 0.1, 0.9, 50),
+                                  table("q", W8A8, 8, "10.05", 0.1, 0.9, 50)), 1);
     /* a non-finite perplexity (JSON null) matches only another */
     ck_assert_int_eq(beyond(table("q", W8A8, 8, "null", 0.1, 0.9, 50), table("q", W8A8, 8, "null", 0.1, 0.9, 50)), 0);
     ck_assert_int_eq(beyond(table("q", W8A8, 8, "10", 0.1, 0.9, 50), table("q", W8A8, 8, "null", 0.1, 0.9, 50)), 1);
@@ -102,13 +115,18 @@ START_TEST(test_incomparable)
 {
     lmp_diff_summary sum;
     lmp_json *a = table("w4", RTN_W4, 4.5, "10", 0.1, 0.9, 50), *b = table("w3", RTN_W4, 4.5, "10", 0.1, 0.9, 50);
-    ck_assert_int_eq(lmp_table_diff(a, b, "cpu.json", "gpu.json", NULL, &sum), LMP_EINVAL);
+    const lmp_table ta = {a, "cpu.json"}, tb = {b, "gpu.json"};
+    ck_assert_int_eq(lmp_table_diff(&ta, &tb, NULL, 0, NULL, &sum), LMP_EINVAL);
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "gpu.json: variant 1 is 'w3', in cpu.json it is 'w4'"));
+    ck_assert_int_eq(lmp_table_diff(&ta, &ta, &tb, 1, NULL, &sum), LMP_EINVAL); /* noise tables too */
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "gpu.json: variant 1 is 'w3'"));
     lmp_json *c = parse("{\"variants\": []}");
-    ck_assert_int_eq(lmp_table_diff(a, c, "cpu.json", "gpu.json", NULL, &sum), LMP_EINVAL);
+    const lmp_table tc = {c, "gpu.json"};
+    ck_assert_int_eq(lmp_table_diff(&ta, &tc, NULL, 0, NULL, &sum), LMP_EINVAL);
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "cpu.json has 1 variants, gpu.json has 0"));
     lmp_json *d = parse("{\"variants\": [{\"name\": \"w4\", \"bits_per_weight\": 4.5, \"eval\": {\"a.txt\": {\"ppl\": 1}}}]}");
-    ck_assert_int_ne(lmp_table_diff(a, d, "cpu.json", "gpu.json", NULL, &sum), 0);
+    const lmp_table td = {d, "gpu.json"};
+    ck_assert_int_ne(lmp_table_diff(&ta, &td, NULL, 0, NULL, &sum), 0);
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "kld"));
     lmp_json_free(a);
     lmp_json_free(b);
@@ -133,10 +151,12 @@ START_TEST(test_cli)
     lmp_test_spit(bad, "{\"variants\": [", 14);
     snprintf(args, sizeof args, "diff %s %s 2>&1", a, a);
     ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "1 variants, 4 numbers: 0 beyond tolerance"));
+    ck_assert_ptr_nonnull(strstr(out, "1 variants, 4 numbers, 0 noise tables: 0 beyond tolerance"));
+    snprintf(args, sizeof args, "diff %s %s --noise %s 2>&1", a, b, b); /* b's own spread allows b */
+    ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 0);
     snprintf(args, sizeof args, "diff %s %s 2>&1", a, b);
     ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 1);
-    ck_assert_ptr_nonnull(strstr(out, "BEYOND ppl"));
+    ck_assert_ptr_nonnull(strstr(out, "BEYOND"));
     ck_assert_ptr_nonnull(strstr(out, "differ beyond tolerance in 1 numbers"));
     snprintf(args, sizeof args, "diff %s %s 2>&1", a, bad);
     ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 1);

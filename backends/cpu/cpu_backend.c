@@ -11,7 +11,14 @@
  * copy (LAPACKE's row-major path would make one).
  *
  * Validation happens here, with a message through host->set_error; the kernels below assume
- * good arguments.  Nothing here exits, aborts or prints. */
+ * good arguments.  Nothing here exits, aborts or prints.
+ *
+ * The `jitter` parameter is a diagnostic: it makes this backend a stand-in for one that sums in
+ * another order (another BLAS, a GPU).  Every result of the order-dependent ops (gemm, xtx_accum,
+ * cholesky, chol_inverse, trsm_lower, attention) is multiplied element by element by 1 + jitter*r,
+ * r uniform in [-1, 1) from a stream seeded by `jitter_seed`.  Run a config with it and compare
+ * the table with the plain one (`lmpress diff`) to see how far each variant moves when only the
+ * rounding changes (tools/bench/noise_spread.sh, docs/backends.md "Tolerances"). */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -27,6 +34,8 @@ typedef struct cpu_backend {
     void *hctx;
     int threads; /* 0 = OpenBLAS default */
     int blas_threads; /* what OpenBLAS uses for large problems */
+    double jitter;    /* 0: none (see the top comment) */
+    uint64_t rng;     /* splitmix64 state of the jitter */
 } cpu_backend;
 
 /* Below this many multiply-adds OpenBLAS's threads cost more than they save (measured on
@@ -81,6 +90,21 @@ static void mirror_lower(int64_t n, float *A)
         }
 }
 
+/* X[rows, cols] (leading dimension ld; lower: only the lower triangle) *= 1 + jitter * r. */
+static void jitter(cpu_backend *be, float *X, int64_t rows, int64_t cols, int64_t ld, int lower)
+{
+    if (!(be->jitter > 0)) return;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < (lower ? i + 1 : cols); j++) {
+            uint64_t z = (be->rng += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            const double r = (double)(z >> 11) * 0x1p-52 - 1.0;
+            X[i * ld + j] = (float)(X[i * ld + j] * (1.0 + be->jitter * r));
+        }
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params, void **self)
@@ -91,11 +115,16 @@ static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params,
     if (!(t >= 0.0 && t <= 256.0)) /* checked as a double: a cast of 1e300 to int is undefined */
         return host->set_error(hctx, LMP_EINVAL, "cpu: threads = %g is outside 0..256", t);
     int threads = (int)t;
+    const double jit = params ? params[1].num : 0.0, seed = params ? params[2].num : 1.0;
+    if (!(jit >= 0.0 && jit <= 1e-3))
+        return host->set_error(hctx, LMP_EINVAL, "cpu: jitter = %g is outside 0..1e-3", jit);
     cpu_backend *be = host->alloc(hctx, sizeof *be);
     if (!be) return host->set_error(hctx, LMP_ENOMEM, "cpu: out of memory");
     be->host = host;
     be->hctx = hctx;
     be->threads = threads;
+    be->jitter = jit;
+    be->rng = (uint64_t)seed;
     /* Process-wide setting of OpenBLAS; 0 leaves its default (OPENBLAS_NUM_THREADS or cores). */
     if (threads > 0) openblas_set_num_threads(threads);
     be->blas_threads = openblas_get_num_threads();
@@ -134,6 +163,7 @@ static int cpu_gemm(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K,
     blas_threads_for(be, (double)M * (double)N * (double)K);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    jitter(be, C, M, N, ldc, 0);
     return LMP_OK;
 }
 
@@ -149,6 +179,7 @@ static int cpu_xtx_accum(void *self, int64_t n, int64_t c, const float *X, float
      * triangle is computed (half the FLOPs); the upper one is then copied from it. */
     cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, (int)c, (int)n, alpha, X, (int)c, 1.0f, H,
                 (int)c);
+    jitter(be, H, c, c, c, 1);
     mirror_lower(c, H);
     return LMP_OK;
 }
@@ -173,6 +204,7 @@ static int cpu_cholesky(void *self, int64_t n, float *A, int64_t *bad_pivot)
     if (info < 0) return FAIL(be, LMP_EINVAL, "cholesky: LAPACKE_spotrf argument %d", (int)-info);
     for (int64_t i = 0; i < n; i++) /* spotrf leaves the other triangle untouched */
         memset(A + i * n + i + 1, 0, (size_t)(n - i - 1) * sizeof *A);
+    jitter(be, A, n, n, n, 1);
     return LMP_OK;
 }
 
@@ -187,6 +219,7 @@ static int cpu_chol_inverse(void *self, int64_t n, float *L)
                     (long long)info - 1, (long long)info - 1);
     if (info == -4) return FAIL(be, LMP_EINVAL, "chol_inverse: the factor contains NaN");
     if (info < 0) return FAIL(be, LMP_EINVAL, "chol_inverse: LAPACKE_spotri argument %d", (int)-info);
+    jitter(be, L, n, n, n, 1);
     mirror_lower(n, L); /* spotri wrote one triangle of the symmetric inverse */
     return LMP_OK;
 }
@@ -201,6 +234,7 @@ static int cpu_trsm_lower(void *self, int trans, int64_t n, int64_t nrhs, const 
     if (n == 0 || nrhs == 0) return LMP_OK;
     cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, trans ? CblasTrans : CblasNoTrans,
                 CblasNonUnit, (int)n, (int)nrhs, 1.0f, L, (int)n, B, (int)nrhs);
+    jitter(be, B, n, nrhs, nrhs, 0);
     return LMP_OK;
 }
 
@@ -309,6 +343,7 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
         }
     }
     be->host->free(be->hctx, S);
+    jitter(be, out, T, qdim, qdim, 0);
     return LMP_OK;
 }
 
@@ -426,6 +461,25 @@ static const lmp_param_spec cpu_params[] = {
         .def_num = 0,
         .min = 0,
         .max = 256,
+    },
+    {
+        .name = "jitter",
+        .type = LMP_PARAM_FLOAT,
+        .help = "diagnostic: multiply every result of gemm, xtx_accum, cholesky, chol_inverse, "
+                "trsm_lower and attention by 1 + jitter*r, r uniform in [-1, 1), to see how far "
+                "the results move when only the rounding changes (1e-6 is about what another "
+                "BLAS or a GPU changes); 0 = off",
+        .def_num = 0,
+        .min = 0,
+        .max = 1e-3,
+    },
+    {
+        .name = "jitter_seed",
+        .type = LMP_PARAM_INT,
+        .help = "seed of the jitter's random stream",
+        .def_num = 1,
+        .min = 0,
+        .max = 2147483647,
     },
 };
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """reduce_config.py SRC DST [--calib N] [--eval N] [--lambada N] [--variants A,B,...]
-                    [--solver-only] [--jitter X] [--seed N]
+                    [--cpu-jitter X --jitter-seed N]
 
 Writes a copy of the lmpress config SRC to DST with fewer calibration windows (calibration.samples),
 evaluation windows (eval.max_windows) and LAMBADA passages (eval.lambada_max; 0 drops LAMBADA),
-and optionally only the named variants, everything else as it is.  --solver-only keeps the
-unmodified model and the variants with a GPTQ or SparseGPT stage; --jitter sets
-calibration.hessian_jitter and --seed the seed (tools/bench/solver_spread.sh).  Relative paths are rewritten
+and optionally only the named variants, everything else as it is.  --cpu-jitter puts the config on
+the cpu backend with its `jitter` diagnostic (and `jitter_seed`), keeping a `threads` setting
+(tools/bench/switch_backends.sh's noise tables).  Relative paths are rewritten
 to stay relative to SRC's folder.  Used by tools/bench/*.sh to run the shipped SmolLM2 configs on
 slow backends in bounded time; the reduced config is the shipped one with smaller counts, so each
 variant keeps its pipeline and parameters.  Only the Python standard library.
@@ -52,9 +52,8 @@ def main():
     ap.add_argument("--eval", type=int)
     ap.add_argument("--lambada", type=int)
     ap.add_argument("--variants")
-    ap.add_argument("--solver-only", action="store_true")
-    ap.add_argument("--jitter", type=float)
-    ap.add_argument("--seed", type=int)
+    ap.add_argument("--cpu-jitter", type=float)
+    ap.add_argument("--jitter-seed", type=int, default=1)
     a = ap.parse_args()
     s = open(a.src).read()
     base = os.path.relpath(os.path.dirname(os.path.abspath(a.src)), os.path.dirname(os.path.abspath(a.dst)))
@@ -73,25 +72,22 @@ def main():
         s = re.sub(r"\n\s*lambada(_max)?\s*=[^;]*;", "", s)
     elif a.lambada is not None:
         s = re.sub(r"\blambada_max\s*=\s*\d+;", "lambada_max = %d;" % a.lambada, s)
-    if a.jitter is not None:
-        s, n = re.subn(r"(calibration\s*=\s*\{)", r"\1\n  hessian_jitter = %g;" % a.jitter, s)
-        if n != 1:
-            sys.exit("reduce_config.py: %s has no calibration group" % a.src)
-    if a.seed is not None:
-        s, n = re.subn(r"(?m)^seed\s*=\s*\d+;", "seed = %d;" % a.seed, s)
-        if n == 0:
-            s = s.replace("variants = (", "seed = %d;\n\nvariants = (" % a.seed, 1)
-    if a.variants or a.solver_only:
-        want = a.variants.split(",") if a.variants else []
+    if a.cpu_jitter is not None:
+        m = re.search(r"(?m)^backend\s*=\s*\{.*\};\s*$", s)
+        if not m:
+            sys.exit("reduce_config.py: %s has no one-line backend setting" % a.src)
+        threads = re.search(r"threads\s*=\s*(\d+);", m.group(0))
+        params = ("threads = %s; " % threads.group(1) if threads else "") + \
+            "jitter = %g; jitter_seed = %d;" % (a.cpu_jitter, a.jitter_seed)
+        s = s[:m.start()] + 'backend = { name = "cpu"; params = { %s }; };' % params + s[m.end():]
+    if a.variants:
+        want = a.variants.split(",")
         head, items, tail = split_variants(s)
         names = [re.search(r'name\s*=\s*"([^"]*)"', v).group(1) for v in items]
         missing = [w for w in want if w not in names]
         if missing:
             sys.exit("reduce_config.py: %s has no variant %s" % (a.src, ", ".join(missing)))
-        solver = re.compile(r'strategy\s*=\s*"gptq"|method\s*=\s*"sparsegpt"')
-        keep = [v for v, n in zip(items, names)
-                if n in want or (a.solver_only and (solver.search(v) or "pipeline" not in v))]
-        s = head + "\n" + ",\n".join(keep) + "\n" + tail
+        s = head + "\n" + ",\n".join(v for v, n in zip(items, names) if n in want) + "\n" + tail
     open(a.dst, "w").write(s)
 
 
