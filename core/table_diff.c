@@ -93,7 +93,8 @@ static int read_numbers(const lmp_json *variant, const lmp_json *texts, const ch
     memset(out, 0, sizeof *out);
     int st = number(variant, "bits_per_weight", table, &out->bits);
     const lmp_json *ev = lmp_json_get(variant, "eval");
-    if (!st && (!ev || ev->type != LMP_JSON_OBJECT || ev->n != texts->n || texts->n > 32))
+    if (!st && texts->n > 32) return lmp_fail(LMP_EINVAL, "%s: more than 32 evaluation texts", table);
+    if (!st && (!ev || ev->type != LMP_JSON_OBJECT || ev->n != texts->n))
         return lmp_fail(LMP_EINVAL, "%s: variant '%s' is not evaluated on the same texts", table, name);
     for (size_t t = 0; !st && t < texts->n; t++) {
         const lmp_json *e = lmp_json_get(ev, texts->keys[t]);
