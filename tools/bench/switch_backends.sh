@@ -4,6 +4,10 @@
 # by `lmpress diff` against noise tables: the same config on the cpu backend with its `jitter`
 # diagnostic (seeds SWITCH_NOISE_SEEDS, default "1 2"; jitter SWITCH_JITTER, default 1e-6), which
 # shows how far each number moves when only the rounding changes (docs/backends.md).
+# Two seeds can underestimate a chaotic variant's spread (GPTQ on very little calibration data):
+# before calling a number beyond tolerance a backend error, rerun with SWITCH_NOISE_SEEDS="1 2 3 4"
+# (the tables already made are kept); cpu-only seeds widen the bound only where rounding alone
+# moves the number that far.
 #
 #   tools/bench/switch_backends.sh NAME [BUILD_DIR] [OUT_DIR]     (defaults: build, switch-out)
 #
