@@ -104,7 +104,7 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     }
     if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, windows stacked */
         const int i = lins[0];
-        const int64_t cap = T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+        const int64_t cap = lmp_hessian_stack_rows(T);
         if ((!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) ||
             (!bs->h_stage[i] && !(bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float)))))
             st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);

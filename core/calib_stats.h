@@ -24,6 +24,12 @@ typedef struct lmp_block_stats {
 
 #define LMP_HESSIAN_ROWS 2048
 
+/* Rows per xtx_accum call for windows of T tokens: whole windows, about LMP_HESSIAN_ROWS. */
+static inline int64_t lmp_hessian_stack_rows(int64_t T)
+{
+    return T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+}
+
 /* Runs blk over X[n_windows, T, dim] (left unchanged) and fills bs->stats from bs->needs and
  * bs->n_sample.  Means are divided by the token counts before it returns. */
 int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,

@@ -18,7 +18,7 @@
  * cholesky, chol_inverse, trsm_lower, attention) is multiplied element by element by 1 + jitter*r,
  * r uniform in [-1, 1) from a stream seeded by `jitter_seed`.  Run a config with it and compare
  * the table with the plain one (`lmpress diff`) to see how far each variant moves when only the
- * rounding changes (tools/bench/noise_spread.sh, docs/backends.md "Tolerances"). */
+ * rounding changes (tools/bench/switch_backends.sh, docs/backends.md "Tolerances"). */
 #include <limits.h>
 #include <math.h>
 #include <string.h>

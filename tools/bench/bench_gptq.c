@@ -149,7 +149,7 @@ int main(int argc, char **argv)
         double hess_gf = c->flops[LMP_OP_XTX_ACCUM] / hess / 1e9;
         /* The Hessian's calls: X^T X on LMP_HESSIAN_ROWS stacked rows, c = dim (q,k,v; o;
          * gate,up) three times for every hidden (down) once.  The same products as GEMMs: */
-        const int64_t d = m->arch.dim, f = m->arch.hidden, n = T * (LMP_HESSIAN_ROWS > T ? LMP_HESSIAN_ROWS / T : 1);
+        const int64_t d = m->arch.dim, f = m->arch.hidden, n = lmp_hessian_stack_rows(T);
         double gd = gemm_gflops(&be, 1, d, d, n, 10), gf = gemm_gflops(&be, 1, f, f, n, 10);
         double wd = 3.0 * d * d, wf = (double)f * f; /* flop weights of the two shapes */
         double g_same = (wd + wf) / (wd / gd + wf / gf), g_cube = gemm_gflops(&be, 0, 1024, 1024, 1024, 10);

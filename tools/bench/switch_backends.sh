@@ -28,6 +28,16 @@ lmpress="$build/lmpress"
 [ -x "$lmpress" ] || { echo "switch_backends.sh: build first ($lmpress missing)" >&2; exit 1; }
 mkdir -p "$out"
 configs=${SWITCH_CONFIGS:-$(ls configs/*.cfg)}
+# table SUFFIX CONFIG [--backend NAME]: one compare --json of config $tag, timed, unless already there
+table() {
+  local what=$tag-$1 cfg=$2 t0
+  shift 2
+  [ "${SWITCH_REUSE:-1}" = 1 ] && [ -s "$out/$what.json" ] && return 0
+  t0=$(date +%s)
+  nice -n 19 "$lmpress" -q compare "$cfg" "$@" --json "$out/$what.json.tmp" > "$out/$what.txt" 2>&1 &&
+    mv "$out/$what.json.tmp" "$out/$what.json" && echo "$what $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"
+}
+
 failed=0
 for cfg in $configs; do
   tag=$(basename "$cfg" .cfg)
@@ -44,15 +54,6 @@ for cfg in $configs; do
         --eval "${SWITCH_EVAL:-1}" --lambada "${SWITCH_LAMBADA:-10}" || { failed=$((failed + 1)); continue; }
     fi ;;
   esac
-  # table TAG-SUFFIX CONFIG [--backend NAME]: one compare --json, timed, unless already there
-  table() {
-    local what=$tag-$1 cfg=$2 t0
-    shift 2
-    [ "${SWITCH_REUSE:-1}" = 1 ] && [ -s "$out/$what.json" ] && return 0
-    t0=$(date +%s)
-    nice -n 19 "$lmpress" -q compare "$cfg" "$@" --json "$out/$what.json.tmp" > "$out/$what.txt" 2>&1 &&
-      mv "$out/$what.json.tmp" "$out/$what.json" && echo "$what $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"
-  }
   noise=()
   ok=1
   table cpu "$run" --backend cpu || ok=0
