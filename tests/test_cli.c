@@ -320,9 +320,9 @@ START_TEST(lambada_only_config)
     char text[4096];
     snprintf(text, sizeof text,
              "model = { path = \"%s\"; };\n"
-             "eval = { lambada = \"%s/assets/lambada/lambada_test.jsonl\"; lambada_max = 5; };\n"
+             "eval = { lambada = \"%s/lambada/lambada_test.jsonl\"; lambada_max = 5; };\n"
              "variants = ( { name = \"fp32\"; }, { name = \"w4\"; pipeline = ( { strategy = \"rtn\"; } ); } );\n",
-             MODEL, LMP_SHARED_DIR);
+             MODEL, LMP_DATA_DIR);
     const char *p = write_file("lam.cfg", text, strlen(text));
     ck_assert_msg(run(ARGS("--quiet compare %s", p)) == 0, "%s", output);
     ck_assert_ptr_nonnull(strstr(output, "lambada %"));

@@ -1,5 +1,5 @@
 /* test_gguf.c — core/gguf.c against
- *  (1) a real vocab-only GGUF v3 file (llama.cpp's ggml-vocab-gpt-2.gguf in ../shared),
+ *  (1) a real vocab-only GGUF v3 file (llama.cpp's ggml-vocab-gpt-2.gguf in data/),
  *  (2) synthetic files written here by a tiny GGUF writer: every metadata type, arrays, v2 and
  *      v3, alignment 32 (default) and 64, every dequantizable tensor type with values computed
  *      here from the format's definition (all 65536 F16 and BF16 bit patterns included),
@@ -28,11 +28,11 @@
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
 #endif
-#ifndef LMP_SHARED_DIR
-#error "LMP_SHARED_DIR must be defined"
+#ifndef LMP_DATA_DIR
+#error "LMP_DATA_DIR must be defined"
 #endif
 
-#define GPT2_VOCAB LMP_SHARED_DIR "/assets/gpt2-tokenizer/ggml-vocab-gpt-2.gguf"
+#define GPT2_VOCAB LMP_DATA_DIR "/gpt2-tokenizer/ggml-vocab-gpt-2.gguf"
 #define FIXTURE LMP_SOURCE_DIR "/tests/golden/dequant_fixture.gguf"
 #define FIXTURE_TXT LMP_SOURCE_DIR "/tests/golden/dequant_fixture.txt"
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef LMP_SHARED_DIR
-#error "LMP_SHARED_DIR must be defined"
+#ifndef LMP_DATA_DIR
+#error "LMP_DATA_DIR must be defined"
 #endif
 
-#define ENCODER_JSON LMP_SHARED_DIR "/assets/gpt2-tokenizer/encoder.json"
+#define ENCODER_JSON LMP_DATA_DIR "/gpt2-tokenizer/encoder.json"
 
 static double now_s(void)
 {

@@ -115,7 +115,7 @@ START_TEST(stories260K_matches_reference)
     ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
     ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
     ck_assert_int_eq(lmp_model_load(MODEL_DIR "/stories260K.bin", &m), 0);
-    ck_assert_int_eq(lmp_lambada_load(LMP_SHARED_DIR "/assets/lambada/lambada_test.jsonl", tok, passages, &l), 0);
+    ck_assert_int_eq(lmp_lambada_load(LMP_DATA_DIR "/lambada/lambada_test.jsonl", tok, passages, &l), 0);
     lmp_block *blocks = lmp_model_blocks(m);
     ck_assert_int_eq(lmp_lambada_eval(&be, m, &blocks, 1, &l, &s), 0);
     ck_assert_int_eq(s.passages, passages);

@@ -92,7 +92,7 @@ static void check_eval(const char *path, const char *name)
 START_TEST(eval_matches_reference_in_domain) { check_eval(MODEL_DIR "/tinystories-synth-eval.txt", "tinystories-synth-eval.txt"); }
 END_TEST
 
-START_TEST(eval_matches_reference_wikitext) { check_eval(LMP_SHARED_DIR "/assets/wikitext-2/wiki.test.raw", "wiki.test.raw"); }
+START_TEST(eval_matches_reference_wikitext) { check_eval(LMP_DATA_DIR "/wikitext-2/wiki.test.raw", "wiki.test.raw"); }
 END_TEST
 
 /* Reads the quickstart CSV: variant -> (bits/w, ppl, kld, top1). */

@@ -35,9 +35,9 @@ START_TEST(ppl_and_lambada_match_reference)
     static char out[1 << 14];
     char args[2048];
     snprintf(args, sizeof args,
-             "--quiet eval %s --text %s/assets/wikitext-2/wiki.test.raw --seq-len 512 --max-windows %lld "
-             "--lambada %s/assets/lambada/lambada_test.jsonl --lambada-max %lld --json",
-             GGUF, LMP_SHARED_DIR, windows, LMP_SHARED_DIR, lam_max);
+             "--quiet eval %s --text %s/wikitext-2/wiki.test.raw --seq-len 512 --max-windows %lld "
+             "--lambada %s/lambada/lambada_test.jsonl --lambada-max %lld --json",
+             GGUF, LMP_DATA_DIR, windows, LMP_DATA_DIR, lam_max);
     ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 0);
     long long got_tokens, got_windows, got_passages, got_correct;
     double got_ppl;

@@ -19,13 +19,13 @@
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
 #endif
-#ifndef LMP_SHARED_DIR
-#error "LMP_SHARED_DIR must be defined"
+#ifndef LMP_DATA_DIR
+#error "LMP_DATA_DIR must be defined"
 #endif
 
 #define TOK512 LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
 #define GOLDEN_TOKENS LMP_SOURCE_DIR "/tests/golden/tokens_stories260K.txt"
-#define WIKI_TEST LMP_SHARED_DIR "/assets/wikitext-2/wiki.test.raw"
+#define WIKI_TEST LMP_DATA_DIR "/wikitext-2/wiki.test.raw"
 #define STORIES_EVAL LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt"
 
 /* ---- small helpers -------------------------------------------------------------------------- */

@@ -30,11 +30,11 @@
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
 #endif
-#ifndef LMP_SHARED_DIR
-#error "LMP_SHARED_DIR must be defined"
+#ifndef LMP_DATA_DIR
+#error "LMP_DATA_DIR must be defined"
 #endif
 
-#define ASSETS LMP_SHARED_DIR "/assets"
+#define ASSETS LMP_DATA_DIR
 #define GPT2_GGUF ASSETS "/gpt2-tokenizer/ggml-vocab-gpt-2.gguf"
 #define GPT2_ENCODER ASSETS "/gpt2-tokenizer/encoder.json"
 #define GPT2_VOCAB_BPE ASSETS "/gpt2-tokenizer/vocab.bpe"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh — set up, build, and run every test suite with ctest (2 in parallel).
-# The suites need ../shared/ beside the repository (WikiText-2, LAMBADA, the GPT-2 vocabulary).
+# The suites read data/ (WikiText-2, LAMBADA, the GPT-2 vocabulary) and models/stories260K.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh

@@ -31,7 +31,7 @@
 #include "tokenizer.h"
 
 #define DEFAULT_MODEL LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define DEFAULT_TEXT LMP_SOURCE_DIR "/../shared/assets/wikitext-2/wiki.valid.tokens"
+#define DEFAULT_TEXT LMP_SOURCE_DIR "/data/wikitext-2/wiki.valid.tokens"
 
 static int set_param(const lmp_plugin *p, lmp_value *v, const char *name, double num)
 {

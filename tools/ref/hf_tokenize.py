@@ -34,7 +34,7 @@ HF's default (added special tokens are matched in the text); mode "plain" sets
 encode_special_tokens = True (special tokens are tokenized as ordinary text), which is what
 lmp_tokenize() does without LMP_TOKENIZE_PARSE_SPECIAL.
 
-Second tokenizer, "gpt2-llama3": GPT-2's encoder.json + vocab.bpe (../shared/assets/gpt2-tokenizer)
+Second tokenizer, "gpt2-llama3": GPT-2's encoder.json + vocab.bpe (data/gpt2-tokenizer)
 with Llama 3's pre-tokenizer (Split on Llama 3's regex, Isolated, then ByteLevel with
 use_regex=false) and ignore_merges=true, to check the Llama-3-style pre-tokenizer on a real
 vocabulary (no Llama 3 vocabulary is available offline).
@@ -57,7 +57,7 @@ Output format ('#' lines are comments):
                                           random strings (fixed seed) built from characters of
                                           every class the pre-tokenizers distinguish
 HASH: FNV-1a 64-bit (offset 0xcbf29ce484222325, prime 0x100000001b3) over the ids, each as uint32
-little-endian.  NAME is relative to ../shared/assets/.
+little-endian.  NAME is relative to data/.
 """
 import json
 import os
@@ -70,7 +70,7 @@ except ImportError:
     sys.exit("hf_tokenize.py: needs the tokenizers and gguf packages; see the setup lines at the top")
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-ASSETS = os.path.normpath(os.path.join(ROOT, "..", "shared", "assets"))
+ASSETS = os.path.join(ROOT, "data")
 SMOLLM2 = os.path.join(ROOT, "models", "cache", "SmolLM2-135M-Instruct.Q4_1.gguf")
 GPT2_DIR = os.path.join(ASSETS, "gpt2-tokenizer")
 

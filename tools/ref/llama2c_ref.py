@@ -46,12 +46,11 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 MODEL_DIR = os.path.join(ROOT, "models", "stories260K")
 DEFAULT_MODEL = os.path.join(MODEL_DIR, "stories260K.bin")
 DEFAULT_TOK = os.path.join(MODEL_DIR, "tok512.bin")
-DEFAULT_SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 
-# (name in the golden files, path relative to the shared dir or the repository root)
+# (name in the golden files, path relative to the repository root)
 GOLDEN_TEXTS = [
-    ("wiki.test.raw", "shared", "assets/wikitext-2/wiki.test.raw"),
-    ("tinystories-synth-eval.txt", "source", "models/stories260K/tinystories-synth-eval.txt"),
+    ("wiki.test.raw", "data/wikitext-2/wiki.test.raw"),
+    ("tinystories-synth-eval.txt", "models/stories260K/tinystories-synth-eval.txt"),
 ]
 
 # (bos, text) pairs whose full id lists go into the token golden file
@@ -348,7 +347,7 @@ def cmd_lambada(args):
     model = Model(args.model)
     tok = Tokenizer(args.tok, model.vocab)
     correct = 0
-    items = lambada_items(tok, os.path.join(args.shared, "assets", "lambada", "lambada_test.jsonl"), args.max)
+    items = lambada_items(tok, os.path.join(ROOT, "data", "lambada", "lambada_test.jsonl"), args.max)
     for ids, n_t in items:
         inp = ids[:-1][-model.seq_len:]
         logits = model.forward(np.array([inp]))[0]
@@ -358,10 +357,6 @@ def cmd_lambada(args):
     print("# produced by: /usr/bin/python3 tools/ref/llama2c_ref.py lambada --max %d > tests/golden/lambada_stories260K.txt" % args.max)
     print("# passages correct")
     print(len(items), correct)
-
-
-def text_path(kind, rel, shared):
-    return os.path.join(shared if kind == "shared" else ROOT, rel)
 
 
 def cmd_tokens(args):
@@ -374,8 +369,8 @@ def cmd_tokens(args):
     w("#       sequence, each id as uint32 little-endian (4 bytes), BOS included when BOS=1\n")
     w("# file NAME BOS COUNT HASH    (NAME: the whole file's bytes, tokenized at once)\n")
     w("# string BOS HEXTEXT COUNT ID...   (HEXTEXT: the text's bytes in hex, '-' when empty)\n")
-    for name, kind, rel in GOLDEN_TEXTS:
-        with open(text_path(kind, rel, args.shared), "rb") as f:
+    for name, rel in GOLDEN_TEXTS:
+        with open(os.path.join(ROOT, rel), "rb") as f:
             ids = tok.encode(f.read(), bos=True)
         w(f"file {name} 1 {len(ids)} {fnv1a64_ids(ids):016x}\n")
     for bos, s in GOLDEN_STRINGS:
@@ -404,8 +399,8 @@ def cmd_ppl_golden(args):
     w("#   windows = floor(n/seq_len) non-overlapping windows, tail dropped, each from position 0;\n")
     w("#   seq_len-1 predictions scored per window; ppl = exp(mean NLL)\n")
     w("# name seq_len tokens windows ppl\n")
-    for name, kind, rel in GOLDEN_TEXTS:
-        with open(text_path(kind, rel, args.shared), "rb") as f:
+    for name, rel in GOLDEN_TEXTS:
+        with open(os.path.join(ROOT, rel), "rb") as f:
             n, W, ppl = perplexity(model, tok, f.read(), L)
         w(f"{name} {L} {n} {W} {ppl:.10g}\n")
 
@@ -458,7 +453,6 @@ def main():
         if with_model:
             p.add_argument("--model", default=DEFAULT_MODEL)
         p.add_argument("--tok", default=DEFAULT_TOK)
-        p.add_argument("--shared", default=DEFAULT_SHARED, help="the shared dir (../shared)")
 
     p = sub.add_parser("tokens", help="print the golden token file")
     common(p, with_model=False)

@@ -21,8 +21,8 @@ Usage (from the repository root):
 
     PY="env PYTHONPATH=/tmp/refpy /usr/bin/python3 tools/ref/smollm2_ref.py"
     $PY selftest                    # permutation, RoPE-equivalence and tokenizer checks
-    $PY ppl --text ../shared/assets/wikitext-2/wiki.test.raw --seq-len 512 [--max-windows N] [--out F]
-    $PY lambada --file ../shared/assets/lambada/lambada_test.jsonl [--max N] [--out F]
+    $PY ppl --text data/wikitext-2/wiki.test.raw --seq-len 512 [--max-windows N] [--out F]
+    $PY lambada --file data/lambada/lambada_test.jsonl [--max N] [--out F]
     (--dtype float32 runs the matmuls in float32; the default, and what the golden file uses,
      is float64 throughout)
 
@@ -31,8 +31,8 @@ Regenerate tests/golden/smollm2_ref.txt (float64; ~5 min alone on the 2-core dev
 
     PYTHONPATH=/tmp/refpy /usr/bin/python3 tools/ref/smollm2_ref.py golden > tests/golden/smollm2_ref.txt
 
-which runs `ppl --text ../shared/assets/wikitext-2/wiki.test.raw --seq-len 512 --max-windows 8`
-and `lambada --file ../shared/assets/lambada/lambada_test.jsonl --max 300` and prints them as
+which runs `ppl --text data/wikitext-2/wiki.test.raw --seq-len 512 --max-windows 8`
+and `lambada --file data/lambada/lambada_test.jsonl --max 300` and prints them as
     ppl wiki.test.raw 512 max_windows=8 tokens=N windows=W scored=S nll_sum=X ppl=Y
     lambada lambada_test.jsonl max=300 correct=K passages=N acc=A
 (followed by '#' comment lines with the per-passage results).
@@ -107,7 +107,7 @@ except ImportError:
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "cache", "SmolLM2-135M-Instruct.Q4_1.gguf")
-ASSETS = os.path.normpath(os.path.join(ROOT, "..", "shared", "assets"))
+ASSETS = os.path.join(ROOT, "data")
 WIKI = os.path.join(ASSETS, "wikitext-2", "wiki.test.raw")
 QCHUNK = 128   # attention query-chunk length (only changes speed, not results beyond rounding)
 LAMBADA = os.path.join(ASSETS, "lambada", "lambada_test.jsonl")
@@ -540,9 +540,9 @@ def main():
         print("# smollm2_ref.txt: written by `PYTHONPATH=/tmp/refpy /usr/bin/python3 tools/ref/smollm2_ref.py golden`")
         print("# (independent numpy %s reference of SmolLM2-135M-Instruct = the dequantized weights of" % a.dtype)
         print("# models/cache/SmolLM2-135M-Instruct.Q4_1.gguf; HF tokenizers; see the script's docstring).")
-        print("# ppl: ppl --text ../shared/assets/wikitext-2/wiki.test.raw --seq-len 512 --max-windows 8")
+        print("# ppl: ppl --text data/wikitext-2/wiki.test.raw --seq-len 512 --max-windows 8")
         print("#   (tokens = whole file, no BOS; windows of 512 from position 0, 511 scored each)")
-        print("# lambada: lambada --file ../shared/assets/lambada/lambada_test.jsonl --max 300 (lambada_openai)")
+        print("# lambada: lambada --file data/lambada/lambada_test.jsonl --max 300 (lambada_openai)")
         print("ppl wiki.test.raw 512 max_windows=8 tokens=%d windows=%d scored=%d nll_sum=%.10f ppl=%.8f" % (
             pr["tokens"], pr["windows"], pr["scored"], pr["nll_sum"], pr["ppl"]))
         print("lambada lambada_test.jsonl max=300 correct=%d passages=%d acc=%.6f" % (
