@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +22,8 @@ double lmp_peak_rss_mb(void)
 }
 
 /* An explicit path: a Hugging Face tokenizer.json, or a llama2.c tokenizer file.  Without one:
- * the GGUF file's own vocabulary, else tokenizer.bin or tok<vocab>.bin beside the model. */
+ * the GGUF file's own vocabulary; for a Hugging Face folder (or a .safetensors file) the
+ * tokenizer.json in that folder; else tokenizer.bin or tok<vocab>.bin beside the model. */
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out)
 {
     size_t n = path ? strlen(path) : 0;
@@ -34,16 +36,23 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
                           lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
         return st;
     }
+    struct stat sb;
+    int is_dir = stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode);
     const char *slash = strrchr(m->path, '/');
-    int dirlen = slash ? (int)(slash - m->path) : 1;
-    const char *dir = slash ? m->path : ".";
+    int dirlen = is_dir ? (int)strlen(m->path) : slash ? (int)(slash - m->path) : 1;
+    const char *dir = is_dir || slash ? m->path : ".";
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%.*s/tokenizer.json", dirlen, dir);
+    if (strcmp(m->format, "safetensors") == 0 && access(hf, R_OK) == 0) return lmp_tokenizer_load_hf(hf, out);
     char cand[2][4096];
     snprintf(cand[0], sizeof cand[0], "%.*s/tokenizer.bin", dirlen, dir);
     snprintf(cand[1], sizeof cand[1], "%.*s/tok%lld.bin", dirlen, dir, (long long)m->arch.vocab);
     for (int i = 0; i < 2; i++)
         if (access(cand[i], R_OK) == 0) return lmp_tokenizer_load_llama2c(cand[i], (int)m->arch.vocab, out);
-    return lmp_fail(LMP_EINVAL, "%s: no tokenizer given and none found beside the model (%s, %s): "
-                    "pass --tokenizer FILE or set model.tokenizer", m->path, cand[0], cand[1]);
+    return lmp_fail(LMP_EINVAL, "%s: no tokenizer given and none found beside the model (%s, %s%s%s): "
+                    "pass --tokenizer FILE or set model.tokenizer", m->path, cand[0], cand[1],
+                    strcmp(m->format, "safetensors") == 0 ? ", " : "",
+                    strcmp(m->format, "safetensors") == 0 ? hf : "");
 }
 
 int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n)
@@ -60,106 +69,252 @@ int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, i
 void lmp_report_free(lmp_report *r)
 {
     if (!r) return;
-    for (int i = 0; r->results && i < r->n_results; i++) free(r->results[i].scores);
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        free(r->results[i].scores);
+        free(r->results[i].linears);
+    }
     free(r->results);
-    free(r->text_tokens);
+    for (int t = 0; r->texts && t < r->n_texts; t++) free(r->texts[t].key);
+    free(r->texts);
     lmp_model_free(r->model);
     free(r);
 }
 
-int lmp_run_compare(const lmp_run_config *c, const int *which, int n_which, lmp_report **out)
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17])
+{
+    char *text;
+    size_t len;
+    int st = lmp_read_file(c->path, &text, &len);
+    if (st) return st;
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, text, len);
+    free(text);
+    snprintf(config_hash, 17, "%016llx", (unsigned long long)h);
+    /* The NULs keep "ab"+"c" apart from "a"+"bc". */
+    h = fnv1a(h, c->backend_name, strlen(c->backend_name) + 1);
+    h = fnv1a(h, LMP_VERSION, sizeof LMP_VERSION);
+    snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
+    return 0;
+}
+
+/* ---- stage 1: prepare ------------------------------------------------------------------------ */
+
+/* Everything a run shares between its variants. */
+typedef struct compare_run {
+    const lmp_run_config *c;
+    lmp_backend be;
+    lmp_model *m;              /* owned by the report */
+    lmp_tokenizer *tok;
+    lmp_block *base;           /* the unmodified model's blocks */
+    lmp_windows calib;
+    int32_t **text_ids;        /* [n_texts] */
+    lmp_ref_logprobs *ref;     /* [n_texts] */
+    int have_lambada;
+    lmp_lambada lambada;
+} compare_run;
+
+/* A text's key: its basename, unless another text shares it; then its path (and "#k" for the
+ * k-th copy of the same path), so JSON keys are unique. */
+static int text_keys(const lmp_run_config *c, lmp_text_info *texts)
+{
+    for (int t = 0; t < c->n_eval_texts; t++) {
+        const char *base = lmp_basename(c->eval_texts[t]);
+        int clash = 0, copies = 0;
+        for (int u = 0; u < c->n_eval_texts; u++) {
+            if (u != t && strcmp(lmp_basename(c->eval_texts[u]), base) == 0) clash = 1;
+            if (u < t && strcmp(c->eval_texts[u], c->eval_texts[t]) == 0) copies++;
+        }
+        char key[4200];
+        if (!clash) snprintf(key, sizeof key, "%s", base);
+        else if (!copies) snprintf(key, sizeof key, "%s", c->eval_texts[t]);
+        else snprintf(key, sizeof key, "%s#%d", c->eval_texts[t], copies + 1);
+        texts[t].path = c->eval_texts[t];
+        if (!(texts[t].key = strdup(key))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int prepare(compare_run *run, lmp_report *r)
+{
+    const lmp_run_config *c = run->c;
+    int st = lmp_backend_open((lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
+    if (st) return st;
+    lmp_host_set_backend(&run->be);
+    if ((st = lmp_model_load(c->model_path, &run->m))) return st;
+    r->model = run->m;
+    if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
+    const lmp_model *m = run->m;
+    if (c->eval_seq_len > m->arch.seq_len)
+        return lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
+                        (long long)c->eval_seq_len, (long long)m->arch.seq_len);
+    if (c->calib_text && c->calib_seq_len > m->arch.seq_len)
+        return lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld",
+                        c->path, (long long)c->calib_seq_len, (long long)m->arch.seq_len);
+    if ((st = text_keys(c, r->texts))) return st;
+    /* Every evaluation text is read and tokenized now, before any variant is compressed. */
+    for (int t = 0; t < c->n_eval_texts; t++) {
+        lmp_text_info *ti = &r->texts[t];
+        if ((st = lmp_tokenize_file(run->tok, c->eval_texts[t], &run->text_ids[t], &ti->tokens))) return st;
+        ti->windows = lmp_eval_windows(ti->tokens, c->eval_seq_len, c->eval_max_windows);
+        if (ti->windows == 0)
+            return lmp_fail(LMP_EINVAL, "%s: %lld tokens, too short for one evaluation window of %lld",
+                            c->eval_texts[t], (long long)ti->tokens, (long long)c->eval_seq_len);
+        ti->scored = ti->windows * (c->eval_seq_len - 1);
+    }
+    if (c->lambada) {
+        if ((st = lmp_lambada_load(c->lambada, run->tok, c->lambada_max, &run->lambada))) return st;
+        run->have_lambada = 1;
+    }
+    if (c->calib_text) {
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        st = lmp_tokenize_file(run->tok, c->calib_text, &ids, &n_ids);
+        if (!st) st = lmp_windows_cut(ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
+                                      c->calib_text, &run->calib);
+        free(ids);
+        if (st) return st;
+    }
+    if (!(run->base = lmp_model_blocks(run->m))) return lmp_fail_prefix(LMP_EIO, "%s", m->path);
+    return 0;
+}
+
+static void release(compare_run *run)
+{
+    for (int t = 0; t < run->c->n_eval_texts; t++) {
+        if (run->text_ids) free(run->text_ids[t]);
+        if (run->ref) lmp_ref_logprobs_free(&run->ref[t]);
+    }
+    free(run->text_ids);
+    free(run->ref);
+    if (run->have_lambada) lmp_lambada_free(&run->lambada);
+    lmp_windows_free(&run->calib);
+    lmp_tokenizer_free(run->tok);
+    lmp_host_set_backend(NULL);
+    if (run->be.vt) lmp_backend_close(&run->be);
+}
+
+/* ---- stage 2: one variant -------------------------------------------------------------------- */
+
+/* Names come from the model's own blocks: the variant's are freed after its evaluation. */
+static int record_linears(const lmp_block *base, const lmp_block *blocks, int64_t n_layers, lmp_variant_result *res)
+{
+    int n = 0;
+    for (int64_t b = 0; b < n_layers; b++) n += blocks[b].n_linears;
+    res->linears = calloc((size_t)n + 1, sizeof *res->linears);
+    if (!res->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < n_layers; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            const lmp_linear *l = &blocks[b].linears[i];
+            res->linears[res->n_linears++] = (lmp_linear_outcome){
+                .name = base[b].linears[i].name, .weight_bits = l->weight_bits, .act = l->act,
+                .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
+        }
+    return 0;
+}
+
+/* Compresses, evaluates on every text and LAMBADA, and frees the variant's blocks. */
+static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result *res)
+{
+    const lmp_run_config *c = run->c;
+    const int64_t n_layers = run->m->arch.n_layers;
+    lmp_block *blocks = run->base; /* the unmodified model is evaluated without a copy */
+    double t0 = lmp_now_s();
+    int st = res->v->n_stages ? lmp_compress(&run->be, run->m, res->v, &run->calib, &blocks) : 0;
+    res->seconds = lmp_now_s() - t0;
+    res->peak_rss_mb = lmp_peak_rss_mb();
+    if (!st) {
+        res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
+        st = record_linears(run->base, blocks, n_layers, res);
+        lmp_log(LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
+    }
+    t0 = lmp_now_s();
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        st = lmp_eval_text(&run->be, run->m, run->base, blocks, &run->ref[t], run->text_ids[t],
+                           r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows, r->texts[t].key,
+                           &res->scores[t]);
+    if (!st && run->have_lambada) st = lmp_lambada_eval(&run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
+    res->eval_seconds = lmp_now_s() - t0;
+    if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
+    return st ? lmp_fail_prefix(st, "variant '%s'", res->v->name) : 0;
+}
+
+/* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
+ * variants finished in this run so far (resumed ones cost nothing). */
+static void announce(const lmp_report *r, const lmp_variant_result *res, int k, int n, int ran, double spent)
+{
+    char eta[64] = "";
+    if (ran > 0) {
+        double left = spent / ran * (double)(n - k + 1);
+        if (left >= 90) snprintf(eta, sizeof eta, ", run ~%.0f min left", left / 60.0);
+        else snprintf(eta, sizeof eta, ", run ~%.0f s left", left);
+    }
+    char line[512];
+    snprintf(line, sizeof line, "[variant %d/%d %s%s]", k, n, res->v->name, eta);
+    lmp_progress_context(line);
+    lmp_log(LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
+}
+
+/* ---- the run ---------------------------------------------------------------------------------- */
+
+int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
 {
     *out = NULL;
-    int n = which ? n_which : c->n_variants;
-    lmp_model *m = NULL;
-    lmp_tokenizer *tok = NULL;
-    lmp_backend be = {0};
-    lmp_windows calib = {0};
-    lmp_block **blocks = NULL;
+    int n = o->which ? o->n_which : c->n_variants;
+    compare_run run = {.c = c};
     lmp_report *r = calloc(1, sizeof *r);
     if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
     r->cfg = c;
+    r->started = lmp_now_s();
     r->n_results = n;
     r->n_texts = c->n_eval_texts;
     r->results = calloc((size_t)n, sizeof *r->results);
-    r->text_tokens = calloc((size_t)c->n_eval_texts + 1, sizeof *r->text_tokens);
-    blocks = calloc((size_t)n, sizeof *blocks);
-    int st = r->results && r->text_tokens && blocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    lmp_host_seed(c->seed);
-    if (!st) st = lmp_backend_open((lmp_registry *)&c->reg, c->backend_name, c->backend_params, &be);
-    if (!st) lmp_host_set_backend(&be);
-    if (!st) st = lmp_model_load(c->model_path, &m);
-    if (!st) st = lmp_open_tokenizer(m, c->tokenizer_path, &tok);
-    r->model = m;
-    if (!st && c->eval_seq_len > m->arch.seq_len)
-        st = lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
-                      (long long)c->eval_seq_len, (long long)m->arch.seq_len);
-    if (!st && c->calib_text && c->calib_seq_len > m->arch.seq_len)
-        st = lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld",
-                      c->path, (long long)c->calib_seq_len, (long long)m->arch.seq_len);
-    if (!st && c->calib_text) {
-        int32_t *ids = NULL;
-        int64_t n_ids = 0;
-        st = lmp_tokenize_file(tok, c->calib_text, &ids, &n_ids);
-        if (!st) st = lmp_windows_cut(ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
-                                      c->calib_text, &calib);
-        free(ids);
+    r->texts = calloc((size_t)c->n_eval_texts + 1, sizeof *r->texts);
+    run.text_ids = calloc((size_t)c->n_eval_texts + 1, sizeof *run.text_ids);
+    run.ref = calloc((size_t)c->n_eval_texts + 1, sizeof *run.ref);
+    int st = r->results && r->texts && run.text_ids && run.ref ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].fd = -1;
+    for (int i = 0; i < n && !st; i++) {
+        r->results[i].v = &c->variants[o->which ? o->which[i] : i];
+        r->results[i].scores = calloc((size_t)c->n_eval_texts + 1, sizeof *r->results[i].scores);
+        if (!r->results[i].scores) st = lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    lmp_block *base = st ? NULL : lmp_model_blocks(m);
-    if (!st && !base) st = lmp_fail_prefix(LMP_EIO, "%s", m->path);
+    lmp_host_seed(c->seed);
+    if (!st) st = lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
+    if (!st) st = prepare(&run, r);
+    if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
+    if (!st && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
+    int to_run = 0;
+    for (int i = 0; i < n && !st; i++) {
+        if (r->results[i].done) {
+            if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
+        } else {
+            to_run++;
+        }
+    }
+    /* The reference log-probabilities are kept only when a second variant will read them. */
+    for (int t = 0; t < c->n_eval_texts && !st && to_run > 1; t++)
+        st = lmp_ref_logprobs_init(&run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
+    int k = 0, ran = 0;
+    double spent = 0;
     for (int i = 0; i < n && !st; i++) {
         lmp_variant_result *res = &r->results[i];
-        res->v = &c->variants[which ? which[i] : i];
-        res->scores = calloc((size_t)c->n_eval_texts + 1, sizeof *res->scores);
-        if (!res->scores) {
-            st = lmp_fail(LMP_ENOMEM, "out of memory");
-            break;
-        }
+        if (res->done) continue;
+        announce(r, res, ++k, to_run, ran, spent);
         double t0 = lmp_now_s();
-        if (res->v->n_stages == 0) {
-            blocks[i] = base; /* the unmodified model: evaluated without a copy */
-            res->bits_per_weight = lmp_blocks_bits_per_weight(base, m->arch.n_layers);
-        } else {
-            st = lmp_compress(&be, m, res->v, &calib, &blocks[i]);
-            if (!st) res->bits_per_weight = lmp_blocks_bits_per_weight(blocks[i], m->arch.n_layers);
-        }
-        res->seconds = lmp_now_s() - t0;
-        res->peak_rss_mb = lmp_peak_rss_mb();
-        if (!st) lmp_log(LMP_LOG_INFO, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
+        st = run_variant(&run, r, res);
+        spent += lmp_now_s() - t0;
+        ran++;
+        if (st) break;
+        res->done = 1;
+        if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
     }
-    double t0 = lmp_now_s();
-    lmp_score *scores = calloc((size_t)n, sizeof *scores);
-    if (!st && !scores) st = lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int t = 0; t < c->n_eval_texts && !st; t++) {
-        int32_t *ids = NULL;
-        int64_t n_ids = 0;
-        st = lmp_tokenize_file(tok, c->eval_texts[t], &ids, &n_ids);
-        r->text_tokens[t] = n_ids;
-        if (!st) st = lmp_eval_text(&be, m, base, blocks, n, ids, n_ids, c->eval_seq_len, c->eval_max_windows,
-                                    lmp_basename(c->eval_texts[t]), scores);
-        for (int i = 0; i < n && !st; i++) r->results[i].scores[t] = scores[i];
-        free(ids);
-    }
-    free(scores);
-    if (!st && c->lambada) {
-        lmp_lambada lam;
-        lmp_lambada_score *ls = calloc((size_t)n, sizeof *ls);
-        st = ls ? lmp_lambada_load(c->lambada, tok, c->lambada_max, &lam) : lmp_fail(LMP_ENOMEM, "out of memory");
-        if (!st) {
-            st = lmp_lambada_eval(&be, m, blocks, n, &lam, ls);
-            lmp_lambada_free(&lam);
-        }
-        for (int i = 0; i < n && !st; i++) r->results[i].lambada = ls[i];
-        free(ls);
-    }
-    r->eval_seconds = lmp_now_s() - t0;
-    for (int i = 0; i < n; i++)
-        if (m && blocks && blocks[i] && blocks[i] != base) lmp_blocks_free(blocks[i], m->arch.n_layers);
-    free(blocks);
-    lmp_windows_free(&calib);
-    lmp_tokenizer_free(tok);
-    lmp_host_set_backend(NULL);
-    lmp_backend_close(&be);
+    lmp_progress_context(NULL);
+    release(&run);
     if (st) {
         lmp_report_free(r);
         return st;

@@ -20,12 +20,23 @@ static struct {
     double progress_last;
     double progress_start;     /* when the current task's progress began */
     char progress_what[256];
+    char progress_context[256];
+    const volatile sig_atomic_t *interrupt;
 } host_ctx = {.verbosity = LMP_LOG_INFO, .rng = 0x9E3779B97F4A7C15ull};
 
 void *lmp_host_ctx(void) { return &host_ctx; }
 void lmp_host_set_verbosity(int level) { host_ctx.verbosity = level; }
+int lmp_host_verbosity(void) { return host_ctx.verbosity; }
 void lmp_host_set_backend(const lmp_backend *be) { host_ctx.backend = be; }
 void lmp_host_seed(uint64_t seed) { host_ctx.rng = seed ^ 0x9E3779B97F4A7C15ull; }
+void lmp_host_set_interrupt_flag(const volatile sig_atomic_t *flag) { host_ctx.interrupt = flag; }
+int lmp_host_interrupted(void) { return host_ctx.interrupt && *host_ctx.interrupt; }
+
+void lmp_progress_context(const char *text)
+{
+    snprintf(host_ctx.progress_context, sizeof host_ctx.progress_context, "%s%s", text ? text : "",
+             text && *text ? " " : "");
+}
 
 static void end_progress_line(void)
 {
@@ -106,7 +117,7 @@ void lmp_progress(const char *what, int64_t done, int64_t total)
     if (done < total && t - host_ctx.progress_last < 0.1) return;
     host_ctx.progress_last = t;
     double elapsed = t - host_ctx.progress_start;
-    fprintf(stderr, "\r\033[K%s %lld/%lld  %.0f s", what, (long long)done, (long long)total, elapsed);
+    fprintf(stderr, "\r\033[K%s%s %lld/%lld  %.0f s", host_ctx.progress_context, what, (long long)done, (long long)total, elapsed);
     if (done > 0 && done < total)
         fprintf(stderr, ", ~%.0f s left", elapsed / (double)done * (double)(total - done));
     host_ctx.progress_open = 1;

@@ -146,6 +146,10 @@ int lmp_lambada_eval(const lmp_backend *be, const lmp_model *m, lmp_block *const
     int st = x && logits ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for LAMBADA");
     for (int64_t i = 0; i < l->n && !st; i++) {
         lmp_progress("eval LAMBADA: passage", i, l->n);
+        if (lmp_host_interrupted()) {
+            st = lmp_fail(LMP_EABORTED, "interrupted");
+            break;
+        }
         for (int v = 0; v < n_var && !st; v++) {
             int ok;
             st = passage_correct(be, m, variants[v], &l->items[i], x, logits, &ok);

@@ -181,6 +181,10 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     snprintf(label, sizeof label, "compress %s: block", v->name);
     for (int64_t b = 0; b < L && !st; b++) {
         lmp_progress(label, b, L);
+        if (lmp_host_interrupted()) {
+            st = lmp_fail(LMP_EABORTED, "interrupted");
+            break;
+        }
         for (int s = 0; s < v->n_stages && !st; s++)
             st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
         double t0 = lmp_now_s();

@@ -3,7 +3,9 @@
  * 1 for a failed run, 2 for a usage error. */
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "forward.h"
 #include "host.h"
 #include "lambada.h"
+#include "outfile.h"
 #include "registry.h"
 #include "table_diff.h"
 #include "textfile.h"
@@ -40,17 +43,24 @@ static const char *const usage_main =
     "options: --quiet (errors only), --verbose (debug messages), --version, --help\n";
 
 static const char *const usage_compare =
-    "usage: lmpress compare CONFIG [--backend NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
-    "       lmpress run CONFIG [--variant NAME] [--backend NAME] [--json FILE] [--md FILE] [--csv FILE]\n"
+    "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
+    "                              [--csv FILE] [--resume]\n"
+    "       lmpress run CONFIG [--variant GLOB]... (same options)\n"
     "\n"
-    "compare runs every variant of the libconfig file CONFIG; run runs one (--variant, needed\n"
-    "when CONFIG has several).  Each variant is compressed block by block on the calibration\n"
-    "text and evaluated against the unmodified model on every evaluation text: perplexity,\n"
-    "KL divergence and top-1 agreement, and LAMBADA accuracy when the config names a LAMBADA\n"
-    "file (eval.lambada).  The table goes to standard output; --json, --md and\n"
-    "--csv also write it to FILE (\"-\" for standard output).  --backend NAME replaces the\n"
-    "config's backend (with that backend's default parameters), as editing backend.name would.\n"
-    "See configs/quickstart.cfg.\n";
+    "compare runs every variant of the libconfig file CONFIG, or those whose names match a\n"
+    "--variant glob (repeatable: --variant 'gptq-*' --variant fp32); run is the same but needs\n"
+    "--variant when CONFIG has several.  Each variant is compressed block by block on the\n"
+    "calibration text and evaluated against the unmodified model on every evaluation text:\n"
+    "perplexity, KL divergence and top-1 agreement, and LAMBADA accuracy when the config names a\n"
+    "LAMBADA file (eval.lambada).  Each row of the table is printed as its variant finishes.\n"
+    "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
+    "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
+    "format alone to standard output at the end (the table then goes to standard error).\n"
+    "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
+    "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
+    "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
+    "--backend NAME replaces the config's backend (with that backend's default parameters), as\n"
+    "editing backend.name would.  See configs/quickstart.cfg.\n";
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG\n"
@@ -198,25 +208,75 @@ static int cmd_diff(int argc, char **argv)
     return 0;
 }
 
-/* ---- compare / run / check ----------------------------------------------------------------- */
-static int write_report(const lmp_report *r, const char *path, void (*writer)(const lmp_report *, FILE *))
+/* ---- compare / run ---------------------------------------------------------------------------- */
+
+/* Where the report goes.  Files are rewritten (complete, through a temporary file) after every
+ * finished variant; "-" (standard output) is written once, at the end. */
+typedef struct compare_outputs {
+    const char *path[3];       /* --json, --md, --csv; NULL: none */
+    FILE *table;               /* the human table, row by row; NULL: none */
+} compare_outputs;
+
+static void (*const writers[3])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown, lmp_report_csv};
+static const char *const output_options[3] = {"--json", "--md", "--csv"};
+
+typedef struct writer_call {
+    void (*fn)(const lmp_report *, FILE *);
+    const lmp_report *r;
+} writer_call;
+
+static void call_writer(const void *arg, FILE *f)
 {
-    if (!path) return 0;
-    if (strcmp(path, "-") == 0) {
-        writer(r, stdout);
-        return 0;
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        lmp_fail(LMP_EIO, "%s: cannot write report: %s", path, strerror(errno));
-        return fail();
-    }
-    writer(r, f);
-    if (fclose(f) != 0) {
-        lmp_fail(LMP_EIO, "%s: write failed", path);
-        return fail();
+    const writer_call *w = arg;
+    w->fn(w->r, f);
+}
+
+static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_end)
+{
+    for (int k = 0; k < 3; k++) {
+        if (!o->path[k]) continue;
+        if (strcmp(o->path[k], "-") == 0) {
+            if (at_end) writers[k](r, stdout);
+            continue;
+        }
+        writer_call w = {writers[k], r};
+        int st = lmp_outfile_write(o->path[k], call_writer, &w);
+        if (st) return st;
     }
     return 0;
+}
+
+static int on_prepared(const lmp_report *r, void *ud)
+{
+    const compare_outputs *o = ud;
+    if (o->table) lmp_report_table_head(r, o->table);
+    return 0;
+}
+
+static int on_finished(const lmp_report *r, int i, void *ud)
+{
+    const compare_outputs *o = ud;
+    if (o->table) lmp_report_table_row(r, i, o->table);
+    return write_outputs(r, o, 0);
+}
+
+/* SIGINT / SIGTERM: the run stops at the next block, window or passage and keeps what is
+ * finished.  The flag is the process's one piece of global state: a signal handler can reach
+ * nothing else.  SA_RESETHAND: a second signal ends the process at once. */
+static volatile sig_atomic_t interrupt_signal;
+
+static void on_signal(int sig) { interrupt_signal = sig; }
+
+static void catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    lmp_host_set_interrupt_flag(&interrupt_signal);
 }
 
 /* --backend NAME: the config's backend replaced by NAME with its default parameters (the
@@ -235,60 +295,99 @@ static int override_backend(lmp_run_config *c, const char *name)
     return 0;
 }
 
+/* The variants to run, in config order: those matching any --variant glob (each glob must
+ * match one), or all (`run`: the only one), plus those an earlier report to resume holds. */
+static int choose_variants(const lmp_run_config *c, const char *const *globs, int n_globs, int single,
+                           const lmp_json *resume, int *which, int *n_which)
+{
+    char names[2048] = "";
+    for (int i = 0; i < c->n_variants; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", c->variants[i].name);
+    if (single && n_globs == 0 && c->n_variants > 1)
+        return lmp_fail(LMP_EINVAL, "%s: several variants: choose with --variant NAME; its variants: %s", c->path, names);
+    for (int g = 0; g < n_globs; g++) {
+        int hit = 0;
+        for (int i = 0; i < c->n_variants && !hit; i++) hit = fnmatch(globs[g], c->variants[i].name, 0) == 0;
+        if (!hit) return lmp_fail(LMP_EINVAL, "%s: no variant matches '%s'; its variants: %s", c->path, globs[g], names);
+    }
+    const lmp_json *done = resume ? lmp_json_get(resume, "variants") : NULL;
+    *n_which = 0;
+    for (int i = 0; i < c->n_variants; i++) {
+        int chosen = n_globs == 0;
+        for (int g = 0; g < n_globs && !chosen; g++) chosen = fnmatch(globs[g], c->variants[i].name, 0) == 0;
+        for (size_t k = 0; done && done->type == LMP_JSON_ARRAY && k < done->n && !chosen; k++) {
+            const lmp_json *name = lmp_json_get(&done->items[k], "name");
+            chosen = name && name->type == LMP_JSON_STRING && strcmp(name->str, c->variants[i].name) == 0;
+        }
+        if (chosen) which[(*n_which)++] = i;
+    }
+    return 0;
+}
+
 static int cmd_compare(int argc, char **argv, int single)
 {
-    const char *cfg_path = NULL, *json = NULL, *md = NULL, *csv = NULL, *variant = NULL;
-    const char *backend = NULL;
-    int bad = 0;
+    enum { MAX_GLOBS = 64 };
+    const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS];
+    compare_outputs out = {{NULL, NULL, NULL}, stdout};
+    int bad = 0, n_globs = 0, resume = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_compare, stdout);
         return 0;
     }
     for (int i = 0; i < argc && !bad; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = opt_value(argc, argv, &i, &bad);
-        else if (strcmp(argv[i], "--md") == 0) md = opt_value(argc, argv, &i, &bad);
-        else if (strcmp(argv[i], "--csv") == 0) csv = opt_value(argc, argv, &i, &bad);
-        else if (single && strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
-        else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
+        int k = 0;
+        while (k < 3 && strcmp(argv[i], output_options[k]) != 0) k++;
+        if (k < 3) out.path[k] = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--variant") == 0) {
+            const char *v = opt_value(argc, argv, &i, &bad);
+            if (v && n_globs == MAX_GLOBS) return usage_error(usage_compare, "more than %s --variant options", "64");
+            if (v) globs[n_globs++] = v;
+        } else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--resume") == 0) resume = 1;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
     }
     if (bad) return 2;
     if (!cfg_path) return usage_error(usage_compare, "%s", "a CONFIG file is required");
-    lmp_run_config *c;
-    if (lmp_config_load(cfg_path, &c)) return fail();
-    if (backend && override_backend(c, backend)) {
-        lmp_config_free(c);
-        return fail();
+    int to_stdout = 0;
+    for (int k = 0; k < 3; k++) to_stdout += out.path[k] && strcmp(out.path[k], "-") == 0;
+    if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md and --csv can be \"-\"");
+    if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
+        return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
+    /* Standard output carries only the requested format; the human table then goes to stderr. */
+    if (to_stdout) out.table = lmp_host_verbosity() >= LMP_LOG_INFO ? stderr : NULL;
+    for (int k = 0; k < 3; k++)
+        if (out.path[k] && strcmp(out.path[k], "-") != 0 && lmp_outfile_check(out.path[k], output_options[k])) return fail();
+
+    lmp_run_config *c = NULL;
+    lmp_json *prior = NULL;
+    int *which = NULL, n_which = 0;
+    int st = lmp_config_load(cfg_path, &c);
+    if (!st && backend) st = override_backend(c, backend);
+    if (!st && resume && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
+    else if (!st && resume) lmp_log(LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
+    if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st) st = choose_variants(c, globs, n_globs, single, prior, which, &n_which);
+    lmp_report *r = NULL;
+    if (!st) {
+        catch_interrupts();
+        lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
+                                 .hooks = {on_prepared, on_finished, &out}};
+        st = lmp_run_compare(c, &opts, &r);
     }
-    int which = -1;
-    if (single) {
-        for (int i = 0; i < c->n_variants && variant; i++)
-            if (strcmp(c->variants[i].name, variant) == 0) which = i;
-        if (!variant && c->n_variants == 1) which = 0;
-        if (which < 0) {
-            char names[1024] = "";
-            for (int i = 0; i < c->n_variants; i++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", c->variants[i].name);
-            lmp_fail(LMP_EINVAL, "%s: %s%s%s; its variants: %s", cfg_path,
-                     variant ? "no variant named '" : "several variants: choose one with --variant NAME",
-                     variant ? variant : "", variant ? "'" : "", names);
-            lmp_config_free(c);
-            return fail();
-        }
-    }
-    lmp_report *r;
-    int st = lmp_run_compare(c, single ? &which : NULL, single ? 1 : 0, &r);
-    if (st) {
-        lmp_config_free(c);
-        return fail();
-    }
-    lmp_report_table(r, stdout);
-    int rc = write_report(r, json, lmp_report_json);
-    if (!rc) rc = write_report(r, md, lmp_report_markdown);
-    if (!rc) rc = write_report(r, csv, lmp_report_csv);
+    if (!st) st = write_outputs(r, &out, 1);
+    int rc = 0;
+    if (interrupt_signal) { /* one message, not the "interrupted" error of the loop it stopped */
+        const char *kept = out.path[0] && strcmp(out.path[0], "-") ? out.path[0] : NULL;
+        fprintf(stderr, "lmpress: error: stopped by %s; %s%s%s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                kept ? "every finished variant is kept in " : "the finished rows are above",
+                kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
+        rc = 128 + interrupt_signal;
+    } else if (st) rc = fail();
     lmp_report_free(r);
+    lmp_json_free(prior);
+    free(which);
     lmp_config_free(c);
     return rc;
 }
@@ -302,6 +401,16 @@ static int cmd_check(int argc, char **argv)
     if (argc != 1 || argv[0][0] == '-') return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
     lmp_run_config *c;
     if (lmp_config_load(argv[0], &c)) return fail();
+    /* The model's header gives its linears' names: a pattern that matches none is a typo that
+     * would otherwise leave a variant silently unquantized. */
+    lmp_model *m = NULL;
+    int st = lmp_model_load(c->model_path, &m);
+    if (!st) st = lmp_config_check_model_patterns(c, m);
+    lmp_model_free(m);
+    if (st) {
+        lmp_config_free(c);
+        return fail();
+    }
     printf("%s: ok: model %s, backend %s, %d variant%s\n", argv[0], c->model_path, c->backend_name,
            c->n_variants, c->n_variants == 1 ? "" : "s");
     for (int i = 0; i < c->n_variants; i++) {
@@ -397,7 +506,7 @@ static int cmd_eval(int argc, char **argv)
         st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the model's context of %lld", (long long)L,
                       (long long)d.m->arch.seq_len);
     if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
-    if (!st && text) st = lmp_eval_text(&d.be, d.m, blocks, &blocks, 1, ids, n, L, max_windows, lmp_basename(text), &score);
+    if (!st && text) st = lmp_eval_text(&d.be, d.m, blocks, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
     if (!st && lambada) {
         lmp_lambada lam;
         st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam);
