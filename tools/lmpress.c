@@ -304,11 +304,11 @@ static int choose_variants(const lmp_run_config *c, const char *const *globs, in
     for (int i = 0; i < c->n_variants; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", c->variants[i].name);
     if (single && n_globs == 0 && c->n_variants > 1)
-        return lmp_fail(LMP_EINVAL, "%s: several variants: choose with --variant NAME; its variants: %s", c->path, names);
+        return lmp_fail(LMP_EINVAL, "%s: several variants: choose one with --variant NAME (a glob; repeatable); its variants: %s", c->path, names);
     for (int g = 0; g < n_globs; g++) {
         int hit = 0;
         for (int i = 0; i < c->n_variants && !hit; i++) hit = fnmatch(globs[g], c->variants[i].name, 0) == 0;
-        if (!hit) return lmp_fail(LMP_EINVAL, "%s: no variant matches '%s'; its variants: %s", c->path, globs[g], names);
+        if (!hit) return lmp_fail(LMP_EINVAL, "%s: no variant named '%s' (nor matching it as a glob); its variants: %s", c->path, globs[g], names);
     }
     const lmp_json *done = resume ? lmp_json_get(resume, "variants") : NULL;
     *n_which = 0;
