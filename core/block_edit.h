@@ -1,4 +1,4 @@
-/* block_edit.h — function-preserving rewrites of a block (algorithms.md §2.2), the host services
+/* block_edit.h — function-preserving rewrites of a block (docs/algorithms.md §2.2), the host services
  * smoothing and shifting strategies are built on.  Each checks its arguments and leaves the block
  * untouched when it fails. */
 #ifndef LMP_CORE_BLOCK_EDIT_H

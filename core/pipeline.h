@@ -1,4 +1,4 @@
-/* pipeline.h — compressing a model block by block, as design.md describes.
+/* pipeline.h — compressing a model block by block, as docs/design.md describes.
  *
  * Calibration windows are embedded once; then for each block: clone its weights; for each stage
  * of the variant, run the block over the cached inputs with observers collecting what the stage

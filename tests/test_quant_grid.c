@@ -1,7 +1,7 @@
 /* test_quant_grid.c — the CPU backend's fake quantization against an independent reference.
  *
  * tests/golden/quant_grid.txt is written by tools/ref/quant_grid_ref.py (numpy, from the
- * formulas of algorithms.md §1; its docstring has the file format and how to rerun it).  For
+ * formulas of docs/algorithms.md §1; its docstring has the file format and how to rerun it).  For
  * every weight case (bits 2/3/4/8, sym/asym, tensor/channel/group 32 with a ragged last group,
  * half-even/half-away) and activation case (static, dynamic per tensor, dynamic per token) this
  * test runs the plugin's quantize_weight / quantize_act on the stored input and compares:

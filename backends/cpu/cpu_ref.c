@@ -311,7 +311,7 @@ int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X, f
     return LMP_OK;
 }
 
-/* ---- quantization (algorithms.md §1, plugin.h) -------------------------------------------- */
+/* ---- quantization (docs/algorithms.md §1, plugin.h) -------------------------------------------- */
 
 /* One slice of W: rows [r0, r0+nr), columns [c0, c0+nc); ld is the row stride. */
 typedef struct {

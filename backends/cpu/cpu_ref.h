@@ -9,7 +9,7 @@
  * Rules shared by all kernels:
  *   - every matrix is f32, row-major; a dimension of 0 is a no-op, a negative one is EINVAL;
  *   - outputs must not overlap inputs unless the comment says "may alias";
- *   - quantization follows plugin.h / algorithms.md §1 to the bit: every grid step is done in
+ *   - quantization follows plugin.h / docs/algorithms.md §1 to the bit: every grid step is done in
  *     f32 (division, not multiplication by a reciprocal), so another f32 implementation of the
  *     same formulas (numpy, a GPU kernel without fast-math) gets identical values.
  *

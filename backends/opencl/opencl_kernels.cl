@@ -305,7 +305,7 @@ kernel void reduce_cols(int kind, int n, int c, global const float *X, global fl
     out[j] = m;
 }
 
-/* ---- fake quantization (plugin.h / algorithms.md §1, bit for bit with cpu_ref.c) ---------- */
+/* ---- fake quantization (plugin.h / docs/algorithms.md §1, bit for bit with cpu_ref.c) ---------- */
 
 float rnd(float x, int rounding) { return rounding ? round(x) : rint(x); } /* half away / even */
 

@@ -84,7 +84,7 @@ typedef struct lmp_value {
 typedef enum { LMP_ROUND_HALF_EVEN = 0, LMP_ROUND_HALF_AWAY = 1 } lmp_rounding;
 typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } lmp_granularity;
 
-/* Weight grid, algorithms.md §1.
+/* Weight grid, docs/algorithms.md §1.
  * sym:  scale = T/qmax, qmax = 2^(b-1)-1, T = abs-max of the slice (0 -> 1e-8),
  *       q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale.
  * asym: lo = min(0, min), hi = max(0, max) (both 0 -> [-1, 1]), maxq = 2^b-1,
@@ -233,7 +233,7 @@ typedef struct lmp_host {
     int (*fold_norm_scale)(void *ctx, lmp_block *blk, int norm, const float *s);
     /* ABI 1.1.  Subtract z[j] from the norm's output channel j (its bias; an RMSNorm gets a zero
      * bias first) and add W z to the bias of every linear it feeds (a zero bias is created where
-     * there is none): the block's function is unchanged (algorithms.md §2.2). */
+     * there is none): the block's function is unchanged (docs/algorithms.md §2.2). */
     int (*fold_norm_shift)(void *ctx, lmp_block *blk, int norm, const float *z);
     /* ABI 1.1.  For a linear no norm feeds (o, down): shift_bias += W z, then W <- W diag(s), and
      * x -> (x - z) / s runs on its input after any earlier input affine (the two are composed

@@ -1,5 +1,5 @@
 /* obs.h — the Optimal Brain Surgeon column solver shared by GPTQ and SparseGPT
- * (algorithms.md §3.7, §3.9).
+ * (docs/algorithms.md §3.7, §3.9).
  *
  * Given a linear's W[rows, cols] and the Hessian H[cols, cols] of its input, it walks the
  * columns (in act-order if asked), replaces each by its quantized and/or pruned value q and

@@ -1,4 +1,4 @@
-/* piecewise.h — SmoothQuant's scale formula and PaddleSlim's PieceWiseSearch (algorithms.md
+/* piecewise.h — SmoothQuant's scale formula and PaddleSlim's PieceWiseSearch (docs/algorithms.md
  * §3.2, §3.6), on one group of linears sharing an input.  Compiled into each smoothing plugin;
  * it uses only plugin.h. */
 #ifndef LMP_PLUGIN_PIECEWISE_H

@@ -65,7 +65,7 @@ int64_t reparam_sample_tokens_of(const lmp_plugin_desc *d, const lmp_value *v)
     return o.sample_tokens;
 }
 
-/* ---- shift statistics (algorithms.md §3.4) -------------------------------------------------
+/* ---- shift statistics (docs/algorithms.md §3.4) -------------------------------------------------
  * calls: how often PaddleSlim updates the statistic per window (once per fed linear). */
 static int zero_point(const lmp_host *host, void *hctx, const reparam_opts *o, const lmp_stats *st,
                       int64_t C, int calls, const char *name, float *z)

@@ -1,6 +1,6 @@
 /* reparam.h — what the smoothquant, shift and shift_smoothquant plugins share: reading their
  * parameters, the statistics they need, and the transform of each group of linears sharing an
- * input (algorithms.md §2.2, §3.2-§3.6).  Compiled into each of them; it uses only plugin.h.
+ * input (docs/algorithms.md §2.2, §3.2-§3.6).  Compiled into each of them; it uses only plugin.h.
  *
  * A group is a norm and the linears it feeds (folded into the norm), or, with all_linears, one
  * linear no norm feeds (o, down), which gets an explicit input affine x -> (x - z)/s instead.
@@ -24,7 +24,7 @@ typedef struct reparam_opts {
     piecewise_opts pw;
     int64_t sample_tokens;
     int all_linears;
-    int bitexact;            /* PaddleSlim's quirks 4, 5 and 7 (algorithms.md §6) */
+    int bitexact;            /* PaddleSlim's quirks 4, 5 and 7 (docs/algorithms.md §6) */
 } reparam_opts;
 
 /* Options from a plugin's parameter values, looked up by name in its schema: a plugin without

@@ -1,4 +1,4 @@
-/* gptq.c — GPTQ (Frantar et al. 2023; algorithms.md §3.7): each targeted linear is quantized
+/* gptq.c — GPTQ (Frantar et al. 2023; docs/algorithms.md §3.7): each targeted linear is quantized
  * column by column on rtn's grid, the rounding error of each column spread over the columns
  * not yet quantized through the Hessian H = 2/n sum x x^T of its calibration input.
  *

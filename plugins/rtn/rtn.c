@@ -1,4 +1,4 @@
-/* rtn.c — round-to-nearest quantization (algorithms.md §1, §3.1).
+/* rtn.c — round-to-nearest quantization (docs/algorithms.md §1, §3.1).
  *
  * Weights: each targeted linear's W[out, in] is fake-quantized in place on the grid of
  * lmp_wspec (symmetric abs-max or asymmetric min-max with zero-point; per tensor, per output

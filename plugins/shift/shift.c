@@ -1,4 +1,4 @@
-/* shift.c — Shift (Outlier Suppression+, PaddleSlim Shift; algorithms.md §3.4): a per-channel
+/* shift.c — Shift (Outlier Suppression+, PaddleSlim Shift; docs/algorithms.md §3.4): a per-channel
  * zero point z is subtracted from the norm's output (its bias; an RMSNorm gets one) and W z is
  * added to the bias of every linear it feeds, centring asymmetric activation channels.  The
  * function is unchanged; a later stage (rtn) quantizes. */

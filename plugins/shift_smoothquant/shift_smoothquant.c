@@ -1,4 +1,4 @@
-/* shift_smoothquant.c — Shift-SmoothQuant (algorithms.md §3.5, §3.6): shift as the `shift`
+/* shift_smoothquant.c — Shift-SmoothQuant (docs/algorithms.md §3.5, §3.6): shift as the `shift`
  * plugin does, then smooth with statistics of the shifted input (abs-max max(max - z, z - min),
  * the token sample minus z), folded as beta' = (beta - z)/s, gamma' = gamma/s, b' = b + W z,
  * W' = W diag(s).  adaptive = true is "adaptive Shift-SmoothQuant": the scales come from

@@ -1,4 +1,4 @@
-/* smoothquant.c — SmoothQuant (algorithms.md §3.2, §3.3, §3.6): per input channel j of the
+/* smoothquant.c — SmoothQuant (docs/algorithms.md §3.2, §3.3, §3.6): per input channel j of the
  * linears a norm feeds, s_j = a_j^alpha / w_j^(1-alpha) is divided out of the norm and
  * multiplied into the linears' columns, moving activation outliers into the weights.  The
  * function is unchanged; a later stage (rtn) quantizes.  search = "piecewise" replaces the

@@ -1,4 +1,4 @@
-/* sparse24.c — N:M structured sparsity along the input dimension (algorithms.md §3.9): in every
+/* sparse24.c — N:M structured sparsity along the input dimension (docs/algorithms.md §3.9): in every
  * group of m consecutive inputs of an output row at most n weights stay nonzero (2:4 default,
  * 4:8).  Methods:
  *   magnitude  prune the smallest |W_ij| of each group (Paddle ASP mask_1d, Wanda's baseline);

@@ -6,7 +6,7 @@ backend plugin's quantize_weight and quantize_act.  Rerun it with (Debian's pyth
 
     /usr/bin/python3 tools/ref/quant_grid_ref.py > tests/golden/quant_grid.txt
 
-The math is algorithms.md section 1 / include/lmpress/plugin.h, written here from the formulas
+The math is docs/algorithms.md section 1 / include/lmpress/plugin.h, written here from the formulas
 with whole-array numpy (slices as padded rows, NaN-aware reductions) rather than from the C:
 
   weights, one grid per slice (whole tensor, one output row, or `group` consecutive input

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """smooth_ref.py: an independent numpy reference of SmoothQuant's scales and PaddleSlim's
-PieceWiseSearch (algorithms.md sections 1.1, 3.2, 3.3, 3.6), for the C tests to compare against.
+PieceWiseSearch (docs/algorithms.md sections 1.1, 3.2, 3.3, 3.6), for the C tests to compare against.
 
 Run it with Debian's /usr/bin/python3 (it has python3-numpy; the python3 first on PATH may not):
 
