@@ -147,6 +147,7 @@ static int prepare(compare_run *run, lmp_report *r)
     lmp_host_set_backend(&run->be);
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
     r->model = run->m;
+    if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
     const lmp_model *m = run->m;
     if (c->eval_seq_len > m->arch.seq_len)

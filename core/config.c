@@ -1,21 +1,32 @@
-/* config.c — see config.h.  Parsing, plugin loading and schema validation, in that order,
- * so that a bad file is refused before the model is touched. */
+/* config.c — see config.h.  Parsing, plugin loading, schema validation, pattern compilation and
+ * file checks, in that order, so that a bad config is refused before the model is touched. */
 #include "config.h"
 
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "error.h"
+#include "input_file.h"
 
 /* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
-static const char *cfg_file; /* the config being loaded (messages only) */
+/* The config file a setting was read from: lmp_config_load hangs its path on the root setting,
+ * so that messages need no global and two configs can be loaded at once. */
+static const char *file_of(const config_setting_t *s)
+{
+    while (s && config_setting_parent(s)) s = config_setting_parent(s);
+    const char *f = s ? config_setting_get_hook(s) : NULL;
+    return f ? f : "(config)";
+}
 
 static void setting_path(const config_setting_t *s, char *buf, size_t n)
 {
@@ -40,7 +51,7 @@ static int bad(const config_setting_t *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", cfg_file, config_setting_source_line(s),
+    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", file_of(s), config_setting_source_line(s),
                     where[0] ? where : "(top level)", msg);
 }
 
@@ -128,6 +139,13 @@ static int get_strings(const config_setting_t *parent, const char *key, const ch
     return 0;
 }
 
+/* The setting of item i of what get_strings read from parent.key (a lone string is item 0). */
+static const config_setting_t *strings_item(const config_setting_t *parent, const char *key, int i)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    return config_setting_type(s) == CONFIG_TYPE_STRING ? s : config_setting_get_elem(s, (unsigned)i);
+}
+
 /* Relative paths are relative to the config file's folder; an existing file gets its canonical
  * name (reports then show "/src/models/x.bin", not "configs/../models/x.bin"). */
 static char *resolve(const char *cfg_path, const char *p)
@@ -148,44 +166,128 @@ static char *resolve(const char *cfg_path, const char *p)
     return out;
 }
 
-/* ---- patterns ---------------------------------------------------------------------------- */
-static int check_pattern(const config_setting_t *where, const char *pat)
+/* Remembers where a setting was written, for messages made after loading. */
+static int set_origin(const config_setting_t *s, lmp_config_origin *o)
 {
-    if (strncmp(pat, "re:", 3) != 0) return 0;
-    regex_t re;
-    int rc = regcomp(&re, pat + 3, REG_EXTENDED | REG_NOSUB);
-    if (rc) {
-        char msg[256];
-        regerror(rc, &re, msg, sizeof msg);
-        return bad(where, "bad regular expression '%s': %s", pat + 3, msg);
-    }
-    regfree(&re);
+    char where[512];
+    setting_path(s, where, sizeof where);
+    o->line = config_setting_source_line(s);
+    if (!(o->key = strdup(where))) return lmp_fail(LMP_ENOMEM, "out of memory");
     return 0;
+}
+
+static void free_origin(lmp_config_origin *o)
+{
+    free(o->key);
+    o->key = NULL;
+}
+
+/* ---- patterns ---------------------------------------------------------------------------- */
+static const char OPTIONAL_PREFIX[] = "optional:";
+
+/* Splits "optional:" and "re:" off a pattern's text. */
+static const char *pattern_expr(const char *text, int *optional, int *is_re)
+{
+    *optional = strncmp(text, OPTIONAL_PREFIX, sizeof OPTIONAL_PREFIX - 1) == 0;
+    if (*optional) text += sizeof OPTIONAL_PREFIX - 1;
+    *is_re = strncmp(text, "re:", 3) == 0;
+    return *is_re ? text + 3 : text;
+}
+
+/* No PCRE2 flags: a Perl/Python-style regex, case-sensitive, unanchored (searched). */
+static pcre2_code *compile_re(const char *expr, char *msg, size_t n)
+{
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)expr, PCRE2_ZERO_TERMINATED, 0, &err, &off, NULL);
+    if (!re && msg) {
+        PCRE2_UCHAR text[256];
+        if (pcre2_get_error_message(err, text, sizeof text) < 0) snprintf((char *)text, sizeof text, "error %d", err);
+        snprintf(msg, n, "%s at offset %zu", (const char *)text, (size_t)off);
+    }
+    return re;
+}
+
+static int re_search(const pcre2_code *re, const char *name)
+{
+    /* Match data per call (one pair is enough for a yes/no answer): a stage may be matched from
+     * several threads at once. */
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return 0;
+    int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+}
+
+static int glob_match(const char *glob, const char *name)
+{
+    if (fnmatch(glob, name, 0) == 0) return 1;
+    char tail[512];
+    snprintf(tail, sizeof tail, "*.%s", glob);
+    return fnmatch(tail, name, 0) == 0;
+}
+
+/* Parses and compiles the pattern written at setting `where`. */
+static int load_pattern(const config_setting_t *where, const char *text, lmp_pattern *p)
+{
+    int is_re;
+    p->text = text;
+    p->expr = pattern_expr(text, &p->optional, &is_re);
+    int st = set_origin(where, &p->at);
+    if (st || !is_re) return st;
+    char msg[320];
+    if (!(p->re = compile_re(p->expr, msg, sizeof msg)))
+        return bad(where, "bad regular expression '%s': %s", p->expr, msg);
+    return 0;
+}
+
+static void free_pattern(lmp_pattern *p)
+{
+    pcre2_code_free(p->re);
+    p->re = NULL;
+    free_origin(&p->at);
+}
+
+static int pattern_hit(const lmp_pattern *p, const char *name)
+{
+    return p->re ? re_search(p->re, name) : glob_match(p->expr, name);
 }
 
 int lmp_pattern_match(const char *pattern, const char *name)
 {
-    if (strncmp(pattern, "re:", 3) == 0) {
-        regex_t re;
-        if (regcomp(&re, pattern + 3, REG_EXTENDED | REG_NOSUB)) return 0;
-        int hit = regexec(&re, name, 0, NULL, 0) == 0;
-        regfree(&re);
-        return hit;
-    }
-    if (fnmatch(pattern, name, 0) == 0) return 1;
-    char tail[512];
-    snprintf(tail, sizeof tail, "*.%s", pattern);
-    return fnmatch(tail, name, 0) == 0;
+    int optional, is_re;
+    const char *expr = pattern_expr(pattern, &optional, &is_re);
+    if (!is_re) return glob_match(expr, name);
+    pcre2_code *re = compile_re(expr, NULL, 0);
+    int hit = re && re_search(re, name);
+    pcre2_code_free(re);
+    return hit;
+}
+
+/* A loaded stage matches with its compiled patterns, one built by hand with its strings. */
+static int target_hit(const lmp_stage *s, int i, const char *name)
+{
+    return s->target_patterns ? pattern_hit(&s->target_patterns[i], name) : lmp_pattern_match(s->targets[i], name);
+}
+
+static int ignore_hit(const lmp_stage *s, int i, const char *name)
+{
+    return s->ignore_patterns ? pattern_hit(&s->ignore_patterns[i], name) : lmp_pattern_match(s->ignore[i], name);
+}
+
+static int override_hit(const lmp_override *o, const char *name)
+{
+    return o->pattern.text ? pattern_hit(&o->pattern, name) : lmp_pattern_match(o->match, name);
 }
 
 const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *name)
 {
     int targeted = s->n_targets == 0;
-    for (int i = 0; i < s->n_targets && !targeted; i++) targeted = lmp_pattern_match(s->targets[i], name);
-    for (int i = 0; i < s->n_ignore && targeted; i++) targeted = !lmp_pattern_match(s->ignore[i], name);
+    for (int i = 0; i < s->n_targets && !targeted; i++) targeted = target_hit(s, i, name);
+    for (int i = 0; i < s->n_ignore && targeted; i++) targeted = !ignore_hit(s, i, name);
     if (!targeted) return NULL;
     for (int i = 0; i < s->n_overrides; i++)
-        if (lmp_pattern_match(s->overrides[i].match, name))
+        if (override_hit(&s->overrides[i], name))
             return s->overrides[i].skip ? NULL : s->overrides[i].params;
     return s->params;
 }
@@ -291,7 +393,7 @@ static int load_plugins(lmp_run_config *c, const config_setting_t *root)
         for (int i = 0; i < n && !st; i++) {
             char *p = strchr(list[i], '/') ? resolve(c->path, list[i]) : strdup(list[i]);
             st = lmp_registry_require(&c->reg, slot_kind[k], p, NULL);
-            if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.%s[%d]", cfg_file,
+            if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.%s[%d]", file_of(g),
                                          config_setting_source_line(config_setting_get_member(g, slot_key[k])),
                                          slot_key[k], i);
             free(p);
@@ -312,7 +414,7 @@ static int load_backend(lmp_run_config *c, const config_setting_t *root)
         return st;
     const lmp_plugin *p;
     st = lmp_registry_require(&c->reg, LMP_PLUGIN_BACKEND, c->backend_name, &p);
-    if (st) return g ? lmp_fail_prefix(st, "%s:%d: backend.name", cfg_file, config_setting_source_line(g)) : st;
+    if (st) return g ? lmp_fail_prefix(st, "%s:%d: backend.name", file_of(g), config_setting_source_line(g)) : st;
     return parse_params(params, g, p->desc, NULL, 1, &c->backend_params);
 }
 
@@ -325,9 +427,11 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
     if ((st = get_group(root, "model", 1, &g)) || (st = check_keys(g, keys)) ||
         (st = get_string(g, "path", 1, &path)) || (st = get_string(g, "tokenizer", 0, &tok)))
         return st;
-    c->model_path = resolve(c->path, path);
-    if (tok) c->tokenizer_path = resolve(c->path, tok);
-    return 0;
+    if (!(c->model_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if ((st = set_origin(config_setting_get_member(g, "path"), &c->model_at))) return st;
+    if (!tok) return 0;
+    if (!(c->tokenizer_path = resolve(c->path, tok))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return set_origin(config_setting_get_member(g, "tokenizer"), &c->tokenizer_at);
 }
 
 /* Optional: only variants with a stage that observes statistics need it (checked when they run). */
@@ -351,8 +455,8 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
     if (!modes[m])
         return bad(config_setting_get_member(g, "sampling"), "\"%s\" is not \"sequential\" or \"random\"", mode);
     c->calib_random = m == 1;
-    if (text) c->calib_text = resolve(c->path, text);
-    return 0;
+    if (!(c->calib_text = resolve(c->path, text))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return set_origin(config_setting_get_member(g, "text"), &c->calib_at);
 }
 
 static int load_eval(lmp_run_config *c, const config_setting_t *root)
@@ -371,15 +475,24 @@ static int load_eval(lmp_run_config *c, const config_setting_t *root)
         free(texts);
         return st;
     }
-    if (lambada) c->lambada = resolve(c->path, lambada);
     if (c->n_eval_texts == 0 && !lambada) {
         free(texts);
         return bad(g, "'texts' must name at least one evaluation text (or set 'lambada')");
     }
+    if (lambada && (!(c->lambada = resolve(c->path, lambada)) ||
+                    (st = set_origin(config_setting_get_member(g, "lambada"), &c->lambada_at)))) {
+        free(texts);
+        return st ? st : lmp_fail(LMP_ENOMEM, "out of memory");
+    }
     c->eval_texts = calloc((size_t)c->n_eval_texts + 1, sizeof *c->eval_texts);
-    for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) c->eval_texts[i] = resolve(c->path, texts[i]);
+    c->eval_text_at = calloc((size_t)c->n_eval_texts + 1, sizeof *c->eval_text_at);
+    if (!c->eval_texts || !c->eval_text_at) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < c->n_eval_texts; i++) {
+        if (!(c->eval_texts[i] = resolve(c->path, texts[i]))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        else st = set_origin(strings_item(g, "texts", i), &c->eval_text_at[i]);
+    }
     free(texts);
-    return c->eval_texts ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    return st;
 }
 
 static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *stage)
@@ -396,16 +509,19 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
     char *ref = strchr(strategy, '/') ? resolve(c->path, strategy) : strdup(strategy);
     st = lmp_registry_require(&c->reg, LMP_PLUGIN_STRATEGY, ref, &stage->plugin);
     free(ref);
-    if (st) return lmp_fail_prefix(st, "%s:%d: strategy", cfg_file,
+    if (st) return lmp_fail_prefix(st, "%s:%d: strategy", file_of(s),
                                    config_setting_source_line(config_setting_get_member(s, "strategy")));
     if ((st = parse_params(params, s, stage->plugin->desc, NULL, 1, &stage->params)) ||
         (st = get_strings(s, "targets", &stage->targets, &stage->n_targets)) ||
         (st = get_strings(s, "ignore", &stage->ignore, &stage->n_ignore)))
         return st;
+    stage->target_patterns = calloc((size_t)stage->n_targets + 1, sizeof *stage->target_patterns);
+    stage->ignore_patterns = calloc((size_t)stage->n_ignore + 1, sizeof *stage->ignore_patterns);
+    if (!stage->target_patterns || !stage->ignore_patterns) return lmp_fail(LMP_ENOMEM, "out of memory");
     for (int i = 0; i < stage->n_targets && !st; i++)
-        st = check_pattern(config_setting_get_member(s, "targets"), stage->targets[i]);
+        st = load_pattern(strings_item(s, "targets", i), stage->targets[i], &stage->target_patterns[i]);
     for (int i = 0; i < stage->n_ignore && !st; i++)
-        st = check_pattern(config_setting_get_member(s, "ignore"), stage->ignore[i]);
+        st = load_pattern(strings_item(s, "ignore", i), stage->ignore[i], &stage->ignore_patterns[i]);
     if (st || !(ovs = config_setting_get_member(s, "overrides"))) return st;
     if (!config_setting_is_list(ovs)) return bad(ovs, "expected a list ( { match = ...; }, ... )");
     stage->n_overrides = config_setting_length(ovs);
@@ -418,7 +534,7 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
         config_setting_t *op;
         if (!config_setting_is_group(o)) return bad(o, "an override must be a group { match = ...; }");
         if ((st = check_keys(o, okeys)) || (st = get_string(o, "match", 1, &match)) ||
-            (st = check_pattern(config_setting_get_member(o, "match"), match)) ||
+            (st = load_pattern(config_setting_get_member(o, "match"), match, &ov->pattern)) ||
             (st = get_group(o, "params", 0, &op)))
             return st;
         ov->match = (char *)match;
@@ -462,6 +578,122 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
     return 0;
 }
 
+/* ---- checks of the files and of the patterns against the model ----------------------------- */
+static int bad_at(const lmp_run_config *c, const lmp_config_origin *at, const char *fmt, ...) LMP_PRINTF(3, 4);
+static int bad_at(const lmp_run_config *c, const lmp_config_origin *at, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", c->path, at->line, at->key ? at->key : "(unknown setting)", msg);
+}
+
+/* "PATH: cannot open: REASON" for a file that cannot be reached, "PATH: is a FIFO, not a regular
+ * file" for one of the wrong kind. */
+static int check_input_file(const lmp_run_config *c, const char *path, const lmp_config_origin *at)
+{
+    char why[256];
+    int rc = lmp_input_check_file(path, why, sizeof why);
+    return rc == 0 ? 0 : bad_at(c, at, "%s: %s%s", path, rc == -1 ? "cannot open: " : "", why);
+}
+
+/* A regular file (llama2.c, GGUF, safetensors), or a Hugging Face folder with its config.json. */
+static int check_model_path(const lmp_run_config *c)
+{
+    char why[256];
+    struct stat sb;
+    if (stat(c->model_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return check_input_file(c, c->model_path, &c->model_at);
+    int rc = lmp_input_check_dir(c->model_path, why, sizeof why);
+    if (rc != 0) return bad_at(c, &c->model_at, "%s: %s%s", c->model_path, rc == -1 ? "cannot open: " : "", why);
+    size_t n = strlen(c->model_path) + sizeof "/config.json";
+    char *cj = malloc(n);
+    if (!cj) return lmp_fail(LMP_ENOMEM, "out of memory");
+    snprintf(cj, n, "%s/config.json", c->model_path);
+    int st = lmp_input_check_file(cj, why, sizeof why) == 0
+                 ? 0
+                 : bad_at(c, &c->model_at, "%s: is a directory, but not a Hugging Face model folder (%s: %s)",
+                          c->model_path, cj, why);
+    free(cj);
+    return st;
+}
+
+int lmp_config_check_files(const lmp_run_config *c)
+{
+    int st = check_model_path(c);
+    if (!st && c->tokenizer_path) st = check_input_file(c, c->tokenizer_path, &c->tokenizer_at);
+    if (!st && c->calib_text) st = check_input_file(c, c->calib_text, &c->calib_at);
+    for (int i = 0; !st && i < c->n_eval_texts; i++) st = check_input_file(c, c->eval_texts[i], &c->eval_text_at[i]);
+    if (!st && c->lambada) st = check_input_file(c, c->lambada, &c->lambada_at);
+    return st;
+}
+
+/* The name sharing the longest prefix with the pattern: the likeliest intended one. */
+static const char *nearest_name(const char *expr, const char *const *names, int n)
+{
+    const char *best = n ? names[0] : "none";
+    size_t best_len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = 0;
+        while (expr[k] && expr[k] == names[i][k]) k++;
+        if (k > best_len) {
+            best_len = k;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+static int check_one_pattern(const lmp_run_config *c, const lmp_pattern *p, const char *const *names, int n)
+{
+    if (!p->text || p->optional) return 0;
+    for (int i = 0; i < n; i++)
+        if (pattern_hit(p, names[i])) return 0;
+    return bad_at(c, &p->at,
+                  "pattern '%s' matches no linear of the model (e.g. %s); prefix it with '%s' if that is intended",
+                  p->text, nearest_name(p->expr, names, n), OPTIONAL_PREFIX);
+}
+
+int lmp_config_check_patterns(const lmp_run_config *c, const char *const *linear_names, int n_linears)
+{
+    int st = 0;
+    for (int v = 0; v < c->n_variants && !st; v++)
+        for (int j = 0; j < c->variants[v].n_stages && !st; j++) {
+            const lmp_stage *s = &c->variants[v].stages[j];
+            for (int i = 0; s->target_patterns && i < s->n_targets && !st; i++)
+                st = check_one_pattern(c, &s->target_patterns[i], linear_names, n_linears);
+            for (int i = 0; s->ignore_patterns && i < s->n_ignore && !st; i++)
+                st = check_one_pattern(c, &s->ignore_patterns[i], linear_names, n_linears);
+            for (int i = 0; i < s->n_overrides && !st; i++)
+                st = check_one_pattern(c, &s->overrides[i].pattern, linear_names, n_linears);
+        }
+    return st;
+}
+
+int lmp_config_check_model_patterns(const lmp_run_config *c, const lmp_model *m)
+{
+    /* The names come from the family's block layout (lmp_block_init), as compression sees them;
+     * no weight is touched. */
+    const int64_t n_blocks = m->arch.n_layers;
+    lmp_block *blocks = calloc((size_t)n_blocks + 1, sizeof *blocks);
+    const char **names = NULL;
+    int n = 0, st = blocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < n_blocks && !st; b++) st = lmp_block_init(&blocks[b], (int)b, &m->arch);
+    if (!st) {
+        int total = 0;
+        for (int64_t b = 0; b < n_blocks; b++) total += blocks[b].n_linears;
+        if (!(names = calloc((size_t)total + 1, sizeof *names))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t b = 0; names && b < n_blocks; b++)
+            for (int i = 0; i < blocks[b].n_linears; i++) names[n++] = blocks[b].linears[i].name;
+    }
+    if (!st) st = lmp_config_check_patterns(c, names, n);
+    free(names);
+    for (int64_t b = 0; blocks && b < n_blocks; b++) lmp_block_free_tables(&blocks[b]);
+    free(blocks);
+    return st;
+}
+
 int lmp_config_load(const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
@@ -472,7 +704,6 @@ int lmp_config_load(const char *path, lmp_run_config **out)
         free(c);
         return lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    cfg_file = c->path;
     config_init(&c->cfg);
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -487,7 +718,8 @@ int lmp_config_load(const char *path, lmp_run_config **out)
         lmp_config_free(c);
         return st;
     }
-    const config_setting_t *root = config_root_setting(&c->cfg);
+    config_setting_t *root = config_root_setting(&c->cfg);
+    config_setting_set_hook(root, c->path); /* for file_of() */
     int64_t seed = 1234;
     int st = check_keys(root, keys);
     if (!st) st = get_int(root, "seed", 0, INT64_MAX, &seed);
@@ -497,6 +729,7 @@ int lmp_config_load(const char *path, lmp_run_config **out)
     if (!st) st = load_eval(c, root);
     if (!st) st = load_variants(c, root);
     if (!st) st = load_calibration(c, root);
+    if (!st) st = lmp_config_check_files(c);
     c->seed = (uint64_t)seed;
     if (st) {
         lmp_config_free(c);
@@ -516,7 +749,14 @@ void lmp_config_free(lmp_run_config *c)
             free(s->params);
             free(s->targets);
             free(s->ignore);
-            for (int k = 0; s->overrides && k < s->n_overrides; k++) free(s->overrides[k].params);
+            for (int k = 0; s->target_patterns && k < s->n_targets; k++) free_pattern(&s->target_patterns[k]);
+            for (int k = 0; s->ignore_patterns && k < s->n_ignore; k++) free_pattern(&s->ignore_patterns[k]);
+            free(s->target_patterns);
+            free(s->ignore_patterns);
+            for (int k = 0; s->overrides && k < s->n_overrides; k++) {
+                free(s->overrides[k].params);
+                free_pattern(&s->overrides[k].pattern);
+            }
             free(s->overrides);
         }
         free(v->stages);
@@ -524,6 +764,12 @@ void lmp_config_free(lmp_run_config *c)
     free(c->variants);
     for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) free(c->eval_texts[i]);
     free(c->eval_texts);
+    for (int i = 0; c->eval_text_at && i < c->n_eval_texts; i++) free_origin(&c->eval_text_at[i]);
+    free(c->eval_text_at);
+    free_origin(&c->model_at);
+    free_origin(&c->tokenizer_at);
+    free_origin(&c->calib_at);
+    free_origin(&c->lambada_at);
     free(c->backend_params);
     free(c->calib_text);
     free(c->lambada);

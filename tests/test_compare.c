@@ -454,6 +454,22 @@ START_TEST(output_folder_checked_first)
 }
 END_TEST
 
+/* ---- a pattern that matches no linear stops compare before any variant runs ---------------- */
+START_TEST(unmatched_pattern_stops_before_work)
+{
+    const char *cfg = config("u.cfg", EVAL_SMALL,
+                             "{ name = \"fp32\"; },\n"
+                             "{ name = \"w4\"; pipeline = ( { strategy = \"rtn\"; ignore = [ \"model.layer.0.*\" ]; } ); }");
+    char args[1024];
+    snprintf(args, sizeof args, "compare %s", cfg);
+    ck_assert_int_eq(run(args, tmp("err.txt")), 1);
+    char *err = slurp(tmp("err.txt"));
+    ck_assert_msg(strstr(err, "u.cfg:6: variants[1].pipeline[0].ignore[0]") && strstr(err, "'model.layer.0.*' matches no linear"), "%s", err);
+    ck_assert_msg(!strstr(err, "variant 1/"), "work started before the error:\n%s", err);
+    free(err);
+}
+END_TEST
+
 /* ---- a Hugging Face folder brings its tokenizer.json ----------------------------------------- */
 
 /* A byte-level BPE tokenizer.json over the 96 tokens of the tiny GPT-2 fixture: the printable
@@ -531,6 +547,7 @@ int main(void)
     tcase_add_test(tc, sigterm_then_resume_equals_uninterrupted);
     tcase_add_test(tc, output_folder_checked_first);
     tcase_add_test(tc, hf_folder_uses_its_tokenizer_json);
+    tcase_add_test(tc, unmatched_pattern_stops_before_work);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -65,8 +65,10 @@ static const char *const usage_compare =
 static const char *const usage_check =
     "usage: lmpress check CONFIG\n"
     "\n"
-    "Parses CONFIG, loads the plugins it names and validates every stage against its plugin's\n"
-    "parameter schema, as compare does before it reads any weight.  Prints the variants.\n";
+    "Parses CONFIG, loads the plugins it names, validates every stage against its plugin's\n"
+    "parameter schema, checks every file it names (exists, readable, the right kind) and, from\n"
+    "the model's header, that every targets/ignore/overrides pattern matches a linear: all that\n"
+    "compare does before any work.  Prints the variants.\n";
 
 static const char *const usage_eval =
     "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
