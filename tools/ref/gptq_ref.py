@@ -38,6 +38,22 @@ float32; everything else (grid, column loop, rank-1 updates, batch GEMM) is floa
 torch reference.  The loss is summed in float64 from float32 differences.  The C plugin
 factorises in float32, so expect ~1e-6 relative differences and a few code flips at near-ties.
 
+Fixed order (the same bits with any numpy): given U (U.f32, or our own), every step of the
+column loop is elementwise IEEE arithmetic in an order written here, never numpy's `@`, which
+goes to whatever BLAS numpy links (OpenBLAS, reference BLAS, MKL, the wheel's own OpenBLAS,
+each with its own summation order, blocking and FMA use).  The batch update
+W[:, i2:] -= E U[i1:i2, i2:] (and the `current` group grid's look-ahead) sums the products
+E[:, k] U[k, :], exact in float64 for float32 factors, over k = i1, i1+1, ... in float64,
+rounds the sum once to float32 and subtracts it in float32 (gemm_sub below); the loss sums each
+column with math.fsum (exactly rounded).  Why it matters: on an ill-conditioned H (SmolLM2's
+down_proj, act-order) one ulp of a GEMM result can move a near-tie w/scale across a half step;
+the flipped code's error then spreads through U and the rest of the loop takes another path
+(hundreds of codes, group scales ~1%), so with `@` the answer depended on numpy's BLAS.
+Our own U (ref_U.f32, and the loop's U when no U.f32 is given) still comes from LAPACK in
+float64 (a fixed-order factorisation of a 1536-wide H in numpy takes ~10 s per Cholesky); cast
+to float32 it agrees between LAPACK builds to the last bit nearly everywhere.  Pass U.f32 to
+make every output a function of the files alone.
+
 case.txt: `key = value` lines, '#' comments.  Keys (default): method (gptq), rows, cols,
   bits (4; 2..8 or 16), sym (0), gran (channel), group (128), rounding (half_even|half_away),
   act_order (0), static_groups (0), damp (0.01), block (128), prune_n (2), prune_m (4),
@@ -54,8 +70,13 @@ Outputs (also ref_U.f32: our own U, visiting order, float32): ref_W.f32, ref_cod
   (perm[p] = original column at position p), ref_scales.f32 and ref_zeros.f32 (asym) as
   rows x n_groups (only when quantizing; stale ones are removed), ref_loss.txt (repr of the
   float64 loss, then `dead N`), ref_ties.txt and stdout: `near_ties N` = quantized entries whose
-  w/scale lies within 1e-4 of a half step where the two neighbouring codes differ.
+  w/scale lies within 1e-4 of a half step where the two neighbouring codes differ; ref_tie.u8
+  (rows*cols, original column order): 1 for those entries, so a caller can tell a code that
+  differs at a near-tie from one that differs for a reason; bit 2 (sparsegpt): the entry is one
+  of a row's N:M group whose N-th and next lowest scores lie within 1e-4 (relative), so an ulp
+  may swap which is pruned.
 """
+import math
 import os
 import sys
 import tempfile
@@ -144,7 +165,39 @@ def nm_keep(score, n_prune, m):
     return keep.reshape(rows, cols)
 
 
+def nm_near_tie(score, n_prune, m):
+    """[rows, cols] bool: entries of the groups whose n_prune-th and next lowest scores lie
+    within TIE_EPS (relative) of each other, and that lie in that band: an ulp of w may swap
+    which of them is pruned."""
+    rows, cols = score.shape
+    if not 0 < n_prune < m:
+        return np.zeros((rows, cols), bool)
+    S = score.reshape(rows, cols // m, m).astype(np.float64)
+    srt = np.sort(S, axis=2)
+    lo, hi = srt[:, :, n_prune - 1:n_prune], srt[:, :, n_prune:n_prune + 1]
+    band = TIE_EPS * hi
+    near = (hi - lo <= band) & (S >= lo - band) & (S <= hi + band)
+    return near.reshape(rows, cols)
+
+
 # ---- the solver ------------------------------------------------------------------------------
+
+def gemm_sub(Wr, E, Ub):
+    """Wr - E @ Ub (float32 [rows, n], [rows, K], [K, n]) in a fixed order, whatever BLAS numpy
+    links: the products E[:, k] Ub[k, :] are exact in float64 (24-bit factors), summed over
+    k = 0, 1, ... K-1 in float64, the sum rounded once to float32 and subtracted in float32."""
+    rows, n = Wr.shape
+    if n == 0 or E.shape[1] == 0:
+        return Wr.copy()
+    E64, U64 = E.astype(np.float64), Ub.astype(np.float64)
+    acc = np.empty((rows, n), np.float64)
+    tmp = np.empty((rows, n), np.float64)
+    np.multiply.outer(E64[:, 0], U64[0], out=acc)
+    for k in range(1, E.shape[1]):
+        np.multiply.outer(E64[:, k], U64[k], out=tmp)
+        acc += tmp
+    return Wr - acc.astype(F)
+
 
 def factor_u(Hp, damp):
     """U (float32, upper) with (Hp + lambda I)^-1 = U^T U, lambda = damp * mean(diag Hp)."""
@@ -199,6 +252,7 @@ def solve(W0, H0, c, keep_in=None, U_in=None):
     U_own, Hd, _ = factor_u(H, c.damp)
     U = U_own if U_in is None else np.asarray(U_in, dtype=F).reshape(cols, cols)
     codes = np.zeros((rows, cols), np.int32)
+    tie_map = np.zeros((rows, cols), np.uint8)
     loss, ties, B = 0.0, 0, c.block
     for i1 in range(0, cols, B):
         i2 = min(i1 + B, cols)
@@ -211,11 +265,13 @@ def solve(W0, H0, c, keep_in=None, U_in=None):
             j = i1 + i
             if prune and i % c.prune_m == 0:
                 d2 = np.diag(U)[j:j + c.prune_m] ** 2
-                keep[:, j:j + c.prune_m] = nm_keep(W1[:, i:i + c.prune_m] ** 2 / d2, c.prune_n, c.prune_m)
+                score = W1[:, i:i + c.prune_m] ** 2 / d2
+                keep[:, j:j + c.prune_m] = nm_keep(score, c.prune_n, c.prune_m)
+                tie_map[:, j:j + c.prune_m] |= 2 * nm_near_tie(score, c.prune_n, c.prune_m).astype(np.uint8)
             if dyn and c.group_grid == "current" and j % g == 0:
                 hi = min(j + g, cols)                 # columns past i2 still owe this batch's update
-                S = np.concatenate([W1[:, i:hi - i1],
-                                    W[:, i2:hi] - E[:, :i] @ U[i1:j, i2:hi]], axis=1)
+                S = np.concatenate([W1[:, i:hi - i1], gemm_sub(W[:, i2:hi], E[:, :i], U[i1:j, i2:hi])],
+                                   axis=1)
                 sc[:, j // g], zc[:, j // g] = grid(S, c)
             w, d, k = W1[:, i], U[j, j], keep[:, j] != 0
             if quant:
@@ -224,37 +280,40 @@ def solve(W0, H0, c, keep_in=None, U_in=None):
                 q = np.where(k, wq, F(0))
                 codes[:, j] = np.where(k, code, 0)
                 ties += int(np.sum(tie & k))
+                tie_map[:, j] |= tie & k
             else:
                 q = np.where(k, w, F(0))
             diff = w - q
-            loss += float(np.sum(diff.astype(np.float64) ** 2) / (float(d) ** 2)) / 2
+            loss += math.fsum((diff.astype(np.float64) ** 2).tolist()) / (float(d) ** 2) / 2
             e = diff / d
             W1[:, i] = q
             W1[:, i + 1:] -= np.outer(e, U[j, j + 1:i2])
             E[:, i] = e
         W[:, i1:i2] = W1
-        W[:, i2:] -= E @ U[i1:i2, i2:]
+        W[:, i2:] = gemm_sub(W[:, i2:], E, U[i1:i2, i2:])
     inv = np.argsort(perm)
     return dict(W=W[:, inv], codes=codes[:, inv], mask=keep[:, inv], perm=perm.astype(np.int32),
-                scales=sc if quant else None, zeros=zc if quant and not c.sym else None,
+                tie=tie_map[:, inv], scales=sc if quant else None, zeros=zc if quant and not c.sym else None,
                 loss=loss, dead=int(dead.sum()), ties=ties, U=U_own, Hd=Hd, W_in=W_in)
 
 
 def run_case(c, W, H=None, xnorm=None, keep_in=None, U_in=None):
     """Dispatch on c.method; the result dict has at least W, codes, mask, perm, scales, zeros,
-    loss, dead, ties."""
+    loss, dead, ties, tie."""
     rows, cols = W.shape
     if c.method == "gptq" and c.bits == 16:   # nothing to do: the plugin leaves the weights alone
         dead = 0 if H is None else int(np.sum(np.diag(H) == 0))
         mask = np.ones((rows, cols), np.uint8) if keep_in is None else keep_in.astype(np.uint8)
         return dict(W=W.copy(), codes=np.zeros((rows, cols), np.int32), mask=mask,
-                    perm=np.arange(cols, dtype=np.int32), scales=None, zeros=None, loss=0.0, dead=dead, ties=0)
+                    tie=np.zeros((rows, cols), np.uint8), perm=np.arange(cols, dtype=np.int32), scales=None,
+                    zeros=None, loss=0.0, dead=dead, ties=0)
     if c.method in ("gptq", "sparsegpt"):
         return solve(W, H, c, keep_in if c.method == "gptq" else None, U_in)
     score = np.abs(W) if c.method == "magnitude" else np.abs(W) * xnorm.astype(F)[None, :]
     keep = nm_keep(score, c.prune_n, c.prune_m)
     return dict(W=np.where(keep != 0, W, F(0)).astype(F), codes=np.zeros((rows, cols), np.int32), mask=keep,
-                perm=np.arange(cols, dtype=np.int32), scales=None, zeros=None, loss=0.0, dead=0, ties=0)
+                tie=np.zeros((rows, cols), np.uint8), perm=np.arange(cols, dtype=np.int32), scales=None,
+                zeros=None, loss=0.0, dead=0, ties=0)
 
 
 # ---- files -----------------------------------------------------------------------------------
@@ -297,6 +356,7 @@ def main_case(d):
     r["W"].astype("<f4").tofile(out("ref_W.f32"))
     r["codes"].astype("<i4").tofile(out("ref_codes.i32"))
     r["mask"].astype(np.uint8).tofile(out("ref_mask.u8"))
+    r["tie"].astype(np.uint8).tofile(out("ref_tie.u8"))
     r["perm"].astype("<i4").tofile(out("ref_perm.i32"))
     if "U" in r:
         r["U"].astype("<f4").tofile(out("ref_U.f32"))
@@ -478,6 +538,23 @@ def selftest():
               rd("ref_scales.f32", "<f4").size == 64 * 5 and rd("ref_mask.u8", np.uint8).min() == 1 and
               float(lines[0]) == r["loss"] and lines[1] == "dead 0")
         check("CASE_DIR round trip", ok, "loss %s" % lines[0])
+    # 11. the batch GEMM in a fixed order: bit for bit a plain float64 loop over k, whatever the
+    #     operands' layout (so no BLAS in it), and within float32 rounding of numpy's own `@`
+    rs = np.random.RandomState(9)
+    Wr, Eb, Ub = (rs.standard_normal(shape).astype(F) for shape in ((7, 11), (7, 13), (13, 11)))
+    loop = np.empty_like(Wr)
+    for i in range(7):
+        for n in range(11):
+            acc = 0.0
+            for k in range(13):
+                acc += float(Eb[i, k]) * float(Ub[k, n])
+            loop[i, n] = Wr[i, n] - F(acc)
+    a = gemm_sub(Wr, Eb, Ub)
+    b = gemm_sub(np.asfortranarray(Wr), np.asfortranarray(Eb), np.asfortranarray(Ub))
+    blas = Wr - Eb @ Ub
+    rel = float(np.max(np.abs(a - blas)) / np.max(np.abs(blas)))
+    check("gemm_sub == a plain float64 loop bit for bit, any layout",
+          np.array_equal(a, loop) and np.array_equal(b, loop) and rel < 1e-6, "vs numpy's @: %.2g" % rel)
     print("selftest: %d failed" % len(fails) + (": " + ", ".join(fails) if fails else ""))
     return 1 if fails else 0
 
