@@ -42,14 +42,6 @@
 #define STORIES LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-/* The interpreter that runs the reference: $LMP_PYTHON if set (a venv's python, to check the
- * reference with another numpy), else Debian's. */
-static const char *python(void)
-{
-    const char *p = getenv("LMP_PYTHON");
-    return p && *p ? p : "/usr/bin/python3";
-}
-
 /* ---- real layers: a model, calibration windows and the statistics of one block ------------- */
 
 typedef struct layer_data {
@@ -121,9 +113,9 @@ static ref_out run_reference(const char *tag, const gcase *c, const lmp_linear *
     const int64_t R = l->out, C = l->in;
     char dir[1024], path[1200], cmd[4096];
     static int ok = -1;
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' 2>/dev/null", python());
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' 2>/dev/null", lmp_test_python());
     if (ok < 0) ok = system(cmd) == 0;
-    if (!ok) ck_abort_msg("%s with numpy is needed for tools/ref/gptq_ref.py: apt-get install python3-numpy", python());
+    if (!ok) ck_abort_msg("%s with numpy is needed for tools/ref/gptq_ref.py: apt-get install python3-numpy", lmp_test_python());
     snprintf(dir, sizeof dir, "%s/fixtures/gptq-ref-%s", LMP_BINARY_DIR, tag);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -150,7 +142,7 @@ static ref_out run_reference(const char *tag, const gcase *c, const lmp_linear *
     snprintf(path, sizeof path, "%s/U.f32", dir);
     if (U) lmp_test_spit(path, U, (size_t)(C * C) * sizeof(float));
     else unlink(path);
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/gptq_ref.py' '%s' > '%s/ref.log'", python(), LMP_SOURCE_DIR, dir, dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/gptq_ref.py' '%s' > '%s/ref.log'", lmp_test_python(), LMP_SOURCE_DIR, dir, dir);
     ck_assert_msg(system(cmd) == 0, "the reference failed on %s (see %s/ref.log)", dir, dir);
     ref_out r = {0};
     const int quant = c->bits < 16, has_grid = quant;

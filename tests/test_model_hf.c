@@ -24,7 +24,6 @@
 #include "safetensors.h"
 #include "testutil.h"
 
-#define PYTHON "/usr/bin/python3"
 #define GOLDEN LMP_SOURCE_DIR "/tests/golden"
 #define STORIES_BIN LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 #define STORIES_HF LMP_BINARY_DIR "/fixtures/stories260K-hf"
@@ -265,13 +264,13 @@ START_TEST(smollm2_matches_gguf)
         return;
     }
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' " PYTHON " -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS);
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
     if (system(cmd) != 0) {
         printf("SKIPPED smollm2_matches_gguf: the PyPI gguf package is not in %s (tools/test.sh installs it)\n", PYDEPS);
         return;
     }
-    snprintf(cmd, sizeof cmd, "test -s '%s/model.safetensors' || PYTHONPATH='%s' " PYTHON " '%s/tools/ref/hf_fixtures.py' smollm2 '%s' >/dev/null",
-             SMOLLM2_HF, PYDEPS, LMP_SOURCE_DIR, SMOLLM2_HF);
+    snprintf(cmd, sizeof cmd, "test -s '%s/model.safetensors' || PYTHONPATH='%s' '%s' '%s/tools/ref/hf_fixtures.py' smollm2 '%s' >/dev/null",
+             SMOLLM2_HF, PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, SMOLLM2_HF);
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
     lmp_host_set_verbosity(LMP_LOG_ERROR);
     lmp_model *ref = NULL, *hf = load_ok(SMOLLM2_HF);
@@ -292,12 +291,13 @@ END_TEST
 /* ---- (a) stories260K: llama2.c .bin vs its Hugging Face conversion ----------------------- */
 START_TEST(stories260K_matches_llama2c)
 {
-    if (system(PYTHON " -c 'import numpy' >/dev/null 2>&1") != 0)
-        ck_abort_msg(PYTHON " with numpy is needed to make the stories260K Hugging Face fixture: "
-                     "install python3-numpy (apt-get install python3-numpy; tools/setup.sh installs it)");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, PYTHON " '%s/tools/ref/hf_fixtures.py' stories260K '%s' >/dev/null", LMP_SOURCE_DIR,
-             STORIES_HF);
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' >/dev/null 2>&1", lmp_test_python());
+    if (system(cmd) != 0)
+        ck_abort_msg("%s with numpy is needed to make the stories260K Hugging Face fixture: "
+                     "install python3-numpy (apt-get install python3-numpy; tools/setup.sh installs it)", lmp_test_python());
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/hf_fixtures.py' stories260K '%s' >/dev/null", lmp_test_python(),
+             LMP_SOURCE_DIR, STORIES_HF);
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
 
     lmp_host_set_verbosity(LMP_LOG_ERROR);

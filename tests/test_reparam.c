@@ -29,7 +29,6 @@
 #define STORIES LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 #define GPT2 LMP_SOURCE_DIR "/tests/golden/gpt2-tiny"
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define PYTHON "/usr/bin/python3"
 
 /* ||logits(blocks) - logits(model)|| / ||logits(model)|| (2-norms) on one window; *max_rel gets
  * max |difference| / max |logit|. */
@@ -223,8 +222,10 @@ static float *read_f32(const char *dir, const char *name, int64_t n)
 
 START_TEST(scales_match_numpy_reference)
 {
-    if (system(PYTHON " -c 'import numpy' 2>/dev/null") != 0)
-        ck_abort_msg(PYTHON " with numpy is needed for tools/ref/smooth_ref.py: apt-get install python3-numpy");
+    char probe[1024];
+    snprintf(probe, sizeof probe, "'%s' -c 'import numpy' 2>/dev/null", lmp_test_python());
+    if (system(probe) != 0)
+        ck_abort_msg("%s with numpy is needed for tools/ref/smooth_ref.py: apt-get install python3-numpy", lmp_test_python());
     calib_inputs ci;
     calib_open(&ci, 16, 64);
     const int64_t S = 512; /* of 1024 calibration tokens: every second one */
@@ -261,7 +262,7 @@ START_TEST(scales_match_numpy_reference)
         lmp_test_spit(cmd, W, (size_t)(O * C) * sizeof(float));
         snprintf(cmd, sizeof cmd, "%s/sample.f32", dir);
         lmp_test_spit(cmd, st->sample, (size_t)(S * C) * sizeof(float));
-        snprintf(cmd, sizeof cmd, PYTHON " '%s/tools/ref/smooth_ref.py' '%s'", LMP_SOURCE_DIR, dir);
+        snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/smooth_ref.py' '%s'", lmp_test_python(), LMP_SOURCE_DIR, dir);
         ck_assert_int_eq(system(cmd), 0);
         float *ref_alpha = read_f32(dir, "ref_alpha.f32", C), *ref_pw = read_f32(dir, "ref_piecewise.f32", C);
         float *got = malloc((size_t)C * sizeof *got);

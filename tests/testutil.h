@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+/* The interpreter that runs the numpy reference scripts in tools/ref: $LMP_PYTHON if set (e.g. a
+ * venv's python, to check that a verdict does not depend on which numpy or BLAS runs them), else
+ * Debian's /usr/bin/python3 with python3-numpy (tools/setup.sh installs it). */
+static inline const char *lmp_test_python(void)
+{
+    const char *p = getenv("LMP_PYTHON");
+    return p && *p ? p : "/usr/bin/python3";
+}
+
 /* Runs the suite (forked tests, check's default) and turns the result into an exit code. */
 static inline int lmp_test_main(Suite *s)
 {
