@@ -3,13 +3,16 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf_check.h"
 #include "error.h"
 #include "host.h"
 
@@ -18,29 +21,182 @@ const char *lmp_kind_name(int kind)
     return kind == LMP_PLUGIN_STRATEGY ? "strategy" : kind == LMP_PLUGIN_BACKEND ? "backend" : "?";
 }
 
-static int add_dir(lmp_registry *reg, const char *dir)
+/* ---- trusted folders ---------------------------------------------------------------------- */
+
+/* The process's --allow-plugin / --plugin-path folders (real paths), see lmp_registry_allow_dir:
+ * like the environment, they belong to the process, not to one registry or one config. */
+enum { MAX_ALLOWED = 64 };
+static struct {
+    char *dir;
+    int search;
+} allowed[MAX_ALLOWED];
+static int n_allowed;
+
+static int push_str(char ***v, int *n, int at, const char *s)
+{
+    char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+    if (!nv) return lmp_fail(LMP_ENOMEM, "out of memory");
+    *v = nv;
+    char *copy = strdup(s);
+    if (!copy) return lmp_fail(LMP_ENOMEM, "out of memory");
+    memmove(nv + at + 1, nv + at, (size_t)(*n - at) * sizeof *nv);
+    nv[at] = copy;
+    (*n)++;
+    return 0;
+}
+
+static int add_search_at(lmp_registry *reg, int at, const char *dir)
 {
     if (!dir || !*dir) return 0;
     for (int i = 0; i < reg->n_search; i++)
         if (strcmp(reg->search[i], dir) == 0) return 0; /* already searched */
-    char **s = realloc(reg->search, (size_t)(reg->n_search + 1) * sizeof *s);
-    if (!s) return lmp_fail(LMP_ENOMEM, "out of memory");
-    reg->search = s;
-    if (!(s[reg->n_search] = strdup(dir))) return lmp_fail(LMP_ENOMEM, "out of memory");
-    reg->n_search++;
+    return push_str(&reg->search, &reg->n_search, at, dir);
+}
+
+static int add_dir(lmp_registry *reg, const char *dir) { return add_search_at(reg, reg->n_search, dir); }
+
+/* Trusts the real path of `dir`; a folder that does not exist (yet) holds nothing to trust. */
+static int add_trusted(lmp_registry *reg, const char *dir)
+{
+    if (!dir || !*dir) return 0;
+    char *real = realpath(dir, NULL);
+    if (!real) return 0;
+    int st = 0, seen = 0;
+    for (int i = 0; i < reg->n_trusted && !seen; i++) seen = strcmp(reg->trusted[i], real) == 0;
+    if (!seen) st = push_str(&reg->trusted, &reg->n_trusted, reg->n_trusted, real);
+    free(real);
+    return st;
+}
+
+/* Searched and trusted. */
+static int add_user_dir(lmp_registry *reg, const char *dir)
+{
+    int st = add_dir(reg, dir);
+    return st ? st : add_trusted(reg, dir);
+}
+
+int lmp_registry_trust_dir(lmp_registry *reg, const char *dir)
+{
+    char *real = realpath(dir, NULL);
+    if (!real) return lmp_fail(LMP_EIO, "%s: cannot trust plugin folder: %s", dir, strerror(errno));
+    free(real);
+    return add_trusted(reg, dir);
+}
+
+int lmp_registry_allow_dir(const char *dir, int search)
+{
+    struct stat sb;
+    char *real = realpath(dir, NULL);
+    if (!real) return lmp_fail(LMP_EIO, "%s: cannot trust plugin folder: %s", dir, strerror(errno));
+    if (stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        free(real);
+        return lmp_fail(LMP_EINVAL, "%s: cannot trust plugin folder: not a folder", dir);
+    }
+    for (int i = 0; i < n_allowed; i++)
+        if (strcmp(allowed[i].dir, real) == 0) {
+            allowed[i].search |= search;
+            free(real);
+            return 0;
+        }
+    if (n_allowed == MAX_ALLOWED) {
+        free(real);
+        return lmp_fail(LMP_EINVAL, "%s: more than %d trusted plugin folders", dir, MAX_ALLOWED);
+    }
+    allowed[n_allowed].dir = real;
+    allowed[n_allowed++].search = search;
     return 0;
+}
+
+void lmp_registry_allow_reset(void)
+{
+    for (int i = 0; i < n_allowed; i++) free(allowed[i].dir);
+    n_allowed = 0;
+}
+
+/* Is the real path `real` the folder `dir` (a real path) or inside it? */
+static int inside(const char *real, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/') return real[0] == '/';
+    return strncmp(real, dir, n) == 0 && (real[n] == '/' || real[n] == 0);
+}
+
+static void trusted_list(const lmp_registry *reg, char *buf, size_t size)
+{
+    buf[0] = 0;
+    for (int i = 0; i < reg->n_trusted; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used, "%s%s", used ? ", " : "", reg->trusted[i]);
+    }
+    if (!buf[0]) snprintf(buf, size, "none");
+}
+
+/* The folder to suggest for --allow-plugin: the file's own folder, or the folder itself. */
+static int untrusted(const lmp_registry *reg, const char *what, const char *given, const char *real, int is_dir)
+{
+    char list[2048], dir[PATH_MAX];
+    trusted_list(reg, list, sizeof list);
+    snprintf(dir, sizeof dir, "%s", real);
+    char *slash = strrchr(dir, '/');
+    if (!is_dir && slash) slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
+    char resolved[PATH_MAX + 32] = "";
+    if (strcmp(given, real) != 0) snprintf(resolved, sizeof resolved, " (resolves to %s)", real);
+    return lmp_fail(LMP_EINVAL,
+                    "%s%s: %s is outside the trusted plugin folders (%s), so it is not loaded: a plugin "
+                    "runs code as soon as it is opened; pass --allow-plugin DIR to trust it "
+                    "(DIR = %s), or add DIR to LMP_PLUGIN_PATH",
+                    given, resolved, what, list, dir);
+}
+
+static int check_trusted(const lmp_registry *reg, const char *path, int is_dir, char **real_out)
+{
+    if (real_out) *real_out = NULL;
+    char *real = realpath(path, NULL);
+    if (!real)
+        return lmp_fail(LMP_EIO, "%s: cannot load %s: %s", path, is_dir ? "plugins from this folder" : "plugin",
+                        strerror(errno));
+    int ok = 0;
+    for (int i = 0; i < reg->n_trusted && !ok; i++) ok = inside(real, reg->trusted[i]);
+    if (!ok) {
+        int st = untrusted(reg, is_dir ? "the plugin folder" : "the plugin", path, real, is_dir);
+        free(real);
+        return st;
+    }
+    if (real_out) *real_out = real;
+    else free(real);
+    return 0;
+}
+
+int lmp_registry_check_trusted(const lmp_registry *reg, const char *path, char **real)
+{
+    return check_trusted(reg, path, 0, real);
+}
+
+int lmp_registry_add_search_dir(lmp_registry *reg, const char *dir)
+{
+    char *real;
+    int st = check_trusted(reg, dir, 1, &real);
+    if (st) return st;
+    int before = reg->n_search;
+    st = add_search_at(reg, reg->n_front, real);
+    if (!st && reg->n_search > before) reg->n_front++;
+    free(real);
+    return st;
 }
 
 int lmp_registry_init(lmp_registry *reg, const char *const *extra, int n_extra)
 {
     memset(reg, 0, sizeof *reg);
     int st = 0;
-    for (int i = 0; i < n_extra && !st; i++) st = add_dir(reg, extra[i]);
+    for (int i = 0; i < n_extra && !st; i++) st = add_user_dir(reg, extra[i]);
+    for (int i = 0; i < n_allowed && !st; i++)
+        st = allowed[i].search ? add_user_dir(reg, allowed[i].dir) : add_trusted(reg, allowed[i].dir);
     const char *env = getenv("LMP_PLUGIN_PATH");
     if (env && !st) {
         char *copy = strdup(env), *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d && !st; d = strtok_r(NULL, ":", &save))
-            st = add_dir(reg, d);
+        if (!copy) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && !st; d = strtok_r(NULL, ":", &save))
+            st = add_user_dir(reg, d);
         free(copy);
     }
     char exe[PATH_MAX];
@@ -50,30 +206,35 @@ int lmp_registry_init(lmp_registry *reg, const char *const *extra, int n_extra)
         char *slash = strrchr(exe, '/');
         if (slash) {
             strcpy(slash, "/plugins");
-            st = add_dir(reg, exe);
+            st = add_user_dir(reg, exe);
         }
     }
-    if (!st) st = add_dir(reg, LMP_PLUGIN_DIR);
+    if (!st) st = add_user_dir(reg, LMP_PLUGIN_DIR);
     if (st) lmp_registry_free(reg);
     return st;
 }
 
 void lmp_registry_free(lmp_registry *reg)
 {
-    for (int i = 0; i < reg->n; i++) free(reg->items[i].path);
+    for (int i = 0; i < reg->n; i++) {
+        free(reg->items[i]->path);
+        free(reg->items[i]);
+    }
     /* Plugins are not dlclose'd: descriptors and vtables may still be referenced. */
     free(reg->items);
     for (int i = 0; i < reg->n_search; i++) free(reg->search[i]);
     free(reg->search);
+    for (int i = 0; i < reg->n_trusted; i++) free(reg->trusted[i]);
+    free(reg->trusted);
     memset(reg, 0, sizeof *reg);
 }
 
 const lmp_plugin *lmp_registry_find(const lmp_registry *reg, int kind, const char *name)
 {
     for (int i = 0; i < reg->n; i++)
-        if ((!kind || reg->items[i].desc->kind == (lmp_plugin_kind)kind) &&
-            strcmp(reg->items[i].desc->name, name) == 0)
-            return &reg->items[i];
+        if ((!kind || reg->items[i]->desc->kind == (lmp_plugin_kind)kind) &&
+            strcmp(reg->items[i]->desc->name, name) == 0)
+            return reg->items[i];
     return NULL;
 }
 
@@ -135,14 +296,50 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
     return 0;
 }
 
-int lmp_registry_load_file(lmp_registry *reg, const char *path, int kind, int keep_unusable,
+static int load_checked(lmp_registry *reg, const char *path, int kind, int keep_unusable,
+                        const lmp_plugin **out);
+
+/* A plugin found again (or by name) is handed out only for the kind it is. */
+static int kind_ok(const lmp_plugin *p, int kind)
+{
+    if (!kind || p->desc->kind == (lmp_plugin_kind)kind) return 0;
+    return lmp_fail(LMP_EINVAL, "%s: plugin '%s' is a %s plugin, not a %s", p->path, p->desc->name,
+                    lmp_kind_name(p->desc->kind), lmp_kind_name(kind));
+}
+
+int lmp_registry_load_file(lmp_registry *reg, const char *given, int kind, int keep_unusable,
                            const lmp_plugin **out)
 {
+    /* dlopen would look a bare name up in the system's library path: never. */
+    if (!strchr(given, '/'))
+        return lmp_fail(LMP_EINVAL,
+                        "%s: a plugin file is named by its path (./%s in the current folder, or relative to the "
+                        "config): a bare file name is never looked up in the system's library path",
+                        given, given);
+    char *path;
+    int st = check_trusted(reg, given, 0, &path);
+    if (st) return st;
     for (int i = 0; i < reg->n; i++)
-        if (strcmp(reg->items[i].path, path) == 0) {
-            if (out) *out = &reg->items[i];
+        if (strcmp(reg->items[i]->path, path) == 0) {
+            free(path);
+            if ((st = kind_ok(reg->items[i], kind))) return st;
+            if (out) *out = reg->items[i];
             return 0;
         }
+    /* Nothing of the file runs before this says it is a plugin (dlopen runs constructors). */
+    if ((st = lmp_elf_check_plugin(path, LMP_ENTRY_SYMBOL))) {
+        free(path);
+        return st;
+    }
+    st = load_checked(reg, path, kind, keep_unusable, out);
+    free(path);
+    return st;
+}
+
+/* dlopen, then the descriptor's checks: `path` is a trusted real path that passed the ELF check. */
+static int load_checked(lmp_registry *reg, const char *path, int kind, int keep_unusable,
+                        const lmp_plugin **out)
+{
     dlerror();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return lmp_fail(LMP_EIO, "%s: cannot load plugin: %s", path, dlerror());
@@ -151,7 +348,7 @@ int lmp_registry_load_file(lmp_registry *reg, const char *path, int kind, int ke
     if (!entry) {
         dlclose(h);
         return lmp_fail(LMP_EINVAL, "%s: not an lmpress plugin: no exported symbol '%s'", path,
-                        LMP_ENTRY_SYMBOL);
+                        LMP_ENTRY_SYMBOL); /* the ELF check saw one: dlsym should too */
     }
     const lmp_plugin_desc *d = entry();
     int st = d ? check_desc(reg, path, d, kind)
@@ -176,7 +373,7 @@ int lmp_registry_load_file(lmp_registry *reg, const char *path, int kind, int ke
     }
     if (reg->n == reg->cap) {
         int cap = reg->cap ? 2 * reg->cap : 8;
-        lmp_plugin *items = realloc(reg->items, (size_t)cap * sizeof *items);
+        lmp_plugin **items = realloc(reg->items, (size_t)cap * sizeof *items);
         if (!items) {
             dlclose(h);
             return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -184,9 +381,15 @@ int lmp_registry_load_file(lmp_registry *reg, const char *path, int kind, int ke
         reg->items = items;
         reg->cap = cap;
     }
-    p.path = strdup(path);
-    reg->items[reg->n] = p;
-    if (out) *out = &reg->items[reg->n];
+    lmp_plugin *node = malloc(sizeof *node);
+    if (!node || !(p.path = strdup(path))) {
+        free(node);
+        dlclose(h);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    *node = p;
+    reg->items[reg->n] = node;
+    if (out) *out = node;
     reg->n++;
     return 0;
 }
@@ -203,6 +406,7 @@ int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
     const lmp_plugin *p;
     if (is_path(name_or_path)) {
         int st = lmp_registry_load_file(reg, name_or_path, kind, 0, &p);
+        if (!st) st = kind_ok(p, kind);
         if (st) return st;
         if (!p->usable)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s plugin '%s' cannot run here: %s",
@@ -212,6 +416,8 @@ int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
     }
     p = lmp_registry_find(reg, kind, name_or_path);
     if (p) {
+        int st = kind_ok(p, kind);
+        if (st) return st;
         if (!p->usable)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s plugin '%s' cannot run here: %s", p->path,
                             lmp_kind_name(kind), p->desc->name, p->reason);
@@ -260,7 +466,7 @@ int lmp_registry_scan(lmp_registry *reg, void (*report)(const char *path, const 
             char *real = realpath(path, NULL);
             int seen = 0;
             for (int k = 0; k < reg->n && real; k++) {
-                char *r2 = realpath(reg->items[k].path, NULL);
+                char *r2 = realpath(reg->items[k]->path, NULL);
                 seen |= r2 && strcmp(r2, real) == 0;
                 free(r2);
             }

@@ -291,10 +291,11 @@ END_TEST
 
 START_TEST(config_plugin_for_another_abi)
 {
+    /* The test plugins' folder is not trusted by default: the command line trusts it. */
     const char *p = config("{ name = \"a\"; }", "plugins = { strategies = [ \"" LMP_TEST_PLUGIN_DIR "/fake-wrong_major.so\" ]; };");
-    expect_error(ARGS("check %s", p), 1, "fake-wrong_major.so", "major versions differ");
+    expect_error(ARGS("check %s --allow-plugin " LMP_TEST_PLUGIN_DIR, p), 1, "fake-wrong_major.so", "major versions differ");
     p = config("{ name = \"a\"; pipeline = ( { strategy = \"" LMP_TEST_PLUGIN_DIR "/fake-wrong_kind.so\"; } ); }", "");
-    expect_error(ARGS("check %s", p), 1, "is a backend plugin, but is used here as a strategy", NULL);
+    expect_error(ARGS("check --allow-plugin " LMP_TEST_PLUGIN_DIR " %s", p), 1, "is a backend plugin, but is used here as a strategy", NULL);
     p = config("{ name = \"a\"; }", "backend = { name = \"nosuch\"; };");
     expect_error(ARGS("check %s", p), 1, "unknown backend plugin 'nosuch'", "backend.name");
     p = config("{ name = \"a\"; }", "backend = { name = \"cpu\"; params = { threads = -1; }; };");

@@ -309,6 +309,10 @@ START_TEST(variant_globs)
     ck_assert_int_eq(count(output, "\nfp32 "), 0);
     ck_assert_int_eq(count(output, "\nw4-g32 "), 1);
     ck_assert_int_eq(count(output, "\nw8a8 "), 1);
+    /* one variant alone: no reference log-probabilities are kept */
+    snprintf(args, sizeof args, "run %s --variant w4-g32", cfg);
+    ck_assert_int_eq(run(args, NULL), 0);
+    ck_assert_int_eq(count(output, "\nw4-g32 "), 1);
     snprintf(args, sizeof args, "compare %s --variant 'gptq*'", cfg);
     ck_assert_int_eq(run(args, tmp("err.txt")), 1);
     char *err = slurp(tmp("err.txt"));
