@@ -10,7 +10,9 @@
 
 #include "backend.h"
 #include "error.h"
+#include "gguf.h"
 #include "host.h"
+#include "input_file.h"
 #include "pipeline.h"
 #include "textfile.h"
 
@@ -27,6 +29,29 @@ double lmp_peak_rss_mb(void)
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out)
 {
     size_t n = path ? strlen(path) : 0;
+    /* By content first: a GGUF given as the tokenizer lends its own vocabulary (whatever its
+     * name).  The peek opens regular files only, without blocking (input_file.h); anything else
+     * goes on to the loaders below, which give the message. */
+    char why[256];
+    int fd = path ? lmp_input_open(path, why, sizeof why) : -1;
+    if (fd >= 0) {
+        unsigned char magic[4];
+        int is_gguf = pread(fd, magic, 4, 0) == 4 && memcmp(magic, "GGUF", 4) == 0;
+        close(fd);
+        if (is_gguf) {
+            lmp_gguf *g = NULL;
+            int st = lmp_gguf_open(path, &g);
+            if (!st) st = lmp_tokenizer_load_gguf(g, out); /* its messages name the file */
+            if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab) {
+                st = lmp_fail(LMP_EINVAL, "%s: the GGUF's tokenizer has %d tokens, the model %lld", path,
+                              lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
+                lmp_tokenizer_free(*out);
+                *out = NULL;
+            }
+            lmp_gguf_close(g);
+            return st;
+        }
+    }
     if (path && n > 5 && strcmp(path + n - 5, ".json") == 0) return lmp_tokenizer_load_hf(path, out);
     if (path) return lmp_tokenizer_load_llama2c(path, (int)m->arch.vocab, out);
     if (m->src_data && strncmp(m->format, "GGUF", 4) == 0) {
@@ -235,7 +260,7 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     }
     t0 = lmp_now_s();
     for (int t = 0; t < c->n_eval_texts && !st; t++)
-        st = lmp_eval_text(&run->be, run->m, run->base, blocks, &run->ref[t], run->text_ids[t],
+        st = lmp_eval_text(&run->be, run->m, run->base, blocks, run->ref[t].have ? &run->ref[t] : NULL, run->text_ids[t],
                            r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows, r->texts[t].key,
                            &res->scores[t]);
     if (!st && run->have_lambada) st = lmp_lambada_eval(&run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);

@@ -23,6 +23,9 @@
  * so that messages need no global and two configs can be loaded at once. */
 static const char *file_of(const config_setting_t *s)
 {
+    /* A setting from an @included file names that file (libconfig keeps the name as written). */
+    const char *inc = s ? config_setting_source_file(s) : NULL;
+    if (inc) return inc;
     while (s && config_setting_parent(s)) s = config_setting_parent(s);
     const char *f = s ? config_setting_get_hook(s) : NULL;
     return f ? f : "(config)";
@@ -132,7 +135,11 @@ static int get_strings(const config_setting_t *parent, const char *key, const ch
     if (!(*out = calloc((size_t)(len ? len : 1), sizeof **out))) return lmp_fail(LMP_ENOMEM, "out of memory");
     for (int i = 0; i < len; i++) {
         const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-        if (config_setting_type(e) != CONFIG_TYPE_STRING) return bad(e, "expected a string");
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            free(*out); /* callers free only what they were given */
+            *out = NULL;
+            return bad(e, "expected a string");
+        }
         (*out)[i] = config_setting_get_string(e);
     }
     *n = len;
@@ -371,6 +378,15 @@ static int parse_params(const config_setting_t *g, const config_setting_t *owner
 }
 
 /* ---- sections ---------------------------------------------------------------------------- */
+/* A plugin named by file rather than by name: a '/' or a ".so" ending.  It is relative to the
+ * config's folder, like every path of a config: a bare "x.so" is the config's neighbour, never
+ * a library of the system's search path. */
+static int is_plugin_path(const char *s)
+{
+    size_t n = strlen(s);
+    return strchr(s, '/') || (n > 3 && strcmp(s + n - 3, ".so") == 0);
+}
+
 static int load_plugins(lmp_run_config *c, const config_setting_t *root)
 {
     static const char *const keys[] = {"search_path", "strategies", "backends", NULL};
@@ -379,20 +395,25 @@ static int load_plugins(lmp_run_config *c, const config_setting_t *root)
     int n_dirs = 0, n = 0, st;
     if ((st = get_group(root, "plugins", 0, &g))) return st;
     if (g && ((st = check_keys(g, keys)) || (st = get_strings(g, "search_path", &dirs, &n_dirs)))) return st;
-    char **abs = calloc((size_t)n_dirs + 1, sizeof *abs);
-    for (int i = 0; abs && i < n_dirs; i++) abs[i] = resolve(c->path, dirs[i]);
+    /* The config is not trusted: its folders must lie inside the user's trusted plugin folders
+     * (registry.h), checked on their real paths before any file in them is opened. */
+    st = lmp_registry_init(&c->reg, NULL, 0);
+    for (int i = 0; i < n_dirs && !st; i++) {
+        char *abs = resolve(c->path, dirs[i]);
+        st = abs ? lmp_registry_add_search_dir(&c->reg, abs) : lmp_fail(LMP_ENOMEM, "out of memory");
+        if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.search_path[%d]", file_of(g),
+                                     config_setting_source_line(config_setting_get_member(g, "search_path")), i);
+        free(abs);
+    }
     free(dirs);
-    st = abs ? lmp_registry_init(&c->reg, (const char *const *)abs, n_dirs) : lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int i = 0; abs && i < n_dirs; i++) free(abs[i]);
-    free(abs);
     if (st || !g) return st;
     static const char *const slot_key[2] = {"strategies", "backends"};
     static const int slot_kind[2] = {LMP_PLUGIN_STRATEGY, LMP_PLUGIN_BACKEND};
     for (int k = 0; k < 2 && !st; k++) {
         if ((st = get_strings(g, slot_key[k], &list, &n))) return st;
         for (int i = 0; i < n && !st; i++) {
-            char *p = strchr(list[i], '/') ? resolve(c->path, list[i]) : strdup(list[i]);
-            st = lmp_registry_require(&c->reg, slot_kind[k], p, NULL);
+            char *p = is_plugin_path(list[i]) ? resolve(c->path, list[i]) : strdup(list[i]);
+            st = p ? lmp_registry_require(&c->reg, slot_kind[k], p, NULL) : lmp_fail(LMP_ENOMEM, "out of memory");
             if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.%s[%d]", file_of(g),
                                          config_setting_source_line(config_setting_get_member(g, slot_key[k])),
                                          slot_key[k], i);
@@ -506,8 +527,8 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
     if ((st = check_keys(s, keys)) || (st = get_string(s, "strategy", 1, &strategy)) ||
         (st = get_group(s, "params", 0, &params)))
         return st;
-    char *ref = strchr(strategy, '/') ? resolve(c->path, strategy) : strdup(strategy);
-    st = lmp_registry_require(&c->reg, LMP_PLUGIN_STRATEGY, ref, &stage->plugin);
+    char *ref = is_plugin_path(strategy) ? resolve(c->path, strategy) : strdup(strategy);
+    st = ref ? lmp_registry_require(&c->reg, LMP_PLUGIN_STRATEGY, ref, &stage->plugin) : lmp_fail(LMP_ENOMEM, "out of memory");
     free(ref);
     if (st) return lmp_fail_prefix(st, "%s:%d: strategy", file_of(s),
                                    config_setting_source_line(config_setting_get_member(s, "strategy")));
@@ -694,6 +715,215 @@ int lmp_config_check_model_patterns(const lmp_run_config *c, const lmp_model *m)
     return st;
 }
 
+/* ---- reading the config file ------------------------------------------------------------- */
+/* The config and every file it @includes are opened like every other input (input_file.h): a
+ * FIFO, a device or a folder is refused without blocking, and a file over 16 MiB is refused.
+ * libconfig opens @included files itself, so the text is scanned first with libconfig's own
+ * lexical rules (comments, strings, `@include "file"` at the start of a line), and each included
+ * file (relative names are relative to the current directory, as libconfig resolves them) is
+ * checked the same way, up to libconfig's depth of 10.
+ *
+ * The scan also fixes what libconfig before 1.7 gets wrong: a decimal or hex integer without the
+ * L suffix that does not fit 32 bits is wrapped silently (2147483648 reads as -2147483648,
+ * 4294967304 as 8).  In the config's own text such a literal gets an L appended (the line numbers
+ * do not change), so it is read as the 64-bit value that was written, as libconfig 1.7 reads it,
+ * and the range checks report it as written; in an @included file (which libconfig reads
+ * itself) it is refused.  A literal beyond 64 bits is refused everywhere. */
+#define CONFIG_MAX_INCLUDE_DEPTH 10
+
+typedef struct cfg_scan {
+    const char *file;  /* for messages */
+    char *patched;     /* the main text with L suffixes added (only for the main file) */
+    size_t n_patched, cap_patched;
+    int depth;
+} cfg_scan;
+
+static int scan_config_text(const char *file, const char *text, size_t len, char **patched, int depth);
+
+static int patch_put(cfg_scan *s, const char *p, size_t n)
+{
+    if (s->n_patched + n + 1 > s->cap_patched) {
+        size_t cap = (s->n_patched + n + 1) * 2;
+        char *np = realloc(s->patched, cap);
+        if (!np) return lmp_fail(LMP_ENOMEM, "out of memory");
+        s->patched = np;
+        s->cap_patched = cap;
+    }
+    memcpy(s->patched + s->n_patched, p, n);
+    s->n_patched += n;
+    s->patched[s->n_patched] = 0;
+    return 0;
+}
+
+/* An @include: checked with the helper, then scanned for its own includes and literals. */
+static int scan_include(const cfg_scan *s, int line, const char *name)
+{
+    if (s->depth + 1 > CONFIG_MAX_INCLUDE_DEPTH)
+        return lmp_fail(LMP_EINVAL, "%s:%d: @include \"%s\": includes nested more than %d deep", s->file, line,
+                        name, CONFIG_MAX_INCLUDE_DEPTH);
+    /* libconfig opens it again with a blocking fopen(): a regular file only, whatever
+     * LMP_ALLOW_SPECIAL_FILES says. */
+    char why[256], *text;
+    size_t len;
+    int rc = lmp_input_check_file(name, why, sizeof why);
+    if (rc) return lmp_fail(rc == -1 ? LMP_EIO : LMP_EINVAL, "%s:%d: @include \"%s\": %s%s", s->file, line, name,
+                            rc == -1 ? "cannot open: " : "", why);
+    int st = lmp_input_read(name, LMP_INPUT_CONFIG, &text, &len);
+    if (st) return lmp_fail_prefix(st, "%s:%d: @include \"%s\"", s->file, line, name);
+    st = scan_config_text(name, text, len, NULL, s->depth + 1);
+    free(text);
+    return st;
+}
+
+/* An integer literal text[0..n) (sign, digits or 0x hex, no L): 0 if it fits 32 bits; 1 if it
+ * needs an L (fits 64 bits); -1 if it does not fit 64 bits either. */
+static int int_literal_width(const char *text, size_t n)
+{
+    char buf[80];
+    if (n >= sizeof buf) return -1;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    const char *p = buf;
+    int neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    int hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+    errno = 0;
+    unsigned long long u = strtoull(hex ? p + 2 : p, NULL, hex ? 16 : 10);
+    if (errno == ERANGE) return -1;
+    if (hex) return neg ? -1 : u <= 0x7fffffffull ? 0 : u <= (unsigned long long)INT64_MAX ? 1 : -1;
+    if (neg) return u <= 0x80000000ull ? 0 : u <= (unsigned long long)INT64_MAX + 1 ? 1 : -1;
+    return u <= 0x7fffffffull ? 0 : u <= (unsigned long long)INT64_MAX ? 1 : -1;
+}
+
+static int is_name_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '*'; }
+static int is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '_'; }
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* Scans text[0..len) (see above).  With patched != NULL, *patched gets the main text with its L
+ * suffixes (malloc'd, NUL-terminated). */
+static int scan_config_text(const char *file, const char *text, size_t len, char **patched, int depth)
+{
+    cfg_scan s = {.file = file, .depth = depth};
+    size_t i = 0, copied = 0; /* text[copied..i) is still to be copied to the patched text */
+    int line = 1, at_line_start = 1, st = 0;
+    while (i < len && !st) {
+        char c = text[i];
+        if (c == '\n') {
+            line++, i++, at_line_start = 1;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+            i++;
+            continue;
+        }
+        int line_start = at_line_start;
+        at_line_start = 0;
+        if (c == '#' || (c == '/' && i + 1 < len && text[i + 1] == '/')) {
+            while (i < len && text[i] != '\n') i++;
+        } else if (c == '/' && i + 1 < len && text[i + 1] == '*') {
+            for (i += 2; i < len && !(text[i] == '*' && i + 1 < len && text[i + 1] == '/'); i++) line += text[i] == '\n';
+            i = i < len ? i + 2 : len;
+        } else if (c == '"') {
+            for (i++; i < len && text[i] != '"'; i++) {
+                if (text[i] == '\\' && i + 1 < len) i++;
+                line += text[i] == '\n';
+            }
+            i = i < len ? i + 1 : len;
+        } else if (c == '@' && line_start && len - i >= 8 && memcmp(text + i, "@include", 8) == 0 &&
+                   i + 8 < len && (text[i + 8] == ' ' || text[i + 8] == '\t')) {
+            size_t j = i + 8;
+            while (j < len && (text[j] == ' ' || text[j] == '\t')) j++;
+            if (j < len && text[j] == '"') {
+                char name[4096];
+                size_t n = 0;
+                for (j++; j < len && text[j] != '"' && text[j] != '\n'; j++) {
+                    if (text[j] == '\\' && j + 1 < len) j++;
+                    if (n + 1 < sizeof name) name[n++] = text[j];
+                }
+                name[n] = 0;
+                if (n + 1 >= sizeof name)
+                    st = lmp_fail(LMP_EINVAL, "%s:%d: @include: file name too long", file, line);
+                else
+                    st = scan_include(&s, line, name);
+                i = j < len ? j + 1 : len;
+            } else {
+                i = j; /* libconfig reports the syntax error */
+            }
+        } else if (is_name_start(c)) {
+            while (i < len && is_name_char(text[i])) i++;
+        } else if (is_digit(c) || ((c == '-' || c == '+' || c == '.') && i + 1 < len &&
+                                   (is_digit(text[i + 1]) || text[i + 1] == '.'))) {
+            size_t b = i;
+            if (c == '-' || c == '+') i++;
+            int hex = i + 1 < len && text[i] == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X');
+            if (hex) {
+                for (i += 2; i < len && is_hex(text[i]); i++) continue;
+            } else {
+                while (i < len && is_digit(text[i])) i++;
+            }
+            int is_float = !hex && i < len && (text[i] == '.' || text[i] == 'e' || text[i] == 'E');
+            if (is_float) {
+                while (i < len && (is_digit(text[i]) || text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
+                                   ((text[i] == '-' || text[i] == '+') && (text[i - 1] == 'e' || text[i - 1] == 'E'))))
+                    i++;
+                continue;
+            }
+            size_t e = i;
+            int has_l = i < len && text[i] == 'L';
+            while (i < len && text[i] == 'L') i++;
+            int w = int_literal_width(text + b, e - b);
+            if (w < 0)
+                st = lmp_fail(LMP_EINVAL, "%s:%d: integer %.*s is out of range (it does not fit 64 bits)", file,
+                              line, (int)(e - b > 64 ? 64 : e - b), text + b);
+            else if (w == 1 && !has_l) {
+                if (patched) {
+                    if (!(st = patch_put(&s, text + copied, e - copied))) st = patch_put(&s, "L", 1);
+                    copied = e;
+                } else {
+                    st = lmp_fail(LMP_EINVAL, "%s:%d: integer %.*s does not fit 32 bits: in an @included file "
+                                  "write it as %.*sL", file, line, (int)(e - b), text + b, (int)(e - b), text + b);
+                }
+            }
+        } else {
+            i++;
+        }
+    }
+    if (!st && patched) st = patch_put(&s, text + copied, len - copied);
+    if (st || !patched) {
+        free(s.patched);
+        return st;
+    }
+    *patched = s.patched;
+    return 0;
+}
+
+/* Reads and parses the config file (see above) into c->cfg. */
+static int read_config_file(lmp_run_config *c, const char *path)
+{
+    char *text, *patched = NULL;
+    size_t len;
+    int st = lmp_input_read(path, LMP_INPUT_CONFIG, &text, &len);
+    if (st) return st;
+    if (memchr(text, 0, len)) {
+        free(text);
+        return lmp_fail(LMP_EINVAL, "%s: not a config file (it contains a NUL byte)", path);
+    }
+    st = scan_config_text(path, text, len, &patched, 0);
+    free(text);
+    if (st) return st;
+    int ok = config_read_string(&c->cfg, patched ? patched : "");
+    free(patched);
+    if (ok) return 0;
+    /* A syntax error in an @included file names that file. */
+    const char *in = config_error_file(&c->cfg);
+    if (in && strcmp(in, path) != 0)
+        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s (in a file @included by %s)", in,
+                        config_error_line(&c->cfg), config_error_text(&c->cfg), path);
+    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
+                    config_error_text(&c->cfg));
+}
+
 int lmp_config_load(const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
@@ -705,18 +935,10 @@ int lmp_config_load(const char *path, lmp_run_config **out)
         return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     config_init(&c->cfg);
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    int rst = read_config_file(c, path);
+    if (rst) {
         lmp_config_free(c);
-        return lmp_fail(LMP_EIO, "%s: cannot open config: %s", path, strerror(errno));
-    }
-    int ok = config_read(&c->cfg, f);
-    fclose(f);
-    if (!ok) {
-        int st = lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
-                          config_error_text(&c->cfg));
-        lmp_config_free(c);
-        return st;
+        return rst;
     }
     config_setting_t *root = config_root_setting(&c->cfg);
     config_setting_set_hook(root, c->path); /* for file_of() */

@@ -40,11 +40,24 @@ static const char *const usage_main =
     "\n"
     "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
     "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
-    "options: --quiet (errors only), --verbose (debug messages), --version, --help\n";
+    "options: --quiet (errors only), --verbose (debug messages), --version, --help\n"
+    "\n"
+    "Plugins load only from trusted folders: the build's plugin folder, <lmpress dir>/plugins,\n"
+    "$LMP_PLUGIN_PATH, and the folders given with --allow-plugin DIR or --plugin-path DIR.  A\n"
+    "config that names a plugin or a plugins.search_path folder elsewhere is refused before\n"
+    "anything is loaded: a plugin runs code as soon as it is opened.\n";
+
+/* The options every command that loads plugins takes (see trust_option). */
+#define TRUST_USAGE \
+    "--allow-plugin DIR trusts the plugins in DIR (and below it), so a config may name them or\n" \
+    "list DIR in plugins.search_path; --plugin-path DIR also searches DIR for plugins named by\n" \
+    "name (both repeatable).  Without them, plugins load only from the build's plugin folder,\n" \
+    "<lmpress dir>/plugins and $LMP_PLUGIN_PATH: a config naming another is refused before\n" \
+    "any of its code runs.\n"
 
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
-    "                              [--csv FILE] [--resume]\n"
+    "                              [--csv FILE] [--resume] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... (same options)\n"
     "\n"
     "compare runs every variant of the libconfig file CONFIG, or those whose names match a\n"
@@ -60,19 +73,22 @@ static const char *const usage_compare =
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
     "--backend NAME replaces the config's backend (with that backend's default parameters), as\n"
-    "editing backend.name would.  See configs/quickstart.cfg.\n";
+    "editing backend.name would.  See configs/quickstart.cfg.\n" TRUST_USAGE;
 
 static const char *const usage_check =
-    "usage: lmpress check CONFIG\n"
+    "usage: lmpress check CONFIG [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Parses CONFIG, loads the plugins it names, validates every stage against its plugin's\n"
     "parameter schema, checks every file it names (exists, readable, the right kind) and, from\n"
     "the model's header, that every targets/ignore/overrides pattern matches a linear: all that\n"
-    "compare does before any work.  Prints the variants.\n";
+    "compare does before any work.  Prints the variants.  A plugin file is checked before it is\n"
+    "opened: inside a trusted folder, and an ELF shared object exporting lmp_plugin_entry (read\n"
+    "from its symbol table, so a file that is not a plugin runs nothing).\n" TRUST_USAGE;
 
 static const char *const usage_eval =
     "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
     "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--backend NAME] [--json]\n"
+    "                    [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
     "cut into floor(n/L) non-overlapping windows of L tokens (the tail dropped; --max-windows\n"
@@ -80,21 +96,25 @@ static const char *const usage_eval =
     "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n"
     "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
     "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
-    "tokenizer file or a Hugging Face tokenizer.json; GGUF models bring their own.\n";
+    "tokenizer file or a Hugging Face tokenizer.json; GGUF models bring their own.\n" TRUST_USAGE;
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
-    "                        [--backend NAME]\n"
+    "                        [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Greedy generation (argmax at every step) from BOS and the prompt, N steps in all\n"
-    "(default 256), printed as llama2.c's run prints it.\n";
+    "(default 256), printed as llama2.c's run prints it.\n" TRUST_USAGE;
 
 static const char *const usage_plugins =
-    "usage: lmpress plugins [--plugin-path DIR]...\n"
+    "usage: lmpress plugins [--plugin-path DIR]... [--allow-plugin DIR]...\n"
     "\n"
-    "Lists every plugin in the search path ($LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then\n"
-    "the build's plugin folder): kind, version, ABI, whether it can run here, and its full\n"
-    "parameter schema.  Files that fail to load are reported with the reason.\n";
+    "Lists every lmp-*.so plugin in the search path (the --plugin-path and --allow-plugin\n"
+    "folders, then $LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then the build's plugin\n"
+    "folder; these are the trusted folders): kind, version, ABI, whether it can run here, and\n"
+    "its full parameter schema.  Files that fail to load are reported with the reason.  Each\n"
+    "file's ELF symbol table is read before it is opened: a file that is not an lmpress plugin\n"
+    "(no exported lmp_plugin_entry) and a link that leads out of the trusted folders are\n"
+    "reported without being loaded, so none of their code runs.\n";
 
 static const char *const usage_diff =
     "usage: lmpress diff A.json B.json [--noise N.json]...\n"
@@ -140,6 +160,22 @@ static const char *opt_value(int argc, char **argv, int *i, int *bad)
         return NULL;
     }
     return argv[++*i];
+}
+
+/* --allow-plugin DIR (trusted) and --plugin-path DIR (trusted and searched by name): the user's
+ * word, so every registry made afterwards trusts DIR (registry.h).  Returns 1 when argv[*i] is
+ * one of them (a bad DIR sets *bad after printing why), 0 otherwise.  search_all: an
+ * --allow-plugin folder is searched too (`plugins`, whose work is listing). */
+static int trust_option(int argc, char **argv, int *i, int *bad, int search_all)
+{
+    int search = search_all || strcmp(argv[*i], "--plugin-path") == 0;
+    if (strcmp(argv[*i], "--plugin-path") != 0 && strcmp(argv[*i], "--allow-plugin") != 0) return 0;
+    const char *dir = opt_value(argc, argv, i, bad);
+    if (dir && lmp_registry_allow_dir(dir, search)) {
+        fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
+        *bad = 1;
+    }
+    return 1;
 }
 
 static int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
@@ -346,6 +382,7 @@ static int cmd_compare(int argc, char **argv, int single)
             if (v) globs[n_globs++] = v;
         } else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--resume") == 0) resume = 1;
+        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
@@ -400,9 +437,18 @@ static int cmd_check(int argc, char **argv)
         fputs(usage_check, stdout);
         return 0;
     }
-    if (argc != 1 || argv[0][0] == '-') return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
+    const char *cfg_path = NULL;
+    int bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        if (trust_option(argc, argv, &i, &bad, 0)) continue;
+        if (argv[i][0] == '-') return usage_error(usage_check, "unknown option %s", argv[i]);
+        if (cfg_path) return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
+        cfg_path = argv[i];
+    }
+    if (bad) return 2;
+    if (!cfg_path) return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
     lmp_run_config *c;
-    if (lmp_config_load(argv[0], &c)) return fail();
+    if (lmp_config_load(cfg_path, &c)) return fail();
     /* The model's header gives its linears' names: a pattern that matches none is a typo that
      * would otherwise leave a variant silently unquantized. */
     lmp_model *m = NULL;
@@ -413,7 +459,7 @@ static int cmd_check(int argc, char **argv)
         lmp_config_free(c);
         return fail();
     }
-    printf("%s: ok: model %s, backend %s, %d variant%s\n", argv[0], c->model_path, c->backend_name,
+    printf("%s: ok: model %s, backend %s, %d variant%s\n", cfg_path, c->model_path, c->backend_name,
            c->n_variants, c->n_variants == 1 ? "" : "s");
     for (int i = 0; i < c->n_variants; i++) {
         printf("  %s:", c->variants[i].name);
@@ -480,6 +526,7 @@ static int cmd_eval(int argc, char **argv)
         else if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--lambada-max") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--lambada-max", 0, &lambada_max)) return 2;
@@ -507,14 +554,14 @@ static int cmd_eval(int argc, char **argv)
     if (!st && L > d.m->arch.seq_len)
         st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the model's context of %lld", (long long)L,
                       (long long)d.m->arch.seq_len);
+    /* Every input is read before any evaluation, so a bad one fails at once. */
+    lmp_lambada lam;
+    int have_lam = 0;
     if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
+    if (!st && lambada) have_lam = (st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam)) == 0;
     if (!st && text) st = lmp_eval_text(&d.be, d.m, blocks, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
-    if (!st && lambada) {
-        lmp_lambada lam;
-        st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam);
-        if (!st) st = lmp_lambada_eval(&d.be, d.m, &blocks, 1, &lam, &lscore);
-        if (!st) lmp_lambada_free(&lam);
-    }
+    if (!st && have_lam) st = lmp_lambada_eval(&d.be, d.m, &blocks, 1, &lam, &lscore);
+    if (have_lam) lmp_lambada_free(&lam);
     if (!st && json) {
         printf("{\"model\": ");
         print_json_string(model);
@@ -564,6 +611,7 @@ static int cmd_generate(int argc, char **argv)
         const char *v;
         if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--prompt") == 0) prompt = opt_value(argc, argv, &i, &bad);
+        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--steps") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--steps", 1, &steps)) return 2;
@@ -679,27 +727,23 @@ static void report_bad_plugin(const char *path, const char *msg)
 
 static int cmd_plugins(int argc, char **argv)
 {
-    const char *dirs[32];
-    int n_dirs = 0, bad = 0;
+    int bad = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_plugins, stdout);
         return 0;
     }
-    for (int i = 0; i < argc && !bad; i++) {
-        if (strcmp(argv[i], "--plugin-path") == 0 && n_dirs < 32) {
-            const char *v = opt_value(argc, argv, &i, &bad);
-            if (v) dirs[n_dirs++] = v;
-        } else return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
-    }
+    /* Listing is what plugins does: an --allow-plugin folder is listed too (searched). */
+    for (int i = 0; i < argc && !bad; i++)
+        if (!trust_option(argc, argv, &i, &bad, 1)) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
     if (bad) return 2;
     lmp_registry reg;
-    if (lmp_registry_init(&reg, dirs, n_dirs)) return fail();
+    if (lmp_registry_init(&reg, NULL, 0)) return fail();
     printf("search path:");
     for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
     printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
     int failures = lmp_registry_scan(&reg, report_bad_plugin);
     for (int i = 0; i < reg.n; i++) {
-        const lmp_plugin *p = &reg.items[i];
+        const lmp_plugin *p = reg.items[i];
         const lmp_plugin_desc *d = p->desc;
         printf("%s %s %s (ABI %u.%u) %s\n  %s\n  %s\n", lmp_kind_name(d->kind), d->name, d->version,
                d->abi_major, d->abi_minor, p->path, d->summary ? d->summary : "",
