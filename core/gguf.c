@@ -28,6 +28,7 @@
 #include "gguf.h"
 
 #include "error.h"
+#include "input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -505,6 +506,54 @@ static int read_tensor_info(reader *r, gguf_impl *g, uint64_t i, uint64_t *offse
     return 0;
 }
 
+/* Tensors lie one after the other in the data section, each padded to the alignment (how
+ * llama.cpp and gguf-py write them; llama.cpp's reader requires it).  So the span from a tensor's
+ * offset to the next tensor's offset (or to the end of the data, for the last one) must hold its
+ * bytes with less than one alignment to spare.  A tensor whose type or shape was changed reads
+ * garbage otherwise (its neighbour's bytes, or part of its own): refused, naming the tensor. */
+typedef struct span_entry {
+    uint64_t off;
+    uint64_t i;
+} span_entry;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span_entry *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int check_spans(gguf_impl *g, const uint64_t *offsets, size_t data_size, const char *what)
+{
+    uint64_t n = g->pub.n_tensors;
+    span_entry *e = malloc((size_t)n * sizeof *e);
+    if (!e) return lmp_fail(LMP_ENOMEM, "%s: out of memory checking %" PRIu64 " tensors", what, n);
+    for (uint64_t i = 0; i < n; i++) e[i] = (span_entry){offsets[i], i};
+    qsort(e, (size_t)n, sizeof *e, span_cmp);
+    int st = 0;
+    for (uint64_t k = 0; k < n && !st; k++) {
+        const lmp_gguf_tensor *t = &g->pub.tensors[e[k].i];
+        uint64_t end = k + 1 < n ? e[k + 1].off : (uint64_t)data_size, span = end - e[k].off;
+        if (t->nbytes <= span && span - t->nbytes < g->pub.alignment) continue;
+        char shape[96] = "";
+        for (int d = 0; d < t->n_dims; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "",
+                     (long long)t->ne[d]);
+        char next[160];
+        if (k + 1 < n)
+            snprintf(next, sizeof next, "the next tensor ('%.100s') at offset %" PRIu64,
+                     g->pub.tensors[e[k + 1].i].name, end);
+        else
+            snprintf(next, sizeof next, "the end of the data at offset %" PRIu64, end);
+        st = lmp_fail(LMP_EINVAL, "%s: tensor '%.100s' of type %s and shape [%s] needs %zu bytes, but the span "
+                      "from its offset %" PRIu64 " to %s is %" PRIu64 " bytes (%s): its type or shape does not "
+                      "match its data", what, t->name, lmp_ggml_type_name(t->type), shape, t->nbytes,
+                      e[k].off, next, span, t->nbytes > span ? "it would read past its span" :
+                      "more than one alignment of unused bytes");
+    }
+    free(e);
+    return st;
+}
+
 static int parse_image(const unsigned char *p, size_t size, const char *what, gguf_impl **out)
 {
     *out = NULL;
@@ -621,6 +670,7 @@ static int parse_image(const unsigned char *p, size_t size, const char *what, gg
             }
             t->data = p + data_start + (size_t)off;
         }
+        if ((st = check_spans(g, offsets, data_size, what))) goto fail;
     }
     free(offsets);
     *out = g;
@@ -651,19 +701,16 @@ int lmp_gguf_open(const char *path, lmp_gguf **out)
     if (!out) return lmp_fail(LMP_EINVAL, "lmp_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return lmp_fail(LMP_EINVAL, "lmp_gguf_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lmp_fail(LMP_EIO, "%s: cannot open GGUF file: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    /* input_file.h: a FIFO or a device is refused without blocking; the file is mapped. */
+    int fd;
+    uint64_t fsize;
+    int ost = lmp_input_open_kind(path, LMP_INPUT_MODEL, &fd, &fsize);
+    if (ost) return ost;
+    if (fsize > SIZE_MAX) {
         close(fd);
-        return lmp_fail(LMP_EIO, "%s: not a regular file", path);
+        return lmp_fail(LMP_EIO, "%s: file too large to map (%" PRIu64 " bytes)", path, fsize);
     }
-    if ((uintmax_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return lmp_fail(LMP_EIO, "%s: file too large to map (%jd bytes)", path,
-                        (intmax_t)sb.st_size);
-    }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)fsize;
     if (size == 0) { /* mmap refuses length 0; the parser gives the message */
         close(fd);
         return lmp_gguf_parse(NULL, 0, path, out);

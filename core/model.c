@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "input_file.h"
 
 /* ---- block tables ------------------------------------------------------------------------ */
 typedef struct linear_layout {
@@ -195,18 +196,37 @@ int64_t lmp_model_block_linear_params(const lmp_model *m)
     return n * m->arch.n_layers;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The first bytes of a file for a message: "'XGUF' (58 47 55 46)". */
+static void magic_words(const unsigned char *m, int n, char *buf, size_t size)
+{
+    char text[8], hex[16] = "";
+    for (int i = 0; i < n; i++) {
+        text[i] = m[i] >= 0x20 && m[i] < 0x7f ? (char)m[i] : '.';
+        snprintf(hex + strlen(hex), sizeof hex - strlen(hex), "%s%02x", i ? " " : "", m[i]);
+    }
+    text[n] = 0;
+    snprintf(buf, size, "'%s' (%s)", text, hex);
+}
+
 int lmp_model_load(const char *path, lmp_model **out)
 {
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0) return lmp_fail(LMP_EIO, "%s: cannot open model: %s", path, strerror(errno));
-    size_t n = strlen(path);
-    int hf = S_ISDIR(sb.st_mode) || (n > 12 && strcmp(path + n - 12, ".safetensors") == 0);
-    int fd = hf ? -1 : open(path, O_RDONLY);
-    if (!hf && fd < 0) return lmp_fail(LMP_EIO, "%s: cannot open model: %s", path, strerror(errno));
-    if (!hf && !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return lmp_fail(LMP_EIO, "%s: not a regular file", path);
+    int hf = S_ISDIR(sb.st_mode) || ends_with(path, ".safetensors");
+    int fd = -1;
+    uint64_t size = 0;
+    /* A file model is opened through input_file.h: a FIFO or a device is refused without
+     * blocking (the format is read from the content; the loaders map regular files only). */
+    if (!hf) {
+        int st = lmp_input_open_kind(path, LMP_INPUT_MODEL, &fd, &size);
+        if (st) return st;
     }
     lmp_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
@@ -214,16 +234,34 @@ int lmp_model_load(const char *path, lmp_model **out)
         if (fd >= 0) close(fd);
         return lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    char magic[4] = {0};
+    unsigned char magic[4] = {0};
+    int have = !hf && pread(fd, magic, 4, 0) == 4;
+    char words[64] = "";
+    if (!hf) magic_words(magic, have ? 4 : (int)size, words, sizeof words);
     int st;
     if (hf) {
         st = lmp_model_open_hf(m); /* a Hugging Face folder, or a .safetensors with config.json beside it */
-    } else if (pread(fd, magic, 4, 0) == 4 && memcmp(magic, "GGUF", 4) == 0) {
+    } else if (have && memcmp(magic, "GGUF", 4) == 0) {
         st = lmp_model_open_gguf(m);
-    } else if (pread(fd, magic, 4, 0) == 4 && memcmp(magic, "ak42", 4) == 0) {
+    } else if (have && memcmp(magic, "ak42", 4) == 0) {
         st = lmp_fail(LMP_EINVAL, "%s: llama2.c version-1 exports are not supported (use the v0 format)", path);
+    } else if (ends_with(path, ".gguf")) {
+        st = lmp_fail(LMP_EINVAL, "%s: not a GGUF file (it starts with %s; a GGUF starts with 'GGUF')", path,
+                      have ? words : "fewer than 4 bytes");
     } else {
-        st = lmp_model_open_llama2c(m, fd, (size_t)sb.st_size);
+        st = lmp_model_open_llama2c(m, fd, (size_t)size);
+        /* A header that is no llama2.c header at all: the file matched no format; say which
+         * were tried.  (A plausible header with the wrong size keeps its own message.) */
+        const char *e = lmp_last_error();
+        size_t pn = strlen(path);
+        if (st && strncmp(e, path, pn) == 0 && strncmp(e + pn, ": ", 2) == 0 &&
+            (strstr(e, "not a llama2.c checkpoint: header field") || strstr(e, "too short for a llama2.c header"))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", e + pn + 2);
+            st = lmp_fail(LMP_EINVAL, "%s: not a model file lmpress can read: not GGUF (it starts with %s, not "
+                          "'GGUF'), not safetensors (a .safetensors file or a Hugging Face folder), and %s",
+                          path, have ? words : "fewer than 4 bytes", why);
+        }
     }
     if (fd >= 0) close(fd);
     if (st) {

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "input_file.h"
 #include "json.h"
 #include "model.h"
 #include "safetensors.h"
@@ -406,7 +407,7 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     char *text;
     size_t len;
     lmp_json *c = NULL;
-    int st = lmp_read_file(what, &text, &len);
+    int st = lmp_input_read(what, LMP_INPUT_JSON, &text, &len);
     if (st) {
         char why[512];
         snprintf(why, sizeof why, "%s", lmp_last_error());

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "input_file.h"
 #include "textfile.h"
 
 static const struct {
@@ -357,18 +358,16 @@ const lmp_st_tensor *lmp_st_find(const lmp_safetensors *st, const char *name)
 
 static int map_file(const char *path, lmp_st_shard *sh)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lmp_fail(LMP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return lmp_fail(LMP_EIO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
+    /* input_file.h: a FIFO or a device is refused without blocking; the file is mapped. */
+    int fd;
+    uint64_t fsize;
+    int st = lmp_input_open_kind(path, LMP_INPUT_MODEL, &fd, &fsize);
+    if (st) return st;
+    if (fsize > SIZE_MAX) {
         close(fd);
         return lmp_fail(LMP_EIO, "%s: too large to map", path);
     }
-    sh->size = (size_t)sb.st_size;
+    sh->size = (size_t)fsize;
     if (sh->size > 0) {
         void *m = mmap(NULL, sh->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -480,7 +479,7 @@ static int open_index(lmp_safetensors *st, const char *file)
 {
     char *text;
     size_t len;
-    int rc = lmp_read_file(file, &text, &len);
+    int rc = lmp_input_read(file, LMP_INPUT_JSON, &text, &len);
     if (rc) return rc;
     rc = lmp_json_parse(text, len, file, &st->index);
     free(text);

@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { PRE_GPT2 = 0, PRE_DIGITS = 1, PRE_LLAMA3 = 2 };
 
@@ -1263,9 +1264,9 @@ static void hf_config(lmp_bpe *t, const char *json_path)
     if (!cfg) return;
     memcpy(cfg, json_path, dir);
     memcpy(cfg + dir, "tokenizer_config.json", sizeof "tokenizer_config.json");
-    FILE *f = fopen(cfg, "rb");
-    if (f) {
-        fclose(f);
+    /* Only if it is there (access() does not open it); read through lmp_tok_read_file, so a FIFO
+     * or a device in its place is refused without blocking and simply ignored. */
+    if (access(cfg, F_OK) == 0) {
         unsigned char *data = NULL;
         size_t size = 0;
         lmp_json *j = NULL;

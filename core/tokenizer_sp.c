@@ -28,6 +28,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "input_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -89,43 +90,15 @@ static int lookup(const lmp_sp *t, const char *s, size_t n) { return lookup2(t, 
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
-/* Reads the whole file (shared with tokenizer_bpe.c).  On failure records an error naming path
- * and returns the status. */
+/* Reads the whole file (shared with tokenizer_bpe.c) through lmp_input_read: a FIFO or a device
+ * is refused without blocking, and a tokenizer over the cap (input_file.h) is refused before it
+ * is read.  On failure records an error naming path and returns the status. */
 int lmp_tok_read_file(const char *path, unsigned char **data, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return lmp_fail(LMP_EIO, "%s: cannot open tokenizer file: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return lmp_fail(LMP_ENOMEM, "%s: out of memory reading tokenizer file", path);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    int err = errno;
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return lmp_fail(LMP_EIO, "%s: cannot read tokenizer file: %s", path, strerror(err));
-    }
-    *data = buf;
-    *size = n;
-    return 0;
+    char *text = NULL;
+    int rc = lmp_input_read(path, LMP_INPUT_TOKENIZER, &text, size);
+    *data = (unsigned char *)text;
+    return rc;
 }
 
 static int32_t rd_i32(const unsigned char *p)
@@ -244,6 +217,11 @@ int lmp_sp_load_llama2c(const char *path, int vocab_size, lmp_sp **out)
     if (rc) return rc;
 
     lmp_sp *t = NULL;
+    if (size >= 4 && memcmp(data, "GGUF", 4) == 0) {
+        rc = lmp_fail(LMP_EINVAL, "%s: a GGUF file, not a llama2.c tokenizer (its vocabulary is read with "
+                      "lmp_tokenizer_load_gguf)", path);
+        goto fail;
+    }
     if (size < 4) {
         rc = lmp_fail(LMP_EINVAL, "%s: truncated tokenizer file: %zu bytes, no max_token_length header",
                       path, size);

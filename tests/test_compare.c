@@ -458,6 +458,42 @@ START_TEST(output_folder_checked_first)
 }
 END_TEST
 
+/* ---- a failed write leaves the previous report whole, and says why ----------------------- */
+START_TEST(failed_write_keeps_previous_report)
+{
+    const char *cfg = config("w.cfg", EVAL_SMALL, THREE_VARIANTS);
+    const char *json = tmp("w.json");
+    static const char previous[] = "{\"a previous report\": true}\n";
+    lmp_test_spit(json, previous, sizeof previous - 1);
+    char args[1024];
+    /* 1 block of 512 bytes: the report (several KB) cannot be written */
+    snprintf(args, sizeof args, "sh -c 'ulimit -f 1; exec %s compare %s --json %s'", LMP_CLI, cfg, json);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(output, 1, sizeof output - 1, p);
+    output[got] = 0;
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d\n%s", status, output);
+    ck_assert_msg(strstr(output, json) && strstr(output, "File too large"), "%s", output);
+    char *now = slurp(json);
+    ck_assert_str_eq(now, previous);
+    free(now);
+}
+END_TEST
+
+/* ---- Markdown cells keep a variant name with '|' in one cell ------------------------------- */
+START_TEST(markdown_escapes_pipes)
+{
+    const char *cfg = config("m.cfg", EVAL_SMALL, "{ name = \"fp32 | base\"; }");
+    char args[1024];
+    snprintf(args, sizeof args, "compare %s --md -", cfg);
+    ck_assert_int_eq(run(args, NULL), 0);
+    ck_assert_msg(strstr(output, "| fp32 \\| base |"), "%s", output);
+}
+END_TEST
+
 /* ---- a pattern that matches no linear stops compare before any variant runs ---------------- */
 START_TEST(unmatched_pattern_stops_before_work)
 {
@@ -552,6 +588,8 @@ int main(void)
     tcase_add_test(tc, output_folder_checked_first);
     tcase_add_test(tc, hf_folder_uses_its_tokenizer_json);
     tcase_add_test(tc, unmatched_pattern_stops_before_work);
+    tcase_add_test(tc, failed_write_keeps_previous_report);
+    tcase_add_test(tc, markdown_escapes_pipes);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -765,6 +765,9 @@ int main(int argc, char **argv)
      * in again on the next call (that cost 8 % of an evaluation). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* Past a file size limit (ulimit -f) a write should fail with EFBIG, reported with the file's
+     * name, rather than the signal killing the process mid-report. */
+    signal(SIGXFSZ, SIG_IGN);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(LMP_LOG_ERROR);
