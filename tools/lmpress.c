@@ -96,7 +96,8 @@ static const char *const usage_eval =
     "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n"
     "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
     "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
-    "tokenizer file or a Hugging Face tokenizer.json; GGUF models bring their own.\n" TRUST_USAGE;
+    "tokenizer file, a Hugging Face tokenizer.json or a .gguf (its vocabulary); GGUF models\n"
+    "bring their own, and a Hugging Face folder's tokenizer.json is used by default.\n" TRUST_USAGE;
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
