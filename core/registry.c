@@ -433,6 +433,15 @@ int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", reg->search[i]);
     }
+    /* The name of a plugin of the other kind (`--backend rtn`): say so rather than "unknown". */
+    const char *other = kind == LMP_PLUGIN_BACKEND ? "strategy" : "backend";
+    for (int i = 0; i < reg->n_search; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/lmp-%s-%s.so", reg->search[i], other, name_or_path);
+        if (access(path, F_OK) == 0)
+            return lmp_fail(LMP_EINVAL, "'%s' is a %s plugin (%s), not a %s", name_or_path, other, path,
+                            lmp_kind_name(kind));
+    }
     return lmp_fail(LMP_EINVAL, "unknown %s plugin '%s': no lmp-%s-%s.so in %s",
                     lmp_kind_name(kind), name_or_path, lmp_kind_name(kind), name_or_path,
                     tried[0] ? tried : "(empty search path)");

@@ -84,6 +84,16 @@ struct lmp_bpe {
 #define EMPTY_KEY UINT64_MAX
 #define MAX_VOCAB (1 << 30)
 
+/* Token ids index arrays of max id + 1 entries, so a file of a few bytes naming id 10^9 would
+ * cost gigabytes: real vocabularies are dense (at most a few holes), so ids may exceed the
+ * number of tokens given by at most that many again, plus 1024. */
+static int ids_too_sparse(const char *path, int64_t max_id, size_t n_given)
+{
+    if (max_id < 2 * (int64_t)n_given + 1024) return 0;
+    return lmp_fail(LMP_EINVAL, "%s: token ids go up to %lld for only %zu tokens: not a vocabulary", path,
+                    (long long)max_id, n_given);
+}
+
 /* ---- small helpers -------------------------------------------------------------------------- */
 
 static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
@@ -1396,6 +1406,7 @@ int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
         rc = lmp_fail(LMP_EINVAL, "%s: the vocabulary is empty", path);
         goto done;
     }
+    if ((rc = ids_too_sparse(path, max_id, vocab->n + n_added))) goto done;
     int V = (int)max_id + 1;
     strs = calloc((size_t)V, sizeof *strs);
     lens = calloc((size_t)V, sizeof *lens);
@@ -1494,6 +1505,7 @@ int lmp_bpe_load_gpt2_files(const char *encoder_json, const char *vocab_bpe, lmp
         }
         if (v->integer > max_id) max_id = v->integer;
     }
+    if ((rc = ids_too_sparse(encoder_json, max_id, j->n))) goto done;
     int V = (int)max_id + 1;
     t = bpe_new(encoder_json);
     strs = calloc((size_t)V, sizeof *strs);

@@ -227,6 +227,23 @@ START_TEST(oversized_tokenizer)
 }
 END_TEST
 
+/* Found by fuzz_tokenizer: a 600-byte tokenizer.json naming token id 87777772 made the loader
+ * allocate tables for 87.8 M ids (2.3 GB). */
+START_TEST(sparse_token_ids)
+{
+    const char *p = tmp_path("sparse.json");
+    static const char json[] =
+        "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true},"
+        " \"decoder\": {\"type\": \"ByteLevel\"},"
+        " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 87777772}, \"merges\": []}}";
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(json, f);
+    fclose(f);
+    expect_error(ARGS("eval --tokenizer %s --text %s", p, EVAL_TEXT), p, "token ids go up to 87777772 for only 2 tokens");
+}
+END_TEST
+
 START_TEST(text_from_a_pipe_on_purpose)
 {
     int rc = run_pipe_env(EVAL_TEXT, LMP_ALLOW_ENV_ASSIGN, "eval --text /dev/stdin --seq-len 64 --max-windows 1");
@@ -456,6 +473,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, fifo_as_diff_input);
     tcase_add_test(tc, dev_zero_as_tokenizer);
     tcase_add_test(tc, oversized_tokenizer);
+    tcase_add_test(tc, sparse_token_ids);
     tcase_add_test(tc, text_from_a_pipe_on_purpose);
     tcase_add_test(tc, gguf_tensor_type_changed);
     tcase_add_test(tc, config_is_a_directory);

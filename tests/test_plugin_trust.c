@@ -302,6 +302,9 @@ START_TEST(backend_named_as_strategy)
     cfg = config(PLAIN, "plugins = { strategies = [ \"" LMP_BINARY_DIR "/plugins/lmp-strategy-rtn.so\" ]; };\n"
                         "backend = { name = \"" LMP_BINARY_DIR "/plugins/lmp-strategy-rtn.so\"; };");
     expect_refused(ARGS("check %s", cfg), "is a strategy plugin, not a backend", NULL);
+    /* by name: --backend rtn names the strategy, not an unknown backend */
+    cfg = config(PLAIN, "");
+    expect_refused(ARGS("compare %s --backend rtn", cfg), "'rtn' is a strategy plugin", "not a backend", NULL);
 }
 END_TEST
 
