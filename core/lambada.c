@@ -82,8 +82,10 @@ int lmp_lambada_load(const char *path, const lmp_tokenizer *t, int64_t max, lmp_
                 const lmp_json *tj = lmp_json_get(j, "text");
                 if (!st && (st = tokenize_item(t, text, tj->str_len, &out->items[out->n])))
                     st = lmp_fail_prefix(st, "%s", what);
-                if (!st && out->items[out->n].n_target == 0)
+                if (!st && out->items[out->n].n_target == 0) { /* not counted yet: free it here */
+                    free(out->items[out->n].ids);
                     st = lmp_fail(LMP_EINVAL, "%s: the passage has no target word", what);
+                }
                 if (!st) out->n++;
                 lmp_json_free(j);
             }
