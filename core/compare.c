@@ -271,11 +271,11 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
 
 /* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
  * variants finished in this run so far (resumed ones cost nothing). */
-static void announce(const lmp_report *r, const lmp_variant_result *res, int k, int n, int ran, double spent)
+static void announce(const lmp_report *r, const lmp_variant_result *res, int k, int n, double spent)
 {
     char eta[64] = "";
-    if (ran > 0) {
-        double left = spent / ran * (double)(n - k + 1);
+    if (k > 1) { /* spent: the k - 1 variants before this one */
+        double left = spent / (k - 1) * (double)(n - k + 1);
         if (left >= 90) snprintf(eta, sizeof eta, ", run ~%.0f min left", left / 60.0);
         else snprintf(eta, sizeof eta, ", run ~%.0f s left", left);
     }
@@ -325,16 +325,15 @@ int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_repo
     /* The reference log-probabilities are kept only when a second variant will read them. */
     for (int t = 0; t < c->n_eval_texts && !st && to_run > 1; t++)
         st = lmp_ref_logprobs_init(&run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
-    int k = 0, ran = 0;
+    int k = 0;
     double spent = 0;
     for (int i = 0; i < n && !st; i++) {
         lmp_variant_result *res = &r->results[i];
         if (res->done) continue;
-        announce(r, res, ++k, to_run, ran, spent);
+        announce(r, res, ++k, to_run, spent);
         double t0 = lmp_now_s();
         st = run_variant(&run, r, res);
         spent += lmp_now_s() - t0;
-        ran++;
         if (st) break;
         res->done = 1;
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
