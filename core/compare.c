@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "hash.h"
 #include "gguf.h"
 #include "host.h"
 #include "input_file.h"
@@ -105,26 +106,14 @@ void lmp_report_free(lmp_report *r)
     free(r);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17])
 {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 0x100000001b3ull;
-    return h;
-}
-
-int lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17])
-{
-    char *text;
-    size_t len;
-    int st = lmp_read_file(c->path, &text, &len);
-    if (st) return st;
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, text, len);
-    free(text);
+    uint64_t h = c->text_fnv1a;
     snprintf(config_hash, 17, "%016llx", (unsigned long long)h);
     /* The NULs keep "ab"+"c" apart from "a"+"bc". */
-    h = fnv1a(h, c->backend_name, strlen(c->backend_name) + 1);
-    h = fnv1a(h, LMP_VERSION, sizeof LMP_VERSION);
+    h = lmp_fnv1a64(h, c->backend_name, strlen(c->backend_name) + 1);
+    h = lmp_fnv1a64(h, LMP_VERSION, sizeof LMP_VERSION);
     snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
-    return 0;
 }
 
 /* ---- stage 1: prepare ------------------------------------------------------------------------ */
@@ -310,7 +299,7 @@ int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_repo
         if (!r->results[i].scores) st = lmp_fail(LMP_ENOMEM, "out of memory");
     }
     lmp_host_seed(c->seed);
-    if (!st) st = lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
+    lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
     if (!st) st = prepare(&run, r);
     if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
     if (!st && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);

@@ -87,10 +87,10 @@ typedef struct lmp_compare_opts {
 int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out);
 void lmp_report_free(lmp_report *r);
 
-/* config_hash: FNV-1a 64 of the config file's bytes; fingerprint: of those bytes, the backend's
+/* config_hash: FNV-1a 64 of the config file's bytes as loaded; fingerprint: of those bytes, the backend's
  * name and the lmpress version.  Both as 16 hex digits.  A report written by one run can be
  * resumed only by a run with the same fingerprint. */
-int lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17]);
+void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17]);
 
 /* Takes the finished variants of an earlier report (the "variants" of `doc`) whose names are in
  * r->results: their numbers are read back exactly (sums, not ratios).  Fails, naming `path`, on

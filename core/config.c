@@ -1,6 +1,7 @@
 /* config.c — see config.h.  Parsing, plugin loading, schema validation, pattern compilation and
  * file checks, in that order, so that a bad config is refused before the model is touched. */
 #include "config.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -909,6 +910,7 @@ static int read_config_file(lmp_run_config *c, const char *path)
         free(text);
         return lmp_fail(LMP_EINVAL, "%s: not a config file (it contains a NUL byte)", path);
     }
+    c->text_fnv1a = lmp_fnv1a64(LMP_FNV1A64_INIT, text, len); /* read once: the path may be a pipe */
     st = scan_config_text(path, text, len, &patched, 0);
     free(text);
     if (st) return st;

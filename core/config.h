@@ -99,6 +99,7 @@ typedef struct lmp_run_config {
     lmp_config_origin model_at, tokenizer_at, calib_at, lambada_at;
     lmp_config_origin *eval_text_at;       /* [n_eval_texts] */
     lmp_registry reg;
+    uint64_t text_fnv1a;                   /* FNV-1a 64 of the file's bytes as read (hash.h) */
     config_t cfg;                          /* owns the strings the above point to */
 } lmp_run_config;
 
