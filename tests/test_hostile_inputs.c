@@ -41,7 +41,15 @@
  * space so that an unbounded read fails fast instead of exhausting the machine. */
 #define LMP_ALLOW_ENV_ASSIGN "LMP_ALLOW_SPECIAL_FILES=1"
 
-#define LIMIT "ulimit -v 4194304; exec timeout 20 "
+/* AddressSanitizer reserves terabytes of address space for its shadow memory, so under the
+ * sanitizer build (LMP_SANITIZE) the address-space limit is left out; the caps under test are
+ * lmpress's own, and ASan stops a runaway allocation by itself. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ULIMIT_V ""
+#else
+#define ULIMIT_V "ulimit -v 4194304; "
+#endif
+#define LIMIT ULIMIT_V "exec timeout 20 "
 
 static char tmpdir[256];
 static char output[65536];
@@ -100,7 +108,7 @@ static int run_pipe_env(const char *pipe_from, const char *env, const char *a)
 {
     static char cmd[16384];
     if (pipe_from)
-        snprintf(cmd, sizeof cmd, "sh -c 'ulimit -v 4194304; cat %s | timeout 20 env %s %s %s' 2>&1", pipe_from, env,
+        snprintf(cmd, sizeof cmd, "sh -c '" ULIMIT_V "cat %s | timeout 20 env %s %s %s' 2>&1", pipe_from, env,
                  LMP_CLI, a);
     else
         snprintf(cmd, sizeof cmd, "sh -c '" LIMIT "env %s %s %s' 2>&1", env, LMP_CLI, a);
@@ -384,21 +392,26 @@ END_TEST
 
 START_TEST(config_get_strings_leak)
 {
+    const char *c = config("leak.cfg", "plugins = { search_path = ( \"a\", 1 ); };", "2");
+    char cmd[4096];
+#if defined(__SANITIZE_ADDRESS__)
+    /* the sanitizer build: LeakSanitizer checks at exit (and turns the exit code into 23) */
+    snprintf(cmd, sizeof cmd, "%s check %s 2>&1", LMP_CLI, c);
+#else
     if (system("valgrind --version > /dev/null 2>&1") != 0) {
         fprintf(stderr, "config_get_strings_leak: skipped (no valgrind)\n");
         return;
     }
-    const char *c = config("leak.cfg", "plugins = { search_path = ( \"a\", 1 ); };", "2");
-    char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 %s check %s 2>&1",
              LMP_CLI, c);
+#endif
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t got = fread(output, 1, sizeof output - 1, p);
     output[got] = 0;
     int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit %d (99: a leak):\n%s",
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit %d (99 or 23: a leak):\n%s",
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1, output);
     ck_assert_msg(strstr(output, "plugins.search_path[1]: expected a string"), "%s", output);
 }
