@@ -266,7 +266,8 @@ START_TEST(smollm2_matches_gguf)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
     if (system(cmd) != 0) {
-        printf("SKIPPED smollm2_matches_gguf: the PyPI gguf package is not in %s (tools/test.sh installs it)\n", PYDEPS);
+        printf("SKIPPED smollm2_matches_gguf: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh "
+               "unpacks the PyPI gguf package there; it needs numpy and PyYAML)\n", lmp_test_python(), PYDEPS);
         return;
     }
     snprintf(cmd, sizeof cmd, "test -s '%s/model.safetensors' || PYTHONPATH='%s' '%s' '%s/tools/ref/hf_fixtures.py' smollm2 '%s' >/dev/null",
