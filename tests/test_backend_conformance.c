@@ -19,7 +19,7 @@
  *    head_dim 300 is LMP_EUNSUPPORTED) and that errors come back through the fallback.
  *  - end to end (tcase "e2e", backends other than cpu): `lmpress compare CFG --backend NAME
  *    --json` against the same with --backend cpu on each config of E2E_CONFIGS, every number of
- *    the table within the tolerance of its variant's class (core/table_diff.c, `lmpress diff`).
+ *    the table within the tolerance of its variant's class (core/report/table_diff.c, `lmpress diff`).
  *
  * Every measured nmse and difference is printed, so the log of a run is the record. */
 #include <check.h>
@@ -32,13 +32,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "plugin/backend.h"
 #include "cpu_ref.h"
-#include "error.h"
-#include "host.h"
-#include "json.h"
-#include "registry.h"
-#include "table_diff.h"
+#include "base/error.h"
+#include "plugin/host.h"
+#include "formats/json.h"
+#include "plugin/registry.h"
+#include "report/table_diff.h"
 
 #include "testutil.h"
 
@@ -938,7 +938,7 @@ static lmp_json *run_compare(const char *cfg, const char *backend, const char *t
     return j;
 }
 
-/* The two tables must agree within the floor of each variant's class (core/table_diff.c,
+/* The two tables must agree within the floor of each variant's class (core/report/table_diff.c,
  * docs/backends.md "Tolerances"; no noise tables: these small configs stay within the floors);
  * every difference is printed. */
 static void e2e_compare(const char *cfg, const lmp_json *cpu, const lmp_json *dev)

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "formats/json.h"
 #include "testutil.h"
 
 extern char **environ;

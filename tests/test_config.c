@@ -10,9 +10,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "error.h"
-#include "model.h"
+#include "config/config.h"
+#include "base/error.h"
+#include "model/model.h"
 #include "testutil.h"
 
 #define MODEL_DIR LMP_SOURCE_DIR "/models/stories260K"

@@ -1,4 +1,4 @@
-/* test_gguf.c — core/gguf.c against
+/* test_gguf.c — core/formats/gguf.c against
  *  (1) a real vocab-only GGUF v3 file (llama.cpp's ggml-vocab-gpt-2.gguf in data/),
  *  (2) synthetic files written here by a tiny GGUF writer: every metadata type, arrays, v2 and
  *      v3, alignment 32 (default) and 64, every dequantizable tensor type with values computed
@@ -10,8 +10,8 @@
  *      dequantizer): tests/golden/dequant_fixture.{gguf,txt} bit for bit and, when the model
  *      was fetched, tests/golden/smollm2_dequant.txt;
  *  (5) speed: opening SmolLM2 (98 MB) < 0.1 s, dequantizing all its Q4_1 tensors < 1 s. */
-#include "error.h"
-#include "gguf.h"
+#include "base/error.h"
+#include "formats/gguf.h"
 
 #include <check.h>
 #include <errno.h>

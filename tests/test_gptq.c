@@ -16,7 +16,7 @@
  *   - bits = 16 returns the weights unchanged; every sparse24 mask is N:M on every linear;
  *   - a sparse24 stage followed by gptq keeps the pattern (pruned weights stay 0);
  *   - tests/golden/gptq_case, the reference's answers frozen, without python.
- * The Hessians come from the core's collector (core/calib_stats.c) on synthetic token windows
+ * The Hessians come from the core's collector (core/compress/calib_stats.c) on synthetic token windows
  * through the real model; the reference reads them from files this test writes into
  * BUILD/fixtures/gptq-ref-TAG (rerun it there by hand: PYTHON tools/ref/gptq_ref.py DIR).
  * The reference runs under /usr/bin/python3 (Debian's python3-numpy), or under $LMP_PYTHON when
@@ -29,12 +29,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "calib_stats.h"
-#include "error.h"
-#include "forward.h"
-#include "host.h"
+#include "compress/calib_stats.h"
+#include "base/error.h"
+#include "model/forward.h"
+#include "plugin/host.h"
 #include "obs.h"
-#include "pipeline.h"
+#include "compress/pipeline.h"
 
 #include "teststage.h"
 #include "testutil.h"

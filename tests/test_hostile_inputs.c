@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "gguf.h"
+#include "base/error.h"
+#include "formats/gguf.h"
 #ifndef LMP_HOSTILE_OLD_API /* (built against the code before the fix only to show the CLI cases fail) */
-#include "input_file.h"
+#include "base/input_file.h"
 #endif
 #include "testutil.h"
 

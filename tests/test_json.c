@@ -1,15 +1,15 @@
-/* test_json.c — core/json.c: (a) JSONTestSuite-style accept/reject tables (structure, numbers,
+/* test_json.c — core/formats/json.c: (a) JSONTestSuite-style accept/reject tables (structure, numbers,
  * strings, escapes, surrogates, UTF-8, BOM, trailing garbage), each rejection checked for a
  * "doc:line:col:" message and its wording; (b) decoded values (member order, exact int64
  * integers, -0, 1e400, escapes to UTF-8, embedded NULs); (c) error positions; (d) the nesting
  * limit; (e) typed getters; (f) speed: GPT-2's encoder.json (50257 entries) in < 0.5 s and
  * ~25 MB of synthetic documents (long escaped strings, many numbers, many keys) in linear time.
  *
- * Decisions under test (documented in core/json.c): a UTF-8 BOM is rejected with its own
+ * Decisions under test (documented in core/formats/json.c): a UTF-8 BOM is rejected with its own
  * message; 1e400 parses to inf (as in Python); duplicate keys are kept, lmp_json_get returns
  * the first. */
-#include "error.h"
-#include "json.h"
+#include "base/error.h"
+#include "formats/json.h"
 
 #include <check.h>
 #include <errno.h>

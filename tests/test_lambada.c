@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "host.h"
-#include "lambada.h"
-#include "registry.h"
+#include "base/error.h"
+#include "plugin/host.h"
+#include "eval/lambada.h"
+#include "plugin/registry.h"
 #include "testutil.h"
 
 #define MODEL_DIR LMP_SOURCE_DIR "/models/stories260K"

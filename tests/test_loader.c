@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "elf_check.h"
-#include "error.h"
-#include "registry.h"
+#include "plugin/elf_check.h"
+#include "base/error.h"
+#include "plugin/registry.h"
 
 #include "testutil.h"
 

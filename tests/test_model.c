@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* test_model_hf.c — Hugging Face checkpoints (core/model_hf.c) against tools/ref/hf_fixtures.py,
+/* test_model_hf.c — Hugging Face checkpoints (core/model/model_hf.c) against tools/ref/hf_fixtures.py,
  * a numpy reference that shares no code with the loader:
  *   - stories260K converted to a LlamaForCausalLM folder (rotate-half q/k rows, made at test time
  *     into the build tree) gives the same weights, bit for bit, and the same logits as the
@@ -16,12 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "forward.h"
-#include "host.h"
-#include "model.h"
-#include "registry.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "model/forward.h"
+#include "plugin/host.h"
+#include "model/model.h"
+#include "plugin/registry.h"
+#include "formats/safetensors.h"
 #include "testutil.h"
 
 #define GOLDEN LMP_SOURCE_DIR "/tests/golden"

@@ -1,5 +1,5 @@
 /* test_reparam.c — the smoothquant, shift and shift_smoothquant plugins and the block edits they
- * are built on (core/block_edit.c):
+ * are built on (core/compress/block_edit.c):
  *   - each transform alone leaves the logits unchanged (1e-5 relative, 2-norm of the logits) on
  *     stories260K (RMSNorm), the GPT-2-shaped fixture (LayerNorm with bias, biased linears) and
  *     SmolLM2-135M (skipped when not fetched);
@@ -16,12 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "block_edit.h"
-#include "calib_stats.h"
-#include "error.h"
-#include "forward.h"
-#include "host.h"
-#include "pipeline.h"
+#include "compress/block_edit.h"
+#include "compress/calib_stats.h"
+#include "base/error.h"
+#include "model/forward.h"
+#include "plugin/host.h"
+#include "compress/pipeline.h"
 
 #include "teststage.h"
 #include "testutil.h"
@@ -55,7 +55,7 @@ static double logits_change(lmp_model *m, const lmp_block *blocks, const int32_t
 /* Every transform of the three plugins, alone: the logits must not move (1e-5 relative 2-norm).
  * The hard case is a shift of inputs no norm feeds on SmolLM2 (all_linears): down_proj's input
  * has massive activations (|z| up to ~1.7e3), which the forward handles in double
- * (core/forward.c, shifted_linear); summed in f32 they moved the logits by 1.1e-5 to 1.3e-5. */
+ * (core/model/forward.c, shifted_linear); summed in f32 they moved the logits by 1.1e-5 to 1.3e-5. */
 static void check_invariance(const char *path, int n_calib, int T, const char *search_target)
 {
     lmp_model *m;

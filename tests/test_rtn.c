@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_edit.h"
-#include "config.h"
+#include "compress/block_edit.h"
+#include "config/config.h"
 #include "cpu_ref.h"
-#include "forward.h"
-#include "host.h"
-#include "pipeline.h"
+#include "model/forward.h"
+#include "plugin/host.h"
+#include "compress/pipeline.h"
 
 #include "testutil.h"
 

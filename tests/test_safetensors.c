@@ -1,4 +1,4 @@
-/* test_safetensors.c — core/safetensors.c: (a) the fixtures written by the independent Python
+/* test_safetensors.c — core/formats/safetensors.c: (a) the fixtures written by the independent Python
  * writer tools/ref/safetensors_ref.py (tests/golden/safetensors/): every tensor's dtype, shape,
  * shard and f32 values, compared bit for bit with expected.txt, through a directory, a file and
  * an index path; (b) the f16/bf16 converters over all 65536 inputs against an ldexp formula;
@@ -6,8 +6,8 @@
  * tensor where there is one, and the problem); (d) broken sharded checkpoints in a temporary
  * directory (missing shard, tensor not in its shard, in the wrong shard, unlisted, unsafe shard
  * name, duplicates across shards). */
-#include "error.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "formats/safetensors.h"
 
 #include <check.h>
 #include <errno.h>

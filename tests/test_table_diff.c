@@ -1,4 +1,4 @@
-/* test_table_diff.c — core/table_diff.c and `lmpress diff`: the class of each kind of variant,
+/* test_table_diff.c — core/report/table_diff.c and `lmpress diff`: the class of each kind of variant,
  * and that a difference just beyond its class's tolerance is caught while one just inside is not. */
 #include <check.h>
 #include <math.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "table_diff.h"
+#include "base/error.h"
+#include "report/table_diff.h"
 #include "testutil.h"
 
 static lmp_json *parse(const char *text)

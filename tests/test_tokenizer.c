@@ -1,9 +1,9 @@
-/* test_tokenizer.c — core/tokenizer.c against (a) llama2.c's naive O(n^2) encode() transcribed
+/* test_tokenizer.c — core/text/tokenizer.c against (a) llama2.c's naive O(n^2) encode() transcribed
  * below as the reference, (b) golden ids/counts/hashes from the independent Python reference
  * (tests/golden/tokens_stories260K.txt, written by tools/ref/llama2c_ref.py tokens), (c) a speed
  * bound on WikiText-2 test, (d) every load error case. */
-#include "error.h"
-#include "tokenizer.h"
+#include "base/error.h"
+#include "text/tokenizer.h"
 
 #include <check.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* test_tokenizer_bpe.c — the byte-level BPE tokenizer (core/tokenizer_bpe.c) and the unified
+/* test_tokenizer_bpe.c — the byte-level BPE tokenizer (core/text/tokenizer_bpe.c) and the unified
  * lmp_tokenizer API:
  *   (a) llama.cpp's golden pair ggml-vocab-gpt-2.gguf.inp/.out through lmp_tokenizer_load_gguf
  *       (every case; tokenized as llama.cpp's test-tokenizer-0 does: no BOS, special tokens not
@@ -11,10 +11,10 @@
  *       HF's added-token rules and the Llama-3 pre-tokenizer on GPT-2's vocabulary;
  *   (d) speed: SmolLM2 on wiki.test.raw well under 1 s;
  *   (e) load errors name the file; a GGUF "llama" vocabulary matches the llama2.c loader. */
-#include "error.h"
-#include "gguf.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "base/error.h"
+#include "formats/gguf.h"
+#include "formats/json.h"
+#include "text/tokenizer.h"
 
 #include <check.h>
 #include <errno.h>

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "config.h"
-#include "host.h"
-#include "pipeline.h"
-#include "registry.h"
+#include "plugin/backend.h"
+#include "config/config.h"
+#include "plugin/host.h"
+#include "compress/pipeline.h"
+#include "plugin/registry.h"
 
 static lmp_registry reg;
 static lmp_backend be;

@@ -10,17 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "compare.h"
-#include "config.h"
-#include "error.h"
-#include "forward.h"
-#include "host.h"
-#include "lambada.h"
-#include "outfile.h"
-#include "registry.h"
-#include "table_diff.h"
-#include "textfile.h"
+#include "base/error.h"
+#include "base/outfile.h"
+#include "base/textfile.h"
+#include "compare/compare.h"
+#include "config/config.h"
+#include "eval/lambada.h"
+#include "model/forward.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+#include "plugin/registry.h"
+#include "report/table_diff.h"
+#include "text/tokenizer_open.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
 

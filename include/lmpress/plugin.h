@@ -188,7 +188,7 @@ typedef struct lmp_linear {
     int sparse_n, sparse_m;    /* at most sparse_n nonzeros in each sparse_m consecutive inputs */
     /* ABI 2.0: W z for the input affine's shift, kept in double (host->add_input_affine fills
      * it; NULL if there is no shift).  The forward adds it to the output in double: see
-     * core/forward.c for why it is not folded into the f32 bias. */
+     * core/model/forward.c for why it is not folded into the f32 bias. */
     double *shift_bias;        /* [out] */
 } lmp_linear;
 

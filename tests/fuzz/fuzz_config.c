@@ -1,11 +1,11 @@
-/* fuzz_config.c — libFuzzer entry for the config loader with schema validation (core/config.c,
+/* fuzz_config.c — libFuzzer entry for the config loader with schema validation (core/config/config.c,
  * see README.md here): each input is a config file; lmp_config_load must either give a config
  * whose every stage passed its plugin's schema, or fail with one message naming the file, never
  * crash, leak or hang.  The plugins are the build's (LMP_PLUGIN_DIR), so the schemas are real. */
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
+#include "config/config.h"
+#include "base/error.h"
 #include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

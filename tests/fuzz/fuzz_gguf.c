@@ -1,12 +1,12 @@
-/* fuzz_gguf.c — libFuzzer entry for core/gguf.c (see README.md in this folder).
+/* fuzz_gguf.c — libFuzzer entry for core/formats/gguf.c (see README.md in this folder).
  *
  * Parses the input as a GGUF image; when it parses, exercises what a loader would do next:
  * look every key and tensor up by name, read scalars through the typed getters, walk string
  * arrays, and dequantize the first and last block of every tensor (the bytes must be in
  * bounds; ASan checks that).  The fuzzer's copy of the input is exactly `size` bytes, so any
  * read past the image is reported. */
-#include "error.h"
-#include "gguf.h"
+#include "base/error.h"
+#include "formats/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* fuzz_json.c — libFuzzer entry for core/json.c's lmp_json_parse (see README.md here).
+/* fuzz_json.c — libFuzzer entry for core/formats/json.c's lmp_json_parse (see README.md here).
  *
  * Any input must give either a tree or one error message, never a crash, leak or sanitizer
  * report; an accepted tree must be well formed: strings NUL-terminated at str_len, object keys
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "json.h"
+#include "base/error.h"
+#include "formats/json.h"
 
 static void walk(const lmp_json *j, int depth)
 {

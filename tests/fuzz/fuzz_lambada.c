@@ -1,12 +1,12 @@
-/* fuzz_lambada.c — libFuzzer entry for the LAMBADA reader (core/lambada.c, see README.md here):
+/* fuzz_lambada.c — libFuzzer entry for the LAMBADA reader (core/eval/lambada.c, see README.md here):
  * each input is a JSONL file read with stories260K's tokenizer; it must fail with a message or
  * give passages whose ids are in the vocabulary and whose target lies inside them. */
 #include <string.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "fuzz_file.h"
-#include "lambada.h"
-#include "tokenizer.h"
+#include "eval/lambada.h"
+#include "text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c — libFuzzer entry for core/safetensors.c's in-memory lmp_st_parse (see
+/* fuzz_safetensors.c — libFuzzer entry for core/formats/safetensors.c's in-memory lmp_st_parse (see
  * README.md here).
  *
  * Any input must give either a set or one error, never a crash or sanitizer report.  An
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,9 +5,9 @@
  * decodes every id it produced, never crash, leak or hang. */
 #include <string.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "fuzz_file.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

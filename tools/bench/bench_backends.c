@@ -29,12 +29,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "error.h"
-#include "forward.h"
-#include "model.h"
-#include "host.h"
-#include "registry.h"
+#include "base/error.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+#include "plugin/registry.h"
 
 static double now_s(void)
 {

@@ -19,16 +19,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "calib_stats.h"
-#include "compare.h"
-#include "config.h"
-#include "error.h"
-#include "forward.h"
-#include "host.h"
-#include "pipeline.h"
-#include "registry.h"
-#include "tokenizer.h"
+#include "base/error.h"
+#include "compare/compare.h"
+#include "compress/calib_stats.h"
+#include "compress/pipeline.h"
+#include "config/config.h"
+#include "model/forward.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+#include "plugin/registry.h"
+#include "text/tokenizer_open.h"
 
 #define DEFAULT_MODEL LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define DEFAULT_TEXT LMP_SOURCE_DIR "/data/wikitext-2/wiki.valid.tokens"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py: writes core/unicode_tables.c, the Unicode character classes that the
-byte-level BPE pre-tokenizer (core/tokenizer_bpe.c) needs, from Python's own unicodedata.
+"""gen_unicode_tables.py: writes core/text/unicode_tables.c, the Unicode character classes that the
+byte-level BPE pre-tokenizer (core/text/tokenizer_bpe.c) needs, from Python's own unicodedata.
 
-    /usr/bin/python3 tools/ref/gen_unicode_tables.py > core/unicode_tables.c
+    /usr/bin/python3 tools/ref/gen_unicode_tables.py > core/text/unicode_tables.c
 
 Classes (disjoint, so one sorted range table answers all three with one binary search):
     L  letters:    general category Lu, Ll, Lt, Lm, Lo          (regex \\p{L})
@@ -88,7 +88,7 @@ def main():
     w(" *\n")
     w(" * Unicode version %s (Python %d.%d unicodedata).  Regenerate with:\n"
       % (unicodedata.unidata_version, sys.version_info[0], sys.version_info[1]))
-    w(" *     /usr/bin/python3 tools/ref/gen_unicode_tables.py > core/unicode_tables.c\n")
+    w(" *     /usr/bin/python3 tools/ref/gen_unicode_tables.py > core/text/unicode_tables.c\n")
     w(" *\n")
     w(" * Classes: LETTER = \\p{L} (Lu Ll Lt Lm Lo), NUMBER = \\p{N} (Nd Nl No), SPACE = White_Space\n")
     w(" * (U+0009..U+000D, U+0085, Zs, Zl, Zp); everything else (unassigned included) is OTHER.\n")

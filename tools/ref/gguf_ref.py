@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gguf_ref.py: golden files for core/gguf.c from an independent reference, the PyPI `gguf`
+"""gguf_ref.py: golden files for core/formats/gguf.c from an independent reference, the PyPI `gguf`
 package (llama.cpp's own gguf-py: GGUFWriter, GGUFReader, gguf.quants.quantize/dequantize).
 
 Setup (no network beyond the already-downloaded wheel; gguf needs only numpy, which Debian's
@@ -17,10 +17,10 @@ Regenerate the golden files (from the repository root):
     PYTHONPATH=/tmp/refpy /usr/bin/python3 tools/ref/gguf_ref.py smollm2
 
 Both are deterministic (fixed numpy seeds), so rerunning gives identical files.  tests/test_gguf.c
-reads them and requires core/gguf.c to reproduce every value bit for bit (the sums to 1e-6).
+reads them and requires core/formats/gguf.c to reproduce every value bit for bit (the sums to 1e-6).
 
 fixture: a small GGUF v3 file written by gguf.GGUFWriter (default alignment 32) with one tensor
-of each type core/gguf.c dequantizes.  Q8_0, Q4_0, Q4_1 and BF16 bytes come from
+of each type core/formats/gguf.c dequantizes.  Q8_0, Q4_0, Q4_1 and BF16 bytes come from
 gguf.quants.quantize of seeded random data (with a zero row, an outlier row and a constant
 row); F16 and F32 hold hand-picked special values (signed zeros, subnormals, infinities, quiet
 NaNs, the largest finite values) plus random ones; Q4_K and Q6_K have no numpy quantizer, so

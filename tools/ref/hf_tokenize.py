@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hf_tokenize.py: golden token ids for core/tokenizer_bpe.c from an independent reference, the
+"""hf_tokenize.py: golden token ids for core/text/tokenizer_bpe.c from an independent reference, the
 PyPI `tokenizers` package (Hugging Face's Rust tokenizer library), written to
 tests/golden/tokens_smollm2.txt.
 

@@ -1,0 +1,257 @@
+/* compare.c — see compare.h. */
+#include "compare/compare.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/input_file.h"
+#include "base/textfile.h"
+#include "compress/pipeline.h"
+#include "formats/gguf.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+#include "text/tokenizer_open.h"
+
+double lmp_peak_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+}
+
+void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17])
+{
+    uint64_t h = c->text_fnv1a;
+    snprintf(config_hash, 17, "%016llx", (unsigned long long)h);
+    /* The NULs keep "ab"+"c" apart from "a"+"bc". */
+    h = lmp_fnv1a64(h, c->backend_name, strlen(c->backend_name) + 1);
+    h = lmp_fnv1a64(h, LMP_VERSION, sizeof LMP_VERSION);
+    snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
+}
+
+/* ---- stage 1: prepare ------------------------------------------------------------------------ */
+
+/* Everything a run shares between its variants. */
+typedef struct compare_run {
+    const lmp_run_config *c;
+    lmp_backend be;
+    lmp_model *m;              /* owned by the report */
+    lmp_tokenizer *tok;
+    lmp_block *base;           /* the unmodified model's blocks */
+    lmp_windows calib;
+    int32_t **text_ids;        /* [n_texts] */
+    lmp_ref_logprobs *ref;     /* [n_texts] */
+    int have_lambada;
+    lmp_lambada lambada;
+} compare_run;
+
+/* A text's key: its basename, unless another text shares it; then its path (and "#k" for the
+ * k-th copy of the same path), so JSON keys are unique. */
+static int text_keys(const lmp_run_config *c, lmp_text_info *texts)
+{
+    for (int t = 0; t < c->n_eval_texts; t++) {
+        const char *base = lmp_basename(c->eval_texts[t]);
+        int clash = 0, copies = 0;
+        for (int u = 0; u < c->n_eval_texts; u++) {
+            if (u != t && strcmp(lmp_basename(c->eval_texts[u]), base) == 0) clash = 1;
+            if (u < t && strcmp(c->eval_texts[u], c->eval_texts[t]) == 0) copies++;
+        }
+        char key[4200];
+        if (!clash) snprintf(key, sizeof key, "%s", base);
+        else if (!copies) snprintf(key, sizeof key, "%s", c->eval_texts[t]);
+        else snprintf(key, sizeof key, "%s#%d", c->eval_texts[t], copies + 1);
+        texts[t].path = c->eval_texts[t];
+        if (!(texts[t].key = strdup(key))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int prepare(compare_run *run, lmp_report *r)
+{
+    const lmp_run_config *c = run->c;
+    int st = lmp_backend_open((lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
+    if (st) return st;
+    lmp_host_set_backend(&run->be);
+    if ((st = lmp_model_load(c->model_path, &run->m))) return st;
+    r->model = run->m;
+    if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
+    if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
+    const lmp_model *m = run->m;
+    if (c->eval_seq_len > m->arch.seq_len)
+        return lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
+                        (long long)c->eval_seq_len, (long long)m->arch.seq_len);
+    if (c->calib_text && c->calib_seq_len > m->arch.seq_len)
+        return lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld",
+                        c->path, (long long)c->calib_seq_len, (long long)m->arch.seq_len);
+    if ((st = text_keys(c, r->texts))) return st;
+    /* Every evaluation text is read and tokenized now, before any variant is compressed. */
+    for (int t = 0; t < c->n_eval_texts; t++) {
+        lmp_text_info *ti = &r->texts[t];
+        if ((st = lmp_tokenize_file(run->tok, c->eval_texts[t], &run->text_ids[t], &ti->tokens))) return st;
+        ti->windows = lmp_eval_windows(ti->tokens, c->eval_seq_len, c->eval_max_windows);
+        if (ti->windows == 0)
+            return lmp_fail(LMP_EINVAL, "%s: %lld tokens, too short for one evaluation window of %lld",
+                            c->eval_texts[t], (long long)ti->tokens, (long long)c->eval_seq_len);
+        ti->scored = ti->windows * (c->eval_seq_len - 1);
+    }
+    if (c->lambada) {
+        if ((st = lmp_lambada_load(c->lambada, run->tok, c->lambada_max, &run->lambada))) return st;
+        run->have_lambada = 1;
+    }
+    if (c->calib_text) {
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        st = lmp_tokenize_file(run->tok, c->calib_text, &ids, &n_ids);
+        if (!st) st = lmp_windows_cut(ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
+                                      c->calib_text, &run->calib);
+        free(ids);
+        if (st) return st;
+    }
+    if (!(run->base = lmp_model_blocks(run->m))) return lmp_fail_prefix(LMP_EIO, "%s", m->path);
+    return 0;
+}
+
+static void release(compare_run *run)
+{
+    for (int t = 0; t < run->c->n_eval_texts; t++) {
+        if (run->text_ids) free(run->text_ids[t]);
+        if (run->ref) lmp_ref_logprobs_free(&run->ref[t]);
+    }
+    free(run->text_ids);
+    free(run->ref);
+    if (run->have_lambada) lmp_lambada_free(&run->lambada);
+    lmp_windows_free(&run->calib);
+    lmp_tokenizer_free(run->tok);
+    lmp_host_set_backend(NULL);
+    if (run->be.vt) lmp_backend_close(&run->be);
+}
+
+/* ---- stage 2: one variant -------------------------------------------------------------------- */
+
+/* Names come from the model's own blocks: the variant's are freed after its evaluation. */
+static int record_linears(const lmp_block *base, const lmp_block *blocks, int64_t n_layers, lmp_variant_result *res)
+{
+    int n = 0;
+    for (int64_t b = 0; b < n_layers; b++) n += blocks[b].n_linears;
+    res->linears = calloc((size_t)n + 1, sizeof *res->linears);
+    if (!res->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < n_layers; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            const lmp_linear *l = &blocks[b].linears[i];
+            res->linears[res->n_linears++] = (lmp_linear_outcome){
+                .name = base[b].linears[i].name, .weight_bits = l->weight_bits, .act = l->act,
+                .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
+        }
+    return 0;
+}
+
+/* Compresses, evaluates on every text and LAMBADA, and frees the variant's blocks. */
+static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result *res)
+{
+    const lmp_run_config *c = run->c;
+    const int64_t n_layers = run->m->arch.n_layers;
+    lmp_block *blocks = run->base; /* the unmodified model is evaluated without a copy */
+    double t0 = lmp_now_s();
+    int st = res->v->n_stages ? lmp_compress(&run->be, run->m, res->v, &run->calib, &blocks) : 0;
+    res->seconds = lmp_now_s() - t0;
+    res->peak_rss_mb = lmp_peak_rss_mb();
+    if (!st) {
+        res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
+        st = record_linears(run->base, blocks, n_layers, res);
+        lmp_log(LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
+    }
+    t0 = lmp_now_s();
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        st = lmp_eval_text(&run->be, run->m, run->base, blocks, run->ref[t].have ? &run->ref[t] : NULL, run->text_ids[t],
+                           r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows, r->texts[t].key,
+                           &res->scores[t]);
+    if (!st && run->have_lambada) st = lmp_lambada_eval(&run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
+    res->eval_seconds = lmp_now_s() - t0;
+    if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
+    return st ? lmp_fail_prefix(st, "variant '%s'", res->v->name) : 0;
+}
+
+/* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
+ * variants finished in this run so far (resumed ones cost nothing). */
+static void announce(const lmp_report *r, const lmp_variant_result *res, int k, int n, double spent)
+{
+    char eta[64] = "";
+    if (k > 1) { /* spent: the k - 1 variants before this one */
+        double left = spent / (k - 1) * (double)(n - k + 1);
+        if (left >= 90) snprintf(eta, sizeof eta, ", run ~%.0f min left", left / 60.0);
+        else snprintf(eta, sizeof eta, ", run ~%.0f s left", left);
+    }
+    char line[512];
+    snprintf(line, sizeof line, "[variant %d/%d %s%s]", k, n, res->v->name, eta);
+    lmp_progress_context(line);
+    lmp_log(LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
+}
+
+/* ---- the run ---------------------------------------------------------------------------------- */
+
+int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
+{
+    *out = NULL;
+    int n = o->which ? o->n_which : c->n_variants;
+    compare_run run = {.c = c};
+    lmp_report *r = calloc(1, sizeof *r);
+    if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
+    r->cfg = c;
+    r->started = lmp_now_s();
+    r->n_results = n;
+    r->n_texts = c->n_eval_texts;
+    r->results = calloc((size_t)n, sizeof *r->results);
+    r->texts = calloc((size_t)c->n_eval_texts + 1, sizeof *r->texts);
+    run.text_ids = calloc((size_t)c->n_eval_texts + 1, sizeof *run.text_ids);
+    run.ref = calloc((size_t)c->n_eval_texts + 1, sizeof *run.ref);
+    int st = r->results && r->texts && run.text_ids && run.ref ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].fd = -1;
+    for (int i = 0; i < n && !st; i++) {
+        r->results[i].v = &c->variants[o->which ? o->which[i] : i];
+        r->results[i].scores = calloc((size_t)c->n_eval_texts + 1, sizeof *r->results[i].scores);
+        if (!r->results[i].scores) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    lmp_host_seed(c->seed);
+    lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
+    if (!st) st = prepare(&run, r);
+    if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
+    if (!st && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
+    int to_run = 0;
+    for (int i = 0; i < n && !st; i++) {
+        if (r->results[i].done) {
+            if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
+        } else {
+            to_run++;
+        }
+    }
+    /* The reference log-probabilities are kept only when a second variant will read them. */
+    for (int t = 0; t < c->n_eval_texts && !st && to_run > 1; t++)
+        st = lmp_ref_logprobs_init(&run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
+    int k = 0;
+    double spent = 0;
+    for (int i = 0; i < n && !st; i++) {
+        lmp_variant_result *res = &r->results[i];
+        if (res->done) continue;
+        announce(r, res, ++k, to_run, spent);
+        double t0 = lmp_now_s();
+        st = run_variant(&run, r, res);
+        spent += lmp_now_s() - t0;
+        if (st) break;
+        res->done = 1;
+        if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
+    }
+    lmp_progress_context(NULL);
+    release(&run);
+    if (st) {
+        lmp_report_free(r);
+        return st;
+    }
+    *out = r;
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* compare.h — a whole run, in stages a reader can follow:
+ *
+ *   prepare   open the backend, load the model and tokenizer, tokenize every evaluation text and
+ *             the LAMBADA passages, cut the calibration windows (so a bad input fails before any
+ *             compression starts);
+ *   variant   compress one variant, evaluate it against the unmodified model on every text, keep
+ *             its numbers and what it did to each linear, free its blocks;
+ *   report    after each variant the caller's hook sees the report so far (print the row, write
+ *             the files), so an interrupted run keeps every finished variant.
+ *
+ * Only one variant's blocks are alive at a time.  The unmodified model's log-probabilities are
+ * computed once per evaluation window and reused by every later variant (eval.h). */
+#ifndef LMP_CORE_COMPARE_H
+#define LMP_CORE_COMPARE_H
+
+#include "config/config.h"
+#include "formats/json.h"
+#include "report/report.h"
+
+/* Hooks the caller gets during a run; either may be NULL.  A non-zero return stops the run with
+ * that status (e.g. an output file could not be written). */
+typedef struct lmp_compare_hooks {
+    int (*prepared)(const lmp_report *r, void *ud);          /* texts known, nothing compressed */
+    int (*finished)(const lmp_report *r, int i, void *ud);   /* results[i] is done */
+    void *ud;
+} lmp_compare_hooks;
+
+typedef struct lmp_compare_opts {
+    const int *which;          /* indices of the variants to run, in config order; NULL: all */
+    int n_which;
+    const lmp_json *resume;    /* an earlier JSON report of this run (same fingerprint): its
+                                * finished variants are taken as they are, not run again */
+    const char *resume_path;   /* its file, for messages */
+    lmp_compare_hooks hooks;
+} lmp_compare_opts;
+
+/* Runs the chosen variants.  On success *out holds every result.  On failure (or when
+ * lmp_host_interrupted() turns true) the run stops after cleaning up and returns the status;
+ * what the hooks were shown is all that is kept. */
+int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out);
+
+/* config_hash: FNV-1a 64 of the config file's bytes as loaded; fingerprint: of those bytes, the backend's
+ * name and the lmpress version.  Both as 16 hex digits.  A report written by one run can be
+ * resumed only by a run with the same fingerprint. */
+void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17]);
+
+/* Process peak resident memory so far, in MB. */
+double lmp_peak_rss_mb(void);
+
+#endif

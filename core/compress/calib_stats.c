@@ -1,0 +1,180 @@
+/* calib_stats.c — see calib_stats.h. */
+#include "compress/calib_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "model/forward.h"
+
+typedef struct collector {
+    const lmp_backend *be;
+    const lmp_block *blk;
+    lmp_block_stats *bs;
+    int64_t n_windows, T;
+    int last_group;      /* the last input (lmp_input_group) anything is asked of */
+} collector;
+
+static int alloc_filled(float **p, int64_t n, float init)
+{
+    if (*p) return 0;
+    if (!(*p = malloc((size_t)n * sizeof **p))) return lmp_fail(LMP_ENOMEM, "out of memory for statistics");
+    for (int64_t i = 0; i < n; i++) (*p)[i] = init;
+    return 0;
+}
+
+static void fold_min(float *acc, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] = fminf(acc[i], v[i]);
+}
+
+static void fold_max(float *acc, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] = fmaxf(acc[i], v[i]);
+}
+
+/* Rows of x[T, C] that are sample rows: row i of the sample is global token floor(i*N/S). */
+static void take_sample(lmp_stats *s, int64_t S, int64_t N, int64_t first, const float *x,
+                        int64_t T, int64_t C)
+{
+    while (s->n_sample < S) {
+        int64_t g = s->n_sample * N / S;
+        if (g >= first + T) break;
+        memcpy(s->sample + s->n_sample * C, x + (g - first) * C, (size_t)C * sizeof *x);
+        s->n_sample++;
+    }
+}
+
+/* H += 2/n_windows * S^T S for the stacked rows S of linear i's input. */
+static int flush_hessian(const lmp_backend *be, lmp_block_stats *bs, int i, int64_t C, int64_t n_windows)
+{
+    int st = 0;
+    if (bs->h_rows[i] > 0)
+        st = lmp_be_xtx_accum(be, bs->h_rows[i], C, bs->h_stage[i], 2.0f / (float)n_windows, bs->stats[i].hessian);
+    bs->h_rows[i] = 0;
+    return st;
+}
+
+static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
+{
+    collector *c = ud;
+    lmp_block_stats *bs = c->bs;
+    uint32_t need = 0;
+    int64_t S = 0;
+    for (int i = 0; i < n_lins; i++) {
+        need |= bs->needs[lins[i]];
+        if (bs->needs[lins[i]] & LMP_STAT_SAMPLE && bs->n_sample[lins[i]] > S) S = bs->n_sample[lins[i]];
+    }
+    if (!need) return 0;
+    lmp_stats *s = &bs->stats[lins[0]];
+    bs->owner[lins[0]] = 1;
+    const int64_t w = s->n_tokens / T, W = c->n_windows, N = W * T;
+    const int windows = (need & LMP_STAT_WINDOWS) != 0;
+    int st = 0;
+    if (need & LMP_STAT_ABSMAX) {
+        if (!(st = alloc_filled(&s->absmax, C, 0.0f)))
+            st = lmp_be_reduce_cols(c->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
+    }
+    if (!st && (need & LMP_STAT_MINMAX)) {
+        if (!(st = alloc_filled(&s->min, C, INFINITY)) && !(st = alloc_filled(&s->max, C, -INFINITY)) &&
+            (!windows || (!(st = alloc_filled(&s->win_min, W * C, INFINITY)) &&
+                          !(st = alloc_filled(&s->win_max, W * C, -INFINITY))))) {
+            float *mn = windows ? s->win_min + w * C : s->min, *mx = windows ? s->win_max + w * C : s->max;
+            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MIN, T, C, x, mn)) &&
+                !(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MAX, T, C, x, mx)) && windows) {
+                fold_min(s->min, mn, C);
+                fold_max(s->max, mx, C);
+            }
+        }
+    }
+    if (!st && (need & LMP_STAT_MEAN)) { /* sums here, divided once all windows are seen */
+        if (!(st = alloc_filled(&s->mean, C, 0.0f)) && (!windows || !(st = alloc_filled(&s->win_mean, W * C, 0.0f)))) {
+            float *sum = windows ? s->win_mean + w * C : s->mean;
+            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_SUM, T, C, x, sum)) && windows)
+                for (int64_t j = 0; j < C; j++) s->mean[j] += sum[j];
+        }
+    }
+    if (!st && (need & LMP_STAT_SAMPLE) && S > 0) {
+        if (S > N) S = N;
+        if (!s->sample && !(s->sample = malloc((size_t)(S * C) * sizeof *s->sample)))
+            st = lmp_fail(LMP_ENOMEM, "out of memory for a sample of %lld tokens", (long long)S);
+        else
+            take_sample(s, S, N, s->n_tokens, x, T, C);
+    }
+    if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, windows stacked */
+        const int i = lins[0];
+        const int64_t cap = lmp_hessian_stack_rows(T);
+        if ((!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) ||
+            (!bs->h_stage[i] && !(bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float)))))
+            st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
+        else {
+            memcpy(bs->h_stage[i] + bs->h_rows[i] * C, x, (size_t)(T * C) * sizeof *x);
+            if ((bs->h_rows[i] += T) + T > cap) st = flush_hessian(c->be, bs, i, C, W);
+        }
+    }
+    if (!st && (need & LMP_STAT_SQSUM) && !(st = alloc_filled(&s->sqsum, C, 0.0f))) {
+        double *acc = calloc((size_t)C, sizeof *acc); /* one window in double, then into f32 */
+        if (!acc) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t t = 0; acc && t < T; t++)
+            for (int64_t j = 0; j < C; j++) acc[j] += (double)x[t * C + j] * (double)x[t * C + j];
+        for (int64_t j = 0; acc && j < C; j++) s->sqsum[j] += (float)acc[j];
+        free(acc);
+    }
+    s->n_tokens += T;
+    if (windows) s->n_windows = w + 1;
+    for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
+    if (!st && lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
+        return LMP_FORWARD_STOP; /* nothing later in the block is needed */
+    return st;
+}
+
+int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+                            const float *X, int64_t n_windows, int64_t T, lmp_block_stats *bs)
+{
+    const int64_t per = T * a->dim;
+    float *tmp = malloc((size_t)per * sizeof *tmp);
+    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory");
+    collector c = {.be = be, .blk = blk, .bs = bs, .n_windows = n_windows, .T = T};
+    for (int i = 0; i < blk->n_linears; i++)
+        if (bs->needs[i] && lmp_input_group(blk->linears[i].role) > c.last_group)
+            c.last_group = lmp_input_group(blk->linears[i].role);
+    int st = 0;
+    for (int64_t w = 0; w < n_windows && !st; w++) {
+        memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
+        st = lmp_block_forward(be, a, blk, T, tmp, observe_input, &c);
+        if (st == LMP_FORWARD_STOP) st = 0;
+    }
+    free(tmp);
+    for (int i = 0; i < blk->n_linears; i++) { /* the rows still stacked, then the stacks */
+        if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);
+        free(bs->h_stage[i]);
+        bs->h_stage[i] = NULL;
+    }
+    for (int i = 0; i < blk->n_linears && !st; i++) {
+        lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */
+        if (!bs->owner[i]) continue;
+        for (int64_t j = 0; s->mean && j < blk->linears[i].in; j++) s->mean[j] /= (float)s->n_tokens;
+        for (int64_t j = 0; s->win_mean && j < s->n_windows * blk->linears[i].in; j++) s->win_mean[j] /= (float)T;
+    }
+    return st;
+}
+
+void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)
+{
+    for (int i = 0; i < n_linears; i++)
+        if (bs->owner[i]) {
+            lmp_stats *s = &bs->stats[i];
+            free(s->absmax);
+            free(s->min);
+            free(s->max);
+            free(s->mean);
+            free(s->sample);
+            free(s->win_min);
+            free(s->win_max);
+            free(s->win_mean);
+            free(s->hessian);
+            free(s->sqsum);
+        }
+    memset(bs, 0, sizeof *bs);
+}

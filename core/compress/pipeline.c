@@ -1,0 +1,209 @@
+/* pipeline.c — see pipeline.h. */
+#include "compress/pipeline.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "compress/calib_stats.h"
+#include "model/forward.h"
+#include "plugin/host.h"
+
+int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
+                    const char *what, lmp_windows *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t avail = n_ids / T;
+    if (avail == 0)
+        return lmp_fail(LMP_EINVAL, "%s: %lld tokens, fewer than one window of %lld", what,
+                        (long long)n_ids, (long long)T);
+    int64_t n = samples;
+    if (!random && avail < samples) {
+        lmp_log(LMP_LOG_WARN, "%s gives %lld windows of %lld tokens; using %lld (asked for %lld)",
+                what, (long long)avail, (long long)T, (long long)avail, (long long)samples);
+        n = avail;
+    }
+    out->tokens = malloc((size_t)(n * T) * sizeof *out->tokens);
+    if (!out->tokens) return lmp_fail(LMP_ENOMEM, "out of memory for %lld windows", (long long)n);
+    const lmp_host *h = lmp_host_services();
+    for (int64_t i = 0; i < n; i++) {
+        int64_t start = random ? (int64_t)(h->rng_u64(lmp_host_ctx()) % (uint64_t)(n_ids - T + 1)) : i * T;
+        memcpy(out->tokens + i * T, ids + start, (size_t)T * sizeof *ids);
+    }
+    out->n = n;
+    out->T = T;
+    return 0;
+}
+
+void lmp_windows_free(lmp_windows *w)
+{
+    free(w->tokens);
+    memset(w, 0, sizeof *w);
+}
+
+void lmp_blocks_free(lmp_block *blocks, int64_t n)
+{
+    for (int64_t i = 0; blocks && i < n; i++) lmp_block_free(&blocks[i]);
+    free(blocks);
+}
+
+double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
+{
+    double bits = 0, count = 0;
+    for (int64_t b = 0; b < n; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            const lmp_linear *l = &blocks[b].linears[i];
+            /* N:M sparse: the kept values, plus ceil(log2 m) index bits per kept value. */
+            double w_bits = l->weight_bits;
+            if (l->mask && l->sparse_m > 0) {
+                int ib = 0;
+                while ((1 << ib) < l->sparse_m) ib++;
+                w_bits = (l->weight_bits + ib) * l->sparse_n / l->sparse_m;
+            }
+            bits += w_bits * (double)(l->out * l->in);
+            count += (double)(l->out * l->in);
+        }
+    return count > 0 ? bits / count : 0;
+}
+
+static lmp_compress_times times;
+
+const lmp_compress_times *lmp_compress_times_get(void) { return &times; }
+void lmp_compress_times_reset(void) { memset(&times, 0, sizeof times); }
+
+/* Observes (if asked) and applies the stage to the targeted linears whose input group is in
+ * `groups` (a bit set); the others are left alone. */
+static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+                        lmp_block *blk, const float *X, const lmp_windows *calib, unsigned groups)
+{
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
+    const int n = blk->n_linears;
+    lmp_block_stats bs;
+    memset(&bs, 0, sizeof bs);
+    uint32_t any = 0, targeted = 0;
+    for (int i = 0; i < n; i++) {
+        lmp_linear *l = &blk->linears[i];
+        l->params = (groups >> lmp_input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
+        l->stats = NULL;
+        if (!l->params) continue;
+        targeted++;
+        any |= bs.needs[i] = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
+        if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
+    }
+    int st = 0;
+    double t0 = lmp_now_s();
+    if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, blk, X, calib->n, calib->T, &bs)))
+        for (int i = 0; i < n; i++)
+            if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
+    double t1 = lmp_now_s();
+    times.collect += t1 - t0;
+    if (!st && targeted) {
+        lmp_clear_error();
+        st = vt->apply(self, lmp_host_services(), lmp_host_ctx(), blk);
+        if (st) st = lmp_fail_prefix(st, "strategy '%s' on block %d", stage->plugin->desc->name, blk->index);
+    }
+    times.apply += lmp_now_s() - t1;
+    for (int i = 0; i < n; i++) {
+        blk->linears[i].params = NULL;
+        blk->linears[i].stats = NULL;
+    }
+    lmp_block_stats_free(&bs, n);
+    return st;
+}
+
+/* Runs one stage on one block: all linears at once, or one input group after the other when
+ * the stage asks for LMP_NEED_SEQUENTIAL (each group then sees the statistics of the block as
+ * the earlier groups left it). */
+static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+                     lmp_block *blk, const float *X, const lmp_windows *calib)
+{
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    int sequential = 0;
+    for (int i = 0; i < blk->n_linears && !sequential; i++) {
+        const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
+        sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
+    }
+    if (!sequential) return run_stage_on(be, m, stage, self, blk, X, calib, 0xFu);
+    int st = 0;
+    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(be, m, stage, self, blk, X, calib, 1u << g);
+    return st;
+}
+
+int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                 const lmp_windows *calib, lmp_block **out)
+{
+    const int64_t L = m->arch.n_layers, d = m->arch.dim;
+    *out = NULL;
+    lmp_block *blocks = calloc((size_t)L, sizeof *blocks);
+    if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int st = 0;
+    for (int64_t b = 0; b < L && !st; b++) st = lmp_model_block_copy(m, b, &blocks[b]);
+    if (st || v->n_stages == 0) goto done;
+    if (blocks[0].n_linears > LMP_MAX_LINEARS) {
+        st = lmp_fail(LMP_EINVAL, "blocks of more than %d linears are not supported", LMP_MAX_LINEARS);
+        goto done;
+    }
+
+    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    float *X = NULL;
+    if (!selves) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int s = 0; s < v->n_stages && !st; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (vt->create && (st = vt->create(lmp_host_services(), lmp_host_ctx(), v->stages[s].params, &selves[s])))
+            st = lmp_fail_prefix(st, "strategy '%s'", v->stages[s].plugin->desc->name);
+    }
+    /* Calibration only matters if some stage observes some linear: otherwise skip the forwards. */
+    int observes = 0;
+    for (int64_t b = 0; b < L && !st && !observes; b++)
+        for (int s = 0; s < v->n_stages && !observes; s++) {
+            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+            for (int i = 0; i < blocks[b].n_linears && !observes; i++) {
+                const lmp_value *p = lmp_stage_params_for(&v->stages[s], blocks[b].linears[i].name);
+                observes = p && vt->needs(selves[s], p) != 0;
+            }
+        }
+    if (observes && !calib->n)
+        st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
+                      "calibration.text in the config", v->name);
+    lmp_windows none = {0};
+    if (!observes) calib = &none;
+    const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */
+    if (!st && observes) {
+        X = malloc((size_t)(calib->n * per) * sizeof *X);
+        if (!X) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
+    }
+    for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+
+    char label[256];
+    snprintf(label, sizeof label, "compress %s: block", v->name);
+    for (int64_t b = 0; b < L && !st; b++) {
+        lmp_progress(label, b, L);
+        if (lmp_host_interrupted()) {
+            st = lmp_fail(LMP_EABORTED, "interrupted");
+            break;
+        }
+        for (int s = 0; s < v->n_stages && !st; s++)
+            st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
+        double t0 = lmp_now_s();
+        for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
+            st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
+        times.propagate += lmp_now_s() - t0;
+    }
+    if (!st) lmp_progress(label, L, L);
+    for (int s = 0; selves && s < v->n_stages; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
+    }
+    free(selves);
+    free(X);
+done:
+    if (st) {
+        lmp_blocks_free(blocks, L);
+        return lmp_fail_prefix(st, "variant '%s'", v->name);
+    }
+    *out = blocks;
+    return 0;
+}

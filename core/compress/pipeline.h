@@ -1,0 +1,46 @@
+/* pipeline.h — compressing a model block by block, as docs/design.md describes.
+ *
+ * Calibration windows are embedded once; then for each block: clone its weights; for each stage
+ * of the variant, run the block over the cached inputs with observers collecting what the stage
+ * asked for, and call the stage's plugin to rewrite the block; finally run the rewritten block
+ * over the cached inputs to give the next block its inputs (errors propagate). */
+#ifndef LMP_CORE_PIPELINE_H
+#define LMP_CORE_PIPELINE_H
+
+#include "config/config.h"
+#include "model/model.h"
+#include "plugin/backend.h"
+
+/* tokens[n_windows * T]: the calibration windows, one after the other. */
+typedef struct lmp_windows {
+    int32_t *tokens;
+    int64_t n, T;
+} lmp_windows;
+
+/* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at seeded
+ * random offsets).  Fewer windows than asked for is a warning; none is an error naming `what`. */
+int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
+                    const char *what, lmp_windows *out);
+void lmp_windows_free(lmp_windows *w);
+
+/* Runs the variant's pipeline; *out receives n_layers owned blocks (lmp_block_free each).
+ * A variant without stages gets plain clones. */
+int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                 const lmp_windows *calib, lmp_block **out);
+void lmp_blocks_free(lmp_block *blocks, int64_t n);
+
+/* Where lmp_compress spent its time since the last reset, summed over variants: running blocks
+ * over the calibration windows to collect statistics (forward passes plus the statistics, e.g.
+ * Hessians), the strategies' apply(), and propagating the windows through compressed blocks. */
+typedef struct lmp_compress_times {
+    double collect, apply, propagate;
+} lmp_compress_times;
+const lmp_compress_times *lmp_compress_times_get(void);
+void lmp_compress_times_reset(void);
+
+/* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted by size).
+ * An N:M-sparse linear stores only its n kept values of every m, each with ceil(log2 m) index
+ * bits (2:4: (b + 2)/2 bits per weight, the compressed layout of cuSPARSELt). */
+double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n);
+
+#endif

@@ -1,0 +1,1006 @@
+/* config.c — see config.h.  Parsing, plugin loading, schema validation, pattern compilation and
+ * file checks, in that order, so that a bad config is refused before the model is touched. */
+#include "base/hash.h"
+#include "config/config.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "base/error.h"
+#include "base/input_file.h"
+
+/* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
+/* The config file a setting was read from: lmp_config_load hangs its path on the root setting,
+ * so that messages need no global and two configs can be loaded at once. */
+static const char *file_of(const config_setting_t *s)
+{
+    /* A setting from an @included file names that file (libconfig keeps the name as written). */
+    const char *inc = s ? config_setting_source_file(s) : NULL;
+    if (inc) return inc;
+    while (s && config_setting_parent(s)) s = config_setting_parent(s);
+    const char *f = s ? config_setting_get_hook(s) : NULL;
+    return f ? f : "(config)";
+}
+
+static void setting_path(const config_setting_t *s, char *buf, size_t n)
+{
+    const config_setting_t *chain[64];
+    int depth = 0;
+    for (; s && config_setting_parent(s) && depth < 64; s = config_setting_parent(s)) chain[depth++] = s;
+    buf[0] = 0;
+    for (int i = depth - 1; i >= 0; i--) {
+        size_t used = strlen(buf);
+        const char *name = config_setting_name(chain[i]);
+        if (name) snprintf(buf + used, n - used, "%s%s", used ? "." : "", name);
+        else snprintf(buf + used, n - used, "[%d]", config_setting_index(chain[i]));
+    }
+}
+
+static int bad(const config_setting_t *s, const char *fmt, ...) LMP_PRINTF(2, 3);
+static int bad(const config_setting_t *s, const char *fmt, ...)
+{
+    char where[512], msg[1024];
+    setting_path(s, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", file_of(s), config_setting_source_line(s),
+                    where[0] ? where : "(top level)", msg);
+}
+
+/* A missing required setting: name the group it belongs in. */
+static int missing(const config_setting_t *group, const char *key)
+{
+    return bad(group, "missing required setting '%s'", key);
+}
+
+/* Every member of `group` must be one of `allowed` (NULL-terminated). */
+static int check_keys(const config_setting_t *group, const char *const *allowed)
+{
+    for (int i = 0; i < config_setting_length(group); i++) {
+        const config_setting_t *m = config_setting_get_elem(group, (unsigned)i);
+        const char *name = config_setting_name(m);
+        int ok = 0;
+        for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, name) == 0;
+        if (!ok) {
+            char list[512] = "";
+            for (const char *const *a = allowed; *a; a++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         a == allowed ? "" : ", ", *a);
+            return bad(m, "unknown setting (expected one of: %s)", list);
+        }
+    }
+    return 0;
+}
+
+static int get_group(const config_setting_t *parent, const char *key, int required,
+                     config_setting_t **out)
+{
+    *out = config_setting_get_member(parent, key);
+    if (!*out) return required ? missing(parent, key) : 0;
+    if (!config_setting_is_group(*out)) return bad(*out, "expected a group { ... }");
+    return 0;
+}
+
+static int get_string(const config_setting_t *parent, const char *key, int required,
+                      const char **out)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return required ? missing(parent, key) : 0;
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) return bad(s, "expected a string");
+    *out = config_setting_get_string(s);
+    if (!**out) return bad(s, "must not be empty");
+    return 0;
+}
+
+static int get_int(const config_setting_t *parent, const char *key, int64_t lo, int64_t hi,
+                   int64_t *out)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return 0; /* keeps the default */
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) return bad(s, "expected an integer");
+    long long v = config_setting_get_int64(s);
+    if (v < lo || v > hi) return bad(s, "%lld is out of range [%lld, %lld]", v, (long long)lo, (long long)hi);
+    *out = v;
+    return 0;
+}
+
+/* A string or an array of strings -> a vector of pointers into the config. */
+static int get_strings(const config_setting_t *parent, const char *key, const char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return 0;
+    if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+        if (!(*out = malloc(sizeof **out))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        (*out)[0] = config_setting_get_string(s);
+        *n = 1;
+        return 0;
+    }
+    if (!config_setting_is_array(s) && !config_setting_is_list(s))
+        return bad(s, "expected a string or an array of strings [ \"...\", ... ]");
+    int len = config_setting_length(s);
+    if (!(*out = calloc((size_t)(len ? len : 1), sizeof **out))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < len; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            free(*out); /* callers free only what they were given */
+            *out = NULL;
+            return bad(e, "expected a string");
+        }
+        (*out)[i] = config_setting_get_string(e);
+    }
+    *n = len;
+    return 0;
+}
+
+/* The setting of item i of what get_strings read from parent.key (a lone string is item 0). */
+static const config_setting_t *strings_item(const config_setting_t *parent, const char *key, int i)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    return config_setting_type(s) == CONFIG_TYPE_STRING ? s : config_setting_get_elem(s, (unsigned)i);
+}
+
+/* Relative paths are relative to the config file's folder; an existing file gets its canonical
+ * name (reports then show "/src/models/x.bin", not "configs/../models/x.bin"). */
+static char *resolve(const char *cfg_path, const char *p)
+{
+    const char *slash = strrchr(cfg_path, '/');
+    char *out;
+    if (p[0] == '/' || !slash) {
+        out = strdup(p);
+    } else {
+        size_t n = (size_t)(slash - cfg_path) + 1 + strlen(p) + 1;
+        if ((out = malloc(n))) snprintf(out, n, "%.*s/%s", (int)(slash - cfg_path), cfg_path, p);
+    }
+    char *canonical = out ? realpath(out, NULL) : NULL;
+    if (canonical) {
+        free(out);
+        out = canonical;
+    }
+    return out;
+}
+
+/* Remembers where a setting was written, for messages made after loading. */
+static int set_origin(const config_setting_t *s, lmp_config_origin *o)
+{
+    char where[512];
+    setting_path(s, where, sizeof where);
+    o->line = config_setting_source_line(s);
+    if (!(o->key = strdup(where))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return 0;
+}
+
+static void free_origin(lmp_config_origin *o)
+{
+    free(o->key);
+    o->key = NULL;
+}
+
+/* ---- patterns ---------------------------------------------------------------------------- */
+static const char OPTIONAL_PREFIX[] = "optional:";
+
+/* Splits "optional:" and "re:" off a pattern's text. */
+static const char *pattern_expr(const char *text, int *optional, int *is_re)
+{
+    *optional = strncmp(text, OPTIONAL_PREFIX, sizeof OPTIONAL_PREFIX - 1) == 0;
+    if (*optional) text += sizeof OPTIONAL_PREFIX - 1;
+    *is_re = strncmp(text, "re:", 3) == 0;
+    return *is_re ? text + 3 : text;
+}
+
+/* No PCRE2 flags: a Perl/Python-style regex, case-sensitive, unanchored (searched). */
+static pcre2_code *compile_re(const char *expr, char *msg, size_t n)
+{
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)expr, PCRE2_ZERO_TERMINATED, 0, &err, &off, NULL);
+    if (!re && msg) {
+        PCRE2_UCHAR text[256];
+        if (pcre2_get_error_message(err, text, sizeof text) < 0) snprintf((char *)text, sizeof text, "error %d", err);
+        snprintf(msg, n, "%s at offset %zu", (const char *)text, (size_t)off);
+    }
+    return re;
+}
+
+static int re_search(const pcre2_code *re, const char *name)
+{
+    /* Match data per call (one pair is enough for a yes/no answer): a stage may be matched from
+     * several threads at once. */
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return 0;
+    int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+}
+
+static int glob_match(const char *glob, const char *name)
+{
+    if (fnmatch(glob, name, 0) == 0) return 1;
+    char tail[512];
+    snprintf(tail, sizeof tail, "*.%s", glob);
+    return fnmatch(tail, name, 0) == 0;
+}
+
+/* Parses and compiles the pattern written at setting `where`. */
+static int load_pattern(const config_setting_t *where, const char *text, lmp_pattern *p)
+{
+    int is_re;
+    p->text = text;
+    p->expr = pattern_expr(text, &p->optional, &is_re);
+    int st = set_origin(where, &p->at);
+    if (st || !is_re) return st;
+    char msg[320];
+    if (!(p->re = compile_re(p->expr, msg, sizeof msg)))
+        return bad(where, "bad regular expression '%s': %s", p->expr, msg);
+    return 0;
+}
+
+static void free_pattern(lmp_pattern *p)
+{
+    pcre2_code_free(p->re);
+    p->re = NULL;
+    free_origin(&p->at);
+}
+
+static int pattern_hit(const lmp_pattern *p, const char *name)
+{
+    return p->re ? re_search(p->re, name) : glob_match(p->expr, name);
+}
+
+int lmp_pattern_match(const char *pattern, const char *name)
+{
+    int optional, is_re;
+    const char *expr = pattern_expr(pattern, &optional, &is_re);
+    if (!is_re) return glob_match(expr, name);
+    pcre2_code *re = compile_re(expr, NULL, 0);
+    int hit = re && re_search(re, name);
+    pcre2_code_free(re);
+    return hit;
+}
+
+/* A loaded stage matches with its compiled patterns, one built by hand with its strings. */
+static int target_hit(const lmp_stage *s, int i, const char *name)
+{
+    return s->target_patterns ? pattern_hit(&s->target_patterns[i], name) : lmp_pattern_match(s->targets[i], name);
+}
+
+static int ignore_hit(const lmp_stage *s, int i, const char *name)
+{
+    return s->ignore_patterns ? pattern_hit(&s->ignore_patterns[i], name) : lmp_pattern_match(s->ignore[i], name);
+}
+
+static int override_hit(const lmp_override *o, const char *name)
+{
+    return o->pattern.text ? pattern_hit(&o->pattern, name) : lmp_pattern_match(o->match, name);
+}
+
+const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *name)
+{
+    int targeted = s->n_targets == 0;
+    for (int i = 0; i < s->n_targets && !targeted; i++) targeted = target_hit(s, i, name);
+    for (int i = 0; i < s->n_ignore && targeted; i++) targeted = !ignore_hit(s, i, name);
+    if (!targeted) return NULL;
+    for (int i = 0; i < s->n_overrides; i++)
+        if (override_hit(&s->overrides[i], name))
+            return s->overrides[i].skip ? NULL : s->overrides[i].params;
+    return s->params;
+}
+
+/* ---- parameters against a plugin's schema ------------------------------------------------ */
+static int set_param(const config_setting_t *s, const lmp_param_spec *p, lmp_value *v)
+{
+    int t = config_setting_type(s);
+    switch (p->type) {
+    case LMP_PARAM_BOOL:
+        if (t != CONFIG_TYPE_BOOL) return bad(s, "expected true or false");
+        v->num = config_setting_get_bool(s);
+        return 0;
+    case LMP_PARAM_INT:
+    case LMP_PARAM_FLOAT: {
+        double x;
+        if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) x = (double)config_setting_get_int64(s);
+        else if (t == CONFIG_TYPE_FLOAT && p->type == LMP_PARAM_FLOAT) x = config_setting_get_float(s);
+        else return bad(s, "expected %s", p->type == LMP_PARAM_INT ? "an integer" : "a number");
+        if (!isfinite(x) || x < p->min || x > p->max)
+            return bad(s, "%g is out of range [%g, %g]", x, p->min, p->max);
+        v->num = x;
+        return 0;
+    }
+    case LMP_PARAM_ENUM: {
+        const char *str = t == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        char list[512] = "";
+        for (int i = 0; p->choices[i]; i++) {
+            if (str && strcmp(str, p->choices[i]) == 0) {
+                v->num = i;
+                v->str = p->choices[i];
+                return 0;
+            }
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? ", " : "",
+                     p->choices[i]);
+        }
+        return str ? bad(s, "\"%s\" is not one of %s", str, list) : bad(s, "expected one of %s", list);
+    }
+    case LMP_PARAM_STRING:
+        if (t != CONFIG_TYPE_STRING) return bad(s, "expected a string");
+        v->str = config_setting_get_string(s);
+        return 0;
+    }
+    return bad(s, "parameter has an unknown type in the plugin's schema");
+}
+
+/* Validates group `g` (may be NULL) against desc's schema on top of `base` values.
+ * required: enforce LMP_PARAM_REQUIRED (not for overrides, which start from the stage). */
+static int parse_params(const config_setting_t *g, const config_setting_t *owner,
+                        const lmp_plugin_desc *desc, const lmp_value *base, int required,
+                        lmp_value **out)
+{
+    int st = base ? 0 : lmp_params_defaults(desc, out);
+    if (st) return st;
+    if (base) {
+        if (!(*out = calloc(desc->n_params ? desc->n_params : 1, sizeof **out)))
+            return lmp_fail(LMP_ENOMEM, "out of memory");
+        memcpy(*out, base, desc->n_params * sizeof **out);
+    }
+    for (int i = 0; g && i < config_setting_length(g); i++) {
+        const config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+        const char *name = config_setting_name(m);
+        uint32_t k = 0;
+        while (k < desc->n_params && strcmp(desc->params[k].name, name) != 0) k++;
+        if (k == desc->n_params) {
+            char list[512] = "";
+            for (uint32_t j = 0; j < desc->n_params; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         desc->params[j].name);
+            return bad(m, "unknown parameter of %s '%s' (its parameters: %s)",
+                       lmp_kind_name(desc->kind), desc->name, desc->n_params ? list : "none");
+        }
+        if ((st = set_param(m, &desc->params[k], &(*out)[k]))) return st;
+    }
+    for (uint32_t k = 0; required && k < desc->n_params; k++)
+        if ((desc->params[k].flags & LMP_PARAM_REQUIRED) &&
+            !(g && config_setting_get_member(g, desc->params[k].name)))
+            return bad(g ? g : owner, "%s '%s' needs parameter '%s'", lmp_kind_name(desc->kind),
+                       desc->name, desc->params[k].name);
+    return 0;
+}
+
+/* ---- sections ---------------------------------------------------------------------------- */
+/* A plugin named by file rather than by name: a '/' or a ".so" ending.  It is relative to the
+ * config's folder, like every path of a config: a bare "x.so" is the config's neighbour, never
+ * a library of the system's search path. */
+static int is_plugin_path(const char *s)
+{
+    size_t n = strlen(s);
+    return strchr(s, '/') || (n > 3 && strcmp(s + n - 3, ".so") == 0);
+}
+
+static int load_plugins(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"search_path", "strategies", "backends", NULL};
+    config_setting_t *g;
+    const char **dirs = NULL, **list = NULL;
+    int n_dirs = 0, n = 0, st;
+    if ((st = get_group(root, "plugins", 0, &g))) return st;
+    if (g && ((st = check_keys(g, keys)) || (st = get_strings(g, "search_path", &dirs, &n_dirs)))) return st;
+    /* The config is not trusted: its folders must lie inside the user's trusted plugin folders
+     * (registry.h), checked on their real paths before any file in them is opened. */
+    st = lmp_registry_init(&c->reg, NULL, 0);
+    for (int i = 0; i < n_dirs && !st; i++) {
+        char *abs = resolve(c->path, dirs[i]);
+        st = abs ? lmp_registry_add_search_dir(&c->reg, abs) : lmp_fail(LMP_ENOMEM, "out of memory");
+        if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.search_path[%d]", file_of(g),
+                                     config_setting_source_line(config_setting_get_member(g, "search_path")), i);
+        free(abs);
+    }
+    free(dirs);
+    if (st || !g) return st;
+    static const char *const slot_key[2] = {"strategies", "backends"};
+    static const int slot_kind[2] = {LMP_PLUGIN_STRATEGY, LMP_PLUGIN_BACKEND};
+    for (int k = 0; k < 2 && !st; k++) {
+        if ((st = get_strings(g, slot_key[k], &list, &n))) return st;
+        for (int i = 0; i < n && !st; i++) {
+            char *p = is_plugin_path(list[i]) ? resolve(c->path, list[i]) : strdup(list[i]);
+            st = p ? lmp_registry_require(&c->reg, slot_kind[k], p, NULL) : lmp_fail(LMP_ENOMEM, "out of memory");
+            if (st) st = lmp_fail_prefix(st, "%s:%d: plugins.%s[%d]", file_of(g),
+                                         config_setting_source_line(config_setting_get_member(g, slot_key[k])),
+                                         slot_key[k], i);
+            free(p);
+        }
+        free(list);
+    }
+    return st;
+}
+
+static int load_backend(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"name", "params", NULL};
+    config_setting_t *g, *params = NULL;
+    c->backend_name = "cpu";
+    int st = get_group(root, "backend", 0, &g);
+    if (st || (g && ((st = check_keys(g, keys)) || (st = get_string(g, "name", 0, &c->backend_name)) ||
+                     (st = get_group(g, "params", 0, &params)))))
+        return st;
+    const lmp_plugin *p;
+    st = lmp_registry_require(&c->reg, LMP_PLUGIN_BACKEND, c->backend_name, &p);
+    if (st) return g ? lmp_fail_prefix(st, "%s:%d: backend.name", file_of(g), config_setting_source_line(g)) : st;
+    return parse_params(params, g, p->desc, NULL, 1, &c->backend_params);
+}
+
+static int load_model_section(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"path", "tokenizer", NULL};
+    config_setting_t *g;
+    const char *path = NULL, *tok = NULL;
+    int st;
+    if ((st = get_group(root, "model", 1, &g)) || (st = check_keys(g, keys)) ||
+        (st = get_string(g, "path", 1, &path)) || (st = get_string(g, "tokenizer", 0, &tok)))
+        return st;
+    if (!(c->model_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if ((st = set_origin(config_setting_get_member(g, "path"), &c->model_at))) return st;
+    if (!tok) return 0;
+    if (!(c->tokenizer_path = resolve(c->path, tok))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return set_origin(config_setting_get_member(g, "tokenizer"), &c->tokenizer_at);
+}
+
+/* Optional: only variants with a stage that observes statistics need it (checked when they run). */
+static int load_calibration(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
+    static const char *const modes[] = {"sequential", "random", NULL};
+    config_setting_t *g;
+    const char *text = NULL, *mode = "sequential";
+    c->calib_samples = 32;
+    c->calib_seq_len = 256;
+    int st;
+    if ((st = get_group(root, "calibration", 0, &g)) || !g) return st;
+    if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
+        (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
+        (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
+        (st = get_string(g, "sampling", 0, &mode)))
+        return st;
+    int m = 0;
+    while (modes[m] && strcmp(modes[m], mode) != 0) m++;
+    if (!modes[m])
+        return bad(config_setting_get_member(g, "sampling"), "\"%s\" is not \"sequential\" or \"random\"", mode);
+    c->calib_random = m == 1;
+    if (!(c->calib_text = resolve(c->path, text))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return set_origin(config_setting_get_member(g, "text"), &c->calib_at);
+}
+
+static int load_eval(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"texts", "seq_len", "max_windows", "lambada", "lambada_max", NULL};
+    config_setting_t *g;
+    const char **texts = NULL, *lambada = NULL;
+    c->eval_seq_len = 256;
+    int st;
+    if ((st = get_group(root, "eval", 1, &g)) || (st = check_keys(g, keys)) ||
+        (st = get_strings(g, "texts", &texts, &c->n_eval_texts)) ||
+        (st = get_int(g, "seq_len", 2, 1 << 20, &c->eval_seq_len)) ||
+        (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows)) ||
+        (st = get_string(g, "lambada", 0, &lambada)) ||
+        (st = get_int(g, "lambada_max", 0, INT64_MAX, &c->lambada_max))) {
+        free(texts);
+        return st;
+    }
+    if (c->n_eval_texts == 0 && !lambada) {
+        free(texts);
+        return bad(g, "'texts' must name at least one evaluation text (or set 'lambada')");
+    }
+    if (lambada && (!(c->lambada = resolve(c->path, lambada)) ||
+                    (st = set_origin(config_setting_get_member(g, "lambada"), &c->lambada_at)))) {
+        free(texts);
+        return st ? st : lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    c->eval_texts = calloc((size_t)c->n_eval_texts + 1, sizeof *c->eval_texts);
+    c->eval_text_at = calloc((size_t)c->n_eval_texts + 1, sizeof *c->eval_text_at);
+    if (!c->eval_texts || !c->eval_text_at) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < c->n_eval_texts; i++) {
+        if (!(c->eval_texts[i] = resolve(c->path, texts[i]))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        else st = set_origin(strings_item(g, "texts", i), &c->eval_text_at[i]);
+    }
+    free(texts);
+    return st;
+}
+
+static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *stage)
+{
+    static const char *const keys[] = {"strategy", "params", "targets", "ignore", "overrides", NULL};
+    static const char *const okeys[] = {"match", "params", "skip", NULL};
+    const char *strategy = NULL;
+    config_setting_t *params, *ovs;
+    int st;
+    if (!config_setting_is_group(s)) return bad(s, "a pipeline stage must be a group { strategy = ...; }");
+    if ((st = check_keys(s, keys)) || (st = get_string(s, "strategy", 1, &strategy)) ||
+        (st = get_group(s, "params", 0, &params)))
+        return st;
+    char *ref = is_plugin_path(strategy) ? resolve(c->path, strategy) : strdup(strategy);
+    st = ref ? lmp_registry_require(&c->reg, LMP_PLUGIN_STRATEGY, ref, &stage->plugin) : lmp_fail(LMP_ENOMEM, "out of memory");
+    free(ref);
+    if (st) return lmp_fail_prefix(st, "%s:%d: strategy", file_of(s),
+                                   config_setting_source_line(config_setting_get_member(s, "strategy")));
+    if ((st = parse_params(params, s, stage->plugin->desc, NULL, 1, &stage->params)) ||
+        (st = get_strings(s, "targets", &stage->targets, &stage->n_targets)) ||
+        (st = get_strings(s, "ignore", &stage->ignore, &stage->n_ignore)))
+        return st;
+    stage->target_patterns = calloc((size_t)stage->n_targets + 1, sizeof *stage->target_patterns);
+    stage->ignore_patterns = calloc((size_t)stage->n_ignore + 1, sizeof *stage->ignore_patterns);
+    if (!stage->target_patterns || !stage->ignore_patterns) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < stage->n_targets && !st; i++)
+        st = load_pattern(strings_item(s, "targets", i), stage->targets[i], &stage->target_patterns[i]);
+    for (int i = 0; i < stage->n_ignore && !st; i++)
+        st = load_pattern(strings_item(s, "ignore", i), stage->ignore[i], &stage->ignore_patterns[i]);
+    if (st || !(ovs = config_setting_get_member(s, "overrides"))) return st;
+    if (!config_setting_is_list(ovs)) return bad(ovs, "expected a list ( { match = ...; }, ... )");
+    stage->n_overrides = config_setting_length(ovs);
+    stage->overrides = calloc((size_t)stage->n_overrides + 1, sizeof *stage->overrides);
+    if (!stage->overrides) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < stage->n_overrides; i++) {
+        const config_setting_t *o = config_setting_get_elem(ovs, (unsigned)i);
+        lmp_override *ov = &stage->overrides[i];
+        const char *match = NULL;
+        config_setting_t *op;
+        if (!config_setting_is_group(o)) return bad(o, "an override must be a group { match = ...; }");
+        if ((st = check_keys(o, okeys)) || (st = get_string(o, "match", 1, &match)) ||
+            (st = load_pattern(config_setting_get_member(o, "match"), match, &ov->pattern)) ||
+            (st = get_group(o, "params", 0, &op)))
+            return st;
+        ov->match = (char *)match;
+        const config_setting_t *skip = config_setting_get_member(o, "skip");
+        if (skip && config_setting_type(skip) != CONFIG_TYPE_BOOL) return bad(skip, "expected true or false");
+        ov->skip = skip && config_setting_get_bool(skip);
+        if (!ov->skip && !op) return bad(o, "an override needs 'params' or 'skip = true'");
+        if ((st = parse_params(op, o, stage->plugin->desc, stage->params, 0, &ov->params))) return st;
+    }
+    return 0;
+}
+
+static int load_variants(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"name", "pipeline", NULL};
+    const config_setting_t *vs = config_setting_get_member(root, "variants");
+    if (!vs) return missing(root, "variants");
+    if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
+        return bad(vs, "expected a non-empty list ( { name = ...; pipeline = (...); }, ... )");
+    c->n_variants = config_setting_length(vs);
+    c->variants = calloc((size_t)c->n_variants, sizeof *c->variants);
+    if (!c->variants) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < c->n_variants; i++) {
+        const config_setting_t *v = config_setting_get_elem(vs, (unsigned)i);
+        lmp_variant *var = &c->variants[i];
+        int st;
+        if (!config_setting_is_group(v)) return bad(v, "a variant must be a group { name = ...; }");
+        if ((st = check_keys(v, keys)) || (st = get_string(v, "name", 1, &var->name))) return st;
+        for (int j = 0; j < i; j++)
+            if (strcmp(c->variants[j].name, var->name) == 0)
+                return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
+        const config_setting_t *p = config_setting_get_member(v, "pipeline");
+        if (!p) continue; /* the unmodified model */
+        if (!config_setting_is_list(p)) return bad(p, "expected a list of stages ( { strategy = ...; }, ... )");
+        var->n_stages = config_setting_length(p);
+        var->stages = calloc((size_t)var->n_stages + 1, sizeof *var->stages);
+        if (!var->stages) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int j = 0; j < var->n_stages; j++)
+            if ((st = load_stage(c, config_setting_get_elem(p, (unsigned)j), &var->stages[j]))) return st;
+    }
+    return 0;
+}
+
+/* ---- checks of the files and of the patterns against the model ----------------------------- */
+static int bad_at(const lmp_run_config *c, const lmp_config_origin *at, const char *fmt, ...) LMP_PRINTF(3, 4);
+static int bad_at(const lmp_run_config *c, const lmp_config_origin *at, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lmp_fail(LMP_EINVAL, "%s:%d: %s: %s", c->path, at->line, at->key ? at->key : "(unknown setting)", msg);
+}
+
+/* "PATH: cannot open: REASON" for a file that cannot be reached, "PATH: is a FIFO, not a regular
+ * file" for one of the wrong kind. */
+static int check_input_file(const lmp_run_config *c, const char *path, const lmp_config_origin *at)
+{
+    char why[256];
+    int rc = lmp_input_check_file(path, why, sizeof why);
+    return rc == 0 ? 0 : bad_at(c, at, "%s: %s%s", path, rc == -1 ? "cannot open: " : "", why);
+}
+
+/* A regular file (llama2.c, GGUF, safetensors), or a Hugging Face folder with its config.json. */
+static int check_model_path(const lmp_run_config *c)
+{
+    char why[256];
+    struct stat sb;
+    if (stat(c->model_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return check_input_file(c, c->model_path, &c->model_at);
+    int rc = lmp_input_check_dir(c->model_path, why, sizeof why);
+    if (rc != 0) return bad_at(c, &c->model_at, "%s: %s%s", c->model_path, rc == -1 ? "cannot open: " : "", why);
+    size_t n = strlen(c->model_path) + sizeof "/config.json";
+    char *cj = malloc(n);
+    if (!cj) return lmp_fail(LMP_ENOMEM, "out of memory");
+    snprintf(cj, n, "%s/config.json", c->model_path);
+    int st = lmp_input_check_file(cj, why, sizeof why) == 0
+                 ? 0
+                 : bad_at(c, &c->model_at, "%s: is a directory, but not a Hugging Face model folder (%s: %s)",
+                          c->model_path, cj, why);
+    free(cj);
+    return st;
+}
+
+int lmp_config_check_files(const lmp_run_config *c)
+{
+    int st = check_model_path(c);
+    if (!st && c->tokenizer_path) st = check_input_file(c, c->tokenizer_path, &c->tokenizer_at);
+    if (!st && c->calib_text) st = check_input_file(c, c->calib_text, &c->calib_at);
+    for (int i = 0; !st && i < c->n_eval_texts; i++) st = check_input_file(c, c->eval_texts[i], &c->eval_text_at[i]);
+    if (!st && c->lambada) st = check_input_file(c, c->lambada, &c->lambada_at);
+    return st;
+}
+
+/* The name sharing the longest prefix with the pattern: the likeliest intended one. */
+static const char *nearest_name(const char *expr, const char *const *names, int n)
+{
+    const char *best = n ? names[0] : "none";
+    size_t best_len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = 0;
+        while (expr[k] && expr[k] == names[i][k]) k++;
+        if (k > best_len) {
+            best_len = k;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+static int check_one_pattern(const lmp_run_config *c, const lmp_pattern *p, const char *const *names, int n)
+{
+    if (!p->text || p->optional) return 0;
+    for (int i = 0; i < n; i++)
+        if (pattern_hit(p, names[i])) return 0;
+    return bad_at(c, &p->at,
+                  "pattern '%s' matches no linear of the model (e.g. %s); prefix it with '%s' if that is intended",
+                  p->text, nearest_name(p->expr, names, n), OPTIONAL_PREFIX);
+}
+
+int lmp_config_check_patterns(const lmp_run_config *c, const char *const *linear_names, int n_linears)
+{
+    int st = 0;
+    for (int v = 0; v < c->n_variants && !st; v++)
+        for (int j = 0; j < c->variants[v].n_stages && !st; j++) {
+            const lmp_stage *s = &c->variants[v].stages[j];
+            for (int i = 0; s->target_patterns && i < s->n_targets && !st; i++)
+                st = check_one_pattern(c, &s->target_patterns[i], linear_names, n_linears);
+            for (int i = 0; s->ignore_patterns && i < s->n_ignore && !st; i++)
+                st = check_one_pattern(c, &s->ignore_patterns[i], linear_names, n_linears);
+            for (int i = 0; i < s->n_overrides && !st; i++)
+                st = check_one_pattern(c, &s->overrides[i].pattern, linear_names, n_linears);
+        }
+    return st;
+}
+
+int lmp_config_check_model_patterns(const lmp_run_config *c, const lmp_model *m)
+{
+    /* The names come from the family's block layout (lmp_block_init), as compression sees them;
+     * no weight is touched. */
+    const int64_t n_blocks = m->arch.n_layers;
+    lmp_block *blocks = calloc((size_t)n_blocks + 1, sizeof *blocks);
+    const char **names = NULL;
+    int n = 0, st = blocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < n_blocks && !st; b++) st = lmp_block_init(&blocks[b], (int)b, &m->arch);
+    if (!st) {
+        int total = 0;
+        for (int64_t b = 0; b < n_blocks; b++) total += blocks[b].n_linears;
+        if (!(names = calloc((size_t)total + 1, sizeof *names))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t b = 0; names && b < n_blocks; b++)
+            for (int i = 0; i < blocks[b].n_linears; i++) names[n++] = blocks[b].linears[i].name;
+    }
+    if (!st) st = lmp_config_check_patterns(c, names, n);
+    free(names);
+    for (int64_t b = 0; blocks && b < n_blocks; b++) lmp_block_free_tables(&blocks[b]);
+    free(blocks);
+    return st;
+}
+
+/* ---- reading the config file ------------------------------------------------------------- */
+/* The config and every file it @includes are opened like every other input (input_file.h): a
+ * FIFO, a device or a folder is refused without blocking, and a file over 16 MiB is refused.
+ * libconfig opens @included files itself, so the text is scanned first with libconfig's own
+ * lexical rules (comments, strings, `@include "file"` at the start of a line), and each included
+ * file (relative names are relative to the current directory, as libconfig resolves them) is
+ * checked the same way, up to libconfig's depth of 10.
+ *
+ * The scan also fixes what libconfig before 1.7 gets wrong: a decimal or hex integer without the
+ * L suffix that does not fit 32 bits is wrapped silently (2147483648 reads as -2147483648,
+ * 4294967304 as 8).  In the config's own text such a literal gets an L appended (the line numbers
+ * do not change), so it is read as the 64-bit value that was written, as libconfig 1.7 reads it,
+ * and the range checks report it as written; in an @included file (which libconfig reads
+ * itself) it is refused.  A literal beyond 64 bits is refused everywhere. */
+#define CONFIG_MAX_INCLUDE_DEPTH 10
+
+typedef struct cfg_scan {
+    const char *file;  /* for messages */
+    char *patched;     /* the main text with L suffixes added (only for the main file) */
+    size_t n_patched, cap_patched;
+    int depth;
+} cfg_scan;
+
+static int scan_config_text(const char *file, const char *text, size_t len, char **patched, int depth);
+
+static int patch_put(cfg_scan *s, const char *p, size_t n)
+{
+    if (s->n_patched + n + 1 > s->cap_patched) {
+        size_t cap = (s->n_patched + n + 1) * 2;
+        char *np = realloc(s->patched, cap);
+        if (!np) return lmp_fail(LMP_ENOMEM, "out of memory");
+        s->patched = np;
+        s->cap_patched = cap;
+    }
+    memcpy(s->patched + s->n_patched, p, n);
+    s->n_patched += n;
+    s->patched[s->n_patched] = 0;
+    return 0;
+}
+
+/* An @include: checked with the helper, then scanned for its own includes and literals. */
+static int scan_include(const cfg_scan *s, int line, const char *name)
+{
+    if (s->depth + 1 > CONFIG_MAX_INCLUDE_DEPTH)
+        return lmp_fail(LMP_EINVAL, "%s:%d: @include \"%s\": includes nested more than %d deep", s->file, line,
+                        name, CONFIG_MAX_INCLUDE_DEPTH);
+    /* libconfig opens it again with a blocking fopen(): a regular file only, whatever
+     * LMP_ALLOW_SPECIAL_FILES says. */
+    char why[256], *text;
+    size_t len;
+    int rc = lmp_input_check_file(name, why, sizeof why);
+    if (rc) return lmp_fail(rc == -1 ? LMP_EIO : LMP_EINVAL, "%s:%d: @include \"%s\": %s%s", s->file, line, name,
+                            rc == -1 ? "cannot open: " : "", why);
+    int st = lmp_input_read(name, LMP_INPUT_CONFIG, &text, &len);
+    if (st) return lmp_fail_prefix(st, "%s:%d: @include \"%s\"", s->file, line, name);
+    st = scan_config_text(name, text, len, NULL, s->depth + 1);
+    free(text);
+    return st;
+}
+
+/* An integer literal text[0..n) (sign, digits or 0x hex, no L): 0 if it fits 32 bits; 1 if it
+ * needs an L (fits 64 bits); -1 if it does not fit 64 bits either. */
+static int int_literal_width(const char *text, size_t n)
+{
+    char buf[80];
+    if (n >= sizeof buf) return -1;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    const char *p = buf;
+    int neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    int hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+    errno = 0;
+    unsigned long long u = strtoull(hex ? p + 2 : p, NULL, hex ? 16 : 10);
+    if (errno == ERANGE) return -1;
+    if (hex) return neg ? -1 : u <= 0x7fffffffull ? 0 : u <= (unsigned long long)INT64_MAX ? 1 : -1;
+    if (neg) return u <= 0x80000000ull ? 0 : u <= (unsigned long long)INT64_MAX + 1 ? 1 : -1;
+    return u <= 0x7fffffffull ? 0 : u <= (unsigned long long)INT64_MAX ? 1 : -1;
+}
+
+static int is_name_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '*'; }
+static int is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '_'; }
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* Scans text[0..len) (see above).  With patched != NULL, *patched gets the main text with its L
+ * suffixes (malloc'd, NUL-terminated). */
+static int scan_config_text(const char *file, const char *text, size_t len, char **patched, int depth)
+{
+    cfg_scan s = {.file = file, .depth = depth};
+    size_t i = 0, copied = 0; /* text[copied..i) is still to be copied to the patched text */
+    int line = 1, at_line_start = 1, st = 0;
+    while (i < len && !st) {
+        char c = text[i];
+        if (c == '\n') {
+            line++, i++, at_line_start = 1;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+            i++;
+            continue;
+        }
+        int line_start = at_line_start;
+        at_line_start = 0;
+        if (c == '#' || (c == '/' && i + 1 < len && text[i + 1] == '/')) {
+            while (i < len && text[i] != '\n') i++;
+        } else if (c == '/' && i + 1 < len && text[i + 1] == '*') {
+            for (i += 2; i < len && !(text[i] == '*' && i + 1 < len && text[i + 1] == '/'); i++) line += text[i] == '\n';
+            i = i < len ? i + 2 : len;
+        } else if (c == '"') {
+            for (i++; i < len && text[i] != '"'; i++) {
+                if (text[i] == '\\' && i + 1 < len) i++;
+                line += text[i] == '\n';
+            }
+            i = i < len ? i + 1 : len;
+        } else if (c == '@' && line_start && len - i >= 8 && memcmp(text + i, "@include", 8) == 0 &&
+                   i + 8 < len && (text[i + 8] == ' ' || text[i + 8] == '\t')) {
+            size_t j = i + 8;
+            while (j < len && (text[j] == ' ' || text[j] == '\t')) j++;
+            if (j < len && text[j] == '"') {
+                char name[4096];
+                size_t n = 0;
+                for (j++; j < len && text[j] != '"' && text[j] != '\n'; j++) {
+                    if (text[j] == '\\' && j + 1 < len) j++;
+                    if (n + 1 < sizeof name) name[n++] = text[j];
+                }
+                name[n] = 0;
+                if (n + 1 >= sizeof name)
+                    st = lmp_fail(LMP_EINVAL, "%s:%d: @include: file name too long", file, line);
+                else
+                    st = scan_include(&s, line, name);
+                i = j < len ? j + 1 : len;
+            } else {
+                i = j; /* libconfig reports the syntax error */
+            }
+        } else if (is_name_start(c)) {
+            while (i < len && is_name_char(text[i])) i++;
+        } else if (is_digit(c) || ((c == '-' || c == '+' || c == '.') && i + 1 < len &&
+                                   (is_digit(text[i + 1]) || text[i + 1] == '.'))) {
+            size_t b = i;
+            if (c == '-' || c == '+') i++;
+            int hex = i + 1 < len && text[i] == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X');
+            if (hex) {
+                for (i += 2; i < len && is_hex(text[i]); i++) continue;
+            } else {
+                while (i < len && is_digit(text[i])) i++;
+            }
+            int is_float = !hex && i < len && (text[i] == '.' || text[i] == 'e' || text[i] == 'E');
+            if (is_float) {
+                while (i < len && (is_digit(text[i]) || text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
+                                   ((text[i] == '-' || text[i] == '+') && (text[i - 1] == 'e' || text[i - 1] == 'E'))))
+                    i++;
+                continue;
+            }
+            size_t e = i;
+            int has_l = i < len && text[i] == 'L';
+            while (i < len && text[i] == 'L') i++;
+            int w = int_literal_width(text + b, e - b);
+            if (w < 0)
+                st = lmp_fail(LMP_EINVAL, "%s:%d: integer %.*s is out of range (it does not fit 64 bits)", file,
+                              line, (int)(e - b > 64 ? 64 : e - b), text + b);
+            else if (w == 1 && !has_l) {
+                if (patched) {
+                    if (!(st = patch_put(&s, text + copied, e - copied))) st = patch_put(&s, "L", 1);
+                    copied = e;
+                } else {
+                    st = lmp_fail(LMP_EINVAL, "%s:%d: integer %.*s does not fit 32 bits: in an @included file "
+                                  "write it as %.*sL", file, line, (int)(e - b), text + b, (int)(e - b), text + b);
+                }
+            }
+        } else {
+            i++;
+        }
+    }
+    if (!st && patched) st = patch_put(&s, text + copied, len - copied);
+    if (st || !patched) {
+        free(s.patched);
+        return st;
+    }
+    *patched = s.patched;
+    return 0;
+}
+
+/* Reads and parses the config file (see above) into c->cfg. */
+static int read_config_file(lmp_run_config *c, const char *path)
+{
+    char *text, *patched = NULL;
+    size_t len;
+    int st = lmp_input_read(path, LMP_INPUT_CONFIG, &text, &len);
+    if (st) return st;
+    if (memchr(text, 0, len)) {
+        free(text);
+        return lmp_fail(LMP_EINVAL, "%s: not a config file (it contains a NUL byte)", path);
+    }
+    c->text_fnv1a = lmp_fnv1a64(LMP_FNV1A64_INIT, text, len); /* read once: the path may be a pipe */
+    st = scan_config_text(path, text, len, &patched, 0);
+    free(text);
+    if (st) return st;
+    int ok = config_read_string(&c->cfg, patched ? patched : "");
+    free(patched);
+    if (ok) return 0;
+    /* A syntax error in an @included file names that file. */
+    const char *in = config_error_file(&c->cfg);
+    if (in && strcmp(in, path) != 0)
+        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s (in a file @included by %s)", in,
+                        config_error_line(&c->cfg), config_error_text(&c->cfg), path);
+    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
+                    config_error_text(&c->cfg));
+}
+
+int lmp_config_load(const char *path, lmp_run_config **out)
+{
+    static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
+                                       "eval", "seed", "variants", NULL};
+    *out = NULL;
+    lmp_run_config *c = calloc(1, sizeof *c);
+    if (!c || !(c->path = strdup(path))) {
+        free(c);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    config_init(&c->cfg);
+    int rst = read_config_file(c, path);
+    if (rst) {
+        lmp_config_free(c);
+        return rst;
+    }
+    config_setting_t *root = config_root_setting(&c->cfg);
+    config_setting_set_hook(root, c->path); /* for file_of() */
+    int64_t seed = 1234;
+    int st = check_keys(root, keys);
+    if (!st) st = get_int(root, "seed", 0, INT64_MAX, &seed);
+    if (!st) st = load_plugins(c, root);
+    if (!st) st = load_backend(c, root);
+    if (!st) st = load_model_section(c, root);
+    if (!st) st = load_eval(c, root);
+    if (!st) st = load_variants(c, root);
+    if (!st) st = load_calibration(c, root);
+    if (!st) st = lmp_config_check_files(c);
+    c->seed = (uint64_t)seed;
+    if (st) {
+        lmp_config_free(c);
+        return st;
+    }
+    *out = c;
+    return 0;
+}
+
+void lmp_config_free(lmp_run_config *c)
+{
+    if (!c) return;
+    for (int i = 0; c->variants && i < c->n_variants; i++) {
+        lmp_variant *v = &c->variants[i];
+        for (int j = 0; v->stages && j < v->n_stages; j++) {
+            lmp_stage *s = &v->stages[j];
+            free(s->params);
+            free(s->targets);
+            free(s->ignore);
+            for (int k = 0; s->target_patterns && k < s->n_targets; k++) free_pattern(&s->target_patterns[k]);
+            for (int k = 0; s->ignore_patterns && k < s->n_ignore; k++) free_pattern(&s->ignore_patterns[k]);
+            free(s->target_patterns);
+            free(s->ignore_patterns);
+            for (int k = 0; s->overrides && k < s->n_overrides; k++) {
+                free(s->overrides[k].params);
+                free_pattern(&s->overrides[k].pattern);
+            }
+            free(s->overrides);
+        }
+        free(v->stages);
+    }
+    free(c->variants);
+    for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) free(c->eval_texts[i]);
+    free(c->eval_texts);
+    for (int i = 0; c->eval_text_at && i < c->n_eval_texts; i++) free_origin(&c->eval_text_at[i]);
+    free(c->eval_text_at);
+    free_origin(&c->model_at);
+    free_origin(&c->tokenizer_at);
+    free_origin(&c->calib_at);
+    free_origin(&c->lambada_at);
+    free(c->backend_params);
+    free(c->calib_text);
+    free(c->lambada);
+    free(c->model_path);
+    free(c->tokenizer_path);
+    lmp_registry_free(&c->reg);
+    config_destroy(&c->cfg);
+    free(c->path);
+    free(c);
+}

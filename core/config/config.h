@@ -1,0 +1,134 @@
+/* config.h — a run described by a libconfig file, validated before any weight is read.
+ *
+ *   plugins     = { search_path = [...]; strategies = [...]; backends = [...]; };  (optional)
+ *   backend     = { name = "cpu"; params = { ... }; };                             (optional)
+ *   model       = { path = "..."; tokenizer = "..."; };
+ *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential"; };
+ *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
+ *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
+ *   seed        = 1234;
+ *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
+ *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
+ *                   overrides = ( { match = "..."; params = { ... }; skip = false; }, ... ); }
+ * Relative paths are relative to the config file's folder.  Every error names the file, the
+ * line and the setting's path, e.g. "q.cfg:14: variants[2].pipeline[0].params.bitz: ...".
+ *
+ * Loading checks everything that can be checked without the model's weights, so that a mistake
+ * is reported before any work: the settings against the plugins' schemas, every "re:" pattern
+ * (compiled once, here), and every file the config names (it exists, can be read and is the
+ * right kind: lmp_config_check_files).  Patterns are checked against the model's linears by
+ * lmp_config_check_model_patterns once the model is open.
+ *
+ * Patterns (targets, ignore, overrides' match):
+ *   "re:REGEX"   a PCRE2 (Perl/Python-style) regular expression searched in the linear's name,
+ *                not anchored: layers\.1\d\. (written "re:layers\\.1\\d\\." in a libconfig
+ *                string) matches "model.layers.12.mlp.up_proj".  \d \w \s, non-greedy .*?,
+ *                lookahead (?=...) (?!...) work as in Python's re module.
+ *   anything else  a glob (fnmatch) over the whole name, or over its tail after a '.'
+ *                ("q_proj" matches "model.layers.0.self_attn.q_proj", "mlp.*" every MLP linear).
+ *   "optional:"  prefixed to either: the pattern may match no linear of the model (otherwise that
+ *                is an error, as it is almost always a typo).  The prefix is not part of the
+ *                pattern. */
+#ifndef LMP_CORE_CONFIG_H
+#define LMP_CORE_CONFIG_H
+
+#include <libconfig.h>
+
+#include "model/model.h"
+#include "plugin/registry.h"
+
+/* Where a setting was written, for messages made after loading ("q.cfg:12: eval.texts[1]: ..."). */
+typedef struct lmp_config_origin {
+    int line;                /* 0: not from a config file */
+    char *key;               /* the setting's path, e.g. "variants[1].pipeline[0].ignore[0]" (owned) */
+} lmp_config_origin;
+
+/* A target, ignore or override pattern as loaded: parsed and compiled once. */
+typedef struct lmp_pattern {
+    const char *text;        /* as written, e.g. "optional:re:layers\\.3[0-9]\\." */
+    const char *expr;        /* the glob or regex: text without "optional:" and "re:" */
+    int optional;            /* written with "optional:": may match no linear */
+    void *re;                /* pcre2_code * for "re:", NULL for a glob */
+    lmp_config_origin at;
+} lmp_pattern;
+
+typedef struct lmp_override {
+    char *match;
+    int skip;
+    lmp_value *params;       /* the stage's params with this override's keys replaced */
+    lmp_pattern pattern;     /* match, compiled; text NULL in an override built by hand */
+} lmp_override;
+
+typedef struct lmp_stage {
+    const lmp_plugin *plugin;
+    lmp_value *params;
+    const char **targets;    /* none: every linear */
+    int n_targets;
+    const char **ignore;
+    int n_ignore;
+    lmp_override *overrides; /* first match wins */
+    int n_overrides;
+    /* targets and ignore compiled, n_targets and n_ignore of them; NULL in a stage built by hand
+     * (its strings are then compiled at each match, see lmp_pattern_match) */
+    lmp_pattern *target_patterns, *ignore_patterns;
+} lmp_stage;
+
+typedef struct lmp_variant {
+    const char *name;
+    lmp_stage *stages;
+    int n_stages;
+} lmp_variant;
+
+typedef struct lmp_run_config {
+    char *path;
+    char *model_path, *tokenizer_path;     /* tokenizer NULL: looked up beside the model */
+    const char *backend_name;
+    lmp_value *backend_params;
+    char *calib_text;                      /* NULL: no calibration section */
+    int64_t calib_samples, calib_seq_len;
+    int calib_random;
+    char **eval_texts;
+    int n_eval_texts;
+    int64_t eval_seq_len, eval_max_windows;
+    char *lambada;                         /* NULL: no LAMBADA */
+    int64_t lambada_max;                   /* 0: every passage */
+    uint64_t seed;
+    lmp_variant *variants;
+    int n_variants;
+    /* where each file above was named (line 0 / key NULL: not set) */
+    lmp_config_origin model_at, tokenizer_at, calib_at, lambada_at;
+    lmp_config_origin *eval_text_at;       /* [n_eval_texts] */
+    lmp_registry reg;
+    uint64_t text_fnv1a;                   /* FNV-1a 64 of the file's bytes as read (hash.h) */
+    config_t cfg;                          /* owns the strings the above point to */
+} lmp_run_config;
+
+/* Parses and validates the config, compiles its patterns and checks its files
+ * (lmp_config_check_files); nothing of the model is read. */
+int lmp_config_load(const char *path, lmp_run_config **out);
+void lmp_config_free(lmp_run_config *c);
+
+/* Every file the config names exists, can be read and is the right kind: the model a regular
+ * file, or a folder holding config.json (a Hugging Face model); the tokenizer, the calibration
+ * text, each evaluation text and the LAMBADA file regular files.  A FIFO or a device is refused
+ * without blocking on it.  "q.cfg:12: eval.texts[1]: /data/x.txt: cannot open: No such file or
+ * directory".  lmp_config_load calls it. */
+int lmp_config_check_files(const lmp_run_config *c);
+
+/* Every target, ignore and override pattern of every stage of every variant, unless written with
+ * "optional:", matches at least one of the names; otherwise an error naming the pattern, the
+ * file, the line and the key, with the nearest name as an example. */
+int lmp_config_check_patterns(const lmp_run_config *c, const char *const *linear_names, int n_linears);
+/* The same against the linears of the model's blocks (only its header is used: call it right
+ * after lmp_model_load, before any weight is converted). */
+int lmp_config_check_model_patterns(const lmp_run_config *c, const lmp_model *m);
+
+/* Does a target/ignore/override pattern (see the top of this file) match a linear's name?  For
+ * patterns not loaded from a config: the regex is compiled at each call (an invalid one matches
+ * nothing). */
+int lmp_pattern_match(const char *pattern, const char *name);
+
+/* The stage's parameters for this linear (NULL: the stage does not touch it). */
+const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *linear_name);
+
+#endif

@@ -1,0 +1,53 @@
+/* eval.h — evaluation of variants against the unmodified model on one text.
+ *
+ * Protocol (the README states it too): the text's token ids (BOS once at the start) are cut into
+ * floor(n/L) non-overlapping windows of L tokens, the tail dropped (max_windows > 0 caps the
+ * count); each window runs on its own from position 0 and its L-1 next-token predictions are
+ * scored.  ppl = exp(mean NLL); kld = mean over scored positions of
+ * sum_v p_ref(v) (log p_ref(v) - log p_var(v)); top1 = share of positions where both argmax agree. */
+#ifndef LMP_CORE_EVAL_H
+#define LMP_CORE_EVAL_H
+
+#include <math.h>
+
+#include "model/model.h"
+#include "plugin/backend.h"
+
+typedef struct lmp_score {
+    int64_t windows, scored;
+    double nll_sum, kld_sum;
+    int64_t top1_hits;
+} lmp_score;
+
+static inline double lmp_score_ppl(const lmp_score *s) { return s->scored ? exp(s->nll_sum / (double)s->scored) : NAN; }
+static inline double lmp_score_kld(const lmp_score *s) { return s->scored ? s->kld_sum / (double)s->scored : NAN; }
+static inline double lmp_score_top1(const lmp_score *s) { return s->scored ? (double)s->top1_hits / (double)s->scored : NAN; }
+
+/* The unmodified model's log-probabilities of every window of one text, computed on first use
+ * and kept so that each later variant is scored without running the reference again: in memory
+ * up to LMP_REF_MEMORY_BUDGET bytes, beyond that in an unlinked temporary file ($TMPDIR or
+ * /tmp), read back window by window.  The floats are the ones the reference forward produced,
+ * so a variant scores exactly as it would against a fresh reference forward. */
+#define LMP_REF_MEMORY_BUDGET ((int64_t)256 << 20)
+typedef struct lmp_ref_logprobs {
+    int64_t n_windows, window_floats; /* window_floats = L * vocab */
+    uint8_t *have;                    /* [n_windows]: window w is stored */
+    float *mem;                       /* [n_windows * window_floats], or NULL when in the file */
+    int fd;                           /* the temporary file, or -1 */
+} lmp_ref_logprobs;
+
+int lmp_ref_logprobs_init(lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats);
+void lmp_ref_logprobs_free(lmp_ref_logprobs *c);
+
+/* The number of windows the protocol takes from n_ids tokens. */
+int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows);
+
+/* Scores the block set `var` against the reference blocks `ref` (var == ref: the unmodified
+ * model, scored without a second forward) on ids[n_ids] with windows of L.  cache (NULL: none)
+ * holds the reference's log-probabilities across calls.  *out is overwritten; what names the
+ * text in messages and progress.  Stops with LMP_EABORTED when lmp_host_interrupted(). */
+int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *ref, const lmp_block *var,
+                  lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids, int64_t L,
+                  int64_t max_windows, const char *what, lmp_score *out);
+
+#endif

@@ -1,0 +1,187 @@
+/* forward.c — see forward.h.  LLAMA mirrors llama2.c's run.c forward(), batched over T positions:
+ *   xn = rmsnorm(x) ; q,k,v = xn Wq^T, xn Wk^T, xn Wv^T ; rope(q, k) ;
+ *   x += attention(q, k, v) Wo^T ;
+ *   xn = rmsnorm(x) ; x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T
+ * GPT2 is the same with LayerNorm, no RoPE (positions are added to the embeddings), biases, and
+ *   x += gelu(xn Wfc^T + bfc) Wproj^T + bproj. */
+#include "model/forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+/* y[T, out] = x'[T, in] W^T + b + W z for a linear with an explicit input shift z, x' being
+ * (x - z)/s.  Where z is large (massive activations: |z| ~ 1e3 on SmolLM2's down_proj input),
+ * every ordinary token has x'_j ~ -z_j/s_j, so W x' and W z nearly cancel and f32 would keep
+ * only ~|W z| * 6e-8 of each output.  Those columns (|z_j/s_j| above 8x the RMS over j, so at
+ * most in/64 of them) are therefore summed in double together with b and W z (as an integer
+ * GEMM with a float epilogue would be exact there too); the rest goes through the GEMM. */
+static int shifted_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, const float *in, float *y)
+{
+    const int64_t C = l->in, O = l->out;
+    double ms = 0;
+    for (int64_t j = 0; j < C; j++) {
+        double r = l->in_shift[j] / (l->in_scale ? l->in_scale[j] : 1.0f);
+        ms += r * r / (double)C;
+    }
+    int64_t *J = malloc((size_t)C * sizeof *J), nJ = 0;
+    float *rest = malloc((size_t)(T * C) * sizeof *rest);
+    if (!J || !rest) {
+        free(J);
+        free(rest);
+        return lmp_fail(LMP_ENOMEM, "out of memory in %s", l->name);
+    }
+    for (int64_t j = 0; j < C; j++) {
+        double r = l->in_shift[j] / (l->in_scale ? l->in_scale[j] : 1.0f);
+        if (r * r > 64.0 * ms) J[nJ++] = j;
+    }
+    memcpy(rest, in, (size_t)(T * C) * sizeof *rest);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < nJ; k++) rest[t * C + J[k]] = 0.0f;
+    int st = lmp_be_linear(be, T, C, O, rest, l->w, NULL, y);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t o = 0; o < O; o++) {
+            double acc = (double)y[t * O + o] + l->shift_bias[o] + (l->b ? l->b[o] : 0.0);
+            for (int64_t k = 0; k < nJ; k++) acc += (double)l->w[o * C + J[k]] * (double)in[t * C + J[k]];
+            y[t * O + o] = (float)acc;
+        }
+    free(J);
+    free(rest);
+    return st;
+}
+
+/* y[T, l->out] = act_quant(x)[T, l->in] W^T + b; qbuf holds the quantized copy of x. */
+static int run_linear(const lmp_backend *be, const lmp_linear *l, int64_t T, const float *x,
+                      float *qbuf, float *y)
+{
+    const float *in = x;
+    if (l->act.mode != LMP_ACT_NONE) {
+        memcpy(qbuf, x, (size_t)(T * l->in) * sizeof *x);
+        int st = lmp_be_quantize_act(be, &l->act, T, l->in, qbuf);
+        if (st) return st;
+        in = qbuf;
+    }
+    if (l->shift_bias) return shifted_linear(be, l, T, in, y);
+    return lmp_be_linear(be, T, l->in, l->out, in, l->w, l->b, y);
+}
+
+static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const float *x,
+                   int64_t T, int64_t C)
+{
+    return obs ? obs(ud, lins, n, x, T, C) : 0;
+}
+
+/* The block's norm: RMSNorm for LLAMA (plus the bias a shift may have given it), LayerNorm
+ * with bias for GPT2. */
+static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T,
+                const float *x, float *out)
+{
+    if (a->family == LMP_FAMILY_GPT2) return lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out);
+    int st = lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
+    for (int64_t t = 0; !st && n->b && t < T; t++)
+        for (int64_t j = 0; j < a->dim; j++) out[t * a->dim + j] += n->b[j];
+    return st;
+}
+
+/* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
+static void input_affine(const lmp_linear *l, int64_t T, float *x)
+{
+    if (!l->in_shift && !l->in_scale) return;
+    const int64_t C = l->in;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < C; j++) {
+            float v = x[t * C + j];
+            if (l->in_shift) v -= l->in_shift[j];
+            if (l->in_scale) v /= l->in_scale[j];
+            x[t * C + j] = v;
+        }
+}
+
+int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
+                      float *x, lmp_observe_fn obs, void *ud)
+{
+    const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
+    const int64_t wide = f > d ? f : d;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    int li[LMP_ROLE_COUNT]; /* linear index by role */
+    for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
+    const lmp_linear *L = blk->linears;
+    /* xn[T,d] q[T,d] k[T,kv] v[T,kv] att[T,d] g[T,f] u[T,f] qbuf[T,wide] y[T,d] */
+    float *buf = malloc((size_t)(T * (4 * d + 2 * kv + 2 * f + wide)) * sizeof *buf);
+    if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
+    float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *att = v + T * kv;
+    float *g = att + T * d, *u = g + T * f, *qbuf = u + T * f, *y = qbuf + T * wide;
+    const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
+              gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
+              dn[] = {li[LMP_ROLE_DOWN]};
+    int st;
+    if ((st = norm(be, a, &blk->norms[0], T, x, xn)) ||
+        (st = observe(obs, ud, qkv, 3, xn, T, d)) ||
+        (st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q)) ||
+        (st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k)) ||
+        (st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v)) ||
+        (!gpt2 && (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q))) ||
+        (!gpt2 && (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k))) ||
+        (st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att)) ||
+        (input_affine(&L[o[0]], T, att), 0) ||
+        (st = observe(obs, ud, o, 1, att, T, d)) ||
+        (st = run_linear(be, &L[o[0]], T, att, qbuf, y)))
+        goto done;
+    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
+    if ((st = norm(be, a, &blk->norms[1], T, x, xn)) ||
+        (st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d)))
+        goto done;
+    if (gpt2) { /* h = gelu(xn Wfc^T + b) */
+        if ((st = run_linear(be, &L[gu[1]], T, xn, qbuf, g)) || (st = lmp_be_gelu(be, T * f, g, g))) goto done;
+    } else { /* h = silu(xn Wg^T) * (xn Wu^T) */
+        if ((st = run_linear(be, &L[gu[0]], T, xn, qbuf, g)) ||
+            (st = run_linear(be, &L[gu[1]], T, xn, qbuf, u)) || (st = lmp_be_swiglu(be, T * f, g, u, g)))
+            goto done;
+    }
+    input_affine(&L[dn[0]], T, g);
+    if ((st = observe(obs, ud, dn, 1, g, T, f)) || (st = run_linear(be, &L[dn[0]], T, g, qbuf, y))) goto done;
+    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
+done:
+    free(buf);
+    return st;
+}
+
+void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
+{
+    const int64_t d = m->arch.dim;
+    for (int64_t t = 0; t < T; t++) {
+        memcpy(x + t * d, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
+        if (m->pos_emb) /* GPT-2: learned position t */
+            for (int64_t i = 0; i < d; i++) x[t * d + i] += m->pos_emb[t * d + i];
+    }
+}
+
+int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, int normalize,
+             float *out)
+{
+    const int64_t d = m->arch.dim, V = m->arch.vocab;
+    float *xn = malloc((size_t)(T * d) * sizeof *xn);
+    if (!xn) return lmp_fail(LMP_ENOMEM, "out of memory in the model head");
+    int st = m->arch.family == LMP_FAMILY_GPT2
+                 ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
+                 : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
+    if (!st) st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
+    if (!st && normalize) st = lmp_be_log_softmax(be, T, V, out, out);
+    free(xn);
+    return st;
+}
+
+int lmp_forward(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks,
+                const int32_t *tok, int64_t T, int normalize, float *out)
+{
+    float *x = malloc((size_t)(T * m->arch.dim) * sizeof *x);
+    if (!x) return lmp_fail(LMP_ENOMEM, "out of memory in forward");
+    lmp_embed(m, tok, T, x);
+    int st = 0;
+    for (int64_t l = 0; l < m->arch.n_layers && !st; l++)
+        st = lmp_block_forward(be, &m->arch, &blocks[l], T, x, NULL, NULL);
+    if (!st) st = lmp_head(be, m, T, x, normalize, out);
+    free(x);
+    return st;
+}

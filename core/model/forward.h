@@ -1,0 +1,37 @@
+/* forward.h — the Llama-family forward pass on backend operations, a whole window at a time.
+ *
+ * Activations are x[T, dim] for one window of T tokens at positions 0..T-1.  A block applies
+ * each linear's simulated activation quantization (lmp_linear.act) to its input before the GEMM,
+ * so a variant's forward is exactly what the compressed model computes. */
+#ifndef LMP_CORE_FORWARD_H
+#define LMP_CORE_FORWARD_H
+
+#include "model/model.h"
+#include "plugin/backend.h"
+
+/* Called once per distinct linear input inside a block, before quantization: x[T, C] feeds the
+ * linears lins[0..n_lins) (q,k,v share one input; gate,up share one).  Returns 0 to go on,
+ * LMP_FORWARD_STOP to end the block there (x is then left half-computed), or an LMP_E* error. */
+#define LMP_FORWARD_STOP 1
+typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float *x, int64_t T,
+                              int64_t C);
+
+/* x[T, dim] <- block(x), residual stream in place. obs may be NULL.  Returns 0, an error, or
+ * LMP_FORWARD_STOP when the observer stopped it. */
+int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
+                      float *x, lmp_observe_fn obs, void *ud);
+
+/* x[T, dim] <- token embeddings of tok[0..T). */
+void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);
+
+/* out[T, vocab] <- lm_head(final_norm(x)), then log_softmax when normalize != 0.
+ * x is left unchanged. */
+int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, int normalize,
+             float *out);
+
+/* The whole model on one window: out[T, vocab] log-probabilities (normalize != 0) or logits,
+ * using `blocks` (the model's own, or a variant's). */
+int lmp_forward(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks,
+                const int32_t *tok, int64_t T, int normalize, float *out);
+
+#endif

@@ -1,0 +1,287 @@
+/* model.c — what every model format shares: recognising the file, block tables, f32 copies. */
+#include "model/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/input_file.h"
+
+/* ---- block tables ------------------------------------------------------------------------ */
+typedef struct linear_layout {
+    lmp_role role;
+    const char *leaf;     /* name after "<prefix>.N." */
+} linear_layout;
+
+static const linear_layout llama_linears[] = {
+    {LMP_ROLE_Q, "self_attn.q_proj"}, {LMP_ROLE_K, "self_attn.k_proj"},
+    {LMP_ROLE_V, "self_attn.v_proj"}, {LMP_ROLE_O, "self_attn.o_proj"},
+    {LMP_ROLE_GATE, "mlp.gate_proj"}, {LMP_ROLE_UP, "mlp.up_proj"},
+    {LMP_ROLE_DOWN, "mlp.down_proj"}};
+static const linear_layout gpt2_linears[] = {
+    {LMP_ROLE_Q, "attn.c_attn.q"}, {LMP_ROLE_K, "attn.c_attn.k"}, {LMP_ROLE_V, "attn.c_attn.v"},
+    {LMP_ROLE_O, "attn.c_proj"},   {LMP_ROLE_UP, "mlp.c_fc"},     {LMP_ROLE_DOWN, "mlp.c_proj"}};
+
+static char *fmt_name(const char *prefix, int layer, const char *leaf)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s.%d.%s", prefix, layer, leaf);
+    return strdup(buf);
+}
+
+int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
+{
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    const linear_layout *layout = gpt2 ? gpt2_linears : llama_linears;
+    const char *prefix = gpt2 ? "transformer.h" : "model.layers";
+    memset(b, 0, sizeof *b);
+    b->index = index;
+    b->n_blocks = (int)a->n_layers;
+    b->n_linears = gpt2 ? 6 : 7;
+    b->n_norms = 2;
+    b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
+    b->norms = calloc(2, sizeof *b->norms);
+    if (!b->linears || !b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
+    const int64_t kv = a->n_kv_heads * a->head_dim;
+    for (int i = 0; i < b->n_linears; i++) {
+        lmp_linear *l = &b->linears[i];
+        l->role = layout[i].role;
+        l->name = fmt_name(prefix, index, layout[i].leaf);
+        l->weight_bits = 32.0;
+        l->in = l->role == LMP_ROLE_DOWN ? a->hidden : a->dim;
+        l->out = l->role == LMP_ROLE_K || l->role == LMP_ROLE_V ? kv
+                 : l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP ? a->hidden : a->dim;
+        if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    b->norms[0] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_1" : "input_layernorm"),
+                             .dim = a->dim, .n_fed = 3, .fed = {0, 1, 2}};
+    b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_2" : "post_attention_layernorm"),
+                             .dim = a->dim, .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
+    if (!b->norms[0].name || !b->norms[1].name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return 0;
+}
+
+int lmp_input_group(lmp_role r)
+{
+    switch (r) {
+    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
+    case LMP_ROLE_O: return 1;
+    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
+    default: return 3;
+    }
+}
+
+int lmp_block_find(const lmp_block *b, lmp_role role)
+{
+    for (int i = 0; i < b->n_linears; i++)
+        if (b->linears[i].role == role) return i;
+    return -1;
+}
+
+void lmp_block_free_tables(lmp_block *b)
+{
+    for (int i = 0; b->linears && i < b->n_linears; i++) free((char *)b->linears[i].name);
+    for (int i = 0; b->norms && i < b->n_norms; i++) free((char *)b->norms[i].name);
+    free(b->linears);
+    free(b->norms);
+    memset(b, 0, sizeof *b);
+}
+
+static float *dup_floats(const float *src, int64_t n)
+{
+    if (!src) return NULL;
+    float *p = malloc((size_t)n * sizeof *p);
+    if (p) memcpy(p, src, (size_t)n * sizeof *p);
+    return p;
+}
+
+int lmp_block_clone(const lmp_block *src, lmp_block *dst)
+{
+    *dst = *src;
+    dst->linears = calloc((size_t)src->n_linears, sizeof *dst->linears);
+    dst->norms = calloc((size_t)src->n_norms, sizeof *dst->norms);
+    if (!dst->linears || !dst->norms) goto oom;
+    for (int i = 0; i < src->n_linears; i++) {
+        const lmp_linear *s = &src->linears[i];
+        lmp_linear *d = &dst->linears[i];
+        *d = *s;
+        d->name = strdup(s->name);
+        d->w = dup_floats(s->w, s->out * s->in);
+        d->b = dup_floats(s->b, s->out);
+        d->in_shift = dup_floats(s->in_shift, s->in);
+        d->in_scale = dup_floats(s->in_scale, s->in);
+        d->mask = s->mask ? malloc((size_t)(s->out * s->in)) : NULL;
+        if (d->mask) memcpy(d->mask, s->mask, (size_t)(s->out * s->in));
+        d->shift_bias = s->shift_bias ? malloc((size_t)s->out * sizeof *d->shift_bias) : NULL;
+        if (d->shift_bias) memcpy(d->shift_bias, s->shift_bias, (size_t)s->out * sizeof *d->shift_bias);
+        d->params = NULL;
+        d->stats = NULL;
+        if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale) ||
+            (s->mask && !d->mask) || (s->shift_bias && !d->shift_bias))
+            goto oom;
+    }
+    for (int i = 0; i < src->n_norms; i++) {
+        const lmp_norm *s = &src->norms[i];
+        lmp_norm *d = &dst->norms[i];
+        *d = *s;
+        d->name = strdup(s->name);
+        d->w = dup_floats(s->w, s->dim);
+        d->b = dup_floats(s->b, s->dim);
+        if (!d->name || !d->w || (s->b && !d->b)) goto oom;
+    }
+    return 0;
+oom:
+    lmp_block_free(dst);
+    return lmp_fail(LMP_ENOMEM, "out of memory copying block %d", src->index);
+}
+
+void lmp_block_free(lmp_block *b)
+{
+    for (int i = 0; b->linears && i < b->n_linears; i++) {
+        free(b->linears[i].w);
+        free(b->linears[i].b);
+        free(b->linears[i].in_shift);
+        free(b->linears[i].in_scale);
+        free(b->linears[i].mask);
+        free(b->linears[i].shift_bias);
+    }
+    for (int i = 0; b->norms && i < b->n_norms; i++) {
+        free(b->norms[i].w);
+        free(b->norms[i].b);
+    }
+    lmp_block_free_tables(b);
+}
+
+/* ---- the model --------------------------------------------------------------------------- */
+float *lmp_model_own(lmp_model *m, float *buf)
+{
+    if (buf && m->n_owned < (int)(sizeof m->owned / sizeof *m->owned)) m->owned[m->n_owned++] = buf;
+    return buf;
+}
+
+int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+{
+    return m->src->block_copy(m, b, out);
+}
+
+lmp_block *lmp_model_blocks(lmp_model *m)
+{
+    if (m->blocks) return m->blocks;
+    lmp_block *blocks = calloc((size_t)m->arch.n_layers, sizeof *blocks);
+    if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory"), NULL;
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        if (m->src->block_copy(m, b, &blocks[b])) {
+            for (int64_t i = 0; i < b; i++) lmp_block_free(&blocks[i]);
+            free(blocks);
+            return NULL;
+        }
+    m->blocks = blocks;
+    m->blocks_owned = 1;
+    return blocks;
+}
+
+int64_t lmp_model_block_linear_params(const lmp_model *m)
+{
+    /* From the architecture: the blocks may not be converted yet. */
+    lmp_block b;
+    if (lmp_block_init(&b, 0, &m->arch)) return 0;
+    int64_t n = 0;
+    for (int i = 0; i < b.n_linears; i++) n += b.linears[i].out * b.linears[i].in;
+    lmp_block_free_tables(&b);
+    return n * m->arch.n_layers;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The first bytes of a file for a message: "'XGUF' (58 47 55 46)". */
+static void magic_words(const unsigned char *m, int n, char *buf, size_t size)
+{
+    char text[8], hex[16] = "";
+    for (int i = 0; i < n; i++) {
+        text[i] = m[i] >= 0x20 && m[i] < 0x7f ? (char)m[i] : '.';
+        snprintf(hex + strlen(hex), sizeof hex - strlen(hex), "%s%02x", i ? " " : "", m[i]);
+    }
+    text[n] = 0;
+    snprintf(buf, size, "'%s' (%s)", text, hex);
+}
+
+int lmp_model_load(const char *path, lmp_model **out)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return lmp_fail(LMP_EIO, "%s: cannot open model: %s", path, strerror(errno));
+    int hf = S_ISDIR(sb.st_mode) || ends_with(path, ".safetensors");
+    int fd = -1;
+    uint64_t size = 0;
+    /* A file model is opened through input_file.h: a FIFO or a device is refused without
+     * blocking (the format is read from the content; the loaders map regular files only). */
+    if (!hf) {
+        int st = lmp_input_open_kind(path, LMP_INPUT_MODEL, &fd, &size);
+        if (st) return st;
+    }
+    lmp_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        if (fd >= 0) close(fd);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    unsigned char magic[4] = {0};
+    int have = !hf && pread(fd, magic, 4, 0) == 4;
+    char words[64] = "";
+    if (!hf) magic_words(magic, have ? 4 : (int)size, words, sizeof words);
+    int st;
+    if (hf) {
+        st = lmp_model_open_hf(m); /* a Hugging Face folder, or a .safetensors with config.json beside it */
+    } else if (have && memcmp(magic, "GGUF", 4) == 0) {
+        st = lmp_model_open_gguf(m);
+    } else if (have && memcmp(magic, "ak42", 4) == 0) {
+        st = lmp_fail(LMP_EINVAL, "%s: llama2.c version-1 exports are not supported (use the v0 format)", path);
+    } else if (ends_with(path, ".gguf")) {
+        st = lmp_fail(LMP_EINVAL, "%s: not a GGUF file (it starts with %s; a GGUF starts with 'GGUF')", path,
+                      have ? words : "fewer than 4 bytes");
+    } else {
+        st = lmp_model_open_llama2c(m, fd, (size_t)size);
+        /* A header that is no llama2.c header at all: the file matched no format; say which
+         * were tried.  (A plausible header with the wrong size keeps its own message.) */
+        const char *e = lmp_last_error();
+        size_t pn = strlen(path);
+        if (st && strncmp(e, path, pn) == 0 && strncmp(e + pn, ": ", 2) == 0 &&
+            (strstr(e, "not a llama2.c checkpoint: header field") || strstr(e, "too short for a llama2.c header"))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", e + pn + 2);
+            st = lmp_fail(LMP_EINVAL, "%s: not a model file lmpress can read: not GGUF (it starts with %s, not "
+                          "'GGUF'), not safetensors (a .safetensors file or a Hugging Face folder), and %s",
+                          path, have ? words : "fewer than 4 bytes", why);
+        }
+    }
+    if (fd >= 0) close(fd);
+    if (st) {
+        lmp_model_free(m);
+        return st;
+    }
+    *out = m;
+    return 0;
+}
+
+void lmp_model_free(lmp_model *m)
+{
+    if (!m) return;
+    for (int64_t l = 0; m->blocks && l < m->arch.n_layers; l++) {
+        if (m->blocks_owned) lmp_block_free(&m->blocks[l]);
+        else lmp_block_free_tables(&m->blocks[l]);
+    }
+    free(m->blocks);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    if (m->src && m->src->close) m->src->close(m);
+    free(m->path);
+    free(m);
+}

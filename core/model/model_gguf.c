@@ -1,0 +1,169 @@
+/* model_gguf.c — Llama-architecture models from llama.cpp GGUF files.
+ *
+ * Metadata: general.architecture ("llama"), <arch>.block_count, .embedding_length,
+ * .feed_forward_length, .attention.head_count(_kv), .context_length, .rope.freq_base,
+ * .attention.layer_norm_rms_epsilon.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has
+ * ne = {in, out}): token_embd, output_norm, output (absent: tied to token_embd), and per block N
+ * blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.
+ * llama.cpp's converter already permuted the rows of attn_q / attn_k for RoPE on adjacent pairs,
+ * which is the rotation our forward applies, so the weights are used as stored.
+ * Weights stay in the mapping in their GGUF type; a block is dequantized when it is copied.
+ * The embeddings are dequantized once (the head needs them in f32 anyway when tied). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "formats/gguf.h"
+#include "model/model.h"
+
+static const char *const gguf_linear[LMP_ROLE_COUNT] = {
+    [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
+    [LMP_ROLE_O] = "attn_output", [LMP_ROLE_GATE] = "ffn_gate", [LMP_ROLE_UP] = "ffn_up",
+    [LMP_ROLE_DOWN] = "ffn_down"};
+
+/* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0). */
+static int find_tensor(const lmp_model *m, const char *name, int64_t rows, int64_t cols,
+                       const lmp_gguf_tensor **out)
+{
+    const lmp_gguf *g = m->src_data;
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(g, name);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor '%s' is missing", m->path, name);
+    int ok = rows ? t->n_dims == 2 && t->ne[0] == cols && t->ne[1] == rows
+                  : t->n_dims == 1 && t->ne[0] == cols;
+    if (!ok)
+        return lmp_fail(LMP_EINVAL, "%s: tensor '%s' has shape ne=[%lld, %lld] (%d dims), expected ne=[%lld, %lld]",
+                        m->path, name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                        t->n_dims, (long long)cols, (long long)(rows ? rows : 1));
+    *out = t;
+    return 0;
+}
+
+/* A new f32 array with the tensor's values (checked to be [rows, cols]). */
+static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t cols, float **out)
+{
+    const lmp_gguf_tensor *t = NULL;
+    int st = find_tensor(m, name, rows, cols, &t);
+    if (st) return st;
+    int64_t n = (rows ? rows : 1) * cols;
+    *out = malloc((size_t)n * sizeof **out);
+    if (!*out) return lmp_fail(LMP_ENOMEM, "%s: out of memory for '%s'", m->path, name);
+    if ((st = lmp_gguf_dequantize(t, 0, n, *out))) {
+        free(*out);
+        *out = NULL;
+        return lmp_fail_prefix(st, "%s: tensor '%s'", m->path, name);
+    }
+    return 0;
+}
+
+static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+{
+    int st = lmp_block_init(out, (int)b, &m->arch);
+    char name[96];
+    for (int i = 0; i < out->n_linears && !st; i++) {
+        lmp_linear *l = &out->linears[i];
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+        st = load_f32(m, name, l->out, l->in, &l->w);
+    }
+    static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
+    for (int i = 0; i < 2 && !st; i++) {
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
+        st = load_f32(m, name, 0, m->arch.dim, &out->norms[i].w);
+    }
+    if (st) lmp_block_free(out);
+    return st;
+}
+
+static void gguf_close(lmp_model *m) { lmp_gguf_close(m->src_data); }
+
+static const lmp_model_source gguf_source = {.block_copy = gguf_block_copy, .close = gguf_close};
+
+/* <arch>.<key> as an integer; def < 0 means required. */
+static int arch_int(const lmp_gguf *g, const char *arch, const char *key, int64_t def, int64_t *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    if (!lmp_gguf_find_kv(g, full)) {
+        if (def >= 0) {
+            *out = def;
+            return 0;
+        }
+        return lmp_fail(LMP_EINVAL, "%s: metadata '%s' is missing", g->path, full);
+    }
+    int st = lmp_gguf_get_int(g, full, out);
+    if (!st && (*out <= 0 || *out > (1 << 24)))
+        return lmp_fail(LMP_EINVAL, "%s: metadata '%s' = %lld is out of range", g->path, full, (long long)*out);
+    return st;
+}
+
+static int arch_float(const lmp_gguf *g, const char *arch, const char *key, double def, float *out)
+{
+    char full[128];
+    double v = def;
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    if (lmp_gguf_find_kv(g, full)) {
+        int st = lmp_gguf_get_float(g, full, &v);
+        if (st) return st;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int lmp_model_open_gguf(lmp_model *m)
+{
+    lmp_gguf *g;
+    int st = lmp_gguf_open(m->path, &g);
+    if (st) return st;
+    m->src = &gguf_source;
+    m->src_data = g;
+    static char format[32];
+    snprintf(format, sizeof format, "GGUF v%u", g->version);
+    m->format = format;
+    const char *arch;
+    size_t arch_len;
+    if ((st = lmp_gguf_get_string(g, "general.architecture", &arch, &arch_len))) return st;
+    if (arch_len != 5 || memcmp(arch, "llama", 5) != 0)
+        return lmp_fail(LMP_EINVAL, "%s: unknown architecture '%.*s' (supported: llama)", m->path,
+                        (int)arch_len, arch);
+    lmp_arch *a = &m->arch;
+    a->family = LMP_FAMILY_LLAMA;
+    if ((st = arch_int(g, "llama", "block_count", -1, &a->n_layers)) ||
+        (st = arch_int(g, "llama", "embedding_length", -1, &a->dim)) ||
+        (st = arch_int(g, "llama", "feed_forward_length", -1, &a->hidden)) ||
+        (st = arch_int(g, "llama", "attention.head_count", -1, &a->n_heads)) ||
+        (st = arch_int(g, "llama", "attention.head_count_kv", a->n_heads, &a->n_kv_heads)) ||
+        (st = arch_int(g, "llama", "context_length", 2048, &a->seq_len)) ||
+        (st = arch_float(g, "llama", "rope.freq_base", 10000.0, &a->rope_theta)) ||
+        (st = arch_float(g, "llama", "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)))
+        return st;
+    if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
+        return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: dim %lld, heads %lld, kv heads %lld", m->path,
+                        (long long)a->dim, (long long)a->n_heads, (long long)a->n_kv_heads);
+    a->head_dim = a->dim / a->n_heads;
+    const lmp_gguf_tensor *emb = lmp_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2) return lmp_fail(LMP_EINVAL, "%s: tensor 'token_embd.weight' is missing or not 2-D", m->path);
+    a->vocab = emb->ne[1];
+    float *tok = NULL, *head = NULL, *fnorm = NULL;
+    if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
+    m->tok_emb = lmp_model_own(m, tok);
+    if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
+    m->final_norm_w = lmp_model_own(m, fnorm);
+    if (lmp_gguf_find_tensor(g, "output.weight")) {
+        if ((st = load_f32(m, "output.weight", a->vocab, a->dim, &head))) return st;
+        m->lm_head = lmp_model_own(m, head);
+    } else {
+        m->lm_head = m->tok_emb; /* tied embeddings */
+    }
+    /* Every block tensor present with the right shape, before any work is done on them. */
+    lmp_block probe;
+    if ((st = lmp_block_init(&probe, 0, a))) return st;
+    for (int64_t b = 0; b < a->n_layers && !st; b++)
+        for (int i = 0; i < probe.n_linears && !st; i++) {
+            char name[96];
+            const lmp_gguf_tensor *t;
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[probe.linears[i].role]);
+            st = find_tensor(m, name, probe.linears[i].out, probe.linears[i].in, &t);
+        }
+    lmp_block_free_tables(&probe);
+    return st;
+}

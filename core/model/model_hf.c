@@ -1,0 +1,582 @@
+/* model_hf.c — Hugging Face checkpoints: config.json + safetensors (one model.safetensors, or
+ * model.safetensors.index.json and its shards).  m->path is the folder, or a *.safetensors file
+ * with config.json beside it.
+ *
+ * config.json "architectures"[0] picks the family:
+ *   LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM -> LMP_FAMILY_LLAMA
+ *       hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+ *       num_key_value_heads (default: the heads), vocab_size, max_position_embeddings (default
+ *       Hugging Face's per architecture), rms_norm_eps (default 1e-6), rope_theta (default 10000),
+ *       tie_word_embeddings (default false; an absent lm_head.weight also means tied).
+ *       Refused with a message: hidden_act other than "silu", head_dim != hidden/heads, a
+ *       non-null rope_scaling (Llama 3.1 "llama3", YaRN, linear/dynamic NTK: the forward applies
+ *       plain RoPE only).  Biases: Qwen2 always has q/k/v biases; Llama has q/k/v/o biases when
+ *       attention_bias and gate/up/down biases when mlp_bias; a bias tensor the config does not
+ *       announce is an error rather than silently dropped.
+ *       sliding_window is not implemented: with Mistral (or Qwen2 with use_sliding_window) the
+ *       model's context (arch.seq_len) is capped at sliding_window, and within that window
+ *       sliding-window attention is plain causal attention, so results stay exact.
+ *   GPT2LMHeadModel -> LMP_FAMILY_GPT2
+ *       n_embd, n_layer, n_head, vocab_size, n_positions (else n_ctx, else 1024),
+ *       layer_norm_epsilon (1e-5), n_inner (null: 4*n_embd), activation_function "gelu_new" or
+ *       "gelu_pytorch_tanh" (both the tanh GELU the forward computes), tie_word_embeddings
+ *       (default true, as GPT2Config).  scale_attn_weights false and
+ *       scale_attn_by_inverse_layer_idx true are refused (the forward always scales by
+ *       1/sqrt(head_dim)).
+ *
+ * Tensor layout conversions, done when a block is copied (F32, F16 and BF16 go through
+ * lmp_st_to_f32; any other dtype is refused at open):
+ *   - RoPE.  Hugging Face's Llama-family code rotates "half" pairs (i, i + hd/2) of each head;
+ *     our forward rotates ADJACENT pairs (2i, 2i+1) (llama2.c and GGUF's layout) with the same
+ *     frequency theta^(-2i/hd) for pair i.  So the ROWS of q_proj and k_proj (and of their
+ *     biases, Qwen2) are permuted within each head: new row 2i = old row i, new row 2i+1 = old
+ *     row i + hd/2 — what llama.cpp's converter does.  q and k get the same permutation, so every
+ *     attention score q.k is unchanged; v and o are untouched.
+ *   - GPT-2's Conv1D stores W as [in, out] (y = x W + b); ours is [out, in], so it is transposed.
+ *     The fused c_attn [d, 3d] gives q = output columns [0, d), k = [d, 2d), v = [2d, 3d) and
+ *     c_attn.bias is split likewise.  Tensor names may carry the "transformer." prefix
+ *     (GPT2LMHeadModel.state_dict()) or not (the published "gpt2" model.safetensors); the
+ *     attn.bias / attn.masked_bias mask buffers are ignored.  The head is tied to wte.
+ * The embeddings, positions, final norm and head are converted to f32 once at open.  Every
+ * tensor of every block is checked for presence, shape and dtype at open, so a broken checkpoint
+ * fails before any work, with a message naming the file and the tensor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "base/input_file.h"
+#include "base/textfile.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+#include "model/model.h"
+
+typedef enum { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_GPT2, HF_N_ARCH } hf_arch;
+static const char *const hf_arch_name[HF_N_ARCH] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                                    "Qwen2ForCausalLM", "GPT2LMHeadModel"};
+
+typedef struct hf_state {
+    lmp_safetensors *st;
+    char *where;          /* the checkpoint file named in "missing tensor" messages */
+    hf_arch arch;
+    const char *prefix;   /* GPT-2 tensor names: "transformer." or "" */
+    unsigned bias_roles;  /* LLAMA family: bit r set when the linear of role r has a bias */
+} hf_state;
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* The tensor `name`, checked to exist with shape [d0] (d1 == 0) or [d0, d1] and a dtype that
+ * converts to f32. */
+static int find(const hf_state *s, const char *name, int64_t d0, int64_t d1, const lmp_st_tensor **out)
+{
+    const lmp_st_tensor *t = lmp_st_find(s->st, name);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing", s->where, name);
+    const int nd = d1 ? 2 : 1;
+    const int64_t want[2] = {d0, d1};
+    if (t->ndim != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1)) {
+        char have[160], exp[64];
+        fmt_shape(have, sizeof have, t->ndim, t->shape);
+        fmt_shape(exp, sizeof exp, nd, want);
+        return lmp_fail(LMP_EINVAL, "%s: %s has shape %s, expected %s", t->file, name, have, exp);
+    }
+    if (t->dtype != LMP_ST_F32 && t->dtype != LMP_ST_F16 && t->dtype != LMP_ST_BF16)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has dtype %s (only F32, F16 and BF16 weights are supported)",
+                        t->file, name, lmp_st_dtype_name(t->dtype));
+    *out = t;
+    return 0;
+}
+
+/* A new f32 array with the values of tensor `name` (checked as in find). */
+static int load(const hf_state *s, const char *name, int64_t d0, int64_t d1, float **out)
+{
+    const lmp_st_tensor *t;
+    *out = NULL;
+    int st = find(s, name, d0, d1, &t);
+    if (st) return st;
+    float *buf = malloc((size_t)t->numel * sizeof *buf);
+    if (!buf) return lmp_fail(LMP_ENOMEM, "%s: out of memory for %s", t->file, name);
+    if ((st = lmp_st_to_f32(t, 0, t->numel, buf))) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return 0;
+}
+
+/* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head:
+ * new row 2i = old row i, new row 2i+1 = old row i + hd/2.  cols = 1 for a bias. */
+static int rope_permute(float *w, int64_t rows, int64_t cols, int64_t hd)
+{
+    float *tmp = malloc((size_t)(hd * cols) * sizeof *tmp);
+    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory permuting q/k rows");
+    const size_t row = (size_t)cols * sizeof *w;
+    for (int64_t h = 0; h < rows / hd; h++) {
+        float *head = w + h * hd * cols;
+        for (int64_t i = 0; i < hd / 2; i++) {
+            memcpy(tmp + (2 * i) * cols, head + i * cols, row);
+            memcpy(tmp + (2 * i + 1) * cols, head + (i + hd / 2) * cols, row);
+        }
+        memcpy(head, tmp, (size_t)hd * row);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* out[n, rows] = columns [c0, c0+n) of src[rows, cols], transposed (Conv1D [in, out] -> [out, in]). */
+static float *transpose_cols(const float *src, int64_t rows, int64_t cols, int64_t c0, int64_t n)
+{
+    float *out = malloc((size_t)(n * rows) * sizeof *out);
+    if (!out) return lmp_fail(LMP_ENOMEM, "out of memory transposing a Conv1D weight"), NULL;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t o = 0; o < n; o++) out[o * rows + i] = src[i * cols + c0 + o];
+    return out;
+}
+
+static float *dup_range(const float *src, int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    if (!p) return lmp_fail(LMP_ENOMEM, "out of memory"), NULL;
+    memcpy(p, src, (size_t)n * sizeof *p);
+    return p;
+}
+
+/* ---- blocks ------------------------------------------------------------------------------ */
+static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+{
+    const hf_state *s = m->src_data;
+    const int64_t hd = m->arch.head_dim;
+    char name[256];
+    int st = lmp_block_init(out, (int)b, &m->arch);
+    for (int i = 0; i < out->n_linears && !st; i++) {
+        lmp_linear *l = &out->linears[i];
+        const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
+        snprintf(name, sizeof name, "%s.weight", l->name);
+        st = load(s, name, l->out, l->in, &l->w);
+        if (!st && qk) st = rope_permute(l->w, l->out, l->in, hd);
+        if (!st && (s->bias_roles >> l->role & 1u)) {
+            snprintf(name, sizeof name, "%s.bias", l->name);
+            st = load(s, name, l->out, 0, &l->b);
+            if (!st && qk) st = rope_permute(l->b, l->out, 1, hd);
+        }
+    }
+    for (int i = 0; i < out->n_norms && !st; i++) {
+        snprintf(name, sizeof name, "%s.weight", out->norms[i].name);
+        st = load(s, name, m->arch.dim, 0, &out->norms[i].w);
+    }
+    if (st) lmp_block_free(out);
+    return st;
+}
+
+/* The file's name of a GPT-2 block tensor: <prefix>h.<b>.<leaf>. */
+static const char *gpt2_name(const hf_state *s, int64_t b, const char *leaf, char *buf, size_t n)
+{
+    snprintf(buf, n, "%sh.%lld.%s", s->prefix, (long long)b, leaf);
+    return buf;
+}
+
+/* The Conv1D `leaf` (weight [in, out], bias [out]) of block b as an [out, in] weight and a bias. */
+static int load_conv1d(const hf_state *s, int64_t b, const char *leaf, int64_t in, int64_t out,
+                       float **w, float **bias)
+{
+    char name[256], full[300];
+    float *raw;
+    snprintf(name, sizeof name, "%s.weight", leaf);
+    int st = load(s, gpt2_name(s, b, name, full, sizeof full), in, out, &raw);
+    if (st) return st;
+    *w = transpose_cols(raw, in, out, 0, out);
+    free(raw);
+    if (!*w) return LMP_ENOMEM;
+    snprintf(name, sizeof name, "%s.bias", leaf);
+    return load(s, gpt2_name(s, b, name, full, sizeof full), out, 0, bias);
+}
+
+static int gpt2_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+{
+    const hf_state *s = m->src_data;
+    const int64_t d = m->arch.dim, f = m->arch.hidden;
+    char name[300];
+    float *qkv_w = NULL, *qkv_b = NULL;
+    int st = lmp_block_init(out, (int)b, &m->arch);
+    if (!st) st = load(s, gpt2_name(s, b, "attn.c_attn.weight", name, sizeof name), d, 3 * d, &qkv_w);
+    if (!st) st = load(s, gpt2_name(s, b, "attn.c_attn.bias", name, sizeof name), 3 * d, 0, &qkv_b);
+    for (int i = 0; i < out->n_linears && !st; i++) {
+        lmp_linear *l = &out->linears[i];
+        switch (l->role) {
+        case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: {
+            const int64_t c0 = (int64_t)(l->role - LMP_ROLE_Q) * d;
+            if (!(l->w = transpose_cols(qkv_w, d, 3 * d, c0, d)) || !(l->b = dup_range(qkv_b + c0, d)))
+                st = LMP_ENOMEM;
+            break;
+        }
+        case LMP_ROLE_O: st = load_conv1d(s, b, "attn.c_proj", d, d, &l->w, &l->b); break;
+        case LMP_ROLE_UP: st = load_conv1d(s, b, "mlp.c_fc", d, f, &l->w, &l->b); break;
+        case LMP_ROLE_DOWN: st = load_conv1d(s, b, "mlp.c_proj", f, d, &l->w, &l->b); break;
+        default: st = lmp_fail(LMP_EINVAL, "GPT-2 block has an unexpected linear %s", l->name);
+        }
+    }
+    static const char *const ln[2] = {"ln_1", "ln_2"};
+    for (int i = 0; i < 2 && !st; i++) {
+        char leaf[32];
+        snprintf(leaf, sizeof leaf, "%s.weight", ln[i]);
+        st = load(s, gpt2_name(s, b, leaf, name, sizeof name), d, 0, &out->norms[i].w);
+        snprintf(leaf, sizeof leaf, "%s.bias", ln[i]);
+        if (!st) st = load(s, gpt2_name(s, b, leaf, name, sizeof name), d, 0, &out->norms[i].b);
+    }
+    free(qkv_w);
+    free(qkv_b);
+    if (st) lmp_block_free(out);
+    return st;
+}
+
+static void hf_close(lmp_model *m)
+{
+    hf_state *s = m->src_data;
+    if (!s) return;
+    lmp_st_close(s->st);
+    free(s->where);
+    free(s);
+}
+
+static const lmp_model_source llama_source = {.block_copy = llama_block_copy, .close = hf_close};
+static const lmp_model_source gpt2_source = {.block_copy = gpt2_block_copy, .close = hf_close};
+
+/* ---- config.json ------------------------------------------------------------------------- */
+/* A member that is absent or JSON null counts as not given. */
+static const lmp_json *cfg_get(const lmp_json *c, const char *key)
+{
+    const lmp_json *v = lmp_json_get(c, key);
+    return v && v->type != LMP_JSON_NULL ? v : NULL;
+}
+
+/* cfg[key] as a positive integer; def < 0 makes it required. */
+static int cfg_int(const lmp_json *c, const char *what, const char *key, int64_t def, int64_t *out)
+{
+    if (!cfg_get(c, key)) {
+        if (def >= 0) {
+            *out = def;
+            return 0;
+        }
+        return lmp_fail(LMP_EINVAL, "%s: missing key \"%s\"", what, key);
+    }
+    int st = lmp_json_get_int(c, key, what, out);
+    if (!st && (*out <= 0 || *out > ((int64_t)1 << 30)))
+        return lmp_fail(LMP_EINVAL, "%s: \"%s\" = %lld is out of range", what, key, (long long)*out);
+    return st;
+}
+
+static int cfg_float(const lmp_json *c, const char *what, const char *key, double def, float *out)
+{
+    double v = def;
+    if (cfg_get(c, key)) {
+        int st = lmp_json_get_number(c, key, what, &v);
+        if (st) return st;
+        if (!(v > 0)) return lmp_fail(LMP_EINVAL, "%s: \"%s\" = %g must be positive", what, key, v);
+    }
+    *out = (float)v;
+    return 0;
+}
+
+static int cfg_bool(const lmp_json *c, const char *what, const char *key, int def, int *out)
+{
+    const lmp_json *v = cfg_get(c, key);
+    if (v && v->type != LMP_JSON_BOOL) return lmp_fail(LMP_EINVAL, "%s: \"%s\" must be true or false", what, key);
+    *out = v ? v->boolean : def;
+    return 0;
+}
+
+/* cfg[key] as a string, or def when absent/null. */
+static int cfg_string(const lmp_json *c, const char *what, const char *key, const char *def, const char **out)
+{
+    if (!cfg_get(c, key)) {
+        *out = def;
+        return 0;
+    }
+    return lmp_json_get_string(c, key, what, out);
+}
+
+static int check_heads(const char *what, const lmp_arch *a)
+{
+    if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
+        return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: hidden size %lld, %lld heads, %lld kv heads "
+                                    "(the hidden size must split into heads of even size, the heads into kv groups)",
+                        what, (long long)a->dim, (long long)a->n_heads, (long long)a->n_kv_heads);
+    return 0;
+}
+
+static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
+{
+    /* Hugging Face's defaults for max_position_embeddings, per configuration class. */
+    static const int64_t default_ctx[HF_N_ARCH] = {[HF_LLAMA] = 2048, [HF_MISTRAL] = 4096 * 32,
+                                                   [HF_QWEN2] = 32768};
+    a->family = LMP_FAMILY_LLAMA;
+    int st;
+    if ((st = cfg_int(c, what, "hidden_size", -1, &a->dim)) ||
+        (st = cfg_int(c, what, "intermediate_size", -1, &a->hidden)) ||
+        (st = cfg_int(c, what, "num_hidden_layers", -1, &a->n_layers)) ||
+        (st = cfg_int(c, what, "num_attention_heads", -1, &a->n_heads)) ||
+        (st = cfg_int(c, what, "num_key_value_heads", a->n_heads, &a->n_kv_heads)) ||
+        (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
+        (st = cfg_int(c, what, "max_position_embeddings", default_ctx[s->arch], &a->seq_len)) ||
+        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)) ||
+        (st = cfg_float(c, what, "rope_theta", 10000.0, &a->rope_theta)) || (st = check_heads(what, a)))
+        return st;
+    a->head_dim = a->dim / a->n_heads;
+    int64_t hd;
+    if ((st = cfg_int(c, what, "head_dim", a->head_dim, &hd))) return st;
+    if (hd != a->head_dim)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: head_dim %lld differs from hidden_size / num_attention_heads = %lld "
+                                          "(not supported)", what, (long long)hd, (long long)a->head_dim);
+    const char *act;
+    if ((st = cfg_string(c, what, "hidden_act", "silu", &act))) return st;
+    if (strcmp(act, "silu") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"silu\")", what, act);
+    const lmp_json *rs = cfg_get(c, "rope_scaling");
+    if (rs) {
+        const lmp_json *type = lmp_json_get(rs, "rope_type");
+        if (!type || type->type != LMP_JSON_STRING) type = lmp_json_get(rs, "type");
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: rope_scaling (%s) is not supported: only plain RoPE is implemented",
+                        what, type && type->type == LMP_JSON_STRING ? type->str : "non-null");
+    }
+    /* Sliding-window attention equals causal attention on windows no longer than the window. */
+    const lmp_json *sw = cfg_get(c, "sliding_window");
+    int use_sw = s->arch == HF_MISTRAL;
+    if (s->arch == HF_QWEN2 && (st = cfg_bool(c, what, "use_sliding_window", 0, &use_sw))) return st;
+    if (sw && use_sw) {
+        int64_t w;
+        if ((st = cfg_int(c, what, "sliding_window", 0, &w))) return st;
+        if (w < a->seq_len) a->seq_len = w;
+    }
+    const unsigned qkv = 1u << LMP_ROLE_Q | 1u << LMP_ROLE_K | 1u << LMP_ROLE_V;
+    if (s->arch == HF_QWEN2) {
+        s->bias_roles = qkv;
+    } else if (s->arch == HF_LLAMA) {
+        int attn_bias, mlp_bias;
+        if ((st = cfg_bool(c, what, "attention_bias", 0, &attn_bias)) ||
+            (st = cfg_bool(c, what, "mlp_bias", 0, &mlp_bias)))
+            return st;
+        if (attn_bias) s->bias_roles |= qkv | 1u << LMP_ROLE_O;
+        if (mlp_bias) s->bias_roles |= 1u << LMP_ROLE_GATE | 1u << LMP_ROLE_UP | 1u << LMP_ROLE_DOWN;
+    }
+    return 0;
+}
+
+static int parse_gpt2(const lmp_json *c, const char *what, lmp_arch *a)
+{
+    a->family = LMP_FAMILY_GPT2;
+    int64_t ctx = 1024;
+    int st;
+    if ((st = cfg_int(c, what, "n_ctx", ctx, &ctx)) ||
+        (st = cfg_int(c, what, "n_embd", -1, &a->dim)) ||
+        (st = cfg_int(c, what, "n_layer", -1, &a->n_layers)) ||
+        (st = cfg_int(c, what, "n_head", -1, &a->n_heads)) ||
+        (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
+        (st = cfg_int(c, what, "n_positions", ctx, &a->seq_len)) ||
+        (st = cfg_int(c, what, "n_inner", 4 * a->dim, &a->hidden)) ||
+        (st = cfg_float(c, what, "layer_norm_epsilon", 1e-5, &a->norm_eps)))
+        return st;
+    a->n_kv_heads = a->n_heads;
+    if ((st = check_heads(what, a))) return st;
+    a->head_dim = a->dim / a->n_heads;
+    a->rope_theta = 0; /* learned positions */
+    const char *act;
+    if ((st = cfg_string(c, what, "activation_function", "gelu_new", &act))) return st;
+    if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: activation_function \"%s\" is not supported "
+                                          "(only the tanh GELU: \"gelu_new\" or \"gelu_pytorch_tanh\")", what, act);
+    int scale, by_layer;
+    if ((st = cfg_bool(c, what, "scale_attn_weights", 1, &scale)) ||
+        (st = cfg_bool(c, what, "scale_attn_by_inverse_layer_idx", 0, &by_layer)))
+        return st;
+    if (!scale || by_layer)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported (attention is scaled by 1/sqrt(head_dim) only)",
+                        what, !scale ? "scale_attn_weights false" : "scale_attn_by_inverse_layer_idx true");
+    return 0;
+}
+
+/* Reads config.json: the architecture and the shapes. */
+static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
+{
+    char *text;
+    size_t len;
+    lmp_json *c = NULL;
+    int st = lmp_input_read(what, LMP_INPUT_JSON, &text, &len);
+    if (st) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", lmp_last_error());
+        return lmp_fail(st, "%s (a Hugging Face checkpoint needs config.json beside its safetensors)", why);
+    }
+    st = lmp_json_parse(text, len, what, &c);
+    free(text);
+    if (st) return st;
+    const lmp_json *archs = lmp_json_get(c, "architectures");
+    if (!archs || archs->type != LMP_JSON_ARRAY || archs->n < 1 || archs->items[0].type != LMP_JSON_STRING) {
+        st = lmp_fail(LMP_EINVAL, "%s: no \"architectures\" list naming the model class", what);
+        goto done;
+    }
+    const char *name = archs->items[0].str;
+    for (s->arch = 0; s->arch < HF_N_ARCH && strcmp(name, hf_arch_name[s->arch]) != 0; s->arch++) {}
+    if (s->arch == HF_N_ARCH) {
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%s' (supported: %s, %s, %s, %s)", what, name,
+                      hf_arch_name[0], hf_arch_name[1], hf_arch_name[2], hf_arch_name[3]);
+        goto done;
+    }
+    st = s->arch == HF_GPT2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
+    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->arch == HF_GPT2, tied);
+done:
+    lmp_json_free(c);
+    return st;
+}
+
+/* config.json in the folder, or beside the .safetensors file. */
+static char *config_path(const char *path)
+{
+    struct stat sb;
+    size_t n = strlen(path);
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        const char *slash = strrchr(path, '/');
+        n = slash ? (size_t)(slash - path) + 1 : 0;
+    }
+    while (n > 1 && path[n - 1] == '/') n--;
+    char *out = malloc(n + sizeof "/config.json");
+    if (!out) return NULL;
+    memcpy(out, path, n);
+    strcpy(out + n, n ? "/config.json" : "config.json");
+    return out;
+}
+
+/* ---- the model --------------------------------------------------------------------------- */
+/* Checks every block tensor (presence, shape, dtype) and refuses biases the config does not
+ * announce or layers beyond n_layers, so a mismatch shows up now rather than mid-run. */
+static int validate_llama(const hf_state *s, const lmp_arch *a)
+{
+    char name[256];
+    int st = 0;
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        lmp_block probe;
+        const lmp_st_tensor *t;
+        if ((st = lmp_block_init(&probe, (int)b, a))) return st;
+        for (int i = 0; i < probe.n_linears && !st; i++) {
+            const lmp_linear *l = &probe.linears[i];
+            snprintf(name, sizeof name, "%s.weight", l->name);
+            st = find(s, name, l->out, l->in, &t);
+            snprintf(name, sizeof name, "%s.bias", l->name);
+            if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, l->out, 0, &t);
+            else if (!st && lmp_st_find(s->st, name))
+                st = lmp_fail(LMP_EUNSUPPORTED, "%s: unexpected tensor %s (%s with this config.json has no bias there)",
+                              lmp_st_find(s->st, name)->file, name, hf_arch_name[s->arch]);
+        }
+        for (int i = 0; i < probe.n_norms && !st; i++) {
+            snprintf(name, sizeof name, "%s.weight", probe.norms[i].name);
+            st = find(s, name, a->dim, 0, &t);
+        }
+        lmp_block_free_tables(&probe);
+    }
+    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)a->n_layers);
+    if (!st && lmp_st_find(s->st, name))
+        st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
+                      (long long)a->n_layers);
+    return st;
+}
+
+static int validate_gpt2(const hf_state *s, const lmp_arch *a)
+{
+    const int64_t d = a->dim, f = a->hidden;
+    const struct { const char *leaf; int64_t d0, d1; } t[] = {
+        {"ln_1.weight", d, 0},        {"ln_1.bias", d, 0},       {"attn.c_attn.weight", d, 3 * d},
+        {"attn.c_attn.bias", 3 * d, 0}, {"attn.c_proj.weight", d, d}, {"attn.c_proj.bias", d, 0},
+        {"ln_2.weight", d, 0},        {"ln_2.bias", d, 0},       {"mlp.c_fc.weight", d, f},
+        {"mlp.c_fc.bias", f, 0},      {"mlp.c_proj.weight", f, d}, {"mlp.c_proj.bias", d, 0}};
+    char name[300];
+    const lmp_st_tensor *found;
+    int st = 0;
+    for (int64_t b = 0; b < a->n_layers && !st; b++)
+        for (size_t i = 0; i < sizeof t / sizeof *t && !st; i++)
+            st = find(s, gpt2_name(s, b, t[i].leaf, name, sizeof name), t[i].d0, t[i].d1, &found);
+    if (!st && lmp_st_find(s->st, gpt2_name(s, a->n_layers, "ln_1.weight", name, sizeof name)))
+        st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says n_layer = %lld", s->where, name,
+                      (long long)a->n_layers);
+    return st;
+}
+
+/* Loads f32 copies of the tensors outside the blocks. */
+static int load_globals(lmp_model *m, hf_state *s, int tied)
+{
+    const lmp_arch *a = &m->arch;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    char name[64];
+    float *p;
+    int st;
+    if (gpt2) {
+        /* GPT2LMHeadModel.state_dict() prefixes "transformer."; the published files do not. */
+        s->prefix = lmp_st_find(s->st, "transformer.wte.weight") ? "transformer." : "";
+        snprintf(name, sizeof name, "%swte.weight", s->prefix);
+    } else {
+        snprintf(name, sizeof name, "model.embed_tokens.weight");
+    }
+    if ((st = load(s, name, a->vocab, a->dim, &p))) return st;
+    m->tok_emb = lmp_model_own(m, p);
+    if (gpt2) {
+        snprintf(name, sizeof name, "%swpe.weight", s->prefix);
+        if ((st = load(s, name, a->seq_len, a->dim, &p))) return st;
+        m->pos_emb = lmp_model_own(m, p);
+        snprintf(name, sizeof name, "%sln_f.weight", s->prefix);
+        if ((st = load(s, name, a->dim, 0, &p))) return st;
+        m->final_norm_w = lmp_model_own(m, p);
+        snprintf(name, sizeof name, "%sln_f.bias", s->prefix);
+        if ((st = load(s, name, a->dim, 0, &p))) return st;
+        m->final_norm_b = lmp_model_own(m, p);
+    } else {
+        if ((st = load(s, "model.norm.weight", a->dim, 0, &p))) return st;
+        m->final_norm_w = lmp_model_own(m, p);
+    }
+    /* Tied: Hugging Face ties the head to the embeddings and ignores any stored lm_head. */
+    if (tied || !lmp_st_find(s->st, "lm_head.weight")) {
+        m->lm_head = m->tok_emb;
+    } else {
+        if ((st = load(s, "lm_head.weight", a->vocab, a->dim, &p))) return st;
+        m->lm_head = lmp_model_own(m, p);
+    }
+    return gpt2 ? validate_gpt2(s, a) : validate_llama(s, a);
+}
+
+int lmp_model_open_hf(lmp_model *m)
+{
+    hf_state *s = calloc(1, sizeof *s);
+    char *cfg = config_path(m->path);
+    if (!s || !cfg) {
+        free(s);
+        free(cfg);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    m->src_data = s;
+    m->src = &llama_source; /* for close() if anything below fails; set properly below */
+    m->format = "safetensors";
+    int tied = 0;
+    int st = parse_config(cfg, s, &m->arch, &tied);
+    free(cfg);
+    if (st) return st;
+    m->src = m->arch.family == LMP_FAMILY_GPT2 ? &gpt2_source : &llama_source;
+    if ((st = lmp_st_open(m->path, &s->st))) return st;
+    /* "Missing tensor" messages name the one file, or the index of a sharded checkpoint. */
+    const char *where = s->st->path;
+    char *idx = NULL;
+    struct stat sb;
+    if (s->st->n_shards == 1) {
+        where = s->st->shards[0].path;
+    } else if (stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+               (idx = malloc(strlen(m->path) + sizeof "/model.safetensors.index.json"))) {
+        sprintf(idx, "%s/model.safetensors.index.json", m->path);
+        where = idx;
+    }
+    s->where = idx ? idx : strdup(where);
+    if (!s->where) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return load_globals(m, s, tied);
+}

@@ -1,0 +1,82 @@
+/* tokenizer_open.c — see tokenizer_open.h. */
+#include "text/tokenizer_open.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/input_file.h"
+#include "base/textfile.h"
+#include "formats/gguf.h"
+
+/* An explicit path: a Hugging Face tokenizer.json, or a llama2.c tokenizer file.  Without one:
+ * the GGUF file's own vocabulary; for a Hugging Face folder (or a .safetensors file) the
+ * tokenizer.json in that folder; else tokenizer.bin or tok<vocab>.bin beside the model. */
+int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out)
+{
+    size_t n = path ? strlen(path) : 0;
+    /* By content first: a GGUF given as the tokenizer lends its own vocabulary (whatever its
+     * name).  The peek opens regular files only, without blocking (input_file.h); anything else
+     * goes on to the loaders below, which give the message. */
+    char why[256];
+    int fd = path ? lmp_input_open(path, why, sizeof why) : -1;
+    if (fd >= 0) {
+        unsigned char magic[4];
+        int is_gguf = pread(fd, magic, 4, 0) == 4 && memcmp(magic, "GGUF", 4) == 0;
+        close(fd);
+        if (is_gguf) {
+            lmp_gguf *g = NULL;
+            int st = lmp_gguf_open(path, &g);
+            if (!st) st = lmp_tokenizer_load_gguf(g, out); /* its messages name the file */
+            if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab) {
+                st = lmp_fail(LMP_EINVAL, "%s: the GGUF's tokenizer has %d tokens, the model %lld", path,
+                              lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
+                lmp_tokenizer_free(*out);
+                *out = NULL;
+            }
+            lmp_gguf_close(g);
+            return st;
+        }
+    }
+    if (path && n > 5 && strcmp(path + n - 5, ".json") == 0) return lmp_tokenizer_load_hf(path, out);
+    if (path) return lmp_tokenizer_load_llama2c(path, (int)m->arch.vocab, out);
+    if (m->src_data && strncmp(m->format, "GGUF", 4) == 0) {
+        int st = lmp_tokenizer_load_gguf(m->src_data, out);
+        if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab)
+            st = lmp_fail(LMP_EINVAL, "%s: the tokenizer has %d tokens, the model %lld", m->path,
+                          lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
+        return st;
+    }
+    struct stat sb;
+    int is_dir = stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(m->path, '/');
+    int dirlen = is_dir ? (int)strlen(m->path) : slash ? (int)(slash - m->path) : 1;
+    const char *dir = is_dir || slash ? m->path : ".";
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%.*s/tokenizer.json", dirlen, dir);
+    if (strcmp(m->format, "safetensors") == 0 && access(hf, R_OK) == 0) return lmp_tokenizer_load_hf(hf, out);
+    char cand[2][4096];
+    snprintf(cand[0], sizeof cand[0], "%.*s/tokenizer.bin", dirlen, dir);
+    snprintf(cand[1], sizeof cand[1], "%.*s/tok%lld.bin", dirlen, dir, (long long)m->arch.vocab);
+    for (int i = 0; i < 2; i++)
+        if (access(cand[i], R_OK) == 0) return lmp_tokenizer_load_llama2c(cand[i], (int)m->arch.vocab, out);
+    return lmp_fail(LMP_EINVAL, "%s: no tokenizer given and none found beside the model (%s, %s%s%s): "
+                    "pass --tokenizer FILE or set model.tokenizer", m->path, cand[0], cand[1],
+                    strcmp(m->format, "safetensors") == 0 ? ", " : "",
+                    strcmp(m->format, "safetensors") == 0 ? hf : "");
+}
+
+int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n)
+{
+    char *text;
+    size_t len;
+    int st = lmp_read_file(path, &text, &len);
+    if (st) return st;
+    st = lmp_tokenize(t, text, len, lmp_tokenizer_adds_bos(t), ids, n);
+    free(text);
+    return st ? lmp_fail_prefix(st, "%s", path) : 0;
+}
+

@@ -1,0 +1,13 @@
+/* tokenizer_open.h — finding a model's tokenizer, and tokenizing a text file with it. */
+#ifndef LMP_CORE_TOKENIZER_OPEN_H
+#define LMP_CORE_TOKENIZER_OPEN_H
+
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+/* path: a tokenizer file given by the user (NULL: look beside the model, see the .c). */
+int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out);
+/* The whole file as token ids (with BOS when the tokenizer adds one); *ids is malloc'd. */
+int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n);
+
+#endif
