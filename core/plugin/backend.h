@@ -14,6 +14,7 @@ typedef struct lmp_backend {
     const char *name;
     const lmp_backend_i *vt;  void *self;     /* the chosen backend */
     const lmp_backend_i *cpu; void *cpu_self; /* fallback (the same object when name is "cpu") */
+    struct lmp_be_counters *counters;         /* owned; counted through a const lmp_backend * */
 } lmp_backend;
 
 /* Creates backend `name` from the registry with validated params (NULL = defaults). */
@@ -21,60 +22,34 @@ int lmp_backend_open(struct lmp_registry *reg, const char *name, const lmp_value
                      lmp_backend *out);
 void lmp_backend_close(lmp_backend *be);
 
-/* The operations the core uses, each dispatched with CPU fallback (row-major, see plugin.h). */
-int lmp_be_gemm(const lmp_backend *be, int ta, int tb, int64_t M, int64_t N, int64_t K,
-                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                float beta, float *C, int64_t ldc);
-int lmp_be_rmsnorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
-                   float eps, float *out);
-int lmp_be_rope(const lmp_backend *be, int64_t T, int64_t n_heads, int64_t head_dim,
-                int64_t pos0, float theta, float *x);
-int lmp_be_attention(const lmp_backend *be, int64_t T, int64_t n_heads, int64_t n_kv_heads,
-                     int64_t hd, const float *q, const float *k, const float *v, float *out);
-int lmp_be_swiglu(const lmp_backend *be, int64_t n, const float *gate, const float *up,
-                  float *out);
-int lmp_be_log_softmax(const lmp_backend *be, int64_t rows, int64_t cols, const float *x,
-                       float *out);
-int lmp_be_reduce_cols(const lmp_backend *be, lmp_reduce kind, int64_t n, int64_t c,
-                       const float *X, float *out);
-int lmp_be_quantize_act(const lmp_backend *be, const lmp_aspec *spec, int64_t T, int64_t C,
-                        float *X);
+/* The operations the core uses, one per line of LMP_BACKEND_OPS (plugin.h), each dispatched
+ * with CPU fallback and counted: lmp_be_gemm(be, ta, tb, M, ...), lmp_be_rmsnorm(be, T, ...). */
+#define LMP_BE_DECLARE(name, params, args, n_flops) int lmp_be_##name(const lmp_backend *be, LMP_UNPAREN params);
+LMP_BACKEND_OPS(LMP_BE_DECLARE)
+#undef LMP_BE_DECLARE
 
-int lmp_be_xtx_accum(const lmp_backend *be, int64_t n, int64_t c, const float *X, float alpha,
-                     float *H);
-int lmp_be_cholesky(const lmp_backend *be, int64_t n, float *A, int64_t *bad_pivot);
-int lmp_be_chol_inverse(const lmp_backend *be, int64_t n, float *L);
-int lmp_be_trsm_lower(const lmp_backend *be, int trans, int64_t n, int64_t nrhs, const float *L,
-                      float *B);
-int lmp_be_quantize_weight(const lmp_backend *be, const lmp_wspec *spec, int64_t rows,
-                           int64_t cols, float *W, float *scales, float *zeros);
+/* LMP_OP_gemm, LMP_OP_xtx_accum, ...: the ops in list order (named as in the list, since a
+ * macro cannot change case), for the counters. */
+#define LMP_OP_ENUM(name, params, args, n_flops) LMP_OP_##name,
+typedef enum { LMP_BACKEND_OPS(LMP_OP_ENUM) LMP_OP_COUNT } lmp_op;
+#undef LMP_OP_ENUM
+const char *lmp_op_name(lmp_op op);
 
-/* Per-operation counters over every dispatched call since the last reset (ggml-style perf
- * counters): seconds, calls and, for gemm and xtx_accum, floating-point operations. */
-typedef enum {
-    LMP_OP_GEMM, LMP_OP_XTX_ACCUM, LMP_OP_CHOLESKY, LMP_OP_CHOL_INVERSE, LMP_OP_TRSM_LOWER,
-    LMP_OP_RMSNORM, LMP_OP_ROPE, LMP_OP_ATTENTION, LMP_OP_SWIGLU, LMP_OP_LOG_SOFTMAX,
-    LMP_OP_REDUCE_COLS, LMP_OP_QUANTIZE_WEIGHT, LMP_OP_QUANTIZE_ACT, LMP_OP_LAYERNORM, LMP_OP_GELU,
-    LMP_OP_COUNT
-} lmp_op;
-
+/* Per-operation counters of one open backend over every dispatched call since it was opened or
+ * last reset (ggml-style perf counters): seconds, calls and, where the list gives a formula,
+ * floating-point operations. */
 typedef struct lmp_be_counters {
     double seconds[LMP_OP_COUNT];
     int64_t calls[LMP_OP_COUNT];
     double flops[LMP_OP_COUNT];
 } lmp_be_counters;
 
-const lmp_be_counters *lmp_be_counters_get(void);
-void lmp_be_counters_reset(void);
-const char *lmp_op_name(lmp_op op);
+const lmp_be_counters *lmp_be_counters_get(const lmp_backend *be);
+void lmp_be_counters_reset(const lmp_backend *be);
 
 /* The vtable plugins get from host->backend(): every entry dispatches with CPU fallback; its
  * self is the lmp_backend. */
 const lmp_backend_i *lmp_backend_dispatch_vtable(void);
-
-int lmp_be_layernorm(const lmp_backend *be, int64_t T, int64_t C, const float *x, const float *w,
-                     const float *b, float eps, float *out);
-int lmp_be_gelu(const lmp_backend *be, int64_t n, const float *x, float *out);
 
 /* y[T,out] = x[T,in] W[out,in]^T + b */
 int lmp_be_linear(const lmp_backend *be, int64_t T, int64_t in, int64_t out, const float *x,

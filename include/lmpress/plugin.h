@@ -251,53 +251,71 @@ typedef struct lmp_host {
  * be NULL or return LMP_EUNSUPPORTED; the host then runs the CPU backend's version. */
 typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LMP_REDUCE_SUM = 3 } lmp_reduce;
 
+/* The backend operations, written once: OP(name, (parameters after self), (their names), n_flops),
+ * n_flops being the floating-point operations of one call where the host counts them (else 0).
+ * lmp_backend_i gets one entry `int (*name)(void *self, parameters...)` per line, in this order;
+ * the core generates its dispatching wrappers, the vtable it hands to strategies, the op names
+ * and the per-op counters from the same list (core/plugin/backend.c).  Adding an operation is a
+ * line here plus the backends that implement it (the CPU backend, the fallback, must).  Every
+ * op returns LMP_OK or a negative LMP_E* status. */
+#define LMP_BACKEND_OPS(OP)                                                                       \
+    /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C; ta/tb != 0 transposes (row-major). */    \
+    OP(gemm, (int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,         \
+             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc),         \
+      (ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 2.0 * (double)M * (double)N * (double)K) \
+    /* H[c,c] += alpha * X^T X for X[n,c]; both triangles are written. */                          \
+    OP(xtx_accum, (int64_t n, int64_t c, const float *X, float alpha, float *H), (n, c, X, alpha, H), \
+      (double)n * (double)c * (double)(c + 1)) /* SYRK's count */                                  \
+    /* In place A[n,n] = L L^T, L lower; the strict upper triangle is zeroed.  On failure returns  \
+     * LMP_ENOTSPD and, if bad_pivot != NULL, the 0-based failing column. */                       \
+    OP(cholesky, (int64_t n, float *A, int64_t *bad_pivot), (n, A, bad_pivot), 0)                   \
+    /* Given the lower Cholesky factor L[n,n], overwrite it with (L L^T)^-1 (full, symmetric). */  \
+    OP(chol_inverse, (int64_t n, float *L), (n, L), 0)                                              \
+    /* B[n,nrhs] <- L^-1 B (trans = 0) or L^-T B (trans = 1), L[n,n] lower triangular. */          \
+    OP(trsm_lower, (int trans, int64_t n, int64_t nrhs, const float *L, float *B),                  \
+      (trans, n, nrhs, L, B), 0)                                                                   \
+    /* out[T,C] = x / sqrt(mean(x^2) + eps) * w, per row. */                                       \
+    OP(rmsnorm, (int64_t T, int64_t C, const float *x, const float *w, float eps, float *out),      \
+      (T, C, x, w, eps, out), 0)                                                                   \
+    /* Rotary embedding in place on x[T, n_heads*head_dim], row t at position pos0+t, rotating     \
+     * the adjacent pairs (2i, 2i+1) of each head by angle pos * theta^(-2i/head_dim). */          \
+    OP(rope, (int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, float theta, float *x),   \
+      (T, n_heads, head_dim, pos0, theta, x), 0)                                                   \
+    /* Causal attention: q[T, nh*hd], k,v[T, nkv*hd] -> out[T, nh*hd]; head h reads kv head        \
+     * h / (nh/nkv); scores scaled by 1/sqrt(hd). */                                               \
+    OP(attention, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, const float *q,      \
+                  const float *k, const float *v, float *out),                                     \
+      (T, n_heads, n_kv_heads, hd, q, k, v, out), 0)                                               \
+    /* out[i] = silu(gate[i]) * up[i] */                                                           \
+    OP(swiglu, (int64_t n, const float *gate, const float *up, float *out), (n, gate, up, out), 0)  \
+    /* out[r,:] = log_softmax(x[r,:]) */                                                           \
+    OP(log_softmax, (int64_t rows, int64_t cols, const float *x, float *out), (rows, cols, x, out), 0) \
+    /* Accumulating column reduction of X[n,c] into out[c]: max/min fold into out, SUM adds.       \
+     * ABSMAX folds max|x|.  The caller initialises out. */                                        \
+    OP(reduce_cols, (lmp_reduce kind, int64_t n, int64_t c, const float *X, float *out),            \
+      (kind, n, c, X, out), 0)                                                                     \
+    /* Fake-quantize W[rows, cols] in place on the grid of *spec.  scales/zeros (may be NULL)      \
+     * receive lmp_wspec_n_scales() entries, zeros only for asym. */                               \
+    OP(quantize_weight, (const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,               \
+                        float *scales, float *zeros),                                              \
+      (spec, rows, cols, W, scales, zeros), 0)                                                     \
+    /* Fake-quantize activations X[T, C] in place on the grid of *spec (mode != NONE). */          \
+    OP(quantize_act, (const lmp_aspec *spec, int64_t T, int64_t C, float *X), (spec, T, C, X), 0)   \
+    /* out[T,C] = (x - mean) / sqrt(var + eps) * w + b per row (biased variance; b may be NULL). */ \
+    OP(layernorm, (int64_t T, int64_t C, const float *x, const float *w, const float *b, float eps, \
+                  float *out),                                                                     \
+      (T, C, x, w, b, eps, out), 0)                                                                \
+    /* out[i] = gelu(x[i]), tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */         \
+    OP(gelu, (int64_t n, const float *x, float *out), (n, x, out), 0)
+
+#define LMP_UNPAREN(...) __VA_ARGS__
+#define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
+
 typedef struct lmp_backend_i {
     uint32_t struct_size;
     int (*create)(const lmp_host *host, void *hctx, const lmp_value *params, void **self);
     void (*destroy)(void *self);
-    /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C; ta/tb != 0 transposes (row-major). */
-    int (*gemm)(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
-                const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                float *C, int64_t ldc);
-    /* H[c,c] += alpha * X^T X for X[n,c]; both triangles are written. */
-    int (*xtx_accum)(void *self, int64_t n, int64_t c, const float *X, float alpha, float *H);
-    /* In place A[n,n] = L L^T, L lower; the strict upper triangle is zeroed.  On failure returns
-     * LMP_ENOTSPD and, if bad_pivot != NULL, the 0-based failing column. */
-    int (*cholesky)(void *self, int64_t n, float *A, int64_t *bad_pivot);
-    /* Given the lower Cholesky factor L[n,n], overwrite it with (L L^T)^-1 (full, symmetric). */
-    int (*chol_inverse)(void *self, int64_t n, float *L);
-    /* B[n,nrhs] <- L^-1 B (trans = 0) or L^-T B (trans = 1), L[n,n] lower triangular. */
-    int (*trsm_lower)(void *self, int trans, int64_t n, int64_t nrhs, const float *L, float *B);
-    /* out[T,C] = x / sqrt(mean(x^2) + eps) * w, per row. */
-    int (*rmsnorm)(void *self, int64_t T, int64_t C, const float *x, const float *w, float eps,
-                   float *out);
-    /* Rotary embedding in place on x[T, n_heads*head_dim], row t at position pos0+t, rotating the
-     * adjacent pairs (2i, 2i+1) of each head by angle pos * theta^(-2i/head_dim). */
-    int (*rope)(void *self, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0,
-                float theta, float *x);
-    /* Causal attention: q[T, nh*hd], k,v[T, nkv*hd] -> out[T, nh*hd]; head h reads kv head
-     * h / (nh/nkv); scores scaled by 1/sqrt(hd). */
-    int (*attention)(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                     const float *q, const float *k, const float *v, float *out);
-    /* out[i] = silu(gate[i]) * up[i] */
-    int (*swiglu)(void *self, int64_t n, const float *gate, const float *up, float *out);
-    /* out[r,:] = log_softmax(x[r,:]) */
-    int (*log_softmax)(void *self, int64_t rows, int64_t cols, const float *x, float *out);
-    /* Accumulating column reduction of X[n,c] into out[c]: max/min fold into out, SUM adds.
-     * ABSMAX folds max|x|.  The caller initialises out. */
-    int (*reduce_cols)(void *self, lmp_reduce kind, int64_t n, int64_t c, const float *X,
-                       float *out);
-    /* Fake-quantize W[rows, cols] in place on the grid of *spec.  scales/zeros (may be NULL)
-     * receive lmp_wspec_n_scales() entries, zeros only for asym. */
-    int (*quantize_weight)(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
-                           float *W, float *scales, float *zeros);
-    /* Fake-quantize activations X[T, C] in place on the grid of *spec (mode != NONE). */
-    int (*quantize_act)(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X);
-    /* out[T,C] = (x - mean) / sqrt(var + eps) * w + b per row (biased variance; b may be NULL). */
-    int (*layernorm)(void *self, int64_t T, int64_t C, const float *x, const float *w,
-                     const float *b, float eps, float *out);
-    /* out[i] = gelu(x[i]), tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-    int (*gelu)(void *self, int64_t n, const float *x, float *out);
+    LMP_BACKEND_OPS(LMP_BACKEND_I_ENTRY)
 } lmp_backend_i;
 
 /* ---- strategy interface ----------------------------------------------------------------- */

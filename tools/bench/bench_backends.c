@@ -124,13 +124,13 @@ static int profile_forward(const lmp_backend *be, const char *name, lmp_model *m
         tok[t] = (int32_t)((seed >> 8) % (unsigned)m->arch.vocab);
     }
     int st = lmp_forward(be, m, blocks, tok, T, 1, out); /* warm-up */
-    lmp_be_counters_reset();
+    lmp_be_counters_reset(be);
     double t0 = now_s();
     for (int w = 0; w < windows && !st; w++) st = lmp_forward(be, m, blocks, tok, T, 1, out);
     double total = now_s() - t0;
     free(tok), free(out);
     if (st) return st;
-    const lmp_be_counters *c = lmp_be_counters_get();
+    const lmp_be_counters *c = lmp_be_counters_get(be);
     double in_ops = 0.0;
     for (int op = 0; op < LMP_OP_COUNT; op++) in_ops += c->seconds[op];
     printf("\n%s forward: %d windows x %lld tokens in %.3f s (%.1f ms per window; %.0f %% inside backend ops)\n",

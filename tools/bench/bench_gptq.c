@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     if (!st) {
         lmp_stage stage = {.plugin = p, .params = params};
         lmp_variant v = {.name = "gptq", .stages = &stage, .n_stages = 1};
-        lmp_be_counters_reset();
+        lmp_be_counters_reset(&be);
         lmp_compress_times_reset();
         double t0 = lmp_now_s();
         st = lmp_compress(&be, m, &v, &calib, &out);
@@ -141,12 +141,12 @@ int main(int argc, char **argv)
     if (st) {
         fprintf(stderr, "bench_gptq: %s\n", lmp_last_error());
     } else {
-        const lmp_be_counters *c = lmp_be_counters_get();
+        const lmp_be_counters *c = lmp_be_counters_get(&be);
         const lmp_compress_times *t = lmp_compress_times_get();
-        double hess = c->seconds[LMP_OP_XTX_ACCUM];
-        double fact = c->seconds[LMP_OP_CHOLESKY] + c->seconds[LMP_OP_CHOL_INVERSE];
+        double hess = c->seconds[LMP_OP_xtx_accum];
+        double fact = c->seconds[LMP_OP_cholesky] + c->seconds[LMP_OP_chol_inverse];
         double fwd = t->collect - hess + t->propagate, cols = t->apply - fact;
-        double hess_gf = c->flops[LMP_OP_XTX_ACCUM] / hess / 1e9;
+        double hess_gf = c->flops[LMP_OP_xtx_accum] / hess / 1e9;
         /* The Hessian's calls: X^T X on LMP_HESSIAN_ROWS stacked rows, c = dim (q,k,v; o;
          * gate,up) three times for every hidden (down) once.  The same products as GEMMs: */
         const int64_t d = m->arch.dim, f = m->arch.hidden, n = lmp_hessian_stack_rows(T);
@@ -162,8 +162,8 @@ int main(int argc, char **argv)
         double secs[] = {fwd, hess, fact, cols};
         for (int i = 0; i < 4; i++) printf("%-14s %10.2f %6.1f%%\n", names[i], secs[i], 100 * secs[i] / total);
         printf("%-14s %10.2f\n", "total", total);
-        printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_XTX_ACCUM] / 1e9,
-               (long long)c->calls[LMP_OP_XTX_ACCUM], hess_gf);
+        printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_xtx_accum] / 1e9,
+               (long long)c->calls[LMP_OP_xtx_accum], hess_gf);
         printf("gemm on the Hessian's shapes (X^T X, X[%lld, %lld] and X[%lld, %lld], weighted): %.1f GFLOP/s "
                "-> hessian at %.0f%% of it\n", (long long)n, (long long)d, (long long)n, (long long)f, g_same,
                100 * hess_gf / g_same);
