@@ -60,9 +60,11 @@ static void find_backends(void)
     if (pid == 0) {
         close(fd[0]);
         FILE *out = fdopen(fd[1], "w");
-        lmp_host_set_verbosity(LMP_LOG_ERROR);
+        lmp_ctx ctx;
+        lmp_ctx_init(&ctx);
+        lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
         lmp_registry reg;
-        if (lmp_registry_init(&reg, NULL, 0) != 0) _exit(1);
+        if (lmp_registry_init(&reg, &ctx, NULL, 0) != 0) _exit(1);
         DIR *d = opendir(PLUGIN_DIR);
         struct dirent *e;
         while (d && (e = readdir(d)) != NULL) {
@@ -179,6 +181,7 @@ static const lmp_backend_i ref_vtable = {
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
 
+static lmp_ctx g_ctx;               /* the run the candidate and its registry belong to */
 static lmp_registry g_reg;
 static lmp_backend g_be;            /* candidate + the CPU backend the core falls back to */
 static const lmp_backend_i *g_ref;  /* the reference: the CPU plugin, or cpu_ref for "cpu" */
@@ -190,11 +193,12 @@ static uint64_t g_rng;
 static void open_backend(int i)
 {
     g_name = g_names[i];
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
-    ck_assert_int_eq(lmp_registry_init(&g_reg, NULL, 0), 0);
-    int st = lmp_backend_open(&g_reg, g_name, NULL, &g_be);
+    lmp_ctx_init(&g_ctx);
+    lmp_host_set_verbosity(&g_ctx, LMP_LOG_ERROR);
+    ck_assert_int_eq(lmp_registry_init(&g_reg, &g_ctx, NULL, 0), 0);
+    int st = lmp_backend_open(&g_ctx, &g_reg, g_name, NULL, &g_be);
     ck_assert_msg(st == 0, "backend %s: %s", g_name, lmp_last_error());
-    lmp_host_set_backend(&g_be);
+    lmp_host_set_backend(&g_ctx, &g_be);
     if (strcmp(g_name, "cpu") == 0) {
         g_ref = &ref_vtable;
         g_ref_self = NULL;
@@ -207,7 +211,7 @@ static void open_backend(int i)
 
 static void close_backend(void)
 {
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(&g_ctx, NULL);
     lmp_backend_close(&g_be);
     /* the registry is left loaded: unloading a runtime with live threads is not worth it */
 }
@@ -585,7 +589,7 @@ START_TEST(test_attention)
             v[k].num = c;
             v[k].str = ps->choices[c];
             lmp_backend saved = g_be, other;
-            ck_assert_msg(lmp_backend_open(&g_reg, g_name, v, &other) == 0, "%s", lmp_last_error());
+            ck_assert_msg(lmp_backend_open(&g_ctx, &g_reg, g_name, v, &other) == 0, "%s", lmp_last_error());
             free(v);
             g_be = other;
             printf("  [%s] attention = \"%s\":\n", g_name, ps->choices[c]);

@@ -24,6 +24,7 @@
 
 static char tmpdir[256];
 static lmp_model *model; /* stories260K, opened once per test (forked) for the pattern checks */
+static lmp_ctx ctx;      /* the run the configs are loaded for (their registries' context) */
 
 /* What the config template below is filled with; the line of each setting is fixed. */
 typedef struct cfg_spec {
@@ -88,7 +89,7 @@ static char *in_tmp(const char *name)
 static void expect_load_error(const cfg_spec *s, int line, const char *key, const char *needle)
 {
     lmp_run_config *c = NULL;
-    int st = lmp_config_load(write_cfg(s), &c);
+    int st = lmp_config_load(&ctx, write_cfg(s), &c);
     ck_assert_msg(st != 0, "loaded, expected an error at line %d (%s: %s)", line, key, needle);
     ck_assert_ptr_null(c);
     char where[512];
@@ -101,7 +102,7 @@ static void expect_load_error(const cfg_spec *s, int line, const char *key, cons
 static lmp_run_config *load_ok(const cfg_spec *s)
 {
     lmp_run_config *c = NULL;
-    int st = lmp_config_load(write_cfg(s), &c);
+    int st = lmp_config_load(&ctx, write_cfg(s), &c);
     ck_assert_msg(st == 0, "%s", lmp_last_error());
     return c;
 }
@@ -130,6 +131,7 @@ static void expect_pattern_error(const cfg_spec *s, int line, const char *key, c
 
 static void setup(void)
 {
+    lmp_ctx_init(&ctx);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-config-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     ck_assert_msg(lmp_model_load(MODEL, &model) == 0, "%s", lmp_last_error());
@@ -139,6 +141,7 @@ static void teardown(void)
 {
     lmp_model_free(model);
     model = NULL;
+    lmp_ctx_clear(&ctx);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     ck_assert_int_eq(system(cmd), 0);

@@ -203,7 +203,7 @@ static void compare_case(const char *tag, const gcase *c, const lmp_linear *l, c
                   .prune_n = sparse ? c->prune_n : 0, .prune_m = sparse ? c->prune_m : 0, .name = tag};
     float *U = malloc((size_t)(C * C) * sizeof *U);
     obs_result res = {.codes = codes, .scales = scales, .zeros = zeros, .perm = perm, .mask = mask, .U = U};
-    ck_assert_int_eq(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, R, C, W, st->hessian, &res), 0);
+    ck_assert_int_eq(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, st->hessian, &res), 0);
     ref_out ref = run_reference(tag, c, l, st, U);
     /* The factorisations apart: f32 LAPACK here, f64 there; relative Frobenius distance. */
     double du = 0, nu = 0;
@@ -384,7 +384,7 @@ static lmp_block *compress(layer_data *ld, const char *plugin, const char *const
     one_stage os;
     make_stage(&reg, &os, plugin, settings, NULL);
     lmp_block *out;
-    int st = lmp_compress(&be, ld->m, &os.v, &ld->w, &out);
+    int st = lmp_compress(&ctx, &be, ld->m, &os.v, &ld->w, &out);
     ck_assert_msg(st == 0, "%s: %s", plugin, lmp_last_error());
     free(os.stage.params);
     return out;
@@ -470,7 +470,7 @@ START_TEST(bits16_leaves_weights_unchanged)
     memcpy(W, l->w, (size_t)(l->out * l->in) * sizeof *W);
     obs_opts o = {.quantize = 0, .damp = 0.01, .block = 128, .name = "bits16"};
     obs_result r = {0};
-    ck_assert_int_eq(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, l->out, l->in, W, ld.bs.stats[0].hessian, &r), 0);
+    ck_assert_int_eq(obs_solve(lmp_host_services(), &ctx, &o, l->out, l->in, W, ld.bs.stats[0].hessian, &r), 0);
     ck_assert_int_eq(memcmp(W, l->w, (size_t)(l->out * l->in) * sizeof(float)), 0);
     ck_assert(r.loss == 0.0);
     free(W);
@@ -493,7 +493,7 @@ START_TEST(prune_then_quantize_keeps_pattern)
     lmp_stage stages[2] = {a.stage, b.stage};
     lmp_variant v = {.name = "sparsegpt+gptq", .stages = stages, .n_stages = 2};
     lmp_block *out;
-    ck_assert_int_eq(lmp_compress(&be, ld.m, &v, &ld.w, &out), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, ld.m, &v, &ld.w, &out), 0);
     check_nm(out, ld.m->arch.n_layers, 2, 4);
     double bpw = lmp_blocks_bits_per_weight(out, ld.m->arch.n_layers);
     printf("sparsegpt 2:4 + gptq 4-bit: %.3f bits per weight\n", bpw);
@@ -516,13 +516,13 @@ START_TEST(bad_hessian_is_reported)
                   .name = "nan-hessian"};
     obs_result r = {0};
     lmp_clear_error();
-    ck_assert_int_ne(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, R, C, W, H, &r), 0);
+    ck_assert_int_ne(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, H, &r), 0);
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "NaN"));
     /* Indefinite: [[1, 2], [2, 1]] blocks have eigenvalue -1; damping 0.01 * mean diag fails,
      * ten and a hundred times more as well, 10x (mean 1 -> lambda 10) succeeds. */
     float H2[16] = {1, 2, 0, 0, 2, 1, 0, 0, 0, 0, 1, 2, 0, 0, 2, 1};
     o.name = "indefinite";
-    ck_assert_int_eq(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, R, C, W, H2, &r), 0);
+    ck_assert_int_eq(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, H2, &r), 0);
     ck_assert_int_eq(r.retries, 3);
     ck_assert(fabs(r.damp_used - 10.0) < 1e-9);
 }
@@ -558,7 +558,7 @@ START_TEST(golden_case_without_python)
     obs_opts o = {.quantize = 1, .spec = {.bits = 3, .sym = 0, .gran = LMP_GRAN_GROUP, .group = 16},
                   .act_order = 1, .damp = 0.01, .block = 16, .name = "golden"};
     obs_result r = {.codes = codes, .scales = scales, .zeros = zeros, .perm = perm, .U = U};
-    ck_assert_int_eq(obs_solve(lmp_host_services(), lmp_host_ctx(), &o, R, C, W, H, &r), 0);
+    ck_assert_int_eq(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, H, &r), 0);
     ck_assert_int_eq(r.n_dead, 1);
     printf("golden gptq_case: U %.2g, scales %.2g, weights %.2g, loss %.9g vs %.9g\n", max_rel(U, ref_U, C * C),
            max_rel(scales, ref_s, R * G), max_rel(W, ref_W, R * C), r.loss, ref_loss);

@@ -112,24 +112,27 @@ START_TEST(stories260K_matches_reference)
     fclose(f);
     ck_assert_int_gt(passages, 0);
 
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
+    lmp_ctx ctx;
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
     lmp_registry reg;
     lmp_backend be;
     lmp_model *m;
     lmp_lambada l;
     lmp_lambada_score s;
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
-    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, NULL, 0), 0);
+    ck_assert_int_eq(lmp_backend_open(&ctx, &reg, "cpu", NULL, &be), 0);
     ck_assert_int_eq(lmp_model_load(MODEL_DIR "/stories260K.bin", &m), 0);
     ck_assert_int_eq(lmp_lambada_load(LMP_DATA_DIR "/lambada/lambada_test.jsonl", tok, passages, &l), 0);
     lmp_block *blocks = lmp_model_blocks(m);
-    ck_assert_int_eq(lmp_lambada_eval(&be, m, &blocks, 1, &l, &s), 0);
+    ck_assert_int_eq(lmp_lambada_eval(&ctx, &be, m, &blocks, 1, &l, &s), 0);
     ck_assert_int_eq(s.passages, passages);
     ck_assert_int_eq(s.correct, correct);
     lmp_lambada_free(&l);
     lmp_model_free(m);
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
 }
 END_TEST
 

@@ -16,13 +16,15 @@
 
 #include "testutil.h"
 
+static lmp_ctx ctx; /* the fixture's run: the registries' context (check's fixtures take no arguments) */
 static lmp_registry reg;
 static char tmpdir[256];
 
 static void setup(void)
 {
     const char *dirs[] = {LMP_TEST_PLUGIN_DIR};
-    ck_assert_int_eq(lmp_registry_init(&reg, dirs, 1), 0);
+    lmp_ctx_init(&ctx);
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, dirs, 1), 0);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-loader-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
@@ -30,6 +32,7 @@ static void setup(void)
 static void teardown(void)
 {
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -186,7 +189,7 @@ START_TEST(scan_reports_bad_files)
 {
     lmp_registry r2;
     const char *dirs[] = {LMP_TEST_PLUGIN_DIR};
-    ck_assert_int_eq(lmp_registry_init(&r2, dirs, 1), 0);
+    ck_assert_int_eq(lmp_registry_init(&r2, &ctx, dirs, 1), 0);
     /* The fake plugins are not named lmp-*.so, so only the real ones are listed. */
     ck_assert_int_eq(lmp_registry_scan(&r2, NULL), 0);
     ck_assert_ptr_nonnull(lmp_registry_find(&r2, LMP_PLUGIN_STRATEGY, "rtn"));
@@ -226,26 +229,35 @@ START_TEST(process_allow_list)
     snprintf(dir, sizeof dir, "%s/allowed", tmpdir);
     lmp_registry r2;
     /* Trusted but not searched: found by path, not by name. */
-    ck_assert_int_eq(lmp_registry_allow_dir(dir, 0), 0);
-    ck_assert_int_eq(lmp_registry_init(&r2, NULL, 0), 0);
+    ck_assert_int_eq(lmp_registry_allow_dir(&ctx, dir, 0), 0);
+    ck_assert_int_eq(lmp_registry_init(&r2, &ctx, NULL, 0), 0);
     ck_assert_int_lt(lmp_registry_require(&r2, LMP_PLUGIN_STRATEGY, "fake", NULL), 0);
     char path[600];
     snprintf(path, sizeof path, "%s/lmp-strategy-fake.so", dir);
     ck_assert_int_eq(lmp_registry_require(&r2, LMP_PLUGIN_STRATEGY, path, NULL), 0);
     lmp_registry_free(&r2);
     /* Searched too: found by name. */
-    ck_assert_int_eq(lmp_registry_allow_dir(dir, 1), 0);
-    ck_assert_int_eq(lmp_registry_init(&r2, NULL, 0), 0);
+    ck_assert_int_eq(lmp_registry_allow_dir(&ctx, dir, 1), 0);
+    ck_assert_int_eq(lmp_registry_init(&r2, &ctx, NULL, 0), 0);
     ck_assert_int_eq(lmp_registry_require(&r2, LMP_PLUGIN_STRATEGY, "fake", NULL), 0);
     lmp_registry_free(&r2);
-    /* Forgotten: refused again. */
-    lmp_registry_allow_reset();
-    ck_assert_int_eq(lmp_registry_init(&r2, NULL, 0), 0);
+    /* Another run's context does not trust it: the folders belong to the run that was told. */
+    lmp_ctx other;
+    lmp_ctx_init(&other);
+    ck_assert_int_eq(lmp_registry_init(&r2, &other, NULL, 0), 0);
     ck_assert_int_lt(lmp_registry_require(&r2, LMP_PLUGIN_STRATEGY, path, NULL), 0);
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "outside the trusted plugin folders"));
     lmp_registry_free(&r2);
-    ck_assert_int_lt(lmp_registry_allow_dir("/nonexistent/folder", 0), 0);
-    ck_assert_int_lt(lmp_registry_allow_dir(fake("good"), 0), 0); /* a file, not a folder */
+    lmp_ctx_clear(&other);
+    /* Forgotten with the context: refused again. */
+    lmp_ctx_clear(&ctx);
+    lmp_ctx_init(&ctx);
+    ck_assert_int_eq(lmp_registry_init(&r2, &ctx, NULL, 0), 0);
+    ck_assert_int_lt(lmp_registry_require(&r2, LMP_PLUGIN_STRATEGY, path, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "outside the trusted plugin folders"));
+    lmp_registry_free(&r2);
+    ck_assert_int_lt(lmp_registry_allow_dir(&ctx, "/nonexistent/folder", 0), 0);
+    ck_assert_int_lt(lmp_registry_allow_dir(&ctx, fake("good"), 0), 0); /* a file, not a folder */
 }
 END_TEST
 
@@ -287,7 +299,7 @@ START_TEST(symlink_out_of_trusted_folder)
     /* A scan reports the link and loads nothing. */
     lmp_registry r2;
     const char *dirs[] = {trusted};
-    ck_assert_int_eq(lmp_registry_init(&r2, dirs, 1), 0);
+    ck_assert_int_eq(lmp_registry_init(&r2, &ctx, dirs, 1), 0);
     ck_assert_int_eq(lmp_registry_scan(&r2, NULL), 1);
     ck_assert_ptr_null(lmp_registry_find(&r2, LMP_PLUGIN_STRATEGY, "fake"));
     lmp_registry_free(&r2);

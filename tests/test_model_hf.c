@@ -32,10 +32,13 @@
 /* logits[T, vocab] of the model on tok[0..T) with the CPU backend. */
 static float *run_logits(lmp_model *m, const int32_t *tok, int64_t T)
 {
+    lmp_ctx ctx; /* quiet: only errors */
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
     lmp_registry reg;
     lmp_backend be;
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
-    ck_assert_msg(lmp_backend_open(&reg, "cpu", NULL, &be) == 0, "%s", lmp_last_error());
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, NULL, 0), 0);
+    ck_assert_msg(lmp_backend_open(&ctx, &reg, "cpu", NULL, &be) == 0, "%s", lmp_last_error());
     float *out = malloc((size_t)(T * m->arch.vocab) * sizeof *out);
     ck_assert_ptr_nonnull(out);
     lmp_block *blocks = lmp_model_blocks(m);
@@ -43,6 +46,7 @@ static float *run_logits(lmp_model *m, const int32_t *tok, int64_t T)
     ck_assert_msg(lmp_forward(&be, m, blocks, tok, T, 0, out) == 0, "%s", lmp_last_error());
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
     return out;
 }
 
@@ -273,7 +277,6 @@ START_TEST(smollm2_matches_gguf)
     snprintf(cmd, sizeof cmd, "test -s '%s/model.safetensors' || PYTHONPATH='%s' '%s' '%s/tools/ref/hf_fixtures.py' smollm2 '%s' >/dev/null",
              SMOLLM2_HF, PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, SMOLLM2_HF);
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
     lmp_model *ref = NULL, *hf = load_ok(SMOLLM2_HF);
     ck_assert_msg(lmp_model_load(SMOLLM2_GGUF, &ref) == 0, "%s", lmp_last_error());
     ck_assert(ref->arch.dim == hf->arch.dim && ref->arch.n_layers == hf->arch.n_layers && ref->arch.vocab == hf->arch.vocab);
@@ -301,7 +304,6 @@ START_TEST(stories260K_matches_llama2c)
              LMP_SOURCE_DIR, STORIES_HF);
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
 
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
     lmp_model *ref = NULL, *hf = load_ok(STORIES_HF);
     ck_assert_msg(lmp_model_load(STORIES_BIN, &ref) == 0, "%s", lmp_last_error());
     const lmp_arch *a = &ref->arch, *b = &hf->arch;
@@ -348,7 +350,6 @@ static void check_golden(const char *dir, const char *label, double tol)
     char path[600];
     snprintf(path, sizeof path, "%s/logits.txt", dir);
     golden g = read_golden(path);
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
     lmp_model *m = load_ok(dir);
     ck_assert_int_eq(m->arch.vocab, g.V);
     float *out = run_logits(m, g.tok, g.T);

@@ -80,7 +80,7 @@ static void check_invariance(const char *path, int n_calib, int T, const char *s
         int searches = strstr(first, "search") || strstr(first, "adaptive");
         make_stage(&reg, &os, cases[c].plugin, cases[c].settings, searches ? search_target : NULL);
         lmp_block *out;
-        ck_assert_msg(lmp_compress(&be, m, &os.v, &calib, &out) == 0, "%s", lmp_last_error());
+        ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, &calib, &out) == 0, "%s", lmp_last_error());
         double max_rel, change = logits_change(m, out, eval.tokens, T, &max_rel);
         printf("%s: %s %s %s: logits change %.2e relative (2-norm), largest %.2e of the largest logit\n", path,
                cases[c].plugin, cases[c].settings[0] ? cases[c].settings[0] : "",
@@ -237,8 +237,8 @@ START_TEST(scales_match_numpy_reference)
     make_stage(&reg, &formula, "smoothquant", NULL, NULL);
     make_stage(&reg, &search, "smoothquant", search_settings, NULL);
     lmp_block *by_formula, *by_search;
-    ck_assert_int_eq(lmp_compress(&be, ci.m, &formula.v, &ci.w, &by_formula), 0);
-    ck_assert_int_eq(lmp_compress(&be, ci.m, &search.v, &ci.w, &by_search), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, ci.m, &formula.v, &ci.w, &by_formula), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, ci.m, &search.v, &ci.w, &by_search), 0);
     for (int n = 0; n < 2; n++) { /* input_layernorm -> q,k,v; post_attention_layernorm -> gate,up */
         const lmp_norm *nm = &orig[0].norms[n];
         const lmp_stats *st = &bs.stats[nm->fed[0]];
@@ -296,7 +296,7 @@ START_TEST(search_never_loses_to_alpha_half)
     one_stage os;
     make_stage(&reg, &os, "smoothquant", settings, NULL);
     lmp_block *out;
-    ck_assert_int_eq(lmp_compress(&be, ci.m, &os.v, &ci.w, &out), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, ci.m, &os.v, &ci.w, &out), 0);
     lmp_block *orig = lmp_model_blocks(ci.m);
     int groups = 0, better = 0;
     for (int b = 0; b < ci.m->arch.n_layers; b++) {

@@ -19,6 +19,7 @@
 
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 
+static lmp_ctx ctx; /* the fixture's run (check's fixtures take no arguments) */
 static lmp_registry reg;
 static lmp_backend be;
 static lmp_model *model;
@@ -26,20 +27,22 @@ static const lmp_plugin *rtn;
 
 static void setup(void)
 {
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, NULL, 0), 0);
     ck_assert_int_eq(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, "rtn", &rtn), 0);
-    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
-    lmp_host_set_backend(&be);
+    ck_assert_int_eq(lmp_backend_open(&ctx, &reg, "cpu", NULL, &be), 0);
+    lmp_host_set_backend(&ctx, &be);
     ck_assert_int_eq(lmp_model_load(MODEL, &model), 0);
 }
 
 static void teardown(void)
 {
     lmp_model_free(model);
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(&ctx, NULL);
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
 }
 
 /* rtn's parameter values: its defaults with the given overrides ("name", value) pairs. */
@@ -82,7 +85,7 @@ START_TEST(weights_follow_the_reference_grid)
     lmp_variant v = one_stage(&stage, p);
     lmp_windows none = {0};
     lmp_block *out;
-    ck_assert_int_eq(lmp_compress(&be, model, &v, &none, &out), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, model, &v, &none, &out), 0);
     lmp_wspec spec = {.bits = 3, .sym = 0, .gran = LMP_GRAN_GROUP, .group = 48, .rounding = LMP_ROUND_HALF_EVEN};
     for (int b = 0; b < model->arch.n_layers; b++)
         for (int i = 0; i < LMP_ROLE_COUNT; i++) {
@@ -113,7 +116,7 @@ START_TEST(static_activation_scale_from_calibration)
     lmp_variant v = one_stage(&stage, p);
     lmp_windows calib = calib_windows(2, 32);
     lmp_block *out;
-    ck_assert_int_eq(lmp_compress(&be, model, &v, &calib, &out), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, model, &v, &calib, &out), 0);
     /* Block 0's q/k/v input is rmsnorm(embeddings): recompute its abs-max independently. */
     const int64_t d = model->arch.dim, T = calib.T;
     float amax = 0;
@@ -163,7 +166,7 @@ START_TEST(targets_ignore_overrides)
     ck_assert_ptr_null(lmp_stage_params_for(&stage, "lm_head"));
     lmp_windows none = {0};
     lmp_block *out;
-    ck_assert_int_eq(lmp_compress(&be, model, &v, &none, &out), 0);
+    ck_assert_int_eq(lmp_compress(&ctx, &be, model, &v, &none, &out), 0);
     ck_assert_double_eq(out[1].linears[LMP_ROLE_Q].weight_bits, 32.0);
     ck_assert_double_eq(out[3].linears[LMP_ROLE_GATE].weight_bits, 32.0);
     ck_assert_double_eq_tol(out[0].linears[LMP_ROLE_Q].weight_bits, 4.0 + 16.0 / 64.0, 1e-12);
@@ -185,7 +188,7 @@ START_TEST(fold_norm_scale_keeps_the_function)
     for (int b = 0; b < model->arch.n_layers; b++) {
         lmp_block blk;
         ck_assert_int_eq(lmp_block_clone(&model->blocks[b], &blk), 0);
-        ck_assert_int_eq(lmp_host_services()->fold_norm_scale(lmp_host_ctx(), &blk, 0, s), 0);
+        ck_assert_int_eq(lmp_host_services()->fold_norm_scale(&ctx, &blk, 0, s), 0);
         ck_assert_int_eq(lmp_fold_norm_scale(&blk, 1, s), 0);
         lmp_embed(model, tok, T, x0);
         memcpy(x1, x0, (size_t)(T * d) * sizeof *x0);

@@ -1,5 +1,5 @@
-/* teststage.h — what the strategy suites share: a fixture with the plugin registry and the CPU
- * backend (reg, be; setup/teardown), a one-stage variant built from a plugin's defaults plus
+/* teststage.h — what the strategy suites share: a fixture with a run context, the plugin
+ * registry and the CPU backend (ctx, reg, be; setup/teardown), a one-stage variant built from a plugin's defaults plus
  * "name=value" settings, and deterministic synthetic calibration windows. */
 #ifndef LMP_TESTSTAGE_H
 #define LMP_TESTSTAGE_H
@@ -14,22 +14,27 @@
 #include "compress/pipeline.h"
 #include "plugin/registry.h"
 
+/* The fixture's run (check's fixtures take no arguments, so it lives here; each test runs in
+ * its own forked process). */
+static lmp_ctx ctx;
 static lmp_registry reg;
 static lmp_backend be;
 
 static inline void setup(void)
 {
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
-    ck_assert_int_eq(lmp_registry_init(&reg, NULL, 0), 0);
-    ck_assert_int_eq(lmp_backend_open(&reg, "cpu", NULL, &be), 0);
-    lmp_host_set_backend(&be);
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, NULL, 0), 0);
+    ck_assert_int_eq(lmp_backend_open(&ctx, &reg, "cpu", NULL, &be), 0);
+    lmp_host_set_backend(&ctx, &be);
 }
 
 static inline void teardown(void)
 {
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(&ctx, NULL);
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
 }
 
 

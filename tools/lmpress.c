@@ -119,7 +119,7 @@ static const char *const usage_plugins =
     "reported without being loaded, so none of their code runs.\n";
 
 static const char *const usage_diff =
-    "usage: lmpress diff A.json B.json [--noise N.json]...\n"
+    "usage: lmpress diff A.json B.json [--noise N.json]... [--class exact|rounding|solver]\n"
     "\n"
     "Compares two tables of the same config written by `compare --json` (typically the config\n"
     "run with --backend cpu and with another backend), variant by variant: perplexity, KL\n"
@@ -129,8 +129,10 @@ static const char *const usage_diff =
     "SparseGPT) or, if larger, by 3x how far the same number moves in the --noise tables: the\n"
     "config run on the cpu backend with params { jitter = 1e-6; jitter_seed = K; }, which moves\n"
     "only the rounding (tools/bench/switch_backends.sh does all of it).  docs/backends.md gives\n"
-    "the floors and why.  Prints a line per variant; exits 0 when every number is within\n"
-    "tolerance, 1 when one is not or the tables cannot be compared.\n";
+    "the floors and why.  --class C judges every variant by class C's floors instead of its own\n"
+    "(--class exact: two builds of the same code on one machine, e.g. before and after a\n"
+    "refactoring).  Prints a line per variant; exits 0 when every number is within tolerance, 1\n"
+    "when one is not or the tables cannot be compared.\n";
 
 static int fail(void)
 {
@@ -165,15 +167,15 @@ static const char *opt_value(int argc, char **argv, int *i, int *bad)
 }
 
 /* --allow-plugin DIR (trusted) and --plugin-path DIR (trusted and searched by name): the user's
- * word, so every registry made afterwards trusts DIR (registry.h).  Returns 1 when argv[*i] is
+ * word for this run, so every registry made on its context afterwards trusts DIR (registry.h).  Returns 1 when argv[*i] is
  * one of them (a bad DIR sets *bad after printing why), 0 otherwise.  search_all: an
  * --allow-plugin folder is searched too (`plugins`, whose work is listing). */
-static int trust_option(int argc, char **argv, int *i, int *bad, int search_all)
+static int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, int search_all)
 {
     int search = search_all || strcmp(argv[*i], "--plugin-path") == 0;
     if (strcmp(argv[*i], "--plugin-path") != 0 && strcmp(argv[*i], "--allow-plugin") != 0) return 0;
     const char *dir = opt_value(argc, argv, i, bad);
-    if (dir && lmp_registry_allow_dir(dir, search)) {
+    if (dir && lmp_registry_allow_dir(ctx, dir, search)) {
         fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
         *bad = 1;
     }
@@ -213,9 +215,13 @@ static int cmd_diff(int argc, char **argv)
     }
     enum { MAX_NOISE = 16 };
     const char *paths[2 + MAX_NOISE];
-    int n_paths = 0, n_noise = 0, bad = 0;
+    int n_paths = 0, n_noise = 0, bad = 0, as_class = -1;
     for (int i = 0; i < argc && !bad; i++) {
-        if (strcmp(argv[i], "--noise") == 0) {
+        if (strcmp(argv[i], "--class") == 0) {
+            const char *v = opt_value(argc, argv, &i, &bad);
+            if (v && (as_class = lmp_class_by_name(v)) < 0)
+                return usage_error(usage_diff, "--class %s: expected exact, rounding or solver", v);
+        } else if (strcmp(argv[i], "--noise") == 0) {
             const char *v = opt_value(argc, argv, &i, &bad);
             if (v && n_noise == MAX_NOISE) return usage_error(usage_diff, "more than %s noise tables", "16");
             if (v) paths[2 + n_noise++] = v;
@@ -233,7 +239,7 @@ static int cmd_diff(int argc, char **argv)
         t[i] = (lmp_table){.json = json[i], .name = paths[i]};
     }
     lmp_diff_summary sum;
-    if (!st) st = lmp_table_diff(&t[0], &t[1], t + 2, n_noise, stdout, &sum);
+    if (!st) st = lmp_table_diff_as(&t[0], &t[1], t + 2, n_noise, as_class, stdout, &sum);
     for (int i = 0; i < 2 + n_noise; i++) lmp_json_free(json[i]);
     if (st) return fail();
     for (int c = 0; c < LMP_N_CLASSES; c++)
@@ -302,12 +308,13 @@ static int on_finished(const lmp_report *r, int i, void *ud)
 
 /* SIGINT / SIGTERM: the run stops at the next block, window or passage and keeps what is
  * finished.  The flag is the process's one piece of global state: a signal handler can reach
- * nothing else.  SA_RESETHAND: a second signal ends the process at once. */
+ * nothing else; the run's context holds a pointer to it.  SA_RESETHAND: a second signal ends
+ * the process at once. */
 static volatile sig_atomic_t interrupt_signal;
 
 static void on_signal(int sig) { interrupt_signal = sig; }
 
-static void catch_interrupts(void)
+static void catch_interrupts(lmp_ctx *ctx)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -316,7 +323,7 @@ static void catch_interrupts(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    lmp_host_set_interrupt_flag(&interrupt_signal);
+    lmp_host_set_interrupt_flag(ctx, &interrupt_signal);
 }
 
 /* --backend NAME: the config's backend replaced by NAME with its default parameters (the
@@ -364,7 +371,7 @@ static int choose_variants(const lmp_run_config *c, const char *const *globs, in
     return 0;
 }
 
-static int cmd_compare(int argc, char **argv, int single)
+static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
 {
     enum { MAX_GLOBS = 64 };
     const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS];
@@ -384,7 +391,7 @@ static int cmd_compare(int argc, char **argv, int single)
             if (v) globs[n_globs++] = v;
         } else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--resume") == 0) resume = 1;
-        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
+        else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
@@ -397,25 +404,25 @@ static int cmd_compare(int argc, char **argv, int single)
     if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
         return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
     /* Standard output carries only the requested format; the human table then goes to stderr. */
-    if (to_stdout) out.table = lmp_host_verbosity() >= LMP_LOG_INFO ? stderr : NULL;
+    if (to_stdout) out.table = lmp_host_verbosity(ctx) >= LMP_LOG_INFO ? stderr : NULL;
     for (int k = 0; k < 3; k++)
         if (out.path[k] && strcmp(out.path[k], "-") != 0 && lmp_outfile_check(out.path[k], output_options[k])) return fail();
 
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
-    int st = lmp_config_load(cfg_path, &c);
+    int st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st && resume && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
-    else if (!st && resume) lmp_log(LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
+    else if (!st && resume) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
     if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st) st = choose_variants(c, globs, n_globs, single, prior, which, &n_which);
     lmp_report *r = NULL;
     if (!st) {
-        catch_interrupts();
+        catch_interrupts(ctx);
         lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
                                  .hooks = {on_prepared, on_finished, &out}};
-        st = lmp_run_compare(c, &opts, &r);
+        st = lmp_run_compare(ctx, c, &opts, &r);
     }
     if (!st) st = write_outputs(r, &out, 1);
     int rc = 0;
@@ -433,7 +440,7 @@ static int cmd_compare(int argc, char **argv, int single)
     return rc;
 }
 
-static int cmd_check(int argc, char **argv)
+static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
         fputs(usage_check, stdout);
@@ -442,7 +449,7 @@ static int cmd_check(int argc, char **argv)
     const char *cfg_path = NULL;
     int bad = 0;
     for (int i = 0; i < argc && !bad; i++) {
-        if (trust_option(argc, argv, &i, &bad, 0)) continue;
+        if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         if (argv[i][0] == '-') return usage_error(usage_check, "unknown option %s", argv[i]);
         if (cfg_path) return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
         cfg_path = argv[i];
@@ -450,7 +457,7 @@ static int cmd_check(int argc, char **argv)
     if (bad) return 2;
     if (!cfg_path) return usage_error(usage_check, "%s", "expected exactly one CONFIG file");
     lmp_run_config *c;
-    if (lmp_config_load(cfg_path, &c)) return fail();
+    if (lmp_config_load(ctx, cfg_path, &c)) return fail();
     /* The model's header gives its linears' names: a pattern that matches none is a typo that
      * would otherwise leave a variant silently unquantized. */
     lmp_model *m = NULL;
@@ -476,18 +483,20 @@ static int cmd_check(int argc, char **argv)
 
 /* ---- eval / generate: a model without a config ---------------------------------------------- */
 typedef struct direct_run {
+    lmp_ctx *ctx;
     lmp_registry reg;
     lmp_backend be;
     lmp_model *m;
     lmp_tokenizer *tok;
 } direct_run;
 
-static int direct_open(direct_run *d, const char *model, const char *tokenizer, const char *backend)
+static int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const char *tokenizer, const char *backend)
 {
     memset(d, 0, sizeof *d);
-    int st = lmp_registry_init(&d->reg, NULL, 0);
-    if (!st) st = lmp_backend_open(&d->reg, backend, NULL, &d->be);
-    if (!st) lmp_host_set_backend(&d->be);
+    d->ctx = ctx;
+    int st = lmp_registry_init(&d->reg, ctx, NULL, 0);
+    if (!st) st = lmp_backend_open(ctx, &d->reg, backend, NULL, &d->be);
+    if (!st) lmp_host_set_backend(ctx, &d->be);
     if (!st) st = lmp_model_load(model, &d->m);
     if (!st) st = lmp_open_tokenizer(d->m, tokenizer, &d->tok);
     return st;
@@ -497,7 +506,7 @@ static void direct_close(direct_run *d)
 {
     lmp_tokenizer_free(d->tok);
     lmp_model_free(d->m);
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(d->ctx, NULL);
     if (d->be.vt) lmp_backend_close(&d->be);
     lmp_registry_free(&d->reg);
 }
@@ -513,7 +522,7 @@ static void print_json_string(const char *s)
     putchar('"');
 }
 
-static int cmd_eval(int argc, char **argv)
+static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
 {
     const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL;
     int64_t L = 0, max_windows = 0, lambada_max = 0;
@@ -528,7 +537,7 @@ static int cmd_eval(int argc, char **argv)
         else if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
+        else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--lambada-max") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--lambada-max", 0, &lambada_max)) return 2;
@@ -545,7 +554,7 @@ static int cmd_eval(int argc, char **argv)
     if (!text && !lambada) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
     if (!model) model = DEFAULT_MODEL;
     direct_run d;
-    int st = direct_open(&d, model, tokenizer, backend);
+    int st = direct_open(ctx, &d, model, tokenizer, backend);
     int32_t *ids = NULL;
     int64_t n = 0;
     lmp_score score = {0};
@@ -561,8 +570,8 @@ static int cmd_eval(int argc, char **argv)
     int have_lam = 0;
     if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
     if (!st && lambada) have_lam = (st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam)) == 0;
-    if (!st && text) st = lmp_eval_text(&d.be, d.m, blocks, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
-    if (!st && have_lam) st = lmp_lambada_eval(&d.be, d.m, &blocks, 1, &lam, &lscore);
+    if (!st && text) st = lmp_eval_text(ctx, &d.be, d.m, blocks, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
+    if (!st && have_lam) st = lmp_lambada_eval(ctx, &d.be, d.m, &blocks, 1, &lam, &lscore);
     if (have_lam) lmp_lambada_free(&lam);
     if (!st && json) {
         printf("{\"model\": ");
@@ -600,7 +609,7 @@ static void print_piece(const char *p, size_t len)
     fwrite(p, 1, len, stdout);
 }
 
-static int cmd_generate(int argc, char **argv)
+static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
 {
     const char *model = NULL, *tokenizer = NULL, *prompt = "", *backend = "cpu";
     int64_t steps = 256;
@@ -613,7 +622,7 @@ static int cmd_generate(int argc, char **argv)
         const char *v;
         if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--prompt") == 0) prompt = opt_value(argc, argv, &i, &bad);
-        else if (trust_option(argc, argv, &i, &bad, 0)) continue;
+        else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--steps") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--steps", 1, &steps)) return 2;
@@ -624,7 +633,7 @@ static int cmd_generate(int argc, char **argv)
     if (bad) return 2;
     if (!model) model = DEFAULT_MODEL;
     direct_run d;
-    int st = direct_open(&d, model, tokenizer, backend);
+    int st = direct_open(ctx, &d, model, tokenizer, backend);
     int32_t *prompt_ids = NULL, *seq = NULL;
     int64_t n_prompt = 0;
     float *logits = NULL;
@@ -727,7 +736,7 @@ static void report_bad_plugin(const char *path, const char *msg)
     printf("  [not loaded] %s\n", msg);
 }
 
-static int cmd_plugins(int argc, char **argv)
+static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
 {
     int bad = 0;
     if (wants_help(argc, argv)) {
@@ -736,10 +745,10 @@ static int cmd_plugins(int argc, char **argv)
     }
     /* Listing is what plugins does: an --allow-plugin folder is listed too (searched). */
     for (int i = 0; i < argc && !bad; i++)
-        if (!trust_option(argc, argv, &i, &bad, 1)) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+        if (!trust_option(ctx, argc, argv, &i, &bad, 1)) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
     if (bad) return 2;
     lmp_registry reg;
-    if (lmp_registry_init(&reg, NULL, 0)) return fail();
+    if (lmp_registry_init(&reg, ctx, NULL, 0)) return fail();
     printf("search path:");
     for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
     printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
@@ -760,6 +769,18 @@ static int cmd_plugins(int argc, char **argv)
     return failures ? 1 : 0;
 }
 
+static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv)
+{
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(ctx, argc, argv, 0);
+    if (strcmp(cmd, "run") == 0) return cmd_compare(ctx, argc, argv, 1);
+    if (strcmp(cmd, "check") == 0) return cmd_check(ctx, argc, argv);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(ctx, argc, argv);
+    if (strcmp(cmd, "generate") == 0) return cmd_generate(ctx, argc, argv);
+    if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);
+    if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
+    return usage_error(usage_main, "unknown command '%s'", cmd);
+}
+
 int main(int argc, char **argv)
 {
     /* The forward allocates its activations per call (tens of MB for a 512-token window); keep
@@ -770,10 +791,13 @@ int main(int argc, char **argv)
     /* Past a file size limit (ulimit -f) a write should fail with EFBIG, reported with the file's
      * name, rather than the signal killing the process mid-report. */
     signal(SIGXFSZ, SIG_IGN);
+    /* The command is the run: its verbosity, trusted folders, backend, RNG and progress line. */
+    lmp_ctx ctx;
+    lmp_ctx_init(&ctx);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(LMP_LOG_ERROR);
-        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(LMP_LOG_DEBUG);
+        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
+        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_DEBUG);
         else if (strcmp(argv[i], "--version") == 0) {
             printf("lmpress %s (plugin ABI %d.%d)\n", LMP_VERSION, LMP_ABI_MAJOR, LMP_ABI_MINOR);
             return 0;
@@ -789,17 +813,12 @@ int main(int argc, char **argv)
     /* --quiet / --verbose are also accepted after the command. */
     int k = 0;
     for (int j = 0; j < sub_argc; j++) {
-        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(LMP_LOG_ERROR);
-        else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(LMP_LOG_DEBUG);
+        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
+        else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_DEBUG);
         else sub_argv[k++] = sub_argv[j];
     }
     sub_argc = k;
-    if (strcmp(cmd, "compare") == 0) return cmd_compare(sub_argc, sub_argv, 0);
-    if (strcmp(cmd, "run") == 0) return cmd_compare(sub_argc, sub_argv, 1);
-    if (strcmp(cmd, "check") == 0) return cmd_check(sub_argc, sub_argv);
-    if (strcmp(cmd, "eval") == 0) return cmd_eval(sub_argc, sub_argv);
-    if (strcmp(cmd, "generate") == 0) return cmd_generate(sub_argc, sub_argv);
-    if (strcmp(cmd, "plugins") == 0) return cmd_plugins(sub_argc, sub_argv);
-    if (strcmp(cmd, "diff") == 0) return cmd_diff(sub_argc, sub_argv);
-    return usage_error(usage_main, "unknown command '%s'", cmd);
+    int rc = run_command(&ctx, cmd, sub_argc, sub_argv);
+    lmp_ctx_clear(&ctx);
+    return rc;
 }

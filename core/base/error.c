@@ -1,4 +1,4 @@
-/* error.c — see error.h. One message per thread; the newest failure wins. */
+/* error.c — see error.h. One message per thread (errno-style, not per run); the newest failure wins. */
 #include "base/error.h"
 
 #include <stdarg.h>

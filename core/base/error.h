@@ -2,7 +2,13 @@
  *
  * Core functions return 0 or a negative LMP_E* status; the function that detects a problem
  * records one human-readable message with lmp_fail(), naming the file, line or key at fault.
- * Callers that add context use lmp_fail_prefix().  The CLI prints lmp_last_error() once. */
+ * Callers that add context use lmp_fail_prefix().  The CLI prints lmp_last_error() once.
+ *
+ * The message is per thread (errno-style), not per run: it is written by the failing call and
+ * read right after by its caller, on the same thread, so two runs on two threads never see each
+ * other's, and the hundreds of lmp_fail() calls need no context argument.  What a plugin reports
+ * (host->set_error) goes into its run's context (plugin/host.h: lmp_host_error), where the core
+ * reads it when that plugin's call fails. */
 #ifndef LMP_CORE_ERROR_H
 #define LMP_CORE_ERROR_H
 

@@ -39,6 +39,7 @@ void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fin
 
 /* Everything a run shares between its variants. */
 typedef struct compare_run {
+    lmp_ctx *ctx;              /* the run's: backend, RNG, log, progress, interrupt flag */
     const lmp_run_config *c;
     lmp_backend be;
     lmp_model *m;              /* owned by the report */
@@ -75,9 +76,9 @@ static int text_keys(const lmp_run_config *c, lmp_text_info *texts)
 static int prepare(compare_run *run, lmp_report *r)
 {
     const lmp_run_config *c = run->c;
-    int st = lmp_backend_open((lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
+    int st = lmp_backend_open(run->ctx, (lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
     if (st) return st;
-    lmp_host_set_backend(&run->be);
+    lmp_host_set_backend(run->ctx, &run->be);
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
     r->model = run->m;
     if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
@@ -108,8 +109,9 @@ static int prepare(compare_run *run, lmp_report *r)
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         st = lmp_tokenize_file(run->tok, c->calib_text, &ids, &n_ids);
-        if (!st) st = lmp_windows_cut(ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
-                                      c->calib_text, &run->calib);
+        if (!st)
+            st = lmp_windows_cut(run->ctx, ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
+                                 c->calib_text, &run->calib);
         free(ids);
         if (st) return st;
     }
@@ -128,7 +130,7 @@ static void release(compare_run *run)
     if (run->have_lambada) lmp_lambada_free(&run->lambada);
     lmp_windows_free(&run->calib);
     lmp_tokenizer_free(run->tok);
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(run->ctx, NULL);
     if (run->be.vt) lmp_backend_close(&run->be);
 }
 
@@ -158,20 +160,21 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     const int64_t n_layers = run->m->arch.n_layers;
     lmp_block *blocks = run->base; /* the unmodified model is evaluated without a copy */
     double t0 = lmp_now_s();
-    int st = res->v->n_stages ? lmp_compress(&run->be, run->m, res->v, &run->calib, &blocks) : 0;
+    int st = res->v->n_stages ? lmp_compress(run->ctx, &run->be, run->m, res->v, &run->calib, &blocks) : 0;
     res->seconds = lmp_now_s() - t0;
     res->peak_rss_mb = lmp_peak_rss_mb();
     if (!st) {
         res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
         st = record_linears(run->base, blocks, n_layers, res);
-        lmp_log(LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
+        lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
     }
     t0 = lmp_now_s();
     for (int t = 0; t < c->n_eval_texts && !st; t++)
-        st = lmp_eval_text(&run->be, run->m, run->base, blocks, run->ref[t].have ? &run->ref[t] : NULL, run->text_ids[t],
-                           r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows, r->texts[t].key,
-                           &res->scores[t]);
-    if (!st && run->have_lambada) st = lmp_lambada_eval(&run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
+        st = lmp_eval_text(run->ctx, &run->be, run->m, run->base, blocks, run->ref[t].have ? &run->ref[t] : NULL,
+                           run->text_ids[t], r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows,
+                           r->texts[t].key, &res->scores[t]);
+    if (!st && run->have_lambada)
+        st = lmp_lambada_eval(run->ctx, &run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
     res->eval_seconds = lmp_now_s() - t0;
     if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
     return st ? lmp_fail_prefix(st, "variant '%s'", res->v->name) : 0;
@@ -179,7 +182,7 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
 
 /* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
  * variants finished in this run so far (resumed ones cost nothing). */
-static void announce(const lmp_report *r, const lmp_variant_result *res, int k, int n, double spent)
+static void announce(lmp_ctx *ctx, const lmp_report *r, const lmp_variant_result *res, int k, int n, double spent)
 {
     char eta[64] = "";
     if (k > 1) { /* spent: the k - 1 variants before this one */
@@ -189,17 +192,17 @@ static void announce(const lmp_report *r, const lmp_variant_result *res, int k, 
     }
     char line[512];
     snprintf(line, sizeof line, "[variant %d/%d %s%s]", k, n, res->v->name, eta);
-    lmp_progress_context(line);
-    lmp_log(LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
+    lmp_progress_context(ctx, line);
+    lmp_log(ctx, LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
 }
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
-int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
+int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
 {
     *out = NULL;
     int n = o->which ? o->n_which : c->n_variants;
-    compare_run run = {.c = c};
+    compare_run run = {.ctx = ctx, .c = c};
     lmp_report *r = calloc(1, sizeof *r);
     if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
     r->cfg = c;
@@ -217,7 +220,7 @@ int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_repo
         r->results[i].scores = calloc((size_t)c->n_eval_texts + 1, sizeof *r->results[i].scores);
         if (!r->results[i].scores) st = lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    lmp_host_seed(c->seed);
+    lmp_host_seed(ctx, c->seed);
     lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
     if (!st) st = prepare(&run, r);
     if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
@@ -232,13 +235,13 @@ int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_repo
     }
     /* The reference log-probabilities are kept only when a second variant will read them. */
     for (int t = 0; t < c->n_eval_texts && !st && to_run > 1; t++)
-        st = lmp_ref_logprobs_init(&run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
+        st = lmp_ref_logprobs_init(ctx, &run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
     int k = 0;
     double spent = 0;
     for (int i = 0; i < n && !st; i++) {
         lmp_variant_result *res = &r->results[i];
         if (res->done) continue;
-        announce(r, res, ++k, to_run, spent);
+        announce(ctx, r, res, ++k, to_run, spent);
         double t0 = lmp_now_s();
         st = run_variant(&run, r, res);
         spent += lmp_now_s() - t0;
@@ -246,7 +249,7 @@ int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_repo
         res->done = 1;
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
     }
-    lmp_progress_context(NULL);
+    lmp_progress_context(ctx, NULL);
     release(&run);
     if (st) {
         lmp_report_free(r);

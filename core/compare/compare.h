@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "formats/json.h"
+#include "plugin/host.h"
 #include "report/report.h"
 
 /* Hooks the caller gets during a run; either may be NULL.  A non-zero return stops the run with
@@ -34,10 +35,12 @@ typedef struct lmp_compare_opts {
     lmp_compare_hooks hooks;
 } lmp_compare_opts;
 
-/* Runs the chosen variants.  On success *out holds every result.  On failure (or when
- * lmp_host_interrupted() turns true) the run stops after cleaning up and returns the status;
- * what the hooks were shown is all that is kept. */
-int lmp_run_compare(const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out);
+/* Runs the chosen variants on the run's context ctx: it is seeded from the config, holds the
+ * backend while the run lasts, and its verbosity, progress line and interrupt flag are the
+ * run's.  On success *out holds every result.  On failure (or when lmp_host_interrupted(ctx)
+ * turns true) the run stops after cleaning up and returns the status; what the hooks were shown
+ * is all that is kept. */
+int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out);
 
 /* config_hash: FNV-1a 64 of the config file's bytes as loaded; fingerprint: of those bytes, the backend's
  * name and the lmpress version.  Both as 16 hex digits.  A report written by one run can be

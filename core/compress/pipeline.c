@@ -11,8 +11,8 @@
 #include "model/forward.h"
 #include "plugin/host.h"
 
-int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
-                    const char *what, lmp_windows *out)
+int lmp_windows_cut(lmp_ctx *ctx, const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T,
+                    int random, const char *what, lmp_windows *out)
 {
     memset(out, 0, sizeof *out);
     int64_t avail = n_ids / T;
@@ -21,7 +21,7 @@ int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t 
                         (long long)n_ids, (long long)T);
     int64_t n = samples;
     if (!random && avail < samples) {
-        lmp_log(LMP_LOG_WARN, "%s gives %lld windows of %lld tokens; using %lld (asked for %lld)",
+        lmp_log(ctx, LMP_LOG_WARN, "%s gives %lld windows of %lld tokens; using %lld (asked for %lld)",
                 what, (long long)avail, (long long)T, (long long)avail, (long long)samples);
         n = avail;
     }
@@ -29,7 +29,7 @@ int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t 
     if (!out->tokens) return lmp_fail(LMP_ENOMEM, "out of memory for %lld windows", (long long)n);
     const lmp_host *h = lmp_host_services();
     for (int64_t i = 0; i < n; i++) {
-        int64_t start = random ? (int64_t)(h->rng_u64(lmp_host_ctx()) % (uint64_t)(n_ids - T + 1)) : i * T;
+        int64_t start = random ? (int64_t)(h->rng_u64(ctx) % (uint64_t)(n_ids - T + 1)) : i * T;
         memcpy(out->tokens + i * T, ids + start, (size_t)T * sizeof *ids);
     }
     out->n = n;
@@ -68,14 +68,12 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
     return count > 0 ? bits / count : 0;
 }
 
-static lmp_compress_times times;
-
-const lmp_compress_times *lmp_compress_times_get(void) { return &times; }
-void lmp_compress_times_reset(void) { memset(&times, 0, sizeof times); }
+const lmp_compress_times *lmp_compress_times_get(const lmp_ctx *ctx) { return &ctx->times; }
+void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx->times); }
 
 /* Observes (if asked) and applies the stage to the targeted linears whose input group is in
  * `groups` (a bit set); the others are left alone. */
-static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                         lmp_block *blk, const float *X, const lmp_windows *calib, unsigned groups)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
@@ -99,13 +97,15 @@ static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_sta
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
     double t1 = lmp_now_s();
-    times.collect += t1 - t0;
+    ctx->times.collect += t1 - t0;
     if (!st && targeted) {
-        lmp_clear_error();
-        st = vt->apply(self, lmp_host_services(), lmp_host_ctx(), blk);
-        if (st) st = lmp_fail_prefix(st, "strategy '%s' on block %d", stage->plugin->desc->name, blk->index);
+        lmp_host_clear_error(ctx);
+        st = vt->apply(self, lmp_host_services(), ctx, blk);
+        if (st)
+            st = lmp_fail(st, "strategy '%s' on block %d: %s", stage->plugin->desc->name, blk->index,
+                          lmp_host_error(ctx));
     }
-    times.apply += lmp_now_s() - t1;
+    ctx->times.apply += lmp_now_s() - t1;
     for (int i = 0; i < n; i++) {
         blk->linears[i].params = NULL;
         blk->linears[i].stats = NULL;
@@ -117,7 +117,7 @@ static int run_stage_on(const lmp_backend *be, const lmp_model *m, const lmp_sta
 /* Runs one stage on one block: all linears at once, or one input group after the other when
  * the stage asks for LMP_NEED_SEQUENTIAL (each group then sees the statistics of the block as
  * the earlier groups left it). */
-static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
+static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                      lmp_block *blk, const float *X, const lmp_windows *calib)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
@@ -126,13 +126,13 @@ static int run_stage(const lmp_backend *be, const lmp_model *m, const lmp_stage 
         const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(be, m, stage, self, blk, X, calib, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, blk, X, calib, 0xFu);
     int st = 0;
-    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(be, m, stage, self, blk, X, calib, 1u << g);
+    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(ctx, be, m, stage, self, blk, X, calib, 1u << g);
     return st;
 }
 
-int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                  const lmp_windows *calib, lmp_block **out)
 {
     const int64_t L = m->arch.n_layers, d = m->arch.dim;
@@ -152,8 +152,10 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     if (!selves) st = lmp_fail(LMP_ENOMEM, "out of memory");
     for (int s = 0; s < v->n_stages && !st; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
-        if (vt->create && (st = vt->create(lmp_host_services(), lmp_host_ctx(), v->stages[s].params, &selves[s])))
-            st = lmp_fail_prefix(st, "strategy '%s'", v->stages[s].plugin->desc->name);
+        if (!vt->create) continue;
+        lmp_host_clear_error(ctx);
+        if ((st = vt->create(lmp_host_services(), ctx, v->stages[s].params, &selves[s])))
+            st = lmp_fail(st, "strategy '%s': %s", v->stages[s].plugin->desc->name, lmp_host_error(ctx));
     }
     /* Calibration only matters if some stage observes some linear: otherwise skip the forwards. */
     int observes = 0;
@@ -180,19 +182,19 @@ int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v
     char label[256];
     snprintf(label, sizeof label, "compress %s: block", v->name);
     for (int64_t b = 0; b < L && !st; b++) {
-        lmp_progress(label, b, L);
-        if (lmp_host_interrupted()) {
+        lmp_progress(ctx, label, b, L);
+        if (lmp_host_interrupted(ctx)) {
             st = lmp_fail(LMP_EABORTED, "interrupted");
             break;
         }
         for (int s = 0; s < v->n_stages && !st; s++)
-            st = run_stage(be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
+            st = run_stage(ctx, be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
         double t0 = lmp_now_s();
         for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
             st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
-        times.propagate += lmp_now_s() - t0;
+        ctx->times.propagate += lmp_now_s() - t0;
     }
-    if (!st) lmp_progress(label, L, L);
+    if (!st) lmp_progress(ctx, label, L, L);
     for (int s = 0; selves && s < v->n_stages; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (selves[s] && vt->destroy) vt->destroy(selves[s]);

@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "plugin/backend.h"
+#include "plugin/host.h"
 
 /* tokens[n_windows * T]: the calibration windows, one after the other. */
 typedef struct lmp_windows {
@@ -17,26 +18,25 @@ typedef struct lmp_windows {
     int64_t n, T;
 } lmp_windows;
 
-/* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at seeded
- * random offsets).  Fewer windows than asked for is a warning; none is an error naming `what`. */
-int lmp_windows_cut(const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T, int random,
-                    const char *what, lmp_windows *out);
+/* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at random
+ * offsets drawn from the context's seeded RNG).  Fewer windows than asked for is a warning; none
+ * is an error naming `what`. */
+int lmp_windows_cut(lmp_ctx *ctx, const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T,
+                    int random, const char *what, lmp_windows *out);
 void lmp_windows_free(lmp_windows *w);
 
-/* Runs the variant's pipeline; *out receives n_layers owned blocks (lmp_block_free each).
- * A variant without stages gets plain clones. */
-int lmp_compress(const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+/* Runs the variant's pipeline on the run's context (its strategies get it as hctx, with the
+ * backend the context hands out); *out receives n_layers owned blocks (lmp_block_free each).
+ * A variant without stages gets plain clones.  A strategy's failure reads "variant 'v':
+ * strategy 's' on block N: " and the text it gave host->set_error. */
+int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                  const lmp_windows *calib, lmp_block **out);
 void lmp_blocks_free(lmp_block *blocks, int64_t n);
 
-/* Where lmp_compress spent its time since the last reset, summed over variants: running blocks
- * over the calibration windows to collect statistics (forward passes plus the statistics, e.g.
- * Hessians), the strategies' apply(), and propagating the windows through compressed blocks. */
-typedef struct lmp_compress_times {
-    double collect, apply, propagate;
-} lmp_compress_times;
-const lmp_compress_times *lmp_compress_times_get(void);
-void lmp_compress_times_reset(void);
+/* Where lmp_compress spent its time on this context since the last reset (lmp_compress_times,
+ * host.h). */
+const lmp_compress_times *lmp_compress_times_get(const lmp_ctx *ctx);
+void lmp_compress_times_reset(lmp_ctx *ctx);
 
 /* Storage bits per weight over the blocks' linears (lmp_linear.weight_bits, weighted by size).
  * An N:M-sparse linear stores only its n kept values of every m, each with ceil(log2 m) index

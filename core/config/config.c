@@ -388,7 +388,7 @@ static int is_plugin_path(const char *s)
     return strchr(s, '/') || (n > 3 && strcmp(s + n - 3, ".so") == 0);
 }
 
-static int load_plugins(lmp_run_config *c, const config_setting_t *root)
+static int load_plugins(lmp_ctx *ctx, lmp_run_config *c, const config_setting_t *root)
 {
     static const char *const keys[] = {"search_path", "strategies", "backends", NULL};
     config_setting_t *g;
@@ -398,7 +398,7 @@ static int load_plugins(lmp_run_config *c, const config_setting_t *root)
     if (g && ((st = check_keys(g, keys)) || (st = get_strings(g, "search_path", &dirs, &n_dirs)))) return st;
     /* The config is not trusted: its folders must lie inside the user's trusted plugin folders
      * (registry.h), checked on their real paths before any file in them is opened. */
-    st = lmp_registry_init(&c->reg, NULL, 0);
+    st = lmp_registry_init(&c->reg, ctx, NULL, 0);
     for (int i = 0; i < n_dirs && !st; i++) {
         char *abs = resolve(c->path, dirs[i]);
         st = abs ? lmp_registry_add_search_dir(&c->reg, abs) : lmp_fail(LMP_ENOMEM, "out of memory");
@@ -926,7 +926,7 @@ static int read_config_file(lmp_run_config *c, const char *path)
                     config_error_text(&c->cfg));
 }
 
-int lmp_config_load(const char *path, lmp_run_config **out)
+int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
                                        "eval", "seed", "variants", NULL};
@@ -947,7 +947,7 @@ int lmp_config_load(const char *path, lmp_run_config **out)
     int64_t seed = 1234;
     int st = check_keys(root, keys);
     if (!st) st = get_int(root, "seed", 0, INT64_MAX, &seed);
-    if (!st) st = load_plugins(c, root);
+    if (!st) st = load_plugins(ctx, c, root);
     if (!st) st = load_backend(c, root);
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);

@@ -104,8 +104,9 @@ typedef struct lmp_run_config {
 } lmp_run_config;
 
 /* Parses and validates the config, compiles its patterns and checks its files
- * (lmp_config_check_files); nothing of the model is read. */
-int lmp_config_load(const char *path, lmp_run_config **out);
+ * (lmp_config_check_files); nothing of the model is read.  Its registry is made on the run's
+ * context ctx (its trusted folders, the hctx of plugin probes), which must outlive the config. */
+int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out);
 void lmp_config_free(lmp_run_config *c);
 
 /* Every file the config names exists, can be read and is the right kind: the model a regular

@@ -39,7 +39,7 @@ static void score_window(const float *ref, const float *var, const int32_t *tok,
     s->windows++;
 }
 
-int lmp_ref_logprobs_init(lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats)
+int lmp_ref_logprobs_init(lmp_ctx *ctx, lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -61,7 +61,7 @@ int lmp_ref_logprobs_init(lmp_ref_logprobs *c, int64_t n_windows, int64_t window
         return lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of reference log-probabilities: %s",
                         path, (double)bytes / 1e6, strerror(errno));
     unlink(path); /* gone with the process, whatever way it ends */
-    lmp_log(LMP_LOG_DEBUG, "reference log-probabilities: %.0f MB in an unlinked file in %s",
+    lmp_log(ctx, LMP_LOG_DEBUG, "reference log-probabilities: %.0f MB in an unlinked file in %s",
             (double)bytes / 1e6, dir && *dir ? dir : "/tmp");
     return 0;
 }
@@ -120,9 +120,9 @@ int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows)
     return max_windows > 0 && n_win > max_windows ? max_windows : n_win;
 }
 
-int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks, const lmp_block *var_blocks,
-                  lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids, int64_t L, int64_t max_windows,
-                  const char *what, lmp_score *out)
+int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
+                  const lmp_block *var_blocks, lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids,
+                  int64_t L, int64_t max_windows, const char *what, lmp_score *out)
 {
     const int64_t V = m->arch.vocab;
     int64_t n_win = lmp_eval_windows(n_ids, L, max_windows);
@@ -136,8 +136,8 @@ int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *re
     char label[512];
     snprintf(label, sizeof label, "eval %s: window", what);
     for (int64_t w = 0; w < n_win && !st; w++) {
-        lmp_progress(label, w, n_win);
-        if (lmp_host_interrupted()) {
+        lmp_progress(ctx, label, w, n_win);
+        if (lmp_host_interrupted(ctx)) {
             st = lmp_fail(LMP_EABORTED, "interrupted");
             break;
         }
@@ -146,7 +146,7 @@ int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *re
         if (!st && !same) st = lmp_forward(be, m, var_blocks, tok, L, 1, var);
         if (!st) score_window(ref, same ? ref : var, tok, L, V, out);
     }
-    if (!st) lmp_progress(label, n_win, n_win);
+    if (!st) lmp_progress(ctx, label, n_win, n_win);
     free(ref);
     free(var);
     return st;

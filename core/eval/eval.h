@@ -12,6 +12,7 @@
 
 #include "model/model.h"
 #include "plugin/backend.h"
+#include "plugin/host.h"
 
 typedef struct lmp_score {
     int64_t windows, scored;
@@ -36,7 +37,8 @@ typedef struct lmp_ref_logprobs {
     int fd;                           /* the temporary file, or -1 */
 } lmp_ref_logprobs;
 
-int lmp_ref_logprobs_init(lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats);
+/* ctx: the run's, for its debug line about where the cache lives. */
+int lmp_ref_logprobs_init(lmp_ctx *ctx, lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats);
 void lmp_ref_logprobs_free(lmp_ref_logprobs *c);
 
 /* The number of windows the protocol takes from n_ids tokens. */
@@ -45,9 +47,10 @@ int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows);
 /* Scores the block set `var` against the reference blocks `ref` (var == ref: the unmodified
  * model, scored without a second forward) on ids[n_ids] with windows of L.  cache (NULL: none)
  * holds the reference's log-probabilities across calls.  *out is overwritten; what names the
- * text in messages and progress.  Stops with LMP_EABORTED when lmp_host_interrupted(). */
-int lmp_eval_text(const lmp_backend *be, const lmp_model *m, const lmp_block *ref, const lmp_block *var,
-                  lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids, int64_t L,
-                  int64_t max_windows, const char *what, lmp_score *out);
+ * text in messages and progress (on ctx's progress line).  Stops with LMP_EABORTED when
+ * lmp_host_interrupted(ctx). */
+int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_block *ref,
+                  const lmp_block *var, lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids,
+                  int64_t L, int64_t max_windows, const char *what, lmp_score *out);
 
 #endif

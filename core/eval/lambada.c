@@ -133,7 +133,7 @@ static int passage_correct(const lmp_backend *be, const lmp_model *m, const lmp_
     return st;
 }
 
-int lmp_lambada_eval(const lmp_backend *be, const lmp_model *m, lmp_block *const *variants,
+int lmp_lambada_eval(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, lmp_block *const *variants,
                      int n_var, const lmp_lambada *l, lmp_lambada_score *out)
 {
     int64_t max_T = 0, max_target = 0;
@@ -147,8 +147,8 @@ int lmp_lambada_eval(const lmp_backend *be, const lmp_model *m, lmp_block *const
     float *logits = malloc((size_t)(max_target * m->arch.vocab) * sizeof *logits);
     int st = x && logits ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for LAMBADA");
     for (int64_t i = 0; i < l->n && !st; i++) {
-        lmp_progress("eval LAMBADA: passage", i, l->n);
-        if (lmp_host_interrupted()) {
+        lmp_progress(ctx, "eval LAMBADA: passage", i, l->n);
+        if (lmp_host_interrupted(ctx)) {
             st = lmp_fail(LMP_EABORTED, "interrupted");
             break;
         }
@@ -159,7 +159,7 @@ int lmp_lambada_eval(const lmp_backend *be, const lmp_model *m, lmp_block *const
             out[v].correct += ok;
         }
     }
-    if (!st) lmp_progress("eval LAMBADA: passage", l->n, l->n);
+    if (!st) lmp_progress(ctx, "eval LAMBADA: passage", l->n, l->n);
     free(x);
     free(logits);
     return st;

@@ -43,6 +43,8 @@ typedef struct lmp_model_source {
 struct lmp_model {
     char *path;
     const char *format;       /* "llama2.c v0", "GGUF v3", "safetensors" */
+    char format_buf[32];      /* a format name made at load ("GGUF v3"): this model's own, as
+                               * two models of different versions may be open at once */
     lmp_arch arch;
     const lmp_model_source *src;
     void *src_data;           /* the format's own state */

@@ -116,9 +116,8 @@ int lmp_model_open_gguf(lmp_model *m)
     if (st) return st;
     m->src = &gguf_source;
     m->src_data = g;
-    static char format[32];
-    snprintf(format, sizeof format, "GGUF v%u", g->version);
-    m->format = format;
+    snprintf(m->format_buf, sizeof m->format_buf, "GGUF v%u", g->version);
+    m->format = m->format_buf;
     const char *arch;
     size_t arch_len;
     if ((st = lmp_gguf_get_string(g, "general.architecture", &arch, &arch_len))) return st;

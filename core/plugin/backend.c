@@ -8,7 +8,7 @@
 #include "plugin/host.h"
 #include "plugin/registry.h"
 
-static int create_backend(lmp_registry *reg, const char *name, const lmp_value *params,
+static int create_backend(lmp_ctx *ctx, lmp_registry *reg, const char *name, const lmp_value *params,
                           const lmp_backend_i **vt, void **self)
 {
     const lmp_plugin *p = lmp_registry_find(reg, LMP_PLUGIN_BACKEND, name);
@@ -21,13 +21,15 @@ static int create_backend(lmp_registry *reg, const char *name, const lmp_value *
     }
     *vt = p->desc->vtable;
     *self = NULL;
-    int st = (*vt)->create ? (*vt)->create(lmp_host_services(), lmp_host_ctx(), params, self) : 0;
+    lmp_host_clear_error(ctx);
+    int st = (*vt)->create ? (*vt)->create(lmp_host_services(), ctx, params, self) : 0;
     free(defaults);
-    if (st) return lmp_fail_prefix(st, "backend '%s'", name);
+    /* The plugin's own words, from the run's context (host->set_error). */
+    if (st) return lmp_fail(st, "backend '%s': %s", name, lmp_host_error(ctx));
     return 0;
 }
 
-int lmp_backend_open(lmp_registry *reg, const char *name, const lmp_value *params,
+int lmp_backend_open(lmp_ctx *ctx, lmp_registry *reg, const char *name, const lmp_value *params,
                      lmp_backend *out)
 {
     memset(out, 0, sizeof *out);
@@ -37,7 +39,7 @@ int lmp_backend_open(lmp_registry *reg, const char *name, const lmp_value *param
     if (st) return st;
     out->counters = calloc(1, sizeof *out->counters);
     if (!out->counters) return lmp_fail(LMP_ENOMEM, "out of memory opening backend '%s'", name);
-    st = create_backend(reg, "cpu", strcmp(name, "cpu") == 0 ? params : NULL, &out->cpu,
+    st = create_backend(ctx, reg, "cpu", strcmp(name, "cpu") == 0 ? params : NULL, &out->cpu,
                         &out->cpu_self);
     if (st) {
         lmp_backend_close(out);
@@ -48,7 +50,7 @@ int lmp_backend_open(lmp_registry *reg, const char *name, const lmp_value *param
         out->self = out->cpu_self;
         return 0;
     }
-    st = create_backend(reg, name, params, &out->vt, &out->self);
+    st = create_backend(ctx, reg, name, params, &out->vt, &out->self);
     if (st) lmp_backend_close(out);
     return st;
 }

@@ -17,9 +17,11 @@ typedef struct lmp_backend {
     struct lmp_be_counters *counters;         /* owned; counted through a const lmp_backend * */
 } lmp_backend;
 
-/* Creates backend `name` from the registry with validated params (NULL = defaults). */
-int lmp_backend_open(struct lmp_registry *reg, const char *name, const lmp_value *params,
-                     lmp_backend *out);
+/* Creates backend `name` from the registry with validated params (NULL = defaults) on the run's
+ * context ctx, which the backend keeps as its hctx (errors, logs, memory): ctx must outlive it. */
+struct lmp_ctx;
+int lmp_backend_open(struct lmp_ctx *ctx, struct lmp_registry *reg, const char *name,
+                     const lmp_value *params, lmp_backend *out);
 void lmp_backend_close(lmp_backend *be);
 
 /* The operations the core uses, one per line of LMP_BACKEND_OPS (plugin.h), each dispatched

@@ -12,74 +12,84 @@
 #include "compress/block_edit.h"
 #include "plugin/backend.h"
 
-static struct {
-    int verbosity;
-    const lmp_backend *backend;
-    uint64_t rng;
-    int progress_open;  /* a progress line without its newline is on the terminal */
-    double progress_last;
-    double progress_start;     /* when the current task's progress began */
-    char progress_what[256];
-    char progress_context[256];
-    const volatile sig_atomic_t *interrupt;
-} host_ctx = {.verbosity = LMP_LOG_INFO, .rng = 0x9E3779B97F4A7C15ull};
-
-void *lmp_host_ctx(void) { return &host_ctx; }
-void lmp_host_set_verbosity(int level) { host_ctx.verbosity = level; }
-int lmp_host_verbosity(void) { return host_ctx.verbosity; }
-void lmp_host_set_backend(const lmp_backend *be) { host_ctx.backend = be; }
-void lmp_host_seed(uint64_t seed) { host_ctx.rng = seed ^ 0x9E3779B97F4A7C15ull; }
-void lmp_host_set_interrupt_flag(const volatile sig_atomic_t *flag) { host_ctx.interrupt = flag; }
-int lmp_host_interrupted(void) { return host_ctx.interrupt && *host_ctx.interrupt; }
-
-void lmp_progress_context(const char *text)
+void lmp_ctx_init(lmp_ctx *ctx)
 {
-    snprintf(host_ctx.progress_context, sizeof host_ctx.progress_context, "%s%s", text ? text : "",
+    memset(ctx, 0, sizeof *ctx);
+    ctx->verbosity = LMP_LOG_INFO;
+    lmp_host_seed(ctx, 0);
+}
+
+void lmp_ctx_clear(lmp_ctx *ctx)
+{
+    for (int i = 0; i < ctx->n_allowed; i++) free(ctx->allowed[i].dir);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+void lmp_host_set_verbosity(lmp_ctx *ctx, int level) { ctx->verbosity = level; }
+int lmp_host_verbosity(const lmp_ctx *ctx) { return ctx->verbosity; }
+void lmp_host_set_backend(lmp_ctx *ctx, const lmp_backend *be) { ctx->backend = be; }
+void lmp_host_seed(lmp_ctx *ctx, uint64_t seed) { ctx->rng = seed ^ 0x9E3779B97F4A7C15ull; }
+void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag) { ctx->interrupt = flag; }
+int lmp_host_interrupted(const lmp_ctx *ctx) { return ctx->interrupt && *ctx->interrupt; }
+const char *lmp_host_error(const lmp_ctx *ctx) { return ctx->error; }
+void lmp_host_clear_error(lmp_ctx *ctx) { ctx->error[0] = 0; }
+
+void lmp_progress_context(lmp_ctx *ctx, const char *text)
+{
+    snprintf(ctx->progress.context, sizeof ctx->progress.context, "%s%s", text ? text : "",
              text && *text ? " " : "");
 }
 
-static void end_progress_line(void)
+static void end_progress_line(lmp_ctx *ctx)
 {
-    if (host_ctx.progress_open) fputc('\n', stderr);
-    host_ctx.progress_open = 0;
+    if (ctx->progress.open) fputc('\n', stderr);
+    ctx->progress.open = 0;
 }
 
-static void vlog(int level, const char *fmt, va_list ap)
+static void vlog(lmp_ctx *ctx, int level, const char *fmt, va_list ap)
 {
-    if (level > host_ctx.verbosity) return;
+    if (level > ctx->verbosity) return;
     static const char *const tag[] = {"error", "warning", "info", "debug"};
-    end_progress_line();
+    end_progress_line(ctx);
     fprintf(stderr, "lmpress: %s: ", tag[level < 0 ? 0 : level > 3 ? 3 : level]);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }
 
-void lmp_log(int level, const char *fmt, ...)
+void lmp_log(lmp_ctx *ctx, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vlog(level, fmt, ap);
+    vlog(ctx, level, fmt, ap);
     va_end(ap);
 }
 
 static void host_log(void *ctx, int level, const char *fmt, ...)
 {
-    (void)ctx;
     va_list ap;
     va_start(ap, fmt);
-    vlog(level, fmt, ap);
+    vlog(ctx, level, fmt, ap);
     va_end(ap);
 }
 
+/* Into the run's error buffer, where the core reads it back when the plugin call fails; and as
+ * the thread's last error, for the core paths that only pass a status up (host.h). */
 static int host_set_error(void *ctx, int status, const char *fmt, ...)
 {
-    (void)ctx;
-    char msg[2048];
+    lmp_ctx *c = ctx;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(c->error, sizeof c->error, fmt, ap);
     va_end(ap);
-    return lmp_fail(status, "%s", msg);
+    return lmp_fail(status, "%s", c->error);
+}
+
+/* A service that runs core code reports that code's failure (lmp_fail, thread-local) through the
+ * context too, as if the plugin had been told it with set_error. */
+static int note_core_error(lmp_ctx *ctx, int st)
+{
+    if (st) snprintf(ctx->error, sizeof ctx->error, "%s", lmp_last_error());
+    return st;
 }
 
 static void *host_alloc(void *ctx, size_t n)
@@ -106,36 +116,36 @@ double lmp_now_s(void)
 
 /* A single self-overwriting line on a terminal, at most ~10 updates a second; nothing when
  * stderr is not a terminal or the run is quiet. */
-void lmp_progress(const char *what, int64_t done, int64_t total)
+void lmp_progress(lmp_ctx *ctx, const char *what, int64_t done, int64_t total)
 {
-    if (host_ctx.verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
+    if (ctx->verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
     double t = lmp_now_s();
-    if (done == 0 || strcmp(what, host_ctx.progress_what) != 0) { /* a new task starts its clock */
-        snprintf(host_ctx.progress_what, sizeof host_ctx.progress_what, "%s", what);
-        host_ctx.progress_start = t;
+    if (done == 0 || strcmp(what, ctx->progress.what) != 0) { /* a new task starts its clock */
+        snprintf(ctx->progress.what, sizeof ctx->progress.what, "%s", what);
+        ctx->progress.start = t;
     }
-    if (done < total && t - host_ctx.progress_last < 0.1) return;
-    host_ctx.progress_last = t;
-    double elapsed = t - host_ctx.progress_start;
-    fprintf(stderr, "\r\033[K%s%s %lld/%lld  %.0f s", host_ctx.progress_context, what, (long long)done, (long long)total, elapsed);
+    if (done < total && t - ctx->progress.last < 0.1) return;
+    ctx->progress.last = t;
+    double elapsed = t - ctx->progress.start;
+    fprintf(stderr, "\r\033[K%s%s %lld/%lld  %.0f s", ctx->progress.context, what, (long long)done,
+            (long long)total, elapsed);
     if (done > 0 && done < total)
         fprintf(stderr, ", ~%.0f s left", elapsed / (double)done * (double)(total - done));
-    host_ctx.progress_open = 1;
-    if (done >= total) end_progress_line();
+    ctx->progress.open = 1;
+    if (done >= total) end_progress_line(ctx);
     fflush(stderr);
 }
 
 static void host_progress(void *ctx, const char *what, int64_t done, int64_t total)
 {
-    (void)ctx;
-    lmp_progress(what, done, total);
+    lmp_progress(ctx, what, done, total);
 }
 
 /* splitmix64: small, seedable, good enough for sampling calibration windows. */
 static uint64_t host_rng(void *ctx)
 {
-    (void)ctx;
-    uint64_t z = (host_ctx.rng += 0x9E3779B97F4A7C15ull);
+    lmp_ctx *c = ctx;
+    uint64_t z = (c->rng += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -143,36 +153,33 @@ static uint64_t host_rng(void *ctx)
 
 static const lmp_backend_i *host_backend(void *ctx, void **self)
 {
-    (void)ctx;
-    if (!host_ctx.backend) return NULL;
-    *self = (void *)host_ctx.backend;
+    const lmp_ctx *c = ctx;
+    if (!c->backend) return NULL;
+    *self = (void *)c->backend;
     return lmp_backend_dispatch_vtable();
 }
 
 static int host_fold_norm_scale(void *ctx, lmp_block *blk, int norm, const float *s)
 {
-    (void)ctx;
-    return lmp_fold_norm_scale(blk, norm, s);
+    return note_core_error(ctx, lmp_fold_norm_scale(blk, norm, s));
 }
 
 static int host_fold_norm_shift(void *ctx, lmp_block *blk, int norm, const float *z)
 {
-    (void)ctx;
-    return lmp_fold_norm_shift(blk, norm, z);
+    return note_core_error(ctx, lmp_fold_norm_shift(blk, norm, z));
 }
 
 static int host_add_input_affine(void *ctx, lmp_block *blk, int linear, const float *z, const float *s)
 {
-    (void)ctx;
-    return lmp_add_input_affine(blk, linear, z, s);
+    return note_core_error(ctx, lmp_add_input_affine(blk, linear, z, s));
 }
 
 static int host_set_mask(void *ctx, lmp_block *blk, int linear, const uint8_t *mask, int n, int m)
 {
-    (void)ctx;
-    return lmp_set_mask(blk, linear, mask, n, m);
+    return note_core_error(ctx, lmp_set_mask(blk, linear, mask, n, m));
 }
 
+/* Code, not state: the same table serves every context. */
 static const lmp_host host_services = {
     .struct_size = sizeof(lmp_host),
     .abi_major = LMP_ABI_MAJOR,

@@ -1,7 +1,16 @@
-/* host.h — the services table the core hands to plugins (plugin.h: lmp_host).
+/* host.h — a run's context (lmp_ctx), and the services table the core hands to plugins
+ * (plugin.h: lmp_host).
  *
- * One process-wide context: verbosity, progress display, seeded RNG and the active backend.
- * That is all a CLI run needs; plugins only ever see it as an opaque pointer. */
+ * Everything a run changes as it goes lives in its context: verbosity, the progress line, the
+ * seeded RNG, the active backend, the interrupt flag it polls, where compression spent its time,
+ * the text of the last error a plugin reported (host->set_error), and the plugin folders the
+ * user trusted for it (--allow-plugin, registry.h).  Two runs in one process (a test, an MPI
+ * rank running two jobs) each have their own, so neither sees the other's state.  A context is
+ * used by one thread at a time.
+ *
+ * Plugins see the context only as the opaque hctx passed with every call; every service of the
+ * table works on the context it is given.  The table itself is code (function pointers), shared
+ * by every run.  The core's own last-error text stays per thread (base/error.h). */
 #ifndef LMP_CORE_HOST_H
 #define LMP_CORE_HOST_H
 
@@ -11,29 +20,79 @@
 
 struct lmp_backend;
 
-const lmp_host *lmp_host_services(void);
-void *lmp_host_ctx(void);
+/* Where lmp_compress spent its time since the last reset, summed over variants: running blocks
+ * over the calibration windows to collect statistics (forward passes plus the statistics, e.g.
+ * Hessians), the strategies' apply(), and propagating the windows through compressed blocks. */
+typedef struct lmp_compress_times {
+    double collect, apply, propagate;
+} lmp_compress_times;
 
-void lmp_host_set_verbosity(int level);        /* LMP_LOG_*: messages above it are dropped */
-int lmp_host_verbosity(void);
-void lmp_host_set_backend(const struct lmp_backend *be);
-void lmp_host_seed(uint64_t seed);
+/* Folders lmp_registry_allow_dir trusted for this run (real paths); search: also searched. */
+enum { LMP_MAX_ALLOWED_DIRS = 64 };
+typedef struct lmp_allowed_dir {
+    char *dir;
+    int search;
+} lmp_allowed_dir;
+
+/* The fields are the core's; callers use the functions below.  Made by lmp_ctx_init, released
+ * by lmp_ctx_clear; whatever was given a pointer to it (a registry, a backend or a strategy
+ * instance that keeps hctx) must be gone before it is cleared. */
+typedef struct lmp_ctx {
+    int verbosity;                          /* LMP_LOG_*: messages above it are dropped */
+    const struct lmp_backend *backend;      /* what host->backend() hands out; NULL: none */
+    uint64_t rng;                           /* splitmix64 state */
+    const volatile sig_atomic_t *interrupt; /* NULL: never interrupted */
+    struct {
+        int open;                           /* a progress line without its newline is on the terminal */
+        double last;                        /* when it was last drawn */
+        double start;                       /* when the current task's progress began */
+        char what[256];                     /* the current task */
+        char context[256];                  /* shown before every line (lmp_progress_context) */
+    } progress;
+    lmp_compress_times times;               /* lmp_compress_times_get (pipeline.h) */
+    char error[2048];                       /* the last text given to host->set_error */
+    lmp_allowed_dir allowed[LMP_MAX_ALLOWED_DIRS];
+    int n_allowed;
+} lmp_ctx;
+
+/* A fresh context: verbosity LMP_LOG_INFO, no backend, RNG seeded with 0, not interruptible,
+ * no error text, no trusted folders. */
+void lmp_ctx_init(lmp_ctx *ctx);
+/* Frees what the context owns (the trusted folders); init it again to reuse it. */
+void lmp_ctx_clear(lmp_ctx *ctx);
+
+/* The services table; pass it with a context as (host, hctx) to a plugin. */
+const lmp_host *lmp_host_services(void);
+
+void lmp_host_set_verbosity(lmp_ctx *ctx, int level);
+int lmp_host_verbosity(const lmp_ctx *ctx);
+/* The backend host->backend() hands to plugins (the run's; NULL: none). */
+void lmp_host_set_backend(lmp_ctx *ctx, const struct lmp_backend *be);
+/* RNG state = seed ^ 0x9E3779B97F4A7C15 (splitmix64); host->rng_u64 draws from it. */
+void lmp_host_seed(lmp_ctx *ctx, uint64_t seed);
 /* A flag a signal handler sets (the CLI's SIGINT/SIGTERM): long loops (compression per block,
  * evaluation per window, LAMBADA per passage) poll lmp_host_interrupted() and stop with
  * LMP_EABORTED, so finished work is kept.  NULL: never interrupted. */
-void lmp_host_set_interrupt_flag(const volatile sig_atomic_t *flag);
-int lmp_host_interrupted(void);
+void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag);
+int lmp_host_interrupted(const lmp_ctx *ctx);
 
-/* Logging and progress for the core itself, same rules as the plugins'. */
-void lmp_log(int level, const char *fmt, ...)
+/* The text of the last host->set_error on this context ("" when none since the last clear): what
+ * the core quotes when a plugin call fails ("strategy 'x' on block 3: <text>").  host->set_error
+ * also records the text as the thread's last error (base/error.h), so a failure that the core
+ * only passes up (a backend op deep in a forward pass) still carries the plugin's words. */
+const char *lmp_host_error(const lmp_ctx *ctx);
+void lmp_host_clear_error(lmp_ctx *ctx);
+
+/* Logging and progress for the core itself, same rules as the plugins', on the run's context. */
+void lmp_log(lmp_ctx *ctx, int level, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
+    __attribute__((format(printf, 3, 4)))
 #endif
     ;
-void lmp_progress(const char *what, int64_t done, int64_t total);
+void lmp_progress(lmp_ctx *ctx, const char *what, int64_t done, int64_t total);
 /* Text shown before every progress line until changed (e.g. "[variant 2/9, run ~3 min left]");
  * NULL or "" for none. */
-void lmp_progress_context(const char *text);
+void lmp_progress_context(lmp_ctx *ctx, const char *text);
 double lmp_now_s(void);                         /* monotonic seconds */
 
 #endif

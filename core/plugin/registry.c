@@ -23,15 +23,6 @@ const char *lmp_kind_name(int kind)
 
 /* ---- trusted folders ---------------------------------------------------------------------- */
 
-/* The process's --allow-plugin / --plugin-path folders (real paths), see lmp_registry_allow_dir:
- * like the environment, they belong to the process, not to one registry or one config. */
-enum { MAX_ALLOWED = 64 };
-static struct {
-    char *dir;
-    int search;
-} allowed[MAX_ALLOWED];
-static int n_allowed;
-
 static int push_str(char ***v, int *n, int at, const char *s)
 {
     char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
@@ -83,7 +74,9 @@ int lmp_registry_trust_dir(lmp_registry *reg, const char *dir)
     return add_trusted(reg, dir);
 }
 
-int lmp_registry_allow_dir(const char *dir, int search)
+/* The run's --allow-plugin / --plugin-path folders live in its context (host.h): the user's word
+ * for that run, not for every registry the process ever makes. */
+int lmp_registry_allow_dir(lmp_ctx *ctx, const char *dir, int search)
 {
     struct stat sb;
     char *real = realpath(dir, NULL);
@@ -92,25 +85,19 @@ int lmp_registry_allow_dir(const char *dir, int search)
         free(real);
         return lmp_fail(LMP_EINVAL, "%s: cannot trust plugin folder: not a folder", dir);
     }
-    for (int i = 0; i < n_allowed; i++)
-        if (strcmp(allowed[i].dir, real) == 0) {
-            allowed[i].search |= search;
+    for (int i = 0; i < ctx->n_allowed; i++)
+        if (strcmp(ctx->allowed[i].dir, real) == 0) {
+            ctx->allowed[i].search |= search;
             free(real);
             return 0;
         }
-    if (n_allowed == MAX_ALLOWED) {
+    if (ctx->n_allowed == LMP_MAX_ALLOWED_DIRS) {
         free(real);
-        return lmp_fail(LMP_EINVAL, "%s: more than %d trusted plugin folders", dir, MAX_ALLOWED);
+        return lmp_fail(LMP_EINVAL, "%s: more than %d trusted plugin folders", dir, LMP_MAX_ALLOWED_DIRS);
     }
-    allowed[n_allowed].dir = real;
-    allowed[n_allowed++].search = search;
+    ctx->allowed[ctx->n_allowed].dir = real;
+    ctx->allowed[ctx->n_allowed++].search = search;
     return 0;
-}
-
-void lmp_registry_allow_reset(void)
-{
-    for (int i = 0; i < n_allowed; i++) free(allowed[i].dir);
-    n_allowed = 0;
 }
 
 /* Is the real path `real` the folder `dir` (a real path) or inside it? */
@@ -184,13 +171,15 @@ int lmp_registry_add_search_dir(lmp_registry *reg, const char *dir)
     return st;
 }
 
-int lmp_registry_init(lmp_registry *reg, const char *const *extra, int n_extra)
+int lmp_registry_init(lmp_registry *reg, lmp_ctx *ctx, const char *const *extra, int n_extra)
 {
     memset(reg, 0, sizeof *reg);
+    reg->ctx = ctx;
     int st = 0;
     for (int i = 0; i < n_extra && !st; i++) st = add_user_dir(reg, extra[i]);
-    for (int i = 0; i < n_allowed && !st; i++)
-        st = allowed[i].search ? add_user_dir(reg, allowed[i].dir) : add_trusted(reg, allowed[i].dir);
+    for (int i = 0; i < ctx->n_allowed && !st; i++)
+        st = ctx->allowed[i].search ? add_user_dir(reg, ctx->allowed[i].dir)
+                                    : add_trusted(reg, ctx->allowed[i].dir);
     const char *env = getenv("LMP_PLUGIN_PATH");
     if (env && !st) {
         char *copy = strdup(env), *save = NULL;
@@ -359,10 +348,12 @@ static int load_checked(lmp_registry *reg, const char *path, int kind, int keep_
     }
     lmp_plugin p = {.handle = h, .desc = d, .usable = 1};
     if (d->probe) {
-        lmp_clear_error();
-        if (d->probe(lmp_host_services(), lmp_host_ctx()) <= 0) {
+        /* The probe's reason comes back through the run's context (host->set_error). */
+        lmp_host_clear_error(reg->ctx);
+        if (d->probe(lmp_host_services(), reg->ctx) <= 0) {
             p.usable = 0;
-            snprintf(p.reason, sizeof p.reason, "%s", lmp_last_error());
+            const char *why = lmp_host_error(reg->ctx);
+            snprintf(p.reason, sizeof p.reason, "%s", *why ? why : "unknown error");
             if (!keep_unusable) {
                 st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s plugin '%s' cannot run here: %s", path,
                               lmp_kind_name(d->kind), d->name, p.reason);

@@ -6,8 +6,8 @@
  *   - the build's plugin folder (LMP_PLUGIN_DIR) and <directory of the lmpress binary>/plugins;
  *   - the folders of $LMP_PLUGIN_PATH (colon-separated: the user's own environment);
  *   - the folders the caller passes to lmp_registry_init (the command line's --plugin-path), to
- *     lmp_registry_trust_dir, or for the whole process to lmp_registry_allow_dir (the command
- *     line's --allow-plugin).
+ *     lmp_registry_trust_dir, or for the whole run to lmp_registry_allow_dir (the command
+ *     line's --allow-plugin, kept in the run's context).
  * A config is not trusted: its plugins.search_path folders (lmp_registry_add_search_dir) and the
  * plugin paths it names must lie inside a trusted folder, or are refused before any dlopen with
  * a message saying "pass --allow-plugin DIR to trust it".  A bare file name ("libz.so") is never
@@ -27,6 +27,7 @@
 #define LMP_CORE_REGISTRY_H
 
 #include "lmpress/plugin.h"
+#include "plugin/host.h"
 
 typedef struct lmp_plugin {
     char *path;          /* the real path (realpath) it was loaded from */
@@ -45,13 +46,15 @@ typedef struct lmp_registry {
     int n_front;         /* how many of them lmp_registry_add_search_dir put in front */
     char **trusted;      /* real paths of the folders plugins may be loaded from */
     int n_trusted;
+    lmp_ctx *ctx;        /* the run's (borrowed): its trusted folders, and the hctx of probes */
 } lmp_registry;
 
-/* extra: folders the caller trusts (e.g. the command line's --plugin-path), searched before the
- * environment's and the defaults; may be NULL.  Never a config's folders: those go through
- * lmp_registry_add_search_dir.  Also trusts (and searches, when asked) the process's
- * lmp_registry_allow_dir folders. */
-int lmp_registry_init(lmp_registry *reg, const char *const *extra, int n_extra);
+/* ctx: the run's context, which must outlive the registry: probes run on it, and the folders
+ * lmp_registry_allow_dir gave it are trusted (and searched, when asked).  extra: folders the
+ * caller trusts (e.g. the command line's --plugin-path), searched before the environment's and
+ * the defaults; may be NULL.  Never a config's folders: those go through
+ * lmp_registry_add_search_dir. */
+int lmp_registry_init(lmp_registry *reg, lmp_ctx *ctx, const char *const *extra, int n_extra);
 void lmp_registry_free(lmp_registry *reg);
 
 /* Trusts `dir` (and everything under it) for this registry, without searching it by name. */
@@ -64,13 +67,12 @@ int lmp_registry_add_search_dir(lmp_registry *reg, const char *dir);
  * when not wanted) set; otherwise an error naming `path` and its resolved path. */
 int lmp_registry_check_trusted(const lmp_registry *reg, const char *path, char **real);
 
-/* The process's own trusted folders: what the user says on the command line (--allow-plugin
- * DIR, --plugin-path DIR), like $LMP_PLUGIN_PATH and never from a config.  Every registry
- * initialised after the call trusts `dir`; search = 1 also searches it for plugins by name.
- * Fails when `dir` is not an existing folder. */
-int lmp_registry_allow_dir(const char *dir, int search);
-/* Forgets the folders given to lmp_registry_allow_dir (tests). */
-void lmp_registry_allow_reset(void);
+/* The run's own trusted folders: what the user says on the command line (--allow-plugin DIR,
+ * --plugin-path DIR), like $LMP_PLUGIN_PATH and never from a config.  Kept in the run's context
+ * (lmp_ctx_clear forgets them): every registry initialised on that context after the call
+ * trusts `dir`, registries of other contexts do not; search = 1 also searches it for plugins by
+ * name.  Fails when `dir` is not an existing folder. */
+int lmp_registry_allow_dir(lmp_ctx *ctx, const char *dir, int search);
 
 /* Loads one file: a path with a '/' inside a trusted folder (a bare name is refused, never
  * looked up by dlopen), an ELF plugin (checked before dlopen).  A file already loaded (same

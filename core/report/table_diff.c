@@ -20,6 +20,13 @@ const lmp_tolerance lmp_class_tolerance[LMP_N_CLASSES] = {
     [LMP_CLASS_SOLVER] = {.ppl_rel = 5e-3, .kld_abs = 1e-4, .kld_rel = 0.15, .top1_abs = 1e-2, .lambada_se = 2},
 };
 
+int lmp_class_by_name(const char *name)
+{
+    for (int c = 0; c < LMP_N_CLASSES; c++)
+        if (strcmp(name, lmp_class_name((lmp_variant_class)c)) == 0) return c;
+    return -1;
+}
+
 const char *lmp_class_name(lmp_variant_class c)
 {
     static const char *const names[] = {"exact", "rounding", "solver"};
@@ -159,6 +166,12 @@ static int check_shape(const lmp_table *a, const lmp_table *t)
 int lmp_table_diff(const lmp_table *a, const lmp_table *b, const lmp_table *noise, int n_noise, FILE *out,
                    lmp_diff_summary *sum)
 {
+    return lmp_table_diff_as(a, b, noise, n_noise, -1, out, sum);
+}
+
+int lmp_table_diff_as(const lmp_table *a, const lmp_table *b, const lmp_table *noise, int n_noise, int as_class,
+                      FILE *out, lmp_diff_summary *sum)
+{
     memset(sum, 0, sizeof *sum);
     const lmp_json *va = lmp_json_get(a->json, "variants");
     if (!va || va->type != LMP_JSON_ARRAY) return lmp_fail(LMP_EINVAL, "%s: no \"variants\" array", a->name);
@@ -182,7 +195,7 @@ int lmp_table_diff(const lmp_table *a, const lmp_table *b, const lmp_table *nois
             if (nn.n != na.n) return lmp_fail(LMP_EINVAL, "%s: variant '%s': LAMBADA in only one table", noise[j].name, name);
             for (int k = 0; k < na.n; k++) spread[k] = fmax(spread[k], distance(na.kind[k], na.v[k], nn.v[k]));
         }
-        const lmp_variant_class cls = lmp_variant_classify(x);
+        const lmp_variant_class cls = as_class >= 0 ? (lmp_variant_class)as_class : lmp_variant_classify(x);
         const int bad_bits = distance(TOP1, na.bits, nb.bits) != 0;
         int bad = bad_bits;
         sum->numbers += 1 + na.n;

@@ -36,6 +36,8 @@ typedef struct lmp_tolerance {
 
 extern const lmp_tolerance lmp_class_tolerance[LMP_N_CLASSES];
 const char *lmp_class_name(lmp_variant_class c);
+/* "exact", "rounding" or "solver" -> its class; -1 for anything else. */
+int lmp_class_by_name(const char *name);
 
 /* The class of a variant of a compare table: the loosest of its stages' classes.  A strategy
  * this file does not know (a user's plugin) counts as LMP_CLASS_ROUNDING. */
@@ -58,5 +60,11 @@ typedef struct lmp_diff_summary {
  * variants or texts, a missing number). */
 int lmp_table_diff(const lmp_table *a, const lmp_table *b, const lmp_table *noise, int n_noise, FILE *out,
                    lmp_diff_summary *sum);
+
+/* The same, judging every variant by the floors of class as_class (lmp_variant_class) instead of
+ * its own: `lmpress diff --class exact` holds a refactoring to the exact floors everywhere.
+ * as_class < 0: each variant's own class. */
+int lmp_table_diff_as(const lmp_table *a, const lmp_table *b, const lmp_table *noise, int n_noise, int as_class,
+                      FILE *out, lmp_diff_summary *sum);
 
 #endif

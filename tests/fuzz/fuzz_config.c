@@ -14,7 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size, ".cfg");
     lmp_run_config *c = NULL;
-    if (lmp_config_load(path, &c) != 0) {
+    lmp_ctx ctx; /* one run per input */
+    lmp_ctx_init(&ctx);
+    if (lmp_config_load(&ctx, path, &c) != 0) {
+        lmp_ctx_clear(&ctx);
         if (c != NULL || !strstr(lmp_last_error(), "lmpress-fuzz-")) __builtin_trap();
         return 0;
     }
@@ -26,5 +29,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)lmp_stage_params_for(st, "model.layers.0.self_attn.q_proj");
         }
     lmp_config_free(c);
+    lmp_ctx_clear(&ctx);
     return 0;
 }

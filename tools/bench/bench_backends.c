@@ -179,9 +179,11 @@ int main(int argc, char **argv)
            mhz * 1e-3, fpc);
     printf("# square GEMM, operands in host memory (staging included), best of >= %.1f s\n",
            min_seconds);
-    lmp_host_set_verbosity(LMP_LOG_ERROR);
+    lmp_ctx ctx; /* this benchmark's run */
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
     lmp_registry reg;
-    if (lmp_registry_init(&reg, NULL, 0)) {
+    if (lmp_registry_init(&reg, &ctx, NULL, 0)) {
         fprintf(stderr, "bench_backends: %s\n", lmp_last_error());
         return 1;
     }
@@ -194,7 +196,7 @@ int main(int argc, char **argv)
     double best_cpu = 0.0;
     for (int b = 0; b < nb; b++) {
         lmp_backend be;
-        if (lmp_backend_open(&reg, names[b], NULL, &be)) {
+        if (lmp_backend_open(&ctx, &reg, names[b], NULL, &be)) {
             printf("%s%s: not usable here: %s\n", md ? "\n" : "", names[b], lmp_last_error());
             continue;
         }
@@ -246,7 +248,7 @@ int main(int argc, char **argv)
         }
         for (int b = 0; b < nb; b++) {
             lmp_backend be;
-            if (lmp_backend_open(&reg, names[b], NULL, &be)) continue;
+            if (lmp_backend_open(&ctx, &reg, names[b], NULL, &be)) continue;
             if (profile_forward(&be, names[b], m, tokens, windows, md)) {
                 printf("%s forward failed: %s\n", names[b], lmp_last_error());
                 failures++;
@@ -256,5 +258,6 @@ int main(int argc, char **argv)
         lmp_model_free(m);
     }
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
     return failures ? 1 : 0;
 }

@@ -111,18 +111,20 @@ int main(int argc, char **argv)
     lmp_block *out = NULL;
     const lmp_plugin *p;
     lmp_value *params = NULL;
-    int st = lmp_registry_init(&reg, NULL, 0);
-    if (!st) st = lmp_backend_open(&reg, backend, NULL, &be);
+    lmp_ctx ctx; /* this benchmark's run */
+    lmp_ctx_init(&ctx);
+    int st = lmp_registry_init(&reg, &ctx, NULL, 0);
+    if (!st) st = lmp_backend_open(&ctx, &reg, backend, NULL, &be);
     if (st) {
         fprintf(stderr, "bench_gptq: %s\n", lmp_last_error());
         return 1;
     }
-    lmp_host_set_backend(&be);
-    lmp_host_set_verbosity(LMP_LOG_WARN);
+    lmp_host_set_backend(&ctx, &be);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_WARN);
     if (!st) st = lmp_model_load(model, &m);
     if (!st) st = lmp_open_tokenizer(m, NULL, &tok);
     if (!st) st = lmp_tokenize_file(tok, text, &ids, &n_ids);
-    if (!st) st = lmp_windows_cut(ids, n_ids, windows, T, 0, text, &calib);
+    if (!st) st = lmp_windows_cut(&ctx, ids, n_ids, windows, T, 0, text, &calib);
     if (!st) st = lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, "gptq", &p);
     if (!st) st = lmp_params_defaults(p->desc, &params);
     if (!st) st = set_param(p, params, "bits", (double)bits);
@@ -133,16 +135,16 @@ int main(int argc, char **argv)
         lmp_stage stage = {.plugin = p, .params = params};
         lmp_variant v = {.name = "gptq", .stages = &stage, .n_stages = 1};
         lmp_be_counters_reset(&be);
-        lmp_compress_times_reset();
+        lmp_compress_times_reset(&ctx);
         double t0 = lmp_now_s();
-        st = lmp_compress(&be, m, &v, &calib, &out);
+        st = lmp_compress(&ctx, &be, m, &v, &calib, &out);
         total = lmp_now_s() - t0;
     }
     if (st) {
         fprintf(stderr, "bench_gptq: %s\n", lmp_last_error());
     } else {
         const lmp_be_counters *c = lmp_be_counters_get(&be);
-        const lmp_compress_times *t = lmp_compress_times_get();
+        const lmp_compress_times *t = lmp_compress_times_get(&ctx);
         double hess = c->seconds[LMP_OP_xtx_accum];
         double fact = c->seconds[LMP_OP_cholesky] + c->seconds[LMP_OP_chol_inverse];
         double fwd = t->collect - hess + t->propagate, cols = t->apply - fact;
@@ -175,8 +177,9 @@ int main(int argc, char **argv)
     free(ids);
     if (tok) lmp_tokenizer_free(tok);
     if (m) lmp_model_free(m);
-    lmp_host_set_backend(NULL);
+    lmp_host_set_backend(&ctx, NULL);
     lmp_backend_close(&be);
     lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
     return st ? 1 : 0;
 }
