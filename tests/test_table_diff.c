@@ -111,6 +111,34 @@ START_TEST(test_tolerances)
 }
 END_TEST
 
+/* --class: a W8A8 variant 0.4 % apart in ppl is within its own (rounding) class, beyond the exact
+ * floors when judged as exact; and an exact-class variant judged as rounding gets the looser floor. */
+START_TEST(test_forced_class)
+{
+    lmp_diff_summary sum;
+    lmp_json *a = table("q", W8A8, 8, "10", 0.1, 0.9, 50), *b = table("q", W8A8, 8, "10.04", 0.1, 0.9, 50);
+    const lmp_table ta = {a, "a"}, tb = {b, "b"};
+    ck_assert_int_eq(lmp_table_diff_as(&ta, &tb, NULL, 0, -1, NULL, &sum), 0);
+    ck_assert_int_eq(sum.beyond, 0);
+    ck_assert_int_eq(lmp_table_diff_as(&ta, &tb, NULL, 0, LMP_CLASS_EXACT, NULL, &sum), 0);
+    ck_assert_int_eq(sum.beyond, 1);
+    ck_assert_double_gt(sum.worst[LMP_CLASS_EXACT][0], 3e-3); /* counted under the forced class */
+    lmp_json *c = table("w4", RTN_W4, 4.5, "10", 0.1, 0.9, 50), *d = table("w4", RTN_W4, 4.5, "10.04", 0.1, 0.9, 50);
+    const lmp_table tc = {c, "c"}, td = {d, "d"};
+    ck_assert_int_eq(lmp_table_diff_as(&tc, &td, NULL, 0, -1, NULL, &sum), 0);
+    ck_assert_int_eq(sum.beyond, 1);
+    ck_assert_int_eq(lmp_table_diff_as(&tc, &td, NULL, 0, LMP_CLASS_ROUNDING, NULL, &sum), 0);
+    ck_assert_int_eq(sum.beyond, 0);
+    ck_assert_int_eq(lmp_class_by_name("exact"), LMP_CLASS_EXACT);
+    ck_assert_int_eq(lmp_class_by_name("solver"), LMP_CLASS_SOLVER);
+    ck_assert_int_eq(lmp_class_by_name("bitwise"), -1);
+    lmp_json_free(a);
+    lmp_json_free(b);
+    lmp_json_free(c);
+    lmp_json_free(d);
+}
+END_TEST
+
 START_TEST(test_incomparable)
 {
     lmp_diff_summary sum;
@@ -179,6 +207,7 @@ int main(void)
     tcase_add_test(tc, test_classes);
     tcase_add_test(tc, test_tolerances);
     tcase_add_test(tc, test_incomparable);
+    tcase_add_test(tc, test_forced_class);
     tcase_add_test(tc, test_cli);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
