@@ -56,6 +56,135 @@ static int flush_hessian(const lmp_backend *be, lmp_block_stats *bs, int i, int6
     return st;
 }
 
+/* One statistic each, on x[T, C], the input of window w of W; each returns 0 or the first
+ * failure, with nothing after it done. */
+static int observe_absmax(const collector *c, lmp_stats *s, const float *x, int64_t T, int64_t C)
+{
+    int st = alloc_filled(&s->absmax, C, 0.0f);
+    if (st) return st;
+    return lmp_be_reduce_cols(c->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
+}
+
+/* With windows, the window's min/max rows are reduced and then folded into the totals. */
+static int observe_minmax(const collector *c, lmp_stats *s, int windows, int64_t w, const float *x,
+                          int64_t T, int64_t C)
+{
+    const int64_t W = c->n_windows;
+    int st = alloc_filled(&s->min, C, INFINITY);
+    if (st) return st;
+    st = alloc_filled(&s->max, C, -INFINITY);
+    if (st) return st;
+    if (windows) {
+        st = alloc_filled(&s->win_min, W * C, INFINITY);
+        if (st) return st;
+        st = alloc_filled(&s->win_max, W * C, -INFINITY);
+        if (st) return st;
+    }
+    float *mn = windows ? s->win_min + w * C : s->min, *mx = windows ? s->win_max + w * C : s->max;
+    st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MIN, T, C, x, mn);
+    if (st) return st;
+    st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MAX, T, C, x, mx);
+    if (st) return st;
+    if (windows) {
+        fold_min(s->min, mn, C);
+        fold_max(s->max, mx, C);
+    }
+    return 0;
+}
+
+/* Sums here, divided once all windows are seen (lmp_block_stats_collect). */
+static int observe_mean(const collector *c, lmp_stats *s, int windows, int64_t w, const float *x,
+                        int64_t T, int64_t C)
+{
+    int st = alloc_filled(&s->mean, C, 0.0f);
+    if (st) return st;
+    if (windows) {
+        st = alloc_filled(&s->win_mean, c->n_windows * C, 0.0f);
+        if (st) return st;
+    }
+    float *sum = windows ? s->win_mean + w * C : s->mean;
+    st = lmp_be_reduce_cols(c->be, LMP_REDUCE_SUM, T, C, x, sum);
+    if (st) return st;
+    if (windows)
+        for (int64_t j = 0; j < C; j++) s->mean[j] += sum[j];
+    return 0;
+}
+
+/* S sample rows out of the N = W * T calibration tokens. */
+static int observe_sample(const collector *c, lmp_stats *s, int64_t S, const float *x, int64_t T,
+                          int64_t C)
+{
+    const int64_t N = c->n_windows * T;
+    if (S > N) S = N;
+    if (!s->sample) {
+        s->sample = malloc((size_t)(S * C) * sizeof *s->sample);
+        if (!s->sample) return lmp_fail(LMP_ENOMEM, "out of memory for a sample of %lld tokens", (long long)S);
+    }
+    take_sample(s, S, N, s->n_tokens, x, T, C);
+    return 0;
+}
+
+/* GPTQ's H = 2/n_seq sum x x^T: the windows are stacked into linear i's h_stage and flushed
+ * into H whenever another would not fit. */
+static int observe_hessian(const collector *c, lmp_stats *s, int i, const float *x, int64_t T, int64_t C)
+{
+    lmp_block_stats *bs = c->bs;
+    const int64_t cap = lmp_hessian_stack_rows(T);
+    if (!s->hessian) s->hessian = calloc((size_t)(C * C), sizeof *s->hessian);
+    if (s->hessian && !bs->h_stage[i]) bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float));
+    if (!s->hessian || !bs->h_stage[i])
+        return lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
+    memcpy(bs->h_stage[i] + bs->h_rows[i] * C, x, (size_t)(T * C) * sizeof *x);
+    bs->h_rows[i] += T;
+    if (bs->h_rows[i] + T > cap) return flush_hessian(c->be, bs, i, C, c->n_windows);
+    return 0;
+}
+
+/* One window in double, then added into the f32 totals. */
+static int observe_sqsum(lmp_stats *s, const float *x, int64_t T, int64_t C)
+{
+    int st = alloc_filled(&s->sqsum, C, 0.0f);
+    if (st) return st;
+    double *acc = calloc((size_t)C, sizeof *acc);
+    if (!acc) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < C; j++) acc[j] += (double)x[t * C + j] * (double)x[t * C + j];
+    for (int64_t j = 0; j < C; j++) s->sqsum[j] += (float)acc[j];
+    free(acc);
+    return 0;
+}
+
+/* Every statistic of need on this input, in a fixed order, up to the first failure. */
+static int observe_all(const collector *c, lmp_stats *s, uint32_t need, int64_t S, int lin0,
+                       const float *x, int64_t T, int64_t C)
+{
+    const int windows = (need & LMP_STAT_WINDOWS) != 0;
+    const int64_t w = s->n_tokens / T;
+    int st;
+    if (need & LMP_STAT_ABSMAX) {
+        st = observe_absmax(c, s, x, T, C);
+        if (st) return st;
+    }
+    if (need & LMP_STAT_MINMAX) {
+        st = observe_minmax(c, s, windows, w, x, T, C);
+        if (st) return st;
+    }
+    if (need & LMP_STAT_MEAN) {
+        st = observe_mean(c, s, windows, w, x, T, C);
+        if (st) return st;
+    }
+    if ((need & LMP_STAT_SAMPLE) && S > 0) {
+        st = observe_sample(c, s, S, x, T, C);
+        if (st) return st;
+    }
+    if (need & LMP_STAT_HESSIAN) {
+        st = observe_hessian(c, s, lin0, x, T, C);
+        if (st) return st;
+    }
+    if (need & LMP_STAT_SQSUM) return observe_sqsum(s, x, T, C);
+    return 0;
+}
+
 static int observe_input(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
 {
     collector *c = ud;
@@ -69,64 +198,17 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     if (!need) return 0;
     lmp_stats *s = &bs->stats[lins[0]];
     bs->owner[lins[0]] = 1;
-    const int64_t w = s->n_tokens / T, W = c->n_windows, N = W * T;
-    const int windows = (need & LMP_STAT_WINDOWS) != 0;
-    int st = 0;
-    if (need & LMP_STAT_ABSMAX) {
-        if (!(st = alloc_filled(&s->absmax, C, 0.0f)))
-            st = lmp_be_reduce_cols(c->be, LMP_REDUCE_ABSMAX, T, C, x, s->absmax);
-    }
-    if (!st && (need & LMP_STAT_MINMAX)) {
-        if (!(st = alloc_filled(&s->min, C, INFINITY)) && !(st = alloc_filled(&s->max, C, -INFINITY)) &&
-            (!windows || (!(st = alloc_filled(&s->win_min, W * C, INFINITY)) &&
-                          !(st = alloc_filled(&s->win_max, W * C, -INFINITY))))) {
-            float *mn = windows ? s->win_min + w * C : s->min, *mx = windows ? s->win_max + w * C : s->max;
-            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MIN, T, C, x, mn)) &&
-                !(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_MAX, T, C, x, mx)) && windows) {
-                fold_min(s->min, mn, C);
-                fold_max(s->max, mx, C);
-            }
-        }
-    }
-    if (!st && (need & LMP_STAT_MEAN)) { /* sums here, divided once all windows are seen */
-        if (!(st = alloc_filled(&s->mean, C, 0.0f)) && (!windows || !(st = alloc_filled(&s->win_mean, W * C, 0.0f)))) {
-            float *sum = windows ? s->win_mean + w * C : s->mean;
-            if (!(st = lmp_be_reduce_cols(c->be, LMP_REDUCE_SUM, T, C, x, sum)) && windows)
-                for (int64_t j = 0; j < C; j++) s->mean[j] += sum[j];
-        }
-    }
-    if (!st && (need & LMP_STAT_SAMPLE) && S > 0) {
-        if (S > N) S = N;
-        if (!s->sample && !(s->sample = malloc((size_t)(S * C) * sizeof *s->sample)))
-            st = lmp_fail(LMP_ENOMEM, "out of memory for a sample of %lld tokens", (long long)S);
-        else
-            take_sample(s, S, N, s->n_tokens, x, T, C);
-    }
-    if (!st && (need & LMP_STAT_HESSIAN)) { /* GPTQ's H = 2/n_seq sum x x^T, windows stacked */
-        const int i = lins[0];
-        const int64_t cap = lmp_hessian_stack_rows(T);
-        if ((!s->hessian && !(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) ||
-            (!bs->h_stage[i] && !(bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float)))))
-            st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
-        else {
-            memcpy(bs->h_stage[i] + bs->h_rows[i] * C, x, (size_t)(T * C) * sizeof *x);
-            if ((bs->h_rows[i] += T) + T > cap) st = flush_hessian(c->be, bs, i, C, W);
-        }
-    }
-    if (!st && (need & LMP_STAT_SQSUM) && !(st = alloc_filled(&s->sqsum, C, 0.0f))) {
-        double *acc = calloc((size_t)C, sizeof *acc); /* one window in double, then into f32 */
-        if (!acc) st = lmp_fail(LMP_ENOMEM, "out of memory");
-        for (int64_t t = 0; acc && t < T; t++)
-            for (int64_t j = 0; j < C; j++) acc[j] += (double)x[t * C + j] * (double)x[t * C + j];
-        for (int64_t j = 0; acc && j < C; j++) s->sqsum[j] += (float)acc[j];
-        free(acc);
-    }
+    const int64_t w = s->n_tokens / T;
+    /* On a failure the caller only frees the statistics, through their owner: the counts and
+     * the aliases need not follow. */
+    int st = observe_all(c, s, need, S, lins[0], x, T, C);
+    if (st) return st;
     s->n_tokens += T;
-    if (windows) s->n_windows = w + 1;
+    if (need & LMP_STAT_WINDOWS) s->n_windows = w + 1;
     for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
-    if (!st && lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
+    if (lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
         return LMP_FORWARD_STOP; /* nothing later in the block is needed */
-    return st;
+    return 0;
 }
 
 int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
@@ -140,24 +222,27 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
         if (bs->needs[i] && lmp_input_group(blk->linears[i].role) > c.last_group)
             c.last_group = lmp_input_group(blk->linears[i].role);
     int st = 0;
-    for (int64_t w = 0; w < n_windows && !st; w++) {
+    for (int64_t w = 0; w < n_windows; w++) {
         memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
         st = lmp_block_forward(be, a, blk, T, tmp, observe_input, &c);
         if (st == LMP_FORWARD_STOP) st = 0;
+        if (st) break;
     }
     free(tmp);
-    for (int i = 0; i < blk->n_linears; i++) { /* the rows still stacked, then the stacks */
+    /* The rows still stacked, then the stacks: every stack is freed, also after a failure. */
+    for (int i = 0; i < blk->n_linears; i++) {
         if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);
         free(bs->h_stage[i]);
         bs->h_stage[i] = NULL;
     }
-    for (int i = 0; i < blk->n_linears && !st; i++) {
+    if (st) return st;
+    for (int i = 0; i < blk->n_linears; i++) {
         lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */
         if (!bs->owner[i]) continue;
         for (int64_t j = 0; s->mean && j < blk->linears[i].in; j++) s->mean[j] /= (float)s->n_tokens;
         for (int64_t j = 0; s->win_mean && j < s->n_windows * blk->linears[i].in; j++) s->win_mean[j] /= (float)T;
     }
-    return st;
+    return 0;
 }
 
 void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)

@@ -40,12 +40,14 @@ static int shifted_linear(const lmp_backend *be, const lmp_linear *l, int64_t T,
     for (int64_t t = 0; t < T; t++)
         for (int64_t k = 0; k < nJ; k++) rest[t * C + J[k]] = 0.0f;
     int st = lmp_be_linear(be, T, C, O, rest, l->w, NULL, y);
-    for (int64_t t = 0; !st && t < T; t++)
+    if (st) goto done;
+    for (int64_t t = 0; t < T; t++)
         for (int64_t o = 0; o < O; o++) {
             double acc = (double)y[t * O + o] + l->shift_bias[o] + (l->b ? l->b[o] : 0.0);
             for (int64_t k = 0; k < nJ; k++) acc += (double)l->w[o * C + J[k]] * (double)in[t * C + J[k]];
             y[t * O + o] = (float)acc;
         }
+done:
     free(J);
     free(rest);
     return st;
@@ -79,9 +81,11 @@ static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int
 {
     if (a->family == LMP_FAMILY_GPT2) return lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out);
     int st = lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
-    for (int64_t t = 0; !st && n->b && t < T; t++)
+    if (st) return st;
+    if (!n->b) return 0;
+    for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < a->dim; j++) out[t * a->dim + j] += n->b[j];
-    return st;
+    return 0;
 }
 
 /* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
@@ -115,32 +119,55 @@ int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block 
     const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
               gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
               dn[] = {li[LMP_ROLE_DOWN]};
-    int st;
-    if ((st = norm(be, a, &blk->norms[0], T, x, xn)) ||
-        (st = observe(obs, ud, qkv, 3, xn, T, d)) ||
-        (st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q)) ||
-        (st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k)) ||
-        (st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v)) ||
-        (!gpt2 && (st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q))) ||
-        (!gpt2 && (st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k))) ||
-        (st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att)) ||
-        (input_affine(&L[o[0]], T, att), 0) ||
-        (st = observe(obs, ud, o, 1, att, T, d)) ||
-        (st = run_linear(be, &L[o[0]], T, att, qbuf, y)))
-        goto done;
+    /* Attention: x += attention(rope(q), rope(k), v) Wo^T. */
+    int st = norm(be, a, &blk->norms[0], T, x, xn);
+    if (st) goto done;
+    st = observe(obs, ud, qkv, 3, xn, T, d);
+    if (st) goto done;
+    st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q);
+    if (st) goto done;
+    st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
+    if (st) goto done;
+    st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
+    if (st) goto done;
+    if (!gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
+        st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q);
+        if (st) goto done;
+        st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k);
+        if (st) goto done;
+    }
+    st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
+    if (st) goto done;
+    input_affine(&L[o[0]], T, att);
+    st = observe(obs, ud, o, 1, att, T, d);
+    if (st) goto done;
+    st = run_linear(be, &L[o[0]], T, att, qbuf, y);
+    if (st) goto done;
     for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
-    if ((st = norm(be, a, &blk->norms[1], T, x, xn)) ||
-        (st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d)))
-        goto done;
+
+    /* MLP: x += h Wd^T (down_proj; GPT-2's c_proj). */
+    st = norm(be, a, &blk->norms[1], T, x, xn);
+    if (st) goto done;
+    st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d);
+    if (st) goto done;
     if (gpt2) { /* h = gelu(xn Wfc^T + b) */
-        if ((st = run_linear(be, &L[gu[1]], T, xn, qbuf, g)) || (st = lmp_be_gelu(be, T * f, g, g))) goto done;
+        st = run_linear(be, &L[gu[1]], T, xn, qbuf, g);
+        if (st) goto done;
+        st = lmp_be_gelu(be, T * f, g, g);
+        if (st) goto done;
     } else { /* h = silu(xn Wg^T) * (xn Wu^T) */
-        if ((st = run_linear(be, &L[gu[0]], T, xn, qbuf, g)) ||
-            (st = run_linear(be, &L[gu[1]], T, xn, qbuf, u)) || (st = lmp_be_swiglu(be, T * f, g, u, g)))
-            goto done;
+        st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
+        if (st) goto done;
+        st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
+        if (st) goto done;
+        st = lmp_be_swiglu(be, T * f, g, u, g);
+        if (st) goto done;
     }
     input_affine(&L[dn[0]], T, g);
-    if ((st = observe(obs, ud, dn, 1, g, T, f)) || (st = run_linear(be, &L[dn[0]], T, g, qbuf, y))) goto done;
+    st = observe(obs, ud, dn, 1, g, T, f);
+    if (st) goto done;
+    st = run_linear(be, &L[dn[0]], T, g, qbuf, y);
+    if (st) goto done;
     for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
 done:
     free(buf);
@@ -166,8 +193,11 @@ int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *
     int st = m->arch.family == LMP_FAMILY_GPT2
                  ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
                  : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
-    if (!st) st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
-    if (!st && normalize) st = lmp_be_log_softmax(be, T, V, out, out);
+    if (st) goto done;
+    st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
+    if (st) goto done;
+    if (normalize) st = lmp_be_log_softmax(be, T, V, out, out);
+done:
     free(xn);
     return st;
 }
@@ -179,9 +209,12 @@ int lmp_forward(const lmp_backend *be, const lmp_model *m, const lmp_block *bloc
     if (!x) return lmp_fail(LMP_ENOMEM, "out of memory in forward");
     lmp_embed(m, tok, T, x);
     int st = 0;
-    for (int64_t l = 0; l < m->arch.n_layers && !st; l++)
+    for (int64_t l = 0; l < m->arch.n_layers; l++) {
         st = lmp_block_forward(be, &m->arch, &blocks[l], T, x, NULL, NULL);
-    if (!st) st = lmp_head(be, m, T, x, normalize, out);
+        if (st) goto done;
+    }
+    st = lmp_head(be, m, T, x, normalize, out);
+done:
     free(x);
     return st;
 }

@@ -51,17 +51,22 @@ uint32_t reparam_needs(const reparam_opts *o)
     return need;
 }
 
-uint32_t reparam_needs_of(const lmp_plugin_desc *d, const lmp_value *v)
+/* The vtable's needs() and sample_tokens(): the options of this plugin's parameter values.
+ * The host asks sample_tokens() only when needs() has LMP_STAT_SAMPLE, so shift, which never
+ * smooths and has no "sample_tokens", is never asked. */
+static uint32_t reparam_vt_needs(void *self, const lmp_value *v)
 {
+    (void)self;
     reparam_opts o;
-    reparam_opts_read(d, v, &o);
+    reparam_opts_read(&reparam_plugin, v, &o);
     return reparam_needs(&o);
 }
 
-int64_t reparam_sample_tokens_of(const lmp_plugin_desc *d, const lmp_value *v)
+static int64_t reparam_vt_sample_tokens(void *self, const lmp_value *v)
 {
+    (void)self;
     reparam_opts o;
-    reparam_opts_read(d, v, &o);
+    reparam_opts_read(&reparam_plugin, v, &o);
     return o.sample_tokens;
 }
 
@@ -201,8 +206,10 @@ static int transform(const lmp_host *host, void *hctx, const reparam_opts *o, lm
     return rc;
 }
 
-int reparam_apply(const lmp_plugin_desc *d, const lmp_host *host, void *hctx, lmp_block *blk)
+static int reparam_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
 {
+    (void)self;
+    const lmp_plugin_desc *d = &reparam_plugin;
     uint8_t fed[256] = {0};
     if (blk->n_linears > 256) return host->set_error(hctx, LMP_EINVAL, "block %d: too many linears", blk->index);
     for (int n = 0; n < blk->n_norms; n++) {
@@ -232,3 +239,10 @@ int reparam_apply(const lmp_plugin_desc *d, const lmp_host *host, void *hctx, lm
     }
     return 0;
 }
+
+const lmp_strategy_i reparam_strategy = {
+    .struct_size = sizeof(lmp_strategy_i),
+    .needs = reparam_vt_needs,
+    .apply = reparam_apply,
+    .sample_tokens = reparam_vt_sample_tokens,
+};

@@ -1,6 +1,7 @@
 /* reparam.h — what the smoothquant, shift and shift_smoothquant plugins share: reading their
- * parameters, the statistics they need, and the transform of each group of linears sharing an
- * input (docs/algorithms.md §2.2, §3.2-§3.6).  Compiled into each of them; it uses only plugin.h.
+ * parameters, the statistics they need, the transform of each group of linears sharing an
+ * input (docs/algorithms.md §2.2, §3.2-§3.6), and the strategy vtable itself.  Compiled into
+ * each of them; it uses only plugin.h.
  *
  * A group is a norm and the linears it feeds (folded into the norm), or, with all_linears, one
  * linear no norm feeds (o, down), which gets an explicit input affine x -> (x - z)/s instead.
@@ -32,10 +33,21 @@ typedef struct reparam_opts {
  * "adaptive" = true turns the search on. */
 void reparam_opts_read(const lmp_plugin_desc *d, const lmp_value *v, reparam_opts *o);
 uint32_t reparam_needs(const reparam_opts *o);
-/* The strategy vtable's needs() and sample_tokens() for plugin d's parameter values. */
-uint32_t reparam_needs_of(const lmp_plugin_desc *d, const lmp_value *v);
-int64_t reparam_sample_tokens_of(const lmp_plugin_desc *d, const lmp_value *v);
-int reparam_apply(const lmp_plugin_desc *d, const lmp_host *host, void *hctx, lmp_block *blk);
+
+/* The three plugins differ only in name, summary and parameter schema (the options are read
+ * from the schema by name), so one vtable serves them all.  It reaches the plugin's schema
+ * through reparam_plugin, which each plugin file defines, once per shared object, with
+ * REPARAM_DESC; like everything but the entry symbol it stays hidden inside the object. */
+extern const lmp_strategy_i reparam_strategy;
+extern const lmp_plugin_desc reparam_plugin;
+
+#define REPARAM_DESC(name_, summary_, params_)                                                     \
+    {                                                                                              \
+        .struct_size = sizeof(lmp_plugin_desc), .abi_major = LMP_ABI_MAJOR,                        \
+        .abi_minor = LMP_ABI_MINOR, .kind = LMP_PLUGIN_STRATEGY, .name = name_,                    \
+        .version = "0.1.0", .summary = summary_, .params = params_,                                \
+        .n_params = sizeof params_ / sizeof *params_, .vtable = &reparam_strategy,                 \
+    }
 
 /* Parameter specs the plugins share (same names, same meaning). */
 static const char *const reparam_stat_choices[] = {"midpoint", "midpoint_pairwise", "mean_ema", NULL};
@@ -47,21 +59,26 @@ static const char *const reparam_rule_choices[] = {"max", "last", NULL};
     {"weight_rule", LMP_PARAM_ENUM,                                                               \
      "w_j over the linears a norm feeds: max over all of them (SmoothQuant), or the last one "   \
      "only (PaddleSlim: v of q/k/v, up of gate/up)", 0, NULL, 0, 0, reparam_rule_choices, 0}
-#define REPARAM_P_K_PIECE                                                                          \
-    {"k_piece", LMP_PARAM_INT, "search: pieces, by 1-D k-means of the channel abs-max", 3, NULL, 1, 64, NULL, 0}
-#define REPARAM_P_SEARCH_PIECE                                                                     \
-    {"search_piece", LMP_PARAM_BOOL,                                                              \
-     "search: try 1..k_piece pieces and keep the best (so alpha = 0.5 is always a candidate); "   \
-     "false: k_piece pieces only", 1, NULL, 0, 1, NULL, 0}
-#define REPARAM_P_ALPHA_MIN {"alpha_min", LMP_PARAM_FLOAT, "search: alpha grid start (exclusive)", 0.2, NULL, 0, 1, NULL, 0}
-#define REPARAM_P_ALPHA_MAX {"alpha_max", LMP_PARAM_FLOAT, "search: alpha grid end (exclusive)", 0.8, NULL, 0, 1, NULL, 0}
-#define REPARAM_P_SCALE_MIN                                                                        \
-    {"scale_min", LMP_PARAM_FLOAT, "search: first constant scale (0: no constant scales)", 1.0, NULL, 0, 1000, NULL, 0}
-#define REPARAM_P_SCALE_MAX                                                                        \
-    {"scale_max", LMP_PARAM_FLOAT, "search: constant scales up to this, step 0.5 (0: None, one constant)", 5.0, NULL, 0, 1000, NULL, 0}
-#define REPARAM_P_SAMPLE                                                                           \
-    {"sample_tokens", LMP_PARAM_INT,                                                              \
-     "search: calibration tokens the loss is measured on, evenly spaced", 512, NULL, 16, 1 << 20, NULL, 0}
+/* The piecewise search's parameters, in schema order: smoothquant's search = "piecewise" and
+ * shift_smoothquant's adaptive = true run it. */
+#define REPARAM_P_SEARCH_GROUP                                                                     \
+    {"k_piece", LMP_PARAM_INT, "search: pieces, by 1-D k-means of the channel abs-max", 3, NULL,   \
+     1, 64, NULL, 0},                                                                              \
+    {"search_piece", LMP_PARAM_BOOL,                                                               \
+     "search: try 1..k_piece pieces and keep the best (so alpha = 0.5 is always a candidate); "    \
+     "false: k_piece pieces only", 1, NULL, 0, 1, NULL, 0},                                        \
+    {"alpha_min", LMP_PARAM_FLOAT, "search: alpha grid start (exclusive)", 0.2, NULL, 0, 1,        \
+     NULL, 0},                                                                                     \
+    {"alpha_max", LMP_PARAM_FLOAT, "search: alpha grid end (exclusive)", 0.8, NULL, 0, 1,          \
+     NULL, 0},                                                                                     \
+    {"scale_min", LMP_PARAM_FLOAT, "search: first constant scale (0: no constant scales)", 1.0,    \
+     NULL, 0, 1000, NULL, 0},                                                                      \
+    {"scale_max", LMP_PARAM_FLOAT,                                                                 \
+     "search: constant scales up to this, step 0.5 (0: None, one constant)", 5.0, NULL, 0, 1000,   \
+     NULL, 0},                                                                                     \
+    {"sample_tokens", LMP_PARAM_INT,                                                               \
+     "search: calibration tokens the loss is measured on, evenly spaced", 512, NULL, 16, 1 << 20,  \
+     NULL, 0}
 #define REPARAM_P_STAT                                                                             \
     {"stat", LMP_PARAM_ENUM,                                                                      \
      "shift z: midpoint (min+max)/2 over all calibration tokens (Outlier Suppression+); "        \

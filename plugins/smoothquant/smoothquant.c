@@ -2,7 +2,8 @@
  * linears a norm feeds, s_j = a_j^alpha / w_j^(1-alpha) is divided out of the norm and
  * multiplied into the linears' columns, moving activation outliers into the weights.  The
  * function is unchanged; a later stage (rtn) quantizes.  search = "piecewise" replaces the
- * formula with PaddleSlim's PieceWiseSearch. */
+ * formula with PaddleSlim's PieceWiseSearch.  The work is plugins/common/reparam.c's: having
+ * "alpha" and no "stat" in the schema is what makes it smooth without shifting. */
 #include "lmpress/plugin.h"
 #include "reparam.h"
 
@@ -15,55 +16,13 @@ static const lmp_param_spec sq_params[] = {
      "none: the alpha formula; piecewise: PaddleSlim's PieceWiseSearch over alpha and constant "
      "scales per piece, minimising the W8A8 output error on a token sample",
      0, NULL, 0, 0, search_choices, 0},
-    REPARAM_P_K_PIECE,
-    REPARAM_P_SEARCH_PIECE,
-    REPARAM_P_ALPHA_MIN,
-    REPARAM_P_ALPHA_MAX,
-    REPARAM_P_SCALE_MIN,
-    REPARAM_P_SCALE_MAX,
-    REPARAM_P_SAMPLE,
+    REPARAM_P_SEARCH_GROUP,
     REPARAM_P_ALL_LINEARS,
     REPARAM_P_BITEXACT,
 };
 
-static const lmp_plugin_desc sq_desc;
+const lmp_plugin_desc reparam_plugin = REPARAM_DESC(
+    "smoothquant", "SmoothQuant: migrate activation outliers into the weights (alpha formula or piecewise search)",
+    sq_params);
 
-static uint32_t sq_needs(void *self, const lmp_value *p)
-{
-    (void)self;
-    return reparam_needs_of(&sq_desc, p);
-}
-
-static int64_t sq_sample(void *self, const lmp_value *p)
-{
-    (void)self;
-    return reparam_sample_tokens_of(&sq_desc, p);
-}
-
-static int sq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
-{
-    (void)self;
-    return reparam_apply(&sq_desc, host, hctx, blk);
-}
-
-static const lmp_strategy_i sq_vtable = {
-    .struct_size = sizeof(lmp_strategy_i),
-    .needs = sq_needs,
-    .apply = sq_apply,
-    .sample_tokens = sq_sample,
-};
-
-static const lmp_plugin_desc sq_desc = {
-    .struct_size = sizeof(lmp_plugin_desc),
-    .abi_major = LMP_ABI_MAJOR,
-    .abi_minor = LMP_ABI_MINOR,
-    .kind = LMP_PLUGIN_STRATEGY,
-    .name = "smoothquant",
-    .version = "0.1.0",
-    .summary = "SmoothQuant: migrate activation outliers into the weights (alpha formula or piecewise search)",
-    .params = sq_params,
-    .n_params = sizeof sq_params / sizeof *sq_params,
-    .vtable = &sq_vtable,
-};
-
-LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void) { return &sq_desc; }
+LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void) { return &reparam_plugin; }
