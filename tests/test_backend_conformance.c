@@ -40,6 +40,7 @@
 #include "plugin/registry.h"
 #include "report/table_diff.h"
 
+#include "fused_wgrid_ref.h"
 #include "testutil.h"
 
 #define PLUGIN_DIR LMP_BINARY_DIR "/plugins"
@@ -154,10 +155,15 @@ static int r_reduce(void *s, lmp_reduce kind, int64_t n, int64_t c, const float 
 {
     return lmp_ref_reduce_cols(kind, n, c, X, out);
 }
-static int r_qweight(void *s, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
-                     float *scales, float *zeros)
+static int r_choose(void *s, const lmp_wspec *spec, int64_t rows, int64_t cols, const float *W,
+                    float *scales, float *zeros)
 {
-    return lmp_ref_quantize_weight(spec, rows, cols, W, scales, zeros);
+    return lmp_ref_choose_weight_grid(spec, rows, cols, W, scales, zeros);
+}
+static int r_apply(void *s, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
+                   const float *scales, const float *zeros, int32_t *codes)
+{
+    return lmp_ref_apply_weight_grid(spec, rows, cols, W, scales, zeros, codes);
 }
 static int r_qact(void *s, const lmp_aspec *spec, int64_t T, int64_t C, float *X)
 {
@@ -175,7 +181,8 @@ static const lmp_backend_i ref_vtable = {
     .gemm = r_gemm, .xtx_accum = r_xtx, .cholesky = r_chol, .chol_inverse = r_cinv,
     .trsm_lower = r_trsm, .rmsnorm = r_rmsnorm, .rope = r_rope, .attention = r_attention,
     .swiglu = r_swiglu, .log_softmax = r_log_softmax, .reduce_cols = r_reduce,
-    .quantize_weight = r_qweight, .quantize_act = r_qact, .layernorm = r_layernorm,
+    .choose_weight_grid = r_choose, .apply_weight_grid = r_apply, .quantize_act = r_qact,
+    .layernorm = r_layernorm,
     .gelu = r_gelu,
 };
 
@@ -699,56 +706,125 @@ static float *quant_input(int64_t rows, int64_t cols)
     return W;
 }
 
+/* choose_weight_grid and apply_weight_grid against the reference on every grid (bits x sym x
+ * granularity x rounding, and clip < 1), bit for bit: scales, zero-points, weights, codes; choose
+ * then apply against the fused quantization of ABI 2 (fused_wgrid_ref.h); apply on a grid it
+ * did not choose; and the errors. */
 START_TEST(test_quantize_weight)
 {
     open_backend(_i);
-    int64_t rows = 37, cols = 53;
+    int64_t rows = 37, cols = 53, n = rows * cols;
     int bits[] = {2, 3, 4, 8};
     lmp_granularity grans[] = {LMP_GRAN_TENSOR, LMP_GRAN_CHANNEL, LMP_GRAN_GROUP, LMP_GRAN_GROUP};
     int64_t groups[] = {0, 0, 16, 64}; /* ragged last group; a group wider than the row */
+    float clips[] = {0.0f, 0.6f};      /* 0 means 1 */
     int n_cases = 0, n_fallback = 0;
     for (int b = 0; b < 4; b++)
         for (int sym = 0; sym < 2; sym++)
             for (int gi = 0; gi < 4; gi++)
-                for (int rnd = 0; rnd < 2; rnd++) {
-                    lmp_wspec s = {bits[b], sym, grans[gi], groups[gi], (lmp_rounding)rnd};
-                    float *W = quant_input(rows, cols);
-                    int64_t ns = lmp_wspec_n_scales(&s, rows, cols);
-                    float *sr = malloc((size_t)(ns + 1) * 4), *sg = malloc((size_t)(ns + 1) * 4);
-                    float *zr = malloc((size_t)(ns + 1) * 4), *zg = malloc((size_t)(ns + 1) * 4);
-                    for (int64_t i = 0; i <= ns; i++) sr[i] = sg[i] = zr[i] = zg[i] = -123.0f;
-                    float *Wr = copy_of(W, rows * cols), *Wg = copy_of(W, rows * cols);
-                    int st;
-                    ck_assert_int_eq(REF(quantize_weight, &s, rows, cols, Wr, sr, zr), LMP_OK);
-                    CAND(st, quantize_weight, &s, rows, cols, Wg, sg, zg);
-                    ck_assert_int_eq(st, LMP_OK);
-                    char what[96];
-                    snprintf(what, sizeof what, "quantize_weight b=%d sym=%d gran=%d group=%lld round=%d",
-                             s.bits, s.sym, (int)s.gran, (long long)s.group, (int)s.rounding);
-                    check_bits(what, Wr, Wg, rows * cols);
-                    check_bits(what, sr, sg, ns + 1);
-                    check_bits(what, zr, zg, ns + 1);
-                    n_cases++;
-                    n_fallback += g_fallback;
-                    free(W);
-                    free(Wr);
-                    free(Wg);
-                    free(sr);
-                    free(sg);
-                    free(zr);
-                    free(zg);
-                }
-    /* without scales/zeros */
-    lmp_wspec s = {4, 1, LMP_GRAN_CHANNEL, 0, LMP_ROUND_HALF_EVEN};
-    float w[4] = {0.5f, -1.75f, 0.125f, 1.0f};
+                for (int rnd = 0; rnd < 2; rnd++)
+                    for (int ci = 0; ci < 2; ci++) {
+                        lmp_wspec s = {.bits = bits[b], .sym = sym, .gran = grans[gi], .group = groups[gi],
+                                       .rounding = (lmp_rounding)rnd, .clip = clips[ci]};
+                        char what[128];
+                        snprintf(what, sizeof what, "weight grid b=%d sym=%d gran=%d group=%lld round=%d clip=%g",
+                                 s.bits, s.sym, (int)s.gran, (long long)s.group, (int)s.rounding, (double)s.clip);
+                        float *W = quant_input(rows, cols), *W0 = copy_of(W, n);
+                        int64_t ns = lmp_wspec_n_scales(&s, rows, cols);
+                        float *sr = malloc((size_t)(ns + 1) * 4), *sg = malloc((size_t)(ns + 1) * 4);
+                        float *zr = malloc((size_t)(ns + 1) * 4), *zg = malloc((size_t)(ns + 1) * 4);
+                        for (int64_t i = 0; i <= ns; i++) sr[i] = sg[i] = zr[i] = zg[i] = -123.0f;
+                        int st, fb;
+                        ck_assert_int_eq(REF(choose_weight_grid, &s, rows, cols, W, sr, zr), LMP_OK);
+                        CAND(st, choose_weight_grid, &s, rows, cols, W, sg, zg);
+                        ck_assert_int_eq(st, LMP_OK);
+                        fb = g_fallback;
+                        check_bits(what, sr, sg, ns + 1);
+                        check_bits(what, zr, zg, ns + 1);
+                        check_bits("choose_weight_grid leaves W alone", W0, W, n);
+                        float *Wr = copy_of(W, n), *Wg = copy_of(W, n);
+                        int32_t *cr = malloc((size_t)n * 4), *cg = malloc((size_t)n * 4);
+                        for (int64_t i = 0; i < n; i++) cr[i] = cg[i] = -999;
+                        ck_assert_int_eq(REF(apply_weight_grid, &s, rows, cols, Wr, sr, zr, cr), LMP_OK);
+                        CAND(st, apply_weight_grid, &s, rows, cols, Wg, sg, zg, cg);
+                        ck_assert_int_eq(st, LMP_OK);
+                        fb |= g_fallback;
+                        check_bits(what, Wr, Wg, n);
+                        ck_assert_msg(memcmp(cr, cg, (size_t)n * 4) == 0, "[%s] %s: codes differ", g_name, what);
+                        if (ci == 0) { /* clip 1: choose then apply is the fused quantization of ABI 2 */
+                            float *Wf = copy_of(W, n);
+                            float *sf = malloc((size_t)(ns + 1) * 4), *zf = malloc((size_t)(ns + 1) * 4);
+                            for (int64_t i = 0; i <= ns; i++) sf[i] = zf[i] = -123.0f;
+                            fused_quantize_weight(&s, rows, cols, Wf, sf, zf);
+                            check_bits("choose + apply vs the fused quantization", Wf, Wg, n);
+                            check_bits("scales vs the fused quantization", sf, sg, ns + 1);
+                            check_bits("zeros vs the fused quantization", zf, zg, ns + 1);
+                            free(Wf);
+                            free(sf);
+                            free(zf);
+                        }
+                        /* apply on a grid chosen from other weights (W / 2, so W saturates) */
+                        float *Wh = copy_of(W, n);
+                        for (int64_t i = 0; i < n; i++) Wh[i] *= 0.5f;
+                        ck_assert_int_eq(REF(choose_weight_grid, &s, rows, cols, Wh, sr, zr), LMP_OK);
+                        memcpy(Wr, W, (size_t)n * 4);
+                        memcpy(Wg, W, (size_t)n * 4);
+                        ck_assert_int_eq(REF(apply_weight_grid, &s, rows, cols, Wr, sr, zr, NULL), LMP_OK);
+                        CAND(st, apply_weight_grid, &s, rows, cols, Wg, sr, zr, NULL);
+                        ck_assert_int_eq(st, LMP_OK);
+                        fb |= g_fallback;
+                        check_bits("apply_weight_grid on a given grid, no codes", Wr, Wg, n);
+                        n_cases++;
+                        n_fallback += fb;
+                        free(W);
+                        free(W0);
+                        free(Wh);
+                        free(Wr);
+                        free(Wg);
+                        free(cr);
+                        free(cg);
+                        free(sr);
+                        free(sg);
+                        free(zr);
+                        free(zg);
+                    }
+    /* a tie: abs-max 1.75 -> scale 0.25, 0.125 rounds half to even to 0 */
+    lmp_wspec s = {.bits = 4, .sym = 1, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN};
+    float w[4] = {0.5f, -1.75f, 0.125f, 1.0f}, sc = 0.0f;
+    int32_t codes[4];
     int st;
-    CAND(st, quantize_weight, &s, 1, 4, w, NULL, NULL);
+    CAND(st, choose_weight_grid, &s, 1, 4, w, &sc, NULL);
     ck_assert_int_eq(st, LMP_OK);
-    ck_assert(w[0] == 0.5f && w[1] == -1.75f && w[2] == 0.0f && w[3] == 1.0f);
-    printf("  [%s] quantize_weight: %d grids (bits x sym x granularity x rounding) bit for bit%s\n",
+    CAND(st, apply_weight_grid, &s, 1, 4, w, &sc, NULL, codes);
+    ck_assert_int_eq(st, LMP_OK);
+    ck_assert(sc == 0.25f && w[0] == 0.5f && w[1] == -1.75f && w[2] == 0.0f && w[3] == 1.0f);
+    ck_assert(codes[0] == 2 && codes[1] == -7 && codes[2] == 0 && codes[3] == 4);
+    printf("  [%s] choose_weight_grid + apply_weight_grid: %d grids (bits x sym x granularity x rounding x clip) "
+           "bit for bit, = the fused quantization at clip 1%s\n",
            g_name, n_cases, n_fallback ? " (cpu fallback)" : "");
+    /* errors, as the CPU backend gives them */
     s.bits = 9;
-    CAND(st, quantize_weight, &s, 1, 4, w, NULL, NULL);
+    CAND(st, choose_weight_grid, &s, 1, 4, w, &sc, NULL);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, apply_weight_grid, &s, 1, 4, w, &sc, NULL, NULL);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    s.bits = 4;
+    s.clip = 2.0f;
+    CAND(st, choose_weight_grid, &s, 1, 4, w, &sc, NULL);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    s.clip = 0.0f;
+    s.sym = 0; /* asymmetric: zeros are needed */
+    CAND(st, choose_weight_grid, &s, 1, 4, w, &sc, NULL);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, apply_weight_grid, &s, 1, 4, w, &sc, NULL, codes);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, apply_weight_grid, &s, 1, 4, w, NULL, &sc, codes);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, choose_weight_grid, &s, 1, 4, NULL, &sc, &sc);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, choose_weight_grid, &s, -1, 4, w, &sc, &sc);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, apply_weight_grid, NULL, 1, 4, w, &sc, &sc, codes);
     ck_assert_int_eq(st, LMP_EINVAL);
     close_backend();
 }
@@ -804,7 +880,9 @@ START_TEST(test_empty_shapes)
 {
     open_backend(_i);
     float buf[4] = {1, 2, 3, 4};
-    lmp_wspec ws = {4, 1, LMP_GRAN_GROUP, 8, LMP_ROUND_HALF_EVEN};
+    lmp_wspec ws = {.bits = 4, .sym = 1, .gran = LMP_GRAN_GROUP, .group = 8, .rounding = LMP_ROUND_HALF_EVEN};
+    float sc[1] = {5};
+    int32_t codes[1] = {7};
     lmp_aspec as = {LMP_ACT_DYN_TOKEN, 8, LMP_ROUND_HALF_EVEN, 0.0f};
     int st;
     CAND(st, gemm, 0, 0, 0, 0, 0, 1.0f, buf, 1, buf, 1, 0.0f, buf, 1);
@@ -825,13 +903,16 @@ START_TEST(test_empty_shapes)
     ck_assert_int_eq(st, LMP_OK);
     CAND(st, reduce_cols, LMP_REDUCE_SUM, 0, 4, buf, buf);
     ck_assert_int_eq(st, LMP_OK);
-    CAND(st, quantize_weight, &ws, 0, 4, buf, NULL, NULL);
+    CAND(st, choose_weight_grid, &ws, 0, 4, buf, sc, NULL);
+    ck_assert_int_eq(st, LMP_OK);
+    CAND(st, apply_weight_grid, &ws, 4, 0, buf, sc, NULL, codes);
     ck_assert_int_eq(st, LMP_OK);
     CAND(st, quantize_act, &as, 0, 4, buf);
     ck_assert_int_eq(st, LMP_OK);
     CAND(st, gelu, 0, buf, buf);
     ck_assert_int_eq(st, LMP_OK);
     ck_assert(buf[0] == 1 && buf[1] == 2 && buf[2] == 3 && buf[3] == 4);
+    ck_assert(sc[0] == 5 && codes[0] == 7);
     close_backend();
 }
 END_TEST
@@ -844,7 +925,7 @@ START_TEST(test_fallback)
 {
     open_backend(_i);
     const lmp_backend_i *vt = g_be.vt;
-    const char *null_ops[16];
+    const char *null_ops[LMP_OP_COUNT];
     int n_null = 0;
     if (!vt->gemm) null_ops[n_null++] = "gemm";
     if (!vt->xtx_accum) null_ops[n_null++] = "xtx_accum";
@@ -857,7 +938,8 @@ START_TEST(test_fallback)
     if (!vt->swiglu) null_ops[n_null++] = "swiglu";
     if (!vt->log_softmax) null_ops[n_null++] = "log_softmax";
     if (!vt->reduce_cols) null_ops[n_null++] = "reduce_cols";
-    if (!vt->quantize_weight) null_ops[n_null++] = "quantize_weight";
+    if (!vt->choose_weight_grid) null_ops[n_null++] = "choose_weight_grid";
+    if (!vt->apply_weight_grid) null_ops[n_null++] = "apply_weight_grid";
     if (!vt->quantize_act) null_ops[n_null++] = "quantize_act";
     if (!vt->layernorm) null_ops[n_null++] = "layernorm";
     if (!vt->gelu) null_ops[n_null++] = "gelu";

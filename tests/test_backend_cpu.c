@@ -5,7 +5,9 @@
  * leading dimensions larger than the row) and compared with lmp_ref_<op> from cpu_ref.c:
  *   - float kernels by normalized MSE, nmse = sum((ref - got)^2) / sum(ref^2), with the
  *     threshold and its reason next to each op;
- *   - fake-quantization bit for bit (a different rounding is one whole grid step off);
+ *   - fake-quantization bit for bit (a different rounding is one whole grid step off), and
+ *     choose_weight_grid + apply_weight_grid also against the fused quantization of ABI 2
+ *     (fused_wgrid_ref.h), so the split changed no bit;
  *   - Cholesky and its inverse also against the math (L L^T = A, A A^-1 = I), and the
  *     not-positive-definite path with its pivot.
  * Set LMP_TEST_VERBOSE=1 to print every measured nmse.
@@ -26,6 +28,7 @@
 #include "cpu_ref.h"
 #include "lmpress/plugin.h"
 
+#include "fused_wgrid_ref.h"
 #include "testutil.h"
 
 #define PLUGIN_PATH LMP_BINARY_DIR "/plugins/lmp-backend-cpu.so"
@@ -247,11 +250,12 @@ START_TEST(test_descriptor)
     ck_assert(g_vt->create && g_vt->destroy && g_vt->gemm && g_vt->xtx_accum && g_vt->cholesky &&
               g_vt->chol_inverse && g_vt->trsm_lower && g_vt->rmsnorm && g_vt->rope &&
               g_vt->attention && g_vt->swiglu && g_vt->log_softmax && g_vt->reduce_cols &&
-              g_vt->quantize_weight && g_vt->quantize_act);
+              g_vt->choose_weight_grid && g_vt->apply_weight_grid && g_vt->quantize_act);
 
     /* -fvisibility=hidden: the reference kernels linked into the plugin stay private. */
     ck_assert_ptr_null(dlsym(g_dl, "lmp_ref_gemm"));
-    ck_assert_ptr_null(dlsym(g_dl, "lmp_ref_quantize_weight"));
+    ck_assert_ptr_null(dlsym(g_dl, "lmp_ref_choose_weight_grid"));
+    ck_assert_ptr_null(dlsym(g_dl, "lmp_ref_apply_weight_grid"));
 }
 END_TEST
 
@@ -769,45 +773,96 @@ static float *quant_input(int64_t rows, int64_t cols)
     return W;
 }
 
+/* Both grid ops on one spec: the plugin against cpu_ref.c bit for bit (scales, zeros, codes,
+ * weights), choose then apply against the fused quantization of ABI 2 (fused_wgrid_ref.h),
+ * and apply on a grid it did not choose. */
 static void quant_weight_case(const lmp_wspec *s, int64_t rows, int64_t cols)
 {
-    float *W = quant_input(rows, cols);
+    const int64_t n = rows * cols;
+    float *W = quant_input(rows, cols), *W0 = copy_of(W, n);
     int64_t ns = lmp_wspec_n_scales(s, rows, cols);
     /* one sentinel past the end: nothing beyond n_scales may be written */
     float *sr = malloc((size_t)(ns + 1) * sizeof *sr), *sg = malloc((size_t)(ns + 1) * sizeof *sg);
     float *zr = malloc((size_t)(ns + 1) * sizeof *zr), *zg = malloc((size_t)(ns + 1) * sizeof *zg);
     for (int64_t i = 0; i <= ns; i++) sr[i] = sg[i] = zr[i] = zg[i] = -123.0f;
-    float *Wr = copy_of(W, rows * cols), *Wg = copy_of(W, rows * cols);
-    ck_assert_int_eq(lmp_ref_quantize_weight(s, rows, cols, Wr, sr, zr), LMP_OK);
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, s, rows, cols, Wg, sg, zg), LMP_OK);
-    char what[96];
-    snprintf(what, sizeof what, "quantize_weight b=%d sym=%d gran=%d group=%lld round=%d", s->bits,
-             s->sym, (int)s->gran, (long long)s->group, (int)s->rounding);
-    check_bits_equal(what, Wr, Wg, rows * cols);
+    char what[128];
+    snprintf(what, sizeof what, "weight grid b=%d sym=%d gran=%d group=%lld round=%d clip=%g", s->bits, s->sym,
+             (int)s->gran, (long long)s->group, (int)s->rounding, (double)s->clip);
+
+    /* choose: the same grid, W only read, nothing past the end, zeros only for asym */
+    ck_assert_int_eq(lmp_ref_choose_weight_grid(s, rows, cols, W, sr, zr), LMP_OK);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, s, rows, cols, W, sg, zg), LMP_OK);
     check_bits_equal(what, sr, sg, ns + 1);
     check_bits_equal(what, zr, zg, ns + 1);
+    check_bits_equal("choose_weight_grid leaves W alone", W0, W, n);
     ck_assert(sg[ns] == -123.0f && zg[ns] == -123.0f);
-    if (s->sym) ck_assert(zg[0] == -123.0f); /* zeros only for asym */
+    if (s->sym) ck_assert(zg[0] == -123.0f);
 
-    /* Independent sanity of the grid: per slice at most 2^bits levels, error within one step. */
-    int64_t per_row = s->gran == LMP_GRAN_GROUP ? (cols + s->group - 1) / s->group : 1;
-    for (int64_t i = 0; i < rows; i++) {
+    /* apply: the same weights and codes */
+    float *Wr = copy_of(W, n), *Wg = copy_of(W, n), *Wn = copy_of(W, n);
+    int32_t *cr = malloc((size_t)n * sizeof *cr), *cg = malloc((size_t)n * sizeof *cg);
+    for (int64_t i = 0; i < n; i++) cr[i] = cg[i] = -999;
+    ck_assert_int_eq(lmp_ref_apply_weight_grid(s, rows, cols, Wr, sr, zr, cr), LMP_OK);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, s, rows, cols, Wg, sg, zg, cg), LMP_OK);
+    check_bits_equal(what, Wr, Wg, n);
+    ck_assert_int_eq(memcmp(cr, cg, (size_t)n * sizeof *cr), 0);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, s, rows, cols, Wn, sg, zg, NULL), LMP_OK); /* no codes */
+    check_bits_equal("apply_weight_grid without codes", Wg, Wn, n);
+
+    /* Every weight is its code's value on its slice's grid, and the codes are in range. */
+    const int64_t per_row = s->gran == LMP_GRAN_GROUP ? (cols + s->group - 1) / s->group : 1;
+    const int qlo = s->sym ? -(1 << (s->bits - 1)) : 0, qhi = s->sym ? (1 << (s->bits - 1)) - 1 : (1 << s->bits) - 1;
+    for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++) {
-            int64_t si = s->gran == LMP_GRAN_TENSOR ? 0
-                       : s->gran == LMP_GRAN_CHANNEL ? i
-                                                     : i * per_row + j / s->group;
-            double step = sg[si], err = fabs((double)Wg[i * cols + j] - W[i * cols + j]);
-            /* sym: |err| <= step/2; asym: the rounded zero-point can push one clamp a step */
-            double bound = (s->sym ? 0.5 : 1.0) * step * (1.0 + 1e-6);
-            ck_assert_msg(err <= bound, "%s: [%lld,%lld] err %.3g > %.3g", what, (long long)i,
-                          (long long)j, err, bound);
-            double q = Wg[i * cols + j] / step + (s->sym ? 0.0 : zg[si]);
-            ck_assert_msg(fabs(q - nearbyint(q)) < 1e-3, "%s: off-grid value", what);
+            int64_t si = s->gran == LMP_GRAN_TENSOR ? 0 : s->gran == LMP_GRAN_CHANNEL ? i : i * per_row + j / s->group;
+            int32_t q = cg[i * cols + j];
+            ck_assert_msg(q >= qlo && q <= qhi, "%s: code %d out of range", what, q);
+            float v = s->sym ? (float)q * sg[si] : sg[si] * ((float)q - zg[si]);
+            ck_assert_msg(v == Wg[i * cols + j], "%s: [%lld,%lld] %g is not code %d's value %g", what, (long long)i,
+                          (long long)j, (double)Wg[i * cols + j], q, (double)v);
         }
+
+    if (lmp_wspec_clip(s) == 1.0f) {
+        /* choose then apply is the fused quantization of ABI 2, bit for bit */
+        float *Wf = copy_of(W, n), *sf = malloc((size_t)(ns + 1) * sizeof *sf), *zf = malloc((size_t)(ns + 1) * sizeof *zf);
+        for (int64_t i = 0; i <= ns; i++) sf[i] = zf[i] = -123.0f;
+        fused_quantize_weight(s, rows, cols, Wf, sf, zf);
+        check_bits_equal("choose + apply vs the fused quantization", Wf, Wg, n);
+        check_bits_equal("scales vs the fused quantization", sf, sg, ns + 1);
+        check_bits_equal("zeros vs the fused quantization", zf, zg, ns + 1);
+        free(Wf);
+        free(sf);
+        free(zf);
+        /* Independent sanity of the grid: per slice error within one step (sym half a step; asym
+         * the rounded zero-point can push one clamp a step). */
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) {
+                int64_t si = s->gran == LMP_GRAN_TENSOR ? 0 : s->gran == LMP_GRAN_CHANNEL ? i : i * per_row + j / s->group;
+                double step = sg[si], err = fabs((double)Wg[i * cols + j] - W[i * cols + j]);
+                double bound = (s->sym ? 0.5 : 1.0) * step * (1.0 + 1e-6);
+                ck_assert_msg(err <= bound, "%s: [%lld,%lld] err %.3g > %.3g", what, (long long)i, (long long)j, err,
+                              bound);
+            }
     }
+
+    /* apply on a grid chosen from other weights (0.5 W: half the range, so W saturates) */
+    float *Wh = copy_of(W, n);
+    for (int64_t i = 0; i < n; i++) Wh[i] *= 0.5f;
+    ck_assert_int_eq(lmp_ref_choose_weight_grid(s, rows, cols, Wh, sr, zr), LMP_OK);
+    memcpy(Wr, W, (size_t)n * sizeof *Wr);
+    memcpy(Wg, W, (size_t)n * sizeof *Wg);
+    ck_assert_int_eq(lmp_ref_apply_weight_grid(s, rows, cols, Wr, sr, zr, cr), LMP_OK);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, s, rows, cols, Wg, sr, zr, cg), LMP_OK);
+    check_bits_equal("apply_weight_grid on a given grid", Wr, Wg, n);
+    ck_assert_int_eq(memcmp(cr, cg, (size_t)n * sizeof *cr), 0);
+    free(Wh);
     free(W);
+    free(W0);
     free(Wr);
     free(Wg);
+    free(Wn);
+    free(cr);
+    free(cg);
     free(sr);
     free(sg);
     free(zr);
@@ -819,37 +874,94 @@ START_TEST(test_quantize_weight)
     int bits[] = {2, 3, 4, 8};
     lmp_granularity grans[] = {LMP_GRAN_TENSOR, LMP_GRAN_CHANNEL, LMP_GRAN_GROUP, LMP_GRAN_GROUP};
     int64_t groups[] = {0, 0, 16, 32}; /* 53 columns: ragged last groups of 5 and 21 */
+    float clips[] = {0.0f, 1.0f, 0.75f};  /* 0 means 1 */
     for (int b = 0; b < 4; b++)
         for (int sym = 0; sym < 2; sym++)
             for (int g = 0; g < 4; g++)
-                for (int rnd = 0; rnd < 2; rnd++) {
-                    lmp_wspec s = {bits[b], sym, grans[g], groups[g], (lmp_rounding)rnd};
-                    quant_weight_case(&s, 37, 53);
-                }
-    lmp_wspec s = {4, 1, LMP_GRAN_CHANNEL, 0, LMP_ROUND_HALF_EVEN};
-    float w[4] = {0.5f, -1.75f, 0.125f, 1.0f}; /* abs-max 1.75 -> scale 0.25, 0.125 is a tie */
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 1, 4, w, NULL, NULL), LMP_OK);
+                for (int rnd = 0; rnd < 2; rnd++)
+                    for (int c = 0; c < 3; c++) {
+                        lmp_wspec s = {.bits = bits[b], .sym = sym, .gran = grans[g], .group = groups[g],
+                                       .rounding = (lmp_rounding)rnd, .clip = clips[c]};
+                        quant_weight_case(&s, 37, 53);
+                    }
+    /* abs-max 1.75 -> scale 0.25, 0.125 is a tie: half to even 0, half away 1 */
+    lmp_wspec s = {.bits = 4, .sym = 1, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN};
+    float w[4] = {0.5f, -1.75f, 0.125f, 1.0f}, sc = 0.0f;
+    int32_t codes[4];
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 1, 4, w, &sc, NULL), LMP_OK);
+    ck_assert(sc == 0.25f);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &s, 1, 4, w, &sc, NULL, codes), LMP_OK);
     ck_assert(w[0] == 0.5f && w[1] == -1.75f && w[2] == 0.0f && w[3] == 1.0f);
+    ck_assert(codes[0] == 2 && codes[1] == -7 && codes[2] == 0 && codes[3] == 4);
     s.rounding = LMP_ROUND_HALF_AWAY;
     w[2] = 0.125f;
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 1, 4, w, NULL, NULL), LMP_OK);
-    ck_assert(w[2] == 0.25f);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &s, 1, 4, w, &sc, NULL, codes), LMP_OK);
+    ck_assert(w[2] == 0.25f && codes[2] == 1);
+    /* clip 0.5: T = 0.875, scale 0.125; -1.75 saturates at -8 (the extra code), 1.0 at 7 */
+    s = (lmp_wspec){.bits = 4, .sym = 1, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN, .clip = 0.5f};
+    float x[4] = {0.5f, -1.75f, 0.125f, 1.0f};
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 1, 4, x, &sc, NULL), LMP_OK);
+    ck_assert(sc == 0.125f);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &s, 1, 4, x, &sc, NULL, codes), LMP_OK);
+    ck_assert(x[0] == 0.5f && x[1] == -1.0f && x[2] == 0.125f && x[3] == 0.875f);
+    ck_assert(codes[0] == 4 && codes[1] == -8 && codes[2] == 1 && codes[3] == 7);
+    /* asym clip 0.5 on [-1, 2] (maxq 3 at 2 bits): lo -0.5, hi 1, scale 0.5, zero 1 */
+    s = (lmp_wspec){.bits = 2, .sym = 0, .gran = LMP_GRAN_TENSOR, .rounding = LMP_ROUND_HALF_EVEN, .clip = 0.5f};
+    float y[4] = {-1.0f, 2.0f, 0.5f, 0.0f}, zp = -1.0f;
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 2, 2, y, &sc, &zp), LMP_OK);
+    ck_assert(sc == 0.5f && zp == 1.0f);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &s, 2, 2, y, &sc, &zp, codes), LMP_OK);
+    ck_assert(y[0] == -0.5f && y[1] == 1.0f && y[2] == 0.5f && y[3] == 0.0f);
+    ck_assert(codes[0] == 0 && codes[1] == 3 && codes[2] == 2 && codes[3] == 1);
 }
 END_TEST
 
 START_TEST(test_quantize_weight_errors)
 {
-    float w[4] = {0};
-    lmp_wspec s = {1, 1, LMP_GRAN_TENSOR, 0, LMP_ROUND_HALF_EVEN};
+    float w[4] = {0}, sc[4] = {0}, zp[4] = {0};
+    int32_t codes[4];
+    const lmp_wspec good = {.bits = 4, .sym = 0, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN};
+    lmp_wspec bad[7];
+    for (int i = 0; i < 7; i++) bad[i] = good;
+    bad[0].bits = 1;
+    bad[1].bits = 9;
+    bad[2].gran = LMP_GRAN_GROUP; /* group 0 */
+    bad[3].clip = 1.5f;
+    bad[4].clip = -0.25f;
+    bad[5].clip = NAN;
+    bad[6].format = (lmp_wformat)1; /* no such format yet */
+    for (int i = 0; i < 7; i++) {
+        g_n_err = 0;
+        ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &bad[i], 2, 2, w, sc, zp), LMP_EINVAL);
+        ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &bad[i], 2, 2, w, sc, zp, codes), LMP_EINVAL);
+        ck_assert_int_eq(g_n_err, 2); /* each with a message */
+        ck_assert_int_eq(lmp_ref_choose_weight_grid(&bad[i], 2, 2, w, sc, zp), LMP_EINVAL);
+        ck_assert_int_eq(lmp_ref_apply_weight_grid(&bad[i], 2, 2, w, sc, zp, codes), LMP_EINVAL);
+    }
     g_n_err = 0;
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 2, 2, w, NULL, NULL), LMP_EINVAL);
-    ck_assert_int_eq(g_n_err, 1);
-    s.bits = 9;
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 2, 2, w, NULL, NULL), LMP_EINVAL);
-    s = (lmp_wspec){4, 1, LMP_GRAN_GROUP, 0, LMP_ROUND_HALF_EVEN};
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 2, 2, w, NULL, NULL), LMP_EINVAL);
-    s.group = 2;
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &s, 0, 2, w, NULL, NULL), LMP_OK); /* empty */
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, NULL, 2, 2, w, sc, zp), LMP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(g_err, "spec is NULL"));
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, NULL, 2, 2, w, sc, zp, codes), LMP_EINVAL);
+    /* NULL operands: W, scales, and zeros when asymmetric; negative shapes */
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &good, 2, 2, NULL, sc, zp), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &good, 2, 2, w, NULL, zp), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &good, 2, 2, w, sc, NULL), LMP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(g_err, "zeros is NULL"));
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &good, 2, 2, NULL, sc, zp, codes), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &good, 2, 2, w, NULL, zp, codes), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &good, 2, 2, w, sc, NULL, codes), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &good, -1, 2, w, sc, zp), LMP_EINVAL);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &good, 2, -1, w, sc, zp, codes), LMP_EINVAL);
+    ck_assert_int_eq(g_n_err, 10);
+    ck_assert_int_eq(lmp_ref_choose_weight_grid(&good, 2, 2, w, sc, NULL), LMP_EINVAL);
+    ck_assert_int_eq(lmp_ref_apply_weight_grid(&good, 2, 2, w, NULL, zp, NULL), LMP_EINVAL);
+    /* a symmetric grid needs no zeros; empty shapes need no operands */
+    lmp_wspec sym = good;
+    sym.sym = 1;
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &sym, 2, 2, w, sc, NULL), LMP_OK);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &sym, 2, 2, w, sc, NULL, NULL), LMP_OK);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &good, 0, 2, NULL, NULL, NULL), LMP_OK);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &good, 2, 0, NULL, NULL, NULL, NULL), LMP_OK);
 }
 END_TEST
 
@@ -900,7 +1012,9 @@ START_TEST(test_empty_shapes)
 {
     float buf[4] = {1, 2, 3, 4};
     int64_t piv = 0;
-    lmp_wspec ws = {4, 1, LMP_GRAN_GROUP, 8, LMP_ROUND_HALF_EVEN};
+    lmp_wspec ws = {.bits = 4, .sym = 1, .gran = LMP_GRAN_GROUP, .group = 8, .rounding = LMP_ROUND_HALF_EVEN};
+    float sc[1] = {5};
+    int32_t codes[1] = {7};
     lmp_aspec as = {LMP_ACT_DYN_TOKEN, 8, LMP_ROUND_HALF_EVEN, 0.0f};
     ck_assert_int_eq(g_vt->gemm(g_be, 0, 0, 0, 0, 0, 1, buf, 1, buf, 1, 0, buf, 1), LMP_OK);
     ck_assert_int_eq(g_vt->xtx_accum(g_be, 0, 0, buf, 1, buf), LMP_OK);
@@ -913,9 +1027,11 @@ START_TEST(test_empty_shapes)
     ck_assert_int_eq(g_vt->swiglu(g_be, 0, buf, buf, buf), LMP_OK);
     ck_assert_int_eq(g_vt->log_softmax(g_be, 0, 4, buf, buf), LMP_OK);
     ck_assert_int_eq(g_vt->reduce_cols(g_be, LMP_REDUCE_SUM, 0, 4, buf, buf), LMP_OK);
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &ws, 0, 4, buf, NULL, NULL), LMP_OK);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &ws, 0, 4, buf, sc, NULL), LMP_OK);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &ws, 0, 4, buf, sc, NULL, codes), LMP_OK);
     ck_assert_int_eq(g_vt->quantize_act(g_be, &as, 0, 4, buf), LMP_OK);
     ck_assert(buf[0] == 1 && buf[1] == 2 && buf[2] == 3 && buf[3] == 4);
+    ck_assert(sc[0] == 5 && codes[0] == 7);
 }
 END_TEST
 

@@ -428,7 +428,7 @@ START_TEST(plugins_match_solver_and_reference)
         {"sparse24", {"method=magnitude", NULL}, {"magnitude", 16, 0, 0, 0, 0, 2, 4}},
         {"sparse24", {"method=wanda", NULL}, {"wanda", 16, 0, 0, 0, 0, 2, 4}},
         {"sparse24", {"method=sparsegpt", NULL}, {"sparsegpt", 16, 0, 0, 0, 0, 2, 4}},
-        {"sparse24", {"method=sparsegpt", "n=4", "m=8", "bits=4", NULL}, {"sparsegpt", 4, 0, 0, 0, 0, 4, 8}},
+        {"sparse24", {"method=sparsegpt", "n=4", "m=8", "bits=4", "sym=false", NULL}, {"sparsegpt", 4, 0, 0, 0, 0, 4, 8}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         lmp_block *out = compress(&ld, cases[c].plugin, cases[c].settings);
@@ -487,7 +487,7 @@ START_TEST(prune_then_quantize_keeps_pattern)
     ck_assert_int_eq(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, "sparse24", &ps), 0);
     ck_assert_int_eq(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, "gptq", &pg), 0);
     one_stage a, b;
-    static const char *const sg[] = {"method=sparsegpt", NULL}, *const g4[] = {"bits=4", NULL};
+    static const char *const sg[] = {"method=sparsegpt", NULL}, *const g4[] = {"bits=4", "sym=false", NULL};
     make_stage(&reg, &a, "sparse24", sg, NULL);
     make_stage(&reg, &b, "gptq", g4, NULL);
     lmp_stage stages[2] = {a.stage, b.stage};

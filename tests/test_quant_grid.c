@@ -4,7 +4,8 @@
  * formulas of docs/algorithms.md §1; its docstring has the file format and how to rerun it).  For
  * every weight case (bits 2/3/4/8, sym/asym, tensor/channel/group 32 with a ragged last group,
  * half-even/half-away) and activation case (static, dynamic per tensor, dynamic per token) this
- * test runs the plugin's quantize_weight / quantize_act on the stored input and compares:
+ * test runs the plugin's choose_weight_grid + apply_weight_grid / quantize_act on the stored
+ * input and compares:
  *   - outputs and scales to 1e-6 relative.  Both sides do the same f32 operations, so they
  *     agree exactly in practice; a tie rounded the other way, or any other grid error, is off
  *     by a whole step (>= 1/256 relative), far outside the tolerance;
@@ -227,6 +228,13 @@ static void teardown(void)
     g_nmats = 0;
 }
 
+/* RTN through the plugin: choose_weight_grid into scales/zeros, then apply_weight_grid. */
+static int quantize(const lmp_wspec *s, int64_t rows, int64_t cols, float *W, float *scales, float *zeros)
+{
+    int st = g_vt->choose_weight_grid(g_be, s, rows, cols, W, scales, zeros);
+    return st ? st : g_vt->apply_weight_grid(g_be, s, rows, cols, W, scales, zeros, NULL);
+}
+
 static lmp_granularity parse_gran(const char *s)
 {
     if (strcmp(s, "tensor") == 0) return LMP_GRAN_TENSOR;
@@ -258,7 +266,7 @@ static int weight_case(reader *r, long *tie_diff)
     int line = r->line;
     read_word(r, name, sizeof name);
     const matrix *m = find_matrix(name);
-    lmp_wspec s;
+    lmp_wspec s = {0};
     s.bits = (int)read_int(r);
     s.sym = (int)read_int(r);
     read_word(r, gran, sizeof gran);
@@ -284,7 +292,7 @@ static int weight_case(reader *r, long *tie_diff)
     float *W = malloc((size_t)n * sizeof *W), *sc = calloc((size_t)ns, sizeof *sc);
     float *zp = calloc((size_t)ns, sizeof *zp);
     memcpy(W, m->v, (size_t)n * sizeof *W);
-    int st = g_vt->quantize_weight(g_be, &s, m->rows, m->cols, W, sc, zp);
+    int st = quantize(&s, m->rows, m->cols, W, sc, zp);
     ck_assert_msg(st == LMP_OK, "%s: status %d %s", what, st, g_err);
     int bad = compare(what, "out", W, want, n) + compare(what, "scale", sc, want_s, ns);
     for (long i = 0; i < nz; i++) /* zero-points are integers: exact */
@@ -297,7 +305,7 @@ static int weight_case(reader *r, long *tie_diff)
     lmp_wspec other = s;
     other.rounding = s.rounding == LMP_ROUND_HALF_EVEN ? LMP_ROUND_HALF_AWAY : LMP_ROUND_HALF_EVEN;
     memcpy(W, m->v, (size_t)n * sizeof *W);
-    ck_assert_int_eq(g_vt->quantize_weight(g_be, &other, m->rows, m->cols, W, NULL, NULL), LMP_OK);
+    ck_assert_int_eq(quantize(&other, m->rows, m->cols, W, sc, zp), LMP_OK);
     *tie_diff += count_diff(W, want, n);
 
     free(W);
@@ -387,12 +395,51 @@ START_TEST(test_golden)
 }
 END_TEST
 
+/* clip = 0.5 on a known row, worked by hand: abs-max 1.75 -> T = 0.875, 4-bit sym scale
+ * 0.875 / 7 = 0.125 exactly; the values beyond T saturate at codes 7 and -8 (the extra negative
+ * code), the others land on multiples of 0.125 as without clip.  Asymmetric: [-1, 2] -> lo -0.5,
+ * hi 1, 2 bits: scale 1.5 / 3 = 0.5, zero 1.  clip = 1 gives the plain grid. */
+START_TEST(test_clip)
+{
+    const float row[8] = {0.5f, -1.75f, 0.125f, 1.0f, -0.4375f, 0.9f, 0.0f, -1.0f};
+    lmp_wspec s = {.bits = 4, .sym = 1, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN, .clip = 0.5f};
+    float w[8], sc = 0.0f;
+    int32_t codes[8];
+    memcpy(w, row, sizeof w);
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 1, 8, w, &sc, NULL), LMP_OK);
+    ck_assert_msg(sc == 0.125f, "clip 0.5: scale %a, expected 0.125", (double)sc);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &s, 1, 8, w, &sc, NULL, codes), LMP_OK);
+    /* -0.4375 / 0.125 = -3.5: a tie, half to even -4 */
+    const float want[8] = {0.5f, -1.0f, 0.125f, 0.875f, -0.5f, 0.875f, 0.0f, -1.0f};
+    const int32_t want_codes[8] = {4, -8, 1, 7, -4, 7, 0, -8};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_msg(w[i] == want[i], "clip 0.5: w[%d] = %g, expected %g", i, (double)w[i], (double)want[i]);
+        ck_assert_msg(codes[i] == want_codes[i], "clip 0.5: code[%d] = %d, expected %d", i, codes[i], want_codes[i]);
+    }
+    s.clip = 1.0f; /* and 0, which means 1 */
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 1, 8, row, &sc, NULL), LMP_OK);
+    ck_assert(sc == 0.25f);
+    s.clip = 0.0f;
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &s, 1, 8, row, &sc, NULL), LMP_OK);
+    ck_assert(sc == 0.25f);
+    lmp_wspec a = {.bits = 2, .sym = 0, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN, .clip = 0.5f};
+    float y[4] = {-1.0f, 2.0f, 0.5f, 0.25f}, zp = -7.0f;
+    ck_assert_int_eq(g_vt->choose_weight_grid(g_be, &a, 1, 4, y, &sc, &zp), LMP_OK);
+    ck_assert(sc == 0.5f && zp == 1.0f);
+    ck_assert_int_eq(g_vt->apply_weight_grid(g_be, &a, 1, 4, y, &sc, &zp, codes), LMP_OK);
+    /* 0.25 / 0.5 = 0.5: half to even 0, + zero = code 1 -> 0 */
+    ck_assert(y[0] == -0.5f && y[1] == 1.0f && y[2] == 0.5f && y[3] == 0.0f);
+    ck_assert(codes[0] == 0 && codes[1] == 3 && codes[2] == 2 && codes[3] == 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_grid");
     TCase *tc = tcase_create("golden");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_golden);
+    tcase_add_test(tc, test_clip);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

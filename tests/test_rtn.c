@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "compress/block_edit.h"
 #include "config/config.h"
 #include "cpu_ref.h"
@@ -76,6 +77,17 @@ static lmp_windows calib_windows(int n, int T)
     return w;
 }
 
+/* RTN by the reference kernels: the grid of W, then W on it. */
+static void ref_quantize(const lmp_wspec *spec, int64_t rows, int64_t cols, float *W)
+{
+    int64_t ns = lmp_wspec_n_scales(spec, rows, cols);
+    float *sc = malloc((size_t)ns * sizeof *sc), *zp = malloc((size_t)ns * sizeof *zp);
+    ck_assert_int_eq(lmp_ref_choose_weight_grid(spec, rows, cols, W, sc, zp), 0);
+    ck_assert_int_eq(lmp_ref_apply_weight_grid(spec, rows, cols, W, sc, zp, NULL), 0);
+    free(sc);
+    free(zp);
+}
+
 START_TEST(weights_follow_the_reference_grid)
 {
     const char *names[] = {"bits", "granularity", "group_size", "sym"};
@@ -93,7 +105,7 @@ START_TEST(weights_follow_the_reference_grid)
             int64_t n = src->out * src->in;
             float *expect = malloc((size_t)n * sizeof *expect);
             memcpy(expect, src->w, (size_t)n * sizeof *expect);
-            ck_assert_int_eq(lmp_ref_quantize_weight(&spec, src->out, src->in, expect, NULL, NULL), 0);
+            ref_quantize(&spec, src->out, src->in, expect);
             ck_assert_int_eq(memcmp(expect, q->w, (size_t)n * sizeof *expect), 0);
             /* Ragged groups (64 = 48 + 16, 172 = 3*48 + 28): two groups of scale+zero per row. */
             int64_t groups = (src->in + 47) / 48;
@@ -104,6 +116,119 @@ START_TEST(weights_follow_the_reference_grid)
         }
     lmp_blocks_free(out, model->arch.n_layers);
     free(p);
+}
+END_TEST
+
+/* clip reaches the grid: rtn with clip = 0.5 gives the reference's clipped grid on every linear,
+ * which is not the plain one, and the storage cost does not change (same slices). */
+START_TEST(clip_reaches_the_grid)
+{
+    const char *names[] = {"clip", "granularity"};
+    const double nums[] = {0.5, 1 /* channel */};
+    lmp_value *p = rtn_params(2, names, nums);
+    lmp_stage stage;
+    lmp_variant v = one_stage(&stage, p);
+    lmp_windows none = {0};
+    lmp_block *out;
+    ck_assert_int_eq(lmp_compress(&ctx, &be, model, &v, &none, &out), 0);
+    lmp_wspec clipped = {.bits = 4, .sym = 1, .gran = LMP_GRAN_CHANNEL, .rounding = LMP_ROUND_HALF_EVEN, .clip = 0.5f};
+    lmp_wspec plain = clipped;
+    plain.clip = 1.0f;
+    for (int b = 0; b < model->arch.n_layers; b++)
+        for (int i = 0; i < LMP_ROLE_COUNT; i++) {
+            const lmp_linear *src = &model->blocks[b].linears[i], *q = &out[b].linears[i];
+            int64_t n = src->out * src->in;
+            float *expect = malloc((size_t)n * sizeof *expect), *unclipped = malloc((size_t)n * sizeof *unclipped);
+            memcpy(expect, src->w, (size_t)n * sizeof *expect);
+            memcpy(unclipped, src->w, (size_t)n * sizeof *expect);
+            ref_quantize(&clipped, src->out, src->in, expect);
+            ref_quantize(&plain, src->out, src->in, unclipped);
+            ck_assert_int_eq(memcmp(expect, q->w, (size_t)n * sizeof *expect), 0);
+            ck_assert_int_ne(memcmp(unclipped, q->w, (size_t)n * sizeof *expect), 0);
+            /* the row's largest weight saturates at clip * abs-max (sym: code qmax or -qmax-1) */
+            float amax = 0.0f, qmax = 0.0f;
+            for (int64_t j = 0; j < src->in; j++) amax = fmaxf(amax, fabsf(src->w[j]));
+            for (int64_t j = 0; j < src->in; j++) qmax = fmaxf(qmax, fabsf(q->w[j]));
+            ck_assert_msg(qmax <= 0.5f * amax * 8.0f / 7.0f * (1.0f + 1e-6f) && qmax >= 0.5f * amax * (1.0f - 1e-6f),
+                          "%s: max |w'| %g for abs-max %g with clip 0.5", src->name, (double)qmax, (double)amax);
+            ck_assert_double_eq_tol(q->weight_bits, 4.0 + 16.0 / (double)src->in, 1e-12);
+            free(expect);
+            free(unclipped);
+        }
+    lmp_blocks_free(out, model->arch.n_layers);
+    free(p);
+}
+END_TEST
+
+/* One grid schema: rtn, gptq and sparse24 offer the same grid parameters (plugins/common/wgrid.h)
+ * with the same defaults, ranges and choices; only bits differs by purpose (quantizers 4,
+ * sparse24 16 = prune only; rtn stops at 8, the solvers take 16 as "no grid"). */
+START_TEST(one_grid_schema)
+{
+    const char *const names[] = {"rtn", "gptq", "sparse24"};
+    const lmp_plugin_desc *d[3];
+    for (int k = 0; k < 3; k++) {
+        const lmp_plugin *pl;
+        ck_assert_msg(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, names[k], &pl) == 0, "%s: %s", names[k],
+                      lmp_last_error());
+        d[k] = pl->desc;
+    }
+    const char *const grid[] = {"bits", "sym", "granularity", "group_size", "rounding", "clip"};
+    const lmp_param_spec *ps[3][6];
+    for (int k = 0; k < 3; k++)
+        for (int g = 0; g < 6; g++) {
+            ps[k][g] = NULL;
+            for (uint32_t i = 0; i < d[k]->n_params; i++)
+                if (strcmp(d[k]->params[i].name, grid[g]) == 0) ps[k][g] = &d[k]->params[i];
+            ck_assert_msg(ps[k][g] != NULL, "%s has no parameter %s", names[k], grid[g]);
+        }
+    for (int g = 1; g < 6; g++) /* everything but bits: identical in all three */
+        for (int k = 1; k < 3; k++) {
+            const lmp_param_spec *a = ps[0][g], *b = ps[k][g];
+            ck_assert_msg(a->type == b->type && a->def_num == b->def_num && a->min == b->min && a->max == b->max &&
+                              a->flags == b->flags && strcmp(a->help, b->help) == 0,
+                          "%s.%s differs from rtn's", names[k], grid[g]);
+            for (int c = 0; a->choices && (a->choices[c] || b->choices[c]); c++)
+                ck_assert_msg(a->choices[c] && b->choices[c] && strcmp(a->choices[c], b->choices[c]) == 0,
+                              "%s.%s: choice %d differs from rtn's", names[k], grid[g], c);
+        }
+    /* the one set of defaults: symmetric, per channel, groups of 128, half to even, no clip */
+    ck_assert(ps[0][1]->type == LMP_PARAM_BOOL && ps[0][1]->def_num == 1.0);
+    ck_assert_str_eq(ps[0][2]->choices[(int)ps[0][2]->def_num], "channel");
+    ck_assert_str_eq(ps[0][2]->choices[0], "tensor");
+    ck_assert(ps[0][3]->def_num == 128.0);
+    ck_assert_str_eq(ps[0][4]->choices[(int)ps[0][4]->def_num], "half_even");
+    ck_assert(ps[0][5]->type == LMP_PARAM_FLOAT && ps[0][5]->def_num == 1.0 && ps[0][5]->max == 1.0);
+    /* bits by purpose */
+    ck_assert(ps[0][0]->def_num == 4.0 && ps[0][0]->max == 8.0);
+    ck_assert(ps[1][0]->def_num == 4.0 && ps[1][0]->max == 16.0);
+    ck_assert(ps[2][0]->def_num == 16.0 && ps[2][0]->max == 16.0);
+}
+END_TEST
+
+/* gptq and sparse24 quantize row by row (the OBS solver): granularity = "tensor" is refused with
+ * a message that says so, where rtn takes it. */
+START_TEST(solvers_refuse_tensor_granularity)
+{
+    const char *const names[] = {"gptq", "sparse24"};
+    for (int k = 0; k < 2; k++) {
+        const lmp_plugin *pl;
+        ck_assert_int_eq(lmp_registry_require(&reg, LMP_PLUGIN_STRATEGY, names[k], &pl), 0);
+        lmp_value *v;
+        ck_assert_int_eq(lmp_params_defaults(pl->desc, &v), 0);
+        for (uint32_t i = 0; i < pl->desc->n_params; i++)
+            if (strcmp(pl->desc->params[i].name, "granularity") == 0) {
+                v[i].num = 0;
+                v[i].str = "tensor";
+            }
+        const lmp_strategy_i *vt = pl->desc->vtable;
+        void *self = NULL;
+        lmp_clear_error();
+        ck_assert_int_eq(vt->create(lmp_host_services(), &ctx, v, &self), LMP_EINVAL);
+        ck_assert_msg(strstr(lmp_last_error(), "granularity = \"tensor\"") && strstr(lmp_last_error(), names[k]),
+                      "%s: %s", names[k], lmp_last_error());
+        free(v);
+    }
 }
 END_TEST
 
@@ -217,6 +342,9 @@ int main(void)
     TCase *tc = tcase_create("rtn");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, weights_follow_the_reference_grid);
+    tcase_add_test(tc, clip_reaches_the_grid);
+    tcase_add_test(tc, one_grid_schema);
+    tcase_add_test(tc, solvers_refuse_tensor_granularity);
     tcase_add_test(tc, static_activation_scale_from_calibration);
     tcase_add_test(tc, targets_ignore_overrides);
     tcase_add_test(tc, fold_norm_scale_keeps_the_function);

@@ -30,18 +30,34 @@ static int devbe_check_rows(const devbe_err *e, const char *op, int64_t T, int64
     return LMP_OK;
 }
 
-static int devbe_check_wspec(const devbe_err *e, const lmp_wspec *spec)
+/* cpu_backend.c's check_wgrid, message for message; sizes beyond the kernels' int indexing are
+ * LMP_EUNSUPPORTED (the CPU backend takes them). */
+static int devbe_check_wgrid(const devbe_err *e, const char *op, const lmp_wspec *spec,
+                             int64_t rows, int64_t cols, const float *W, const float *scales,
+                             const float *zeros)
 {
-    if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "quantize_weight: spec is NULL");
+    if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "%s: spec is NULL", op);
+    if (spec->format != LMP_WFORMAT_INT)
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
     if (spec->bits < 2 || spec->bits > 8)
-        return DEVBE_FAIL(e, LMP_EINVAL, "quantize_weight: bits = %d is outside 2..8", spec->bits);
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)
-        return DEVBE_FAIL(e, LMP_EINVAL, "quantize_weight: unknown granularity %d", (int)spec->gran);
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: unknown granularity %d", op, (int)spec->gran);
     if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0)
-        return DEVBE_FAIL(e, LMP_EINVAL, "quantize_weight: group = %lld must be > 0",
-                          (long long)spec->group);
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: group = %lld must be > 0", op, (long long)spec->group);
     if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
-        return DEVBE_FAIL(e, LMP_EINVAL, "quantize_weight: unknown rounding %d", (int)spec->rounding);
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: unknown rounding %d", op, (int)spec->rounding);
+    if (!(spec->clip >= 0.0f && spec->clip <= 1.0f))
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: clip = %g is outside (0, 1] (0 means 1)", op, (double)spec->clip);
+    if (rows < 0 || cols < 0)
+        return DEVBE_FAIL(e, LMP_EINVAL, "%s: negative shape %lld x %lld", op, (long long)rows, (long long)cols);
+    if (rows == 0 || cols == 0) return LMP_OK;
+    if (!W) return DEVBE_FAIL(e, LMP_EINVAL, "%s: W is NULL", op);
+    if (!scales) return DEVBE_FAIL(e, LMP_EINVAL, "%s: scales is NULL", op);
+    if (!spec->sym && !zeros) return DEVBE_FAIL(e, LMP_EINVAL, "%s: zeros is NULL for an asymmetric grid", op);
+    if ((double)rows * (double)cols > (double)INT_MAX)
+        return DEVBE_FAIL(e, LMP_EUNSUPPORTED, "%s: %lld x %lld exceeds the int range", op,
+                          (long long)rows, (long long)cols);
     return LMP_OK;
 }
 
@@ -378,37 +394,65 @@ int devbe_reduce_cols(void *self, lmp_reduce kind, int64_t n, int64_t c, const f
 
 /* ---- fake quantization: one slice per device work-group or block ------------------------- */
 
-static int quantize_slices(devbe *d, float *W, int64_t rows, int64_t cols, int64_t nr,
-                           int64_t nc, int kind, int bits, int rounding, float sscale,
-                           float *scales, float *zeros)
+/* Runs the quantization kernel over the slices of X[rows, cols] (slot 0), the result copied to
+ * X_out unless it is NULL (DEVBE_Q_CHOOSE leaves X as it is).  scales/zeros (slots 1, 2) go in
+ * for DEVBE_Q_APPLY and come out for DEVBE_Q_CHOOSE; codes (slot 3) come out when given. */
+static int quantize_slices(devbe *d, devbe_quant *q, const float *X, float *X_out,
+                           const float *scales_in, const float *zeros_in, float *scales_out,
+                           float *zeros_out, int32_t *codes)
 {
-    int64_t ncs = (cols + nc - 1) / nc, ns = ((rows + nr - 1) / nr) * ncs;
-    devbe_quant q = {(int)rows, (int)cols, (int)nr, (int)nc, (int)ncs, (int)ns,
-                     kind, bits, rounding, sscale, scales != NULL || zeros != NULL};
-    devbe_mem dw, ds, dz;
+    const int64_t rows = q->rows, cols = q->cols, ns = q->n_slices;
+    devbe_mem dw, ds, dz, dc = NULL;
     int st;
-    if ((st = devbe_put(d, 0, W, rows, cols, cols, &dw)) ||
-        (st = devbe_slot(d, 1, (size_t)ns * sizeof(float), &ds)) ||
-        (st = devbe_slot(d, 2, (size_t)ns * sizeof(float), &dz)) ||
-        (st = d->dev->quantize(d, &q, dw, ds, dz)))
+    q->want_codes = codes != NULL;
+    if ((st = devbe_put(d, 0, X, rows, cols, cols, &dw))) return st;
+    if (scales_in ? (st = devbe_put(d, 1, scales_in, 1, ns, ns, &ds))
+                  : (st = devbe_slot(d, 1, (size_t)ns * sizeof(float), &ds)))
         return st;
-    if (scales && (st = devbe_get(d, ds, scales, 1, ns, ns))) return st;
-    if (zeros && kind == 1 && (st = devbe_get(d, dz, zeros, 1, ns, ns))) return st;
-    return devbe_get(d, dw, W, rows, cols, cols);
+    if (zeros_in ? (st = devbe_put(d, 2, zeros_in, 1, ns, ns, &dz))
+                 : (st = devbe_slot(d, 2, (size_t)ns * sizeof(float), &dz)))
+        return st;
+    if (codes && (st = devbe_slot(d, 3, (size_t)(rows * cols) * sizeof(int32_t), &dc))) return st;
+    if ((st = d->dev->quantize(d, q, dw, ds, dz, dc))) return st;
+    if (scales_out && (st = devbe_get(d, ds, scales_out, 1, ns, ns))) return st;
+    if (zeros_out && (st = devbe_get(d, dz, zeros_out, 1, ns, ns))) return st;
+    /* The int32 codes come back as 4-byte words through the same copy as floats: the runtime
+     * copies bytes, and nothing here reads them as float. */
+    if (codes && (st = devbe_get(d, dc, (float *)(void *)codes, rows, cols, cols))) return st;
+    return X_out ? devbe_get(d, dw, X_out, rows, cols, cols) : LMP_OK;
 }
 
-int devbe_quantize_weight(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
-                          float *scales, float *zeros)
+/* The kernel's description of a weight grid op on W[rows, cols] (checked: fits int). */
+static devbe_quant weight_quant(const lmp_wspec *spec, int64_t rows, int64_t cols, int mode)
 {
-    devbe *d = self;
-    int st = devbe_check_wspec(&d->err, spec);
-    if (!st) st = devbe_check_rows(&d->err, "quantize_weight", rows, cols, W, W, W);
-    if (st || rows == 0 || cols == 0) return st;
-    if (!d->exact_div) return LMP_EUNSUPPORTED; /* could not match the CPU grid bit for bit */
     int64_t nr, nc, ncs, ns;
     devbe_wslices(spec, rows, cols, &nr, &nc, &ncs, &ns);
-    return quantize_slices(d, W, rows, cols, nr, nc, spec->sym ? 0 : 1, spec->bits,
-                           spec->rounding, 0.0f, scales, zeros);
+    return (devbe_quant){.rows = (int)rows, .cols = (int)cols, .nr = (int)nr, .nc = (int)nc,
+                         .ncs = (int)ncs, .n_slices = (int)ns, .kind = spec->sym ? 0 : 1,
+                         .bits = spec->bits, .rounding = spec->rounding,
+                         .clip = lmp_wspec_clip(spec), .mode = mode};
+}
+
+int devbe_choose_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                             const float *W, float *scales, float *zeros)
+{
+    devbe *d = self;
+    int st = devbe_check_wgrid(&d->err, "choose_weight_grid", spec, rows, cols, W, scales, zeros);
+    if (st || rows == 0 || cols == 0) return st;
+    if (!d->exact_div) return LMP_EUNSUPPORTED; /* could not match the CPU grid bit for bit */
+    devbe_quant q = weight_quant(spec, rows, cols, DEVBE_Q_CHOOSE);
+    return quantize_slices(d, &q, W, NULL, NULL, NULL, scales, spec->sym ? NULL : zeros, NULL);
+}
+
+int devbe_apply_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
+                            const float *scales, const float *zeros, int32_t *codes)
+{
+    devbe *d = self;
+    int st = devbe_check_wgrid(&d->err, "apply_weight_grid", spec, rows, cols, W, scales, zeros);
+    if (st || rows == 0 || cols == 0) return st;
+    if (!d->exact_div) return LMP_EUNSUPPORTED;
+    devbe_quant q = weight_quant(spec, rows, cols, DEVBE_Q_APPLY);
+    return quantize_slices(d, &q, W, W, scales, spec->sym ? NULL : zeros, NULL, NULL, codes);
 }
 
 int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X)
@@ -419,7 +463,10 @@ int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, 
     if ((st = devbe_check_rows(&d->err, "quantize_act", T, C, X, X, X)) || T == 0 || C == 0) return st;
     if (!d->exact_div) return LMP_EUNSUPPORTED;
     /* static and per-token: one slice per row; per-tensor dynamic: the whole of X */
-    int whole = spec->mode == LMP_ACT_DYN_TENSOR;
-    return quantize_slices(d, X, T, C, whole ? T : 1, C, spec->mode == LMP_ACT_STATIC_TENSOR ? 2 : 3,
-                           spec->bits, spec->rounding, spec->scale, NULL, NULL);
+    const int whole = spec->mode == LMP_ACT_DYN_TENSOR;
+    devbe_quant q = {.rows = (int)T, .cols = (int)C, .nr = whole ? (int)T : 1, .nc = (int)C, .ncs = 1,
+                     .n_slices = whole ? 1 : (int)T, .kind = spec->mode == LMP_ACT_STATIC_TENSOR ? 2 : 3,
+                     .bits = spec->bits, .rounding = spec->rounding, .sscale = spec->scale,
+                     .clip = 1.0f, .mode = DEVBE_Q_FUSED};
+    return quantize_slices(d, &q, X, X, NULL, NULL, NULL, NULL, NULL);
 }

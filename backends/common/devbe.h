@@ -82,6 +82,11 @@ enum { DEVBE_SLOTS = 5, DEVBE_ROPE_SLOT = 4 };
 
 typedef struct devbe devbe;
 
+/* What a quantization kernel does with each slice: choose its grid and apply it (activations),
+ * only choose it (choose_weight_grid: the scales and zeros out, W unchanged), or apply a given
+ * one (apply_weight_grid: the scales and zeros in, W and optionally the codes out). */
+enum { DEVBE_Q_FUSED = 0, DEVBE_Q_CHOOSE = 1, DEVBE_Q_APPLY = 2 };
+
 /* One fake quantization: W[rows, cols] in n_slices slices of nr x nc, ncs of them per block
  * row (devbe_wslices). */
 typedef struct devbe_quant {
@@ -89,7 +94,9 @@ typedef struct devbe_quant {
     int kind; /* 0/1 weight sym/asym, 2 static activation (sscale), 3 dynamic activation */
     int bits, rounding;
     float sscale;
-    int keep; /* the caller wants the scales or zeros back */
+    float clip;     /* weights: the range ratio, in (0, 1] (plugin.h's 0 already read as 1) */
+    int mode;       /* DEVBE_Q_* */
+    int want_codes; /* DEVBE_Q_APPLY: write the int32 codes */
 } devbe_quant;
 
 /* The device half.  The sizes an op gets have passed the checks, so they fit int; every operand
@@ -120,7 +127,10 @@ typedef struct devbe_dev {
     int (*gelu)(devbe *d, int n, devbe_mem x);
     int (*log_softmax)(devbe *d, int rows, int cols, devbe_mem x);
     int (*reduce_cols)(devbe *d, int kind, int n, int c, devbe_mem x, devbe_mem out);
-    int (*quantize)(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros);
+    /* scales/zeros [n_slices] are read or written as q->mode says; codes [rows, cols] int32 is
+     * written when q->want_codes (else it may be NULL). */
+    int (*quantize)(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros,
+                    devbe_mem codes);
 } devbe_dev;
 
 /* The first member of a backend's instance, so that the vtable's self is a devbe. */
@@ -166,8 +176,10 @@ int devbe_gelu(void *self, int64_t n, const float *x, float *out);
 int devbe_log_softmax(void *self, int64_t rows, int64_t cols, const float *x, float *out);
 int devbe_reduce_cols(void *self, lmp_reduce kind, int64_t n, int64_t c, const float *X,
                       float *out);
-int devbe_quantize_weight(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
-                          float *scales, float *zeros);
+int devbe_choose_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                             const float *W, float *scales, float *zeros);
+int devbe_apply_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
+                            const float *scales, const float *zeros, int32_t *codes);
 int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X);
 
 /* The lmp_backend_i entries above, for a backend's vtable initializer. */
@@ -176,6 +188,7 @@ int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, 
     .rmsnorm = devbe_rmsnorm, .layernorm = devbe_layernorm, .rope = devbe_rope,               \
     .attention = devbe_attention, .swiglu = devbe_swiglu, .gelu = devbe_gelu,                 \
     .log_softmax = devbe_log_softmax, .reduce_cols = devbe_reduce_cols,                       \
-    .quantize_weight = devbe_quantize_weight, .quantize_act = devbe_quantize_act
+    .choose_weight_grid = devbe_choose_weight_grid, .apply_weight_grid = devbe_apply_weight_grid, \
+    .quantize_act = devbe_quantize_act
 
 #endif

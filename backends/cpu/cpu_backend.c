@@ -402,18 +402,51 @@ static int cpu_reduce_cols(void *self, lmp_reduce kind, int64_t n, int64_t c, co
 
 /* ---- quantization: the reference kernels, so every backend is compared to exactly these --- */
 
-static int cpu_quantize_weight(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
-                               float *W, float *scales, float *zeros)
+/* The checks of both weight-grid ops, each with its message; the reference kernels then assume
+ * a good spec. */
+static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, int64_t rows,
+                       int64_t cols, const float *W, const float *scales, const float *zeros)
+{
+    if (!spec) return FAIL(be, LMP_EINVAL, "%s: spec is NULL", op);
+    if (spec->format != LMP_WFORMAT_INT)
+        return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
+    if (spec->bits < 2 || spec->bits > 8)
+        return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
+    if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)
+        return FAIL(be, LMP_EINVAL, "%s: unknown granularity %d", op, (int)spec->gran);
+    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0)
+        return FAIL(be, LMP_EINVAL, "%s: group = %lld must be > 0", op, (long long)spec->group);
+    if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
+        return FAIL(be, LMP_EINVAL, "%s: unknown rounding %d", op, (int)spec->rounding);
+    if (!(spec->clip >= 0.0f && spec->clip <= 1.0f))
+        return FAIL(be, LMP_EINVAL, "%s: clip = %g is outside (0, 1] (0 means 1)", op, (double)spec->clip);
+    if (rows < 0 || cols < 0)
+        return FAIL(be, LMP_EINVAL, "%s: negative shape %lld x %lld", op, (long long)rows, (long long)cols);
+    if (rows == 0 || cols == 0) return LMP_OK;
+    if (!W) return FAIL(be, LMP_EINVAL, "%s: W is NULL", op);
+    if (!scales) return FAIL(be, LMP_EINVAL, "%s: scales is NULL", op);
+    if (!spec->sym && !zeros) return FAIL(be, LMP_EINVAL, "%s: zeros is NULL for an asymmetric grid", op);
+    return LMP_OK;
+}
+
+static int cpu_choose_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                                  const float *W, float *scales, float *zeros)
 {
     cpu_backend *be = self;
-    if (!spec) return FAIL(be, LMP_EINVAL, "quantize_weight: spec is NULL");
-    if (spec->bits < 2 || spec->bits > 8)
-        return FAIL(be, LMP_EINVAL, "quantize_weight: bits = %d is outside 2..8", spec->bits);
-    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0)
-        return FAIL(be, LMP_EINVAL, "quantize_weight: group = %lld must be > 0",
-                    (long long)spec->group);
-    return ref_status(be, "quantize_weight",
-                      lmp_ref_quantize_weight(spec, rows, cols, W, scales, zeros));
+    int st = check_wgrid(be, "choose_weight_grid", spec, rows, cols, W, scales, zeros);
+    if (st) return st;
+    return ref_status(be, "choose_weight_grid",
+                      lmp_ref_choose_weight_grid(spec, rows, cols, W, scales, zeros));
+}
+
+static int cpu_apply_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                                 float *W, const float *scales, const float *zeros, int32_t *codes)
+{
+    cpu_backend *be = self;
+    int st = check_wgrid(be, "apply_weight_grid", spec, rows, cols, W, scales, zeros);
+    if (st) return st;
+    return ref_status(be, "apply_weight_grid",
+                      lmp_ref_apply_weight_grid(spec, rows, cols, W, scales, zeros, codes));
 }
 
 static int cpu_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X)
@@ -445,7 +478,8 @@ static const lmp_backend_i cpu_vtable = {
     .swiglu = cpu_swiglu,
     .log_softmax = cpu_log_softmax,
     .reduce_cols = cpu_reduce_cols,
-    .quantize_weight = cpu_quantize_weight,
+    .choose_weight_grid = cpu_choose_weight_grid,
+    .apply_weight_grid = cpu_apply_weight_grid,
     .quantize_act = cpu_quantize_act,
     .layernorm = cpu_layernorm,
     .gelu = cpu_gelu,

@@ -15,14 +15,10 @@ static int bad_mat(const float *p, int64_t rows, int64_t cols, int64_t ld)
     return p == NULL || ld < cols;
 }
 
-float lmp_ref_round(float x, lmp_rounding r)
-{
-    /* nearbyintf rounds with the current mode, which is round-to-nearest-even by default;
-     * roundf always rounds halves away from zero (paddle.round). */
-    return r == LMP_ROUND_HALF_AWAY ? roundf(x) : nearbyintf(x);
-}
+/* plugin.h's, so weights and activations round the same way. */
+float lmp_ref_round(float x, lmp_rounding r) { return lmp_wgrid_round(x, r); }
 
-static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+static float clampf(float x, float lo, float hi) { return lmp_wgrid_clampf(x, lo, hi); }
 
 /* ---- linear algebra ----------------------------------------------------------------------- */
 
@@ -313,97 +309,75 @@ int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X, f
 
 /* ---- quantization (docs/algorithms.md §1, plugin.h) -------------------------------------------- */
 
-/* One slice of W: rows [r0, r0+nr), columns [c0, c0+nc); ld is the row stride. */
-typedef struct {
-    float *p; /* &W[r0, c0] */
-    int64_t nr, nc, ld;
-} wslice;
-
-/* The grid of one slice: w' = scale * (q - zero), zero = 0 when symmetric. */
-typedef struct {
-    float scale, zero;
-} wgrid;
-
-static wgrid slice_grid(const lmp_wspec *s, wslice sl)
+/* The checks both weight-grid ops share: a spec the formulas of plugin.h cover. */
+static int bad_wspec(const lmp_wspec *s)
 {
-    float mn = 0.0f, mx = 0.0f, amax = 0.0f; /* 0 belongs to every asym range anyway */
-    for (int64_t i = 0; i < sl.nr; i++) {
-        for (int64_t j = 0; j < sl.nc; j++) {
-            float w = sl.p[i * sl.ld + j];
-            if (w < mn) mn = w;
-            if (w > mx) mx = w;
-            if (fabsf(w) > amax) amax = fabsf(w);
-        }
-    }
-    wgrid g;
-    if (s->sym) { /* scale = T / qmax, T = abs-max (0 -> 1e-8) */
-        float qmax = (float)((1 << (s->bits - 1)) - 1);
-        float t = amax == 0.0f ? 1e-8f : amax;
-        g.scale = t / qmax;
-        g.zero = 0.0f;
-    } else { /* lo = min(0, min), hi = max(0, max); both 0 -> [-1, 1] */
-        float maxq = (float)((1 << s->bits) - 1);
-        float lo = mn, hi = mx;
-        if (lo == 0.0f && hi == 0.0f) {
-            lo = -1.0f;
-            hi = 1.0f;
-        }
-        g.scale = (hi - lo) / maxq;
-        g.zero = lmp_ref_round(-lo / g.scale, s->rounding);
-    }
-    return g;
+    if (!s || s->bits < 2 || s->bits > 8) return 1;
+    if (s->rounding != LMP_ROUND_HALF_EVEN && s->rounding != LMP_ROUND_HALF_AWAY) return 1;
+    if (s->gran != LMP_GRAN_TENSOR && s->gran != LMP_GRAN_CHANNEL && s->gran != LMP_GRAN_GROUP) return 1;
+    if (s->gran == LMP_GRAN_GROUP && s->group <= 0) return 1;
+    if (!(s->clip >= 0.0f && s->clip <= 1.0f)) return 1; /* also NaN; 0 means 1 */
+    return s->format != LMP_WFORMAT_INT;
 }
 
-static void slice_quantize(const lmp_wspec *s, wslice sl, wgrid g)
+/* The slices of W[rows, cols] in the order their scales are stored: [nr, nc] blocks, the last
+ * of a row possibly narrower. */
+static void wslices(const lmp_wspec *s, int64_t rows, int64_t cols, int64_t *nr, int64_t *nc)
 {
-    if (s->sym) { /* q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale */
-        float qmax = (float)((1 << (s->bits - 1)) - 1);
-        for (int64_t i = 0; i < sl.nr; i++) {
-            for (int64_t j = 0; j < sl.nc; j++) {
-                float *w = &sl.p[i * sl.ld + j];
-                float q = clampf(lmp_ref_round(*w / g.scale, s->rounding), -qmax - 1.0f, qmax);
-                *w = q * g.scale;
-            }
-        }
-    } else { /* q = clamp(round(w/scale) + zero, 0, maxq), w' = scale*(q - zero) */
-        float maxq = (float)((1 << s->bits) - 1);
-        for (int64_t i = 0; i < sl.nr; i++) {
-            for (int64_t j = 0; j < sl.nc; j++) {
-                float *w = &sl.p[i * sl.ld + j];
-                float q = clampf(lmp_ref_round(*w / g.scale, s->rounding) + g.zero, 0.0f, maxq);
-                *w = g.scale * (q - g.zero);
-            }
-        }
-    }
+    *nr = s->gran == LMP_GRAN_TENSOR ? rows : 1;
+    *nc = s->gran == LMP_GRAN_GROUP ? s->group : cols;
 }
 
-int lmp_ref_quantize_weight(const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
-                            float *scales, float *zeros)
+int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols, const float *W,
+                               float *scales, float *zeros)
 {
-    if (!spec || bad_dims2(rows, cols)) return LMP_EINVAL;
-    if (spec->bits < 2 || spec->bits > 8) return LMP_EINVAL;
-    if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
-        return LMP_EINVAL;
-    if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL &&
-        spec->gran != LMP_GRAN_GROUP)
-        return LMP_EINVAL;
-    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0) return LMP_EINVAL;
+    if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
     if (rows == 0 || cols == 0) return LMP_OK;
-    if (!W) return LMP_EINVAL;
-
-    /* Cut W into slices, in the order their scales are stored. */
-    int64_t nr = rows, nc = cols;             /* slice shape */
-    if (spec->gran != LMP_GRAN_TENSOR) nr = 1;
-    if (spec->gran == LMP_GRAN_GROUP) nc = spec->group;
-    int64_t idx = 0;
+    if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
+    int64_t nr, nc, idx = 0;
+    wslices(spec, rows, cols, &nr, &nc);
     for (int64_t r = 0; r < rows; r += nr) {
         for (int64_t c = 0; c < cols; c += nc) {
-            wslice sl = {W + r * cols + c, nr, c + nc <= cols ? nc : cols - c, cols};
-            wgrid g = slice_grid(spec, sl);
-            slice_quantize(spec, sl, g);
-            if (scales) scales[idx] = g.scale;
-            if (zeros && !spec->sym) zeros[idx] = g.zero;
+            const int64_t ncw = c + nc <= cols ? nc : cols - c;
+            float mn = 0.0f, mx = 0.0f, amax = 0.0f; /* 0 belongs to every asym range anyway */
+            for (int64_t i = r; i < r + nr; i++) {
+                for (int64_t j = c; j < c + ncw; j++) {
+                    float w = W[i * cols + j];
+                    if (w < mn) mn = w;
+                    if (w > mx) mx = w;
+                    if (fabsf(w) > amax) amax = fabsf(w);
+                }
+            }
+            float scale, zero;
+            lmp_wgrid_fit(spec, mn, mx, amax, &scale, &zero);
+            scales[idx] = scale;
+            if (!spec->sym) zeros[idx] = zero;
             idx++;
+        }
+    }
+    return LMP_OK;
+}
+
+int lmp_ref_apply_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,
+                              const float *scales, const float *zeros, int32_t *codes)
+{
+    if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
+    if (rows == 0 || cols == 0) return LMP_OK;
+    if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
+    int64_t nr, nc, idx = 0;
+    wslices(spec, rows, cols, &nr, &nc);
+    for (int64_t r = 0; r < rows; r += nr) {
+        for (int64_t c = 0; c < cols; c += nc) {
+            const int64_t ncw = c + nc <= cols ? nc : cols - c;
+            const float scale = scales[idx], zero = spec->sym ? 0.0f : zeros[idx];
+            idx++;
+            for (int64_t i = r; i < r + nr; i++) {
+                for (int64_t j = c; j < c + ncw; j++) {
+                    float q = lmp_wgrid_code(spec, W[i * cols + j], scale, zero);
+                    W[i * cols + j] = lmp_wgrid_value(spec, q, scale, zero);
+                    if (codes) codes[i * cols + j] = lmp_wgrid_code_i32(q);
+                }
+            }
         }
     }
     return LMP_OK;

@@ -82,11 +82,16 @@ LMP_REF_API int lmp_ref_log_softmax(int64_t rows, int64_t cols, const float *x, 
 LMP_REF_API int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X,
                                     float *out);
 
-/* Fake-quantize W[rows,cols] in place on the grid of *spec (bits 2..8).  scales/zeros (each may
- * be NULL) receive lmp_wspec_n_scales() entries, in slice order: [1] per tensor, [rows] per
- * channel, [rows, ceil(cols/group)] per group.  zeros are written only when !sym. */
-LMP_REF_API int lmp_ref_quantize_weight(const lmp_wspec *spec, int64_t rows, int64_t cols,
-                                        float *W, float *scales, float *zeros);
+/* The weight grid of plugin.h (bits 2..8, clip in [0, 1], format INT), in two steps.  Slices in
+ * storage order: [1] per tensor, [rows] per channel, [rows, ceil(cols/group)] per group.
+ * choose: scales (and zeros when !sym; zeros may be NULL when sym) of every slice of W, which
+ * is only read.  apply: W <- the dequantized values on the given grid; codes (may be NULL) the
+ * integer codes.  Choose then apply is RTN, the fused quantize_weight of ABI 2. */
+LMP_REF_API int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols,
+                                           const float *W, float *scales, float *zeros);
+LMP_REF_API int lmp_ref_apply_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols,
+                                          float *W, const float *scales, const float *zeros,
+                                          int32_t *codes);
 
 /* Fake-quantize activations X[T,C] in place (bits 2..16).  LMP_ACT_NONE is a no-op; a STATIC
  * scale must be finite and > 0. */

@@ -335,10 +335,12 @@ static int cu_reduce_cols(devbe *d, int kind, int n, int c, devbe_mem x, devbe_m
     return launched(d, lmp_cu_reduce_cols(cu(d)->stream, kind, n, c, x, out), "reduce_cols");
 }
 
-static int cu_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros)
+static int cu_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros,
+                       devbe_mem codes)
 {
-    return launched(d, lmp_cu_quantize(cu(d)->stream, w, scales, zeros, q->rows, q->cols, q->nr, q->nc,
-                                       q->ncs, q->n_slices, q->kind, q->bits, q->rounding, q->sscale),
+    return launched(d, lmp_cu_quantize(cu(d)->stream, w, scales, zeros, q->want_codes ? codes : NULL,
+                                       q->rows, q->cols, q->nr, q->nc, q->ncs, q->n_slices, q->kind,
+                                       q->bits, q->rounding, q->sscale, q->clip, q->mode),
                     "quantize");
 }
 

@@ -298,9 +298,13 @@ __device__ float rnd(float x, int rounding) { return rounding ? roundf(x) : rint
 
 __device__ float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
-/* One block per slice; kind 0/1 weight sym/asym, 2 static activation, 3 dynamic activation. */
-__global__ void k_quantize(float *W, float *scales, float *zeros, int rows, int cols, int nr,
-                           int nc, int ncs, int kind, int bits, int rounding, float sscale)
+/* One block per slice; kind 0/1 weight sym/asym, 2 static activation, 3 dynamic activation.
+ * mode (devbe.h): 0 choose the grid and apply it, 1 choose it only (scales/zeros out, W
+ * untouched), 2 apply the grid read from scales/zeros (codes too when given).  clip scales the
+ * weight range as plugin.h's lmp_wgrid_fit does, with the same correctly rounded f32 steps. */
+__global__ void k_quantize(float *W, float *scales, float *zeros, int *codes, int rows, int cols,
+                           int nr, int nc, int ncs, int kind, int bits, int rounding, float sscale,
+                           float clip, int mode)
 {
     __shared__ float red[WG];
     int sl = blockIdx.x, l = threadIdx.x;
@@ -308,7 +312,7 @@ __global__ void k_quantize(float *W, float *scales, float *zeros, int rows, int 
     int ncw = min(nc, cols - c0), nrw = min(nr, rows - r0);
     int n = nrw * ncw;
     float mn = 0.0f, mx = 0.0f, am = 0.0f;
-    if (kind != 2) {
+    if (kind != 2 && mode != 2) {
         for (int e = l; e < n; e += WG) {
             float w = W[(size_t)(r0 + e / ncw) * cols + c0 + e % ncw];
             if (w < mn) mn = w;
@@ -322,18 +326,24 @@ __global__ void k_quantize(float *W, float *scales, float *zeros, int rows, int 
     float scale, zero = 0.0f, lo, hi;
     if (kind == 0) {
         float qmax = (float)((1 << (bits - 1)) - 1);
-        scale = __fdiv_rn(am == 0.0f ? 1e-8f : am, qmax);
+        float t = __fmul_rn(clip, am);
+        scale = mode == 2 ? scales[sl] : __fdiv_rn(t == 0.0f ? 1e-8f : t, qmax);
         lo = -qmax - 1.0f;
         hi = qmax;
     } else if (kind == 1) {
         float maxq = (float)((1 << bits) - 1);
-        float a = mn, b = mx;
-        if (a == 0.0f && b == 0.0f) {
-            a = -1.0f;
-            b = 1.0f;
+        if (mode == 2) {
+            scale = scales[sl];
+            zero = zeros[sl];
+        } else {
+            float a = __fmul_rn(clip, mn), b = __fmul_rn(clip, mx);
+            if (a == 0.0f && b == 0.0f) {
+                a = -1.0f;
+                b = 1.0f;
+            }
+            scale = __fdiv_rn(__fsub_rn(b, a), maxq);
+            zero = rnd(__fdiv_rn(-a, scale), rounding);
         }
-        scale = __fdiv_rn(b - a, maxq);
-        zero = rnd(__fdiv_rn(-a, scale), rounding);
         lo = 0.0f;
         hi = maxq;
     } else {
@@ -342,27 +352,32 @@ __global__ void k_quantize(float *W, float *scales, float *zeros, int rows, int 
         lo = -qmax;
         hi = qmax;
     }
-    for (int e = l; e < n; e += WG) {
-        float *w = W + (size_t)(r0 + e / ncw) * cols + c0 + e % ncw;
-        if (kind == 1) {
-            float qv = clampf(rnd(__fdiv_rn(*w, scale), rounding) + zero, lo, hi);
-            *w = __fmul_rn(scale, __fsub_rn(qv, zero));
-        } else {
-            float qv = clampf(rnd(__fdiv_rn(*w, scale), rounding), lo, hi);
-            *w = __fmul_rn(qv, scale);
+    if (mode == 1) {
+        if (l == 0) {
+            scales[sl] = scale;
+            if (kind == 1) zeros[sl] = zero;
         }
+        return;
     }
-    if (l == 0 && scales) {
-        scales[sl] = scale;
-        if (kind == 1 && zeros) zeros[sl] = zero;
+    for (int e = l; e < n; e += WG) {
+        size_t i = (size_t)(r0 + e / ncw) * cols + c0 + e % ncw;
+        float qv;
+        if (kind == 1) {
+            qv = clampf(__fadd_rn(rnd(__fdiv_rn(W[i], scale), rounding), zero), lo, hi);
+            W[i] = __fmul_rn(scale, __fsub_rn(qv, zero));
+        } else {
+            qv = clampf(rnd(__fdiv_rn(W[i], scale), rounding), lo, hi);
+            W[i] = __fmul_rn(qv, scale);
+        }
+        if (codes) codes[i] = qv == qv ? (int)qv : 0; /* a NaN weight has no code */
     }
 }
 
-extern "C" int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *zeros, int rows,
-                               int cols, int nr, int nc, int ncs, int n_slices, int kind, int bits,
-                               int rounding, float sscale)
+extern "C" int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *zeros, int *codes,
+                               int rows, int cols, int nr, int nc, int ncs, int n_slices, int kind,
+                               int bits, int rounding, float sscale, float clip, int mode)
 {
-    k_quantize<<<n_slices, WG, 0, s>>>(W, scales, zeros, rows, cols, nr, nc, ncs, kind, bits,
-                                       rounding, sscale);
+    k_quantize<<<n_slices, WG, 0, s>>>(W, scales, zeros, codes, rows, cols, nr, nc, ncs, kind, bits,
+                                       rounding, sscale, clip, mode);
     return launched();
 }

@@ -25,11 +25,12 @@ int lmp_cu_swiglu(cudaStream_t s, size_t n, const float *gate, const float *up, 
 int lmp_cu_gelu(cudaStream_t s, size_t n, const float *x, float *out);
 int lmp_cu_log_softmax(cudaStream_t s, int rows, int cols, const float *x, float *out);
 int lmp_cu_reduce_cols(cudaStream_t s, int kind, int n, int c, const float *X, float *out);
-/* kind 0/1 weight sym/asym, 2 static activation (sscale), 3 dynamic activation; scales/zeros
- * [n_slices] may be NULL. */
-int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *zeros, int rows, int cols,
-                    int nr, int nc, int ncs, int n_slices, int kind, int bits, int rounding,
-                    float sscale);
+/* kind 0/1 weight sym/asym, 2 static activation (sscale), 3 dynamic activation; mode
+ * DEVBE_Q_FUSED/CHOOSE/APPLY (devbe.h): scales/zeros [n_slices] out when choosing, in when
+ * applying; codes [rows, cols] written when not NULL; clip the weight range ratio. */
+int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *zeros, int *codes, int rows,
+                    int cols, int nr, int nc, int ncs, int n_slices, int kind, int bits,
+                    int rounding, float sscale, float clip, int mode);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,8 @@
  *   trsm_lower     CLBlastStrsm            cholesky, chol_inverse: not offered (NULL): CLBlast
  *                                          has no factorizations, and the core runs them on the
  *                                          CPU backend (backend.h's fallback rule)
- *   everything else: kernels of opencl_kernels.cl.  quantize_weight / quantize_act match the CPU
- *   grid bit for bit only with correctly rounded f32 division; a device without it
+ *   everything else: kernels of opencl_kernels.cl.  choose_weight_grid / apply_weight_grid /
+ *   quantize_act match the CPU grid bit for bit only with correctly rounded f32 division; a device without it
  *   (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) answers LMP_EUNSUPPORTED for them, and they too run
  *   on the CPU.  So does anything larger than the kernels' int indexing (2^31 elements) and
  *   attention with head_dim > 256.
@@ -466,12 +466,15 @@ static int ocl_reduce_cols(devbe *d, int kind, int n, int c, devbe_mem x, devbe_
     return st ? st : launch_1d(d, K_REDUCE, (size_t)c);
 }
 
-/* One work-group per slice. */
-static int ocl_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros)
+/* One work-group per slice.  A codes buffer the call does not want is passed as NULL, which
+ * OpenCL allows for a global pointer argument. */
+static int ocl_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros,
+                        devbe_mem codes)
 {
-    int st = args(d, K_QUANTIZE, 13, A_MEM(w), A_MEM(scales), A_MEM(zeros), A_INT(q->rows),
-                  A_INT(q->cols), A_INT(q->nr), A_INT(q->nc), A_INT(q->ncs), A_INT(q->kind),
-                  A_INT(q->bits), A_INT(q->rounding), A_FLT(q->sscale), A_INT(q->keep));
+    int st = args(d, K_QUANTIZE, 16, A_MEM(w), A_MEM(scales), A_MEM(zeros), A_MEM(codes),
+                  A_INT(q->rows), A_INT(q->cols), A_INT(q->nr), A_INT(q->nc), A_INT(q->ncs),
+                  A_INT(q->kind), A_INT(q->bits), A_INT(q->rounding), A_FLT(q->sscale),
+                  A_FLT(q->clip), A_INT(q->mode), A_INT(q->want_codes));
     return st ? st : launch(d, K_QUANTIZE, (size_t)q->n_slices, 1, ocl(d)->wg);
 }
 

@@ -314,10 +314,13 @@ float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : 
 /* One work-group per slice of W[rows, cols]: slices are [nr, nc] blocks, ncs per block row,
  * numbered in the order their scales are stored.  kind: 0 weight symmetric, 1 weight
  * asymmetric, 2 activation with the static scale sscale, 3 activation with the slice's
- * dynamic abs-max scale.  scales/zeros[slice] are written when want_scales. */
-kernel void quantize(global float *W, global float *scales, global float *zeros, int rows,
-                     int cols, int nr, int nc, int ncs, int kind, int bits, int rounding,
-                     float sscale, int want_scales)
+ * dynamic abs-max scale.  mode (devbe.h): 0 choose the slice's grid and apply it; 1 choose it
+ * only, into scales/zeros[slice] (W is not written); 2 apply the grid read from
+ * scales/zeros[slice], writing codes[] too when want_codes.  clip scales the weight range
+ * (plugin.h's lmp_wgrid_fit, step for step). */
+kernel void quantize(global float *W, global float *scales, global float *zeros, global int *codes,
+                     int rows, int cols, int nr, int nc, int ncs, int kind, int bits, int rounding,
+                     float sscale, float clip, int mode, int want_codes)
 {
     local float red[WG];
     int sl = get_group_id(0), l = get_local_id(0);
@@ -325,7 +328,7 @@ kernel void quantize(global float *W, global float *scales, global float *zeros,
     int ncw = min(nc, cols - c0), nrw = min(nr, rows - r0);
     int n = nrw * ncw;
     float mn = 0.0f, mx = 0.0f, am = 0.0f; /* 0 belongs to every asym range anyway */
-    if (kind != 2) {
+    if (kind != 2 && mode != 2) {
         for (int e = l; e < n; e += WG) {
             float w = W[(size_t)(r0 + e / ncw) * cols + c0 + e % ncw];
             if (w < mn) mn = w;
@@ -337,20 +340,26 @@ kernel void quantize(global float *W, global float *scales, global float *zeros,
         am = wg_max(red, am);
     }
     float scale, zero = 0.0f, lo, hi;
-    if (kind == 0) { /* scale = T / qmax, T = abs-max (0 -> 1e-8) */
+    if (kind == 0) { /* scale = T / qmax, T = clip * abs-max (0 -> 1e-8) */
         float qmax = (float)((1 << (bits - 1)) - 1);
-        scale = (am == 0.0f ? 1e-8f : am) / qmax;
+        float t = clip * am;
+        scale = mode == 2 ? scales[sl] : (t == 0.0f ? 1e-8f : t) / qmax;
         lo = -qmax - 1.0f;
         hi = qmax;
-    } else if (kind == 1) { /* lo = min(0, min), hi = max(0, max); both 0 -> [-1, 1] */
+    } else if (kind == 1) { /* lo = clip * min(0, min), hi = clip * max(0, max); both 0 -> [-1, 1] */
         float maxq = (float)((1 << bits) - 1);
-        float a = mn, b = mx;
-        if (a == 0.0f && b == 0.0f) {
-            a = -1.0f;
-            b = 1.0f;
+        if (mode == 2) {
+            scale = scales[sl];
+            zero = zeros[sl];
+        } else {
+            float a = clip * mn, b = clip * mx;
+            if (a == 0.0f && b == 0.0f) {
+                a = -1.0f;
+                b = 1.0f;
+            }
+            scale = (b - a) / maxq;
+            zero = rnd(-a / scale, rounding);
         }
-        scale = (b - a) / maxq;
-        zero = rnd(-a / scale, rounding);
         lo = 0.0f;
         hi = maxq;
     } else { /* activations: symmetric, clamp to [-qmax, qmax] */
@@ -359,18 +368,23 @@ kernel void quantize(global float *W, global float *scales, global float *zeros,
         lo = -qmax;
         hi = qmax;
     }
-    for (int e = l; e < n; e += WG) {
-        global float *w = W + (size_t)(r0 + e / ncw) * cols + c0 + e % ncw;
-        if (kind == 1) {
-            float q = clampf(rnd(*w / scale, rounding) + zero, lo, hi);
-            *w = scale * (q - zero);
-        } else {
-            float q = clampf(rnd(*w / scale, rounding), lo, hi);
-            *w = q * scale;
+    if (mode == 1) {
+        if (l == 0) {
+            scales[sl] = scale;
+            if (kind == 1) zeros[sl] = zero;
         }
+        return;
     }
-    if (l == 0 && want_scales) {
-        scales[sl] = scale;
-        if (kind == 1) zeros[sl] = zero;
+    for (int e = l; e < n; e += WG) {
+        size_t i = (size_t)(r0 + e / ncw) * cols + c0 + e % ncw;
+        float q;
+        if (kind == 1) {
+            q = clampf(rnd(W[i] / scale, rounding) + zero, lo, hi);
+            W[i] = scale * (q - zero);
+        } else {
+            q = clampf(rnd(W[i] / scale, rounding), lo, hi);
+            W[i] = q * scale;
+        }
+        if (want_codes) codes[i] = q == q ? (int)q : 0; /* a NaN weight has no code */
     }
 }

@@ -269,7 +269,8 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
         const lmp_backend_i *b = d->vtable;
         if (strcmp(d->name, "cpu") == 0 && (!b->gemm || !b->rmsnorm || !b->rope || !b->attention ||
                                             !b->swiglu || !b->log_softmax || !b->reduce_cols ||
-                                            !b->quantize_weight || !b->quantize_act || !b->layernorm || !b->gelu))
+                                            !b->choose_weight_grid || !b->apply_weight_grid ||
+                                            !b->quantize_act || !b->layernorm || !b->gelu))
             return lmp_fail(LMP_EINVAL, "%s: the cpu backend must implement every operation", path);
     }
     for (uint32_t i = 0; i < d->n_params; i++) {

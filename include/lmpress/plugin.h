@@ -14,6 +14,8 @@
  * else bumps LMP_ABI_MAJOR, including growing lmp_linear or lmp_norm, which the host hands over
  * as arrays (a plugin built for the old size would step through them with the wrong stride).
  * ABI 2.0 (lmp_linear grew a sparsity mask): plugins built for 1.x are refused.
+ * ABI 3.0: quantize_weight split into choose_weight_grid + apply_weight_grid; lmp_wspec grew
+ * clip and format; plugins built for 2.x are refused.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -23,6 +25,7 @@
 #ifndef LMPRESS_PLUGIN_H
 #define LMPRESS_PLUGIN_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,7 +33,7 @@
 extern "C" {
 #endif
 
-#define LMP_ABI_MAJOR 2
+#define LMP_ABI_MAJOR 3
 #define LMP_ABI_MINOR 0
 
 #if defined(__GNUC__)
@@ -84,29 +87,109 @@ typedef struct lmp_value {
 typedef enum { LMP_ROUND_HALF_EVEN = 0, LMP_ROUND_HALF_AWAY = 1 } lmp_rounding;
 typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } lmp_granularity;
 
-/* Weight grid, docs/algorithms.md §1.
- * sym:  scale = T/qmax, qmax = 2^(b-1)-1, T = abs-max of the slice (0 -> 1e-8),
+/* Weight grids.  Every weight-quantizing plugin works in two steps on the backend: choose a
+ * grid for each slice of W (choose_weight_grid: scales, and zero-points when asymmetric), then
+ * apply a given grid (apply_weight_grid: codes and the dequantized weights).  Splitting them lets
+ * a plugin steer the grid (a clip ratio, a search over clip ratios, grids fitted on other data,
+ * GPTQ's grids taken at the start of a batch) without touching the weights to do it.
+ *
+ * LMP_WFORMAT_INT, the only format so far, is the uniform integer grid of docs/algorithms.md §1:
+ * sym:  scale = T/qmax, qmax = 2^(b-1)-1, T = clip * abs-max of the slice (0 -> 1e-8),
  *       q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale.
- * asym: lo = min(0, min), hi = max(0, max) (both 0 -> [-1, 1]), maxq = 2^b-1,
+ * asym: lo = clip * min(0, min), hi = clip * max(0, max) (both 0 -> [-1, 1]), maxq = 2^b-1,
  *       scale = (hi-lo)/maxq, zero = round(-lo/scale), q = clamp(round(w/scale)+zero, 0, maxq),
  *       w' = scale*(q-zero).
  * A slice is the whole tensor, one output row, or `group` consecutive input columns of one row
- * (the last group of a row may be shorter). */
+ * (the last group of a row may be shorter).
+ * Storage formats (GGUF Q4_0/Q4_1/Q8_0 in blocks of 32 inputs, compressed-tensors int4/int8
+ * packed) are to be further lmp_wformat values taking the same two ops: choose gives each
+ * block's scale (and min or zero-point), apply the codes and the dequantized weights. */
+typedef enum { LMP_WFORMAT_INT = 0 } lmp_wformat;
+
 typedef struct lmp_wspec {
     int bits;                  /* 2..8 */
     int sym;                   /* 1 symmetric abs-max, 0 asymmetric min-max with zero-point */
     lmp_granularity gran;
     int64_t group;             /* columns per group when gran == LMP_GRAN_GROUP */
     lmp_rounding rounding;
+    /* Ratio in (0, 1] applied to the slice's range before the scale is computed (the values
+     * beyond it saturate).  0 means 1, so an initialiser that leaves it out keeps the plain
+     * abs-max / min-max grid. */
+    float clip;
+    lmp_wformat format;        /* LMP_WFORMAT_INT (0) */
 } lmp_wspec;
 
-/* Number of scales quantize_weight writes for a [rows, cols] weight. */
+/* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
+ * ([1] per tensor, [rows] per channel, [rows, ceil(cols/group)] per group). */
 static inline int64_t lmp_wspec_n_scales(const lmp_wspec *s, int64_t rows, int64_t cols)
 {
     if (s->gran == LMP_GRAN_TENSOR) return 1;
     if (s->gran == LMP_GRAN_CHANNEL) return rows;
     return rows * ((cols + s->group - 1) / s->group);
 }
+
+/* The grid formulas above, written once for every implementation on the host (the CPU
+ * reference, plugins quantizing column by column).  Every step is an f32 operation in this
+ * order: a division, not a multiplication by a reciprocal, and no fused multiply-add (ISO C
+ * mode contracts nothing; build a plugin with -ffp-contract=off otherwise), so any f32
+ * implementation of the same steps (numpy, the device kernels) gets the same bits. */
+
+/* The rounding of spec->rounding: nearbyintf rounds half to even in the default FP mode;
+ * roundf rounds half away from zero (paddle.round). */
+static inline float lmp_wgrid_round(float x, lmp_rounding r)
+{
+    return r == LMP_ROUND_HALF_AWAY ? roundf(x) : nearbyintf(x);
+}
+
+/* Written as two comparisons so that a NaN passes through (and stays NaN in w'). */
+static inline float lmp_wgrid_clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+/* spec->clip with 0 read as 1. */
+static inline float lmp_wspec_clip(const lmp_wspec *s) { return s->clip == 0.0f ? 1.0f : s->clip; }
+
+/* The grid of a slice from its min and max (0 folded in: mn <= 0 <= mx) and its abs-max.
+ * *zero is 0 when symmetric. */
+static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float amax, float *scale, float *zero)
+{
+    const float clip = lmp_wspec_clip(s);
+    if (s->sym) {
+        float qmax = (float)((1 << (s->bits - 1)) - 1);
+        float t = clip * amax;
+        *scale = (t == 0.0f ? 1e-8f : t) / qmax;
+        *zero = 0.0f;
+    } else {
+        float maxq = (float)((1 << s->bits) - 1);
+        float lo = clip * mn, hi = clip * mx;
+        if (lo == 0.0f && hi == 0.0f) {
+            lo = -1.0f;
+            hi = 1.0f;
+        }
+        *scale = (hi - lo) / maxq;
+        *zero = lmp_wgrid_round(-lo / *scale, s->rounding);
+    }
+}
+
+/* The code of w on the grid (scale, zero), as an f32 holding an integer (sym -qmax-1..qmax,
+ * asym 0..maxq): f32 so that a NaN weight stays NaN through lmp_wgrid_value, as it always has. */
+static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
+{
+    if (s->sym) {
+        float qmax = (float)((1 << (s->bits - 1)) - 1);
+        return lmp_wgrid_clampf(lmp_wgrid_round(w / scale, s->rounding), -qmax - 1.0f, qmax);
+    }
+    float maxq = (float)((1 << s->bits) - 1);
+    return lmp_wgrid_clampf(lmp_wgrid_round(w / scale, s->rounding) + zero, 0.0f, maxq);
+}
+
+/* The dequantized weight of a code (an int32_t code converts exactly). */
+static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
+{
+    return s->sym ? code * scale : scale * (code - zero);
+}
+
+/* A code for an int32_t array: the only non-integer lmp_wgrid_code gives is NaN (a NaN weight),
+ * stored as 0 rather than converted (undefined behaviour). */
+static inline int32_t lmp_wgrid_code_i32(float code) { return code == code ? (int32_t)code : 0; }
 
 /* Simulated activation quantization of a linear's input x[T, C], symmetric:
  * q = clamp(round(x/s), -qmax, qmax), qmax = 2^(b-1)-1, x' = q*s, with
@@ -294,11 +377,17 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * ABSMAX folds max|x|.  The caller initialises out. */                                        \
     OP(reduce_cols, (lmp_reduce kind, int64_t n, int64_t c, const float *X, float *out),            \
       (kind, n, c, X, out), 0)                                                                     \
-    /* Fake-quantize W[rows, cols] in place on the grid of *spec.  scales/zeros (may be NULL)      \
-     * receive lmp_wspec_n_scales() entries, zeros only for asym. */                               \
-    OP(quantize_weight, (const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,               \
-                        float *scales, float *zeros),                                              \
+    /* The grid of every slice of W[rows, cols] (only read): scales[] and, when asymmetric,        \
+     * zeros[] get lmp_wspec_n_scales() entries (zeros may be NULL when sym: untouched). */        \
+    OP(choose_weight_grid, (const lmp_wspec *spec, int64_t rows, int64_t cols, const float *W,     \
+                           float *scales, float *zeros),                                           \
       (spec, rows, cols, W, scales, zeros), 0)                                                     \
+    /* W <- its dequantized values on the given grid (scales, and zeros when asym, as              \
+     * choose_weight_grid lays them out); codes[rows, cols] (NULL: not wanted) the integer codes.  \
+     * choose_weight_grid then apply_weight_grid is RTN. */                                        \
+    OP(apply_weight_grid, (const lmp_wspec *spec, int64_t rows, int64_t cols, float *W,            \
+                          const float *scales, const float *zeros, int32_t *codes),                \
+      (spec, rows, cols, W, scales, zeros, codes), 0)                                              \
     /* Fake-quantize activations X[T, C] in place on the grid of *spec (mode != NONE). */          \
     OP(quantize_act, (const lmp_aspec *spec, int64_t T, int64_t C, float *X), (spec, T, C, X), 0)   \
     /* out[T,C] = (x - mean) / sqrt(var + eps) * w + b per row (biased variance; b may be NULL). */ \

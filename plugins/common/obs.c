@@ -19,24 +19,6 @@ int64_t obs_n_groups(const lmp_wspec *spec, int64_t cols)
     return spec->gran == LMP_GRAN_GROUP ? (cols + spec->group - 1) / spec->group : 1;
 }
 
-/* The grid formulas of plugin.h, step for step as the backends do them (f32, division). */
-static float round_mode(float x, lmp_rounding r) { return r == LMP_ROUND_HALF_AWAY ? roundf(x) : nearbyintf(x); }
-static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
-
-static float quantize1(const lmp_wspec *s, float w, float scale, float zero, int32_t *code)
-{
-    if (s->sym) {
-        float qmax = (float)((1 << (s->bits - 1)) - 1);
-        float q = clampf(round_mode(w / scale, s->rounding), -qmax - 1.0f, qmax);
-        *code = (int32_t)q;
-        return q * scale;
-    }
-    float maxq = (float)((1 << s->bits) - 1);
-    float q = clampf(round_mode(w / scale, s->rounding) + zero, 0.0f, maxq);
-    *code = (int32_t)q;
-    return scale * (q - zero);
-}
-
 typedef struct solver {
     const lmp_host *host;
     void *hctx;
@@ -49,13 +31,16 @@ typedef struct solver {
     uint8_t *keep_t;               /* [cols, rows] visiting-order mask, when pruning or given */
 } solver;
 
-/* Per-row grid of tmp[rows, len] (the backend's channel grid, so it equals RTN's) into
- * sc/zc column `g` of [rows, ng]. */
-static int row_grids(solver *S, int64_t len, int64_t g)
+/* The grid of the visiting-order columns [p, p + len) as Wt holds them now, into column g of
+ * sc/zc [rows, ng]: the columns gathered row-major into tmp[rows, len], one slice per row (the
+ * backend's channel grid of those columns, so the grid RTN would choose for them). */
+static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
 {
+    for (int64_t r = 0; r < S->rows; r++)
+        for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
     lmp_wspec ch = S->o->spec;
     ch.gran = LMP_GRAN_CHANNEL;
-    int st = S->be->quantize_weight(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
+    int st = S->be->choose_weight_grid(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
     for (int64_t r = 0; !st && r < S->rows; r++) {
         S->sc[r * S->ng + g] = S->col_sc[r];
         S->zc[r * S->ng + g] = ch.sym ? 0.0f : S->col_zc[r];
@@ -63,21 +48,18 @@ static int row_grids(solver *S, int64_t len, int64_t g)
     return st;
 }
 
-/* Grid of the visiting-order columns [p, p + len) as Wt holds them now. */
-static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
-{
-    for (int64_t r = 0; r < S->rows; r++)
-        for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
-    return row_grids(S, len, g);
-}
+/* act_order's visiting order: decreasing H_jj, equal diagonals in original column order.  The
+ * index is the last key, so the order is total and any sort gives the same permutation. */
+typedef struct diag_index {
+    float d;
+    int32_t j;
+} diag_index;
 
-/* perm sorts by decreasing H_jj; equal diagonals keep their original order. */
-static const float *g_diag;
 static int by_diag_desc(const void *a, const void *b)
 {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    if (g_diag[i] != g_diag[j]) return g_diag[i] > g_diag[j] ? -1 : 1;
-    return i < j ? -1 : (i > j);
+    const diag_index *x = a, *y = b;
+    if (x->d != y->d) return x->d > y->d ? -1 : 1;
+    return x->j < y->j ? -1 : (x->j > y->j);
 }
 
 /* U <- upper Cholesky factor of (Hp + lambda I)^-1, raising lambda tenfold while H + lambda I
@@ -172,7 +154,12 @@ static int columns(solver *S, obs_result *res)
                 int32_t code = 0;
                 float q = w[r];
                 if (S->keep_t && !S->keep_t[p * R + r]) q = 0.0f;
-                else if (o->quantize) q = quantize1(&o->spec, w[r], S->sc[r * S->ng + gi], S->zc[r * S->ng + gi], &code);
+                else if (o->quantize) {
+                    const float sc = S->sc[r * S->ng + gi], zc = S->zc[r * S->ng + gi];
+                    const float c = lmp_wgrid_code(&o->spec, w[r], sc, zc);
+                    q = lmp_wgrid_value(&o->spec, c, sc, zc);
+                    code = lmp_wgrid_code_i32(c);
+                }
                 float diff = w[r] - q;
                 loss += (double)diff * diff / ((double)d * d);
                 e[r] = diff / d;
@@ -230,30 +217,34 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     S.ng = o->quantize ? obs_n_groups(&o->spec, cols) : 1;
     const size_t RC = (size_t)(rows * cols), CC = (size_t)(cols * cols);
     const int masked = o->prune_n > 0 || o->keep;
+    /* Dynamic groups gather their columns into tmp to choose their grids in the loop. */
+    const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
+    const int64_t gw = dyn_groups && o->spec.group < cols ? o->spec.group : cols;
     S.Wt = host->alloc(hctx, RC * sizeof(float));
-    S.tmp = host->alloc(hctx, RC * sizeof(float));
+    S.tmp = dyn_groups ? host->alloc(hctx, (size_t)(rows * gw) * sizeof(float)) : NULL;
     S.U = host->alloc(hctx, CC * sizeof(float));
     S.Hp = host->alloc(hctx, CC * sizeof(float));
     S.Et = host->alloc(hctx, (size_t)(o->block * rows) * sizeof(float));
     S.sc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
     S.zc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
-    S.col_sc = host->alloc(hctx, (size_t)rows * sizeof(float));
-    S.col_zc = host->alloc(hctx, (size_t)rows * sizeof(float));
+    S.col_sc = dyn_groups ? host->alloc(hctx, (size_t)rows * sizeof(float)) : NULL;
+    S.col_zc = dyn_groups ? host->alloc(hctx, (size_t)rows * sizeof(float)) : NULL;
     S.codes_t = host->alloc(hctx, RC * sizeof(int32_t));
     S.perm = host->alloc(hctx, (size_t)cols * sizeof(int32_t));
     S.keep_t = masked ? host->alloc(hctx, RC) : NULL;
     float *diag = host->alloc(hctx, (size_t)cols * sizeof(float));
-    if (!S.Wt || !S.tmp || !S.U || !S.Hp || !S.Et || !S.sc || !S.zc || !S.col_sc || !S.col_zc || !S.codes_t ||
-        !S.perm || (masked && !S.keep_t) || !diag) {
+    diag_index *order = o->act_order ? host->alloc(hctx, (size_t)cols * sizeof *order) : NULL;
+    if (!S.Wt || !S.U || !S.Hp || !S.Et || !S.sc || !S.zc || !S.codes_t || !S.perm || !diag ||
+        (dyn_groups && (!S.tmp || !S.col_sc || !S.col_zc)) || (masked && !S.keep_t) || (o->act_order && !order)) {
         st = host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for a %lld x %lld solve", o->name,
                              (long long)rows, (long long)cols);
         goto out;
     }
-    /* Per-channel grid from W as given (before dead inputs are zeroed, as the reference). */
-    if (o->quantize && o->spec.gran == LMP_GRAN_CHANNEL) {
-        memcpy(S.tmp, W, RC * sizeof(float));
-        if ((st = row_grids(&S, cols, 0))) goto out;
-    }
+    /* Per-channel grid from W as given (before dead inputs are zeroed, as the reference); sc/zc
+     * are [rows, 1], the backend's layout (zc stays 0 when sym). */
+    if (o->quantize && o->spec.gran == LMP_GRAN_CHANNEL &&
+        (st = S.be->choose_weight_grid(S.bs, &o->spec, rows, cols, W, S.sc, S.zc)))
+        goto out;
     for (int64_t j = 0; j < cols; j++) {
         diag[j] = H[j * cols + j];
         if (diag[j] != 0.0f) continue;
@@ -261,15 +252,17 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
         res->n_dead++;
         for (int64_t r = 0; r < rows; r++) W[r * cols + j] = 0.0f;
     }
-    if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->static_groups) {
-        memcpy(S.tmp, W, RC * sizeof(float));
-        if ((st = S.be->quantize_weight(S.bs, &o->spec, rows, cols, S.tmp, S.sc, o->spec.sym ? NULL : S.zc)))
-            goto out;
-    }
-    for (int64_t p = 0; p < cols; p++) S.perm[p] = (int32_t)p;
+    /* Static groups: from W after that, in original column order; [rows, ng] is again the
+     * backend's layout. */
+    if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->static_groups &&
+        (st = S.be->choose_weight_grid(S.bs, &o->spec, rows, cols, W, S.sc, S.zc)))
+        goto out;
     if (o->act_order) {
-        g_diag = diag;
-        qsort(S.perm, (size_t)cols, sizeof *S.perm, by_diag_desc);
+        for (int64_t j = 0; j < cols; j++) order[j] = (diag_index){diag[j], (int32_t)j};
+        qsort(order, (size_t)cols, sizeof *order, by_diag_desc);
+        for (int64_t p = 0; p < cols; p++) S.perm[p] = order[p].j;
+    } else {
+        for (int64_t p = 0; p < cols; p++) S.perm[p] = (int32_t)p;
     }
     for (int64_t p = 0; p < cols; p++) {
         const int64_t j = S.perm[p];
@@ -310,5 +303,6 @@ out:
     host->free(hctx, S.perm);
     host->free(hctx, S.keep_t);
     host->free(hctx, diag);
+    host->free(hctx, order);
     return st;
 }

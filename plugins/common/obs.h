@@ -6,7 +6,9 @@
  * spreads the error over the columns not yet visited through U, the upper Cholesky factor of
  * H^-1 (lazy batches of `block` columns: rank-1 updates inside a batch, one GEMM after it).
  * Every BLAS/LAPACK-shaped step runs on the host's backend (cholesky, chol_inverse, gemm,
- * quantize_weight for the grids), so the same code runs on every backend.
+ * choose_weight_grid for the grids), so the same code runs on every backend; each column is
+ * quantized on its grid with plugin.h's lmp_wgrid_code / lmp_wgrid_value, the formulas the
+ * backends' apply_weight_grid uses, so a column lands where RTN would put it.
  *
  * Reference behaviour kept on purpose (IST-DASLab gptq.py / sparsegpt.py):
  *   - the per-channel grid comes from W before dead inputs are zeroed;

@@ -1,6 +1,7 @@
 /* gptq.c — GPTQ (Frantar et al. 2023; docs/algorithms.md §3.7): each targeted linear is quantized
- * column by column on rtn's grid, the rounding error of each column spread over the columns
- * not yet quantized through the Hessian H = 2/n sum x x^T of its calibration input.
+ * column by column on rtn's grid (the schema of plugins/common/wgrid.h), the rounding error of
+ * each column spread over the columns not yet quantized through the Hessian H = 2/n sum x x^T of
+ * its calibration input.
  *
  * The host collects H per distinct input (q, k, v share one; gate and up share one) on the
  * block as the earlier blocks left it (error propagation).  With true_sequential the host runs
@@ -12,12 +13,12 @@
 
 #include "lmpress/plugin.h"
 #include "obs.h"
-#include "wgrid_params.h"
+#include "wgrid.h"
 
 enum { P_GRID = 0, P_DAMP = WGRID_COUNT, P_ACT_ORDER, P_STATIC, P_BLOCK, P_TRUE_SEQ, P_COUNT };
 
 static const lmp_param_spec gptq_params[P_COUNT] = {
-    WGRID_PARAMS(4),
+    WGRID_PARAMS(4, 16, "weight bits, 2..8; 16 = leave the weights as they are"),
     [P_DAMP] = {"damp", LMP_PARAM_FLOAT, "dampening: H += damp * mean(diag H) * I (raised tenfold, logged, "
                 "while H is not positive definite)", 0.01, NULL, 0, 100, NULL, 0},
     [P_ACT_ORDER] = {"act_order", LMP_PARAM_BOOL, "quantize columns in order of decreasing H_jj", 0, NULL, 0, 1, NULL, 0},
@@ -32,10 +33,7 @@ static const lmp_param_spec gptq_params[P_COUNT] = {
 
 static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, const char *where)
 {
-    if (!wgrid_bits_ok(p))
-        return host->set_error(hctx, LMP_EINVAL, "gptq: %s: bits = %d: use 2..8, or 16 for no quantization", where,
-                               (int)p[WGRID_BITS].num);
-    return 0;
+    return wgrid_check_solver(host, hctx, p + P_GRID, "gptq", where);
 }
 
 static int gptq_create(const lmp_host *host, void *hctx, const lmp_value *params, void **self)
@@ -47,7 +45,8 @@ static int gptq_create(const lmp_host *host, void *hctx, const lmp_value *params
 static uint32_t gptq_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    if (!wgrid_bits_ok(p) || p[WGRID_BITS].num == 16) return 0; /* nothing to do, nothing to observe */
+    const int bits = (int)p[P_GRID + WGRID_BITS].num;
+    if (bits < 2 || bits > 8) return 0; /* 16 (or refused): nothing to do, nothing to observe */
     return LMP_STAT_HESSIAN | (p[P_TRUE_SEQ].num ? LMP_NEED_SEQUENTIAL : 0);
 }
 

@@ -2,36 +2,22 @@
  *
  * Weights: each targeted linear's W[out, in] is fake-quantized in place on the grid of
  * lmp_wspec (symmetric abs-max or asymmetric min-max with zero-point; per tensor, per output
- * channel or per group of input columns), by the active backend.  No calibration is needed.
+ * channel or per group of input columns; the schema of plugins/common/wgrid.h), by the active
+ * backend: choose_weight_grid, then apply_weight_grid.  No calibration is needed.
  * Activations: the linear's input is marked for simulated quantization in the forward pass;
  * the static per-tensor scale is the calibration abs-max of that input / qmax. */
 #include <math.h>
 #include <string.h>
 
 #include "lmpress/plugin.h"
+#include "wgrid.h"
 
-enum { P_BITS, P_SYM, P_GRAN, P_GROUP, P_ROUND, P_WEIGHTS, P_ACT, P_ACT_BITS, P_COUNT };
+enum { P_GRID = 0, P_WEIGHTS = WGRID_COUNT, P_ACT, P_ACT_BITS, P_COUNT };
 
-static const char *const gran_choices[] = {"tensor", "channel", "group", NULL};
-static const char *const round_choices[] = {"half_even", "half_away", NULL};
 static const char *const act_choices[] = {"none", "static_tensor", "dynamic_tensor", "dynamic_token", NULL};
 
 static const lmp_param_spec rtn_params[P_COUNT] = {
-    [P_BITS] = {"bits", LMP_PARAM_INT, "weight bits", 4, NULL, 2, 8, NULL, 0},
-    [P_SYM] = {"sym", LMP_PARAM_BOOL,
-               "symmetric abs-max grid (levels -2^(b-1)..2^(b-1)-1, scale = absmax/(2^(b-1)-1)); "
-               "false: asymmetric min-max grid containing 0 with a zero-point (levels 0..2^b-1)",
-               1, NULL, 0, 1, NULL, 0},
-    [P_GRAN] = {"granularity", LMP_PARAM_ENUM,
-                "one scale per tensor, per output channel (row of W[out,in]), or per group of "
-                "group_size input columns of a row",
-                1, NULL, 0, 0, gran_choices, 0},
-    [P_GROUP] = {"group_size", LMP_PARAM_INT,
-                 "input columns per group when granularity = \"group\" (a shorter last group is allowed)",
-                 128, NULL, 1, 1 << 20, NULL, 0},
-    [P_ROUND] = {"rounding", LMP_PARAM_ENUM,
-                 "half_even (numpy/torch, GPTQ, SmoothQuant) or half_away (paddle.round, C roundf)",
-                 0, NULL, 0, 0, round_choices, 0},
+    WGRID_PARAMS(4, 8, "weight bits, 2..8"),
     [P_WEIGHTS] = {"weights", LMP_PARAM_BOOL, "quantize the weights (false: activations only)", 1,
                    NULL, 0, 1, NULL, 0},
     [P_ACT] = {"act", LMP_PARAM_ENUM,
@@ -49,43 +35,27 @@ static uint32_t rtn_needs(void *self, const lmp_value *p)
     return (int)p[P_ACT].num == 1 ? LMP_STAT_ABSMAX : 0;
 }
 
-static lmp_wspec weight_spec(const lmp_value *p)
-{
-    return (lmp_wspec){.bits = (int)p[P_BITS].num,
-                       .sym = p[P_SYM].num != 0,
-                       .gran = (lmp_granularity)(int)p[P_GRAN].num,
-                       .group = (int64_t)p[P_GROUP].num,
-                       .rounding = (lmp_rounding)(int)p[P_ROUND].num};
-}
-
-/* Storage cost: the codes, an fp16 scale per slice, and for asym a zero-point of `bits` bits. */
-static double weight_bits(const lmp_wspec *s, int64_t out, int64_t in)
-{
-    double n_scales = (double)lmp_wspec_n_scales(s, out, in);
-    double total = (double)s->bits * (double)(out * in) + n_scales * (16.0 + (s->sym ? 0 : s->bits));
-    return total / (double)(out * in);
-}
-
 static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
 {
     (void)self;
     void *be_self = NULL;
     const lmp_backend_i *be = host->backend(hctx, &be_self);
-    if (!be || !be->quantize_weight) return host->set_error(hctx, LMP_EUNSUPPORTED, "rtn: no backend to quantize with");
+    if (!be) return host->set_error(hctx, LMP_EUNSUPPORTED, "rtn: no backend to quantize with");
     for (int i = 0; i < blk->n_linears; i++) {
         lmp_linear *l = &blk->linears[i];
         const lmp_value *p = l->params;
         if (!p) continue;
         if (p[P_WEIGHTS].num) {
-            lmp_wspec spec = weight_spec(p);
-            int st = be->quantize_weight(be_self, &spec, l->out, l->in, l->w, NULL, NULL);
+            lmp_wspec spec;
+            wgrid_spec(p + P_GRID, &spec);
+            int st = wgrid_quantize(host, hctx, be, be_self, &spec, l->out, l->in, l->w, NULL);
             if (st) return st;
-            l->weight_bits = weight_bits(&spec, l->out, l->in);
+            l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in);
         }
         int mode = (int)p[P_ACT].num;
         if (mode == LMP_ACT_NONE) continue;
         l->act = (lmp_aspec){.mode = (lmp_act_mode)mode, .bits = (int)p[P_ACT_BITS].num,
-                             .rounding = (lmp_rounding)(int)p[P_ROUND].num};
+                             .rounding = (lmp_rounding)(int)p[P_GRID + WGRID_ROUND].num};
         if (mode == LMP_ACT_STATIC_TENSOR) {
             if (!l->stats || !l->stats->absmax)
                 return host->set_error(hctx, LMP_EINVAL, "rtn: %s: no calibration abs-max for a static scale", l->name);

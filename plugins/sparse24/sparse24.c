@@ -13,7 +13,7 @@
 
 #include "lmpress/plugin.h"
 #include "obs.h"
-#include "wgrid_params.h"
+#include "wgrid.h"
 
 enum { P_METHOD, P_N, P_M, P_DAMP, P_BLOCK, P_GRID, P_COUNT = P_GRID + WGRID_COUNT };
 enum { M_MAGNITUDE, M_WANDA, M_SPARSEGPT };
@@ -28,16 +28,15 @@ static const lmp_param_spec sparse_params[P_COUNT] = {
     [P_DAMP] = {"damp", LMP_PARAM_FLOAT, "sparsegpt: H += damp * mean(diag H) * I", 0.01, NULL, 0, 100, NULL, 0},
     [P_BLOCK] = {"block_size", LMP_PARAM_INT, "sparsegpt: lazy-batch width in columns (a multiple of m)", 128,
                  NULL, 1, 1 << 16, NULL, 0},
-    WGRID_PARAMS(16),
+    WGRID_PARAMS(16, 16, "sparsegpt: quantize the survivors to 2..8 bits at the same time; 16 = prune only"),
 };
 
 static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, const char *where)
 {
     int n = (int)p[P_N].num, m = (int)p[P_M].num, method = (int)p[P_METHOD].num;
     if (n > m) return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: n = %d exceeds m = %d", where, n, m);
-    if (!wgrid_bits_ok(p + P_GRID))
-        return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: bits = %d: use 2..8, or 16", where,
-                               (int)p[P_GRID + WGRID_BITS].num);
+    int st = wgrid_check_solver(host, hctx, p + P_GRID, "sparse24", where);
+    if (st) return st;
     if (method != M_SPARSEGPT && p[P_GRID + WGRID_BITS].num != 16)
         return host->set_error(hctx, LMP_EINVAL,
                                "sparse24: %s: bits applies to method \"sparsegpt\" only; quantize %s masks with a "

@@ -2,7 +2,7 @@
 """quant_grid_ref.py: an independent numpy reference of lmpress's fake-quantization grids.
 
 Writes tests/golden/quant_grid.txt, which tests/test_quant_grid.c replays through the CPU
-backend plugin's quantize_weight and quantize_act.  Rerun it with (Debian's python3-numpy):
+backend plugin's choose_weight_grid + apply_weight_grid and quantize_act.  Rerun it with (Debian's python3-numpy):
 
     /usr/bin/python3 tools/ref/quant_grid_ref.py > tests/golden/quant_grid.txt
 

@@ -1,0 +1,111 @@
+/* wgrid.h — the weight-grid schema every weight-quantizing plugin shares (rtn, gptq, sparse24),
+ * its reader, its storage cost, and wgrid_quantize, choose + apply in one call.
+ *
+ * One schema, one set of defaults, so that `sym`, `granularity`, ... mean the same and default
+ * the same in every stage of a config:
+ *   bits         2..8.  The default and the top of the range depend on the plugin's purpose,
+ *                which is why they are the macro's arguments: quantizers default to 4 (rtn:
+ *                2..8, its `weights` switch turns it off; gptq: 16 = leave the weights as they
+ *                are); sparse24 defaults to 16, prune only (2..8 quantizes the survivors).
+ *   sym          true: symmetric abs-max grid (llm-compressor's W4A16, PaddleSlim); false: the
+ *                asymmetric min-max grid with a zero-point (the GPTQ reference's).
+ *   granularity  tensor | channel | group, default channel (the OBS solver of gptq and
+ *                sparse24 works row by row, so they refuse tensor: wgrid_check_solver).
+ *   group_size   128.
+ *   rounding     half_even | half_away, default half_even.
+ *   clip         1: the ratio of the range the grid spans (plugin.h's lmp_wspec.clip).
+ * WGRID_PARAMS(...) expands to the WGRID_COUNT entries in the order of the WGRID_* enum; a
+ * plugin puts them anywhere in its schema and hands wgrid_spec a pointer to the first value.
+ * Include once per plugin (the choice lists are static). */
+#ifndef LMP_PLUGIN_WGRID_H
+#define LMP_PLUGIN_WGRID_H
+
+#include "lmpress/plugin.h"
+
+enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_COUNT };
+
+/* In lmp_granularity's order, so the index is the enum value. */
+static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
+/* In lmp_rounding's order. */
+static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
+
+/* default_bits, max_bits (8, or 16 where 16 means "no grid") and bits_help differ by purpose;
+ * everything else is the same for every plugin. */
+#define WGRID_PARAMS(default_bits, max_bits, bits_help)                                              \
+    {"bits", LMP_PARAM_INT, bits_help, default_bits, NULL, 2, max_bits, NULL, 0},                    \
+    {"sym", LMP_PARAM_BOOL,                                                                          \
+     "symmetric abs-max grid (levels -2^(b-1)..2^(b-1)-1, scale = absmax/(2^(b-1)-1)); false: "      \
+     "asymmetric min-max grid containing 0 with a zero-point (levels 0..2^b-1), the GPTQ "           \
+     "reference's", 1, NULL, 0, 1, NULL, 0},                                                         \
+    {"granularity", LMP_PARAM_ENUM,                                                                  \
+     "one grid per tensor, per output channel (row of W[out,in]), or per group of group_size "       \
+     "input columns of a row", 1, NULL, 0, 0, wgrid_gran_choices, 0},                                \
+    {"group_size", LMP_PARAM_INT,                                                                    \
+     "input columns per group when granularity = \"group\" (a shorter last group is allowed)", 128,  \
+     NULL, 1, 1 << 20, NULL, 0},                                                                     \
+    {"rounding", LMP_PARAM_ENUM,                                                                     \
+     "half_even (numpy/torch, GPTQ, SmoothQuant) or half_away (paddle.round, C roundf)", 0, NULL, 0, \
+     0, wgrid_round_choices, 0},                                                                     \
+    {"clip", LMP_PARAM_FLOAT,                                                                        \
+     "ratio of each slice's range the grid spans (sym: clip * abs-max; asym: clip * min and max); "  \
+     "the weights beyond it saturate", 1.0, NULL, 0.01, 1.0, NULL, 0}
+
+/* p points at the first of the WGRID_COUNT values.  Returns 0 when bits is 16 (no grid). */
+static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
+{
+    *spec = (lmp_wspec){.bits = (int)p[WGRID_BITS].num,
+                        .sym = p[WGRID_SYM].num != 0,
+                        .gran = (lmp_granularity)(int)p[WGRID_GRAN].num,
+                        .group = (int64_t)p[WGRID_GROUP].num,
+                        .rounding = (lmp_rounding)(int)p[WGRID_ROUND].num,
+                        .clip = (float)p[WGRID_CLIP].num,
+                        .format = LMP_WFORMAT_INT};
+    return spec->bits != 16;
+}
+
+/* The checks of a plugin whose grid goes through the OBS solver (gptq, sparse24): bits 2..8 or
+ * 16, and a grid per channel or per group, the solver's unit being a row.  0, or the status of
+ * host->set_error with a message naming the plugin and `where`. */
+static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
+                                     const char *where)
+{
+    int b = (int)p[WGRID_BITS].num;
+    if (!((b >= 2 && b <= 8) || b == 16))
+        return host->set_error(hctx, LMP_EINVAL, "%s: %s: bits = %d: use 2..8, or 16 for no quantization", plugin,
+                               where, b);
+    if ((int)p[WGRID_GRAN].num == LMP_GRAN_TENSOR)
+        return host->set_error(hctx, LMP_EINVAL,
+                               "%s: %s: granularity = \"tensor\" is not offered: the solver quantizes row by "
+                               "row, so use \"channel\" or \"group\"", plugin, where);
+    return 0;
+}
+
+/* Storage bits per weight: the codes, an fp16 scale per slice, and for an asymmetric grid a
+ * zero-point of `bits` bits per slice (docs/algorithms.md §1). */
+static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t in)
+{
+    double n_scales = (double)lmp_wspec_n_scales(s, out, in);
+    return ((double)s->bits * (double)(out * in) + n_scales * (16.0 + (s->sym ? 0 : s->bits))) / (double)(out * in);
+}
+
+/* RTN on the backend: the grid of every slice of W[rows, cols] chosen from W, then W <- its
+ * dequantized values on it; codes [rows, cols] (NULL: not wanted) the integer codes.  The
+ * scales live only for the call (host->alloc). */
+static inline int wgrid_quantize(const lmp_host *host, void *hctx, const lmp_backend_i *be, void *bs,
+                                 const lmp_wspec *spec, int64_t rows, int64_t cols, float *W, int32_t *codes)
+{
+    if (rows <= 0 || cols <= 0) return LMP_OK;
+    if (spec->gran == LMP_GRAN_GROUP && spec->group < 1) /* before lmp_wspec_n_scales divides by it */
+        return host->set_error(hctx, LMP_EINVAL, "group size %lld", (long long)spec->group);
+    const size_t n = (size_t)lmp_wspec_n_scales(spec, rows, cols);
+    float *scales = host->alloc(hctx, n * sizeof *scales);
+    float *zeros = spec->sym ? NULL : host->alloc(hctx, n * sizeof *zeros);
+    int st = !scales || (!spec->sym && !zeros) ? host->set_error(hctx, LMP_ENOMEM, "out of memory for %zu scales", n)
+                                              : be->choose_weight_grid(bs, spec, rows, cols, W, scales, zeros);
+    if (!st) st = be->apply_weight_grid(bs, spec, rows, cols, W, scales, zeros, codes);
+    host->free(hctx, scales);
+    if (zeros) host->free(hctx, zeros);
+    return st;
+}
+
+#endif
