@@ -830,6 +830,65 @@ START_TEST(test_quantize_weight)
 }
 END_TEST
 
+/* The GGUF block formats (plugin.h): every backend gives the reference's bits (the device
+ * backends by declining, LMP_EUNSUPPORTED, so the CPU backend runs them), with clip 1 and < 1,
+ * on a chosen grid and on a grid chosen from other weights; a row width not a multiple of 32 is
+ * refused through the fallback. */
+START_TEST(test_weight_formats)
+{
+    open_backend(_i);
+    const int64_t rows = 37, cols = 96, n = rows * cols, nb = n / LMP_WFORMAT_BLOCK;
+    const lmp_wformat fmts[] = {LMP_WFORMAT_GGUF_Q8_0, LMP_WFORMAT_GGUF_Q4_0, LMP_WFORMAT_GGUF_Q4_1};
+    const float clips[] = {0.0f, 0.6f};
+    int n_fallback = 0;
+    for (int k = 0; k < 3; k++)
+        for (int ci = 0; ci < 2; ci++) {
+            const lmp_wspec s = lmp_wspec_for_format(fmts[k], clips[ci]);
+            char what[96];
+            snprintf(what, sizeof what, "format %s clip=%g", lmp_wformat_name(fmts[k]), (double)s.clip);
+            float *W = quant_input(rows, cols), *Wr = copy_of(W, n), *Wg = copy_of(W, n);
+            float *sr = malloc((size_t)nb * 4), *sg = malloc((size_t)nb * 4);
+            float *zr = malloc((size_t)nb * 4), *zg = malloc((size_t)nb * 4);
+            int32_t *cr = malloc((size_t)n * 4), *cg = malloc((size_t)n * 4);
+            for (int64_t i = 0; i < nb; i++) sr[i] = sg[i] = zr[i] = zg[i] = -123.0f;
+            int st;
+            ck_assert_int_eq(REF(choose_weight_grid, &s, rows, cols, W, sr, zr), LMP_OK);
+            CAND(st, choose_weight_grid, &s, rows, cols, W, sg, zg);
+            ck_assert_msg(st == LMP_OK, "[%s] %s: %s", g_name, what, lmp_last_error());
+            n_fallback += g_fallback;
+            check_bits(what, sr, sg, nb);
+            check_bits(what, zr, zg, nb);
+            ck_assert_int_eq(REF(apply_weight_grid, &s, rows, cols, Wr, sr, zr, cr), LMP_OK);
+            CAND(st, apply_weight_grid, &s, rows, cols, Wg, sg, zg, cg);
+            ck_assert_int_eq(st, LMP_OK);
+            n_fallback += g_fallback;
+            check_bits(what, Wr, Wg, n);
+            ck_assert_msg(memcmp(cr, cg, (size_t)n * 4) == 0, "[%s] %s: codes differ", g_name, what);
+            for (int64_t i = 0; i < n; i++) /* the codes the file stores */
+                ck_assert(fmts[k] == LMP_WFORMAT_GGUF_Q8_0 ? cg[i] >= -127 && cg[i] <= 127 : cg[i] >= 0 && cg[i] <= 15);
+            for (int64_t i = 0; i < n; i++) W[i] *= 0.5f; /* a grid from other weights: W saturates */
+            ck_assert_int_eq(REF(choose_weight_grid, &s, rows, cols, W, sr, zr), LMP_OK);
+            for (int64_t i = 0; i < n; i++) Wr[i] = Wg[i] = 2.0f * W[i];
+            ck_assert_int_eq(REF(apply_weight_grid, &s, rows, cols, Wr, sr, zr, NULL), LMP_OK);
+            CAND(st, apply_weight_grid, &s, rows, cols, Wg, sr, zr, NULL);
+            ck_assert_int_eq(st, LMP_OK);
+            n_fallback += g_fallback;
+            check_bits("apply on a given block grid", Wr, Wg, n);
+            free(W), free(Wr), free(Wg), free(sr), free(sg), free(zr), free(zg), free(cr), free(cg);
+        }
+    /* the device backends implement no block format: every call was a fallback */
+    if (strcmp(g_name, "cpu") != 0) ck_assert_int_eq(n_fallback, 3 * 2 * 3);
+    printf("  [%s] GGUF q8_0 / q4_0 / q4_1 weight grids bit for bit%s\n", g_name, n_fallback ? " (cpu fallback)" : "");
+    const lmp_wspec s = lmp_wspec_for_format(LMP_WFORMAT_GGUF_Q4_0, 0.0f);
+    float w[48] = {0}, sc[2];
+    int st;
+    CAND(st, choose_weight_grid, &s, 1, 48, w, sc, NULL);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    ck_assert_msg(strstr(lmp_last_error(), "q4_0") && strstr(lmp_last_error(), "48"), "%s", lmp_last_error());
+    close_backend();
+}
+END_TEST
+
 START_TEST(test_quantize_act)
 {
     open_backend(_i);
@@ -1147,6 +1206,7 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_log_softmax, 0, g_n);
     tcase_add_loop_test(tc, test_reduce_cols, 0, g_n);
     tcase_add_loop_test(tc, test_quantize_weight, 0, g_n);
+    tcase_add_loop_test(tc, test_weight_formats, 0, g_n);
     tcase_add_loop_test(tc, test_quantize_act, 0, g_n);
     tcase_add_loop_test(tc, test_empty_shapes, 0, g_n);
     tcase_add_loop_test(tc, test_fallback, 0, g_n);

@@ -408,8 +408,20 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
                        int64_t cols, const float *W, const float *scales, const float *zeros)
 {
     if (!spec) return FAIL(be, LMP_EINVAL, "%s: spec is NULL", op);
-    if (spec->format != LMP_WFORMAT_INT)
+    if (!lmp_wformat_name(spec->format))
         return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
+    if (!lmp_wspec_format_ok(spec))
+        return FAIL(be, LMP_EINVAL,
+                    "%s: format %s is %d bits, %s, in groups of %d inputs (lmp_wspec_for_format); the spec "
+                    "says bits %d, sym %d, granularity %d, group %lld", op, lmp_wformat_name(spec->format),
+                    spec->format == LMP_WFORMAT_GGUF_Q8_0 ? 8 : 4,
+                    spec->format == LMP_WFORMAT_GGUF_Q4_1 ? "with a min" : "symmetric", LMP_WFORMAT_BLOCK,
+                    spec->bits, spec->sym, (int)spec->gran, (long long)spec->group);
+    if (spec->format != LMP_WFORMAT_INT && cols > 0 && cols % LMP_WFORMAT_BLOCK)
+        return FAIL(be, LMP_EINVAL,
+                    "%s: format %s stores rows in blocks of %d inputs; this weight's rows have %lld, not a "
+                    "multiple of %d", op, lmp_wformat_name(spec->format), LMP_WFORMAT_BLOCK, (long long)cols,
+                    LMP_WFORMAT_BLOCK);
     if (spec->bits < 2 || spec->bits > 8)
         return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)

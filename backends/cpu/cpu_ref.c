@@ -317,7 +317,7 @@ static int bad_wspec(const lmp_wspec *s)
     if (s->gran != LMP_GRAN_TENSOR && s->gran != LMP_GRAN_CHANNEL && s->gran != LMP_GRAN_GROUP) return 1;
     if (s->gran == LMP_GRAN_GROUP && s->group <= 0) return 1;
     if (!(s->clip >= 0.0f && s->clip <= 1.0f)) return 1; /* also NaN; 0 means 1 */
-    return s->format != LMP_WFORMAT_INT;
+    return !lmp_wspec_format_ok(s);
 }
 
 /* The slices of W[rows, cols] in the order their scales are stored: [nr, nc] blocks, the last
@@ -332,8 +332,20 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                                float *scales, float *zeros)
 {
     if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
+    if (spec->format != LMP_WFORMAT_INT && cols % LMP_WFORMAT_BLOCK) return LMP_EINVAL;
     if (rows == 0 || cols == 0) return LMP_OK;
     if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
+    if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks: 32 inputs of a row, in row order */
+        int64_t idx = 0;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t c = 0; c < cols; c += LMP_WFORMAT_BLOCK, idx++) {
+                float d, m;
+                lmp_wgrid_fit_block(spec, W + i * cols + c, LMP_WFORMAT_BLOCK, &d, &m);
+                scales[idx] = d;
+                if (!spec->sym) zeros[idx] = m;
+            }
+        return LMP_OK;
+    }
     int64_t nr, nc, idx = 0;
     wslices(spec, rows, cols, &nr, &nc);
     for (int64_t r = 0; r < rows; r += nr) {
@@ -362,8 +374,11 @@ int lmp_ref_apply_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols,
                               const float *scales, const float *zeros, int32_t *codes)
 {
     if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
+    if (spec->format != LMP_WFORMAT_INT && cols % LMP_WFORMAT_BLOCK) return LMP_EINVAL;
     if (rows == 0 || cols == 0) return LMP_OK;
     if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
+    /* a GGUF format's spec is a group-32 grid (bad_wspec), so its blocks are these slices and
+     * lmp_wgrid_code/value do the format's arithmetic */
     int64_t nr, nc, idx = 0;
     wslices(spec, rows, cols, &nr, &nc);
     for (int64_t r = 0; r < rows; r += nr) {

@@ -101,10 +101,33 @@ typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } l
  *       w' = scale*(q-zero).
  * A slice is the whole tensor, one output row, or `group` consecutive input columns of one row
  * (the last group of a row may be shorter).
- * Storage formats (GGUF Q4_0/Q4_1/Q8_0 in blocks of 32 inputs, compressed-tensors int4/int8
- * packed) are to be further lmp_wformat values taking the same two ops: choose gives each
- * block's scale (and min or zero-point), apply the codes and the dequantized weights. */
-typedef enum { LMP_WFORMAT_INT = 0 } lmp_wformat;
+ *
+ * The GGUF block formats are grids a file stores exactly (ggml's reference quantizers,
+ * ggml-quants.c quantize_row_q*_ref, which gguf-py's quants.py ports to numpy bit for bit), so a
+ * strategy quantizing onto them produces the weights a reader of the file gets.  A block is 32
+ * consecutive inputs of one row: a spec of such a format is always gran = GROUP, group = 32 with
+ * the bits and sym it implies (lmp_wspec_for_format), `rounding` is not used (ggml rounds its own
+ * way), and a row width not a multiple of 32 is refused.  choose gives each block's f32 d (and
+ * for Q4_1 its f32 min, in zeros) as ggml computes them before storing them as fp16; apply
+ * codes with ggml's id = 1/d of that f32 d and dequantizes with the fp16-rounded d (and min):
+ *   Q8_0: d = amax/127; q = roundf(w*id) in -127..127 (int8); w' = fp16(d)*q.
+ *   Q4_0: max = the value of largest magnitude (the first on ties); d = max/-8;
+ *         q = min(15, trunc(w*id + 8.5)) in 0..15 (a nibble); w' = fp16(d)*(q-8).
+ *   Q4_1: min, max of the block; d = (max-min)/15; q = min(15, trunc((w-min)*id + 0.5)) in
+ *         0..15; w' = fp16(d)*q + fp16(min).
+ * clip scales amax, max, or min and max, as for INT (Q4_1 does not fold 0 into its range, as
+ * ggml does not); the codes of the weights then beyond the range saturate (Q4_0/Q4_1 at 0 too).
+ * With clip = 1 every step is ggml's.  Further storage formats (compressed-tensors int4/int8
+ * packed) are to be further lmp_wformat values taking the same two ops. */
+typedef enum {
+    LMP_WFORMAT_INT = 0,
+    LMP_WFORMAT_GGUF_Q8_0 = 1,
+    LMP_WFORMAT_GGUF_Q4_0 = 2,
+    LMP_WFORMAT_GGUF_Q4_1 = 3
+} lmp_wformat;
+
+/* Inputs per block of every GGUF format above (ggml's QK8_0, QK4_0, QK4_1). */
+#define LMP_WFORMAT_BLOCK 32
 
 typedef struct lmp_wspec {
     int bits;                  /* 2..8 */
@@ -116,8 +139,45 @@ typedef struct lmp_wspec {
      * beyond it saturate).  0 means 1, so an initialiser that leaves it out keeps the plain
      * abs-max / min-max grid. */
     float clip;
-    lmp_wformat format;        /* LMP_WFORMAT_INT (0) */
+    lmp_wformat format;        /* LMP_WFORMAT_INT (0), or a GGUF block format */
 } lmp_wspec;
+
+/* The format's name as configs spell it ("int", "q8_0", "q4_0", "q4_1"); NULL if unknown. */
+static inline const char *lmp_wformat_name(lmp_wformat f)
+{
+    switch (f) {
+    case LMP_WFORMAT_INT: return "int";
+    case LMP_WFORMAT_GGUF_Q8_0: return "q8_0";
+    case LMP_WFORMAT_GGUF_Q4_0: return "q4_0";
+    case LMP_WFORMAT_GGUF_Q4_1: return "q4_1";
+    }
+    return NULL;
+}
+
+/* The spec of a GGUF block format: its bits and sym, a group of 32, and the clip ratio given. */
+static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
+{
+    lmp_wspec s; /* assigned field by field: cuda_kernels.cu reads this header as C++ */
+    s.bits = f == LMP_WFORMAT_GGUF_Q8_0 ? 8 : 4;
+    s.sym = f != LMP_WFORMAT_GGUF_Q4_1;
+    s.gran = LMP_GRAN_GROUP;
+    s.group = LMP_WFORMAT_BLOCK;
+    s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
+    s.clip = clip;
+    s.format = f;
+    return s;
+}
+
+/* 1 when s->format is INT, or a known block format whose bits, sym, gran and group are the ones
+ * it implies (lmp_wspec_for_format): then lmp_wspec_n_scales counts its blocks and s->sym says
+ * whether it has zeros (Q4_1's mins). */
+static inline int lmp_wspec_format_ok(const lmp_wspec *s)
+{
+    if (s->format == LMP_WFORMAT_INT) return 1;
+    if (!lmp_wformat_name(s->format)) return 0;
+    lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
+    return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group;
+}
 
 /* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
  * ([1] per tensor, [rows] per channel, [rows, ceil(cols/group)] per group). */
@@ -147,6 +207,71 @@ static inline float lmp_wgrid_clampf(float x, float lo, float hi) { return x < l
 /* spec->clip with 0 read as 1. */
 static inline float lmp_wspec_clip(const lmp_wspec *s) { return s->clip == 0.0f ? 1.0f : s->clip; }
 
+/* f32 -> IEEE half -> f32, as a GGUF file stores a scale: GGML_FP32_TO_FP16 (F16C's
+ * _cvtss_sh, or ggml_compute_fp32_to_fp16 without it) and numpy's astype(float16) both round to
+ * nearest even, keep subnormal halves and overflow to infinity; NaN stays NaN.  This is ggml's
+ * portable version (Maratyszcza's FP16 library): the two scalings make the FPU do the rounding,
+ * and the decode is exact.  The unions are C11's way to read a float's bits. */
+static inline float lmp_fp16_round(float f)
+{
+    union { float f; uint32_t u; } w = {f}, b, e;
+    const uint32_t shl1 = w.u + w.u, sign = w.u & 0x80000000u;
+    uint32_t bias = shl1 & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    /* 2^112 and 2^-110, exactly (decimal: cuda_kernels.cu reads this header as C++, where hex
+     * floats are C++17's) */
+    float base = (fabsf(f) * 5192296858534827628530496329220096.0f) * 7.703719777548943e-34f;
+    b.u = (bias >> 1) + 0x07800000u;
+    b.f = b.f + base;
+    const uint32_t h = (sign >> 16) | (shl1 > 0xFF000000u ? 0x7E00u : ((b.u >> 13) & 0x7C00u) + (b.u & 0x0FFFu));
+    /* and back: exponent 0 is a subnormal (or zero), m * 2^-24 exactly; 31 infinity or NaN */
+    const uint32_t ex = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (ex == 0) {
+        float v = (float)m * 5.9604644775390625e-08f; /* 2^-24 */
+        return (h & 0x8000u) ? -v : v;
+    }
+    e.u = ((h & 0x8000u) << 16) | (ex == 31 ? 0x7F800000u | (m << 13) : ((ex + 112u) << 23) | (m << 13));
+    return e.f;
+}
+
+/* ggml's reciprocal of a block scale: 1/d, or 0 for an all-zero block (whose codes are then 0,
+ * 8 for Q4_0's offset, 0 for Q4_1). */
+static inline float lmp_wgrid_inv(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+/* The grid of one block x[0..n) of a GGUF format (s->format != INT), in ggml's steps and order:
+ * *scale the f32 d, *zero the f32 min (Q4_1) or 0.  NaN comparisons go as ggml's do. */
+static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64_t n, float *scale, float *zero)
+{
+    const float clip = lmp_wspec_clip(s);
+    *zero = 0.0f;
+    if (s->format == LMP_WFORMAT_GGUF_Q8_0) {
+        float amax = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            const float a = fabsf(x[j]);
+            amax = amax > a ? amax : a; /* ggml's MAX(amax, a) */
+        }
+        *scale = (clip * amax) / 127.0f;
+    } else if (s->format == LMP_WFORMAT_GGUF_Q4_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            if (amax < fabsf(x[j])) { /* strictly: the first of equal magnitudes wins */
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        *scale = (clip * max) / -8.0f;
+    } else { /* Q4_1 */
+        float min = 3.40282347e+38f, max = -3.40282347e+38f; /* ggml's FLT_MAX, -FLT_MAX */
+        for (int64_t j = 0; j < n; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        min = clip * min;
+        max = clip * max;
+        *scale = (max - min) / 15.0f;
+        *zero = min;
+    }
+}
+
 /* The grid of a slice from its min and max (0 folded in: mn <= 0 <= mx) and its abs-max.
  * *zero is 0 when symmetric. */
 static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float amax, float *scale, float *zero)
@@ -170,9 +295,28 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
 }
 
 /* The code of w on the grid (scale, zero), as an f32 holding an integer (sym -qmax-1..qmax,
- * asym 0..maxq): f32 so that a NaN weight stays NaN through lmp_wgrid_value, as it always has. */
+ * asym 0..maxq; Q8_0 -127..127, Q4_0 and Q4_1 0..15): f32 so that a NaN weight stays NaN
+ * through lmp_wgrid_value, as it always has. */
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
+    if (s->format != LMP_WFORMAT_INT) { /* scale: the block's f32 d; zero: Q4_1's f32 min */
+        const float id = lmp_wgrid_inv(scale);
+        float t; /* ggml's value before its conversion to an integer */
+        if (s->format == LMP_WFORMAT_GGUF_Q8_0) t = roundf(w * id);
+        else if (s->format == LMP_WFORMAT_GGUF_Q4_0) t = truncf(w * id + 8.5f);
+        else t = truncf((w - zero) * id + 0.5f);
+        /* A t that is not finite from a weight that is not NaN: d is so small (f32 subnormal)
+         * that 1/d overflows (inf, or 0 * inf = NaN at the block's min); fp16(d) is then 0.
+         * ggml's conversion of such a t is undefined in C; on x86 (ggml's cvttss2si, numpy's
+         * astype) it is the integer indefinite, whose low byte is 0: code 0.  A NaN weight keeps
+         * a NaN code, as on the INT grid. */
+        if (!(t - t == 0.0f) && w == w) return 0.0f;
+        /* + 0: roundf of a small negative is -0, but the file holds an int8 0, which reads +0.
+         * ggml: (int8_t)roundf(x), MIN(15, (int8_t)t): truncf is that cast for t in 0..127; the
+         * clamps only matter with clip < 1 (ggml's t then stays inside them) */
+        if (s->format == LMP_WFORMAT_GGUF_Q8_0) return lmp_wgrid_clampf(t + 0.0f, -127.0f, 127.0f);
+        return lmp_wgrid_clampf(t, 0.0f, 15.0f);
+    }
     if (s->sym) {
         float qmax = (float)((1 << (s->bits - 1)) - 1);
         return lmp_wgrid_clampf(lmp_wgrid_round(w / scale, s->rounding), -qmax - 1.0f, qmax);
@@ -184,6 +328,11 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
 /* The dequantized weight of a code (an int32_t code converts exactly). */
 static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
 {
+    if (s->format != LMP_WFORMAT_INT) { /* the fp16 d (and min) the file holds, as ggml dequantizes */
+        if (s->format == LMP_WFORMAT_GGUF_Q8_0) return lmp_fp16_round(scale) * code;
+        if (s->format == LMP_WFORMAT_GGUF_Q4_0) return lmp_fp16_round(scale) * (code - 8.0f);
+        return lmp_fp16_round(scale) * code + lmp_fp16_round(zero);
+    }
     return s->sym ? code * scale : scale * (code - zero);
 }
 

@@ -33,13 +33,15 @@ typedef struct solver {
 
 /* The grid of the visiting-order columns [p, p + len) as Wt holds them now, into column g of
  * sc/zc [rows, ng]: the columns gathered row-major into tmp[rows, len], one slice per row (the
- * backend's channel grid of those columns, so the grid RTN would choose for them). */
+ * backend's channel grid of those columns, so the grid RTN would choose for them).  A GGUF
+ * format keeps its own spec: len is then its 32-wide block (check_opts), one block per row, so
+ * each row gets the f32 d (and min) ggml would compute for the block as it stands now. */
 static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
 {
     for (int64_t r = 0; r < S->rows; r++)
         for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
     lmp_wspec ch = S->o->spec;
-    ch.gran = LMP_GRAN_CHANNEL;
+    if (ch.format == LMP_WFORMAT_INT) ch.gran = LMP_GRAN_CHANNEL;
     int st = S->be->choose_weight_grid(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
     for (int64_t r = 0; !st && r < S->rows; r++) {
         S->sc[r * S->ng + g] = S->col_sc[r];
@@ -192,6 +194,22 @@ static int check_opts(const lmp_host *host, void *hctx, const obs_opts *o, int64
         return host->set_error(hctx, LMP_EINVAL, "%s: the grid must be per channel or per group", nm);
     if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->spec.group < 1)
         return host->set_error(hctx, LMP_EINVAL, "%s: group size %lld", nm, (long long)o->spec.group);
+    if (o->quantize && o->spec.format != LMP_WFORMAT_INT) {
+        const char *f = lmp_wformat_name(o->spec.format);
+        if (!f || !lmp_wspec_format_ok(&o->spec))
+            return host->set_error(hctx, LMP_EINVAL, "%s: bad spec for weight format %d", nm, (int)o->spec.format);
+        if (cols % LMP_WFORMAT_BLOCK)
+            return host->set_error(hctx, LMP_EINVAL,
+                                   "%s: format %s stores rows in blocks of %d inputs; this weight's rows have "
+                                   "%lld, not a multiple of %d", nm, f, LMP_WFORMAT_BLOCK, (long long)cols,
+                                   LMP_WFORMAT_BLOCK);
+        /* dynamic groups in act-order would be 32 visited columns, not the file's 32 consecutive
+         * inputs; static groups are taken in original column order */
+        if (o->act_order && !o->static_groups)
+            return host->set_error(hctx, LMP_EINVAL,
+                                   "%s: format %s with act_order needs static_groups: its blocks are 32 "
+                                   "consecutive inputs, not 32 columns in visiting order", nm, f);
+    }
     if (o->prune_n > 0) {
         if (o->prune_m > 64 || o->prune_n > o->prune_m || o->block % o->prune_m || o->act_order)
             return host->set_error(hctx, LMP_EINVAL,

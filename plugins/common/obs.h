@@ -16,6 +16,11 @@
  *   - a dynamic group's grid comes from the columns as they stood at the start of the lazy
  *     batch that reaches the group's first column (the reference reads W, not the batch copy
  *     W1); with group_size a multiple of block the two are the same;
+ *   - a GGUF block format (spec.format != INT: groups of 32) takes each block's grid the same
+ *     way, as the file stores it: the column is coded with the block's f32 d and dequantized with
+ *     its fp16 d (plugin.h), so the weights are what a reader of the file gets provided the file
+ *     is written from these codes and scales.  act_order needs static_groups then (a block is 32
+ *     consecutive inputs, not 32 visited columns), and the width must be a multiple of 32;
  *   - SparseGPT chooses each N:M mask on the batch's current columns, every M columns counted
  *     from the batch start, by w^2 / U_jj^2, pruning the N smallest (ties: lower column first). */
 #ifndef LMP_PLUGINS_OBS_H

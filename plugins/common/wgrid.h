@@ -14,6 +14,11 @@
  *   group_size   128.
  *   rounding     half_even | half_away, default half_even.
  *   clip         1: the ratio of the range the grid spans (plugin.h's lmp_wspec.clip).
+ *   format       int (the grid above) | q8_0 | q4_0 | q4_1: a GGUF block format, the grid the
+ *                file stores (plugin.h).  A GGUF format implies bits (8, 4, 4), sym (Q4_1 has a
+ *                min), granularity group and group_size 32, and rounds as ggml does: it
+ *                overrides bits, sym, granularity, group_size and rounding (gptq and sparse24's
+ *                bits = 16 default does not turn it off); clip still applies.
  * WGRID_PARAMS(...) expands to the WGRID_COUNT entries in the order of the WGRID_* enum; a
  * plugin puts them anywhere in its schema and hands wgrid_spec a pointer to the first value.
  * Include once per plugin (the choice lists are static). */
@@ -22,12 +27,14 @@
 
 #include "lmpress/plugin.h"
 
-enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_COUNT };
+enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_COUNT };
 
 /* In lmp_granularity's order, so the index is the enum value. */
 static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
 /* In lmp_rounding's order. */
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
+/* In lmp_wformat's order. */
+static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", NULL};
 
 /* default_bits, max_bits (8, or 16 where 16 means "no grid") and bits_help differ by purpose;
  * everything else is the same for every plugin. */
@@ -48,11 +55,23 @@ static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL
      0, wgrid_round_choices, 0},                                                                     \
     {"clip", LMP_PARAM_FLOAT,                                                                        \
      "ratio of each slice's range the grid spans (sym: clip * abs-max; asym: clip * min and max); "  \
-     "the weights beyond it saturate", 1.0, NULL, 0.01, 1.0, NULL, 0}
+     "the weights beyond it saturate", 1.0, NULL, 0.01, 1.0, NULL, 0},                               \
+    {"format", LMP_PARAM_ENUM,                                                                       \
+     "int: the grid of bits/sym/granularity; q8_0, q4_0, q4_1: GGUF's blocks of 32 inputs with an "  \
+     "fp16 scale (and min), quantized as ggml does (overrides bits, sym, granularity, group_size, "   \
+     "rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0, wgrid_format_choices, 0}
 
-/* p points at the first of the WGRID_COUNT values.  Returns 0 when bits is 16 (no grid). */
+/* The format the values name (index = lmp_wformat). */
+static inline lmp_wformat wgrid_format(const lmp_value *p) { return (lmp_wformat)(int)p[WGRID_FORMAT].num; }
+
+/* p points at the first of the WGRID_COUNT values.  Returns 0 when there is no grid: bits 16
+ * with format int.  A GGUF format gives lmp_wspec_for_format's spec whatever the other values. */
 static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
 {
+    if (wgrid_format(p) != LMP_WFORMAT_INT) {
+        *spec = lmp_wspec_for_format(wgrid_format(p), (float)p[WGRID_CLIP].num);
+        return 1;
+    }
     *spec = (lmp_wspec){.bits = (int)p[WGRID_BITS].num,
                         .sym = p[WGRID_SYM].num != 0,
                         .gran = (lmp_granularity)(int)p[WGRID_GRAN].num,
@@ -69,6 +88,7 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
 static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
                                      const char *where)
 {
+    if (wgrid_format(p) != LMP_WFORMAT_INT) return 0; /* bits and granularity overridden */
     int b = (int)p[WGRID_BITS].num;
     if (!((b >= 2 && b <= 8) || b == 16))
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: bits = %d: use 2..8, or 16 for no quantization", plugin,
@@ -81,9 +101,17 @@ static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp
 }
 
 /* Storage bits per weight: the codes, an fp16 scale per slice, and for an asymmetric grid a
- * zero-point of `bits` bits per slice (docs/algorithms.md §1). */
+ * zero-point of `bits` bits per slice (docs/algorithms.md §1).  A GGUF format: its block's bytes
+ * over 32 weights, ggml's type sizes (Q8_0 34 bytes: 8.5; Q4_0 18: 4.5; Q4_1 20, an fp16 min
+ * rather than a 4-bit zero-point: 5.0). */
 static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t in)
 {
+    switch (s->format) {
+    case LMP_WFORMAT_GGUF_Q8_0: return 34.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q4_0: return 18.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q4_1: return 20.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_INT: break;
+    }
     double n_scales = (double)lmp_wspec_n_scales(s, out, in);
     return ((double)s->bits * (double)(out * in) + n_scales * (16.0 + (s->sym ? 0 : s->bits))) / (double)(out * in);
 }

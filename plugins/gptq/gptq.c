@@ -45,8 +45,9 @@ static int gptq_create(const lmp_host *host, void *hctx, const lmp_value *params
 static uint32_t gptq_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    const int bits = (int)p[P_GRID + WGRID_BITS].num;
-    if (bits < 2 || bits > 8) return 0; /* 16 (or refused): nothing to do, nothing to observe */
+    lmp_wspec spec;
+    if (!wgrid_spec(p + P_GRID, &spec) || spec.bits < 2 || spec.bits > 8)
+        return 0; /* 16 (or refused): nothing to do, nothing to observe */
     return LMP_STAT_HESSIAN | (p[P_TRUE_SEQ].num ? LMP_NEED_SEQUENTIAL : 0);
 }
 

@@ -37,9 +37,9 @@ static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, co
     if (n > m) return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: n = %d exceeds m = %d", where, n, m);
     int st = wgrid_check_solver(host, hctx, p + P_GRID, "sparse24", where);
     if (st) return st;
-    if (method != M_SPARSEGPT && p[P_GRID + WGRID_BITS].num != 16)
+    if (method != M_SPARSEGPT && (p[P_GRID + WGRID_BITS].num != 16 || wgrid_format(p + P_GRID) != LMP_WFORMAT_INT))
         return host->set_error(hctx, LMP_EINVAL,
-                               "sparse24: %s: bits applies to method \"sparsegpt\" only; quantize %s masks with a "
+                               "sparse24: %s: bits and format apply to method \"sparsegpt\" only; quantize %s masks with a "
                                "later rtn or gptq stage", where, method_choices[method]);
     if (method == M_SPARSEGPT && (int64_t)p[P_BLOCK].num % m)
         return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: block_size %lld is not a multiple of m = %d", where,
