@@ -16,8 +16,8 @@
  * ABI 2.0 (lmp_linear grew a sparsity mask): plugins built for 1.x are refused.
  * ABI 3.0: quantize_weight split into choose_weight_grid + apply_weight_grid; lmp_wspec grew
  * clip and format (int, and GGUF's Q8_0 / Q4_0 / Q4_1 blocks); plugins built for 2.x are refused.
- * A new lmp_wformat value bumps the minor: a backend built before it answers LMP_EINVAL for it
- * instead of LMP_EUNSUPPORTED, so the host must know whether the backend can fall back.
+ * A format added later is a minor bump, and the host must then keep it from backends built
+ * before it (they would answer LMP_EINVAL for it rather than LMP_EUNSUPPORTED).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
