@@ -76,7 +76,8 @@ void lmp_host_seed(lmp_ctx *ctx, uint64_t seed);
 void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag);
 int lmp_host_interrupted(const lmp_ctx *ctx);
 
-/* The text of the last host->set_error on this context ("" when none since the last clear): what
+/* The text of the last host->set_error on this context ("the plugin gave no reason" when none
+ * since the last clear): what
  * the core quotes when a plugin call fails ("strategy 'x' on block 3: <text>").  host->set_error
  * also records the text as the thread's last error (base/error.h), so a failure that the core
  * only passes up (a backend op deep in a forward pass) still carries the plugin's words. */

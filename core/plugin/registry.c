@@ -353,8 +353,7 @@ static int load_checked(lmp_registry *reg, const char *path, int kind, int keep_
         lmp_host_clear_error(reg->ctx);
         if (d->probe(lmp_host_services(), reg->ctx) <= 0) {
             p.usable = 0;
-            const char *why = lmp_host_error(reg->ctx);
-            snprintf(p.reason, sizeof p.reason, "%s", *why ? why : "unknown error");
+            snprintf(p.reason, sizeof p.reason, "%s", lmp_host_error(reg->ctx));
             if (!keep_unusable) {
                 st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s plugin '%s' cannot run here: %s", path,
                               lmp_kind_name(d->kind), d->name, p.reason);
