@@ -472,7 +472,8 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
            c->n_variants, c->n_variants == 1 ? "" : "s");
     for (int i = 0; i < c->n_variants; i++) {
         printf("  %s:", c->variants[i].name);
-        if (!c->variants[i].n_stages) printf(" (unmodified)");
+        if (c->variants[i].model_path) printf(" external model %s", c->variants[i].model_path);
+        else if (!c->variants[i].n_stages) printf(" (unmodified)");
         for (int s = 0; s < c->variants[i].n_stages; s++)
             printf("%s %s", s ? " ->" : "", c->variants[i].stages[s].plugin->desc->name);
         printf("\n");

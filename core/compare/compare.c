@@ -1,6 +1,7 @@
 /* compare.c — see compare.h. */
 #include "compare/compare.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -73,6 +74,71 @@ static int text_keys(const lmp_run_config *c, lmp_text_info *texts)
     return 0;
 }
 
+/* An external variant's model is evaluated with the base's embedding, final norm, classifier and
+ * hyper-parameters (lmp_eval_text takes one model and two block sets), so every shape the forward
+ * reads must agree, or the numbers would be meaningless rather than merely bad. */
+static int check_external_arch(const lmp_variant *v, const lmp_model *base, const lmp_model *x)
+{
+    const lmp_arch *a = &base->arch, *b = &x->arch;
+    static const char *const names[] = {"vocab", "dim", "hidden", "n_layers", "n_heads", "n_kv_heads"};
+    const int64_t av[] = {a->vocab, a->dim, a->hidden, a->n_layers, a->n_heads, a->n_kv_heads};
+    const int64_t bv[] = {b->vocab, b->dim, b->hidden, b->n_layers, b->n_heads, b->n_kv_heads};
+    if (a->family != b->family)
+        return lmp_fail(LMP_EINVAL, "%s: another model family than the base model %s",
+                        v->model_path, base->path);
+    for (size_t i = 0; i < sizeof av / sizeof av[0]; i++)
+        if (av[i] != bv[i])
+            return lmp_fail(LMP_EINVAL, "%s: %s is %lld, the base model %s has %lld",
+                            v->model_path, names[i], (long long)bv[i], base->path, (long long)av[i]);
+    return 0;
+}
+
+/* The same vocabulary, token by token: the scores compare log-probabilities by token id, so a
+ * model whose ids mean other strings cannot be scored against the base at all. */
+static int check_external_vocab(const lmp_variant *v, lmp_tokenizer *base, lmp_tokenizer *x)
+{
+    int n = lmp_tokenizer_vocab_size(base), nx = lmp_tokenizer_vocab_size(x);
+    if (n != nx)
+        return lmp_fail(LMP_EINVAL, "%s: its vocabulary has %d tokens, the base model's %d",
+                        v->model_path, nx, n);
+    for (int id = 0; id < n; id++) {
+        size_t la, lb;
+        /* prev -1: no BOS before, so SentencePiece pieces keep their leading space; each piece
+         * stays valid until the next call on its own tokenizer */
+        const char *pa = lmp_tokenizer_decode(base, -1, id, &la);
+        const char *pb = lmp_tokenizer_decode(x, -1, id, &lb);
+        if (la != lb || memcmp(pa, pb, la) != 0)
+            return lmp_fail(LMP_EINVAL,
+                            "%s: its vocabulary differs from the base model's at token %d "
+                            "(\"%.*s\" vs the base's \"%.*s\")",
+                            v->model_path, id, (int)(lb < 200 ? lb : 200), pb, (int)(la < 200 ? la : 200), pa);
+    }
+    return 0;
+}
+
+/* Opens each external variant's model and tokenizer once, before any variant runs, so that an
+ * incompatible file is refused up front; both are freed again (run_variant reopens it). */
+static int check_externals(compare_run *run, const lmp_report *r)
+{
+    for (int i = 0; i < r->n_results; i++) {
+        const lmp_variant *v = r->results[i].v;
+        if (!v->model_path) continue;
+        lmp_model *x = NULL;
+        lmp_tokenizer *tx = NULL;
+        int st = lmp_model_load(v->model_path, &x);
+        if (!st) st = check_external_arch(v, run->m, x);
+        if (!st && run->c->eval_seq_len > x->arch.seq_len)
+            st = lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds its context of %lld",
+                          v->model_path, (long long)run->c->eval_seq_len, (long long)x->arch.seq_len);
+        if (!st) st = lmp_open_tokenizer(x, NULL, &tx);
+        if (!st) st = check_external_vocab(v, run->tok, tx);
+        lmp_tokenizer_free(tx);
+        lmp_model_free(x);
+        if (st) return lmp_fail_prefix(st, "variant '%s'", v->name);
+    }
+    return 0;
+}
+
 static int prepare(compare_run *run, lmp_report *r)
 {
     const lmp_run_config *c = run->c;
@@ -83,6 +149,7 @@ static int prepare(compare_run *run, lmp_report *r)
     r->model = run->m;
     if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
+    if ((st = check_externals(run, r))) return st;
     const lmp_model *m = run->m;
     if (c->eval_seq_len > m->arch.seq_len)
         return lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
@@ -159,11 +226,31 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     const lmp_run_config *c = run->c;
     const int64_t n_layers = run->m->arch.n_layers;
     lmp_block *blocks = run->base; /* the unmodified model is evaluated without a copy */
+    lmp_model *x = NULL;           /* an external variant's model (checked in prepare) */
     double t0 = lmp_now_s();
-    int st = res->v->n_stages ? lmp_compress(run->ctx, &run->be, run->m, res->v, &run->calib, &blocks) : 0;
+    int st = 0;
+    if (res->v->model_path) {
+        /* another tool's file: its blocks (f32 views, dequantized once) replace the compression */
+        if (!(st = lmp_model_load(res->v->model_path, &x)) && !(blocks = lmp_model_blocks(x))) {
+            blocks = run->base;
+            st = lmp_fail_prefix(LMP_EIO, "%s", res->v->model_path);
+        }
+    } else if (res->v->n_stages) {
+        st = lmp_compress(run->ctx, &run->be, run->m, res->v, &run->calib, &blocks);
+    }
     res->seconds = lmp_now_s() - t0;
     res->peak_rss_mb = lmp_peak_rss_mb();
-    if (!st) {
+    if (!st && x) {
+        /* The f32 views say 32 bits whatever the file holds, and the loader keeps no per-tensor
+         * storage type, so the honest figure is the file's own: its size over every parameter
+         * it holds (embedding, norms and header included; see docs/design.md). */
+        struct stat sb;
+        int64_t params = lmp_model_block_linear_params(x) + x->arch.vocab * x->arch.dim * (x->lm_head != x->tok_emb ? 2 : 1) +
+                         x->arch.dim * (2 * x->arch.n_layers + 1);
+        res->bits_per_weight = stat(res->v->model_path, &sb) == 0 && params > 0 ? 8.0 * (double)sb.st_size / (double)params : NAN;
+        snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
+        st = record_linears(run->base, blocks, n_layers, res);
+    } else if (!st) {
         res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
         st = record_linears(run->base, blocks, n_layers, res);
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
@@ -176,7 +263,8 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     if (!st && run->have_lambada)
         st = lmp_lambada_eval(run->ctx, &run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
     res->eval_seconds = lmp_now_s() - t0;
-    if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
+    if (x) lmp_model_free(x); /* its blocks belong to it */
+    else if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
     return st ? lmp_fail_prefix(st, "variant '%s'", res->v->name) : 0;
 }
 

@@ -571,7 +571,7 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
 
 static int load_variants(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"name", "pipeline", NULL};
+    static const char *const keys[] = {"name", "pipeline", "model", NULL};
     const config_setting_t *vs = config_setting_get_member(root, "variants");
     if (!vs) return missing(root, "variants");
     if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
@@ -589,6 +589,17 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
             if (strcmp(c->variants[j].name, var->name) == 0)
                 return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
         const config_setting_t *p = config_setting_get_member(v, "pipeline");
+        const config_setting_t *mp = config_setting_get_member(v, "model");
+        if (mp) {
+            /* A fixed file made by another tool: there is nothing to compress, so a pipeline
+             * beside it would be silently ignored or ambiguous. */
+            const char *path = NULL;
+            if (p) return bad(mp, "a variant has either 'pipeline' or 'model' (another tool's file), not both");
+            if ((st = get_string(v, "model", 1, &path))) return st;
+            if (!(var->model_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+            if ((st = set_origin(mp, &var->model_at))) return st;
+            continue;
+        }
         if (!p) continue; /* the unmodified model */
         if (!config_setting_is_list(p)) return bad(p, "expected a list of stages ( { strategy = ...; }, ... )");
         var->n_stages = config_setting_length(p);
@@ -621,29 +632,32 @@ static int check_input_file(const lmp_run_config *c, const char *path, const lmp
     return rc == 0 ? 0 : bad_at(c, at, "%s: %s%s", path, rc == -1 ? "cannot open: " : "", why);
 }
 
-/* A regular file (llama2.c, GGUF, safetensors), or a Hugging Face folder with its config.json. */
-static int check_model_path(const lmp_run_config *c)
+/* A regular file (llama2.c, GGUF, safetensors), or a Hugging Face folder with its config.json:
+ * the main model or an external variant's. */
+static int check_model_path(const lmp_run_config *c, const char *model_path, const lmp_config_origin *model_at)
 {
     char why[256];
     struct stat sb;
-    if (stat(c->model_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return check_input_file(c, c->model_path, &c->model_at);
-    int rc = lmp_input_check_dir(c->model_path, why, sizeof why);
-    if (rc != 0) return bad_at(c, &c->model_at, "%s: %s%s", c->model_path, rc == -1 ? "cannot open: " : "", why);
-    size_t n = strlen(c->model_path) + sizeof "/config.json";
+    if (stat(model_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return check_input_file(c, model_path, model_at);
+    int rc = lmp_input_check_dir(model_path, why, sizeof why);
+    if (rc != 0) return bad_at(c, model_at, "%s: %s%s", model_path, rc == -1 ? "cannot open: " : "", why);
+    size_t n = strlen(model_path) + sizeof "/config.json";
     char *cj = malloc(n);
     if (!cj) return lmp_fail(LMP_ENOMEM, "out of memory");
-    snprintf(cj, n, "%s/config.json", c->model_path);
+    snprintf(cj, n, "%s/config.json", model_path);
     int st = lmp_input_check_file(cj, why, sizeof why) == 0
                  ? 0
-                 : bad_at(c, &c->model_at, "%s: is a directory, but not a Hugging Face model folder (%s: %s)",
-                          c->model_path, cj, why);
+                 : bad_at(c, model_at, "%s: is a directory, but not a Hugging Face model folder (%s: %s)",
+                          model_path, cj, why);
     free(cj);
     return st;
 }
 
 int lmp_config_check_files(const lmp_run_config *c)
 {
-    int st = check_model_path(c);
+    int st = check_model_path(c, c->model_path, &c->model_at);
+    for (int i = 0; !st && i < c->n_variants; i++)
+        if (c->variants[i].model_path) st = check_model_path(c, c->variants[i].model_path, &c->variants[i].model_at);
     if (!st && c->tokenizer_path) st = check_input_file(c, c->tokenizer_path, &c->tokenizer_at);
     if (!st && c->calib_text) st = check_input_file(c, c->calib_text, &c->calib_at);
     for (int i = 0; !st && i < c->n_eval_texts; i++) st = check_input_file(c, c->eval_texts[i], &c->eval_text_at[i]);
@@ -984,6 +998,8 @@ void lmp_config_free(lmp_run_config *c)
             free(s->overrides);
         }
         free(v->stages);
+        free(v->model_path);
+        free_origin(&v->model_at);
     }
     free(c->variants);
     for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) free(c->eval_texts[i]);

@@ -8,6 +8,7 @@
  *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
  *   seed        = 1234;
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
+ *                 (or { name = "..."; model = "other.gguf"; }: another tool's file, see lmp_variant)
  *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
  *                   overrides = ( { match = "..."; params = { ... }; skip = false; }, ... ); }
  * Relative paths are relative to the config file's folder.  Every error names the file, the
@@ -77,6 +78,11 @@ typedef struct lmp_variant {
     const char *name;
     lmp_stage *stages;
     int n_stages;
+    /* An external variant (`model = "x.gguf";` instead of a pipeline): another tool's compressed
+     * file, evaluated against the same base model; NULL for a pipeline variant.  Resolved against
+     * the config's folder and checked like the main model (lmp_config_check_files). */
+    char *model_path;
+    lmp_config_origin model_at;
 } lmp_variant;
 
 typedef struct lmp_run_config {
@@ -111,7 +117,8 @@ void lmp_config_free(lmp_run_config *c);
 
 /* Every file the config names exists, can be read and is the right kind: the model a regular
  * file, or a folder holding config.json (a Hugging Face model); the tokenizer, the calibration
- * text, each evaluation text and the LAMBADA file regular files.  A FIFO or a device is refused
+ * text, each evaluation text and the LAMBADA file regular files; an external variant's model as
+ * the model.  A FIFO or a device is refused
  * without blocking on it.  "q.cfg:12: eval.texts[1]: /data/x.txt: cannot open: No such file or
  * directory".  lmp_config_load calls it. */
 int lmp_config_check_files(const lmp_run_config *c);

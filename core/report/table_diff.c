@@ -61,6 +61,8 @@ static lmp_variant_class stage_class(const lmp_json *stage)
 lmp_variant_class lmp_variant_classify(const lmp_json *variant)
 {
     const lmp_json *stages = lmp_json_get(variant, "stages");
+    /* No stage (the unmodified model, or an external variant's fixed file, whose "stages" is
+     * empty): nothing random or solver-dependent made it, so its numbers must repeat exactly. */
     lmp_variant_class c = LMP_CLASS_EXACT;
     for (size_t i = 0; stages && stages->type == LMP_JSON_ARRAY && i < stages->n; i++) {
         lmp_variant_class s = stage_class(&stages->items[i]);

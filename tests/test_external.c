@@ -1,0 +1,203 @@
+/* test_external.c — external variants (`model = "x.gguf";` instead of a pipeline): another tool's
+ * file evaluated against the same base model in the same table.  stories260K is written as GGUF by
+ * tools/ref/llama2c_to_gguf.py (the PyPI gguf package from build/pydeps, as tools/test.sh sets it
+ * up): as F32 it must score exactly as the unmodified model, as Q8_0 differently but plausibly; a
+ * file with one token string changed must be refused before any variant runs; and a variant
+ * with both `pipeline` and `model`, or a missing file, is refused when the config is loaded. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats/json.h"
+#include "testutil.h"
+
+#define SDIR LMP_SOURCE_DIR "/models/stories260K"
+#define MODEL SDIR "/stories260K.bin"
+#define TOK SDIR "/tok512.bin"
+#define EVAL_TEXT SDIR "/tinystories-synth-eval.txt"
+#define LAMBADA LMP_DATA_DIR "/lambada/lambada_test.jsonl"
+#define PYDEPS LMP_BINARY_DIR "/pydeps"
+
+static char tmpdir[256];
+static char output[1 << 20];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-external-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp(const char *name)
+{
+    static char path[16][512];
+    static int slot;
+    char *p = path[slot++ % 16];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+/* 1 when numpy and gguf import; otherwise prints why the caller skips. */
+static int have_gguf(const char *test)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
+    if (system(cmd) == 0) return 1;
+    printf("SKIPPED %s: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh unpacks the gguf "
+           "wheel there)\n", test, lmp_test_python(), PYDEPS);
+    return 0;
+}
+
+/* stories260K as GGUF in the test's folder; extra: more arguments of llama2c_to_gguf.py. */
+static void make_gguf(const char *name, const char *extra)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/llama2c_to_gguf.py' '%s' '%s' '%s' %s", PYDEPS,
+             lmp_test_python(), LMP_SOURCE_DIR, MODEL, TOK, tmp(name), extra);
+    ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+}
+
+/* A config of stories260K (relative external paths resolve against the test's folder). */
+static const char *config(const char *variants)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+             "eval = { texts = [ \"%s\" ]; seq_len = 64; max_windows = 6;\n"
+             "         lambada = \"%s\"; lambada_max = 40; };\n"
+             "variants = (\n%s\n);\n",
+             MODEL, TOK, EVAL_TEXT, LAMBADA, variants);
+    const char *p = tmp("x.cfg");
+    lmp_test_spit(p, text, strlen(text));
+    return p;
+}
+
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
+    int rc = lmp_test_cli(cmd, output, sizeof output);
+    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, output);
+    return rc;
+}
+
+static const lmp_json *variant(const lmp_json *j, const char *name)
+{
+    const lmp_json *vs = lmp_json_get(j, "variants");
+    ck_assert_ptr_nonnull(vs);
+    for (size_t i = 0; i < vs->n; i++) {
+        const char *n = NULL;
+        if (lmp_json_get_string(&vs->items[i], "name", "variant", &n) == 0 && strcmp(n, name) == 0) return &vs->items[i];
+    }
+    ck_abort_msg("variant %s missing from the report", name);
+    return NULL;
+}
+
+static double num(const lmp_json *j, const char *key)
+{
+    double v;
+    ck_assert_msg(lmp_json_get_number(j, key, "report", &v) == 0, "%s", key);
+    return v;
+}
+
+START_TEST(gguf_f32_equals_fp32_and_q8_differs)
+{
+    if (!have_gguf("gguf_f32_equals_fp32_and_q8_differs")) return;
+    make_gguf("f32.gguf", "--type F32");
+    make_gguf("q8.gguf", "--type Q8_0");
+    const char *cfg = config("{ name = \"fp32\"; },\n"
+                             "{ name = \"ext-f32\"; model = \"f32.gguf\"; },\n"
+                             "{ name = \"ext-q8\"; model = \"q8.gguf\"; }");
+    char args[1024];
+    snprintf(args, sizeof args, "compare %s --json %s", cfg, tmp("r.json"));
+    ck_assert_msg(run(args) == 0, "%s", output);
+    size_t n;
+    char *text = (char *)lmp_test_slurp(tmp("r.json"), &n);
+    lmp_json *j = NULL;
+    ck_assert_int_eq(lmp_json_parse(text, n, "r.json", &j), 0);
+    const lmp_json *fp = variant(j, "fp32"), *f32 = variant(j, "ext-f32"), *q8 = variant(j, "ext-q8");
+    const char *s = NULL;
+    ck_assert_int_eq(lmp_json_get_string(f32, "model", "ext-f32", &s), 0);
+    ck_assert_ptr_nonnull(strstr(s, "f32.gguf"));
+    ck_assert_int_eq(lmp_json_get_string(q8, "format", "ext-q8", &s), 0);
+    ck_assert_str_eq(s, "GGUF v3");
+    ck_assert_ptr_null(lmp_json_get(fp, "model"));
+    /* bits per weight from the file itself: F32 just above 32 (header, norms), Q8_0 well below */
+    ck_assert_msg(num(f32, "bits_per_weight") > 32 && num(f32, "bits_per_weight") < 33, "%g", num(f32, "bits_per_weight"));
+    ck_assert_msg(num(q8, "bits_per_weight") > 8 && num(q8, "bits_per_weight") < 24, "%g", num(q8, "bits_per_weight"));
+    const lmp_json *efp = lmp_json_get(lmp_json_get(fp, "eval"), "tinystories-synth-eval.txt");
+    const lmp_json *ef = lmp_json_get(lmp_json_get(f32, "eval"), "tinystories-synth-eval.txt");
+    const lmp_json *eq = lmp_json_get(lmp_json_get(q8, "eval"), "tinystories-synth-eval.txt");
+    ck_assert_ptr_nonnull(efp);
+    ck_assert_ptr_nonnull(ef);
+    ck_assert_ptr_nonnull(eq);
+    /* F32: the very same weights, so exactly the unmodified model's numbers */
+    ck_assert_msg(num(ef, "nll_sum") == num(efp, "nll_sum"), "%.17g vs %.17g", num(ef, "nll_sum"), num(efp, "nll_sum"));
+    ck_assert_msg(num(ef, "kld_sum") == 0, "%g", num(ef, "kld_sum"));
+    ck_assert_msg(num(ef, "top1") == 1.0, "%g", num(ef, "top1"));
+    /* Q8_0: close but not equal */
+    ck_assert_msg(num(eq, "kld") > 0 && num(eq, "kld") < 0.05, "kld %g", num(eq, "kld"));
+    ck_assert_msg(num(eq, "top1") < 1.0 && num(eq, "top1") > 0.9, "top1 %g", num(eq, "top1"));
+    ck_assert_msg(num(eq, "nll_sum") != num(efp, "nll_sum"), "Q8_0 scored exactly as fp32");
+    double pq = num(eq, "ppl"), pf = num(efp, "ppl");
+    ck_assert_msg(pq > 0.9 * pf && pq < 1.1 * pf, "ppl %g vs %g", pq, pf);
+    /* LAMBADA ran for the external variants too */
+    ck_assert_ptr_nonnull(lmp_json_get(f32, "lambada"));
+    ck_assert_ptr_nonnull(lmp_json_get(q8, "lambada"));
+    lmp_json_free(j);
+    free(text);
+}
+END_TEST
+
+START_TEST(other_vocabulary_refused_before_any_variant)
+{
+    if (!have_gguf("other_vocabulary_refused_before_any_variant")) return;
+    make_gguf("bad.gguf", "--change-token 300 zzqq");
+    const char *cfg = config("{ name = \"fp32\"; },\n{ name = \"odd\"; model = \"bad.gguf\"; }");
+    char args[1024];
+    snprintf(args, sizeof args, "compare %s", cfg);
+    ck_assert_int_ne(run(args), 0);
+    ck_assert_msg(strstr(output, "variant 'odd'") && strstr(output, "bad.gguf") && strstr(output, "token 300") &&
+                      strstr(output, "zzqq"),
+                  "unclear refusal:\n%s", output);
+    ck_assert_msg(!strstr(output, "variant 1/2"), "a variant ran before the refusal:\n%s", output);
+}
+END_TEST
+
+START_TEST(pipeline_and_model_or_missing_file_refused_at_load)
+{
+    const char *cfg = config("{ name = \"fp32\"; },\n"
+                             "{ name = \"both\"; model = \"q.gguf\";\n"
+                             "  pipeline = ( { strategy = \"rtn\"; } ); }");
+    char args[1024];
+    snprintf(args, sizeof args, "check %s", cfg);
+    ck_assert_int_ne(run(args), 0);
+    ck_assert_msg(strstr(output, "x.cfg:6: variants[1].model: ") && strstr(output, "not both"), "%s", output);
+    cfg = config("{ name = \"fp32\"; },\n{ name = \"gone\"; model = \"missing.gguf\"; }");
+    snprintf(args, sizeof args, "check %s", cfg);
+    ck_assert_int_ne(run(args), 0);
+    ck_assert_msg(strstr(output, "x.cfg:6: variants[1].model: ") && strstr(output, "missing.gguf: cannot open"), "%s",
+                  output);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("external");
+    TCase *tc = tcase_create("external");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, gguf_f32_equals_fp32_and_q8_differs);
+    tcase_add_test(tc, other_vocabulary_refused_before_any_variant);
+    tcase_add_test(tc, pipeline_and_model_or_missing_file_refused_at_load);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}

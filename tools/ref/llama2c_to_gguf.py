@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""llama2c_to_gguf.py: a llama2.c checkpoint (stories260K.bin + tok512.bin) written as a GGUF file
+with the PyPI `gguf` package (llama.cpp's gguf-py), standing in for "another tool's file" in the
+tests of external variants (tests/test_external.c).
+
+    PYTHONPATH=build/pydeps /usr/bin/python3 tools/ref/llama2c_to_gguf.py MODEL.bin TOK.bin OUT.gguf \
+        [--type F32|Q8_0] [--change-token ID TEXT]
+
+--type Q8_0 quantizes, with gguf.quants.quantize, every block linear whose input size is a multiple
+of Q8_0's block of 32 (stories260K's ffn_down, 172 inputs, stays F32, as llama.cpp falls back for
+such rows); embeddings and norms stay F32.  --change-token replaces one vocabulary entry, to make
+a file whose vocabulary differs from the base's.  llama2.c and GGUF both rotate adjacent pairs
+(2i, 2i+1) in RoPE, so q and k are written without any permutation."""
+import argparse
+import struct
+import sys
+
+import numpy as np
+import gguf
+
+
+def read_model(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    dim, hidden, L, H, KV, vocab, seq = struct.unpack("<7i", data[:28])
+    shared = vocab > 0
+    vocab = abs(vocab)
+    a = np.frombuffer(data, dtype="<f4", offset=28)
+    kv = dim * KV // H
+    hd = dim // H
+    p = 0
+
+    def take(*shape):
+        nonlocal p
+        n = int(np.prod(shape))
+        out = a[p:p + n].reshape(shape)
+        p += n
+        return out
+
+    w = {"emb": take(vocab, dim), "rms_att": take(L, dim), "wq": take(L, dim, dim), "wk": take(L, kv, dim),
+         "wv": take(L, kv, dim), "wo": take(L, dim, dim), "rms_ffn": take(L, dim), "w1": take(L, hidden, dim),
+         "w2": take(L, dim, hidden), "w3": take(L, hidden, dim), "rms_final": take(dim)}
+    take(seq, hd // 2)  # freq_cis_real
+    take(seq, hd // 2)  # freq_cis_imag
+    w["cls"] = None if shared else take(vocab, dim)
+    return dict(dim=dim, hidden=hidden, L=L, H=H, KV=KV, vocab=vocab, seq=seq), w
+
+
+def read_tokenizer(path, vocab):
+    tokens, scores = [], []
+    with open(path, "rb") as f:
+        f.read(4)  # max_token_length
+        for _ in range(vocab):
+            score, n = struct.unpack("<fi", f.read(8))
+            tokens.append(f.read(n).decode("utf-8", "surrogateescape"))
+            scores.append(score)
+    return tokens, scores
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("tokenizer")
+    ap.add_argument("out")
+    ap.add_argument("--type", default="F32", choices=["F32", "Q8_0"])
+    ap.add_argument("--change-token", nargs=2, metavar=("ID", "TEXT"))
+    args = ap.parse_args()
+    h, w = read_model(args.model)
+    tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
+    if args.change_token:
+        tokens[int(args.change_token[0])] = args.change_token[1]
+    types = []
+    for i, t in enumerate(tokens):
+        if i == 0:
+            types.append(2)  # UNKNOWN
+        elif i in (1, 2):
+            types.append(3)  # CONTROL
+        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types.append(6)  # BYTE
+        else:
+            types.append(1)  # NORMAL
+    # llama2.c's tokenizer.bin holds spaces; a GGUF "llama" vocabulary holds SentencePiece's U+2581
+    pieces = [t.replace(" ", "\u2581") for t in tokens]
+
+    wr = gguf.GGUFWriter(args.out, "llama")
+    wr.add_string("general.name", "stories260K")
+    wr.add_uint32("llama.block_count", h["L"])
+    wr.add_uint32("llama.embedding_length", h["dim"])
+    wr.add_uint32("llama.feed_forward_length", h["hidden"])
+    wr.add_uint32("llama.attention.head_count", h["H"])
+    wr.add_uint32("llama.attention.head_count_kv", h["KV"])
+    wr.add_uint32("llama.context_length", h["seq"])
+    wr.add_float32("llama.rope.freq_base", 10000.0)
+    wr.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    wr.add_string("tokenizer.ggml.model", "llama")
+    wr.add_array("tokenizer.ggml.tokens", pieces)
+    wr.add_array("tokenizer.ggml.scores", [float(s) for s in scores])
+    wr.add_array("tokenizer.ggml.token_type", types)
+    wr.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    wr.add_uint32("tokenizer.ggml.eos_token_id", 2)
+
+    def linear(name, a):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if args.type == "Q8_0" and a.shape[1] % 32 == 0:
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
+            wr.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            wr.add_tensor(name, a)
+
+    wr.add_tensor("token_embd.weight", np.ascontiguousarray(w["emb"]))
+    for b in range(h["L"]):
+        wr.add_tensor("blk.%d.attn_norm.weight" % b, np.ascontiguousarray(w["rms_att"][b]))
+        wr.add_tensor("blk.%d.ffn_norm.weight" % b, np.ascontiguousarray(w["rms_ffn"][b]))
+        linear("blk.%d.attn_q.weight" % b, w["wq"][b])
+        linear("blk.%d.attn_k.weight" % b, w["wk"][b])
+        linear("blk.%d.attn_v.weight" % b, w["wv"][b])
+        linear("blk.%d.attn_output.weight" % b, w["wo"][b])
+        linear("blk.%d.ffn_gate.weight" % b, w["w1"][b])
+        linear("blk.%d.ffn_down.weight" % b, w["w2"][b])
+        linear("blk.%d.ffn_up.weight" % b, w["w3"][b])
+    wr.add_tensor("output_norm.weight", np.ascontiguousarray(w["rms_final"]))
+    if w["cls"] is not None:
+        wr.add_tensor("output.weight", np.ascontiguousarray(w["cls"]))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
