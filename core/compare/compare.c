@@ -135,6 +135,11 @@ static int check_externals(compare_run *run, const lmp_report *r)
         lmp_tokenizer_free(tx);
         lmp_model_free(x);
         if (st) return lmp_fail_prefix(st, "variant '%s'", v->name);
+        /* Said once per run, so that nobody takes the row for the whole file's quality. */
+        lmp_log(run->ctx, LMP_LOG_WARN,
+                "variant '%s': only the transformer blocks of %s are evaluated; its token embedding, "
+                "final norm and output head are the base model's, so a quantized embedding or head "
+                "in the file does not show in the numbers", v->name, v->model_path);
     }
     return 0;
 }
