@@ -32,26 +32,15 @@ static char output[1 << 20];
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-compare-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "compare");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
-/* A path in the test's folder; each call gets its own buffer (a test makes far fewer than 256). */
-static const char *tmp(const char *name)
-{
-    static char path[256][512];
-    static int slot;
-    char *p = path[slot++ % 256];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+static const char *tmp(const char *name) { return lmp_test_path(tmpdir, name); }
 
 /* Runs `lmpress ARGS`, stdout only (stderr to `err` if given, else discarded). */
 static int run(const char *args, const char *err)

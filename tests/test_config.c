@@ -132,8 +132,7 @@ static void expect_pattern_error(const cfg_spec *s, int line, const char *key, c
 static void setup(void)
 {
     lmp_ctx_init(&ctx);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-config-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "config");
     ck_assert_msg(lmp_model_load(MODEL, &model) == 0, "%s", lmp_last_error());
 }
 
@@ -142,9 +141,7 @@ static void teardown(void)
     lmp_model_free(model);
     model = NULL;
     lmp_ctx_clear(&ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
 /* ---- files ------------------------------------------------------------------------------- */

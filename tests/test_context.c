@@ -397,9 +397,7 @@ START_TEST(compare_runs_on_threads_match_runs_alone)
     }
     job_free(&alone_a);
     job_free(&alone_b);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 END_TEST
 

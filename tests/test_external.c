@@ -25,25 +25,15 @@ static char output[1 << 20];
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-external-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "external");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
-static const char *tmp(const char *name)
-{
-    static char path[16][512];
-    static int slot;
-    char *p = path[slot++ % 16];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+static const char *tmp(const char *name) { return lmp_test_path(tmpdir, name); }
 
 /* 1 when numpy and gguf import; otherwise prints why the caller skips. */
 static int have_gguf(const char *test)

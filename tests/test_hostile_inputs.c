@@ -60,15 +60,12 @@ static char needle[1024];
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-hostile-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "hostile");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
 static const char *tmp_path(const char *name)

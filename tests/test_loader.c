@@ -25,17 +25,14 @@ static void setup(void)
     const char *dirs[] = {LMP_TEST_PLUGIN_DIR};
     lmp_ctx_init(&ctx);
     ck_assert_int_eq(lmp_registry_init(&reg, &ctx, dirs, 1), 0);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-loader-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "loader");
 }
 
 static void teardown(void)
 {
     lmp_registry_free(&reg);
     lmp_ctx_clear(&ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
 /* tmpdir/name, made of the bytes of `from` (or of n bytes at data). */

@@ -115,8 +115,7 @@ static const char *config(const char *variant, const char *extra)
  * tmpdir/trusted/lmp-strategy-evil.so: a link to ../evil/evil.so. */
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmpress-trust-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "trust");
     snprintf(marker, sizeof marker, "%s/marker", tmpdir);
     setenv("LMP_TEST_CTOR_MARKER", marker, 1);
     unsetenv("LMP_PLUGIN_PATH");
@@ -132,9 +131,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    lmp_test_rmtree(tmpdir);
 }
 
 /* plugins.strategies = [ "evil/evil.so" ]: relative to the config, outside the trusted folders. */

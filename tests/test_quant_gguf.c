@@ -50,19 +50,6 @@ static int have_gguf(const char *test)
     return 0;
 }
 
-static void temp_dir(char *dir, size_t n)
-{
-    snprintf(dir, n, "/tmp/lmp_gguf_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 static unsigned char *slurp_n(const char *dir, const char *file, size_t want)
 {
     char path[512];
@@ -103,7 +90,7 @@ START_TEST(matches_gguf_package)
 {
     if (!have_gguf("matches_gguf_package")) return;
     char dir[64], cmd[1024];
-    temp_dir(dir, sizeof dir);
+    lmp_test_tmpdir(dir, sizeof dir, "quant-gguf");
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s' cases '%s'", PYDEPS, lmp_test_python(), REF, dir);
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
     char path[512];
@@ -169,7 +156,7 @@ START_TEST(matches_gguf_package)
     free(sc);
     free(zc);
     free(codes);
-    remove_dir(dir);
+    lmp_test_rmtree(dir);
 }
 END_TEST
 
@@ -259,7 +246,7 @@ START_TEST(rtn_q4_0_on_stories260K)
         }
     if (have_gguf("rtn_q4_0_on_stories260K (gguf's side)")) {
         char dir[64], cmd[1024], path[512];
-        temp_dir(dir, sizeof dir);
+        lmp_test_tmpdir(dir, sizeof dir, "quant-gguf");
         float *orig = malloc((size_t)(rows * 64) * sizeof *orig), *p = orig;
         for (int b = 0; b < m->arch.n_layers; b++)
             for (int i = 0; i < m->blocks[b].n_linears; i++) {
@@ -286,7 +273,7 @@ START_TEST(rtn_q4_0_on_stories260K)
         printf("  rtn q4_0: %lld rows of stories260K equal to gguf's Q4_0, 4.5 bits per weight\n", (long long)rows);
         free(ref);
         free(orig);
-        remove_dir(dir);
+        lmp_test_rmtree(dir);
     }
     lmp_blocks_free(q, m->arch.n_layers);
     lmp_model_free(m);

@@ -16,6 +16,31 @@ static inline const char *lmp_test_python(void)
     return p && *p ? p : "/usr/bin/python3";
 }
 
+/* The suite's scratch folder: a fresh /tmp/lmpress-<what>-XXXXXX into dir[n]. */
+static inline void lmp_test_tmpdir(char *dir, size_t n, const char *what)
+{
+    snprintf(dir, n, "/tmp/lmpress-%s-XXXXXX", what);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* Removes a scratch folder and everything in it. */
+static inline void lmp_test_rmtree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* dir/name; each call gets its own buffer (a test makes far fewer than 256). */
+static inline const char *lmp_test_path(const char *dir, const char *name)
+{
+    static char path[256][512];
+    static int slot;
+    char *p = path[slot++ % 256];
+    snprintf(p, 512, "%s/%s", dir, name);
+    return p;
+}
+
 /* Runs the suite (forked tests, check's default) and turns the result into an exit code. */
 static inline int lmp_test_main(Suite *s)
 {
