@@ -37,9 +37,10 @@ static int devbe_check_wgrid(const devbe_err *e, const char *op, const lmp_wspec
                              const float *zeros)
 {
     if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "%s: spec is NULL", op);
-    /* The kernels implement the INT grid only: any other format (the GGUF blocks) goes to the CPU
-     * backend, which also gives the messages for a bad one.  No error text: nothing failed. */
-    if (spec->format != LMP_WFORMAT_INT) return LMP_EUNSUPPORTED;
+    /* The kernels implement the INT grid with f32 scales only: any other format (the GGUF blocks,
+     * rounded scales) goes to the CPU backend, which also gives the messages for a bad one.  No
+     * error text: nothing failed. */
+    if (spec->format != LMP_WFORMAT_INT || spec->scale_type != LMP_SCALE_F32) return LMP_EUNSUPPORTED;
     if (spec->bits < 2 || spec->bits > 8)
         return DEVBE_FAIL(e, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/model.h"
 
 static int check_positive(const char *what, const char *name, int64_t n, const float *s)
 {
@@ -47,8 +48,34 @@ static void add_wz(lmp_linear *l, const float *z)
     for (int64_t o = 0; o < l->out; o++) l->b[o] = (float)((double)l->b[o] + wz_row(l, o, z));
 }
 
+int lmp_set_weight_grid(lmp_block *blk, int linear, const lmp_wspec *spec, const float *scales,
+                        const float *zeros, const int32_t *g_idx)
+{
+    if (linear < 0 || linear >= blk->n_linears)
+        return lmp_fail(LMP_EINVAL, "set_weight_grid: block %d has no linear %d", blk->index, linear);
+    lmp_linear *l = &blk->linears[linear];
+    if (!spec || !scales || (!spec->sym && !zeros) || !lmp_wspec_format_ok(spec) ||
+        (spec->gran == LMP_GRAN_GROUP && spec->group < 1))
+        return lmp_fail(LMP_EINVAL, "set_weight_grid: %s: not a grid (spec, scales, and zeros when asymmetric)", l->name);
+    if (g_idx) {
+        const int64_t n_groups = lmp_wspec_n_scales(spec, 1, l->in);
+        for (int64_t j = 0; j < l->in; j++)
+            if (g_idx[j] < 0 || g_idx[j] >= n_groups)
+                return lmp_fail(LMP_EINVAL, "set_weight_grid: %s: g_idx[%lld] = %d is not a group of 0..%lld", l->name,
+                                (long long)j, g_idx[j], (long long)(n_groups - 1));
+    }
+    lmp_wgrid *g = lmp_wgrid_new(spec, l->out, l->in, scales, zeros, g_idx);
+    if (!g) return lmp_fail(LMP_ENOMEM, "set_weight_grid: %s: out of memory", l->name);
+    lmp_wgrid_free(l->grid);
+    l->grid = g;
+    return 0;
+}
+
+/* W changes: the grid recorded for it no longer describes it. */
 static void scale_columns(lmp_linear *l, const float *s)
 {
+    lmp_wgrid_free(l->grid);
+    l->grid = NULL;
     for (int64_t o = 0; o < l->out; o++)
         for (int64_t j = 0; j < l->in; j++) l->w[o * l->in + j] *= s[j];
 }

@@ -22,4 +22,10 @@ int lmp_add_input_affine(lmp_block *blk, int linear, const float *z, const float
  * Every group of m consecutive inputs of a row (the last may be shorter) must keep at most n. */
 int lmp_set_mask(lmp_block *blk, int linear, const uint8_t *mask, int n, int m);
 
+/* The linear's weights lie on this grid (copied into an owned lmp_wgrid; see plugin.h): the
+ * spec must be a valid one, zeros given when asymmetric, every g_idx a group of the row.
+ * Replaces an earlier grid.  The edits above that change W (a column scale) drop it. */
+int lmp_set_weight_grid(lmp_block *blk, int linear, const lmp_wspec *spec, const float *scales,
+                        const float *zeros, const int32_t *g_idx);
+
 #endif

@@ -100,6 +100,35 @@ static float *dup_floats(const float *src, int64_t n)
     return p;
 }
 
+void lmp_wgrid_free(lmp_wgrid *g)
+{
+    if (!g) return;
+    free(g->scales);
+    free(g->zeros);
+    free(g->g_idx);
+    free(g);
+}
+
+lmp_wgrid *lmp_wgrid_new(const lmp_wspec *spec, int64_t out, int64_t in, const float *scales, const float *zeros,
+                         const int32_t *g_idx)
+{
+    lmp_wgrid *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->spec = *spec;
+    g->n_scales = lmp_wspec_n_scales(spec, out, in);
+    g->scales = malloc((size_t)g->n_scales * sizeof *g->scales);
+    g->zeros = zeros && !spec->sym ? malloc((size_t)g->n_scales * sizeof *g->zeros) : NULL;
+    g->g_idx = g_idx ? malloc((size_t)in * sizeof *g->g_idx) : NULL;
+    if (!g->scales || (zeros && !spec->sym && !g->zeros) || (g_idx && !g->g_idx)) {
+        lmp_wgrid_free(g);
+        return NULL;
+    }
+    memcpy(g->scales, scales, (size_t)g->n_scales * sizeof *g->scales);
+    if (g->zeros) memcpy(g->zeros, zeros, (size_t)g->n_scales * sizeof *g->zeros);
+    if (g->g_idx) memcpy(g->g_idx, g_idx, (size_t)in * sizeof *g->g_idx);
+    return g;
+}
+
 int lmp_block_clone(const lmp_block *src, lmp_block *dst)
 {
     *dst = *src;
@@ -121,8 +150,10 @@ int lmp_block_clone(const lmp_block *src, lmp_block *dst)
         if (d->shift_bias) memcpy(d->shift_bias, s->shift_bias, (size_t)s->out * sizeof *d->shift_bias);
         d->params = NULL;
         d->stats = NULL;
+        d->grid = s->grid ? lmp_wgrid_new(&s->grid->spec, s->out, s->in, s->grid->scales, s->grid->zeros, s->grid->g_idx)
+                          : NULL;
         if (!d->name || !d->w || (s->b && !d->b) || (s->in_shift && !d->in_shift) || (s->in_scale && !d->in_scale) ||
-            (s->mask && !d->mask) || (s->shift_bias && !d->shift_bias))
+            (s->mask && !d->mask) || (s->shift_bias && !d->shift_bias) || (s->grid && !d->grid))
             goto oom;
     }
     for (int i = 0; i < src->n_norms; i++) {
@@ -149,6 +180,7 @@ void lmp_block_free(lmp_block *b)
         free(b->linears[i].in_scale);
         free(b->linears[i].mask);
         free(b->linears[i].shift_bias);
+        lmp_wgrid_free(b->linears[i].grid);
     }
     for (int i = 0; b->norms && i < b->n_norms; i++) {
         free(b->norms[i].w);

@@ -81,6 +81,11 @@ int lmp_block_find(const lmp_block *b, lmp_role role);
 int lmp_input_group(lmp_role r);
 /* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
+/* An owned copy of the grid of a [out, in] weight (plugin.h's lmp_wgrid; NULL when out of
+ * memory), and its release.  A block frees its linears' grids. */
+lmp_wgrid *lmp_wgrid_new(const lmp_wspec *spec, int64_t out, int64_t in, const float *scales, const float *zeros,
+                         const int32_t *g_idx);
+void lmp_wgrid_free(lmp_wgrid *g);
 /* Frees a block made by lmp_block_clone / a block_copy (tables and weights). */
 void lmp_block_free(lmp_block *b);
 /* Frees only the tables of a block made by lmp_block_init whose weights are borrowed. */

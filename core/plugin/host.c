@@ -182,6 +182,12 @@ static int host_set_mask(void *ctx, lmp_block *blk, int linear, const uint8_t *m
     return note_core_error(ctx, lmp_set_mask(blk, linear, mask, n, m));
 }
 
+static int host_set_weight_grid(void *ctx, lmp_block *blk, int linear, const lmp_wspec *spec, const float *scales,
+                                const float *zeros, const int32_t *g_idx)
+{
+    return note_core_error(ctx, lmp_set_weight_grid(blk, linear, spec, scales, zeros, g_idx));
+}
+
 /* Code, not state: the same table serves every context. */
 static const lmp_host host_services = {
     .struct_size = sizeof(lmp_host),
@@ -198,6 +204,7 @@ static const lmp_host host_services = {
     .fold_norm_shift = host_fold_norm_shift,
     .add_input_affine = host_add_input_affine,
     .set_mask = host_set_mask,
+    .set_weight_grid = host_set_weight_grid,
 };
 
 const lmp_host *lmp_host_services(void) { return &host_services; }

@@ -18,6 +18,9 @@
  * clip and format (int, and GGUF's Q8_0 / Q4_0 / Q4_1 blocks); plugins built for 2.x are refused.
  * A format added later is a minor bump, and the host must then keep it from backends built
  * before it (they would answer LMP_EINVAL for it rather than LMP_EUNSUPPORTED).
+ * ABI 4.0: lmp_wspec grew scale_type (scales rounded to f16 or bf16, as a compressed-tensors file
+ * stores them); lmp_linear grew grid, the storage grid a stage recorded with the new
+ * host->set_weight_grid, which is what an exported file holds.  Plugins built for 3.x are refused.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -35,7 +38,7 @@
 extern "C" {
 #endif
 
-#define LMP_ABI_MAJOR 3
+#define LMP_ABI_MAJOR 4
 #define LMP_ABI_MINOR 0
 
 #if defined(__GNUC__)
@@ -128,6 +131,13 @@ typedef enum {
     LMP_WFORMAT_GGUF_Q4_1 = 3
 } lmp_wformat;
 
+/* The type an INT grid's scales are stored in.  A file keeps each scale in its own type:
+ * compressed-tensors in the model's dtype (bf16 or f16 for what vLLM runs), so a grid meant for
+ * such a file rounds its scales to that type when it chooses them (round to nearest even, as
+ * torch's and numpy's casts do), and every weight is then coded and dequantized with the rounded
+ * scale.  A scale that rounds to 0 in f16 becomes f16's smallest subnormal, 2^-24. */
+typedef enum { LMP_SCALE_F32 = 0, LMP_SCALE_F16 = 1, LMP_SCALE_BF16 = 2 } lmp_scale_type;
+
 /* Inputs per block of every GGUF format above (ggml's QK8_0, QK4_0, QK4_1). */
 #define LMP_WFORMAT_BLOCK 32
 
@@ -142,6 +152,7 @@ typedef struct lmp_wspec {
      * abs-max / min-max grid. */
     float clip;
     lmp_wformat format;        /* LMP_WFORMAT_INT (0), or a GGUF block format */
+    lmp_scale_type scale_type; /* INT only: the type scales are stored in (0: f32) */
 } lmp_wspec;
 
 /* The format's name as configs spell it ("int", "q8_0", "q4_0", "q4_1"); NULL if unknown. */
@@ -167,6 +178,7 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
     s.clip = clip;
     s.format = f;
+    s.scale_type = LMP_SCALE_F32; /* not used: ggml stores fp16 d itself */
     return s;
 }
 
@@ -175,10 +187,11 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
  * whether it has zeros (Q4_1's mins). */
 static inline int lmp_wspec_format_ok(const lmp_wspec *s)
 {
-    if (s->format == LMP_WFORMAT_INT) return 1;
+    if (s->format == LMP_WFORMAT_INT) return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16;
     if (!lmp_wformat_name(s->format)) return 0;
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
-    return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group;
+    return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
+           s->scale_type == LMP_SCALE_F32;
 }
 
 /* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
@@ -236,6 +249,26 @@ static inline float lmp_fp16_round(float f)
     return e.f;
 }
 
+/* f32 -> bfloat16 -> f32, round to nearest even (torch's .to(torch.bfloat16)); NaN stays NaN. */
+static inline float lmp_bf16_round(float f)
+{
+    union { float f; uint32_t u; } w = {f};
+    if (f != f) return f;
+    w.u = (w.u + 0x7FFFu + ((w.u >> 16) & 1u)) & 0xFFFF0000u;
+    return w.f;
+}
+
+/* An INT grid's scale as its type stores it (lmp_scale_type). */
+static inline float lmp_scale_round(float scale, lmp_scale_type t)
+{
+    if (t == LMP_SCALE_BF16) return lmp_bf16_round(scale);
+    if (t == LMP_SCALE_F16) {
+        const float h = lmp_fp16_round(scale);
+        return h != 0.0f || scale == 0.0f ? h : 5.9604644775390625e-08f; /* 2^-24: never a 0 scale */
+    }
+    return scale;
+}
+
 /* ggml's reciprocal of a block scale: 1/d, or 0 for an all-zero block (whose codes are then 0,
  * 8 for Q4_0's offset, 0 for Q4_1). */
 static inline float lmp_wgrid_inv(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
@@ -282,7 +315,7 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
     if (s->sym) {
         float qmax = (float)((1 << (s->bits - 1)) - 1);
         float t = clip * amax;
-        *scale = (t == 0.0f ? 1e-8f : t) / qmax;
+        *scale = lmp_scale_round((t == 0.0f ? 1e-8f : t) / qmax, s->scale_type);
         *zero = 0.0f;
     } else {
         float maxq = (float)((1 << s->bits) - 1);
@@ -291,8 +324,9 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
             lo = -1.0f;
             hi = 1.0f;
         }
-        *scale = (hi - lo) / maxq;
-        *zero = lmp_wgrid_round(-lo / *scale, s->rounding);
+        *scale = lmp_scale_round((hi - lo) / maxq, s->scale_type);
+        /* clamped: with a rounded scale -lo/scale may pass maxq by a hair */
+        *zero = lmp_wgrid_clampf(lmp_wgrid_round(-lo / *scale, s->rounding), 0.0f, maxq);
     }
 }
 
@@ -402,6 +436,21 @@ typedef struct lmp_stats {
     float *sqsum;              /* [in] when LMP_STAT_SQSUM */
 } lmp_stats;
 
+/* ABI 4.0: the storage grid a linear's weights lie on, as a stage recorded it
+ * (host->set_weight_grid): the spec, and the scales (and zeros) choose_weight_grid gave, one per
+ * slice in lmp_wspec_n_scales's order (a GGUF format's f32 d and min, which the file rounds to
+ * fp16).  g_idx[in] gives the group of each input column when the groups are not consecutive
+ * (GPTQ's act-order with dynamic groups), else it is NULL and column j is in group j / group.
+ * An exporter writes each weight's code on this grid and checks that the code dequantizes to the
+ * weight exactly. */
+typedef struct lmp_wgrid {
+    lmp_wspec spec;
+    int64_t n_scales;
+    float *scales;             /* [n_scales] */
+    float *zeros;              /* [n_scales], NULL when spec.sym */
+    int32_t *g_idx;            /* [in] or NULL */
+} lmp_wgrid;
+
 typedef struct lmp_linear {
     const char *name;          /* e.g. "model.layers.3.self_attn.q_proj" */
     lmp_role role;
@@ -424,6 +473,9 @@ typedef struct lmp_linear {
      * it; NULL if there is no shift).  The forward adds it to the output in double: see
      * core/model/forward.c for why it is not folded into the f32 bias. */
     double *shift_bias;        /* [out] */
+    /* ABI 4.0: the grid the weights were quantized onto, NULL when no stage recorded one (set
+     * with host->set_weight_grid; an edit of W by the host drops it). */
+    lmp_wgrid *grid;
 } lmp_linear;
 
 typedef struct lmp_norm {
@@ -478,6 +530,12 @@ typedef struct lmp_host {
      * every group of m consecutive inputs of a row (the last may be shorter) keeps at most n,
      * and zero the pruned weights.  Replaces an earlier mask. */
     int (*set_mask)(void *ctx, lmp_block *blk, int linear, const uint8_t *mask, int n, int m);
+    /* ABI 4.0.  Record that the linear's weights now lie on this grid (copied: spec, scales and,
+     * when asymmetric, zeros as choose_weight_grid laid them out; g_idx[in] or NULL as in
+     * lmp_wgrid).  Every plugin that quantizes weights calls it, so that an export writes the
+     * codes and scales the strategy chose.  Replaces an earlier grid. */
+    int (*set_weight_grid)(void *ctx, lmp_block *blk, int linear, const lmp_wspec *spec, const float *scales,
+                           const float *zeros, const int32_t *g_idx);
 } lmp_host;
 
 /* ---- backend interface ------------------------------------------------------------------ */

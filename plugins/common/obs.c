@@ -324,3 +324,36 @@ out:
     host->free(hctx, order);
     return st;
 }
+
+int obs_solve_linear(const lmp_host *host, void *hctx, const obs_opts *o, lmp_block *blk, int i, obs_result *res)
+{
+    lmp_linear *l = &blk->linears[i];
+    if (!l->stats || !l->stats->hessian)
+        return host->set_error(hctx, LMP_EINVAL, "%s: no Hessian was collected", l->name);
+    if (!o->quantize) return obs_solve(host, hctx, o, l->out, l->in, l->w, l->stats->hessian, res);
+    const int64_t ng = obs_n_groups(&o->spec, l->in), n = l->out * ng;
+    float *sc = host->alloc(hctx, (size_t)n * sizeof *sc), *zc = host->alloc(hctx, (size_t)n * sizeof *zc);
+    int32_t *perm = host->alloc(hctx, (size_t)l->in * sizeof *perm), *g_idx = NULL;
+    int st = !sc || !zc || !perm ? host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for its grid", l->name) : 0;
+    if (!st) {
+        res->scales = sc;
+        res->zeros = zc;
+        res->perm = perm;
+        st = obs_solve(host, hctx, o, l->out, l->in, l->w, l->stats->hessian, res);
+        res->scales = res->zeros = NULL;
+        res->perm = NULL;
+    }
+    /* Dynamic groups taken in act-order are numbered in visiting order: column perm[p] is in
+     * group p / group_size.  Otherwise column j is in group j / group_size (g_idx NULL). */
+    if (!st && o->act_order && !o->static_groups && o->spec.gran == LMP_GRAN_GROUP) {
+        if (!(g_idx = host->alloc(hctx, (size_t)l->in * sizeof *g_idx)))
+            st = host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for its g_idx", l->name);
+        for (int64_t p = 0; !st && p < l->in; p++) g_idx[perm[p]] = (int32_t)(p / o->spec.group);
+    }
+    if (!st) st = host->set_weight_grid(hctx, blk, i, &o->spec, sc, o->spec.sym ? NULL : zc, g_idx);
+    host->free(hctx, sc);
+    host->free(hctx, zc);
+    host->free(hctx, perm);
+    host->free(hctx, g_idx);
+    return st;
+}

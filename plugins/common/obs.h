@@ -61,6 +61,12 @@ typedef struct obs_result {
 int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows, int64_t cols,
               float *W, const float *H, obs_result *res);
 
+/* obs_solve on linear i of the block (its W and the Hessian its stats hold), then, when it
+ * quantizes, the grid it chose recorded on the linear with host->set_weight_grid, so that an
+ * export writes these scales: res's scales, zeros and perm are the function's own (leave them
+ * NULL).  The Hessian missing is an error naming the linear. */
+int obs_solve_linear(const lmp_host *host, void *hctx, const obs_opts *o, lmp_block *blk, int i, obs_result *res);
+
 /* N:M selection shared by every pruning method: out[k * stride] = 1 for the `keep` largest of
  * score[0..m) (m <= 64), 0 for the others; equal scores prune the lower index first (a stable
  * ascending sort, as numpy's argsort in Paddle ASP's mask_1d).  keep >= m keeps all. */

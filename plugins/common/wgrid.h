@@ -1,5 +1,5 @@
 /* wgrid.h — the weight-grid schema every weight-quantizing plugin shares (rtn, gptq, sparse24),
- * its reader, its storage cost, and wgrid_quantize, choose + apply in one call.
+ * its reader, its storage cost, and wgrid_quantize_linear, choose + apply + record in one call.
  *
  * One schema, one set of defaults, so that `sym`, `granularity`, ... mean the same and default
  * the same in every stage of a config:
@@ -27,7 +27,7 @@
 
 #include "lmpress/plugin.h"
 
-enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_COUNT };
+enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_SCALE_DTYPE, WGRID_COUNT };
 
 /* In lmp_granularity's order, so the index is the enum value. */
 static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
@@ -35,6 +35,8 @@ static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", N
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
 static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", NULL};
+/* In lmp_scale_type's order. */
+static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
 
 /* default_bits, max_bits (8, or 16 where 16 means "no grid") and bits_help differ by purpose;
  * everything else is the same for every plugin. */
@@ -59,7 +61,11 @@ static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1"
     {"format", LMP_PARAM_ENUM,                                                                       \
      "int: the grid of bits/sym/granularity; q8_0, q4_0, q4_1: GGUF's blocks of 32 inputs with an "  \
      "fp16 scale (and min), quantized as ggml does (overrides bits, sym, granularity, group_size, "   \
-     "rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0, wgrid_format_choices, 0}
+     "rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0, wgrid_format_choices, 0},       \
+    {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
+     "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
+     "the model's dtype: bf16 or f16 for vLLM); the weights are coded with the rounded scale", 0,    \
+     NULL, 0, 0, wgrid_scale_dtype_choices, 0}
 
 /* The format the values name (index = lmp_wformat). */
 static inline lmp_wformat wgrid_format(const lmp_value *p) { return (lmp_wformat)(int)p[WGRID_FORMAT].num; }
@@ -78,7 +84,8 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
                         .group = (int64_t)p[WGRID_GROUP].num,
                         .rounding = (lmp_rounding)(int)p[WGRID_ROUND].num,
                         .clip = (float)p[WGRID_CLIP].num,
-                        .format = LMP_WFORMAT_INT};
+                        .format = LMP_WFORMAT_INT,
+                        .scale_type = (lmp_scale_type)(int)p[WGRID_SCALE_DTYPE].num};
     return spec->bits != 16;
 }
 
@@ -116,12 +123,14 @@ static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t 
     return ((double)s->bits * (double)(out * in) + n_scales * (16.0 + (s->sym ? 0 : s->bits))) / (double)(out * in);
 }
 
-/* RTN on the backend: the grid of every slice of W[rows, cols] chosen from W, then W <- its
- * dequantized values on it; codes [rows, cols] (NULL: not wanted) the integer codes.  The
- * scales live only for the call (host->alloc). */
-static inline int wgrid_quantize(const lmp_host *host, void *hctx, const lmp_backend_i *be, void *bs,
-                                 const lmp_wspec *spec, int64_t rows, int64_t cols, float *W, int32_t *codes)
+/* RTN on the backend for linear i of the block: the grid of every slice of its W chosen from W,
+ * then W <- its dequantized values on it, and the grid recorded on the linear
+ * (host->set_weight_grid) for an export.  The scales live only for the call (host->alloc). */
+static inline int wgrid_quantize_linear(const lmp_host *host, void *hctx, const lmp_backend_i *be, void *bs,
+                                        const lmp_wspec *spec, lmp_block *blk, int i)
 {
+    lmp_linear *l = &blk->linears[i];
+    const int64_t rows = l->out, cols = l->in;
     if (rows <= 0 || cols <= 0) return LMP_OK;
     if (spec->gran == LMP_GRAN_GROUP && spec->group < 1) /* before lmp_wspec_n_scales divides by it */
         return host->set_error(hctx, LMP_EINVAL, "group size %lld", (long long)spec->group);
@@ -129,8 +138,9 @@ static inline int wgrid_quantize(const lmp_host *host, void *hctx, const lmp_bac
     float *scales = host->alloc(hctx, n * sizeof *scales);
     float *zeros = spec->sym ? NULL : host->alloc(hctx, n * sizeof *zeros);
     int st = !scales || (!spec->sym && !zeros) ? host->set_error(hctx, LMP_ENOMEM, "out of memory for %zu scales", n)
-                                              : be->choose_weight_grid(bs, spec, rows, cols, W, scales, zeros);
-    if (!st) st = be->apply_weight_grid(bs, spec, rows, cols, W, scales, zeros, codes);
+                                              : be->choose_weight_grid(bs, spec, rows, cols, l->w, scales, zeros);
+    if (!st) st = be->apply_weight_grid(bs, spec, rows, cols, l->w, scales, zeros, NULL);
+    if (!st) st = host->set_weight_grid(hctx, blk, i, spec, scales, zeros, NULL);
     host->free(hctx, scales);
     if (zeros) host->free(hctx, zeros);
     return st;

@@ -68,10 +68,8 @@ static int gptq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *b
                       .name = l->name};
         o.quantize = wgrid_spec(p + P_GRID, &o.spec);
         if (!o.quantize) continue; /* 16 bits: the weights stay as they are */
-        if (!l->stats || !l->stats->hessian)
-            return host->set_error(hctx, LMP_EINVAL, "gptq: %s: no Hessian was collected", l->name);
         obs_result r = {0};
-        if ((st = obs_solve(host, hctx, &o, l->out, l->in, l->w, l->stats->hessian, &r))) return st;
+        if ((st = obs_solve_linear(host, hctx, &o, blk, i, &r))) return st;
         l->weight_bits = wgrid_weight_bits(&o.spec, l->out, l->in);
         host->log(hctx, LMP_LOG_DEBUG,
                   "gptq: %s: loss %.6g, damp %g%s, %lld dead inputs; factor %.3f s, columns %.3f s, updates %.3f s",

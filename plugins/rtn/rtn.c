@@ -48,7 +48,7 @@ static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
         if (p[P_WEIGHTS].num) {
             lmp_wspec spec;
             wgrid_spec(p + P_GRID, &spec);
-            int st = wgrid_quantize(host, hctx, be, be_self, &spec, l->out, l->in, l->w, NULL);
+            int st = wgrid_quantize_linear(host, hctx, be, be_self, &spec, blk, i);
             if (st) return st;
             l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in);
         }

@@ -42,10 +42,14 @@ static void slice_errors(const lmp_wspec *s, int64_t rows, int64_t cols, const f
         }
 }
 
-/* W[rows, cols] <- W on the best grid of each slice; scratch buffers from the host. */
+/* Linear i's W[rows, cols] <- W on the best grid of each slice, that grid recorded on the linear
+ * (host->set_weight_grid); scratch buffers from the host. */
 static int quantize_best_clip(const lmp_host *host, void *hctx, const lmp_backend_i *be, void *bs,
-                              lmp_wspec spec, double min_clip, double step, int64_t rows, int64_t cols, float *W)
+                              lmp_wspec spec, double min_clip, double step, lmp_block *blk, int i)
 {
+    const int64_t rows = blk->linears[i].out, cols = blk->linears[i].in;
+    float *W = blk->linears[i].w;
+    const lmp_wspec given = spec;
     const int64_t n = lmp_wspec_n_scales(&spec, rows, cols);
     float *best_s = host->alloc(hctx, (size_t)n * sizeof(float)), *best_z = host->alloc(hctx, (size_t)n * sizeof(float));
     float *s = host->alloc(hctx, (size_t)n * sizeof(float)), *z = host->alloc(hctx, (size_t)n * sizeof(float));
@@ -73,6 +77,7 @@ static int quantize_best_clip(const lmp_host *host, void *hctx, const lmp_backen
             }
     }
     if (!st) st = be->apply_weight_grid(bs, &spec, rows, cols, W, best_s, best_z, NULL);
+    if (!st) st = host->set_weight_grid(hctx, blk, i, &given, best_s, best_z, NULL);
     host->free(hctx, best_s);
     host->free(hctx, best_z);
     host->free(hctx, s);
@@ -94,7 +99,7 @@ static int rtn_mse_apply(void *self, const lmp_host *host, void *hctx, lmp_block
         if (!p) continue; /* not targeted by this stage */
         lmp_wspec spec;
         wgrid_spec(p + P_GRID, &spec);
-        int st = quantize_best_clip(host, hctx, be, bs, spec, p[P_MIN_CLIP].num, p[P_STEP].num, l->out, l->in, l->w);
+        int st = quantize_best_clip(host, hctx, be, bs, spec, p[P_MIN_CLIP].num, p[P_STEP].num, blk, i);
         if (st) return st;
         l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in); /* the clip ratio is not stored */
     }

@@ -92,13 +92,11 @@ static int prune_linear(const lmp_host *host, void *hctx, lmp_block *blk, int i,
         mask_by_score(l, norm, n, m, keep);
         host->free(hctx, norm);
     } else {
-        if (!l->stats || !l->stats->hessian)
-            return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: no Hessian was collected", l->name);
         obs_opts o = {.damp = p[P_DAMP].num, .block = (int64_t)p[P_BLOCK].num, .prune_n = m - n, .prune_m = m,
                       .name = l->name};
         o.quantize = wgrid_spec(p + P_GRID, &o.spec);
         obs_result r = {.mask = keep};
-        int st = obs_solve(host, hctx, &o, l->out, l->in, l->w, l->stats->hessian, &r);
+        int st = obs_solve_linear(host, hctx, &o, blk, i, &r);
         if (st) return st;
         if (o.quantize) l->weight_bits = wgrid_weight_bits(&o.spec, l->out, l->in);
         host->log(hctx, LMP_LOG_DEBUG, "sparse24: %s: sparsegpt loss %.6g, damp %g, %lld dead inputs", l->name,

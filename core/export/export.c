@@ -1,0 +1,60 @@
+/* export.c — see export.h: which writer a path gets, and the checks before any work. */
+#include "export/export.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+int lmp_export_is_gguf(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 5 && strcmp(path + n - 5, ".gguf") == 0;
+}
+
+/* The folder part of path ("." when it has none), in buf. */
+static void parent_of(const char *path, char *buf, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(buf, size, ".");
+    else if (slash == path) snprintf(buf, size, "/");
+    else snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+int lmp_export_check_path(const char *path, const char *what)
+{
+    if (!path || !*path) return lmp_fail(LMP_EINVAL, "%s: the path is empty", what);
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "out/" names the folder out */
+    char trimmed[4096], parent[4096];
+    if (n >= sizeof trimmed) return lmp_fail(LMP_EINVAL, "%s: the path is too long", what);
+    memcpy(trimmed, path, n);
+    trimmed[n] = 0;
+    struct stat st;
+    const int gguf = lmp_export_is_gguf(trimmed);
+    if (stat(trimmed, &st) == 0) {
+        if (gguf && S_ISDIR(st.st_mode))
+            return lmp_fail(LMP_EINVAL, "%s: %s is a folder; a .gguf path names a file", what, trimmed);
+        if (!gguf && !S_ISDIR(st.st_mode))
+            return lmp_fail(LMP_EINVAL,
+                            "%s: %s exists and is not a folder; a path not ending in .gguf names a Hugging Face folder",
+                            what, trimmed);
+    }
+    parent_of(trimmed, parent, sizeof parent);
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        return lmp_fail(LMP_EINVAL, "%s: %s: the folder %s does not exist", what, trimmed, parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return lmp_fail(LMP_EIO, "%s: %s: cannot write in %s: %s", what, trimmed, parent, strerror(errno));
+    return 0;
+}
+
+int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
+{
+    int st = lmp_export_check_path(o->path, "export");
+    if (st) return st;
+    return lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, o) : lmp_export_hf(ctx, m, blocks, o);
+}

@@ -1,0 +1,57 @@
+/* export.h — writing a compressed variant as a file another runtime loads.
+ *
+ *   GGUF (PATH ends in .gguf)   llama.cpp's format: architecture metadata, the tokenizer, every
+ *                               tensor; a linear on a GGUF grid (q8_0, q4_0, q4_1) in that type,
+ *                               from the codes and scales the strategy chose (gguf_write.c).
+ *   Hugging Face folder (else)  config.json with a compressed-tensors quantization_config,
+ *                               model.safetensors (sharded above a size), the tokenizer files;
+ *                               a linear on an int grid stored as compressed-tensors' int-quantized
+ *                               (8 bits) or pack-quantized (fewer) (hf_write.c).
+ *
+ * What a file holds is what lmpress evaluated: every quantized weight is written as its code on
+ * the grid the strategy recorded (lmp_linear.grid), and each code is checked to dequantize to the
+ * weight bit for bit (grid_codes.h); a weight that does not is an error naming the linear, not a
+ * silently different file.  A linear no stage quantized is written exactly (f32).  What a format
+ * cannot hold (an input affine of Shift/SmoothQuant's o/down, a bias on an RMSNorm, a grid the
+ * format has no type for where that would lose bits) is refused before anything is written, with
+ * the linear's name and what to change.
+ *
+ * Everything is written under a temporary name beside PATH and renamed when complete, so an
+ * interrupted or failed export leaves no file that looks finished.  Memory: one tensor's encoding
+ * at a time beside the blocks. */
+#ifndef LMP_CORE_EXPORT_H
+#define LMP_CORE_EXPORT_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "plugin/host.h"
+
+typedef struct lmp_export_opts {
+    const char *path;            /* a .gguf file, or a folder for a Hugging Face checkpoint */
+    const char *variant;         /* the variant's name (metadata) */
+    const char *pipeline;        /* the variant's pipeline, as text (metadata) */
+    const char *config_path;     /* the run's config file (metadata), or NULL */
+    const char *tokenizer_path;  /* the tokenizer the run used (llama2.c .bin, tokenizer.json),
+                                  * or NULL: the model's own (a GGUF's, a folder's tokenizer.json) */
+    int64_t shard_bytes;         /* Hugging Face: largest safetensors shard (0: 5 GB) */
+} lmp_export_opts;
+
+/* Which writer a path gets: 1 GGUF (ends in ".gguf"), 0 a Hugging Face folder. */
+int lmp_export_is_gguf(const char *path);
+
+/* Before any work: the destination can be written (its folder exists and is writable; a .gguf
+ * path is not a folder; a folder path is not a file).  `what` names the option for messages. */
+int lmp_export_check_path(const char *path, const char *what);
+
+/* Writes the model with its blocks replaced by blocks[0..n_layers) (the variant's compressed
+ * blocks; the model's own for the unmodified one).  m gives the architecture, the embedding,
+ * final norm and head, and the tokenizer when the opts name none.  Logs and progress go through
+ * ctx; on failure nothing is left at o->path (an earlier file there stays as it was). */
+int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
+
+/* The two writers (lmp_export_model picks one by path). */
+int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
+int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
+
+#endif

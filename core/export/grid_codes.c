@@ -1,0 +1,69 @@
+/* grid_codes.c — see grid_codes.h. */
+#include "export/grid_codes.h"
+
+#include <string.h>
+
+#include "base/error.h"
+
+int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, int64_t c)
+{
+    (void)out;
+    const lmp_wspec *s = &g->spec;
+    if (s->gran == LMP_GRAN_TENSOR) return 0;
+    if (s->gran == LMP_GRAN_CHANNEL) return r;
+    const int64_t ng = (in + s->group - 1) / s->group;
+    return r * ng + (g->g_idx ? g->g_idx[c] : c / s->group);
+}
+
+/* Bitwise equality, so -0 and +0 differ (a file's code 0 of a sym grid reads +0) and a NaN
+ * never matches. */
+static int same_bits(float a, float b)
+{
+    return a == b && memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* The range of codes of the grid (plugin.h's numbering). */
+static void code_range(const lmp_wspec *s, float *lo, float *hi)
+{
+    switch (s->format) {
+    case LMP_WFORMAT_GGUF_Q8_0: *lo = -127.0f; *hi = 127.0f; return;
+    case LMP_WFORMAT_GGUF_Q4_0:
+    case LMP_WFORMAT_GGUF_Q4_1: *lo = 0.0f; *hi = 15.0f; return;
+    case LMP_WFORMAT_INT: break;
+    }
+    *lo = s->sym ? -(float)(1 << (s->bits - 1)) : 0.0f;
+    *hi = s->sym ? (float)((1 << (s->bits - 1)) - 1) : (float)((1 << s->bits) - 1);
+}
+
+int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
+{
+    const lmp_wgrid *g = l->grid;
+    if (!g) return lmp_fail(LMP_EINVAL, "%s: no grid was recorded for its weights", l->name);
+    const lmp_wspec *s = &g->spec;
+    float lo, hi;
+    code_range(s, &lo, &hi);
+    for (int64_t c = 0; c < l->in; c++) {
+        const int64_t k = lmp_grid_slice(g, l->out, l->in, r, c);
+        const float w = l->w[r * l->in + c], scale = g->scales[k], zero = g->zeros ? g->zeros[k] : 0.0f;
+        const float q = lmp_wgrid_code(s, w, scale, zero);
+        float v = 0.0f;
+        int found = 0;
+        /* the code itself first, then its neighbours within the range */
+        for (int d = 0; !found && d < 3 && q == q; d++) {
+            const float t = q + (d == 0 ? 0.0f : d == 1 ? -1.0f : 1.0f);
+            if (t < lo || t > hi) continue;
+            v = lmp_wgrid_value(s, t, scale, zero);
+            if (same_bits(v, w)) {
+                codes[c] = (int32_t)t;
+                found = 1;
+            }
+        }
+        if (!found)
+            return lmp_fail(LMP_EINVAL,
+                            "%s: weight [%lld, %lld] = %.9g is not on the grid recorded for it (code %g gives %.9g); "
+                            "a stage changed the weights after quantizing them",
+                            l->name, (long long)r, (long long)c, (double)w, (double)q,
+                            (double)(q == q ? lmp_wgrid_value(s, q, scale, zero) : q));
+    }
+    return 0;
+}
