@@ -16,6 +16,7 @@
 #include "compare/compare.h"
 #include "config/config.h"
 #include "eval/lambada.h"
+#include "export/export.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
@@ -58,8 +59,9 @@ static const char *const usage_main =
 
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
-    "                              [--csv FILE] [--resume] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
-    "       lmpress run CONFIG [--variant GLOB]... (same options)\n"
+    "                              [--csv FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
+    "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
+    "       lmpress run CONFIG [--variant GLOB]... [--output PATH] (and the options of compare)\n"
     "\n"
     "compare runs every variant of the libconfig file CONFIG, or those whose names match a\n"
     "--variant glob (repeatable: --variant 'gptq-*' --variant fp32); run is the same but needs\n"
@@ -77,7 +79,15 @@ static const char *const usage_compare =
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
     "--backend NAME replaces the config's backend (with that backend's default parameters), as\n"
-    "editing backend.name would.  See configs/quickstart.cfg.\n" TRUST_USAGE;
+    "editing backend.name would.  See configs/quickstart.cfg.\n"
+    "--output PATH (run): write the variant as PATH: a GGUF file when PATH ends in .gguf (llama.cpp;\n"
+    "linears on a q8_0/q4_0/q4_1 grid in that type, the others F32), otherwise a Hugging Face folder\n"
+    "(config.json with a compressed-tensors quantization_config, model.safetensors, the tokenizer\n"
+    "files; linears on an int grid as int-quantized / pack-quantized).  The file holds the codes and\n"
+    "scales the strategy chose: each weight is checked to read back bit for bit as evaluated.\n"
+    "--output-dir DIR: the same for every variant run, as DIR/<variant>.gguf (or DIR/<variant>/\n"
+    "with --output-format hf); a variant that cannot be written is reported and the run goes on.\n"
+    "Files are written under a temporary name and renamed when complete.\n" TRUST_USAGE;
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG [--allow-plugin DIR]... [--plugin-path DIR]...\n"
@@ -264,6 +274,13 @@ static int cmd_diff(int argc, char **argv)
 typedef struct compare_outputs {
     const char *path[3];       /* --json, --md, --csv; NULL: none */
     FILE *table;               /* the human table, row by row; NULL: none */
+    /* Exports: run --output PATH (the one variant), --output-dir DIR (every variant run, as
+     * DIR/<name>.gguf, or DIR/<name>/ with --output-format hf). */
+    const char *output, *output_dir;
+    int output_hf;
+    lmp_ctx *ctx;
+    const lmp_run_config *cfg;
+    int export_failures;       /* --output-dir: variants whose export failed (the run goes on) */
 } compare_outputs;
 
 static void (*const writers[3])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown, lmp_report_csv};
@@ -307,6 +324,37 @@ static int on_finished(const lmp_report *r, int i, void *ud)
     const compare_outputs *o = ud;
     if (o->table) lmp_report_table_row(r, i, o->table);
     return write_outputs(r, o, 0);
+}
+
+/* Writes the variant where --output / --output-dir say.  With --output the run stops on a
+ * failure; with --output-dir the failure is reported, the other variants still run and the
+ * exit status says that one failed. */
+static int on_compressed(const lmp_model *m, const lmp_variant_result *res, const lmp_block *blocks, void *ud)
+{
+    compare_outputs *o = ud;
+    if (!o->output && !o->output_dir) return 0;
+    char path[4096], *pipeline = NULL;
+    size_t pipeline_len = 0;
+    if (o->output) snprintf(path, sizeof path, "%s", o->output);
+    else snprintf(path, sizeof path, "%s/%s%s", o->output_dir, res->v->name, o->output_hf ? "" : ".gguf");
+    FILE *mem = open_memstream(&pipeline, &pipeline_len);
+    if (mem) {
+        lmp_report_json_stages(res->v, mem);
+        fclose(mem);
+    }
+    lmp_export_opts eo = {.path = path, .variant = res->v->name, .pipeline = pipeline ? pipeline : "[]",
+                          .config_path = o->cfg->path, .tokenizer_path = o->cfg->tokenizer_path};
+    double t0 = lmp_now_s();
+    int st = mem ? lmp_export_model(o->ctx, m, blocks, &eo) : lmp_fail(LMP_ENOMEM, "out of memory");
+    free(pipeline);
+    if (!st) {
+        lmp_log(o->ctx, LMP_LOG_INFO, "variant %s: written to %s (%.1f s)", res->v->name, path, lmp_now_s() - t0);
+        return 0;
+    }
+    if (o->output || lmp_host_interrupted(o->ctx)) return lmp_fail_prefix(st, "--output %s", path);
+    fprintf(stderr, "lmpress: error: variant '%s': not exported to %s: %s\n", res->v->name, path, lmp_last_error());
+    o->export_failures++;
+    return 0;
 }
 
 /* SIGINT / SIGTERM: the run stops at the next block, window or passage and keeps what is
@@ -377,8 +425,8 @@ static int choose_variants(const lmp_run_config *c, const char *const *globs, in
 static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
 {
     enum { MAX_GLOBS = 64 };
-    const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS];
-    compare_outputs out = {{NULL, NULL, NULL}, stdout};
+    const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS], *output_format = NULL;
+    compare_outputs out = {.path = {NULL, NULL, NULL}, .table = stdout, .ctx = ctx};
     int bad = 0, n_globs = 0, resume = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_compare, stdout);
@@ -394,6 +442,9 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
             if (v) globs[n_globs++] = v;
         } else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--resume") == 0) resume = 1;
+        else if (single && strcmp(argv[i], "--output") == 0) out.output = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--output-dir") == 0) out.output_dir = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--output-format") == 0) output_format = opt_value(argc, argv, &i, &bad);
         else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
@@ -406,6 +457,15 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md and --csv can be \"-\"");
     if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
         return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
+    if (out.output && out.output_dir) return usage_error(usage_compare, "%s", "--output and --output-dir exclude each other");
+    if (output_format && strcmp(output_format, "gguf") != 0 && strcmp(output_format, "hf") != 0)
+        return usage_error(usage_compare, "--output-format %s: expected gguf or hf", output_format);
+    if (output_format && !out.output_dir)
+        return usage_error(usage_compare, "%s", "--output-format goes with --output-dir (--output takes it from the path: .gguf or a folder)");
+    out.output_hf = output_format && strcmp(output_format, "hf") == 0;
+    if ((out.output && lmp_export_check_path(out.output, "--output")) ||
+        (out.output_dir && lmp_export_check_dir(out.output_dir, "--output-dir")))
+        return fail();
     /* Standard output carries only the requested format; the human table then goes to stderr. */
     if (to_stdout) out.table = lmp_host_verbosity(ctx) >= LMP_LOG_INFO ? stderr : NULL;
     for (int k = 0; k < 3; k++)
@@ -423,8 +483,9 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     lmp_report *r = NULL;
     if (!st) {
         catch_interrupts(ctx);
+        out.cfg = c;
         lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
-                                 .hooks = {on_prepared, on_finished, &out}};
+                                 .hooks = {on_prepared, on_compressed, on_finished, &out}};
         st = lmp_run_compare(ctx, c, &opts, &r);
     }
     if (!st) st = write_outputs(r, &out, 1);
@@ -436,6 +497,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
                 kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail();
+    else if (out.export_failures) {
+        fprintf(stderr, "lmpress: error: %d variant%s could not be exported (see above)\n", out.export_failures,
+                out.export_failures == 1 ? "" : "s");
+        rc = 1;
+    }
     lmp_report_free(r);
     lmp_json_free(prior);
     free(which);

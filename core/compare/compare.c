@@ -51,6 +51,7 @@ typedef struct compare_run {
     lmp_ref_logprobs *ref;     /* [n_texts] */
     int have_lambada;
     lmp_lambada lambada;
+    const lmp_compare_hooks *hooks;
 } compare_run;
 
 /* A text's key: its basename, unless another text shares it; then its path (and "#k" for the
@@ -259,6 +260,7 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
         res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
         st = record_linears(run->base, blocks, n_layers, res);
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
+        if (!st && run->hooks->compressed) st = run->hooks->compressed(run->m, res, blocks, run->hooks->ud);
     }
     t0 = lmp_now_s();
     for (int t = 0; t < c->n_eval_texts && !st; t++)
@@ -295,7 +297,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
 {
     *out = NULL;
     int n = o->which ? o->n_which : c->n_variants;
-    compare_run run = {.ctx = ctx, .c = c};
+    compare_run run = {.ctx = ctx, .c = c, .hooks = &o->hooks};
     lmp_report *r = calloc(1, sizeof *r);
     if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
     r->cfg = c;

@@ -18,10 +18,13 @@
 #include "plugin/host.h"
 #include "report/report.h"
 
-/* Hooks the caller gets during a run; either may be NULL.  A non-zero return stops the run with
+/* Hooks the caller gets during a run; any may be NULL.  A non-zero return stops the run with
  * that status (e.g. an output file could not be written). */
 typedef struct lmp_compare_hooks {
     int (*prepared)(const lmp_report *r, void *ud);          /* texts known, nothing compressed */
+    /* A pipeline variant (or the unmodified model) has its blocks, before they are evaluated:
+     * m's blocks replaced by blocks[0..n_layers) are the variant (to export them). */
+    int (*compressed)(const lmp_model *m, const lmp_variant_result *res, const lmp_block *blocks, void *ud);
     int (*finished)(const lmp_report *r, int i, void *ud);   /* results[i] is done */
     void *ud;
 } lmp_compare_hooks;

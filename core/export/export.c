@@ -52,6 +52,20 @@ int lmp_export_check_path(const char *path, const char *what)
     return 0;
 }
 
+int lmp_export_check_dir(const char *dir, const char *what)
+{
+    struct stat st;
+    if (!dir || !*dir) return lmp_fail(LMP_EINVAL, "%s: the path is empty", what);
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0777) != 0)
+            return lmp_fail(LMP_EIO, "%s: cannot create the folder %s: %s", what, dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode)) return lmp_fail(LMP_EINVAL, "%s: %s is not a folder", what, dir);
+    if (access(dir, W_OK | X_OK) != 0) return lmp_fail(LMP_EIO, "%s: cannot write in %s: %s", what, dir, strerror(errno));
+    return 0;
+}
+
 int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
 {
     int st = lmp_export_check_path(o->path, "export");

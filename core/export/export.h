@@ -44,6 +44,10 @@ int lmp_export_is_gguf(const char *path);
  * path is not a folder; a folder path is not a file).  `what` names the option for messages. */
 int lmp_export_check_path(const char *path, const char *what);
 
+/* Before any work: DIR, which will hold one export per variant, is a writable folder (created
+ * when missing, its parent must exist). */
+int lmp_export_check_dir(const char *dir, const char *what);
+
 /* Writes the model with its blocks replaced by blocks[0..n_layers) (the variant's compressed
  * blocks; the model's own for the unmodified one).  m gives the architecture, the embedding,
  * final norm and head, and the tokenizer when the opts name none.  Logs and progress go through

@@ -15,11 +15,13 @@ int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, i
     return r * ng + (g->g_idx ? g->g_idx[c] : c / s->group);
 }
 
-/* Bitwise equality, so -0 and +0 differ (a file's code 0 of a sym grid reads +0) and a NaN
+/* The same f32: bitwise, except that -0 and +0 are the same zero.  A symmetric grid's code of a
+ * small negative weight is round(w/scale) = -0, which gives the weight -0 in memory; the file
+ * holds the integer 0, which reads back +0: the same number in every sum and product.  A NaN
  * never matches. */
-static int same_bits(float a, float b)
+static int same_value(float a, float b)
 {
-    return a == b && memcmp(&a, &b, sizeof a) == 0;
+    return a == b && (a == 0.0f || memcmp(&a, &b, sizeof a) == 0);
 }
 
 /* The range of codes of the grid (plugin.h's numbering). */
@@ -53,8 +55,8 @@ int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
             const float t = q + (d == 0 ? 0.0f : d == 1 ? -1.0f : 1.0f);
             if (t < lo || t > hi) continue;
             v = lmp_wgrid_value(s, t, scale, zero);
-            if (same_bits(v, w)) {
-                codes[c] = (int32_t)t;
+            if (same_value(v, w)) {
+                codes[c] = (int32_t)t; /* -0 converts to 0 */
                 found = 1;
             }
         }

@@ -110,7 +110,7 @@ static void json_machine(FILE *f)
     fputc('}', f);
 }
 
-static void json_stages(FILE *f, const lmp_variant *v)
+void lmp_report_json_stages(const lmp_variant *v, FILE *f)
 {
     fputc('[', f);
     for (int s = 0; s < v->n_stages; s++) {
@@ -177,7 +177,7 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
     fputs("{\"name\": ", f);
     json_string(f, res->v->name);
     fputs(", \"stages\": ", f);
-    json_stages(f, res->v);
+    lmp_report_json_stages(res->v, f);
     if (res->v->model_path) { /* an external variant: the file stands in for the stages */
         fputs(", \"model\": ", f);
         json_string(f, res->v->model_path);

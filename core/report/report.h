@@ -67,6 +67,9 @@ int lmp_report_resume(lmp_report *r, const lmp_json *doc, const char *path);
 void lmp_report_table_head(const lmp_report *r, FILE *f);
 void lmp_report_table_row(const lmp_report *r, int i, FILE *f);
 void lmp_report_json(const lmp_report *r, FILE *f);
+/* The variant's stages as the JSON report writes them ([{"strategy", "params", "targets",
+ * "ignore", "overrides"}, ...]): what an exported file records as its pipeline. */
+void lmp_report_json_stages(const lmp_variant *v, FILE *f);
 void lmp_report_markdown(const lmp_report *r, FILE *f);
 void lmp_report_csv(const lmp_report *r, FILE *f);
 
