@@ -69,8 +69,9 @@ static const char *const usage_compare =
     "calibration text and evaluated against the unmodified model on every evaluation text:\n"
     "perplexity, KL divergence and top-1 agreement, and LAMBADA accuracy when the config names a\n"
     "LAMBADA file (eval.lambada).  A variant may name another tool's model file instead of a\n"
-    "pipeline (model = \"x.gguf\";): its blocks are evaluated as they are, beside the others, with\n"
-    "the base model's embedding and head, after its vocabulary is checked against the base's.\n"
+    "pipeline (model = \"x.gguf\"; or a Hugging Face folder, compressed-tensors too): it runs as\n"
+    "its own model (embedding, blocks, head) beside the others, after its vocabulary is checked\n"
+    "against the base's; bits/w counts its block linears as the file stores them.\n"
     "Each row of the table is printed as its variant finishes.\n"
     "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
     "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
@@ -640,7 +641,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
     int have_lam = 0;
     if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
     if (!st && lambada) have_lam = (st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam)) == 0;
-    if (!st && text) st = lmp_eval_text(ctx, &d.be, d.m, blocks, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
+    if (!st && text) st = lmp_eval_text(ctx, &d.be, d.m, blocks, d.m, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
     if (!st && have_lam) st = lmp_lambada_eval(ctx, &d.be, d.m, &blocks, 1, &lam, &lscore);
     if (have_lam) lmp_lambada_free(&lam);
     if (!st && json) {

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,9 +74,10 @@ static int text_keys(const lmp_run_config *c, lmp_text_info *texts)
     return 0;
 }
 
-/* An external variant's model is evaluated with the base's embedding, final norm, classifier and
- * hyper-parameters (lmp_eval_text takes one model and two block sets), so every shape the forward
- * reads must agree, or the numbers would be meaningless rather than merely bad. */
+/* An external variant runs as its own model (its embedding, blocks, final norm, head and
+ * hyper-parameters) and is scored against the base's log-probabilities by token id, so the
+ * vocabularies must be the same; the other shapes must agree too, so that its per-linear record
+ * lines up with the base's linears and the row compares like with like. */
 static int check_external_arch(const lmp_variant *v, const lmp_model *base, const lmp_model *x)
 {
     const lmp_arch *a = &base->arch, *b = &x->arch;
@@ -136,11 +136,6 @@ static int check_externals(compare_run *run, const lmp_report *r)
         lmp_tokenizer_free(tx);
         lmp_model_free(x);
         if (st) return lmp_fail_prefix(st, "variant '%s'", v->name);
-        /* Said once per run, so that nobody takes the row for the whole file's quality. */
-        lmp_log(run->ctx, LMP_LOG_WARN,
-                "variant '%s': only the transformer blocks of %s are evaluated; its token embedding, "
-                "final norm and output head are the base model's, so a quantized embedding or head "
-                "in the file does not show in the numbers", v->name, v->model_path);
     }
     return 0;
 }
@@ -247,13 +242,13 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     res->seconds = lmp_now_s() - t0;
     res->peak_rss_mb = lmp_peak_rss_mb();
     if (!st && x) {
-        /* The f32 views say 32 bits whatever the file holds, and the loader keeps no per-tensor
-         * storage type, so the honest figure is the file's own: its size over every parameter
-         * it holds (embedding, norms and header included; see docs/design.md). */
-        struct stat sb;
-        int64_t params = lmp_model_block_linear_params(x) + x->arch.vocab * x->arch.dim * (x->lm_head != x->tok_emb ? 2 : 1) +
-                         x->arch.dim * (2 * x->arch.n_layers + 1);
-        res->bits_per_weight = stat(res->v->model_path, &sb) == 0 && params > 0 ? 8.0 * (double)sb.st_size / (double)params : NAN;
+        /* The f32 views say 32 bits whatever the file holds: each linear gets its storage in the
+         * file (a GGUF type's blocks, codes with their scales and zero-points), so bits/w and
+         * the per-linear record count the block linears as for every other variant. */
+        for (int64_t b = 0; b < n_layers; b++)
+            for (int i = 0; i < blocks[b].n_linears; i++)
+                blocks[b].linears[i].weight_bits = lmp_model_linear_bits(x, b, &blocks[b].linears[i]);
+        res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
         st = record_linears(run->base, blocks, n_layers, res);
     } else if (!st) {
@@ -264,11 +259,11 @@ static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result
     }
     t0 = lmp_now_s();
     for (int t = 0; t < c->n_eval_texts && !st; t++)
-        st = lmp_eval_text(run->ctx, &run->be, run->m, run->base, blocks, run->ref[t].have ? &run->ref[t] : NULL,
-                           run->text_ids[t], r->texts[t].tokens, c->eval_seq_len, c->eval_max_windows,
-                           r->texts[t].key, &res->scores[t]);
+        st = lmp_eval_text(run->ctx, &run->be, run->m, run->base, x ? x : run->m, blocks,
+                           run->ref[t].have ? &run->ref[t] : NULL, run->text_ids[t], r->texts[t].tokens,
+                           c->eval_seq_len, c->eval_max_windows, r->texts[t].key, &res->scores[t]);
     if (!st && run->have_lambada)
-        st = lmp_lambada_eval(run->ctx, &run->be, run->m, &blocks, 1, &run->lambada, &res->lambada);
+        st = lmp_lambada_eval(run->ctx, &run->be, x ? x : run->m, &blocks, 1, &run->lambada, &res->lambada);
     res->eval_seconds = lmp_now_s() - t0;
     if (x) lmp_model_free(x); /* its blocks belong to it */
     else if (blocks != run->base) lmp_blocks_free(blocks, n_layers);

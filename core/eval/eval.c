@@ -121,16 +121,19 @@ int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows)
 }
 
 int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
-                  const lmp_block *var_blocks, lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids,
-                  int64_t L, int64_t max_windows, const char *what, lmp_score *out)
+                  const lmp_model *vm, const lmp_block *var_blocks, lmp_ref_logprobs *cache, const int32_t *ids,
+                  int64_t n_ids, int64_t L, int64_t max_windows, const char *what, lmp_score *out)
 {
     const int64_t V = m->arch.vocab;
     int64_t n_win = lmp_eval_windows(n_ids, L, max_windows);
     if (n_win == 0)
         return lmp_fail(LMP_EINVAL, "%s: %lld tokens, too short for one evaluation window of %lld",
                         what, (long long)n_ids, (long long)L);
+    if (vm->arch.vocab != V)
+        return lmp_fail(LMP_EINVAL, "%s: the variant's model %s has %lld tokens, the reference %s %lld", what,
+                        vm->path, (long long)vm->arch.vocab, m->path, (long long)V);
     memset(out, 0, sizeof *out);
-    const int same = var_blocks == ref_blocks;
+    const int same = var_blocks == ref_blocks && vm == m;
     float *ref = malloc((size_t)(L * V) * sizeof *ref), *var = same ? NULL : malloc((size_t)(L * V) * sizeof *var);
     int st = ref && (same || var) ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %lld x %lld log-probabilities", (long long)L, (long long)V);
     char label[512];
@@ -143,7 +146,7 @@ int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const
         }
         const int32_t *tok = ids + w * L;
         st = reference_window(be, m, ref_blocks, cache, w, tok, L, ref);
-        if (!st && !same) st = lmp_forward(be, m, var_blocks, tok, L, 1, var);
+        if (!st && !same) st = lmp_forward(be, vm, var_blocks, tok, L, 1, var);
         if (!st) score_window(ref, same ? ref : var, tok, L, V, out);
     }
     if (!st) lmp_progress(ctx, label, n_win, n_win);

@@ -44,13 +44,16 @@ void lmp_ref_logprobs_free(lmp_ref_logprobs *c);
 /* The number of windows the protocol takes from n_ids tokens. */
 int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows);
 
-/* Scores the block set `var` against the reference blocks `ref` (var == ref: the unmodified
- * model, scored without a second forward) on ids[n_ids] with windows of L.  cache (NULL: none)
- * holds the reference's log-probabilities across calls.  *out is overwritten; what names the
- * text in messages and progress (on ctx's progress line).  Stops with LMP_EABORTED when
- * lmp_host_interrupted(ctx). */
+/* Scores the variant (model vm with the block set `var`) against the reference (model m with the
+ * blocks `ref`) on ids[n_ids] with windows of L.  Each runs as its own model: its embedding,
+ * final norm, head and hyper-parameters are its model's (a compressed variant's vm is m; an
+ * external variant's is its own file); both must have the same vocabulary size, as the scores
+ * compare log-probabilities by token id.  vm == m and var == ref: the unmodified model, scored
+ * without a second forward.  cache (NULL: none) holds the reference's log-probabilities across
+ * calls.  *out is overwritten; what names the text in messages and progress (on ctx's progress
+ * line).  Stops with LMP_EABORTED when lmp_host_interrupted(ctx). */
 int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_block *ref,
-                  const lmp_block *var, lmp_ref_logprobs *cache, const int32_t *ids, int64_t n_ids,
-                  int64_t L, int64_t max_windows, const char *what, lmp_score *out);
+                  const lmp_model *vm, const lmp_block *var, lmp_ref_logprobs *cache, const int32_t *ids,
+                  int64_t n_ids, int64_t L, int64_t max_windows, const char *what, lmp_score *out);
 
 #endif

@@ -36,7 +36,9 @@ typedef struct lmp_lambada_score {
 int lmp_lambada_load(const char *path, const lmp_tokenizer *t, int64_t max, lmp_lambada *out);
 void lmp_lambada_free(lmp_lambada *l);
 
-/* Scores n_var block sets; out[n_var] is overwritten.  Progress goes to ctx's line; stops with
+/* Scores n_var block sets run as model m (its embedding, final norm, head and hyper-parameters;
+ * for an external variant its own file; a passage longer than m's context keeps its last
+ * seq_len tokens); out[n_var] is overwritten.  Progress goes to ctx's line; stops with
  * LMP_EABORTED when lmp_host_interrupted(ctx). */
 int lmp_lambada_eval(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, lmp_block *const *variants,
                      int n_var, const lmp_lambada *l, lmp_lambada_score *out);

@@ -217,6 +217,30 @@ lmp_block *lmp_model_blocks(lmp_model *m)
     return blocks;
 }
 
+double lmp_model_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    return m->src->linear_bits ? m->src->linear_bits(m, b, l) : 32.0;
+}
+
+void lmp_model_format_types(char *buf, size_t n, const char *prefix, int k, const char *const *names,
+                            const int64_t *params)
+{
+    char pre[128]; /* prefix may be buf itself */
+    snprintf(pre, sizeof pre, "%s", prefix);
+    size_t len = (size_t)snprintf(buf, n, "%s", pre);
+    int shown = 0;
+    unsigned char done[64] = {0};
+    for (int round = 0; round < k && round < 64; round++) {
+        int best = -1;
+        for (int i = 0; i < k && i < 64; i++)
+            if (!done[i] && params[i] > 0 && (best < 0 || params[i] > params[best])) best = i;
+        if (best < 0) break;
+        done[best] = 1;
+        if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s", shown++ ? "/" : " ", names[best]);
+    }
+    if (shown > 1 && len < n) snprintf(buf + len, n - len, " mix");
+}
+
 int64_t lmp_model_block_linear_params(const lmp_model *m)
 {
     /* From the architecture: the blocks may not be converted yet. */

@@ -38,13 +38,16 @@ typedef struct lmp_model_source {
     /* Fills *out with an owned f32 copy of block b (lmp_block_free frees it). */
     int (*block_copy)(const lmp_model *m, int64_t b, lmp_block *out);
     void (*close)(lmp_model *m);
+    /* Storage bits per weight of linear l of block b as the file holds it (NULL: 32, an f32
+     * file); see lmp_model_linear_bits. */
+    double (*linear_bits)(const lmp_model *m, int64_t b, const lmp_linear *l);
 } lmp_model_source;
 
 struct lmp_model {
     char *path;
-    const char *format;       /* "llama2.c v0", "GGUF v3", "safetensors" */
-    char format_buf[32];      /* a format name made at load ("GGUF v3"): this model's own, as
-                               * two models of different versions may be open at once */
+    const char *format;       /* "llama2.c v0", "GGUF v3 Q4_0/Q6_K mix", "safetensors" */
+    char format_buf[96];      /* a format name made at load ("GGUF v3 Q8_0"): this model's own,
+                               * as two models of different files may be open at once */
     lmp_arch arch;
     const lmp_model_source *src;
     void *src_data;           /* the format's own state */
@@ -67,6 +70,17 @@ void lmp_model_free(lmp_model *m);
 lmp_block *lmp_model_blocks(lmp_model *m);
 /* An owned f32 copy of block b: a variant's working weights. */
 int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out);
+
+/* Storage bits per weight of linear l of block b in the model's file: every byte of the tensors
+ * the weight is rebuilt from (codes, scales, zero-points, group indices; a GGUF type's blocks,
+ * an F16 tensor's 16 bits) * 8 over out * in.  The f32 views say 32 whatever the file holds
+ * (they are what compression starts from); this says what an external variant really stores. */
+double lmp_model_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l);
+/* "<prefix> T1/T2 mix" (or "<prefix> T1" for one type) into buf[n] (prefix may be buf): the k
+ * storage types names[] of the block linears, the one holding most parameters first.  For
+ * format loaders. */
+void lmp_model_format_types(char *buf, size_t n, const char *prefix, int k, const char *const *names,
+                            const int64_t *params);
 
 /* Parameters of the linears inside the blocks (what compression acts on). */
 int64_t lmp_model_block_linear_params(const lmp_model *m);
@@ -97,5 +111,7 @@ float *lmp_model_own(lmp_model *m, float *buf);
 int lmp_model_open_llama2c(lmp_model *m, int fd, size_t size);
 int lmp_model_open_gguf(lmp_model *m);
 int lmp_model_open_hf(lmp_model *m);
+/* Whether m was opened from a Hugging Face folder or .safetensors file (its tokenizer.json). */
+int lmp_model_is_hf(const lmp_model *m);
 
 #endif

@@ -76,7 +76,17 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 
 static void gguf_close(lmp_model *m) { lmp_gguf_close(m->src_data); }
 
-static const lmp_model_source gguf_source = {.block_copy = gguf_block_copy, .close = gguf_close};
+/* The tensor's bytes as ggml lays them out (blocks of codes with their fp16 scales), per weight. */
+static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
+    return t && l->out * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(l->out * l->in) : 32.0;
+}
+
+static const lmp_model_source gguf_source = {
+    .block_copy = gguf_block_copy, .close = gguf_close, .linear_bits = gguf_linear_bits};
 
 /* <arch>.<key> as an integer; def < 0 means required. */
 static int arch_int(const lmp_gguf *g, const char *arch, const char *key, int64_t def, int64_t *out)
@@ -153,16 +163,33 @@ int lmp_model_open_gguf(lmp_model *m)
     } else {
         m->lm_head = m->tok_emb; /* tied embeddings */
     }
-    /* Every block tensor present with the right shape, before any work is done on them. */
+    /* Every block tensor present with the right shape, before any work is done on them; the
+     * format name lists their storage types ("GGUF v3 Q4_K/Q6_K mix"), most parameters first. */
     lmp_block probe;
     if ((st = lmp_block_init(&probe, 0, a))) return st;
+    enum { MAX_TYPES = 16 };
+    const char *type_names[MAX_TYPES];
+    lmp_ggml_type types[MAX_TYPES];
+    int64_t type_params[MAX_TYPES];
+    int n_types = 0;
     for (int64_t b = 0; b < a->n_layers && !st; b++)
         for (int i = 0; i < probe.n_linears && !st; i++) {
             char name[96];
-            const lmp_gguf_tensor *t;
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[probe.linears[i].role]);
-            st = find_tensor(m, name, probe.linears[i].out, probe.linears[i].in, &t);
+            const lmp_gguf_tensor *t = NULL;
+            const lmp_linear *l = &probe.linears[i];
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+            if ((st = find_tensor(m, name, l->out, l->in, &t))) break;
+            int k = 0;
+            while (k < n_types && types[k] != t->type) k++;
+            if (k == n_types && n_types < MAX_TYPES) {
+                types[k] = t->type;
+                type_names[k] = lmp_ggml_type_name(t->type);
+                type_params[k] = 0;
+                n_types++;
+            }
+            if (k < n_types) type_params[k] += l->out * l->in;
         }
     lmp_block_free_tables(&probe);
+    if (!st) lmp_model_format_types(m->format_buf, sizeof m->format_buf, m->format_buf, n_types, type_names, type_params);
     return st;
 }

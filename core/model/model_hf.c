@@ -24,8 +24,13 @@
  *       scale_attn_by_inverse_layer_idx true are refused (the forward always scales by
  *       1/sqrt(head_dim)).
  *
+ * A config.json with a "quantization_config" (Llama family only) is a compressed-tensors
+ * checkpoint (llm-compressor): the modules it quantizes hold codes, scales and zero-points
+ * (model_hf_quant.h says which and how), dequantized to f32 when a block is copied; the others,
+ * and the embedding and head unless the config quantizes them, are dense as below.
+ *
  * Tensor layout conversions, done when a block is copied (F32, F16 and BF16 go through
- * lmp_st_to_f32; any other dtype is refused at open):
+ * lmp_st_to_f32; any other dtype of a dense weight is refused at open):
  *   - RoPE.  Hugging Face's Llama-family code rotates "half" pairs (i, i + hd/2) of each head;
  *     our forward rotates ADJACENT pairs (2i, 2i+1) (llama2.c and GGUF's layout) with the same
  *     frequency theta^(-2i/hd) for pair i.  So the ROWS of q_proj and k_proj (and of their
@@ -40,6 +45,7 @@
  * The embeddings, positions, final norm and head are converted to f32 once at open.  Every
  * tensor of every block is checked for presence, shape and dtype at open, so a broken checkpoint
  * fails before any work, with a message naming the file and the tensor. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,7 @@
 #include "formats/json.h"
 #include "formats/safetensors.h"
 #include "model/model.h"
+#include "model/model_hf_quant.h"
 
 typedef enum { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_GPT2, HF_N_ARCH } hf_arch;
 static const char *const hf_arch_name[HF_N_ARCH] = {"LlamaForCausalLM", "MistralForCausalLM",
@@ -62,6 +69,7 @@ typedef struct hf_state {
     hf_arch arch;
     const char *prefix;   /* GPT-2 tensor names: "transformer." or "" */
     unsigned bias_roles;  /* LLAMA family: bit r set when the linear of role r has a bias */
+    lmp_ct *ct;           /* a compressed-tensors quantization_config, or NULL */
 } hf_state;
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -108,6 +116,61 @@ static int load(const hf_state *s, const char *name, int64_t d0, int64_t d1, flo
         return st;
     }
     *out = buf;
+    return 0;
+}
+
+/* A dense X.weight is missing: say so, and whether quantized tensors stand in its place, which
+ * means the checkpoint's quantization_config does not cover the module. */
+static int dense_missing(const hf_state *s, const char *module)
+{
+    const char *leaves[] = {"weight_packed", "weight_scale"};
+    for (int i = 0; i < 2; i++) {
+        char name[400];
+        snprintf(name, sizeof name, "%s.%s", module, leaves[i]);
+        const lmp_st_tensor *t = lmp_st_find(s->st, name);
+        if (t)
+            return lmp_fail(LMP_EINVAL, "%s: tensor %s.weight is missing; %s holds %s, but %s quantizes no such module "
+                            "(ignored, or matched by no target of quantization_config)", s->where, module, t->file, name,
+                            s->ct ? "config.json's" : "config.json, without a quantization_config,");
+    }
+    return lmp_fail(LMP_EINVAL, "%s: tensor %s.weight is missing", s->where, module);
+}
+
+/* The storage of module `module` (class cls) with weight [d0, d1]: *q says whether it is
+ * quantized (compressed-tensors) and how its input is; a dense weight is checked like find(). */
+static int weight_find(const hf_state *s, const char *module, const char *cls, int64_t d0, int64_t d1, lmp_ct_weight *q)
+{
+    memset(q, 0, sizeof *q);
+    int st = s->ct ? lmp_ct_find(s->ct, s->st, s->where, module, cls, d0, d1, q) : 0;
+    if (st || q->quantized) return st;
+    char name[400];
+    snprintf(name, sizeof name, "%s.weight", module);
+    const lmp_st_tensor *t;
+    return lmp_st_find(s->st, name) ? find(s, name, d0, d1, &t) : dense_missing(s, module);
+}
+
+/* A new f32 array with module `module`'s weight [d0, d1], dequantized when the checkpoint holds
+ * it quantized; act (may be NULL) gets its input's simulated quantization. */
+static int load_weight(const hf_state *s, const char *module, const char *cls, int64_t d0, int64_t d1, float **out,
+                       lmp_aspec *act)
+{
+    lmp_ct_weight q;
+    *out = NULL;
+    int st = weight_find(s, module, cls, d0, d1, &q);
+    if (st) return st;
+    if (act) *act = q.act;
+    if (!q.quantized) {
+        char name[400];
+        snprintf(name, sizeof name, "%s.weight", module);
+        return load(s, name, d0, d1, out);
+    }
+    float *w = malloc((size_t)(d0 * d1) * sizeof *w);
+    if (!w) return lmp_fail(LMP_ENOMEM, "out of memory for %s", module);
+    if ((st = lmp_ct_dequantize(&q, w))) {
+        free(w);
+        return st;
+    }
+    *out = w;
     return 0;
 }
 
@@ -158,8 +221,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
         const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
-        snprintf(name, sizeof name, "%s.weight", l->name);
-        st = load(s, name, l->out, l->in, &l->w);
+        st = load_weight(s, l->name, "Linear", l->out, l->in, &l->w, &l->act);
         if (!st && qk) st = rope_permute(l->w, l->out, l->in, hd);
         if (!st && (s->bias_roles >> l->role & 1u)) {
             snprintf(name, sizeof name, "%s.bias", l->name);
@@ -241,12 +303,40 @@ static void hf_close(lmp_model *m)
     hf_state *s = m->src_data;
     if (!s) return;
     lmp_st_close(s->st);
+    lmp_ct_free(s->ct);
     free(s->where);
     free(s);
 }
 
-static const lmp_model_source llama_source = {.block_copy = llama_block_copy, .close = hf_close};
-static const lmp_model_source gpt2_source = {.block_copy = gpt2_block_copy, .close = hf_close};
+/* A dense weight's dtype, or a compressed-tensors weight's codes, scales and zero-points. */
+static double llama_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    const hf_state *s = m->src_data;
+    lmp_ct_weight q;
+    if (weight_find(s, l->name, "Linear", l->out, l->in, &q)) return NAN; /* checked at open: not reached */
+    if (q.quantized) return q.bits;
+    char name[400];
+    snprintf(name, sizeof name, "%s.weight", l->name);
+    return 8.0 * (double)lmp_st_dtype_size(lmp_st_find(s->st, name)->dtype);
+}
+
+/* GPT-2's q, k and v share the fused c_attn's dtype. */
+static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    const hf_state *s = m->src_data;
+    const char *leaf = l->role == LMP_ROLE_O ? "attn.c_proj.weight" : l->role == LMP_ROLE_UP ? "mlp.c_fc.weight"
+                       : l->role == LMP_ROLE_DOWN ? "mlp.c_proj.weight" : "attn.c_attn.weight";
+    char name[300];
+    const lmp_st_tensor *t = lmp_st_find(s->st, gpt2_name(s, b, leaf, name, sizeof name));
+    return t ? 8.0 * (double)lmp_st_dtype_size(t->dtype) : NAN;
+}
+
+static const lmp_model_source llama_source = {
+    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = llama_linear_bits};
+static const lmp_model_source gpt2_source = {
+    .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits};
+
+int lmp_model_is_hf(const lmp_model *m) { return m->src == &llama_source || m->src == &gpt2_source; }
 
 /* ---- config.json ------------------------------------------------------------------------- */
 /* A member that is absent or JSON null counts as not given. */
@@ -430,6 +520,12 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     }
     st = s->arch == HF_GPT2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
     if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->arch == HF_GPT2, tied);
+    const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
+    if (qc && s->arch == HF_GPT2)
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config is read for the Llama family only, not %s", what,
+                      hf_arch_name[s->arch]);
+    else if (qc)
+        st = lmp_ct_parse(qc, what, &s->ct);
 done:
     lmp_json_free(c);
     return st;
@@ -453,20 +549,48 @@ static char *config_path(const char *path)
 }
 
 /* ---- the model --------------------------------------------------------------------------- */
+/* Counts a block linear's parameters under its storage kind, for the format name. */
+typedef struct kind_tally {
+    char names[16][48];
+    const char *ptrs[16];
+    int64_t params[16];
+    int n;
+} kind_tally;
+
+static void tally(kind_tally *k, const char *kind, int64_t params)
+{
+    int i = 0;
+    while (i < k->n && strcmp(k->names[i], kind) != 0) i++;
+    if (i == k->n && k->n < 16) {
+        snprintf(k->names[i], sizeof k->names[i], "%s", kind);
+        k->ptrs[i] = k->names[i];
+        k->params[i] = 0;
+        k->n++;
+    }
+    if (i < k->n) k->params[i] += params;
+}
+
 /* Checks every block tensor (presence, shape, dtype) and refuses biases the config does not
- * announce or layers beyond n_layers, so a mismatch shows up now rather than mid-run. */
-static int validate_llama(const hf_state *s, const lmp_arch *a)
+ * announce or layers beyond n_layers, so a mismatch shows up now rather than mid-run.  A
+ * compressed-tensors checkpoint's format name lists its weights' kinds ("compressed-tensors
+ * int4-g128/BF16 mix"). */
+static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
 {
     char name[256];
     int st = 0;
+    kind_tally kinds = {.n = 0};
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         lmp_block probe;
         const lmp_st_tensor *t;
         if ((st = lmp_block_init(&probe, (int)b, a))) return st;
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
-            snprintf(name, sizeof name, "%s.weight", l->name);
-            st = find(s, name, l->out, l->in, &t);
+            lmp_ct_weight q;
+            st = weight_find(s, l->name, "Linear", l->out, l->in, &q);
+            if (!st) {
+                snprintf(name, sizeof name, "%s.weight", l->name);
+                tally(&kinds, q.quantized ? q.kind : lmp_st_dtype_name(lmp_st_find(s->st, name)->dtype), l->out * l->in);
+            }
             snprintf(name, sizeof name, "%s.bias", l->name);
             if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, l->out, 0, &t);
             else if (!st && lmp_st_find(s->st, name))
@@ -483,6 +607,11 @@ static int validate_llama(const hf_state *s, const lmp_arch *a)
     if (!st && lmp_st_find(s->st, name))
         st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
                       (long long)a->n_layers);
+    if (!st && s->ct) {
+        lmp_model_format_types(m->format_buf, sizeof m->format_buf, "compressed-tensors", kinds.n, kinds.ptrs,
+                               kinds.params);
+        m->format = m->format_buf;
+    }
     return st;
 }
 
@@ -518,11 +647,15 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         /* GPT2LMHeadModel.state_dict() prefixes "transformer."; the published files do not. */
         s->prefix = lmp_st_find(s->st, "transformer.wte.weight") ? "transformer." : "";
         snprintf(name, sizeof name, "%swte.weight", s->prefix);
-    } else {
-        snprintf(name, sizeof name, "model.embed_tokens.weight");
     }
-    if ((st = load(s, name, a->vocab, a->dim, &p))) return st;
+    lmp_aspec act = {0};
+    if ((st = gpt2 ? load(s, name, a->vocab, a->dim, &p)
+                   : load_weight(s, "model.embed_tokens", "Embedding", a->vocab, a->dim, &p, &act)))
+        return st;
     m->tok_emb = lmp_model_own(m, p);
+    if (act.mode != LMP_ACT_NONE)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of model.embed_tokens "
+                        "(token ids: not simulated)", m->path);
     if (gpt2) {
         snprintf(name, sizeof name, "%swpe.weight", s->prefix);
         if ((st = load(s, name, a->seq_len, a->dim, &p))) return st;
@@ -538,13 +671,18 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         m->final_norm_w = lmp_model_own(m, p);
     }
     /* Tied: Hugging Face ties the head to the embeddings and ignores any stored lm_head. */
-    if (tied || !lmp_st_find(s->st, "lm_head.weight")) {
+    if (tied || (!lmp_st_find(s->st, "lm_head.weight") && !lmp_st_find(s->st, "lm_head.weight_packed"))) {
         m->lm_head = m->tok_emb;
     } else {
-        if ((st = load(s, "lm_head.weight", a->vocab, a->dim, &p))) return st;
+        if ((st = gpt2 ? load(s, "lm_head.weight", a->vocab, a->dim, &p)
+                       : load_weight(s, "lm_head", "Linear", a->vocab, a->dim, &p, &act)))
+            return st;
         m->lm_head = lmp_model_own(m, p);
+        if (act.mode != LMP_ACT_NONE)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of lm_head (not simulated: "
+                            "add lm_head to its ignore list)", m->path);
     }
-    return gpt2 ? validate_gpt2(s, a) : validate_llama(s, a);
+    return gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
 }
 
 int lmp_model_open_hf(lmp_model *m)

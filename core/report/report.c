@@ -183,7 +183,6 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
         json_string(f, res->v->model_path);
         fputs(", \"format\": ", f);
         json_string(f, res->format);
-        fputs(", \"bits_per_weight_of\": \"whole file\"", f);
     }
     fputs(", \"bits_per_weight\": ", f);
     json_number(f, res->bits_per_weight);

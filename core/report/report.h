@@ -32,7 +32,7 @@ typedef struct lmp_variant_result {
     lmp_linear_outcome *linears; /* [n_linears] over all blocks; NULL when resumed */
     int n_linears;
     const lmp_json *prior;     /* resumed: the earlier report's entry, written back unchanged */
-    char format[48];           /* an external variant's file format ("GGUF v3"); "" otherwise */
+    char format[96];           /* an external variant's file format ("GGUF v3 Q8_0/F32 mix"); "" otherwise */
 } lmp_variant_result;
 
 /* One evaluation text: its key in the reports (the basename, or the path where two texts share

@@ -57,7 +57,7 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
     const char *dir = is_dir || slash ? m->path : ".";
     char hf[4096];
     snprintf(hf, sizeof hf, "%.*s/tokenizer.json", dirlen, dir);
-    if (strcmp(m->format, "safetensors") == 0 && access(hf, R_OK) == 0) return lmp_tokenizer_load_hf(hf, out);
+    if (lmp_model_is_hf(m) && access(hf, R_OK) == 0) return lmp_tokenizer_load_hf(hf, out);
     char cand[2][4096];
     snprintf(cand[0], sizeof cand[0], "%.*s/tokenizer.bin", dirlen, dir);
     snprintf(cand[1], sizeof cand[1], "%.*s/tok%lld.bin", dirlen, dir, (long long)m->arch.vocab);
@@ -65,8 +65,8 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
         if (access(cand[i], R_OK) == 0) return lmp_tokenizer_load_llama2c(cand[i], (int)m->arch.vocab, out);
     return lmp_fail(LMP_EINVAL, "%s: no tokenizer given and none found beside the model (%s, %s%s%s): "
                     "pass --tokenizer FILE or set model.tokenizer", m->path, cand[0], cand[1],
-                    strcmp(m->format, "safetensors") == 0 ? ", " : "",
-                    strcmp(m->format, "safetensors") == 0 ? hf : "");
+                    lmp_model_is_hf(m) ? ", " : "",
+                    lmp_model_is_hf(m) ? hf : "");
 }
 
 int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n)

@@ -4,12 +4,16 @@ with the PyPI `gguf` package (llama.cpp's gguf-py), standing in for "another too
 tests of external variants (tests/test_external.c).
 
     PYTHONPATH=build/pydeps /usr/bin/python3 tools/ref/llama2c_to_gguf.py MODEL.bin TOK.bin OUT.gguf \
-        [--type F32|Q8_0] [--change-token ID TEXT]
+        [--type F32|Q8_0] [--change-token ID TEXT] [--head-scale S] [--norm-scale S]
 
 --type Q8_0 quantizes, with gguf.quants.quantize, every block linear whose input size is a multiple
 of Q8_0's block of 32 (stories260K's ffn_down, 172 inputs, stays F32, as llama.cpp falls back for
 such rows); embeddings and norms stay F32.  --change-token replaces one vocabulary entry, to make
-a file whose vocabulary differs from the base's.  llama2.c and GGUF both rotate adjacent pairs
+a file whose vocabulary differs from the base's.  --head-scale writes an output.weight (stories260K
+shares its classifier with the embedding, so the file has none otherwise) equal to the embedding
+times S, and --norm-scale multiplies output_norm.weight by S: with S a power of two either scales
+every logit by exactly S, so a file made with one or the other must score the same, and differently
+from the base, when its own head and final norm are used.  llama2.c and GGUF both rotate adjacent pairs
 (2i, 2i+1) in RoPE, so q and k are written without any permutation."""
 import argparse
 import struct
@@ -64,6 +68,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--type", default="F32", choices=["F32", "Q8_0"])
     ap.add_argument("--change-token", nargs=2, metavar=("ID", "TEXT"))
+    ap.add_argument("--head-scale", type=float)
+    ap.add_argument("--norm-scale", type=float, default=1.0)
     args = ap.parse_args()
     h, w = read_model(args.model)
     tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
@@ -118,9 +124,11 @@ def main():
         linear("blk.%d.ffn_gate.weight" % b, w["w1"][b])
         linear("blk.%d.ffn_down.weight" % b, w["w2"][b])
         linear("blk.%d.ffn_up.weight" % b, w["w3"][b])
-    wr.add_tensor("output_norm.weight", np.ascontiguousarray(w["rms_final"]))
+    wr.add_tensor("output_norm.weight", np.ascontiguousarray(w["rms_final"] * np.float32(args.norm_scale)))
     if w["cls"] is not None:
         wr.add_tensor("output.weight", np.ascontiguousarray(w["cls"]))
+    elif args.head_scale is not None:
+        wr.add_tensor("output.weight", np.ascontiguousarray(w["emb"] * np.float32(args.head_scale)))
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()

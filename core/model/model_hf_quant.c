@@ -1,0 +1,612 @@
+/* model_hf_quant.c — see model_hf_quant.h.  Written from compressed-tensors' description of its
+ * formats (its compressors' pack_to_int32 / unpack_from_int32 and dequantize), not from its code. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "model/model_hf_quant.h"
+
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP } ct_strategy;
+
+typedef struct ct_scheme {
+    char *name;           /* its config_groups key, for messages */
+    int packed;           /* pack-quantized (else int8 codes in X.weight) */
+    int has_weights;      /* 0: only its inputs are quantized */
+    int bits, sym;
+    ct_strategy strategy;
+    int64_t group_size;
+    lmp_aspec act;        /* the input's quantization; STATIC_TENSOR reads X.input_scale */
+} ct_scheme;
+
+typedef struct ct_pattern {
+    char *text;           /* as written ("re:..." included) */
+    pcre2_code *re;       /* compiled "re:" pattern, anchored at the start like Python's re.match */
+    int scheme;           /* targets: the group it selects */
+} ct_pattern;
+
+struct lmp_ct {
+    char *what;           /* config.json, for messages */
+    ct_scheme *schemes;
+    int n_schemes;
+    ct_pattern *targets;  /* distinct target strings, in compressed-tensors' priority order */
+    int n_targets;
+    ct_pattern *ignore;
+    int n_ignore;
+};
+
+#define QC "quantization_config"
+
+/* ---- config ------------------------------------------------------------------------------ */
+static const lmp_json *get(const lmp_json *o, const char *key)
+{
+    const lmp_json *v = lmp_json_get(o, key);
+    return v && v->type != LMP_JSON_NULL ? v : NULL;
+}
+
+static int get_string(const lmp_ct *ct, const lmp_json *o, const char *path, const char *key, const char *def,
+                      const char **out)
+{
+    const lmp_json *v = get(o, key);
+    if (!v) {
+        *out = def;
+        if (def) return 0;
+        return lmp_fail(LMP_EINVAL, "%s: %s.%s is missing", ct->what, path, key);
+    }
+    if (v->type != LMP_JSON_STRING) return lmp_fail(LMP_EINVAL, "%s: %s.%s must be a string", ct->what, path, key);
+    *out = v->str;
+    return 0;
+}
+
+static int get_bool(const lmp_ct *ct, const lmp_json *o, const char *path, const char *key, int def, int *out)
+{
+    const lmp_json *v = get(o, key);
+    if (v && v->type != LMP_JSON_BOOL)
+        return lmp_fail(LMP_EINVAL, "%s: %s.%s must be true or false", ct->what, path, key);
+    *out = v ? v->boolean : def;
+    return 0;
+}
+
+/* An integer member; *given says whether it was there (not null). */
+static int get_int(const lmp_ct *ct, const lmp_json *o, const char *path, const char *key, int64_t def,
+                   int64_t *out, int *given)
+{
+    const lmp_json *v = get(o, key);
+    if (given) *given = v != NULL;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (v->type != LMP_JSON_NUMBER || !v->is_integer)
+        return lmp_fail(LMP_EINVAL, "%s: %s.%s must be an integer", ct->what, path, key);
+    *out = v->integer;
+    return 0;
+}
+
+static int unsupported(const lmp_ct *ct, const char *path, const char *key, const char *value, const char *why)
+{
+    return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.%s = %s is not supported (%s)", ct->what, path, key, value, why);
+}
+
+/* The strategy as compressed-tensors infers it when absent: group_size > 0 -> group,
+ * -1 -> channel, none -> tensor. */
+static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path, ct_strategy *out,
+                          int64_t *group_size)
+{
+    const char *s = "";
+    int has_gs = 0;
+    int st = get_string(ct, a, path, "strategy", "", &s);
+    if (!st) st = get_int(ct, a, path, "group_size", 0, group_size, &has_gs);
+    if (st) return st;
+    if (!*s) s = !has_gs ? "tensor" : *group_size > 0 ? "group" : "channel";
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%.40s\"", s);
+    if (strcmp(s, "tensor") == 0) *out = CT_TENSOR;
+    else if (strcmp(s, "channel") == 0) *out = CT_CHANNEL;
+    else if (strcmp(s, "group") == 0) *out = CT_GROUP;
+    else return unsupported(ct, path, "strategy", quoted, "\"tensor\", \"channel\" or \"group\"");
+    if (*out == CT_GROUP && !(*group_size > 0 && *group_size <= ((int64_t)1 << 30)))
+        return lmp_fail(LMP_EINVAL, "%s: %s.group_size = %lld: strategy \"group\" needs a positive group size",
+                        ct->what, path, (long long)*group_size);
+    if (get(a, "block_structure"))
+        return unsupported(ct, path, "block_structure", "(given)", "block-wise grids are not read");
+    return 0;
+}
+
+/* input_activations: the symmetric integer cases lmpress's activation quantizer simulates. */
+static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_aspec *act)
+{
+    memset(act, 0, sizeof *act);
+    if (!a) return 0;
+    if (a->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object or null", ct->what, path);
+    const char *type = "int";
+    int64_t bits = 8, gs = 0;
+    int sym = 1, dynamic = 0;
+    int st = get_string(ct, a, path, "type", "int", &type);
+    if (!st && strcmp(type, "int") != 0) {
+        char q[64];
+        snprintf(q, sizeof q, "\"%.40s\"", type);
+        return unsupported(ct, path, "type", q, "only integer activation quantization is simulated");
+    }
+    if (!st) st = get_int(ct, a, path, "num_bits", 8, &bits, NULL);
+    if (!st && (bits < 2 || bits > 16)) {
+        char q[32];
+        snprintf(q, sizeof q, "%lld", (long long)bits);
+        return unsupported(ct, path, "num_bits", q, "2 to 16 bits");
+    }
+    if (!st) st = get_bool(ct, a, path, "symmetric", 1, &sym);
+    if (!st && !sym)
+        return unsupported(ct, path, "symmetric", "false", "asymmetric activation quantization is not simulated");
+    const lmp_json *dyn = get(a, "dynamic");
+    if (!st && dyn) {
+        if (dyn->type != LMP_JSON_BOOL)
+            return unsupported(ct, path, "dynamic", dyn->type == LMP_JSON_STRING ? dyn->str : "(not a bool)",
+                               "true or false");
+        dynamic = dyn->boolean;
+    }
+    const char *strat = "";
+    int has_gs = 0;
+    if (!st) st = get_string(ct, a, path, "strategy", "", &strat);
+    if (!st) st = get_int(ct, a, path, "group_size", 0, &gs, &has_gs);
+    if (!st) {
+        /* compressed-tensors infers "tensor" when neither strategy nor group_size is given */
+        if (strcmp(strat, "token") == 0 && dynamic) act->mode = LMP_ACT_DYN_TOKEN;
+        else if (strcmp(strat, "tensor") == 0 || (!*strat && !has_gs))
+            act->mode = dynamic ? LMP_ACT_DYN_TENSOR : LMP_ACT_STATIC_TENSOR;
+        else {
+            char q[64];
+            snprintf(q, sizeof q, "\"%.40s\"", *strat ? strat : has_gs && gs > 0 ? "group" : "channel");
+            return unsupported(ct, path, "strategy", q, "activations: dynamic \"token\", or \"tensor\"");
+        }
+    }
+    if (st) return st;
+    act->bits = (int)bits;
+    act->rounding = LMP_ROUND_HALF_EVEN; /* torch.round */
+    return 0;
+}
+
+static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const char *top_format, ct_scheme *s)
+{
+    char path[512];
+    snprintf(path, sizeof path, QC ".config_groups.%.300s", key);
+    if (!(s->name = strdup(key))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (g->type != LMP_JSON_OBJECT)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not an object with targets and weights (preset names are "
+                        "not read)", ct->what, path);
+    const char *fmt = top_format;
+    int st = get_string(ct, g, path, "format", top_format, &fmt);
+    if (st) return st;
+    if (!get(g, "format") && strcmp(top_format, "mixed-precision") == 0)
+        return lmp_fail(LMP_EINVAL, "%s: %s.format is missing (" QC ".format \"mixed-precision\" needs one per group)",
+                        ct->what, path);
+    if (strcmp(fmt, "pack-quantized") == 0) s->packed = 1;
+    else if (strcmp(fmt, "int-quantized") != 0 && strcmp(fmt, "naive-quantized") != 0) {
+        char q[96];
+        snprintf(q, sizeof q, "\"%.80s\"", fmt);
+        return get(g, "format") ? unsupported(ct, path, "format", q, "int-quantized, pack-quantized or naive-quantized")
+                                : unsupported(ct, QC, "format", q, "int-quantized, pack-quantized or naive-quantized");
+    }
+    if (get(g, "output_activations"))
+        return unsupported(ct, path, "output_activations", "(given)", "output quantization is not simulated");
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s.input_activations", path);
+    if ((st = parse_act(ct, get(g, "input_activations"), sub, &s->act))) return st;
+    const lmp_json *w = get(g, "weights");
+    snprintf(sub, sizeof sub, "%s.weights", path);
+    if (!w) return 0;
+    if (w->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object or null", ct->what, sub);
+    s->has_weights = 1;
+    const char *type = "int";
+    int64_t bits = 8;
+    int dynamic = 0;
+    if ((st = get_string(ct, w, sub, "type", "int", &type))) return st;
+    if (strcmp(type, "int") != 0) {
+        char q[64];
+        snprintf(q, sizeof q, "\"%.40s\"", type);
+        return unsupported(ct, sub, "type", q, "only integer weights are read; float formats are not");
+    }
+    if ((st = get_int(ct, w, sub, "num_bits", 8, &bits, NULL))) return st;
+    if (bits != 4 && bits != 8) {
+        char q[32];
+        snprintf(q, sizeof q, "%lld", (long long)bits);
+        return unsupported(ct, sub, "num_bits", q, "4 or 8 bits");
+    }
+    s->bits = (int)bits;
+    if ((st = get_bool(ct, w, sub, "symmetric", 1, &s->sym)) || (st = get_bool(ct, w, sub, "dynamic", 0, &dynamic)))
+        return st;
+    if (dynamic) return unsupported(ct, sub, "dynamic", "true", "weights must carry their scales");
+    return parse_strategy(ct, w, sub, &s->strategy, &s->group_size);
+}
+
+/* compressed-tensors sorts targets by ("re:" in target, target): names and class names first,
+ * then regexes, each by text (code-point order, which strcmp on UTF-8 keeps). */
+static int target_order(const void *a, const void *b)
+{
+    const ct_pattern *x = a, *y = b;
+    int rx = strstr(x->text, "re:") != NULL, ry = strstr(y->text, "re:") != NULL;
+    return rx != ry ? rx - ry : strcmp(x->text, y->text);
+}
+
+static int add_pattern(lmp_ct *ct, const char *path, const lmp_json *v, ct_pattern *p)
+{
+    if (v->type != LMP_JSON_STRING) return lmp_fail(LMP_EINVAL, "%s: %s: every entry must be a string", ct->what, path);
+    if (!(p->text = strdup(v->str))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (strncmp(v->str, "re:", 3) != 0) return 0;
+    int err;
+    PCRE2_SIZE off;
+    p->re = pcre2_compile((PCRE2_SPTR)(v->str + 3), PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED, &err, &off, NULL);
+    if (!p->re) {
+        PCRE2_UCHAR text[256];
+        if (pcre2_get_error_message(err, text, sizeof text) < 0) snprintf((char *)text, sizeof text, "error %d", err);
+        return lmp_fail(LMP_EINVAL, "%s: %s: \"%s\": %s at offset %zu", ct->what, path, v->str, (const char *)text,
+                        (size_t)off);
+    }
+    return 0;
+}
+
+int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out)
+{
+    *out = NULL;
+    lmp_ct *ct = calloc(1, sizeof *ct);
+    if (!ct || !(ct->what = strdup(what))) {
+        free(ct);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    const char *method = "", *format = "", *status = "";
+    int st = qc->type == LMP_JSON_OBJECT ? 0 : lmp_fail(LMP_EINVAL, "%s: " QC " must be an object", what);
+    if (!st) st = get_string(ct, qc, QC, "quant_method", NULL, &method);
+    if (!st && strcmp(method, "compressed-tensors") != 0) {
+        char q[96];
+        snprintf(q, sizeof q, "\"%.80s\"", method);
+        st = unsupported(ct, QC, "quant_method", q, "only compressed-tensors checkpoints are read");
+    }
+    if (!st) st = get_string(ct, qc, QC, "format", NULL, &format);
+    if (!st) st = get_string(ct, qc, QC, "quantization_status", "compressed", &status);
+    if (!st && strcmp(status, "compressed") != 0) {
+        char q[96];
+        snprintf(q, sizeof q, "\"%.80s\"", status);
+        st = unsupported(ct, QC, "quantization_status", q, "only \"compressed\" checkpoints hold the codes read here");
+    }
+    if (!st && get(qc, "kv_cache_scheme"))
+        st = unsupported(ct, QC, "kv_cache_scheme", "(given)", "KV-cache quantization is not simulated");
+    /* llm-compressor writes "transform_config": {} when there is none */
+    const lmp_json *tc = st ? NULL : get(qc, "transform_config");
+    const lmp_json *tg = tc ? get(tc, "config_groups") : NULL;
+    if (tc && !(tc->type == LMP_JSON_OBJECT && (tc->n == 0 || (tg && tg->type == LMP_JSON_OBJECT && tg->n == 0))))
+        st = unsupported(ct, QC, "transform_config", "(given)", "rotations and other transforms are not applied");
+    const lmp_json *sp = st ? NULL : get(qc, "sparsity_config");
+    if (sp) {
+        const char *sf = "dense";
+        st = get_string(ct, sp, QC ".sparsity_config", "format", "dense", &sf);
+        if (!st && strcmp(sf, "dense") != 0) {
+            char q[96];
+            snprintf(q, sizeof q, "\"%.80s\"", sf);
+            st = unsupported(ct, QC ".sparsity_config", "format", q, "sparse-compressed weights (2:4 bitmask and "
+                             "others) are not read; only \"dense\"");
+        }
+    }
+    const lmp_json *groups = st ? NULL : get(qc, "config_groups");
+    if (!st && (!groups || groups->type != LMP_JSON_OBJECT || groups->n == 0))
+        st = lmp_fail(LMP_EINVAL, "%s: " QC ".config_groups is missing or empty", what);
+    if (!st && !(ct->schemes = calloc(groups->n, sizeof *ct->schemes))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    size_t n_targets = 0;
+    for (size_t i = 0; !st && i < groups->n; i++) {
+        st = parse_group(ct, groups->keys[i], &groups->items[i], format, &ct->schemes[i]);
+        ct->n_schemes++;
+        const lmp_json *t = st ? NULL : get(&groups->items[i], "targets");
+        if (!st && (!t || t->type != LMP_JSON_ARRAY || t->n == 0))
+            st = lmp_fail(LMP_EINVAL, "%s: " QC ".config_groups.%s.targets is missing or empty", what, groups->keys[i]);
+        if (!st) n_targets += t->n;
+    }
+    if (!st && !(ct->targets = calloc(n_targets + 1, sizeof *ct->targets))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    /* target -> group, a later group taking a target an earlier one named (a Python dict) */
+    for (size_t i = 0; !st && i < groups->n; i++) {
+        const lmp_json *t = get(&groups->items[i], "targets");
+        char path[512];
+        snprintf(path, sizeof path, QC ".config_groups.%.300s.targets", groups->keys[i]);
+        for (size_t k = 0; !st && k < t->n; k++) {
+            const lmp_json *v = &t->items[k];
+            int j = 0;
+            while (j < ct->n_targets && !(v->type == LMP_JSON_STRING && strcmp(ct->targets[j].text, v->str) == 0)) j++;
+            if (j == ct->n_targets) {
+                st = add_pattern(ct, path, v, &ct->targets[j]);
+                ct->n_targets++;
+            }
+            ct->targets[j].scheme = (int)i;
+        }
+    }
+    if (!st) qsort(ct->targets, (size_t)ct->n_targets, sizeof *ct->targets, target_order);
+    const lmp_json *ign = st ? NULL : get(qc, "ignore");
+    if (ign && ign->type != LMP_JSON_ARRAY) st = lmp_fail(LMP_EINVAL, "%s: " QC ".ignore must be a list", what);
+    if (!st && ign && !(ct->ignore = calloc(ign->n + 1, sizeof *ct->ignore))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    for (size_t k = 0; !st && ign && k < ign->n; k++) {
+        st = add_pattern(ct, QC ".ignore", &ign->items[k], &ct->ignore[k]);
+        ct->n_ignore++;
+    }
+    if (st) {
+        lmp_ct_free(ct);
+        return st;
+    }
+    *out = ct;
+    return 0;
+}
+
+static void free_patterns(ct_pattern *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(p[i].text);
+        pcre2_code_free(p[i].re);
+    }
+    free(p);
+}
+
+void lmp_ct_free(lmp_ct *ct)
+{
+    if (!ct) return;
+    for (int i = 0; i < ct->n_schemes; i++) free(ct->schemes[i].name);
+    free(ct->schemes);
+    free_patterns(ct->targets, ct->n_targets);
+    free_patterns(ct->ignore, ct->n_ignore);
+    free(ct->what);
+    free(ct);
+}
+
+/* ---- matching ---------------------------------------------------------------------------- */
+static int name_match(const ct_pattern *p, const char *name)
+{
+    if (!p->re) return strcmp(p->text, name) == 0;
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return 0;
+    int rc = pcre2_match(p->re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+}
+
+/* A class-name target: the module's class or one it derives from (every module is a "Module"). */
+static int class_match(const ct_pattern *p, const char *cls)
+{
+    return !p->re && (strcmp(p->text, cls) == 0 || strcmp(p->text, "Module") == 0);
+}
+
+/* The group quantizing the module, NULL when it is ignored or no target matches it. */
+static const ct_scheme *scheme_for(const lmp_ct *ct, const char *module, const char *cls)
+{
+    for (int i = 0; i < ct->n_ignore; i++)
+        if (name_match(&ct->ignore[i], module) || class_match(&ct->ignore[i], cls)) return NULL;
+    for (int i = 0; i < ct->n_targets; i++)
+        if (name_match(&ct->targets[i], module)) return &ct->schemes[ct->targets[i].scheme];
+    for (int i = 0; i < ct->n_targets; i++)
+        if (class_match(&ct->targets[i], cls)) return &ct->schemes[ct->targets[i].scheme];
+    return NULL;
+}
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+static int is_int(lmp_st_dtype d)
+{
+    return d == LMP_ST_I8 || d == LMP_ST_U8 || d == LMP_ST_I16 || d == LMP_ST_I32 || d == LMP_ST_I64;
+}
+
+static int is_float(lmp_st_dtype d) { return d == LMP_ST_F32 || d == LMP_ST_F16 || d == LMP_ST_BF16; }
+
+/* Element i of an integer tensor (little-endian, possibly unaligned). */
+static int64_t int_at(const lmp_st_tensor *t, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)t->data + (size_t)i * lmp_st_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case LMP_ST_U8: return p[0];
+    case LMP_ST_I8: return (int8_t)p[0];
+    case LMP_ST_I16: return (int16_t)(uint16_t)(p[0] | p[1] << 8);
+    case LMP_ST_I32: return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+    default: {
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; k--) v = v << 8 | p[k];
+        return (int64_t)v;
+    }
+    }
+}
+
+static uint32_t word_at(const lmp_st_tensor *t, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)t->data + 4 * (size_t)i;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void shape_text(const lmp_st_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s [", lmp_st_dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static int bad_tensor(const lmp_st_tensor *t, const char *expected)
+{
+    char have[160];
+    shape_text(t, have, sizeof have);
+    return lmp_fail(LMP_EINVAL, "%s: %s is %s, expected %s", t->file, t->name, have, expected);
+}
+
+static int is_2d(const lmp_st_tensor *t, int64_t d0, int64_t d1)
+{
+    return t->ndim == 2 && t->shape[0] == d0 && t->shape[1] == d1;
+}
+
+/* [rows, cols], or for a single column also [rows]; a single value also [] or [1]. */
+static int is_grid(const lmp_st_tensor *t, int64_t rows, int64_t cols)
+{
+    if (is_2d(t, rows, cols)) return 1;
+    if (cols == 1 && t->ndim == 1 && t->shape[0] == rows) return 1;
+    return rows == 1 && cols == 1 && t->numel == 1 && t->ndim <= 1;
+}
+
+static const lmp_st_tensor *tensor(const lmp_safetensors *st, const char *module, const char *leaf)
+{
+    char name[400];
+    snprintf(name, sizeof name, "%s.%s", module, leaf);
+    return lmp_st_find(st, name);
+}
+
+static int missing(const lmp_ct *ct, const ct_scheme *s, const char *where, const char *module, const char *leaf)
+{
+    return lmp_fail(LMP_EINVAL, "%s: tensor %s.%s is missing (%s: " QC ".config_groups.%s quantizes %s)", where,
+                    module, leaf, ct->what, s->name, module);
+}
+
+/* The input scale of a static per-tensor activation grid. */
+static int input_scale(const lmp_safetensors *st, const char *where, const char *module, lmp_aspec *act)
+{
+    const lmp_st_tensor *t = tensor(st, module, "input_scale");
+    char name[400];
+    snprintf(name, sizeof name, "%s.input_scale", module);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (static input quantization needs it)", where, name);
+    if (!is_float(t->dtype) || t->numel != 1) return bad_tensor(t, "one F32, F16 or BF16 value");
+    float v;
+    int r = lmp_st_to_f32(t, 0, 1, &v);
+    if (r) return r;
+    if (!(v > 0 && isfinite(v)))
+        return lmp_fail(LMP_EINVAL, "%s: %s = %g is not a positive scale", t->file, name, (double)v);
+    act->scale = v;
+    return 0;
+}
+
+int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *module,
+                const char *cls, int64_t out, int64_t in, lmp_ct_weight *w)
+{
+    memset(w, 0, sizeof *w);
+    const ct_scheme *s = scheme_for(ct, module, cls);
+    if (!s) return 0;
+    w->act = s->act;
+    int r = s->act.mode == LMP_ACT_STATIC_TENSOR ? input_scale(st, where, module, &w->act) : 0;
+    if (r || !s->has_weights) return r;
+    w->quantized = 1;
+    w->scheme = s;
+    w->out = out;
+    w->in = in;
+    char exp[160];
+    /* the codes */
+    const int64_t words = (in * s->bits + 31) / 32;
+    if (s->packed) {
+        if (!(w->codes = tensor(st, module, "weight_packed"))) return missing(ct, s, where, module, "weight_packed");
+        snprintf(exp, sizeof exp, "I32 [%lld, %lld] (%d-bit codes of [%lld, %lld], packed)", (long long)out,
+                 (long long)words, s->bits, (long long)out, (long long)in);
+        if (w->codes->dtype != LMP_ST_I32 || !is_2d(w->codes, out, words)) return bad_tensor(w->codes, exp);
+        const lmp_st_tensor *shape = tensor(st, module, "weight_shape");
+        if (!shape) return missing(ct, s, where, module, "weight_shape");
+        if (!is_int(shape->dtype) || shape->numel != 2 || int_at(shape, 0) != out || int_at(shape, 1) != in) {
+            snprintf(exp, sizeof exp, "the integers [%lld, %lld]", (long long)out, (long long)in);
+            return bad_tensor(shape, exp);
+        }
+    } else {
+        if (!(w->codes = tensor(st, module, "weight"))) return missing(ct, s, where, module, "weight");
+        snprintf(exp, sizeof exp, "I8 [%lld, %lld] (int%d codes)", (long long)out, (long long)in, s->bits);
+        if (w->codes->dtype != LMP_ST_I8 || !is_2d(w->codes, out, in)) return bad_tensor(w->codes, exp);
+    }
+    /* the scales and zero-points: one per tensor, row or group of a row */
+    const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
+    const int64_t groups = s->strategy == CT_GROUP ? (in + s->group_size - 1) / s->group_size : 1;
+    if (!(w->scale = tensor(st, module, "weight_scale"))) return missing(ct, s, where, module, "weight_scale");
+    snprintf(exp, sizeof exp, "F32, F16 or BF16 [%lld, %lld]", (long long)rows, (long long)groups);
+    if (!is_float(w->scale->dtype) || !is_grid(w->scale, rows, groups)) return bad_tensor(w->scale, exp);
+    w->zero = tensor(st, module, "weight_zero_point");
+    if (!w->zero && !s->sym) return missing(ct, s, where, module, "weight_zero_point");
+    if (w->zero) {
+        const int64_t packed_rows = (out * s->bits + 31) / 32;
+        w->zero_packed = s->packed && s->strategy != CT_TENSOR && w->zero->dtype == LMP_ST_I32 &&
+                         packed_rows != out && is_2d(w->zero, packed_rows, groups);
+        snprintf(exp, sizeof exp, "an integer or float [%lld, %lld]%s", (long long)rows, (long long)groups,
+                 s->packed && s->strategy != CT_TENSOR ? ", or I32 packed down the rows" : "");
+        if (!w->zero_packed && (!(is_int(w->zero->dtype) || is_float(w->zero->dtype)) || !is_grid(w->zero, rows, groups)))
+            return bad_tensor(w->zero, exp);
+    }
+    /* GPTQ's activation order: column j belongs to group g_idx[j]; all groups stay full */
+    const lmp_st_tensor *g = s->strategy == CT_GROUP ? tensor(st, module, "weight_g_idx") : NULL;
+    if (g) {
+        snprintf(exp, sizeof exp, "I32 or I64 [%lld]", (long long)in);
+        if ((g->dtype != LMP_ST_I32 && g->dtype != LMP_ST_I64) || g->ndim != 1 || g->shape[0] != in)
+            return bad_tensor(g, exp);
+        int column_order = 0;
+        for (int64_t j = 0; j < in && !column_order; j++) column_order = int_at(g, j) == -1;
+        if (!column_order) {
+            int64_t *count = calloc((size_t)groups, sizeof *count);
+            if (!count) return lmp_fail(LMP_ENOMEM, "out of memory");
+            int64_t bad = -1;
+            for (int64_t j = 0; j < in && bad < 0; j++) {
+                int64_t v = int_at(g, j);
+                if (v < 0 || v >= groups) bad = j;
+                else count[v]++;
+            }
+            for (int64_t k = 0; k < groups && bad < 0; k++)
+                if (count[k] != (k + 1 < groups || in % s->group_size == 0 ? s->group_size : in % s->group_size))
+                    bad = in + k;
+            free(count);
+            if (bad >= in)
+                return lmp_fail(LMP_EINVAL, "%s: %s.weight_g_idx gives group %lld another number of columns than "
+                                "the group size %lld", g->file, module, (long long)(bad - in), (long long)s->group_size);
+            if (bad >= 0)
+                return lmp_fail(LMP_EINVAL, "%s: %s.weight_g_idx[%lld] = %lld is not a group (0 to %lld)", g->file,
+                                module, (long long)bad, (long long)int_at(g, bad), (long long)groups - 1);
+            w->g_idx = g;
+        }
+    }
+    size_t bytes = w->codes->nbytes + w->scale->nbytes + (w->zero ? w->zero->nbytes : 0) + (w->g_idx ? w->g_idx->nbytes : 0);
+    w->bits = out * in > 0 ? 8.0 * (double)bytes / (double)(out * in) : 0;
+    size_t k = (size_t)snprintf(w->kind, sizeof w->kind, "int%d-", s->bits);
+    if (s->strategy == CT_GROUP) k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "g%lld", (long long)s->group_size);
+    else k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "%s", s->strategy == CT_TENSOR ? "tensor" : "channel");
+    if (!s->sym && k < sizeof w->kind) k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "-asym");
+    if (w->g_idx && k < sizeof w->kind) k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "-actorder");
+    if (s->act.mode != LMP_ACT_NONE && k < sizeof w->kind) snprintf(w->kind + k, sizeof w->kind - k, "-a%d", s->act.bits);
+    return 0;
+}
+
+int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
+{
+    const ct_scheme *s = q->scheme;
+    const int64_t out = q->out, in = q->in;
+    const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
+    const int64_t groups = s->strategy == CT_GROUP ? (in + s->group_size - 1) / s->group_size : 1;
+    const int64_t words = (in * s->bits + 31) / 32, offset = (int64_t)1 << (s->bits - 1);
+    const uint32_t mask = (1u << s->bits) - 1u;
+    float *scale = malloc((size_t)(rows * groups) * sizeof *scale), *zero = calloc((size_t)(rows * groups), sizeof *zero);
+    int32_t *group = malloc((size_t)in * sizeof *group);
+    int st = scale && zero && group ? 0 : lmp_fail(LMP_ENOMEM, "out of memory dequantizing %s", q->codes->name);
+    if (!st) st = lmp_st_to_f32(q->scale, 0, rows * groups, scale);
+    for (int64_t r = 0; !st && q->zero && r < rows; r++)
+        for (int64_t k = 0; k < groups; k++) {
+            if (q->zero_packed) { /* down the rows: row r's code at bit r * bits of column k's stream */
+                const int64_t bit = r * s->bits;
+                const uint32_t u = word_at(q->zero, bit / 32 * groups + k) >> (bit % 32) & mask;
+                zero[r * groups + k] = (float)((int64_t)u - offset);
+            } else if (is_int(q->zero->dtype)) {
+                zero[r * groups + k] = (float)int_at(q->zero, r * groups + k);
+            } else {
+                st = lmp_st_to_f32(q->zero, r * groups + k, 1, &zero[r * groups + k]);
+            }
+        }
+    for (int64_t j = 0; !st && j < in; j++)
+        group[j] = (int32_t)(q->g_idx ? int_at(q->g_idx, j) : s->strategy == CT_GROUP ? j / s->group_size : 0);
+    for (int64_t o = 0; !st && o < out; o++) {
+        const float *sr = scale + (s->strategy == CT_TENSOR ? 0 : o * groups);
+        const float *zr = zero + (s->strategy == CT_TENSOR ? 0 : o * groups);
+        float *wr = w + o * in;
+        for (int64_t j = 0; j < in; j++) {
+            int64_t code;
+            if (s->packed) {
+                const int64_t bit = j * s->bits; /* 4 and 8 bits never straddle a word */
+                code = (int64_t)(word_at(q->codes, o * words + bit / 32) >> (bit % 32) & mask) - offset;
+            } else {
+                code = int_at(q->codes, o * in + j);
+            }
+            /* (q - zp) is a small integer, exact in f32; one rounding in the product */
+            wr[j] = ((float)code - zr[group[j]]) * sr[group[j]];
+        }
+    }
+    free(scale);
+    free(zero);
+    free(group);
+    return st;
+}
