@@ -57,18 +57,10 @@ def read_tokenizer(path, vocab):
     return tokens, scores
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("tokenizer")
-    ap.add_argument("out")
-    ap.add_argument("--type", default="F32", choices=["F32", "Q8_0"])
-    ap.add_argument("--change-token", nargs=2, metavar=("ID", "TEXT"))
-    args = ap.parse_args()
-    h, w = read_model(args.model)
-    tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
-    if args.change_token:
-        tokens[int(args.change_token[0])] = args.change_token[1]
+def llama_vocab(tokens):
+    """A llama2.c vocabulary as a GGUF "llama" one: its pieces and token types.  lmpress's GGUF
+    exporter (core/export/gguf_tokenizer.c) makes the same choices, and
+    tools/ref/gguf_export_check.py checks that it does."""
     types = []
     for i, t in enumerate(tokens):
         if i == 0:
@@ -81,6 +73,22 @@ def main():
             types.append(1)  # NORMAL
     # llama2.c's tokenizer.bin holds spaces; a GGUF "llama" vocabulary holds SentencePiece's U+2581
     pieces = [t.replace(" ", "\u2581") for t in tokens]
+    return pieces, types
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("tokenizer")
+    ap.add_argument("out")
+    ap.add_argument("--type", default="F32", choices=["F32", "Q8_0"])
+    ap.add_argument("--change-token", nargs=2, metavar=("ID", "TEXT"))
+    args = ap.parse_args()
+    h, w = read_model(args.model)
+    tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
+    if args.change_token:
+        tokens[int(args.change_token[0])] = args.change_token[1]
+    pieces, types = llama_vocab(tokens)
 
     wr = gguf.GGUFWriter(args.out, "llama")
     wr.add_string("general.name", "stories260K")
