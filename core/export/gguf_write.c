@@ -1,12 +1,472 @@
-/* gguf_write.c — see export.h.  Being written: refuses for now. */
+/* gguf_write.c — see export.h: a variant as a GGUF v3 file llama.cpp loads (architecture
+ * "llama").
+ *
+ * Order of work: everything that can be refused is checked first (check_variant), then every
+ * tensor's type, size and offset is planned and the metadata built in memory, so the header is
+ * written whole; then the tensors follow one by one, each encoded row by row, into a temporary
+ * file beside PATH that is fsync'd and renamed over PATH only when complete.
+ *
+ * Tensors (llama.cpp's names; ne[0] is the input dimension, so a [out, in] weight has
+ * ne = {in, out}): token_embd, output_norm, output (left out when the head is the embedding),
+ * and per block N blk.N.{attn_norm, ffn_norm} and blk.N.{attn_q, attn_k, attn_v, attn_output,
+ * ffn_gate, ffn_up, ffn_down}.weight with their .bias where the linear has one.  Embeddings,
+ * norms and biases are F32.  A linear on a GGUF grid is stored in that type from the codes
+ * grid_codes.h recovers (checked to give back every weight bit for bit); any other linear is
+ * F32, exactly the weights lmpress evaluated.  q and k rows are already in GGUF's RoPE order
+ * (model.h), so nothing is permuted. */
 #include "export/export.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "base/error.h"
+#include "base/textfile.h"
+#include "export/gguf_meta.h"
+#include "export/gguf_tokenizer.h"
+#include "export/grid_codes.h"
+#include "formats/gguf.h"
+
+#define ALIGNMENT 32
+
+/* llama.cpp's llama_ftype values for general.file_type. */
+enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7 };
+
+static const char *const linear_name[LMP_ROLE_COUNT] = {
+    [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
+    [LMP_ROLE_O] = "attn_output", [LMP_ROLE_GATE] = "ffn_gate", [LMP_ROLE_UP] = "ffn_up",
+    [LMP_ROLE_DOWN] = "ffn_down"};
+static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
+
+/* ---- IEEE half ------------------------------------------------------------------------------ */
+
+/* The bits of f as an IEEE half, round to nearest even: the steps of plugin.h's lmp_fp16_round
+ * (ggml's portable conversion), which returns the value of these bits; fp16_value decodes them,
+ * and the writer checks each scale's decoded half against lmp_fp16_round, the value every weight
+ * was verified with. */
+static uint16_t fp16_bits(float f)
+{
+    union { float f; uint32_t u; } w = {f}, b;
+    const uint32_t shl1 = w.u + w.u, sign = w.u & 0x80000000u;
+    uint32_t bias = shl1 & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    const float base = (fabsf(f) * 5192296858534827628530496329220096.0f) * 7.703719777548943e-34f; /* 2^112, 2^-110 */
+    b.u = (bias >> 1) + 0x07800000u;
+    b.f = b.f + base;
+    return (uint16_t)((sign >> 16) | (shl1 > 0xFF000000u ? 0x7E00u : ((b.u >> 13) & 0x7C00u) + (b.u & 0x0FFFu)));
+}
+
+static float fp16_value(uint16_t h)
+{
+    union { float f; uint32_t u; } e;
+    const uint32_t ex = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (ex == 0) {
+        const float v = (float)m * 5.9604644775390625e-08f; /* 2^-24 */
+        return (h & 0x8000u) ? -v : v;
+    }
+    e.u = ((uint32_t)(h & 0x8000u) << 16) | (ex == 31 ? 0x7F800000u | (m << 13) : ((ex + 112u) << 23) | (m << 13));
+    return e.f;
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
+
+/* ---- what each linear becomes ------------------------------------------------------------- */
+
+/* The ggml type of a linear: its GGUF grid's, else F32 (no grid, or an int grid GGUF has no
+ * type for). */
+static lmp_ggml_type linear_type(const lmp_linear *l)
+{
+    if (!l->grid) return LMP_GGML_F32;
+    switch (l->grid->spec.format) {
+    case LMP_WFORMAT_GGUF_Q8_0: return LMP_GGML_Q8_0;
+    case LMP_WFORMAT_GGUF_Q4_0: return LMP_GGML_Q4_0;
+    case LMP_WFORMAT_GGUF_Q4_1: return LMP_GGML_Q4_1;
+    case LMP_WFORMAT_INT: break;
+    }
+    return LMP_GGML_F32;
+}
+
+/* Bytes of one block of 32 weights (ggml's block_q8_0, block_q4_0, block_q4_1). */
+static int block_bytes(lmp_ggml_type t)
+{
+    return t == LMP_GGML_Q8_0 ? 34 : t == LMP_GGML_Q4_0 ? 18 : t == LMP_GGML_Q4_1 ? 20 : 0;
+}
+
+static uint64_t tensor_bytes(lmp_ggml_type t, int64_t ne0, int64_t ne1)
+{
+    if (t == LMP_GGML_F32) return 4u * (uint64_t)ne0 * (uint64_t)ne1;
+    return (uint64_t)block_bytes(t) * (uint64_t)(ne0 / LMP_WFORMAT_BLOCK) * (uint64_t)ne1;
+}
+
+/* One row of codes into ggml's blocks: d (and Q4_1's m) as IEEE halves of the recorded f32
+ * scale and min, then the codes: Q8_0 one int8 each; Q4_0 and Q4_1 code j in the low nibble of
+ * qs[j] and code j + 16 in its high nibble. */
+static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_ggml_type t, unsigned char *out)
+{
+    const lmp_wgrid *g = l->grid;
+    const int bb = block_bytes(t);
+    for (int64_t k = 0; k < l->in / LMP_WFORMAT_BLOCK; k++) {
+        const int64_t s = lmp_grid_slice(g, l->out, l->in, r, k * LMP_WFORMAT_BLOCK);
+        const int32_t *q = codes + k * LMP_WFORMAT_BLOCK;
+        unsigned char *p = out + k * bb;
+        const uint16_t d = fp16_bits(g->scales[s]);
+        p[0] = (unsigned char)d;
+        p[1] = (unsigned char)(d >> 8);
+        p += 2;
+        if (t == LMP_GGML_Q4_1) {
+            const uint16_t m = fp16_bits(g->zeros[s]);
+            p[0] = (unsigned char)m;
+            p[1] = (unsigned char)(m >> 8);
+            p += 2;
+        }
+        if (t == LMP_GGML_Q8_0)
+            for (int j = 0; j < 32; j++) p[j] = (unsigned char)(int8_t)q[j];
+        else
+            for (int j = 0; j < 16; j++) p[j] = (unsigned char)(q[j] | q[j + 16] << 4);
+    }
+}
+
+/* ---- what is refused, before anything is written -------------------------------------------- */
+
+/* A GGUF grid the writer can store: a known block format, rows in whole blocks, no g_idx, the
+ * scales (and mins) it needs, each scale's half the value the weights were verified with. */
+static int check_gguf_grid(const lmp_linear *l)
+{
+    const lmp_wgrid *g = l->grid;
+    if (g->g_idx)
+        return lmp_fail(LMP_EINVAL,
+                        "%s: its %s grid has act-order groups (g_idx), which GGUF's consecutive blocks cannot hold: "
+                        "use gptq with act_order = false or static_groups = true", l->name,
+                        lmp_wformat_name(g->spec.format));
+    if (!lmp_wspec_format_ok(&g->spec) || l->in % LMP_WFORMAT_BLOCK ||
+        g->n_scales != lmp_wspec_n_scales(&g->spec, l->out, l->in) || (g->spec.format == LMP_WFORMAT_GGUF_Q4_1 && !g->zeros))
+        return lmp_fail(LMP_EINVAL, "%s: its recorded %s grid does not describe %lld x %lld weights in blocks of 32",
+                        l->name, lmp_wformat_name(g->spec.format), (long long)l->out, (long long)l->in);
+    for (int64_t k = 0; k < g->n_scales; k++) {
+        const float d = g->scales[k], m = g->zeros ? g->zeros[k] : 0.0f;
+        if (!same_bits(fp16_value(fp16_bits(d)), lmp_fp16_round(d)) ||
+            !same_bits(fp16_value(fp16_bits(m)), lmp_fp16_round(m)))
+            return lmp_fail(LMP_EINVAL, "%s: scale %lld = %.9g has no IEEE half equal to the one it was quantized with",
+                            l->name, (long long)k, (double)d);
+    }
+    return 0;
+}
+
+/* Every linear and norm is something the file can hold exactly; counts what is only warned
+ * about: linears on int grids (stored F32) and linears with activation quantization. */
+static int check_variant(const lmp_model *m, const lmp_block *blocks, int *n_int, const char **int_name, int *n_act,
+                         const char **act_name)
+{
+    *n_int = *n_act = 0;
+    int64_t widest = 1;
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++)
+            if (blocks[b].linears[i].in > widest) widest = blocks[b].linears[i].in;
+    int32_t *codes = malloc((size_t)widest * sizeof *codes);
+    if (!codes) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int st = 0;
+    for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
+        const lmp_block *blk = &blocks[b];
+        for (int i = 0; i < blk->n_norms && !st; i++)
+            if (blk->norms[i].b)
+                st = lmp_fail(LMP_EINVAL,
+                              "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's llama "
+                              "norms do not have: export a variant without a shift or shift_smoothquant stage",
+                              blk->norms[i].name);
+        for (int i = 0; i < blk->n_linears && !st; i++) {
+            const lmp_linear *l = &blk->linears[i];
+            if (l->in_shift || l->in_scale || l->shift_bias) {
+                st = lmp_fail(LMP_EINVAL,
+                              "%s has an input affine (x - z) / s from Shift or SmoothQuant with all_linears = true, "
+                              "which llama.cpp cannot run: export a variant without it (smoothquant with "
+                              "all_linears = false, no shift stage)", l->name);
+                break;
+            }
+            if (l->act.mode != LMP_ACT_NONE && (*n_act)++ == 0) *act_name = l->name;
+            if (!l->grid) continue;
+            if (l->grid->spec.format == LMP_WFORMAT_INT) {
+                if ((*n_int)++ == 0) *int_name = l->name;
+                continue;
+            }
+            st = check_gguf_grid(l);
+            for (int64_t r = 0; r < l->out && !st; r++) st = lmp_grid_codes_row(l, r, codes);
+        }
+    }
+    free(codes);
+    return st;
+}
+
+/* ---- the plan: every tensor's name, type, shape and place ------------------------------------ */
+
+typedef struct tensor_plan {
+    char name[64];
+    int n_dims;
+    int64_t ne[2];
+    lmp_ggml_type type;
+    uint64_t offset, nbytes;   /* offset from the start of the data section */
+    const float *f32;          /* F32: the values ([ne1, ne0]) */
+    const lmp_linear *l;       /* quantized: the linear whose codes are written */
+} tensor_plan;
+
+typedef struct plan_list {
+    tensor_plan *t;
+    int n;
+    uint64_t data_bytes;
+} plan_list;
+
+static void add_f32(plan_list *p, const char *name, const float *v, int64_t ne0, int64_t ne1)
+{
+    tensor_plan *t = &p->t[p->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = ne1 ? 2 : 1;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1 ? ne1 : 1;
+    t->type = LMP_GGML_F32;
+    t->f32 = v;
+}
+
+static void plan_tensors(const lmp_model *m, const lmp_block *blocks, plan_list *p)
+{
+    const lmp_arch *a = &m->arch;
+    char name[64];
+    add_f32(p, "token_embd.weight", m->tok_emb, a->dim, a->vocab);
+    for (int64_t b = 0; b < a->n_layers; b++) {
+        const lmp_block *blk = &blocks[b];
+        for (int i = 0; i < blk->n_norms; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
+            add_f32(p, name, blk->norms[i].w, blk->norms[i].dim, 0);
+        }
+        for (int i = 0; i < blk->n_linears; i++) {
+            const lmp_linear *l = &blk->linears[i];
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, linear_name[l->role]);
+            add_f32(p, name, l->w, l->in, l->out);
+            tensor_plan *t = &p->t[p->n - 1];
+            if ((t->type = linear_type(l)) != LMP_GGML_F32) {
+                t->f32 = NULL;
+                t->l = l;
+            }
+            if (l->b) {
+                snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, linear_name[l->role]);
+                add_f32(p, name, l->b, l->out, 0);
+            }
+        }
+    }
+    add_f32(p, "output_norm.weight", m->final_norm_w, a->dim, 0);
+    if (m->lm_head != m->tok_emb) add_f32(p, "output.weight", m->lm_head, a->dim, a->vocab);
+    uint64_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        tensor_plan *t = &p->t[i];
+        t->nbytes = tensor_bytes(t->type, t->ne[0], t->ne[1]);
+        t->offset = off;
+        off += (t->nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+    }
+    p->data_bytes = off;
+}
+
+/* general.file_type: the type holding most of the blocks' linear weights. */
+static uint32_t file_type(const plan_list *p)
+{
+    uint64_t n[4] = {0}; /* F32, Q4_0, Q4_1, Q8_0 */
+    for (int i = 0; i < p->n; i++) {
+        const tensor_plan *t = &p->t[i];
+        if (strncmp(t->name, "blk.", 4) != 0 || t->n_dims != 2) continue;
+        const int k = t->type == LMP_GGML_Q4_0 ? 1 : t->type == LMP_GGML_Q4_1 ? 2 : t->type == LMP_GGML_Q8_0 ? 3 : 0;
+        n[k] += (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+    }
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (n[k] > n[best]) best = k;
+    static const uint32_t ftype[4] = {FTYPE_ALL_F32, FTYPE_MOSTLY_Q4_0, FTYPE_MOSTLY_Q4_1, FTYPE_MOSTLY_Q8_0};
+    return ftype[best];
+}
+
+/* ---- the header ------------------------------------------------------------------------------ */
+
+static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list *p, const lmp_export_opts *o)
+{
+    const lmp_arch *a = &m->arch;
+    const char *name = o->variant && *o->variant ? o->variant : lmp_basename(o->path);
+    int quantized = 0;
+    for (int i = 0; i < p->n; i++) quantized |= p->t[i].type != LMP_GGML_F32;
+    lmp_gguf_kv_str(kv, "general.architecture", "llama", 5);
+    lmp_gguf_kv_str(kv, "general.name", name, strlen(name));
+    lmp_gguf_kv_u32(kv, "general.alignment", ALIGNMENT);
+    lmp_gguf_kv_u32(kv, "general.file_type", file_type(p));
+    if (quantized) lmp_gguf_kv_u32(kv, "general.quantization_version", 2); /* ggml's QK layouts of today */
+    lmp_gguf_kv_u32(kv, "llama.vocab_size", (uint32_t)a->vocab);
+    lmp_gguf_kv_u32(kv, "llama.context_length", (uint32_t)a->seq_len);
+    lmp_gguf_kv_u32(kv, "llama.embedding_length", (uint32_t)a->dim);
+    lmp_gguf_kv_u32(kv, "llama.block_count", (uint32_t)a->n_layers);
+    lmp_gguf_kv_u32(kv, "llama.feed_forward_length", (uint32_t)a->hidden);
+    lmp_gguf_kv_u32(kv, "llama.attention.head_count", (uint32_t)a->n_heads);
+    lmp_gguf_kv_u32(kv, "llama.attention.head_count_kv", (uint32_t)a->n_kv_heads);
+    lmp_gguf_kv_f32(kv, "llama.attention.layer_norm_rms_epsilon", a->norm_eps);
+    lmp_gguf_kv_f32(kv, "llama.rope.freq_base", a->rope_theta);
+    lmp_gguf_kv_u32(kv, "llama.rope.dimension_count", (uint32_t)a->head_dim);
+    lmp_gguf_kv_str(kv, "lmpress.version", LMP_VERSION, strlen(LMP_VERSION));
+    lmp_gguf_kv_str(kv, "lmpress.variant", name, strlen(name));
+    if (o->pipeline) lmp_gguf_kv_str(kv, "lmpress.pipeline", o->pipeline, strlen(o->pipeline));
+    if (o->config_path) {
+        const char *base = lmp_basename(o->config_path);
+        lmp_gguf_kv_str(kv, "lmpress.config", base, strlen(base));
+    }
+}
+
+/* magic, version, counts, the metadata, the tensor infos, padding to the data section. */
+static int build_header(lmp_gguf_meta *h, const lmp_gguf_meta *kv, const plan_list *p)
+{
+    lmp_gguf_put_bytes(h, "GGUF", 4);
+    lmp_gguf_put_u32(h, 3);
+    lmp_gguf_put_u64(h, (uint64_t)p->n);
+    lmp_gguf_put_u64(h, kv->n);
+    lmp_gguf_put_bytes(h, kv->data, kv->len);
+    for (int i = 0; i < p->n; i++) {
+        const tensor_plan *t = &p->t[i];
+        lmp_gguf_put_str(h, t->name, strlen(t->name));
+        lmp_gguf_put_u32(h, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++) lmp_gguf_put_u64(h, (uint64_t)t->ne[d]);
+        lmp_gguf_put_u32(h, (uint32_t)t->type);
+        lmp_gguf_put_u64(h, t->offset);
+    }
+    static const unsigned char zeros[ALIGNMENT];
+    lmp_gguf_put_bytes(h, zeros, (ALIGNMENT - h->len % ALIGNMENT) % ALIGNMENT);
+    return lmp_gguf_meta_status(h, "export");
+}
+
+/* ---- the data ------------------------------------------------------------------------------- */
+
+/* F32 values as little-endian bytes, through a small buffer (the weights may be a read-only
+ * mapping, and the file's byte order is fixed whatever the host's). */
+static int write_f32(FILE *f, const float *v, uint64_t n)
+{
+    unsigned char buf[16384];
+    while (n) {
+        const size_t k = n < sizeof buf / 4 ? (size_t)n : sizeof buf / 4;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], 4);
+            buf[4 * i] = (unsigned char)u;
+            buf[4 * i + 1] = (unsigned char)(u >> 8);
+            buf[4 * i + 2] = (unsigned char)(u >> 16);
+            buf[4 * i + 3] = (unsigned char)(u >> 24);
+        }
+        if (fwrite(buf, 4, k, f) != k) return -1;
+        v += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* A quantized linear, one row's codes and blocks in memory at a time. */
+static int write_quantized(FILE *f, const tensor_plan *t)
+{
+    const lmp_linear *l = t->l;
+    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)l->out);
+    int32_t *codes = malloc((size_t)l->in * sizeof *codes);
+    unsigned char *row = malloc(row_bytes);
+    int st = codes && row ? 0 : lmp_fail(LMP_ENOMEM, "%s: out of memory", l->name);
+    for (int64_t r = 0; r < l->out && !st; r++) {
+        if ((st = lmp_grid_codes_row(l, r, codes))) break;
+        pack_row(l, r, codes, t->type, row);
+        if (fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO; /* errno says why: the caller reports it */
+    }
+    free(codes);
+    free(row);
+    return st;
+}
+
+/* Header, then every tensor padded to the alignment.  LMP_EIO: a write failed (errno). */
+static int write_all(lmp_ctx *ctx, FILE *f, const lmp_gguf_meta *header, const plan_list *p, const char *what)
+{
+    static const unsigned char zeros[ALIGNMENT];
+    if (fwrite(header->data, 1, header->len, f) != header->len) return LMP_EIO;
+    for (int i = 0; i < p->n; i++) {
+        if (lmp_host_interrupted(ctx)) return lmp_fail(LMP_EABORTED, "interrupted");
+        lmp_progress(ctx, what, i, p->n);
+        const tensor_plan *t = &p->t[i];
+        int st = t->l ? write_quantized(f, t) : write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
+        if (st) return st;
+        const size_t pad = (size_t)((ALIGNMENT - t->nbytes % ALIGNMENT) % ALIGNMENT);
+        if (fwrite(zeros, 1, pad, f) != pad) return LMP_EIO;
+    }
+    lmp_progress(ctx, what, p->n, p->n);
+    return 0;
+}
+
+/* Into a temporary file beside path, renamed over it when every byte is on disk. */
+static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *header, const plan_list *p)
+{
+    char tmp[4200], what[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+    snprintf(what, sizeof what, "writing %s", lmp_basename(path));
+    const int fd = mkstemp(tmp);
+    if (fd < 0) return lmp_fail(LMP_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        const int e = errno;
+        close(fd);
+        unlink(tmp);
+        return lmp_fail(LMP_EIO, "%s: %s", path, strerror(e));
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    int st = write_all(ctx, f, header, p, what);
+    int e = errno;
+    if (!st && (fflush(f) != 0 || ferror(f))) st = LMP_EIO, e = errno;
+    if (!st && fsync(fd) != 0) st = LMP_EIO, e = errno;
+    if (!st) { /* mkstemp makes the file 0600; a model is an ordinary file */
+        const mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
+    if (fclose(f) != 0 && !st) st = LMP_EIO, e = errno;
+    if (!st && rename(tmp, path) != 0) st = LMP_EIO, e = errno;
+    if (st) {
+        unlink(tmp);
+        if (st == LMP_EIO) return lmp_fail(LMP_EIO, "%s: write failed: %s", path, strerror(e));
+        return lmp_fail_prefix(st, "%s", path);
+    }
+    return 0;
+}
 
 int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
 {
-    (void)ctx;
-    (void)m;
-    (void)blocks;
-    return lmp_fail(LMP_EUNSUPPORTED, "%s: this export format is not written yet", o->path);
+    if (m->arch.family != LMP_FAMILY_LLAMA)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: a GPT-2 family model has no GGUF export here (only llama is written): use a Hugging Face "
+                        "folder (a path not ending in .gguf)", o->path);
+    int n_int, n_act, st;
+    const char *int_name = NULL, *act_name = NULL;
+    if ((st = check_variant(m, blocks, &n_int, &int_name, &n_act, &act_name)))
+        return lmp_fail_prefix(st, "%s: not exported", o->path);
+    plan_list p = {0};
+    lmp_gguf_meta kv = {0}, header = {0};
+    p.t = calloc((size_t)(3 + m->arch.n_layers * (2 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
+    if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
+    plan_tensors(m, blocks, &p);
+    put_metadata(&kv, m, &p, o);
+    if (!(st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv)) && !(st = lmp_gguf_meta_status(&kv, "export")) &&
+        !(st = build_header(&header, &kv, &p))) {
+        /* what the file does not carry, said once the export is sure to be attempted */
+        if (n_int)
+            lmp_log(ctx, LMP_LOG_WARN,
+                    "%s: %d linear%s on an int grid (%s%s), which GGUF has no type for: written as F32, exact and "
+                    "uncompressed (format = q8_0, q4_0 or q4_1 quantizes onto GGUF's own blocks)",
+                    o->path, n_int, n_int == 1 ? " is" : "s are", int_name, n_int > 1 ? ", ..." : "");
+        if (n_act)
+            lmp_log(ctx, LMP_LOG_WARN,
+                    "%s: %d linear%s activations (%s%s): llama.cpp does its own activation handling, so only the "
+                    "weights are stored", o->path, n_act, n_act == 1 ? " quantizes its" : "s quantize their", act_name,
+                    n_act > 1 ? ", ..." : "");
+        st = write_file(ctx, o->path, &header, &p);
+    } else {
+        st = lmp_fail_prefix(st, "%s: not exported", o->path);
+    }
+    lmp_gguf_meta_free(&kv);
+    lmp_gguf_meta_free(&header);
+    free(p.t);
+    return st;
 }

@@ -4,7 +4,8 @@
  * .feed_forward_length, .attention.head_count(_kv), .context_length, .rope.freq_base,
  * .attention.layer_norm_rms_epsilon.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has
  * ne = {in, out}): token_embd, output_norm, output (absent: tied to token_embd), and per block N
- * blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.
+ * blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, and
+ * a linear's blk.N.<name>.bias where the file has one.
  * llama.cpp's converter already permuted the rows of attn_q / attn_k for RoPE on adjacent pairs,
  * which is the rotation our forward applies, so the weights are used as stored.
  * Weights stay in the mapping in their GGUF type; a block is dequantized when it is copied.
@@ -64,6 +65,9 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         lmp_linear *l = &out->linears[i];
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
         st = load_f32(m, name, l->out, l->in, &l->w);
+        /* optional biases (Qwen2's q, k, v; what lmpress's exporter writes for a linear with one) */
+        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear[l->role]);
+        if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, l->out, &l->b);
     }
     static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
     for (int i = 0; i < 2 && !st; i++) {

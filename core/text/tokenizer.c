@@ -126,6 +126,11 @@ int lmp_tokenizer_adds_bos(const lmp_tokenizer *t)
     return t->sp ? lmp_sp_adds_bos(t->sp) : lmp_bpe_adds_bos(t->bpe);
 }
 
+const char *lmp_tokenizer_gguf_pre(const lmp_tokenizer *t)
+{
+    return t && t->bpe ? lmp_bpe_gguf_pre(t->bpe) : NULL;
+}
+
 int lmp_tokenize_ex(const lmp_tokenizer *t, const char *text, size_t len, unsigned flags,
                     int32_t **ids, int64_t *n_ids)
 {

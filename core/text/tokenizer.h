@@ -78,6 +78,12 @@ int lmp_tokenizer_eos(const lmp_tokenizer *t); /* 2 for llama2.c vocabularies; -
  * tokenizer.ggml.add_bos_token; tokenizer.json per its post_processor template; GPT-2 files no. */
 int lmp_tokenizer_adds_bos(const lmp_tokenizer *t);
 
+/* BPE: the name of this tokenizer's pre-tokenization as GGUF's tokenizer.ggml.pre gives it
+ * ("gpt-2", "smollm", "llama-bpe"), one that llama.cpp and lmp_tokenizer_load_gguf read back as
+ * the same pre-tokenization; NULL when none does (a ByteLevel add_prefix_space, ignore_merges
+ * without Llama 3's regex) or for a SentencePiece tokenizer. */
+const char *lmp_tokenizer_gguf_pre(const lmp_tokenizer *t);
+
 /* Tokenizes text[0..len) (any bytes; NUL is an ordinary byte).  add_bos: prepend BOS (pass
  * lmp_tokenizer_adds_bos(t) to follow the model's convention).  Special tokens are not parsed
  * (see the top of this file).  *ids is malloc'd; the caller frees it.  Fails (naming the byte

@@ -502,6 +502,19 @@ int lmp_bpe_bos(const lmp_bpe *t) { return t->bos_id; }
 int lmp_bpe_eos(const lmp_bpe *t) { return t->eos_id; }
 int lmp_bpe_adds_bos(const lmp_bpe *t) { return t->adds_bos; }
 
+const char *lmp_bpe_gguf_pre(const lmp_bpe *t)
+{
+    /* A GGUF reader (llama.cpp's, pre_from_gguf here) adds no prefix space and ignores merges
+     * only for Llama 3's regex, so a tokenizer that differs there has no name that keeps it. */
+    if (t->add_prefix_space || t->ignore_merges != (t->pre == PRE_LLAMA3)) return NULL;
+    switch (t->pre) {
+    case PRE_GPT2: return "gpt-2";
+    case PRE_DIGITS: return "smollm";
+    case PRE_LLAMA3: return "llama-bpe";
+    }
+    return NULL;
+}
+
 const char *lmp_bpe_decode(const lmp_bpe *t, int token, size_t *len)
 {
     if (token < 0 || token >= t->n_vocab) {

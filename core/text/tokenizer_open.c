@@ -50,6 +50,16 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
                           lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
         return st;
     }
+    char file[4096];
+    int st = lmp_tokenizer_beside(m, file, sizeof file);
+    if (st) return st;
+    size_t fn = strlen(file);
+    if (fn > 5 && strcmp(file + fn - 5, ".json") == 0) return lmp_tokenizer_load_hf(file, out);
+    return lmp_tokenizer_load_llama2c(file, (int)m->arch.vocab, out);
+}
+
+int lmp_tokenizer_beside(const lmp_model *m, char *file, size_t size)
+{
     struct stat sb;
     int is_dir = stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode);
     const char *slash = strrchr(m->path, '/');
@@ -57,16 +67,22 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
     const char *dir = is_dir || slash ? m->path : ".";
     char hf[4096];
     snprintf(hf, sizeof hf, "%.*s/tokenizer.json", dirlen, dir);
-    if (lmp_model_is_hf(m) && access(hf, R_OK) == 0) return lmp_tokenizer_load_hf(hf, out);
+    const int hf_model = lmp_model_is_hf(m);
+    if (hf_model && access(hf, R_OK) == 0) {
+        snprintf(file, size, "%s", hf);
+        return 0;
+    }
     char cand[2][4096];
     snprintf(cand[0], sizeof cand[0], "%.*s/tokenizer.bin", dirlen, dir);
     snprintf(cand[1], sizeof cand[1], "%.*s/tok%lld.bin", dirlen, dir, (long long)m->arch.vocab);
     for (int i = 0; i < 2; i++)
-        if (access(cand[i], R_OK) == 0) return lmp_tokenizer_load_llama2c(cand[i], (int)m->arch.vocab, out);
+        if (access(cand[i], R_OK) == 0) {
+            snprintf(file, size, "%s", cand[i]);
+            return 0;
+        }
     return lmp_fail(LMP_EINVAL, "%s: no tokenizer given and none found beside the model (%s, %s%s%s): "
                     "pass --tokenizer FILE or set model.tokenizer", m->path, cand[0], cand[1],
-                    lmp_model_is_hf(m) ? ", " : "",
-                    lmp_model_is_hf(m) ? hf : "");
+                    hf_model ? ", " : "", hf_model ? hf : "");
 }
 
 int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n)

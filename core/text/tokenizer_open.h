@@ -7,6 +7,11 @@
 
 /* path: a tokenizer file given by the user (NULL: look beside the model, see the .c). */
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out);
+/* The tokenizer file lmp_open_tokenizer uses when given none and the model is not a GGUF: the
+ * tokenizer.json of a Hugging Face model's folder, else tokenizer.bin or tok<vocab>.bin beside
+ * the model, into file[size] (an exporter copies that file's vocabulary).  None there: an error
+ * naming the places looked at. */
+int lmp_tokenizer_beside(const lmp_model *m, char *file, size_t size);
 /* The whole file as token ids (with BOS when the tokenizer adds one); *ids is malloc'd. */
 int lmp_tokenize_file(const lmp_tokenizer *t, const char *path, int32_t **ids, int64_t *n);
 

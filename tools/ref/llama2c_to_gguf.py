@@ -61,6 +61,25 @@ def read_tokenizer(path, vocab):
     return tokens, scores
 
 
+def llama_vocab(tokens):
+    """A llama2.c vocabulary as a GGUF "llama" one: its pieces and token types.  lmpress's GGUF
+    exporter (core/export/gguf_tokenizer.c) makes the same choices, and
+    tools/ref/gguf_export_check.py checks that it does."""
+    types = []
+    for i, t in enumerate(tokens):
+        if i == 0:
+            types.append(2)  # UNKNOWN
+        elif i in (1, 2):
+            types.append(3)  # CONTROL
+        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types.append(6)  # BYTE
+        else:
+            types.append(1)  # NORMAL
+    # llama2.c's tokenizer.bin holds spaces; a GGUF "llama" vocabulary holds SentencePiece's U+2581
+    pieces = [t.replace(" ", "\u2581") for t in tokens]
+    return pieces, types
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -75,18 +94,7 @@ def main():
     tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
     if args.change_token:
         tokens[int(args.change_token[0])] = args.change_token[1]
-    types = []
-    for i, t in enumerate(tokens):
-        if i == 0:
-            types.append(2)  # UNKNOWN
-        elif i in (1, 2):
-            types.append(3)  # CONTROL
-        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
-            types.append(6)  # BYTE
-        else:
-            types.append(1)  # NORMAL
-    # llama2.c's tokenizer.bin holds spaces; a GGUF "llama" vocabulary holds SentencePiece's U+2581
-    pieces = [t.replace(" ", "\u2581") for t in tokens]
+    pieces, types = llama_vocab(tokens)
 
     wr = gguf.GGUFWriter(args.out, "llama")
     wr.add_string("general.name", "stories260K")
