@@ -204,7 +204,7 @@ static void same_perplexity(const lmp_block *blocks, const char *path, const cha
     int64_t n1, n2;
     int32_t *ids1 = tokens(g_m, tokenizer, &n1);
     lmp_model *m2 = load(path);
-    ck_assert_str_eq(m2->format, "GGUF v3");
+    ck_assert_msg(strncmp(m2->format, "GGUF v3 ", 8) == 0, "%s", m2->format); /* then its tensor types */
     int32_t *ids2 = tokens(m2, NULL, &n2);
     ck_assert_int_eq(n1, n2);
     for (int64_t i = 0; i < n1; i++) ck_assert_msg(ids1[i] == ids2[i], "token %lld: %d vs %d", (long long)i, ids1[i], ids2[i]);
