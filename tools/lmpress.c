@@ -807,6 +807,19 @@ static void report_bad_plugin(const char *path, const char *msg)
     printf("  [not loaded] %s\n", msg);
 }
 
+/* What the listing's grid parameters mean for the files lmpress writes and reads. */
+static const char *const grids_and_files =
+    "Weight grids: rtn, rtn_mse, gptq and sparse24 share bits, sym, granularity, group_size,\n"
+    "rounding, clip, format and scale_dtype (plugins/common/wgrid.h, docs/algorithms.md section 1).\n"
+    "format = \"int\" is the integer grid of bits/sym/granularity, its scales rounded to scale_dtype;\n"
+    "\"q8_0\", \"q4_0\", \"q4_1\" are GGUF's blocks of 32, computed as ggml computes them.\n"
+    "Files: `run --output X.gguf` / `compare --output-dir DIR` store a q8_0/q4_0/q4_1 linear in that\n"
+    "GGUF type; `--output DIR` (or --output-format hf) stores an int linear as compressed-tensors\n"
+    "(int-quantized at 8 bits, pack-quantized below), scales in scale_dtype.  Each weight is written\n"
+    "as its code on the grid the strategy recorded and checked to read back as evaluated.\n"
+    "Other tools' files: a variant `{ name = \"x\"; model = \"file\"; }` evaluates a GGUF (any type\n"
+    "lmpress reads), llama2.c, safetensors or compressed-tensors (int4/int8) model in the same table.\n";
+
 static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
 {
     int bad = 0;
@@ -836,6 +849,7 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
         printf("\n");
     }
     if (reg.n == 0) printf("no plugins found\n");
+    else fputs(grids_and_files, stdout);
     lmp_registry_free(&reg);
     return failures ? 1 : 0;
 }
