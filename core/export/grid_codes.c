@@ -1,6 +1,7 @@
 /* grid_codes.c — see grid_codes.h. */
 #include "export/grid_codes.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -15,11 +16,16 @@ int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, i
     return r * ng + (g->g_idx ? g->g_idx[c] : c / s->group);
 }
 
-/* Bitwise equality, so -0 and +0 differ (a file's code 0 of a sym grid reads +0) and a NaN
- * never matches. */
-static int same_bits(float a, float b)
+/* Whether the code's value v is the weight w: bitwise equal, so a NaN never matches, with one
+ * exception.  A symmetric INT grid's code of a small negative weight is round(w/scale) = -0, so
+ * the backends leave the weight -0 * scale = -0; a file's integer code 0 reads +0.  The two are
+ * the same number (x + -0 = x + +0 = x in every dot product), so a -0 weight is taken as code 0;
+ * a +0 weight must still give +0 (a GGUF Q4_0 block with a negative d gives -0 for its code 8,
+ * as ggml does, and that stays exact). */
+static int same_bits(float v, float w)
 {
-    return a == b && memcmp(&a, &b, sizeof a) == 0;
+    if (v == 0.0f && w == 0.0f && signbit(w) && !signbit(v)) return 1;
+    return v == w && memcmp(&v, &w, sizeof v) == 0;
 }
 
 /* The range of codes of the grid (plugin.h's numbering). */
