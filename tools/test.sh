@@ -28,5 +28,17 @@ if [ -z "${LMP_CT_PYTHON:-}" ]; then
   fi
   if [ -x build/ct-venv/bin/python ]; then export LMP_CT_PYTHON="$PWD/build/ct-venv/bin/python"; fi
 fi
+# compressed-tensors 0.17.1 (pure Python) for tests/test_export_hf.c: the last version that reads
+# act-order groups (actorder "group", weight_g_idx), which that test checks exports with beside the
+# interpreter's own compressed-tensors (LMP_CT_PYTHON: a Python with compressed-tensors and torch).
+if [ ! -d build/pydeps-ct-legacy/compressed_tensors ]; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" compressed-tensors==0.17.1 >/dev/null 2>&1; then
+    python3 -m zipfile -e "$tmp"/compressed_tensors-*.whl build/pydeps-ct-legacy
+  else
+    echo "test: compressed-tensors 0.17.1 could not be fetched; the act-order export check will skip" >&2
+  fi
+  rm -rf "$tmp"
+fi
 cd build
 ctest --output-on-failure -j2 "$@"

@@ -5,13 +5,17 @@
  *                               from the codes and scales the strategy chose (gguf_write.c).
  *   Hugging Face folder (else)  config.json with a compressed-tensors quantization_config,
  *                               model.safetensors (sharded above a size), the tokenizer files;
- *                               a linear on an int grid stored as compressed-tensors' int-quantized
- *                               (8 bits) or pack-quantized (fewer) (hf_write.c).
+ *                               a linear on an int grid stored as compressed-tensors'
+ *                               pack-quantized (weight-only; 2, 4 or 8 bits) or int-quantized (with
+ *                               int8 activations), as compressed-tensors itself picks the format
+ *                               for a scheme (hf_write.c; the layout is in hf_plan.h).
  *
  * What a file holds is what lmpress evaluated: every quantized weight is written as its code on
  * the grid the strategy recorded (lmp_linear.grid), and each code is checked to dequantize to the
  * weight bit for bit (grid_codes.h); a weight that does not is an error naming the linear, not a
- * silently different file.  A linear no stage quantized is written exactly (f32).  What a format
+ * silently different file.  A linear no stage quantized is written exactly (f32; in a Hugging
+ * Face folder whose every grid has bf16 or f16 scales, that dtype, rounded, with a log line
+ * saying so: hf_write.c).  What a format
  * cannot hold (an input affine of Shift/SmoothQuant's o/down, a bias on an RMSNorm, a grid the
  * format has no type for where that would lose bits) is refused before anything is written, with
  * the linear's name and what to change.

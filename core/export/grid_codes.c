@@ -1,6 +1,7 @@
 /* grid_codes.c — see grid_codes.h. */
 #include "export/grid_codes.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -15,13 +16,16 @@ int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, i
     return r * ng + (g->g_idx ? g->g_idx[c] : c / s->group);
 }
 
-/* The same f32: bitwise, except that -0 and +0 are the same zero.  A symmetric grid's code of a
- * small negative weight is round(w/scale) = -0, which gives the weight -0 in memory; the file
- * holds the integer 0, which reads back +0: the same number in every sum and product.  A NaN
- * never matches. */
-static int same_value(float a, float b)
+/* Whether the code's value v is the weight w: bitwise equal, so a NaN never matches, with one
+ * exception.  A symmetric INT grid's code of a small negative weight is round(w/scale) = -0, so
+ * the backends leave the weight -0 * scale = -0; a file's integer code 0 reads +0.  The two are
+ * the same number (x + -0 = x + +0 = x in every dot product), so a -0 weight is taken as code 0;
+ * a +0 weight must still give +0 (a GGUF Q4_0 block with a negative d gives -0 for its code 8,
+ * as ggml does, and that stays exact). */
+static int same_bits(float v, float w)
 {
-    return a == b && (a == 0.0f || memcmp(&a, &b, sizeof a) == 0);
+    if (v == 0.0f && w == 0.0f && signbit(w) && !signbit(v)) return 1;
+    return v == w && memcmp(&v, &w, sizeof v) == 0;
 }
 
 /* The range of codes of the grid (plugin.h's numbering). */
@@ -55,8 +59,8 @@ int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
             const float t = q + (d == 0 ? 0.0f : d == 1 ? -1.0f : 1.0f);
             if (t < lo || t > hi) continue;
             v = lmp_wgrid_value(s, t, scale, zero);
-            if (same_value(v, w)) {
-                codes[c] = (int32_t)t; /* -0 converts to 0 */
+            if (same_bits(v, w)) {
+                codes[c] = (int32_t)t;
                 found = 1;
             }
         }

@@ -1,12 +1,535 @@
-/* hf_write.c — see export.h.  Being written: refuses for now. */
-#include "export/export.h"
+/* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
+ * through compressed-tensors (export.h): LLAMA family only.
+ *
+ *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
+ *                      Llama's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF source
+ *                      a LlamaConfig made from the architecture.  A top-level "lmpress" object
+ *                      records the lmpress version, variant, pipeline and source; it also marks
+ *                      the folder as an lmpress export, which a later export may replace.
+ *   model.safetensors  or model-0000i-of-0000N.safetensors + model.safetensors.index.json above
+ *                      o->shard_bytes (default 5 GB); a linear's tensors stay in one shard.
+ *   tokenizer files    copied from beside o->tokenizer_path, else from the source folder.
+ *
+ * The tensor layout is in hf_plan.h.  What lmpress evaluated is what the folder holds: each
+ * quantized weight is written as its code on the recorded grid (checked to dequantize to the
+ * weight bit for bit, grid_codes.h) with the grid's own scales in their own type.  The tensors
+ * no stage quantized (embedding, norms, head, unquantized linears, biases) are written in F32,
+ * exactly, and torch_dtype is "float32" — unless every quantized linear's scales are bf16 (or
+ * every one's f16): then the model is that dtype's, as vLLM runs it, and those tensors are
+ * rounded to it (a log line says how many values changed; an f16 overflow is an error).
+ *
+ * Refused before anything is written, each naming the linear or norm and what to change: GPT-2;
+ * an input affine (Shift/SmoothQuant's all_linears on o/down); a bias on an RMSNorm; a bias the
+ * architecture has no place for; a GGUF grid (q8_0, q4_0, q4_1: export a .gguf); weights
+ * quantized with no recorded grid; 3, 5, 6 or 7 weight bits without activation quantization;
+ * a group size that does not divide the row; activation quantization other than 8-bit dynamic
+ * per token or static per tensor, or without quantized weights; a destination that is a file,
+ * or a non-empty folder that is not an earlier lmpress export. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/input_file.h"
+#include "export/hf_plan.h"
+#include "export/out_dir.h"
+#include "export/st_write.h"
+#include "formats/json_write.h"
+
+#define HF_DEFAULT_SHARD_BYTES 5000000000LL /* transformers' "5GB" */
+
+void hf_shard_name(int s, int n, char *buf, size_t size)
+{
+    if (n == 1) snprintf(buf, size, "model.safetensors");
+    else snprintf(buf, size, "model-%05d-of-%05d.safetensors", s + 1, n);
+}
+
+/* ---- the source ------------------------------------------------------------------------- */
+static char *dir_of(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return strdup(path);
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+static int read_json(const char *path, lmp_json **out)
+{
+    char *text;
+    size_t len;
+    int st = lmp_input_read(path, LMP_INPUT_JSON, &text, &len);
+    if (st) return st;
+    st = lmp_json_parse(text, len, path, out);
+    free(text);
+    return st;
+}
+
+/* A Hugging Face source's folder and config.json (the loader read the same file). */
+static int read_source(hf_plan *p)
+{
+    if (strcmp(p->m->format, "safetensors") != 0) {
+        p->arch = "LlamaForCausalLM";
+        return 0;
+    }
+    if (!(p->src_dir = dir_of(p->m->path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", p->src_dir);
+    int st = read_json(path, &p->src_config);
+    if (st) return st;
+    const lmp_json *a = lmp_json_get(p->src_config, "architectures");
+    if (!a || a->type != LMP_JSON_ARRAY || a->n < 1 || a->items[0].type != LMP_JSON_STRING)
+        return lmp_fail(LMP_EINVAL, "%s: no \"architectures\" list", path);
+    p->arch = a->items[0].str;
+    return 0;
+}
+
+/* ---- checks and the schemes -------------------------------------------------------------- */
+static int is_attn(lmp_role r) { return r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V || r == LMP_ROLE_O; }
+
+/* The scheme of a quantized linear, checked; *sc untouched and 0 returned with *none = 1 for a
+ * linear written dense. */
+static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *none)
+{
+    const lmp_wgrid *g = l->grid;
+    *none = 0;
+    if (l->in_shift || l->in_scale || l->shift_bias)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: has an input affine x -> (x - shift) / scale (Shift or SmoothQuant with all_linears on "
+                        "a linear no norm feeds), which a Hugging Face Llama has no place for; run the variant "
+                        "without all_linears to export it", l->name);
+    if (!g) {
+        if (l->act.mode != LMP_ACT_NONE)
+            return lmp_fail(LMP_EUNSUPPORTED,
+                            "%s: its input is quantized but its weights are not; compressed-tensors' int8 "
+                            "activation schemes come with quantized weights: quantize its weights too", l->name);
+        if (l->weight_bits < 32.0)
+            return lmp_fail(LMP_EINVAL,
+                            "%s: its weights were quantized (%.2f bits per weight) but no grid is recorded for them "
+                            "(a later stage edited the weights); the codes cannot be written", l->name, l->weight_bits);
+        *none = 1;
+        return 0;
+    }
+    const lmp_wspec *s = &g->spec;
+    if (s->format != LMP_WFORMAT_INT)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: its weights are on the GGUF %s grid, which compressed-tensors has no type for; export a "
+                        ".gguf for that", l->name, lmp_wformat_name(s->format) ? lmp_wformat_name(s->format) : "block");
+    if (!lmp_wspec_format_ok(s) || s->bits < 2 || s->bits > 8 || s->gran < LMP_GRAN_TENSOR || s->gran > LMP_GRAN_GROUP ||
+        (s->gran == LMP_GRAN_GROUP && s->group < 1) || g->n_scales != lmp_wspec_n_scales(s, l->out, l->in))
+        return lmp_fail(LMP_EINVAL, "%s: the recorded grid is inconsistent (%d bits, %lld scales for [%lld, %lld])",
+                        l->name, s->bits, (long long)g->n_scales, (long long)l->out, (long long)l->in);
+    if (s->gran == LMP_GRAN_GROUP && l->in % s->group != 0)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: group_size %lld does not divide its %lld inputs, and compressed-tensors (and vLLM) "
+                        "take no shorter last group; leave it out of that stage or use a group size dividing %lld",
+                        l->name, (long long)s->group, (long long)l->in, (long long)l->in);
+    *sc = (hf_scheme){.bits = s->bits, .sym = s->sym, .gran = s->gran,
+                      .group = s->gran == LMP_GRAN_GROUP ? s->group : 0,
+                      .g_idx = s->gran == LMP_GRAN_GROUP && g->g_idx != NULL, .act = LMP_ACT_NONE};
+    switch (l->act.mode) {
+    case LMP_ACT_NONE: break;
+    case LMP_ACT_DYN_TOKEN:
+    case LMP_ACT_STATIC_TENSOR:
+        if (l->act.bits == 8) {
+            sc->act = l->act.mode;
+            break;
+        }
+        /* fall through */
+    default:
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: %d-bit %s activation quantization has no compressed-tensors scheme that vLLM runs; "
+                        "use 8-bit dynamic_token or static_tensor", l->name, l->act.bits,
+                        l->act.mode == LMP_ACT_DYN_TENSOR ? "dynamic per-tensor"
+                        : l->act.mode == LMP_ACT_DYN_TOKEN ? "dynamic per-token" : "static per-tensor");
+    }
+    if (sc->act != LMP_ACT_NONE && l->act.rounding != LMP_ROUND_HALF_EVEN)
+        lmp_log(ctx, LMP_LOG_WARN, "%s: its activations were rounded half away from zero; runtimes round them half "
+                                   "to even", l->name);
+    sc->fmt = sc->act != LMP_ACT_NONE ? HF_FMT_INT : HF_FMT_PACK;
+    if (sc->fmt == HF_FMT_PACK && 32 % sc->bits != 0)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: %d-bit weights: compressed-tensors packs %d-bit values differently from one version to "
+                        "the next (up to 0.17: %d per int32 word; from 0.19: densely), so no file reads the same everywhere; "
+                        "use 2, 4 or 8 bits", l->name, sc->bits, sc->bits, 32 / sc->bits);
+    return 0;
+}
+
+static int find_scheme(hf_plan *p, const hf_scheme *sc, const char *who)
+{
+    for (int i = 0; i < p->n_schemes; i++) {
+        const hf_scheme *o = &p->schemes[i];
+        if (o->bits == sc->bits && o->sym == sc->sym && o->gran == sc->gran && o->group == sc->group &&
+            o->g_idx == sc->g_idx && o->act == sc->act && o->fmt == sc->fmt)
+            return i;
+    }
+    if (p->n_schemes == (int)(sizeof p->schemes / sizeof *p->schemes))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d different quantization schemes in one model", who,
+                        p->n_schemes);
+    p->schemes[p->n_schemes] = *sc;
+    return p->n_schemes++;
+}
+
+/* Which linears get a bias tensor: Llama has one switch for q,k,v,o and one for gate,up,down
+ * (a linear without one of its own gets zeros, which change nothing); Qwen2 has q,k,v biases
+ * always and no others; Mistral none. */
+static int plan_biases(hf_plan *p)
+{
+    const int qwen2 = strcmp(p->arch, "Qwen2ForCausalLM") == 0, mistral = strcmp(p->arch, "MistralForCausalLM") == 0;
+    for (int i = 0; i < p->n_lins; i++) {
+        const lmp_linear *l = p->lins[i].l;
+        if (!l->b) continue;
+        const lmp_role r = l->role;
+        if (mistral || (qwen2 && !(r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s has no place for", l->name, p->arch);
+        if (is_attn(r)) p->attn_bias = 1;
+        else p->mlp_bias = 1;
+    }
+    for (int i = 0; i < p->n_lins; i++) {
+        const lmp_role r = p->lins[i].l->role;
+        p->lins[i].bias = qwen2 ? (r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)
+                                : (is_attn(r) ? p->attn_bias : p->mlp_bias);
+    }
+    return 0;
+}
+
+/* ---- the tensors ------------------------------------------------------------------------- */
+static int add_tensor(hf_plan *p, size_t *cap, const char *name, const char *suffix, hf_tkind kind,
+                      lmp_st_dtype dtype, int ndim, int64_t d0, int64_t d1, const hf_linear *lin, const float *src)
+{
+    if (p->n_tensors == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        hf_tensor *t = realloc(p->tensors, c * sizeof *t);
+        if (!t) return lmp_fail(LMP_ENOMEM, "out of memory");
+        p->tensors = t;
+        *cap = c;
+    }
+    hf_tensor *t = &p->tensors[p->n_tensors];
+    memset(t, 0, sizeof *t);
+    if ((size_t)snprintf(t->name, sizeof t->name, "%s%s", name, suffix) >= sizeof t->name)
+        return lmp_fail(LMP_EINVAL, "%s%s: tensor name too long", name, suffix);
+    t->kind = kind;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim == 2 ? d1 : 0;
+    t->lin = lin;
+    t->src = src;
+    lmp_stw_tensor w = {.name = t->name, .dtype = dtype, .ndim = ndim, .shape = {t->shape[0], t->shape[1]}};
+    t->nbytes = lmp_stw_nbytes(&w);
+    p->n_tensors++;
+    return 0;
+}
+
+static lmp_st_dtype scale_dtype(lmp_scale_type t)
+{
+    return t == LMP_SCALE_BF16 ? LMP_ST_BF16 : t == LMP_SCALE_F16 ? LMP_ST_F16 : LMP_ST_F32;
+}
+
+static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
+{
+    const lmp_linear *l = h->l;
+    int st = 0;
+    if (h->scheme < 0) {
+        st = add_tensor(p, cap, l->name, ".weight", HF_T_WEIGHT, p->dtype, 2, l->out, l->in, h, NULL);
+    } else {
+        const hf_scheme *sc = &p->schemes[h->scheme];
+        const lmp_st_dtype sd = scale_dtype(l->grid->spec.scale_type);
+        const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? l->in / sc->group : 1;
+        if (sc->fmt == HF_FMT_PACK) {
+            st = add_tensor(p, cap, l->name, ".weight_packed", HF_T_PACKED, LMP_ST_I32, 2, l->out,
+                            (l->in * sc->bits + 31) / 32, h, NULL);
+        } else {
+            st = add_tensor(p, cap, l->name, ".weight", HF_T_QWEIGHT, LMP_ST_I8, 2, l->out, l->in, h, NULL);
+        }
+        if (!st) {
+            if (sc->gran == LMP_GRAN_TENSOR) st = add_tensor(p, cap, l->name, ".weight_scale", HF_T_SCALE, sd, 1, 1, 0, h, NULL);
+            else st = add_tensor(p, cap, l->name, ".weight_scale", HF_T_SCALE, sd, 2, l->out, ncols, h, NULL);
+        }
+        if (!st && !sc->sym) {
+            if (sc->fmt == HF_FMT_PACK && sc->gran != LMP_GRAN_TENSOR)
+                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I32, 2,
+                                (l->out * sc->bits + 31) / 32, ncols, h, NULL);
+            else if (sc->gran == LMP_GRAN_TENSOR)
+                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 1, 1, 0, h, NULL);
+            else
+                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 2, l->out, ncols, h, NULL);
+        }
+        if (!st && sc->fmt == HF_FMT_PACK)
+            st = add_tensor(p, cap, l->name, ".weight_shape", HF_T_SHAPE, LMP_ST_I64, 1, 2, 0, h, NULL);
+        if (!st && sc->g_idx) st = add_tensor(p, cap, l->name, ".weight_g_idx", HF_T_GIDX, LMP_ST_I32, 1, l->in, 0, h, NULL);
+        if (!st && sc->act == LMP_ACT_STATIC_TENSOR)
+            st = add_tensor(p, cap, l->name, ".input_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
+    }
+    if (!st && h->bias) st = add_tensor(p, cap, l->name, ".bias", HF_T_BIAS, p->dtype, 1, l->out, 0, h, NULL);
+    return st;
+}
+
+/* Every tensor in file order, then shards: whole units (one tensor, or a linear's tensors) go
+ * into a shard until the next would pass the limit. */
+static int plan_tensors(hf_plan *p)
+{
+    const lmp_model *m = p->m;
+    const lmp_arch *a = &m->arch;
+    size_t cap = 0;
+    size_t *unit_start = calloc((size_t)p->n_lins + 2 * (size_t)a->n_layers + 8, sizeof *unit_start);
+    size_t n_units = 0;
+    if (!unit_start) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int st = 0;
+    unit_start[n_units++] = p->n_tensors;
+    st = add_tensor(p, &cap, "model.embed_tokens", ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->tok_emb);
+    int li = 0;
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        const lmp_block *blk = &p->blocks[b];
+        for (int i = 0; i < blk->n_norms && !st; i++) {
+            unit_start[n_units++] = p->n_tensors;
+            st = add_tensor(p, &cap, blk->norms[i].name, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL,
+                            blk->norms[i].w);
+        }
+        for (int i = 0; i < blk->n_linears && !st; i++, li++) {
+            unit_start[n_units++] = p->n_tensors;
+            st = add_linear(p, &cap, &p->lins[li]);
+        }
+    }
+    if (!st) {
+        unit_start[n_units++] = p->n_tensors;
+        st = add_tensor(p, &cap, "model.norm", ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
+    }
+    if (!st && m->lm_head != m->tok_emb) {
+        unit_start[n_units++] = p->n_tensors;
+        st = add_tensor(p, &cap, "lm_head", ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->lm_head);
+    }
+    if (!st) {
+        const uint64_t limit = p->o->shard_bytes > 0 ? (uint64_t)p->o->shard_bytes : (uint64_t)HF_DEFAULT_SHARD_BYTES;
+        uint64_t in_shard = 0;
+        int shard = 0;
+        for (size_t u = 0; u < n_units; u++) {
+            const size_t end = u + 1 < n_units ? unit_start[u + 1] : p->n_tensors;
+            uint64_t bytes = 0;
+            for (size_t t = unit_start[u]; t < end; t++) bytes += p->tensors[t].nbytes;
+            if (in_shard > 0 && in_shard + bytes > limit) {
+                shard++;
+                in_shard = 0;
+            }
+            in_shard += bytes;
+            p->total_bytes += bytes;
+            for (size_t t = unit_start[u]; t < end; t++) p->tensors[t].shard = shard;
+        }
+        p->n_shards = shard + 1;
+        if (p->n_shards > 99999) st = lmp_fail(LMP_EINVAL, "%s: %d shards: raise the shard size", p->o->path, p->n_shards);
+    }
+    free(unit_start);
+    return st;
+}
+
+static int build_plan(lmp_ctx *ctx, hf_plan *p)
+{
+    const lmp_model *m = p->m;
+    const lmp_arch *a = &m->arch;
+    int st = read_source(p);
+    if (st) return st;
+    int64_t n = 0;
+    for (int64_t b = 0; b < a->n_layers; b++) n += p->blocks[b].n_linears;
+    if (!(p->lins = calloc((size_t)n, sizeof *p->lins))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int n_quant = 0, n_bf16 = 0, n_f16 = 0, warned_gidx = 0;
+    int64_t pruned = 0, total = 0;
+    for (int64_t b = 0; b < a->n_layers; b++) {
+        const lmp_block *blk = &p->blocks[b];
+        for (int i = 0; i < blk->n_norms; i++)
+            if (blk->norms[i].b)
+                return lmp_fail(LMP_EUNSUPPORTED,
+                                "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
+                                "place for; export a variant without shift", blk->norms[i].name);
+        for (int i = 0; i < blk->n_linears; i++) {
+            const lmp_linear *l = &blk->linears[i];
+            hf_linear *h = &p->lins[p->n_lins++];
+            hf_scheme sc;
+            int none;
+            h->l = l;
+            h->scheme = -1;
+            h->head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? a->head_dim : 0;
+            if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
+            if (!none) {
+                if ((h->scheme = find_scheme(p, &sc, l->name)) < 0) return h->scheme;
+                n_quant++;
+                n_bf16 += l->grid->spec.scale_type == LMP_SCALE_BF16;
+                n_f16 += l->grid->spec.scale_type == LMP_SCALE_F16;
+                if (sc.g_idx && !warned_gidx++)
+                    lmp_log(ctx, LMP_LOG_WARN,
+                            "%s: act-order groups are written as compressed-tensors' actorder \"group\" with "
+                            "weight_g_idx, which compressed-tensors 0.19 and later (and the vLLM built on them) no "
+                            "longer read (0.17 does); gptq with static_groups = true exports for every version", l->name);
+            }
+            total += l->out * l->in;
+            if (l->mask) {
+                int64_t kept = 0;
+                for (int64_t k = 0; k < l->out * l->in; k++) kept += l->mask[k] != 0;
+                pruned += l->out * l->in - kept;
+                if (p->n_sparse++ == 0) {
+                    p->sparse_n = l->sparse_n;
+                    p->sparse_m = l->sparse_m;
+                } else if (l->sparse_n != p->sparse_n || l->sparse_m != p->sparse_m) {
+                    p->sparse_mixed = 1;
+                }
+            }
+        }
+    }
+    if (m->final_norm_b)
+        return lmp_fail(LMP_EUNSUPPORTED, "model.norm: has a bias, which a Hugging Face Llama's RMSNorm has no place for");
+    if (p->sparse_mixed)
+        lmp_log(ctx, LMP_LOG_WARN, "%s: the linears are pruned to different N:M patterns; config.json's "
+                                   "sparsity_config says \"unstructured\"", p->o->path);
+    p->global_sparsity = total ? (double)pruned / (double)total : 0.0;
+    p->dtype = n_quant && n_bf16 == n_quant ? LMP_ST_BF16 : n_quant && n_f16 == n_quant ? LMP_ST_F16 : LMP_ST_F32;
+    if ((st = plan_biases(p))) return st;
+    return plan_tensors(p);
+}
+
+static void free_plan(hf_plan *p)
+{
+    free(p->src_dir);
+    lmp_json_free(p->src_config);
+    free(p->lins);
+    free(p->tensors);
+}
+
+/* ---- the destination --------------------------------------------------------------------- */
+/* An existing destination may be replaced when it is empty or an earlier lmpress export (its
+ * config.json has a top-level "lmpress" object); anything else is the user's and stays. */
+static int check_destination(const char *path)
+{
+    lmp_outdir_state state;
+    int st = lmp_outdir_state_of(path, &state);
+    if (st) return st;
+    if (state == LMP_OUTDIR_OTHER)
+        return lmp_fail(LMP_EINVAL, "%s: exists and is not a folder (a file or a link); a Hugging Face export is a "
+                                    "folder: give a new path", path);
+    if (state != LMP_OUTDIR_FULL) return 0;
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", path);
+    lmp_json *j = NULL;
+    int ours = 0;
+    struct stat sb;
+    if (stat(cfg, &sb) == 0 && S_ISREG(sb.st_mode) && read_json(cfg, &j) == 0) {
+        const lmp_json *mark = lmp_json_get(j, "lmpress");
+        ours = mark && mark->type == LMP_JSON_OBJECT;
+    }
+    lmp_json_free(j);
+    if (!ours)
+        return lmp_fail(LMP_EINVAL, "%s: the folder exists, is not empty and is not an earlier lmpress export (no "
+                                    "config.json with an \"lmpress\" entry); not replacing it: give a new or empty "
+                                    "folder", path);
+    return 0;
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+static int write_index(const hf_plan *p, FILE *f)
+{
+    char shard[64];
+    fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
+            (unsigned long long)p->total_bytes);
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        hf_shard_name(p->tensors[i].shard, p->n_shards, shard, sizeof shard);
+        fputs(i ? ",\n    " : "\n    ", f);
+        lmp_jw_string(f, p->tensors[i].name);
+        fputs(": ", f);
+        lmp_jw_string(f, shard);
+    }
+    fputs("\n  }\n}\n", f);
+    return 0;
+}
+
+/* The tokenizer files a runtime reads, from beside the run's tokenizer, else the source folder. */
+static int copy_tokenizer(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od)
+{
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                        "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json",
+                                        "chat_template.jinja", "generation_config.json"};
+    char *tok_dir = p->o->tokenizer_path ? dir_of(p->o->tokenizer_path) : NULL;
+    const char *dirs[2] = {tok_dir, p->src_dir};
+    int st = 0, n_tok = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !st; i++)
+        for (int d = 0; d < 2; d++) {
+            if (!dirs[d]) continue;
+            char path[4400];
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", dirs[d], names[i]);
+            if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+            st = lmp_outdir_copy(od, path, names[i]);
+            n_tok += strcmp(names[i], "generation_config.json") != 0;
+            break;
+        }
+    free(tok_dir);
+    if (!st && n_tok == 0)
+        lmp_log(ctx, LMP_LOG_WARN,
+                "%s: no tokenizer files were written (none beside %s): add tokenizer.json and tokenizer_config.json "
+                "before loading it with transformers or vLLM", p->o->path,
+                p->o->tokenizer_path ? p->o->tokenizer_path : p->m->path);
+    return st;
+}
+
+static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *rounded)
+{
+    FILE *f;
+    int st = lmp_outdir_create(od, "config.json", &f);
+    if (st) return st;
+    st = hf_write_config(p, f);
+    int cst = lmp_outdir_close(od, "config.json", f);
+    if (st || cst) return st ? st : cst;
+    size_t done = 0;
+    for (int s = 0; s < p->n_shards; s++) {
+        char name[64];
+        hf_shard_name(s, p->n_shards, name, sizeof name);
+        if ((st = lmp_outdir_create(od, name, &f))) return st;
+        st = hf_write_shard(ctx, p, s, f, &done, rounded);
+        cst = lmp_outdir_close(od, name, f);
+        if (st || cst) return st ? st : cst;
+    }
+    if (p->n_shards > 1) {
+        if ((st = lmp_outdir_create(od, "model.safetensors.index.json", &f))) return st;
+        st = write_index(p, f);
+        cst = lmp_outdir_close(od, "model.safetensors.index.json", f);
+        if (st || cst) return st ? st : cst;
+    }
+    if ((st = copy_tokenizer(ctx, p, od))) return st;
+    if (lmp_host_interrupted(ctx)) return lmp_fail(LMP_EABORTED, "%s: export interrupted", p->o->path);
+    return 0;
+}
 
 int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
 {
-    (void)ctx;
-    (void)m;
-    (void)blocks;
-    return lmp_fail(LMP_EUNSUPPORTED, "%s: this export format is not written yet", o->path);
+    if (m->arch.family != LMP_FAMILY_LLAMA)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama family (Llama, Mistral, Qwen2) is exported as a Hugging "
+                                          "Face folder; %s is GPT-2: export a .gguf or keep the original", o->path,
+                        m->path);
+    int st = lmp_export_check_path(o->path, "export");
+    if (!st) st = check_destination(o->path);
+    if (st) return st;
+    hf_plan p = {.m = m, .blocks = blocks, .o = o};
+    st = build_plan(ctx, &p);
+    lmp_outdir od = {{0}, {0}};
+    int64_t rounded = 0;
+    if (!st) st = lmp_outdir_begin(&od, o->path);
+    if (!st) {
+        st = write_all(ctx, &p, &od, &rounded);
+        if (!st) st = lmp_outdir_commit(&od);
+        else lmp_outdir_abort(&od);
+    }
+    if (!st) {
+        int n_packed = 0, n_int = 0;
+        for (int i = 0; i < p.n_lins; i++)
+            if (p.lins[i].scheme >= 0) *(p.schemes[p.lins[i].scheme].fmt == HF_FMT_PACK ? &n_packed : &n_int) += 1;
+        lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
+                                   "unquantized tensors in %s", o->path, n_packed, n_int, p.n_lins - n_packed - n_int,
+                p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));
+        if (p.dtype != LMP_ST_F32)
+            lmp_log(ctx, LMP_LOG_INFO, "%s: every grid's scales are %s, so the model is: the embedding, norms, head, "
+                                       "biases and unquantized linears were rounded to it (%lld values changed)",
+                    o->path, lmp_st_dtype_name(p.dtype), (long long)rounded);
+    }
+    free_plan(&p);
+    return st;
 }

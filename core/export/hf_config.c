@@ -1,0 +1,317 @@
+/* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or a
+ * synthesized LlamaConfig, with torch_dtype, tie_word_embeddings, Llama's bias switches,
+ * compressed-tensors' quantization_config (and its sparsity_config) and lmpress's own record. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "export/hf_plan.h"
+#include "formats/gguf.h"
+#include "formats/json_write.h"
+
+/* ",\n  "key": " at nesting depth `depth` (the first member of an object has no comma). */
+static void key(FILE *f, int *n, int depth, const char *k)
+{
+    if ((*n)++) fputc(',', f);
+    lmp_jw_indent(f, depth);
+    lmp_jw_string(f, k);
+    fputs(": ", f);
+}
+
+static const char *torch_dtype(lmp_st_dtype d)
+{
+    return d == LMP_ST_BF16 ? "bfloat16" : d == LMP_ST_F16 ? "float16" : "float32";
+}
+
+static int is_llama(const hf_plan *p)
+{
+    return strcmp(p->arch, "Qwen2ForCausalLM") != 0 && strcmp(p->arch, "MistralForCausalLM") != 0;
+}
+
+/* Members of the source's config.json this writer sets itself. */
+static int replaced(const hf_plan *p, const char *k)
+{
+    static const char *const keys[] = {"quantization_config", "compression_config", "torch_dtype", "dtype",
+                                       "tie_word_embeddings", "lmpress"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (strcmp(k, keys[i]) == 0) return 1;
+    return is_llama(p) && (strcmp(k, "attention_bias") == 0 || strcmp(k, "mlp_bias") == 0);
+}
+
+/* bos and eos of a llama2.c vocabulary (1, 2) or a GGUF's metadata; -1 when unknown. */
+static void special_ids(const lmp_model *m, int64_t *bos, int64_t *eos)
+{
+    *bos = *eos = -1;
+    if (strncmp(m->format, "llama2.c", 8) == 0) {
+        *bos = 1;
+        *eos = 2;
+    } else if (strncmp(m->format, "GGUF", 4) == 0) {
+        lmp_gguf *g = NULL;
+        if (lmp_gguf_open(m->path, &g) == 0) {
+            if (lmp_gguf_get_int(g, "tokenizer.ggml.bos_token_id", bos) != 0) *bos = -1;
+            if (lmp_gguf_get_int(g, "tokenizer.ggml.eos_token_id", eos) != 0) *eos = -1;
+            lmp_gguf_close(g);
+        }
+        lmp_clear_error(); /* absent ids are not an error: the config just leaves them out */
+    }
+}
+
+static void synthesized(const hf_plan *p, FILE *f, int *n)
+{
+    const lmp_arch *a = &p->m->arch;
+    key(f, n, 1, "architectures");
+    fputs("[\"LlamaForCausalLM\"]", f);
+    key(f, n, 1, "model_type");
+    fputs("\"llama\"", f);
+    const struct { const char *k; int64_t v; } ints[] = {
+        {"hidden_size", a->dim},          {"intermediate_size", a->hidden},
+        {"num_hidden_layers", a->n_layers}, {"num_attention_heads", a->n_heads},
+        {"num_key_value_heads", a->n_kv_heads}, {"head_dim", a->head_dim},
+        {"max_position_embeddings", a->seq_len}, {"vocab_size", a->vocab}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        key(f, n, 1, ints[i].k);
+        fprintf(f, "%lld", (long long)ints[i].v);
+    }
+    key(f, n, 1, "hidden_act");
+    fputs("\"silu\"", f);
+    key(f, n, 1, "rms_norm_eps");
+    lmp_jw_float(f, a->norm_eps);
+    key(f, n, 1, "rope_theta");
+    lmp_jw_float(f, a->rope_theta);
+    key(f, n, 1, "rope_scaling");
+    fputs("null", f);
+    key(f, n, 1, "attention_dropout");
+    fputs("0.0", f);
+    key(f, n, 1, "initializer_range");
+    fputs("0.02", f);
+    key(f, n, 1, "pretraining_tp");
+    fputs("1", f);
+    key(f, n, 1, "use_cache");
+    fputs("true", f);
+    int64_t bos, eos;
+    special_ids(p->m, &bos, &eos);
+    if (bos >= 0) {
+        key(f, n, 1, "bos_token_id");
+        fprintf(f, "%lld", (long long)bos);
+    }
+    if (eos >= 0) {
+        key(f, n, 1, "eos_token_id");
+        fprintf(f, "%lld", (long long)eos);
+    }
+}
+
+/* QuantizationArgs of a weight scheme or of an input scheme. */
+static void weight_args(FILE *f, const hf_scheme *sc, int depth)
+{
+    static const char *const strategy[] = {"tensor", "channel", "group"};
+    int n = 0;
+    fputc('{', f);
+    key(f, &n, depth + 1, "num_bits");
+    fprintf(f, "%d", sc->bits);
+    key(f, &n, depth + 1, "type");
+    fputs("\"int\"", f);
+    key(f, &n, depth + 1, "symmetric");
+    fputs(sc->sym ? "true" : "false", f);
+    key(f, &n, depth + 1, "strategy");
+    lmp_jw_string(f, strategy[sc->gran]);
+    key(f, &n, depth + 1, "group_size");
+    if (sc->gran == LMP_GRAN_GROUP) fprintf(f, "%lld", (long long)sc->group);
+    else fputs("null", f);
+    key(f, &n, depth + 1, "dynamic");
+    fputs("false", f);
+    key(f, &n, depth + 1, "observer");
+    fputs("\"minmax\"", f);
+    if (sc->g_idx) {
+        key(f, &n, depth + 1, "actorder");
+        fputs("\"group\"", f);
+    }
+    lmp_jw_indent(f, depth);
+    fputc('}', f);
+}
+
+static void input_args(FILE *f, const hf_scheme *sc, int depth)
+{
+    const int dyn = sc->act == LMP_ACT_DYN_TOKEN;
+    int n = 0;
+    fputc('{', f);
+    key(f, &n, depth + 1, "num_bits");
+    fputs("8", f);
+    key(f, &n, depth + 1, "type");
+    fputs("\"int\"", f);
+    key(f, &n, depth + 1, "symmetric");
+    fputs("true", f);
+    key(f, &n, depth + 1, "strategy");
+    fputs(dyn ? "\"token\"" : "\"tensor\"", f);
+    key(f, &n, depth + 1, "group_size");
+    fputs("null", f);
+    key(f, &n, depth + 1, "dynamic");
+    fputs(dyn ? "true" : "false", f);
+    key(f, &n, depth + 1, "observer");
+    fputs(dyn ? "null" : "\"minmax\"", f);
+    lmp_jw_indent(f, depth);
+    fputc('}', f);
+}
+
+static const char *format_name(hf_fmt f) { return f == HF_FMT_PACK ? "pack-quantized" : "int-quantized"; }
+
+static void quantization_config(const hf_plan *p, FILE *f)
+{
+    int n = 0, mixed = 0, n_dense = 0;
+    for (int i = 1; i < p->n_schemes; i++) mixed |= p->schemes[i].fmt != p->schemes[0].fmt;
+    fputc('{', f);
+    key(f, &n, 2, "quant_method");
+    fputs("\"compressed-tensors\"", f);
+    key(f, &n, 2, "format");
+    lmp_jw_string(f, p->n_schemes == 0 ? "dense" : mixed ? "mixed-precision" : format_name(p->schemes[0].fmt));
+    key(f, &n, 2, "quantization_status");
+    fputs("\"compressed\"", f);
+    key(f, &n, 2, "global_compression_ratio");
+    fputs("null", f);
+    key(f, &n, 2, "kv_cache_scheme");
+    fputs("null", f);
+    key(f, &n, 2, "config_groups");
+    fputc('{', f);
+    int ng = 0;
+    for (int s = 0; s < p->n_schemes; s++) {
+        const hf_scheme *sc = &p->schemes[s];
+        char name[32];
+        snprintf(name, sizeof name, "group_%d", s);
+        key(f, &ng, 3, name);
+        int gn = 0;
+        fputc('{', f);
+        key(f, &gn, 4, "targets");
+        fputc('[', f);
+        int nt = 0;
+        for (int i = 0; i < p->n_lins; i++)
+            if (p->lins[i].scheme == s) {
+                if (nt++) fputc(',', f);
+                lmp_jw_indent(f, 5);
+                lmp_jw_string(f, p->lins[i].l->name);
+            }
+        lmp_jw_indent(f, 4);
+        fputc(']', f);
+        key(f, &gn, 4, "weights");
+        weight_args(f, sc, 4);
+        key(f, &gn, 4, "input_activations");
+        if (sc->act != LMP_ACT_NONE) input_args(f, sc, 4);
+        else fputs("null", f);
+        key(f, &gn, 4, "output_activations");
+        fputs("null", f);
+        if (mixed) { /* per-scheme formats are newer than the key itself: written only when needed */
+            key(f, &gn, 4, "format");
+            lmp_jw_string(f, format_name(sc->fmt));
+        }
+        lmp_jw_indent(f, 3);
+        fputc('}', f);
+    }
+    if (ng) lmp_jw_indent(f, 2);
+    fputc('}', f);
+    key(f, &n, 2, "ignore");
+    fputc('[', f);
+    for (int i = 0; i < p->n_lins && p->n_schemes; i++) /* without groups nothing needs ignoring */
+        if (p->lins[i].scheme < 0) {
+            if (n_dense++) fputc(',', f);
+            lmp_jw_indent(f, 3);
+            lmp_jw_string(f, p->lins[i].l->name);
+        }
+    if (n_dense++) fputc(',', f);
+    lmp_jw_indent(f, 3);
+    fputs("\"lm_head\"", f);
+    lmp_jw_indent(f, 2);
+    fputc(']', f);
+    if (p->n_sparse) {
+        int sn = 0;
+        key(f, &n, 2, "sparsity_config");
+        fputc('{', f);
+        key(f, &sn, 3, "format");
+        fputs("\"dense\"", f);
+        key(f, &sn, 3, "sparsity_structure");
+        if (p->sparse_mixed) {
+            fputs("\"unstructured\"", f);
+        } else {
+            char s[32];
+            snprintf(s, sizeof s, "%d:%d", p->sparse_n, p->sparse_m);
+            lmp_jw_string(f, s);
+        }
+        key(f, &sn, 3, "global_sparsity");
+        lmp_jw_double(f, p->global_sparsity);
+        key(f, &sn, 3, "targets");
+        fputc('[', f);
+        int nt = 0;
+        for (int i = 0; i < p->n_lins; i++)
+            if (p->lins[i].l->mask) {
+                if (nt++) fputc(',', f);
+                lmp_jw_indent(f, 4);
+                lmp_jw_string(f, p->lins[i].l->name);
+            }
+        lmp_jw_indent(f, 3);
+        fputc(']', f);
+        key(f, &sn, 3, "ignore");
+        fputs("[\"lm_head\"]", f);
+        lmp_jw_indent(f, 2);
+        fputc('}', f);
+    }
+    lmp_jw_indent(f, 1);
+    fputc('}', f);
+}
+
+static void opt_string(FILE *f, const char *s)
+{
+    if (s) lmp_jw_string(f, s);
+    else fputs("null", f);
+}
+
+int hf_write_config(const hf_plan *p, FILE *f)
+{
+    int n = 0;
+    fputc('{', f);
+    int had_dtype = 0;
+    if (p->src_config) {
+        const lmp_json *c = p->src_config;
+        for (size_t i = 0; i < c->n; i++) {
+            had_dtype |= strcmp(c->keys[i], "dtype") == 0;
+            if (replaced(p, c->keys[i])) continue;
+            key(f, &n, 1, c->keys[i]);
+            lmp_jw_tree(f, &c->items[i], 1);
+        }
+    } else {
+        synthesized(p, f, &n);
+    }
+    key(f, &n, 1, "tie_word_embeddings");
+    fputs(p->m->lm_head == p->m->tok_emb ? "true" : "false", f);
+    if (is_llama(p)) {
+        key(f, &n, 1, "attention_bias");
+        fputs(p->attn_bias ? "true" : "false", f);
+        key(f, &n, 1, "mlp_bias");
+        fputs(p->mlp_bias ? "true" : "false", f);
+    }
+    key(f, &n, 1, "torch_dtype");
+    lmp_jw_string(f, torch_dtype(p->dtype));
+    if (had_dtype) { /* transformers 5 writes "dtype"; keep the two in step */
+        key(f, &n, 1, "dtype");
+        lmp_jw_string(f, torch_dtype(p->dtype));
+    }
+    if (p->n_schemes || p->n_sparse) {
+        key(f, &n, 1, "quantization_config");
+        quantization_config(p, f);
+    }
+    int ln = 0;
+    key(f, &n, 1, "lmpress");
+    fputc('{', f);
+    key(f, &ln, 2, "version");
+    lmp_jw_string(f, LMP_VERSION);
+    key(f, &ln, 2, "variant");
+    opt_string(f, p->o->variant);
+    key(f, &ln, 2, "pipeline");
+    opt_string(f, p->o->pipeline);
+    key(f, &ln, 2, "config");
+    opt_string(f, p->o->config_path);
+    key(f, &ln, 2, "source");
+    lmp_jw_string(f, p->m->path);
+    key(f, &ln, 2, "source_format");
+    lmp_jw_string(f, p->m->format);
+    lmp_jw_indent(f, 1);
+    fputc('}', f);
+    fputs("\n}\n", f);
+    return 0;
+}

@@ -1,0 +1,127 @@
+/* hf_plan.h — what a Hugging Face export writes, decided before anything is written (hf_write.c
+ * builds it and refuses what the format cannot hold); hf_config.c writes config.json from it and
+ * hf_tensors.c the safetensors shards.  Internal to core/export.
+ *
+ * compressed-tensors' layout, as compressed-tensors 0.20.0 reads and writes it (and 0.17.1, which
+ * this writer's test also reads every export with):
+ *   config groups   one per distinct scheme (weights: num_bits, symmetric, strategy tensor |
+ *                   channel | group, group_size; input activations), "targets" the exact module
+ *                   names (compressed-tensors matches a target by equality, or by re.match for
+ *                   "re:"); "ignore" the linears no stage quantized and lm_head.
+ *   format          pack-quantized for a weight-only scheme, int-quantized when the scheme also
+ *                   quantizes the input: what compressed-tensors infers for the scheme itself
+ *                   (infer_module_format), so its own dequantizer picks the same compressor.  A
+ *                   model with both says "mixed-precision" and each group names its own format.
+ *   codes           compressed-tensors numbers codes as signed ints: symmetric q in
+ *                   -2^(b-1)..2^(b-1)-1 as lmpress does; asymmetric q - 2^(b-1) with the zero
+ *                   point z - 2^(b-1), so (q - z) * scale is lmpress's value.
+ *     pack-quantized  weight_packed int32 [out, ceil(in*b/32)]: code + 2^(b-1) (so lmpress's
+ *                   asymmetric code itself) in b bits, element i of a row at bit (i*b) % 32 of
+ *                   word (i*b) / 32, low bits first; weight_shape int64 [2] = [out, in].  Only
+ *                   b = 2, 4, 8: there the 32/b values per word of 0.17 and before and the
+ *                   dense packing of 0.19 on are the same bits; for 3, 5, 6, 7 they differ, so
+ *                   such grids are refused.
+ *     int-quantized   weight int8 [out, in], the signed codes.
+ *   weight_scale    [1] (tensor), [out, 1] (channel), [out, in/group] (group; in must be a
+ *                   multiple of group: compressed-tensors refuses a ragged last group), in the
+ *                   grid's scale_type (F32, F16, BF16).
+ *   weight_zero_point  asymmetric only.  pack-quantized channel/group: the signed zero points,
+ *                   offset by 2^(b-1) and packed like codes but down the columns of the
+ *                   [out, groups] matrix: int32 [ceil(out*b/32), groups].  Otherwise int8 in the
+ *                   scale's shape.
+ *   weight_g_idx    int32 [in], the group of each input column, with "actorder": "group"
+ *                   (GPTQ's act-order with dynamic groups).  compressed-tensors 0.19 removed
+ *                   actorder "group" and no longer reads it; 0.17.1 does.  Written with a
+ *                   warning.
+ *   input_scale     f32 [1]: a static per-tensor int8 activation scale.
+ * q_proj and k_proj rows (and their scales, zero points and biases) go back from lmpress's
+ * adjacent-pair RoPE order to Hugging Face's rotate-half order: HF row h*hd + i is row
+ * h*hd + 2i, HF row h*hd + hd/2 + i is row h*hd + 2i + 1 (the inverse of model_hf.c's load). */
+#ifndef LMP_CORE_HF_PLAN_H
+#define LMP_CORE_HF_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "export/export.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+
+typedef enum { HF_FMT_PACK = 0, HF_FMT_INT = 1 } hf_fmt;
+
+/* One config group: a weight scheme and the linear's input scheme. */
+typedef struct hf_scheme {
+    int bits, sym;
+    lmp_granularity gran;
+    int64_t group;             /* GROUP only */
+    int g_idx;                 /* act-order groups (weight_g_idx) */
+    lmp_act_mode act;          /* NONE, DYN_TOKEN or STATIC_TENSOR (8 bits) */
+    hf_fmt fmt;
+} hf_scheme;
+
+typedef struct hf_linear {
+    const lmp_linear *l;
+    int scheme;                /* index into hf_plan.schemes; -1: written dense */
+    int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
+    int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
+} hf_linear;
+
+typedef enum {
+    HF_T_DENSE,                /* f32 values src[rows, cols] in the plan's dtype (embedding, norms, head) */
+    HF_T_WEIGHT,               /* a dense linear's weight */
+    HF_T_BIAS,
+    HF_T_PACKED,               /* weight_packed */
+    HF_T_QWEIGHT,              /* int-quantized weight */
+    HF_T_SCALE,
+    HF_T_ZERO,
+    HF_T_SHAPE,
+    HF_T_GIDX,
+    HF_T_INPUT_SCALE,
+} hf_tkind;
+
+typedef struct hf_tensor {
+    char name[200];
+    hf_tkind kind;
+    lmp_st_dtype dtype;
+    int ndim;
+    int64_t shape[2];
+    uint64_t nbytes;
+    const hf_linear *lin;      /* the linear's tensors */
+    const float *src;          /* HF_T_DENSE */
+    int shard;                 /* 0-based */
+} hf_tensor;
+
+typedef struct hf_plan {
+    const lmp_model *m;
+    const lmp_block *blocks;
+    const lmp_export_opts *o;
+    char *src_dir;             /* the folder of a Hugging Face source (config.json, tokenizer), else NULL */
+    lmp_json *src_config;      /* its config.json, parsed; NULL for other sources */
+    const char *arch;          /* architectures[0] written: the source's, or LlamaForCausalLM */
+    lmp_st_dtype dtype;        /* of the unquantized tensors: F32, or the scales' BF16/F16 */
+    int attn_bias, mlp_bias;   /* Llama's attention_bias, mlp_bias */
+    hf_scheme schemes[32];
+    int n_schemes;
+    hf_linear *lins;           /* every linear of every block, block order */
+    int n_lins;
+    hf_tensor *tensors;
+    size_t n_tensors;
+    int n_shards;
+    uint64_t total_bytes;
+    /* N:M sparsity (sparse linears keep their dense weights; config.json says so) */
+    int n_sparse, sparse_n, sparse_m, sparse_mixed;
+    double global_sparsity;
+} hf_plan;
+
+/* The name of shard s (0-based) of n: model.safetensors, or model-00001-of-00003.safetensors. */
+void hf_shard_name(int s, int n, char *buf, size_t size);
+
+/* config.json (hf_config.c). */
+int hf_write_config(const hf_plan *p, FILE *f);
+
+/* The tensors of shard s, header and data (hf_tensors.c); polls the interrupt flag between
+ * tensors.  *done counts the tensors written (progress), *rounded the values that changed when
+ * rounded to the plan's dtype. */
+int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, size_t *done, int64_t *rounded);
+
+#endif
