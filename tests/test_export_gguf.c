@@ -361,6 +361,40 @@ START_TEST(cli_run_output_then_eval)
 }
 END_TEST
 
+/* compare --output-dir: every variant is written (a GGUF each, or a folder each with
+ * --output-format hf); one that cannot be written is reported by name, the others still run and
+ * are written, and the exit status is 1. */
+START_TEST(cli_compare_output_dir)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+             "calibration = { text = \"%s/tinystories-synth-calib.txt\"; samples = 4; seq_len = 64; };\n"
+             "eval = { texts = [ \"%s\" ]; seq_len = %d; max_windows = %d; };\n"
+             "variants = ( { name = \"base\"; },\n"
+             "  { name = \"shifted\"; pipeline = ( { strategy = \"shift\"; } ); },\n"
+             "  { name = \"w4\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; scale_dtype = \"bf16\"; }; } ); } );\n",
+             MODEL, TOK, SDIR, EVAL_TEXT, SEQ, WINDOWS);
+    const char *cfg = tmp("c.cfg");
+    lmp_test_spit(cfg, text, strlen(text));
+    ck_assert_int_eq(cli("compare %s --output-dir %s 2>&1", cfg, tmp("out")), 1);
+    ck_assert_msg(strstr(cli_out, "variant 'shifted': not exported") && strstr(cli_out, "1 variant could not be exported"),
+                  "%s", cli_out);
+    ck_assert_int_eq(access(tmp("out/base.gguf"), F_OK), 0);
+    ck_assert_int_eq(access(tmp("out/w4.gguf"), F_OK), 0);
+    ck_assert_int_ne(access(tmp("out/shifted.gguf"), F_OK), 0);
+    /* the same run as Hugging Face folders */
+    ck_assert_int_eq(cli("compare %s --output-dir %s --output-format hf --variant w4 2>&1", cfg, tmp("hf")), 0);
+    ck_assert_int_eq(access(tmp("hf/w4/config.json"), F_OK), 0);
+    ck_assert_int_eq(access(tmp("hf/w4/model.safetensors"), F_OK), 0);
+    /* usage errors before any work */
+    ck_assert_int_eq(cli("compare %s --output %s", cfg, tmp("x.gguf")), 2);
+    ck_assert_int_eq(cli("compare %s --output-format onnx --output-dir %s", cfg, tmp("out")), 2);
+    ck_assert_int_eq(cli("run %s --output %s/none/x.gguf --variant w4 2>&1", cfg, tmpdir), 1);
+    ck_assert_msg(strstr(cli_out, "does not exist"), "%s", cli_out);
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------------------ */
 
 /* Nothing but the names in `keep` is left in the test's folder (no temporary file). */
@@ -621,6 +655,7 @@ int main(void)
     tcase_add_test(tc, gptq_q4_0);
     tcase_add_test(tc, rtn_int_grid_is_f32);
     tcase_add_test(tc, cli_run_output_then_eval);
+    tcase_add_test(tc, cli_compare_output_dir);
     tcase_add_test(tc, input_affine_refused_naming_the_linear);
     tcase_add_test(tc, norm_bias_refused_naming_the_norm);
     tcase_add_test(tc, act_order_groups_refused_naming_the_linear);
