@@ -39,16 +39,10 @@ static void close_model(void)
     teardown();
 }
 
+/* One stage on the model under test (teststage.h's compress_stage). */
 static lmp_block *compress(const char *plugin, const char *const *settings, const char *target, int calibrate)
 {
-    one_stage os;
-    make_stage(&reg, &os, plugin, settings, target);
-    lmp_windows w = calibrate ? windows(8, 64, g_m->arch.vocab, 3) : (lmp_windows){0};
-    lmp_block *out = NULL;
-    ck_assert_msg(lmp_compress(&ctx, &be, g_m, &os.v, &w, &out) == 0, "%s", lmp_last_error());
-    free(os.stage.params);
-    free(w.tokens);
-    return out;
+    return compress_stage(g_m, plugin, settings, target, calibrate);
 }
 
 /* Every linear with a grid: the scales' count, every row recovered exactly; returns how many

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "plugin/backend.h"
 #include "config/config.h"
 #include "plugin/host.h"
@@ -89,6 +90,21 @@ static inline lmp_windows windows(int n, int T, int64_t vocab, int salt)
     for (int i = 0; i < n * T; i++)
         w.tokens[i] = i % T == 0 ? 1 : (int32_t)(((int64_t)(i + salt) * 7919 + 13) % (vocab - 3) + 2);
     return w;
+}
+
+/* lmp_compress of m with one stage of `plugin` ("name=value" settings) on the linears `target`
+ * matches (NULL: all); calibrate: on 8 synthetic windows of 64 tokens, else none. */
+static inline lmp_block *compress_stage(const lmp_model *m, const char *plugin, const char *const *settings,
+                                        const char *target, int calibrate)
+{
+    one_stage os;
+    make_stage(&reg, &os, plugin, settings, target);
+    lmp_windows w = calibrate ? windows(8, 64, m->arch.vocab, 3) : (lmp_windows){0};
+    lmp_block *out = NULL;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, &w, &out) == 0, "%s", lmp_last_error());
+    free(os.stage.params);
+    free(w.tokens);
+    return out;
 }
 
 #endif
