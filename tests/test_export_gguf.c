@@ -103,6 +103,8 @@ static int export(const lmp_block *blocks, const char *path, const char *variant
 
 /* ---- the weights lmpress holds, for the reference script -------------------------------------- */
 
+static const char *g_emb_type = "F32"; /* the token embedding's type in the file */
+
 typedef struct dump {
     FILE *manifest;
     int n;
@@ -112,15 +114,17 @@ typedef struct dump {
  * v NULL, "the same tensor of --ref-gguf". */
 static void dump_tensor(dump *d, const char *name, const char *type, const float *v, int64_t ne0, int64_t ne1)
 {
-    char file[64] = "=";
+    char file[64] = "=", ref[80] = "=";
     if (v) {
         snprintf(file, sizeof file, "t%04d.f32", d->n++);
+        /* an embedding stored as Q8_0 or F16: its reference is those values as gguf-py stores them */
+        snprintf(ref, sizeof ref, "%s%s", strcmp(type, "Q8_0") == 0 ? "q8_0:" : strcmp(type, "F16") == 0 ? "f16:" : "", file);
         FILE *f = fopen(tmp(file), "wb");
         ck_assert_ptr_nonnull(f);
         ck_assert_uint_eq(fwrite(v, sizeof *v, (size_t)(ne0 * ne1), f), (size_t)(ne0 * ne1));
         fclose(f);
     }
-    fprintf(d->manifest, "%s %s %lld %lld %s\n", name, type, (long long)ne0, (long long)ne1, file);
+    fprintf(d->manifest, "%s %s %lld %lld %s\n", name, type, (long long)ne0, (long long)ne1, ref);
 }
 
 static const char *const gguf_linear[LMP_ROLE_COUNT] = {"attn_q", "attn_k", "attn_v", "attn_output",
@@ -134,7 +138,7 @@ static void write_manifest(const lmp_model *m, const lmp_block *blocks, const ch
     dump d = {fopen(tmp("manifest.txt"), "w"), 0};
     ck_assert_ptr_nonnull(d.manifest);
     const lmp_arch *a = &m->arch;
-    dump_tensor(&d, "token_embd.weight", "F32", all_raw ? m->tok_emb : NULL, a->dim, a->vocab);
+    dump_tensor(&d, "token_embd.weight", g_emb_type, all_raw ? m->tok_emb : NULL, a->dim, a->vocab);
     dump_tensor(&d, "output_norm.weight", "F32", all_raw ? m->final_norm_w : NULL, a->dim, 1);
     if (m->lm_head != m->tok_emb) dump_tensor(&d, "output.weight", "F32", all_raw ? m->lm_head : NULL, a->dim, a->vocab);
     char name[96];
@@ -351,6 +355,35 @@ START_TEST(cli_run_output_then_eval)
                   cli_out);
     ck_assert_msg(strstr(cli_out, want[1]) && strstr(cli_out, "only the weights"), "%s", cli_out);
     ck_assert_int_eq(access(tmp("a.gguf"), F_OK), 0);
+}
+END_TEST
+
+/* --embedding-type q8_0 / f16: the embedding is stored as gguf-py's Q8_0 quantizer and numpy's
+ * float16 store it; everything else as before; a bad type is refused before writing. */
+START_TEST(embedding_types)
+{
+    g_m = load(MODEL);
+    const char *const set[] = {"format=q4_0", NULL};
+    lmp_block *blocks = compress("rtn", set, NOT_DOWN, 0);
+    static const char *const types[2][2] = {{"q8_0", "Q8_0"}, {"f16", "F16"}};
+    for (int k = 0; k < 2; k++) {
+        lmp_export_opts o = {.path = tmp("emb.gguf"), .variant = "emb", .pipeline = "[]", .embedding_type = types[k][0]};
+        ck_assert_msg(lmp_export_model(&ctx, g_m, blocks, &o) == 0, "%s", lmp_last_error());
+        if (have_gguf("embedding_types")) {
+            g_qtype = "Q4_0";
+            g_emb_type = types[k][1];
+            write_manifest(g_m, blocks, not_down_type, 1, 1);
+            g_emb_type = "F32";
+            char extra[512];
+            snprintf(extra, sizeof extra, "--llama2c-tok '%s'", TOK);
+            check_file(tmp("emb.gguf"), extra);
+        }
+    }
+    lmp_export_opts bad = {.path = tmp("bad.gguf"), .variant = "x", .pipeline = "[]", .embedding_type = "q4_k"};
+    ck_assert_int_ne(lmp_export_model(&ctx, g_m, blocks, &bad), 0);
+    ck_assert_msg(strstr(lmp_last_error(), "embedding type 'q4_k'"), "%s", lmp_last_error());
+    ck_assert_int_ne(access(tmp("bad.gguf"), F_OK), 0);
+    lmp_blocks_free(blocks, g_m->arch.n_layers);
 }
 END_TEST
 
@@ -649,6 +682,7 @@ int main(void)
     tcase_add_test(tc, rtn_int_grid_is_f32);
     tcase_add_test(tc, cli_run_output_then_eval);
     tcase_add_test(tc, cli_compare_output_dir);
+    tcase_add_test(tc, embedding_types);
     tcase_add_test(tc, input_affine_refused_naming_the_linear);
     tcase_add_test(tc, norm_bias_refused_naming_the_norm);
     tcase_add_test(tc, act_order_groups_refused_naming_the_linear);

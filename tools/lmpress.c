@@ -60,6 +60,7 @@ static const char *const usage_main =
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
     "                              [--csv FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
+    "                              [--embedding-type f32|f16|q8_0]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... [--output PATH] (and the options of compare)\n"
     "\n"
@@ -88,6 +89,8 @@ static const char *const usage_compare =
     "scales the strategy chose: each weight is checked to read back bit for bit as evaluated.\n"
     "--output-dir DIR: the same for every variant run, as DIR/<variant>.gguf (or DIR/<variant>/\n"
     "with --output-format hf); a variant that cannot be written is reported and the run goes on.\n"
+    "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
+    "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
     "Files are written under a temporary name and renamed when complete.\n" TRUST_USAGE;
 
 static const char *const usage_check =
@@ -277,7 +280,7 @@ typedef struct compare_outputs {
     FILE *table;               /* the human table, row by row; NULL: none */
     /* Exports: run --output PATH (the one variant), --output-dir DIR (every variant run, as
      * DIR/<name>.gguf, or DIR/<name>/ with --output-format hf). */
-    const char *output, *output_dir;
+    const char *output, *output_dir, *embedding_type;
     int output_hf;
     lmp_ctx *ctx;
     const lmp_run_config *cfg;
@@ -344,7 +347,8 @@ static int on_compressed(const lmp_model *m, const lmp_variant_result *res, cons
         fclose(mem);
     }
     lmp_export_opts eo = {.path = path, .variant = res->v->name, .pipeline = pipeline ? pipeline : "[]",
-                          .config_path = o->cfg->path, .tokenizer_path = o->cfg->tokenizer_path};
+                          .config_path = o->cfg->path, .tokenizer_path = o->cfg->tokenizer_path,
+                          .embedding_type = o->embedding_type};
     double t0 = lmp_now_s();
     int st = mem ? lmp_export_model(o->ctx, m, blocks, &eo) : lmp_fail(LMP_ENOMEM, "out of memory");
     free(pipeline);
@@ -446,6 +450,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         else if (single && strcmp(argv[i], "--output") == 0) out.output = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-dir") == 0) out.output_dir = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-format") == 0) output_format = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--embedding-type") == 0) out.embedding_type = opt_value(argc, argv, &i, &bad);
         else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
@@ -464,6 +469,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     if (output_format && !out.output_dir)
         return usage_error(usage_compare, "%s", "--output-format goes with --output-dir (--output takes it from the path: .gguf or a folder)");
     out.output_hf = output_format && strcmp(output_format, "hf") == 0;
+    if (out.embedding_type && strcmp(out.embedding_type, "f32") != 0 && strcmp(out.embedding_type, "f16") != 0 &&
+        strcmp(out.embedding_type, "q8_0") != 0)
+        return usage_error(usage_compare, "--embedding-type %s: expected f32, f16 or q8_0", out.embedding_type);
+    if (out.embedding_type && (out.output_hf || (out.output && !lmp_export_is_gguf(out.output)) || (!out.output && !out.output_dir)))
+        return usage_error(usage_compare, "%s", "--embedding-type goes with a GGUF export (--output X.gguf, or --output-dir)");
     if ((out.output && lmp_export_check_path(out.output, "--output")) ||
         (out.output_dir && lmp_export_check_dir(out.output_dir, "--output-dir")))
         return fail();

@@ -39,6 +39,9 @@ typedef struct lmp_export_opts {
     const char *tokenizer_path;  /* the tokenizer the run used (llama2.c .bin, tokenizer.json),
                                   * or NULL: the model's own (a GGUF's, a folder's tokenizer.json) */
     int64_t shard_bytes;         /* Hugging Face: largest safetensors shard (0: 5 GB) */
+    const char *embedding_type;  /* GGUF: the token embedding's and head's type: "f32" (NULL: the
+                                  * default, exact), "f16" or "q8_0" (rounded: the file's model
+                                  * then differs from the evaluated one there, and says so) */
 } lmp_export_opts;
 
 /* Which writer a path gets: 1 GGUF (ends in ".gguf"), 0 a Hugging Face folder. */

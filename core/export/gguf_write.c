@@ -99,6 +99,7 @@ static int block_bytes(lmp_ggml_type t)
 static uint64_t tensor_bytes(lmp_ggml_type t, int64_t ne0, int64_t ne1)
 {
     if (t == LMP_GGML_F32) return 4u * (uint64_t)ne0 * (uint64_t)ne1;
+    if (t == LMP_GGML_F16) return 2u * (uint64_t)ne0 * (uint64_t)ne1;
     return (uint64_t)block_bytes(t) * (uint64_t)(ne0 / LMP_WFORMAT_BLOCK) * (uint64_t)ne1;
 }
 
@@ -229,11 +230,12 @@ static void add_f32(plan_list *p, const char *name, const float *v, int64_t ne0,
     t->f32 = v;
 }
 
-static void plan_tensors(const lmp_model *m, const lmp_block *blocks, plan_list *p)
+static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_type emb_type, plan_list *p)
 {
     const lmp_arch *a = &m->arch;
     char name[64];
     add_f32(p, "token_embd.weight", m->tok_emb, a->dim, a->vocab);
+    p->t[p->n - 1].type = emb_type;
     for (int64_t b = 0; b < a->n_layers; b++) {
         const lmp_block *blk = &blocks[b];
         for (int i = 0; i < blk->n_norms; i++) {
@@ -256,7 +258,10 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, plan_list 
         }
     }
     add_f32(p, "output_norm.weight", m->final_norm_w, a->dim, 0);
-    if (m->lm_head != m->tok_emb) add_f32(p, "output.weight", m->lm_head, a->dim, a->vocab);
+    if (m->lm_head != m->tok_emb) {
+        add_f32(p, "output.weight", m->lm_head, a->dim, a->vocab);
+        p->t[p->n - 1].type = emb_type;
+    }
     uint64_t off = 0;
     for (int i = 0; i < p->n; i++) {
         tensor_plan *t = &p->t[i];
@@ -361,6 +366,43 @@ static int write_f32(FILE *f, const float *v, uint64_t n)
     return 0;
 }
 
+/* The embedding or head in the type --embedding-type asked for, a row at a time: F16 halves
+ * (round to nearest even), or Q8_0 blocks quantized as ggml does (plugin.h's GGUF grid). */
+static int write_converted(FILE *f, const tensor_plan *t)
+{
+    const int64_t n = t->ne[0];
+    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+    unsigned char *row = malloc(row_bytes);
+    if (!row) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    const lmp_wspec q8 = lmp_wspec_for_format(LMP_WFORMAT_GGUF_Q8_0, 1.0f);
+    int st = 0;
+    for (int64_t r = 0; r < t->ne[1] && !st; r++) {
+        const float *x = t->f32 + r * n;
+        if (t->type == LMP_GGML_F16) {
+            for (int64_t j = 0; j < n; j++) {
+                const uint16_t h = fp16_bits(x[j]);
+                row[2 * j] = (unsigned char)h;
+                row[2 * j + 1] = (unsigned char)(h >> 8);
+            }
+        } else { /* Q8_0 */
+            for (int64_t k = 0; k < n / LMP_WFORMAT_BLOCK; k++) {
+                const float *b = x + k * LMP_WFORMAT_BLOCK;
+                unsigned char *p = row + k * 34;
+                float d, zero;
+                lmp_wgrid_fit_block(&q8, b, LMP_WFORMAT_BLOCK, &d, &zero);
+                const uint16_t h = fp16_bits(d);
+                p[0] = (unsigned char)h;
+                p[1] = (unsigned char)(h >> 8);
+                for (int j = 0; j < LMP_WFORMAT_BLOCK; j++)
+                    p[2 + j] = (unsigned char)(int8_t)lmp_wgrid_code_i32(lmp_wgrid_code(&q8, b[j], d, zero));
+            }
+        }
+        if (fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
+    }
+    free(row);
+    return st;
+}
+
 /* A quantized linear, one row's codes and blocks in memory at a time. */
 static int write_quantized(FILE *f, const tensor_plan *t)
 {
@@ -388,7 +430,9 @@ static int write_all(lmp_ctx *ctx, FILE *f, const lmp_gguf_meta *header, const p
         if (lmp_host_interrupted(ctx)) return lmp_fail(LMP_EABORTED, "interrupted");
         lmp_progress(ctx, what, i, p->n);
         const tensor_plan *t = &p->t[i];
-        int st = t->l ? write_quantized(f, t) : write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
+        int st = t->l                      ? write_quantized(f, t)
+                 : t->type != LMP_GGML_F32 ? write_converted(f, t)
+                 : write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
         if (st) return st;
         const size_t pad = (size_t)((ALIGNMENT - t->nbytes % ALIGNMENT) % ALIGNMENT);
         if (fwrite(zeros, 1, pad, f) != pad) return LMP_EIO;
@@ -442,11 +486,24 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, c
     const char *int_name = NULL, *act_name = NULL;
     if ((st = check_variant(m, blocks, &n_int, &int_name, &n_act, &act_name)))
         return lmp_fail_prefix(st, "%s: not exported", o->path);
+    lmp_ggml_type emb_type = LMP_GGML_F32;
+    if (o->embedding_type && strcmp(o->embedding_type, "f16") == 0) emb_type = LMP_GGML_F16;
+    else if (o->embedding_type && strcmp(o->embedding_type, "q8_0") == 0) emb_type = LMP_GGML_Q8_0;
+    else if (o->embedding_type && strcmp(o->embedding_type, "f32") != 0)
+        return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16 or q8_0", o->path, o->embedding_type);
+    if (emb_type == LMP_GGML_Q8_0 && m->arch.dim % LMP_WFORMAT_BLOCK)
+        return lmp_fail(LMP_EINVAL, "%s: embedding type q8_0 needs a width that is a multiple of 32, not %lld", o->path,
+                        (long long)m->arch.dim);
+    if (emb_type != LMP_GGML_F32)
+        lmp_log(ctx, LMP_LOG_WARN,
+                "%s: the token embedding%s stored as %s: the file's model differs there from the one lmpress "
+                "evaluated (its block linears are exact)", o->path, m->lm_head != m->tok_emb ? " and head are" : " (and tied head) is",
+                o->embedding_type);
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
     p.t = calloc((size_t)(3 + m->arch.n_layers * (2 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
-    plan_tensors(m, blocks, &p);
+    plan_tensors(m, blocks, emb_type, &p);
     put_metadata(&kv, m, &p, o);
     if (!(st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv)) && !(st = lmp_gguf_meta_status(&kv, "export")) &&
         !(st = build_header(&header, &kv, &p))) {

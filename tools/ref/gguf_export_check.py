@@ -9,7 +9,9 @@ The manifest names every tensor the file must hold, one per line:
     NAME TYPE NE0 NE1 REF
 TYPE is the ggml type it must have (F32, Q8_0, Q4_0, Q4_1), NE1 is 1 for a vector, and REF is a
 raw little-endian f32 file (relative to the manifest's folder) of the NE1 x NE0 values lmpress
-held in memory, or "=" for the tensor of the same name in --ref-gguf (dequantized by gguf-py).
+held in memory, or "=" for the tensor of the same name in --ref-gguf (dequantized by gguf-py), or
+"q8_0:FILE" / "f16:FILE" for those values as gguf-py's Q8_0 quantizer / numpy's float16 store
+them (an embedding exported with --embedding-type).
 Each tensor, dequantized by gguf-py to f32, must equal its reference bit for bit (F32 tensors
 exactly; a quantized weight may read +0 where memory held -0: the file stores the integer code 0),
 and the file must hold no other tensor.
@@ -217,7 +219,13 @@ def check_tensors(r, manifest, ref_gguf):
                     continue
                 want = np.asarray(gguf.quants.dequantize(s.data, s.tensor_type), dtype=np.float32).reshape(ne1, ne0)
             else:
-                want = np.fromfile(os.path.join(folder, ref), dtype="<f4").reshape(ne1, ne0)
+                kind, _, path = ref.rpartition(":")
+                want = np.fromfile(os.path.join(folder, path), dtype="<f4").reshape(ne1, ne0)
+                if kind == "q8_0":  # gguf-py's own Q8_0 quantizer, round-tripped
+                    want = np.asarray(gguf.quants.dequantize(gguf.quants.quantize(want, QT.Q8_0), QT.Q8_0),
+                                      dtype=np.float32).reshape(ne1, ne0)
+                elif kind == "f16":
+                    want = want.astype(np.float16).astype(np.float32)
             if not same(got, want, t.tensor_type != QT.F32):
                 bad = np.argwhere(got.view(np.uint32) != want.view(np.uint32))[0]
                 problem("tensor %s (%s): [%d, %d] reads %r, lmpress held %r" % (
