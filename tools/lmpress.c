@@ -285,6 +285,7 @@ typedef struct compare_outputs {
     lmp_ctx *ctx;
     const lmp_run_config *cfg;
     int export_failures;       /* --output-dir: variants whose export failed (the run goes on) */
+    int exported;              /* files written */
 } compare_outputs;
 
 static void (*const writers[3])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown, lmp_report_csv};
@@ -354,6 +355,7 @@ static int on_compressed(const lmp_model *m, const lmp_variant_result *res, cons
     free(pipeline);
     if (!st) {
         lmp_log(o->ctx, LMP_LOG_INFO, "variant %s: written to %s (%.1f s)", res->v->name, path, lmp_now_s() - t0);
+        o->exported++;
         return 0;
     }
     if (o->output || lmp_host_interrupted(o->ctx)) return lmp_fail_prefix(st, "--output %s", path);
@@ -508,7 +510,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
                 kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail();
-    else if (out.export_failures) {
+    else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
+        fprintf(stderr, "lmpress: error: --output %s: nothing was written: the variant was not compressed in this run "
+                        "(another tool's file, or taken from --resume)\n", out.output);
+        rc = 1;
+    } else if (out.export_failures) {
         fprintf(stderr, "lmpress: error: %d variant%s could not be exported (see above)\n", out.export_failures,
                 out.export_failures == 1 ? "" : "s");
         rc = 1;
