@@ -29,6 +29,7 @@
 #include "export/gguf_meta.h"
 #include "export/gguf_tokenizer.h"
 #include "export/grid_codes.h"
+#include "export/st_write.h"
 #include "formats/gguf.h"
 
 #define ALIGNMENT 32
@@ -42,37 +43,6 @@ static const char *const linear_name[LMP_ROLE_COUNT] = {
     [LMP_ROLE_DOWN] = "ffn_down"};
 static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
 
-/* ---- IEEE half ------------------------------------------------------------------------------ */
-
-/* The bits of f as an IEEE half, round to nearest even: the steps of plugin.h's lmp_fp16_round
- * (ggml's portable conversion), which returns the value of these bits; fp16_value decodes them,
- * and the writer checks each scale's decoded half against lmp_fp16_round, the value every weight
- * was verified with. */
-static uint16_t fp16_bits(float f)
-{
-    union { float f; uint32_t u; } w = {f}, b;
-    const uint32_t shl1 = w.u + w.u, sign = w.u & 0x80000000u;
-    uint32_t bias = shl1 & 0xFF000000u;
-    if (bias < 0x71000000u) bias = 0x71000000u;
-    const float base = (fabsf(f) * 5192296858534827628530496329220096.0f) * 7.703719777548943e-34f; /* 2^112, 2^-110 */
-    b.u = (bias >> 1) + 0x07800000u;
-    b.f = b.f + base;
-    return (uint16_t)((sign >> 16) | (shl1 > 0xFF000000u ? 0x7E00u : ((b.u >> 13) & 0x7C00u) + (b.u & 0x0FFFu)));
-}
-
-static float fp16_value(uint16_t h)
-{
-    union { float f; uint32_t u; } e;
-    const uint32_t ex = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (ex == 0) {
-        const float v = (float)m * 5.9604644775390625e-08f; /* 2^-24 */
-        return (h & 0x8000u) ? -v : v;
-    }
-    e.u = ((uint32_t)(h & 0x8000u) << 16) | (ex == 31 ? 0x7F800000u | (m << 13) : ((ex + 112u) << 23) | (m << 13));
-    return e.f;
-}
-
-static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
 
@@ -114,12 +84,12 @@ static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_g
         const int64_t s = lmp_grid_slice(g, l->out, l->in, r, k * LMP_WFORMAT_BLOCK);
         const int32_t *q = codes + k * LMP_WFORMAT_BLOCK;
         unsigned char *p = out + k * bb;
-        const uint16_t d = fp16_bits(g->scales[s]);
+        const uint16_t d = lmp_stw_f16(g->scales[s], NULL);
         p[0] = (unsigned char)d;
         p[1] = (unsigned char)(d >> 8);
         p += 2;
         if (t == LMP_GGML_Q4_1) {
-            const uint16_t m = fp16_bits(g->zeros[s]);
+            const uint16_t m = lmp_stw_f16(g->zeros[s], NULL);
             p[0] = (unsigned char)m;
             p[1] = (unsigned char)(m >> 8);
             p += 2;
@@ -134,7 +104,8 @@ static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_g
 /* ---- what is refused, before anything is written -------------------------------------------- */
 
 /* A GGUF grid the writer can store: a known block format, rows in whole blocks, no g_idx, the
- * scales (and mins) it needs, each scale's half the value the weights were verified with. */
+ * scales (and mins) it needs.  Each scale is stored as the half lmp_stw_f16 encodes from
+ * lmp_fp16_round, the value the weights were verified with, so the two agree by construction. */
 static int check_gguf_grid(const lmp_linear *l)
 {
     const lmp_wgrid *g = l->grid;
@@ -147,13 +118,6 @@ static int check_gguf_grid(const lmp_linear *l)
         g->n_scales != lmp_wspec_n_scales(&g->spec, l->out, l->in) || (g->spec.format == LMP_WFORMAT_GGUF_Q4_1 && !g->zeros))
         return lmp_fail(LMP_EINVAL, "%s: its recorded %s grid does not describe %lld x %lld weights in blocks of 32",
                         l->name, lmp_wformat_name(g->spec.format), (long long)l->out, (long long)l->in);
-    for (int64_t k = 0; k < g->n_scales; k++) {
-        const float d = g->scales[k], m = g->zeros ? g->zeros[k] : 0.0f;
-        if (!same_bits(fp16_value(fp16_bits(d)), lmp_fp16_round(d)) ||
-            !same_bits(fp16_value(fp16_bits(m)), lmp_fp16_round(m)))
-            return lmp_fail(LMP_EINVAL, "%s: scale %lld = %.9g has no IEEE half equal to the one it was quantized with",
-                            l->name, (long long)k, (double)d);
-    }
     return 0;
 }
 
@@ -380,7 +344,7 @@ static int write_converted(FILE *f, const tensor_plan *t)
         const float *x = t->f32 + r * n;
         if (t->type == LMP_GGML_F16) {
             for (int64_t j = 0; j < n; j++) {
-                const uint16_t h = fp16_bits(x[j]);
+                const uint16_t h = lmp_stw_f16(x[j], NULL);
                 row[2 * j] = (unsigned char)h;
                 row[2 * j + 1] = (unsigned char)(h >> 8);
             }
@@ -390,7 +354,7 @@ static int write_converted(FILE *f, const tensor_plan *t)
                 unsigned char *p = row + k * 34;
                 float d, zero;
                 lmp_wgrid_fit_block(&q8, b, LMP_WFORMAT_BLOCK, &d, &zero);
-                const uint16_t h = fp16_bits(d);
+                const uint16_t h = lmp_stw_f16(d, NULL);
                 p[0] = (unsigned char)h;
                 p[1] = (unsigned char)(h >> 8);
                 for (int j = 0; j < LMP_WFORMAT_BLOCK; j++)
