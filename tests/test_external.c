@@ -83,17 +83,6 @@ static int run(const char *args)
     return rc;
 }
 
-static const lmp_json *variant(const lmp_json *j, const char *name)
-{
-    const lmp_json *vs = lmp_json_get(j, "variants");
-    ck_assert_ptr_nonnull(vs);
-    for (size_t i = 0; i < vs->n; i++) {
-        const char *n = NULL;
-        if (lmp_json_get_string(&vs->items[i], "name", "variant", &n) == 0 && strcmp(n, name) == 0) return &vs->items[i];
-    }
-    ck_abort_msg("variant %s missing from the report", name);
-    return NULL;
-}
 
 static double num(const lmp_json *j, const char *key)
 {
@@ -117,7 +106,7 @@ START_TEST(gguf_f32_equals_fp32_and_q8_differs)
     char *text = (char *)lmp_test_slurp(tmp("r.json"), &n);
     lmp_json *j = NULL;
     ck_assert_int_eq(lmp_json_parse(text, n, "r.json", &j), 0);
-    const lmp_json *fp = variant(j, "fp32"), *f32 = variant(j, "ext-f32"), *q8 = variant(j, "ext-q8");
+    const lmp_json *fp = lmp_test_variant(j, "fp32"), *f32 = lmp_test_variant(j, "ext-f32"), *q8 = lmp_test_variant(j, "ext-q8");
     const char *s = NULL;
     ck_assert_int_eq(lmp_json_get_string(f32, "model", "ext-f32", &s), 0);
     ck_assert_ptr_nonnull(strstr(s, "f32.gguf"));
@@ -190,9 +179,9 @@ START_TEST(own_head_and_final_norm_are_used)
     lmp_json *j = NULL;
     ck_assert_int_eq(lmp_json_parse(text, n, "r.json", &j), 0);
     const char *key = "tinystories-synth-eval.txt";
-    const lmp_json *efp = lmp_json_get(lmp_json_get(variant(j, "fp32"), "eval"), key);
-    const lmp_json *eh = lmp_json_get(lmp_json_get(variant(j, "ext-head"), "eval"), key);
-    const lmp_json *en = lmp_json_get(lmp_json_get(variant(j, "ext-norm"), "eval"), key);
+    const lmp_json *efp = lmp_json_get(lmp_json_get(lmp_test_variant(j, "fp32"), "eval"), key);
+    const lmp_json *eh = lmp_json_get(lmp_json_get(lmp_test_variant(j, "ext-head"), "eval"), key);
+    const lmp_json *en = lmp_json_get(lmp_json_get(lmp_test_variant(j, "ext-norm"), "eval"), key);
     ck_assert_ptr_nonnull(efp);
     ck_assert_ptr_nonnull(eh);
     ck_assert_ptr_nonnull(en);
@@ -203,8 +192,8 @@ START_TEST(own_head_and_final_norm_are_used)
     ck_assert_msg(num(en, "kld_sum") == num(eh, "kld_sum"), "%.17g vs %.17g", num(en, "kld_sum"), num(eh, "kld_sum"));
     /* LAMBADA runs the file's head too: argmax unchanged, so the same passages are right */
     double a_fp, a_h;
-    ck_assert_int_eq(lmp_json_get_number(lmp_json_get(variant(j, "fp32"), "lambada"), "acc", "fp32", &a_fp), 0);
-    ck_assert_int_eq(lmp_json_get_number(lmp_json_get(variant(j, "ext-head"), "lambada"), "acc", "ext-head", &a_h), 0);
+    ck_assert_int_eq(lmp_json_get_number(lmp_json_get(lmp_test_variant(j, "fp32"), "lambada"), "acc", "fp32", &a_fp), 0);
+    ck_assert_int_eq(lmp_json_get_number(lmp_json_get(lmp_test_variant(j, "ext-head"), "lambada"), "acc", "ext-head", &a_h), 0);
     ck_assert_msg(a_fp == a_h, "%g vs %g", a_fp, a_h);
     lmp_json_free(j);
     free(text);

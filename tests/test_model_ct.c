@@ -150,21 +150,10 @@ START_TEST(weights_equal_numpy_dequantized)
 END_TEST
 
 /* ---- a compare run takes a compressed-tensors folder as an external variant ------------- */
-static const lmp_json *variant(const lmp_json *j, const char *name)
-{
-    const lmp_json *vs = lmp_json_get(j, "variants");
-    ck_assert_ptr_nonnull(vs);
-    for (size_t i = 0; i < vs->n; i++) {
-        const char *n = NULL;
-        if (lmp_json_get_string(&vs->items[i], "name", "variant", &n) == 0 && strcmp(n, name) == 0) return &vs->items[i];
-    }
-    ck_abort_msg("variant %s missing from the report", name);
-    return NULL;
-}
 
 static const lmp_json *scores(const lmp_json *j, const char *name)
 {
-    const lmp_json *e = lmp_json_get(lmp_json_get(variant(j, name), "eval"), "tinystories-synth-eval.txt");
+    const lmp_json *e = lmp_json_get(lmp_json_get(lmp_test_variant(j, name), "eval"), "tinystories-synth-eval.txt");
     ck_assert_ptr_nonnull(e);
     return e;
 }
@@ -195,13 +184,13 @@ START_TEST(compare_evaluates_external_ct)
     ck_assert_msg(num(ct, "kld_sum") == num(dq, "kld_sum"), "kld");
     ck_assert_msg(num(ct, "kld") > 0 && num(ct, "ppl") < 2 * num(fp, "ppl"), "kld %g ppl %g vs %g", num(ct, "kld"),
                   num(ct, "ppl"), num(fp, "ppl"));
-    const lmp_json *vct = variant(j, "ct-w4-asym");
+    const lmp_json *vct = lmp_test_variant(j, "ct-w4-asym");
     const char *s;
     ck_assert_int_eq(lmp_json_get_string(vct, "format", "ct-w4-asym", &s), 0);
     ck_assert_str_eq(s, "compressed-tensors int4-g16-asym/int4-g4-asym mix");
-    ck_assert_int_eq(lmp_json_get_string(variant(j, "dq-w4-asym"), "format", "dq", &s), 0);
+    ck_assert_int_eq(lmp_json_get_string(lmp_test_variant(j, "dq-w4-asym"), "format", "dq", &s), 0);
     ck_assert_str_eq(s, "safetensors");
-    ck_assert_msg(num(variant(j, "dq-w4-asym"), "bits_per_weight") == 32, "dense twin: F32");
+    ck_assert_msg(num(lmp_test_variant(j, "dq-w4-asym"), "bits_per_weight") == 32, "dense twin: F32");
     /* bits per weight: the block linears' storage, weighted by their parameters */
     const lmp_json *lins = lmp_json_get(lmp_json_get(manifest, "w4-asym"), "linears");
     const lmp_json *mj = lmp_json_get(j, "model");
@@ -224,7 +213,7 @@ START_TEST(compare_evaluates_external_ct)
         ck_assert_int_eq(lmp_json_get_string(&rl->items[i], "name", "linear", &name), 0);
         ck_assert_msg(fabs(num(&rl->items[i], "weight_bits") - num(lmp_json_get(lins, name), "bits")) < 1e-12, "%s", name);
     }
-    rl = lmp_json_get(variant(j, "ct-w8a8"), "linears");
+    rl = lmp_json_get(lmp_test_variant(j, "ct-w8a8"), "linears");
     ck_assert_msg(rl && rl->n == 35, "linears");
     const lmp_json *act = lmp_json_get(&rl->items[0], "act");
     ck_assert_int_eq(lmp_json_get_string(act, "mode", "act", &s), 0);

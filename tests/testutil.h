@@ -5,7 +5,10 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+
+#include "formats/json.h"
 
 /* The interpreter that runs the numpy reference scripts in tools/ref: $LMP_PYTHON if set (e.g. a
  * venv's python, to check that a verdict does not depend on which numpy or BLAS runs them), else
@@ -94,6 +97,19 @@ static inline void lmp_test_spit(const char *path, const void *data, size_t n)
     ck_assert_msg(f != NULL, "cannot create %s", path);
     ck_assert_uint_eq(fwrite(data, 1, n, f), n);
     fclose(f);
+}
+
+/* The entry of the variant `name` in a JSON report's "variants"; the test fails without one. */
+static inline const lmp_json *lmp_test_variant(const lmp_json *j, const char *name)
+{
+    const lmp_json *vs = lmp_json_get(j, "variants");
+    ck_assert_ptr_nonnull(vs);
+    for (size_t i = 0; i < vs->n; i++) {
+        const char *n = NULL;
+        if (lmp_json_get_string(&vs->items[i], "name", "variant", &n) == 0 && strcmp(n, name) == 0) return &vs->items[i];
+    }
+    ck_abort_msg("variant %s missing from the report", name);
+    return NULL;
 }
 
 #endif
