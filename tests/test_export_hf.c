@@ -17,7 +17,8 @@
  * Then what must be refused is (GGUF grids, input affines, RMSNorm biases, ragged groups, 3-bit
  * packing, per-tensor dynamic activations, GPT-2, a file or a foreign folder at the destination),
  * a failed or interrupted export leaves no folder behind, a second export replaces an earlier one,
- * tokenizer files are copied, and SmolLM2 (GGUF source, int4 groups of 64, bf16 scales) passes the
+ * tokenizer files are copied (and made, for stories260K's llama2.c and SmolLM2's GGUF vocabulary,
+ * then checked to tokenize like lmpress with the PyPI `tokenizers`: hf_tokenizer_check.py), and SmolLM2 (GGUF source, int4 groups of 64, bf16 scales) passes the
  * same check when models/cache has it. */
 #include <check.h>
 #include <dirent.h>
@@ -36,6 +37,7 @@
 #include "formats/safetensors.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "text/tokenizer_open.h"
 #include "teststage.h"
 #include "testutil.h"
 
@@ -46,6 +48,9 @@
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define CHECK LMP_SOURCE_DIR "/tools/ref/ct_export_check.py"
 #define LEGACY LMP_BINARY_DIR "/pydeps-ct-legacy"
+#define PYDEPS LMP_BINARY_DIR "/pydeps"
+#define TOKCHECK LMP_SOURCE_DIR "/tools/ref/hf_tokenizer_check.py"
+#define WIKI LMP_SOURCE_DIR "/data/wikitext-2/wiki.test.raw"
 /* stories260K's down_proj is 172 inputs wide: no group of 32 divides it */
 #define NOT_DOWN "re:\\.(q|k|v|o|gate|up)_proj$"
 
@@ -428,6 +433,52 @@ static void run_check(const char *py, const char *pythonpath, const char *flags,
     ck_assert_msg(pclose(p) == 0, "failed: %s", cmd);
 }
 
+/* The tokenizer.json lmpress made for dir tokenizes like lmpress: 20 kB of WikiText-2 and a
+ * line of other scripts, digits and emoji go through m's own tokenizer here and through the
+ * PyPI `tokenizers` package (build/pydeps, tools/test.sh) in hf_tokenizer_check.py. */
+static void check_made_tokenizer(const lmp_model *m, const char *tokenizer, const char *dir, const char *test)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import tokenizers' >/dev/null 2>&1", PYDEPS, lmp_test_python());
+    if (system(cmd) != 0) {
+        printf("SKIPPED %s (tokenizers side): %s cannot import the PyPI tokenizers package (tools/test.sh unpacks "
+               "it into %s)\n", test, lmp_test_python(), PYDEPS);
+        return;
+    }
+    size_t n;
+    char *wiki = (char *)lmp_test_slurp(WIKI, &n);
+    size_t cut = 20000;
+    while (cut < n && wiki[cut] != '\n') cut++;
+    static const char extra[] = "\nnaïve café, Ünïcödé 東京 12345 + 3.14159 = π?\t🙂 don't  two  spaces\n";
+    char *text = malloc(cut + 1 + sizeof extra);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, wiki, cut + 1);
+    memcpy(text + cut + 1, extra, sizeof extra);
+    free(wiki);
+    const char *text_path = lmp_test_path(tmpdir, "tok-text.txt"), *ids_path = lmp_test_path(tmpdir, "tok-ids.txt");
+    lmp_test_spit(text_path, text, strlen(text));
+    free(text);
+    lmp_tokenizer *t;
+    int32_t *ids;
+    int64_t n_ids;
+    ck_assert_msg(lmp_open_tokenizer(m, tokenizer, &t) == 0, "%s", lmp_last_error());
+    ck_assert_msg(lmp_tokenize_file(t, text_path, &ids, &n_ids) == 0, "%s", lmp_last_error());
+    FILE *f = fopen(ids_path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n_ids; i++) fprintf(f, "%d\n", ids[i]);
+    ck_assert_int_eq(fclose(f), 0);
+    free(ids);
+    lmp_tokenizer_free(t);
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s' '%s' '%s' '%s' 2>&1", PYDEPS, lmp_test_python(), TOKCHECK, dir,
+             text_path, ids_path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[4096];
+    while (fgets(line, sizeof line, p)) fputs(line, stdout);
+    fflush(stdout);
+    ck_assert_msg(pclose(p) == 0, "failed: %s", cmd);
+}
+
 /* ---- the variants ------------------------------------------------------------------------ */
 typedef struct variant {
     const char *name;
@@ -684,7 +735,8 @@ START_TEST(failures_leave_nothing_and_exports_replace)
 }
 END_TEST
 
-/* Tokenizer files come from the source folder; a llama2.c source has none to copy. */
+/* Tokenizer files come from the source folder; for a llama2.c source, which has none to copy,
+ * lmpress makes them. */
 START_TEST(tokenizer_files)
 {
     char cmd[1024];
@@ -708,8 +760,7 @@ START_TEST(tokenizer_files)
     ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
     blocks = compress(m, (const char *const[]){"rtn##bits=8,granularity=channel", NULL}, 1);
     ck_assert_int_eq(export_to(m, blocks, tmp("sout"), 0, TOK), 0);
-    struct stat sb;
-    ck_assert_int_ne(stat(tmp("sout/tokenizer.json"), &sb), 0);
+    check_made_tokenizer(m, TOK, tmp("sout"), "tokenizer_files");
     lmp_blocks_free(blocks, m->arch.n_layers);
     lmp_model_free(m);
 }
@@ -742,6 +793,7 @@ START_TEST(smollm2)
     ck_assert_str_eq(cfg_str(cfg, NULL, "torch_dtype"), "bfloat16");
     lmp_json_free(cfg);
     dump_ref(m, blocks, tmp("smollm2"));
+    check_made_tokenizer(m, NULL, tmp("smollm2"), "smollm2");
     printf("  smollm2: compressed in %.1f s, exported in %.1f s\n", t1 - t0, t2 - t1);
     lmp_blocks_free(blocks, m->arch.n_layers);
     lmp_model_free(m);

