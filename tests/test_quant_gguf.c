@@ -1,4 +1,4 @@
-/* test_quant_gguf.c — the GGUF block formats of the weight grid (plugin.h: Q8_0, Q4_0, Q4_1)
+/* test_quant_gguf.c — the GGUF block formats of the weight grid (plugin.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
  * against the PyPI gguf package, whose quants.py ports ggml's reference quantizers.
  *
  * tools/ref/ggml_quants_ref.py writes a matrix of awkward rows (zeros, magnitude ties, rounding
@@ -37,7 +37,8 @@ static const struct {
     lmp_wformat f;
     int block_bytes, has_min;
 } FMTS[] = {{"q8_0", LMP_WFORMAT_GGUF_Q8_0, 34, 0}, {"q4_0", LMP_WFORMAT_GGUF_Q4_0, 18, 0},
-            {"q4_1", LMP_WFORMAT_GGUF_Q4_1, 20, 1}};
+            {"q4_1", LMP_WFORMAT_GGUF_Q4_1, 20, 1}, {"q5_0", LMP_WFORMAT_GGUF_Q5_0, 22, 0},
+            {"q5_1", LMP_WFORMAT_GGUF_Q5_1, 24, 1}};
 
 /* 1 when the interpreter imports numpy and gguf; otherwise prints why the caller skips. */
 static int have_gguf(const char *test)
@@ -74,8 +75,11 @@ static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 ||
 static int file_code(int k, const unsigned char *blk, int j)
 {
     if (FMTS[k].f == LMP_WFORMAT_GGUF_Q8_0) return (int8_t)blk[2 + j];
-    const unsigned char b = blk[2 + 2 * FMTS[k].has_min + (j & 15)];
-    return j < 16 ? b & 15 : b >> 4;
+    const unsigned char *p = blk + 2 + 2 * FMTS[k].has_min;
+    const int five = FMTS[k].block_bytes - 2 - 2 * FMTS[k].has_min == 20; /* qh: the fifth bits */
+    const int high = five ? (p[j / 8] >> (j % 8) & 1) << 4 : 0;
+    const unsigned char b = p[4 * five + (j & 15)];
+    return (j < 16 ? b & 15 : b >> 4) | high;
 }
 
 /* CPU choose + apply of format k on W[rows, cols]: W quantized in place, scales/zeros/codes out. */
@@ -104,7 +108,7 @@ START_TEST(matches_gguf_package)
     float *in = (float *)(void *)slurp_n(dir, "input.f32", n * sizeof(float));
     float *W = malloc(n * sizeof *W), *sc = malloc(nb * sizeof *sc), *zc = malloc(nb * sizeof *zc);
     int32_t *codes = malloc(n * sizeof *codes);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < (int)(sizeof FMTS / sizeof *FMTS); k++) {
         char file[32];
         snprintf(file, sizeof file, "%s.deq", FMTS[k].name);
         float *deq = (float *)(void *)slurp_n(dir, file, n * sizeof(float));

@@ -414,8 +414,8 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
         return FAIL(be, LMP_EINVAL,
                     "%s: format %s is %d bits, %s, in groups of %d inputs (lmp_wspec_for_format); the spec "
                     "says bits %d, sym %d, granularity %d, group %lld", op, lmp_wformat_name(spec->format),
-                    spec->format == LMP_WFORMAT_GGUF_Q8_0 ? 8 : 4,
-                    spec->format == LMP_WFORMAT_GGUF_Q4_1 ? "with a min" : "symmetric", LMP_WFORMAT_BLOCK,
+                    lmp_wspec_for_format(spec->format, 1.0f).bits,
+                    lmp_wspec_for_format(spec->format, 1.0f).sym ? "symmetric" : "with a min", LMP_WFORMAT_BLOCK,
                     spec->bits, spec->sym, (int)spec->gran, (long long)spec->group);
     if (spec->format != LMP_WFORMAT_INT && cols > 0 && cols % LMP_WFORMAT_BLOCK)
         return FAIL(be, LMP_EINVAL,

@@ -1,7 +1,7 @@
 /* export.h — writing a compressed variant as a file another runtime loads.
  *
  *   GGUF (PATH ends in .gguf)   llama.cpp's format: architecture metadata, the tokenizer, every
- *                               tensor; a linear on a GGUF grid (q8_0, q4_0, q4_1) in that type,
+ *                               tensor; a linear on a GGUF grid (q8_0, q4_0, ...) in that type,
  *                               from the codes and scales the strategy chose (gguf_write.c).
  *   Hugging Face folder (else)  config.json with a compressed-tensors quantization_config,
  *                               model.safetensors (sharded above a size), the tokenizer files;

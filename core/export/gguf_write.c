@@ -35,7 +35,8 @@
 #define ALIGNMENT 32
 
 /* llama.cpp's llama_ftype values for general.file_type. */
-enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7 };
+enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_Q5_0 = 8,
+       FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_IQ4_NL = 25 };
 
 static const char *const linear_name[LMP_ROLE_COUNT] = {
     [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
@@ -55,15 +56,25 @@ static lmp_ggml_type linear_type(const lmp_linear *l)
     case LMP_WFORMAT_GGUF_Q8_0: return LMP_GGML_Q8_0;
     case LMP_WFORMAT_GGUF_Q4_0: return LMP_GGML_Q4_0;
     case LMP_WFORMAT_GGUF_Q4_1: return LMP_GGML_Q4_1;
+    case LMP_WFORMAT_GGUF_Q5_0: return LMP_GGML_Q5_0;
+    case LMP_WFORMAT_GGUF_Q5_1: return LMP_GGML_Q5_1;
+    case LMP_WFORMAT_GGUF_IQ4_NL: return LMP_GGML_IQ4_NL;
     case LMP_WFORMAT_INT: break;
     }
     return LMP_GGML_F32;
 }
 
-/* Bytes of one block of 32 weights (ggml's block_q8_0, block_q4_0, block_q4_1). */
+/* Bytes of one block of 32 weights (ggml's block_q8_0, _q4_0, _q4_1, _q5_0, _q5_1, _iq4_nl). */
 static int block_bytes(lmp_ggml_type t)
 {
-    return t == LMP_GGML_Q8_0 ? 34 : t == LMP_GGML_Q4_0 ? 18 : t == LMP_GGML_Q4_1 ? 20 : 0;
+    switch (t) {
+    case LMP_GGML_Q8_0: return 34;
+    case LMP_GGML_Q4_0: case LMP_GGML_IQ4_NL: return 18;
+    case LMP_GGML_Q4_1: return 20;
+    case LMP_GGML_Q5_0: return 22;
+    case LMP_GGML_Q5_1: return 24;
+    default: return 0;
+    }
 }
 
 static uint64_t tensor_bytes(lmp_ggml_type t, int64_t ne0, int64_t ne1)
@@ -73,9 +84,10 @@ static uint64_t tensor_bytes(lmp_ggml_type t, int64_t ne0, int64_t ne1)
     return (uint64_t)block_bytes(t) * (uint64_t)(ne0 / LMP_WFORMAT_BLOCK) * (uint64_t)ne1;
 }
 
-/* One row of codes into ggml's blocks: d (and Q4_1's m) as IEEE halves of the recorded f32
- * scale and min, then the codes: Q8_0 one int8 each; Q4_0 and Q4_1 code j in the low nibble of
- * qs[j] and code j + 16 in its high nibble. */
+/* One row of codes into ggml's blocks: d (and Q4_1's or Q5_1's m) as IEEE halves of the recorded
+ * f32 scale and min; Q5_0 and Q5_1 then qh, bit j the fifth bit of code j (little-endian
+ * uint32); then the codes: Q8_0 one int8 each; the others code j's low four bits in the low
+ * nibble of qs[j] and code j + 16's in its high nibble. */
 static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_ggml_type t, unsigned char *out)
 {
     const lmp_wgrid *g = l->grid;
@@ -88,16 +100,22 @@ static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_g
         p[0] = (unsigned char)d;
         p[1] = (unsigned char)(d >> 8);
         p += 2;
-        if (t == LMP_GGML_Q4_1) {
+        if (t == LMP_GGML_Q4_1 || t == LMP_GGML_Q5_1) {
             const uint16_t m = lmp_stw_f16(g->zeros[s], NULL);
             p[0] = (unsigned char)m;
             p[1] = (unsigned char)(m >> 8);
             p += 2;
         }
+        if (t == LMP_GGML_Q5_0 || t == LMP_GGML_Q5_1) {
+            uint32_t qh = 0;
+            for (int j = 0; j < 32; j++) qh |= (uint32_t)(q[j] >> 4 & 1) << j;
+            for (int b = 0; b < 4; b++) p[b] = (unsigned char)(qh >> 8 * b);
+            p += 4;
+        }
         if (t == LMP_GGML_Q8_0)
             for (int j = 0; j < 32; j++) p[j] = (unsigned char)(int8_t)q[j];
         else
-            for (int j = 0; j < 16; j++) p[j] = (unsigned char)(q[j] | q[j + 16] << 4);
+            for (int j = 0; j < 16; j++) p[j] = (unsigned char)((q[j] & 15) | (q[j + 16] & 15) << 4);
     }
 }
 
@@ -115,7 +133,7 @@ static int check_gguf_grid(const lmp_linear *l)
                         "use gptq with act_order = false or static_groups = true", l->name,
                         lmp_wformat_name(g->spec.format));
     if (!lmp_wspec_format_ok(&g->spec) || l->in % LMP_WFORMAT_BLOCK ||
-        g->n_scales != lmp_wspec_n_scales(&g->spec, l->out, l->in) || (g->spec.format == LMP_WFORMAT_GGUF_Q4_1 && !g->zeros))
+        g->n_scales != lmp_wspec_n_scales(&g->spec, l->out, l->in) || (!g->spec.sym && !g->zeros))
         return lmp_fail(LMP_EINVAL, "%s: its recorded %s grid does not describe %lld x %lld weights in blocks of 32",
                         l->name, lmp_wformat_name(g->spec.format), (long long)l->out, (long long)l->in);
     return 0;
@@ -239,17 +257,20 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_t
 /* general.file_type: the type holding most of the blocks' linear weights. */
 static uint32_t file_type(const plan_list *p)
 {
-    uint64_t n[4] = {0}; /* F32, Q4_0, Q4_1, Q8_0 */
+    static const lmp_ggml_type types[] = {LMP_GGML_F32,  LMP_GGML_Q4_0, LMP_GGML_Q4_1,  LMP_GGML_Q8_0,
+                                          LMP_GGML_Q5_0, LMP_GGML_Q5_1, LMP_GGML_IQ4_NL};
+    static const uint32_t ftype[] = {FTYPE_ALL_F32,     FTYPE_MOSTLY_Q4_0, FTYPE_MOSTLY_Q4_1,  FTYPE_MOSTLY_Q8_0,
+                                     FTYPE_MOSTLY_Q5_0, FTYPE_MOSTLY_Q5_1, FTYPE_MOSTLY_IQ4_NL};
+    enum { N = sizeof types / sizeof *types };
+    uint64_t n[N] = {0};
     for (int i = 0; i < p->n; i++) {
         const tensor_plan *t = &p->t[i];
         if (strncmp(t->name, "blk.", 4) != 0 || t->n_dims != 2) continue;
-        const int k = t->type == LMP_GGML_Q4_0 ? 1 : t->type == LMP_GGML_Q4_1 ? 2 : t->type == LMP_GGML_Q8_0 ? 3 : 0;
-        n[k] += (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+        for (int k = 0; k < N; k++) n[k] += t->type == types[k] ? (uint64_t)t->ne[0] * (uint64_t)t->ne[1] : 0;
     }
     int best = 0;
-    for (int k = 1; k < 4; k++)
+    for (int k = 1; k < N; k++)
         if (n[k] > n[best]) best = k;
-    static const uint32_t ftype[4] = {FTYPE_ALL_F32, FTYPE_MOSTLY_Q4_0, FTYPE_MOSTLY_Q4_1, FTYPE_MOSTLY_Q8_0};
     return ftype[best];
 }
 
@@ -475,7 +496,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, c
         if (n_int)
             lmp_log(ctx, LMP_LOG_WARN,
                     "%s: %d linear%s on an int grid (%s%s), which GGUF has no type for: written as F32, exact and "
-                    "uncompressed (format = q8_0, q4_0 or q4_1 quantizes onto GGUF's own blocks)",
+                    "uncompressed (format = q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl quantizes onto GGUF's own blocks)",
                     o->path, n_int, n_int == 1 ? " is" : "s are", int_name, n_int > 1 ? ", ..." : "");
         if (n_act)
             lmp_log(ctx, LMP_LOG_WARN,

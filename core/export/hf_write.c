@@ -21,7 +21,7 @@
  *
  * Refused before anything is written, each naming the linear or norm and what to change: GPT-2;
  * an input affine (Shift/SmoothQuant's all_linears on o/down); a bias on an RMSNorm; a bias the
- * architecture has no place for; a GGUF grid (q8_0, q4_0, q4_1: export a .gguf); weights
+ * architecture has no place for; a GGUF grid (q8_0, q4_0, ...: export a .gguf); weights
  * quantized with no recorded grid; 3, 5, 6 or 7 weight bits without activation quantization;
  * a group size that does not divide the row; activation quantization other than 8-bit dynamic
  * per token or static per tensor, or without quantized weights; a destination that is a file,

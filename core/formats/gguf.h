@@ -27,6 +27,7 @@ typedef enum {
 typedef enum {
     LMP_GGML_F32 = 0, LMP_GGML_F16 = 1, LMP_GGML_Q4_0 = 2, LMP_GGML_Q4_1 = 3,
     LMP_GGML_Q8_0 = 8, LMP_GGML_Q4_K = 12, LMP_GGML_Q6_K = 14, LMP_GGML_BF16 = 30,
+    LMP_GGML_Q5_0 = 6, LMP_GGML_Q5_1 = 7, LMP_GGML_IQ4_NL = 20,
 } lmp_ggml_type;
 
 typedef struct lmp_gguf_kv {

@@ -21,6 +21,8 @@
  * ABI 4.0: lmp_wspec grew scale_type (scales rounded to f16 or bf16, as a compressed-tensors file
  * stores them); lmp_linear grew grid, the storage grid a stage recorded with the new
  * host->set_weight_grid, which is what an exported file holds.  Plugins built for 3.x are refused.
+ * ABI 4.1: the formats GGUF Q5_0, Q5_1 and IQ4_NL, and lmp_wgrid_fit_block_imp (a block's grid
+ * chosen with an importance per input column, as llama-quantize does with an imatrix).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -39,7 +41,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 0
+#define LMP_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -120,6 +122,12 @@ typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } l
  *         q = min(15, trunc(w*id + 8.5)) in 0..15 (a nibble); w' = fp16(d)*(q-8).
  *   Q4_1: min, max of the block; d = (max-min)/15; q = min(15, trunc((w-min)*id + 0.5)) in
  *         0..15; w' = fp16(d)*q + fp16(min).
+ *   Q5_0: as Q4_0 with d = max/-16, q = min(31, trunc(w*id + 16.5)); w' = fp16(d)*(q-16).
+ *   Q5_1: as Q4_1 with d = (max-min)/31, q in 0..31.
+ *   IQ4_NL: a 16-value codebook v (lmp_iq4nl_values, -127..113); d is searched: the least-squares
+ *         d of the codes nearest x/d0 for 15 trial d0 around -max/v[0], the best of them weighted
+ *         by x^2 (ggml's quantize_row_iq4_nl_impl, ntry 7); q = the index of the value nearest
+ *         w*id; w' = fp16(d)*v[q].
  * clip scales amax, max, or min and max, as for INT (Q4_1 does not fold 0 into its range, as
  * ggml does not); the codes of the weights then beyond the range saturate (Q4_0/Q4_1 at 0 too).
  * With clip = 1 every step is ggml's.  Further storage formats (compressed-tensors int4/int8
@@ -128,8 +136,15 @@ typedef enum {
     LMP_WFORMAT_INT = 0,
     LMP_WFORMAT_GGUF_Q8_0 = 1,
     LMP_WFORMAT_GGUF_Q4_0 = 2,
-    LMP_WFORMAT_GGUF_Q4_1 = 3
+    LMP_WFORMAT_GGUF_Q4_1 = 3,
+    LMP_WFORMAT_GGUF_Q5_0 = 4,   /* ABI 4.1 */
+    LMP_WFORMAT_GGUF_Q5_1 = 5,   /* ABI 4.1 */
+    LMP_WFORMAT_GGUF_IQ4_NL = 6  /* ABI 4.1 */
 } lmp_wformat;
+
+/* IQ4_NL's codebook (ggml-common.h's kvalues_iq4nl), ascending. */
+static const int8_t lmp_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 /* The type an INT grid's scales are stored in.  A file keeps each scale in its own type:
  * compressed-tensors in the model's dtype (bf16 or f16 for what vLLM runs), so a grid meant for
@@ -138,7 +153,7 @@ typedef enum {
  * scale.  A scale that rounds to 0 in f16 becomes f16's smallest subnormal, 2^-24. */
 typedef enum { LMP_SCALE_F32 = 0, LMP_SCALE_F16 = 1, LMP_SCALE_BF16 = 2 } lmp_scale_type;
 
-/* Inputs per block of every GGUF format above (ggml's QK8_0, QK4_0, QK4_1). */
+/* Inputs per block of every GGUF format above (ggml's QK8_0, QK4_0, QK4_1, QK5_0, QK5_1, QK4_NL). */
 #define LMP_WFORMAT_BLOCK 32
 
 typedef struct lmp_wspec {
@@ -155,7 +170,7 @@ typedef struct lmp_wspec {
     lmp_scale_type scale_type; /* INT only: the type scales are stored in (0: f32) */
 } lmp_wspec;
 
-/* The format's name as configs spell it ("int", "q8_0", "q4_0", "q4_1"); NULL if unknown. */
+/* The format's name as configs spell it ("int", "q8_0", "q4_0", ...); NULL if unknown. */
 static inline const char *lmp_wformat_name(lmp_wformat f)
 {
     switch (f) {
@@ -163,6 +178,9 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
     case LMP_WFORMAT_GGUF_Q8_0: return "q8_0";
     case LMP_WFORMAT_GGUF_Q4_0: return "q4_0";
     case LMP_WFORMAT_GGUF_Q4_1: return "q4_1";
+    case LMP_WFORMAT_GGUF_Q5_0: return "q5_0";
+    case LMP_WFORMAT_GGUF_Q5_1: return "q5_1";
+    case LMP_WFORMAT_GGUF_IQ4_NL: return "iq4_nl";
     }
     return NULL;
 }
@@ -171,8 +189,8 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
 static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
 {
     lmp_wspec s; /* assigned field by field: cuda_kernels.cu reads this header as C++ */
-    s.bits = f == LMP_WFORMAT_GGUF_Q8_0 ? 8 : 4;
-    s.sym = f != LMP_WFORMAT_GGUF_Q4_1;
+    s.bits = f == LMP_WFORMAT_GGUF_Q8_0 ? 8 : (f == LMP_WFORMAT_GGUF_Q5_0 || f == LMP_WFORMAT_GGUF_Q5_1) ? 5 : 4;
+    s.sym = f != LMP_WFORMAT_GGUF_Q4_1 && f != LMP_WFORMAT_GGUF_Q5_1;
     s.gran = LMP_GRAN_GROUP;
     s.group = LMP_WFORMAT_BLOCK;
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
@@ -184,7 +202,7 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
 
 /* 1 when s->format is INT, or a known block format whose bits, sym, gran and group are the ones
  * it implies (lmp_wspec_for_format): then lmp_wspec_n_scales counts its blocks and s->sym says
- * whether it has zeros (Q4_1's mins). */
+ * whether it has zeros (Q4_1's and Q5_1's mins). */
 static inline int lmp_wspec_format_ok(const lmp_wspec *s)
 {
     if (s->format == LMP_WFORMAT_INT) return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16;
@@ -273,8 +291,69 @@ static inline float lmp_scale_round(float scale, lmp_scale_type t)
  * 8 for Q4_0's offset, 0 for Q4_1). */
 static inline float lmp_wgrid_inv(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 
-/* The grid of one block x[0..n) of a GGUF format (s->format != INT), in ggml's steps and order:
- * *scale the f32 d, *zero the f32 min (Q4_1) or 0.  NaN comparisons go as ggml's do. */
+/* ggml's nearest_int: round half to even through the float adder (|x| < 2^22). */
+static inline int lmp_wgrid_nearest_int(float x)
+{
+    union { float f; int32_t i; } v;
+    v.f = x + 12582912.0f;
+    return (v.i & 0x007fffff) - 0x00400000;
+}
+
+/* ggml's best_index_int8 over IQ4_NL's codebook: the index of the value nearest x (the lower on
+ * a tie; a NaN x, like ggml's, ends at 15). */
+static inline int lmp_iq4nl_index(float x)
+{
+    const int8_t *v = lmp_iq4nl_values;
+    if (x <= v[0]) return 0;
+    if (x >= v[15]) return 15;
+    int ml = 0, mu = 15;
+    while (mu - ml > 1) {
+        const int mav = (ml + mu) / 2;
+        if (x < v[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - v[mu - 1] < v[mu] - x ? mu - 1 : mu;
+}
+
+/* IQ4_NL's d for a block x[0..n) (n <= 32) with weights w: ggml's quantize_row_iq4_nl_impl search
+ * (ntry 7) in its steps and order. */
+static inline float lmp_wgrid_search_iq4nl(const float *x, int n, const float *w)
+{
+    const int8_t *v = lmp_iq4nl_values;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (amax < 1e-15f) return 0.0f; /* ggml's GROUP_MAX_EPS */
+    float d = -max / v[0], id = 1 / d, sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < n; j++) {
+        const float q = v[lmp_iq4nl_index(id * x[j])];
+        sumqx += w[j] * q * x[j];
+        sumq2 += w[j] * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+    float best = d * sumqx;
+    for (int itry = -7; itry <= 7; ++itry) {
+        id = (itry + v[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < n; j++) {
+            const float q = v[lmp_iq4nl_index(id * x[j])];
+            sumqx += w[j] * q * x[j];
+            sumq2 += w[j] * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+/* The grid of one block x[0..n) of a GGUF format (s->format != INT), in ggml's steps and order
+ * (its reference quantizers, which llama-quantize uses without an importance matrix): *scale
+ * the f32 d, *zero the f32 min (Q4_1, Q5_1) or 0.  NaN comparisons go as ggml's do. */
 static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64_t n, float *scale, float *zero)
 {
     const float clip = lmp_wspec_clip(s);
@@ -286,15 +365,19 @@ static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64
             amax = amax > a ? amax : a; /* ggml's MAX(amax, a) */
         }
         *scale = (clip * amax) / 127.0f;
-    } else if (s->format == LMP_WFORMAT_GGUF_Q4_0) {
+    } else if (s->format == LMP_WFORMAT_GGUF_Q4_0 || s->format == LMP_WFORMAT_GGUF_Q5_0) {
         float amax = 0.0f, max = 0.0f;
         for (int64_t j = 0; j < n; j++)
             if (amax < fabsf(x[j])) { /* strictly: the first of equal magnitudes wins */
                 amax = fabsf(x[j]);
                 max = x[j];
             }
-        *scale = (clip * max) / -8.0f;
-    } else { /* Q4_1 */
+        *scale = (clip * max) / (s->format == LMP_WFORMAT_GGUF_Q4_0 ? -8.0f : -16.0f);
+    } else if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) {
+        float w[LMP_WFORMAT_BLOCK];
+        for (int64_t j = 0; j < n && j < LMP_WFORMAT_BLOCK; j++) w[j] = x[j] * x[j];
+        *scale = clip * lmp_wgrid_search_iq4nl(x, (int)n, w);
+    } else { /* Q4_1, Q5_1 */
         float min = 3.40282347e+38f, max = -3.40282347e+38f; /* ggml's FLT_MAX, -FLT_MAX */
         for (int64_t j = 0; j < n; j++) {
             if (x[j] < min) min = x[j];
@@ -302,9 +385,141 @@ static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64
         }
         min = clip * min;
         max = clip * max;
-        *scale = (max - min) / 15.0f;
+        *scale = (max - min) / (s->format == LMP_WFORMAT_GGUF_Q4_1 ? 15.0f : 31.0f);
         *zero = min;
     }
+}
+
+/* ggml's make_qx_quants(n, nmax, x, L, rmse_type 1, w): the scale of the sign-aware symmetric
+ * grid (levels -nmax..nmax-1) that minimises sum w (x - d q)^2 over 19 trial inverse scales
+ * around -nmax/max, each d the least-squares one for its codes. */
+static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const float *w)
+{
+    float max = 0.0f, amax = 0.0f;
+    for (int i = 0; i < n; ++i)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-15f) return 0.0f;
+    float iscale = -nmax / max, sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = lmp_wgrid_nearest_int(iscale * x[i]);
+        l = l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l);
+        sumlx += w[i] * x[i] * l;
+        suml2 += w[i] * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = lmp_wgrid_nearest_int(iscale * x[i]);
+            l = l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l);
+            sumlx += w[i] * x[i] * l;
+            suml2 += w[i] * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* ggml's make_qkx3_quants(n, nmax, x, w, ..., rmin -0.9, rdelta 0.05, nstep 36, use_mad false):
+ * the scale and min (<= 0) of the grid min + d q, q in 0..nmax, minimising sum w (x - min - d q)^2
+ * over 37 trial inverse scales, each (d, min) the weighted least-squares fit of its codes. */
+static inline void lmp_wgrid_search_qkx3(const float *x, int n, int nmax, const float *w, float *scale_out,
+                                         float *min_out)
+{
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) {
+        *scale_out = 0.0f;
+        *min_out = min;
+        return;
+    }
+    float iscale = nmax / (max - min), scale = 1 / iscale, best_mad = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = lmp_wgrid_nearest_int(iscale * (x[i] - min));
+        l = l < 0 ? 0 : (l > nmax ? nmax : l);
+        const float diff = scale * l + min - x[i];
+        best_mad += w[i] * (diff * diff);
+    }
+    for (int is = 0; is <= 36; ++is) {
+        iscale = (-0.9f + 0.05f * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        uint8_t laux[LMP_WFORMAT_BLOCK];
+        for (int i = 0; i < n; ++i) {
+            int l = lmp_wgrid_nearest_int(iscale * (x[i] - min));
+            l = l < 0 ? 0 : (l > nmax ? nmax : l);
+            laux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; ++i) {
+                const float diff = this_scale * laux[i] + this_min - x[i];
+                mad += w[i] * (diff * diff);
+            }
+            if (mad < best_mad) {
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *scale_out = scale;
+    *min_out = min;
+}
+
+/* The grid of one block x[0..32) of a GGUF format as llama-quantize chooses it with an importance
+ * matrix: imp[0..32) the importance of the block's input columns (llama.cpp's imatrix: the mean
+ * of x^2 over the calibration tokens; any positive multiple gives the same grid), row_sigma2 the
+ * mean of w^2 over the block's whole row.  Each weight counts imp * sqrt(sigma2 + w^2), and
+ *   Q4_0, Q5_0: lmp_wgrid_search_qx (ggml's quantize_row_q4_0_impl, q5_0_impl);
+ *   Q4_1, Q5_1: lmp_wgrid_search_qkx3 (quantize_row_q4_1_impl, q5_1_impl);
+ *   IQ4_NL: lmp_wgrid_search_iq4nl, sigma2 then the block's 2 * mean of w^2 (quantize_iq4_nl);
+ *   Q8_0: ggml takes no importance: lmp_wgrid_fit_block.
+ * ggml keeps the codes of the best trial; here apply_weight_grid codes every weight to the level
+ * nearest it on the chosen grid, which can only lower the (weighted) error.  Needs clip = 1. */
+static inline void lmp_wgrid_fit_block_imp(const lmp_wspec *s, const float *x, const float *imp, float row_sigma2,
+                                           float *scale, float *zero)
+{
+    const int n = LMP_WFORMAT_BLOCK;
+    float w[LMP_WFORMAT_BLOCK], sigma2 = row_sigma2;
+    *zero = 0.0f;
+    if (s->format == LMP_WFORMAT_GGUF_Q8_0) {
+        lmp_wgrid_fit_block(s, x, n, scale, zero);
+        return;
+    }
+    if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) {
+        sigma2 = 0;
+        for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+        sigma2 *= 2.f / n;
+    }
+    for (int j = 0; j < n; ++j) w[j] = imp[j] * sqrtf(sigma2 + x[j] * x[j]);
+    if (s->format == LMP_WFORMAT_GGUF_Q4_0 || s->format == LMP_WFORMAT_GGUF_Q5_0)
+        *scale = lmp_wgrid_search_qx(x, n, s->format == LMP_WFORMAT_GGUF_Q4_0 ? 8 : 16, w);
+    else if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) *scale = lmp_wgrid_search_iq4nl(x, n, w);
+    else lmp_wgrid_search_qkx3(x, n, s->format == LMP_WFORMAT_GGUF_Q4_1 ? 15 : 31, w, scale, zero);
 }
 
 /* The grid of a slice from its min and max (0 folded in: mn <= 0 <= mx) and its abs-max.
@@ -331,15 +546,18 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
 }
 
 /* The code of w on the grid (scale, zero), as an f32 holding an integer (sym -qmax-1..qmax,
- * asym 0..maxq; Q8_0 -127..127, Q4_0 and Q4_1 0..15): f32 so that a NaN weight stays NaN
+ * asym 0..maxq; Q8_0 -127..127, Q4_0, Q4_1 and IQ4_NL 0..15, Q5_0 and Q5_1 0..31): f32 so that a NaN weight stays NaN
  * through lmp_wgrid_value, as it always has. */
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
-    if (s->format != LMP_WFORMAT_INT) { /* scale: the block's f32 d; zero: Q4_1's f32 min */
+    if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) /* a NaN weight keeps a NaN code */
+        return w == w ? (float)lmp_iq4nl_index(lmp_wgrid_inv(scale) * w) : w;
+    if (s->format != LMP_WFORMAT_INT) { /* scale: the block's f32 d; zero: Q4_1's/Q5_1's f32 min */
         const float id = lmp_wgrid_inv(scale);
         float t; /* ggml's value before its conversion to an integer */
         if (s->format == LMP_WFORMAT_GGUF_Q8_0) t = roundf(w * id);
         else if (s->format == LMP_WFORMAT_GGUF_Q4_0) t = truncf(w * id + 8.5f);
+        else if (s->format == LMP_WFORMAT_GGUF_Q5_0) t = truncf(w * id + 16.5f);
         else t = truncf((w - zero) * id + 0.5f);
         /* A t that is not finite from a weight that is not NaN: d is so small (f32 subnormal)
          * that 1/d overflows (inf, or 0 * inf = NaN at the block's min); fp16(d) is then 0.
@@ -351,7 +569,7 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
          * ggml: (int8_t)roundf(x), MIN(15, (int8_t)t): truncf is that cast for t in 0..127; the
          * clamps only matter with clip < 1 (ggml's t then stays inside them) */
         if (s->format == LMP_WFORMAT_GGUF_Q8_0) return lmp_wgrid_clampf(t + 0.0f, -127.0f, 127.0f);
-        return lmp_wgrid_clampf(t, 0.0f, 15.0f);
+        return lmp_wgrid_clampf(t, 0.0f, s->bits == 5 ? 31.0f : 15.0f);
     }
     if (s->sym) {
         float qmax = (float)((1 << (s->bits - 1)) - 1);
@@ -367,6 +585,9 @@ static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale,
     if (s->format != LMP_WFORMAT_INT) { /* the fp16 d (and min) the file holds, as ggml dequantizes */
         if (s->format == LMP_WFORMAT_GGUF_Q8_0) return lmp_fp16_round(scale) * code;
         if (s->format == LMP_WFORMAT_GGUF_Q4_0) return lmp_fp16_round(scale) * (code - 8.0f);
+        if (s->format == LMP_WFORMAT_GGUF_Q5_0) return lmp_fp16_round(scale) * (code - 16.0f);
+        if (s->format == LMP_WFORMAT_GGUF_IQ4_NL)
+            return code == code ? lmp_fp16_round(scale) * lmp_iq4nl_values[(int)code] : code;
         return lmp_fp16_round(scale) * code + lmp_fp16_round(zero);
     }
     return s->sym ? code * scale : scale * (code - zero);

@@ -1,6 +1,7 @@
 /* obs.c — see obs.h.  Layout: the solver works on Wt[cols, rows], W transposed and in visiting
  * order, so a column of W is a contiguous row and every update is a unit-stride axpy. */
 #include "obs.h"
+#include "wgrid.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,7 +43,16 @@ static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
         for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
     lmp_wspec ch = S->o->spec;
     if (ch.format == LMP_WFORMAT_INT) ch.gran = LMP_GRAN_CHANNEL;
-    int st = S->be->choose_weight_grid(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
+    int st = 0;
+    if (S->o->importance && ch.format != LMP_WFORMAT_INT) /* ggml's σ² is its whole row's */
+        for (int64_t r = 0; r < S->rows; r++) {
+            float sum_x2 = 0;
+            for (int64_t k = 0; k < S->cols; k++) sum_x2 += S->Wt[k * S->rows + r] * S->Wt[k * S->rows + r];
+            lmp_wgrid_fit_block_imp(&ch, S->tmp + r * len, S->o->importance + p, sum_x2 / S->cols, &S->col_sc[r],
+                                    &S->col_zc[r]);
+        }
+    else
+        st = S->be->choose_weight_grid(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
     for (int64_t r = 0; !st && r < S->rows; r++) {
         S->sc[r * S->ng + g] = S->col_sc[r];
         S->zc[r * S->ng + g] = ch.sym ? 0.0f : S->col_zc[r];
@@ -273,7 +283,7 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     /* Static groups: from W after that, in original column order; [rows, ng] is again the
      * backend's layout. */
     if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->static_groups &&
-        (st = S.be->choose_weight_grid(S.bs, &o->spec, rows, cols, W, S.sc, S.zc)))
+        (st = wgrid_choose(S.be, S.bs, &o->spec, rows, cols, W, o->importance, S.sc, S.zc)))
         goto out;
     if (o->act_order) {
         for (int64_t j = 0; j < cols; j++) order[j] = (diag_index){diag[j], (int32_t)j};

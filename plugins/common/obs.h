@@ -20,7 +20,9 @@
  *     way, as the file stores it: the column is coded with the block's f32 d and dequantized with
  *     its fp16 d (plugin.h), so the weights are what a reader of the file gets provided the file
  *     is written from these codes and scales.  act_order needs static_groups then (a block is 32
- *     consecutive inputs, not 32 visited columns), and the width must be a multiple of 32;
+ *     consecutive inputs, not 32 visited columns), and the width must be a multiple of 32.  With
+ *     an importance, each block's grid is searched as llama-quantize does with an imatrix, on
+ *     the block as it stands when GPTQ reaches it (σ² from its row as it stands then);
  *   - SparseGPT chooses each N:M mask on the batch's current columns, every M columns counted
  *     from the batch start, by w^2 / U_jj^2, pruning the N smallest (ties: lower column first). */
 #ifndef LMP_PLUGINS_OBS_H
@@ -37,6 +39,8 @@ typedef struct obs_opts {
     int64_t block;             /* lazy-batch width (128) */
     int prune_n, prune_m;      /* prune_n > 0: choose an N:M mask (SparseGPT), no act_order */
     const uint8_t *keep;       /* a fixed mask [rows, cols] (1 = kept) to respect, or NULL */
+    const float *importance;   /* [cols] or NULL: a GGUF grid's blocks searched with this weight
+                                * per input (wgrid.h's importance; plugin.h lmp_wgrid_fit_block_imp) */
     const char *name;          /* for messages */
 } obs_opts;
 

@@ -18,25 +18,38 @@
  *                file stores (plugin.h).  A GGUF format implies bits (8, 4, 4), sym (Q4_1 has a
  *                min), granularity group and group_size 32, and rounds as ggml does: it
  *                overrides bits, sym, granularity, group_size and rounding (gptq and sparse24's
- *                bits = 16 default does not turn it off); clip still applies.
+ *                bits = 16 default does not turn it off); clip still applies.  q5_0, q5_1 and
+ *                iq4_nl likewise (5, 5 and 4 bits; IQ4_NL's 16 non-uniform levels).
+ *   importance   none | uniform | calibration: GGUF formats only.  none: ggml's reference grid
+ *                (llama-quantize without an importance matrix).  calibration: each block's scale
+ *                (and min) searched to minimise the error weighted per input column by the
+ *                calibration's sum of x^2 over tokens (llama.cpp's imatrix on the same text), as
+ *                llama-quantize does with --imatrix (plugin.h lmp_wgrid_fit_block_imp).  uniform:
+ *                the same search with every column weighted 1.  Needs clip = 1.
  * WGRID_PARAMS(...) expands to the WGRID_COUNT entries in the order of the WGRID_* enum; a
  * plugin puts them anywhere in its schema and hands wgrid_spec a pointer to the first value.
- * Include once per plugin (the choice lists are static). */
+ * The choice lists are static: each file that includes this has its copy. */
 #ifndef LMP_PLUGIN_WGRID_H
 #define LMP_PLUGIN_WGRID_H
 
 #include "lmpress/plugin.h"
 
-enum { WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_SCALE_DTYPE, WGRID_COUNT };
+enum {
+    WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_SCALE_DTYPE,
+    WGRID_IMPORTANCE, WGRID_COUNT
+};
+enum { WGRID_IMP_NONE, WGRID_IMP_UNIFORM, WGRID_IMP_CALIBRATION };
 
 /* In lmp_granularity's order, so the index is the enum value. */
 static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
 /* In lmp_rounding's order. */
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
-static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", NULL};
+static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
+/* In WGRID_IMP_*'s order. */
+static const char *const wgrid_importance_choices[] = {"none", "uniform", "calibration", NULL};
 
 /* default_bits, max_bits (8, or 16 where 16 means "no grid") and bits_help differ by purpose;
  * everything else is the same for every plugin. */
@@ -59,16 +72,89 @@ static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NU
      "ratio of each slice's range the grid spans (sym: clip * abs-max; asym: clip * min and max); "  \
      "the weights beyond it saturate", 1.0, NULL, 0.01, 1.0, NULL, 0},                               \
     {"format", LMP_PARAM_ENUM,                                                                       \
-     "int: the grid of bits/sym/granularity; q8_0, q4_0, q4_1: GGUF's blocks of 32 inputs with an "  \
-     "fp16 scale (and min), quantized as ggml does (overrides bits, sym, granularity, group_size, "   \
-     "rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0, wgrid_format_choices, 0},       \
+     "int: the grid of bits/sym/granularity; q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: GGUF's blocks of " \
+     "32 inputs with an fp16 scale (and min), quantized as ggml does (overrides bits, sym, "          \
+     "granularity, group_size, rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0,        \
+     wgrid_format_choices, 0},                                                                       \
     {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
      "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
      "the model's dtype: bf16 or f16 for vLLM); the weights are coded with the rounded scale", 0,    \
-     NULL, 0, 0, wgrid_scale_dtype_choices, 0}
+     NULL, 0, 0, wgrid_scale_dtype_choices, 0},                                                      \
+    {"importance", LMP_PARAM_ENUM,                                                                   \
+     "GGUF formats: none (ggml's reference grid); calibration (each block's scale searched for the "  \
+     "least error weighted by the calibration's sum of x^2 per input, as llama-quantize --imatrix); " \
+     "uniform (the same search, unweighted)", 0, NULL, 0, 0, wgrid_importance_choices, 0}
 
 /* The format the values name (index = lmp_wformat). */
 static inline lmp_wformat wgrid_format(const lmp_value *p) { return (lmp_wformat)(int)p[WGRID_FORMAT].num; }
+
+static inline int wgrid_importance(const lmp_value *p) { return (int)p[WGRID_IMPORTANCE].num; }
+
+/* The statistics the grid needs: Σx² per input for importance = calibration. */
+static inline uint32_t wgrid_needs(const lmp_value *p)
+{
+    return wgrid_importance(p) == WGRID_IMP_CALIBRATION ? LMP_STAT_SQSUM : 0;
+}
+
+/* importance with a grid it does not apply to: 0, or host->set_error's status naming `where`. */
+static inline int wgrid_check_importance(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
+                                         const char *where)
+{
+    if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
+    if (wgrid_format(p) == LMP_WFORMAT_INT)
+        return host->set_error(hctx, LMP_EINVAL,
+                               "%s: %s: importance = \"%s\" searches GGUF block grids: set format to q4_0, q4_1, q5_0, "
+                               "q5_1 or iq4_nl, or importance = \"none\"", plugin, where,
+                               wgrid_importance_choices[wgrid_importance(p)]);
+    if (p[WGRID_CLIP].num != 1.0)
+        return host->set_error(hctx, LMP_EINVAL,
+                               "%s: %s: importance searches the scale itself: leave clip at 1 (it is %g)", plugin, where,
+                               p[WGRID_CLIP].num);
+    return 0;
+}
+
+/* The importance of each of l's inputs for p's importance, into *imp (host->alloc'd [l->in]; the
+ * caller host->free's it): 1 (uniform), or the calibration's Σx² (stats->sqsum, else the
+ * Hessian's diagonal, which is proportional to it).  *imp is NULL for none.  0, or the status
+ * of host->set_error (no statistics, out of memory) naming the linear. */
+static inline int wgrid_importance_new(const lmp_host *host, void *hctx, const lmp_value *p, const lmp_linear *l,
+                                       float **imp)
+{
+    const int kind = wgrid_importance(p);
+    *imp = NULL;
+    if (kind == WGRID_IMP_NONE) return 0;
+    const float *sq = l->stats ? l->stats->sqsum : NULL, *H = l->stats ? l->stats->hessian : NULL;
+    if (kind == WGRID_IMP_CALIBRATION && !sq && !H)
+        return host->set_error(hctx, LMP_EINVAL, "%s: no calibration statistics for its importance", l->name);
+    if (!(*imp = host->alloc(hctx, (size_t)l->in * sizeof **imp)))
+        return host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for its importance", l->name);
+    for (int64_t j = 0; j < l->in; j++) (*imp)[j] = kind == WGRID_IMP_UNIFORM ? 1.0f : sq ? sq[j] : H[j * l->in + j];
+    return 0;
+}
+
+/* The grid of every slice of W[rows, cols] (leading dimension cols): the backend's
+ * choose_weight_grid, or with an importance per input column imp[cols] (a GGUF format) each
+ * 32-input block's grid searched on the host (lmp_wgrid_fit_block_imp, σ² from the block's row as
+ * W holds it). */
+static inline int wgrid_choose(const lmp_backend_i *be, void *bs, const lmp_wspec *spec, int64_t rows, int64_t cols,
+                               const float *W, const float *imp, float *scales, float *zeros)
+{
+    if (!imp || spec->format == LMP_WFORMAT_INT || cols % LMP_WFORMAT_BLOCK) /* the backend refuses the last */
+        return be->choose_weight_grid(bs, spec, rows, cols, W, scales, zeros);
+    int64_t idx = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = W + r * cols;
+        float sum_x2 = 0;
+        for (int64_t j = 0; j < cols; j++) sum_x2 += row[j] * row[j];
+        const float sigma2 = sum_x2 / cols;
+        for (int64_t c = 0; c < cols; c += LMP_WFORMAT_BLOCK, idx++) {
+            float zero;
+            lmp_wgrid_fit_block_imp(spec, row + c, imp + c, sigma2, &scales[idx], &zero);
+            if (!spec->sym) zeros[idx] = zero;
+        }
+    }
+    return LMP_OK;
+}
 
 /* p points at the first of the WGRID_COUNT values.  Returns 0 when there is no grid: bits 16
  * with format int.  A GGUF format gives lmp_wspec_for_format's spec whatever the other values. */
@@ -95,7 +181,8 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
 static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
                                      const char *where)
 {
-    if (wgrid_format(p) != LMP_WFORMAT_INT) return 0; /* bits and granularity overridden */
+    int st = wgrid_check_importance(host, hctx, p, plugin, where);
+    if (st || wgrid_format(p) != LMP_WFORMAT_INT) return st; /* bits and granularity overridden */
     int b = (int)p[WGRID_BITS].num;
     if (!((b >= 2 && b <= 8) || b == 16))
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: bits = %d: use 2..8, or 16 for no quantization", plugin,
@@ -109,25 +196,29 @@ static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp
 
 /* Storage bits per weight: the codes, an fp16 scale per slice, and for an asymmetric grid a
  * zero-point of `bits` bits per slice (docs/algorithms.md §1).  A GGUF format: its block's bytes
- * over 32 weights, ggml's type sizes (Q8_0 34 bytes: 8.5; Q4_0 18: 4.5; Q4_1 20, an fp16 min
- * rather than a 4-bit zero-point: 5.0). */
+ * over 32 weights, ggml's type sizes (Q8_0 34 bytes: 8.5; Q4_0 and IQ4_NL 18: 4.5; Q4_1 20, an
+ * fp16 min rather than a 4-bit zero-point: 5.0; Q5_0 22: 5.5; Q5_1 24: 6.0). */
 static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t in)
 {
     switch (s->format) {
     case LMP_WFORMAT_GGUF_Q8_0: return 34.0 * 8.0 / LMP_WFORMAT_BLOCK;
-    case LMP_WFORMAT_GGUF_Q4_0: return 18.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q4_0:
+    case LMP_WFORMAT_GGUF_IQ4_NL: return 18.0 * 8.0 / LMP_WFORMAT_BLOCK;
     case LMP_WFORMAT_GGUF_Q4_1: return 20.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q5_0: return 22.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q5_1: return 24.0 * 8.0 / LMP_WFORMAT_BLOCK;
     case LMP_WFORMAT_INT: break;
     }
     double n_scales = (double)lmp_wspec_n_scales(s, out, in);
     return ((double)s->bits * (double)(out * in) + n_scales * (16.0 + (s->sym ? 0 : s->bits))) / (double)(out * in);
 }
 
-/* RTN on the backend for linear i of the block: the grid of every slice of its W chosen from W,
- * then W <- its dequantized values on it, and the grid recorded on the linear
- * (host->set_weight_grid) for an export.  The scales live only for the call (host->alloc). */
+/* RTN on the backend for linear i of the block: the grid of every slice of its W chosen from W
+ * (wgrid_choose, with imp[in] or NULL), then W <- its dequantized values on it, and the grid
+ * recorded on the linear (host->set_weight_grid) for an export.  The scales live only for the
+ * call (host->alloc). */
 static inline int wgrid_quantize_linear(const lmp_host *host, void *hctx, const lmp_backend_i *be, void *bs,
-                                        const lmp_wspec *spec, lmp_block *blk, int i)
+                                        const lmp_wspec *spec, const float *imp, lmp_block *blk, int i)
 {
     lmp_linear *l = &blk->linears[i];
     const int64_t rows = l->out, cols = l->in;
@@ -138,7 +229,7 @@ static inline int wgrid_quantize_linear(const lmp_host *host, void *hctx, const 
     float *scales = host->alloc(hctx, n * sizeof *scales);
     float *zeros = spec->sym ? NULL : host->alloc(hctx, n * sizeof *zeros);
     int st = !scales || (!spec->sym && !zeros) ? host->set_error(hctx, LMP_ENOMEM, "out of memory for %zu scales", n)
-                                              : be->choose_weight_grid(bs, spec, rows, cols, l->w, scales, zeros);
+                                              : wgrid_choose(be, bs, spec, rows, cols, l->w, imp, scales, zeros);
     if (!st) st = be->apply_weight_grid(bs, spec, rows, cols, l->w, scales, zeros, NULL);
     if (!st) st = host->set_weight_grid(hctx, blk, i, spec, scales, zeros, NULL);
     host->free(hctx, scales);

@@ -69,7 +69,12 @@ static int gptq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *b
         o.quantize = wgrid_spec(p + P_GRID, &o.spec);
         if (!o.quantize) continue; /* 16 bits: the weights stay as they are */
         obs_result r = {0};
-        if ((st = obs_solve_linear(host, hctx, &o, blk, i, &r))) return st;
+        float *imp;
+        if ((st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp))) return st;
+        o.importance = imp;
+        st = obs_solve_linear(host, hctx, &o, blk, i, &r);
+        host->free(hctx, imp);
+        if (st) return st;
         l->weight_bits = wgrid_weight_bits(&o.spec, l->out, l->in);
         host->log(hctx, LMP_LOG_DEBUG,
                   "gptq: %s: loss %.6g, damp %g%s, %lld dead inputs; factor %.3f s, columns %.3f s, updates %.3f s",

@@ -29,10 +29,16 @@ static const lmp_param_spec rtn_params[P_COUNT] = {
                     NULL, 2, 8, NULL, 0},
 };
 
+static int rtn_create(const lmp_host *host, void *hctx, const lmp_value *p, void **self)
+{
+    *self = NULL;
+    return p[P_WEIGHTS].num ? wgrid_check_importance(host, hctx, p + P_GRID, "rtn", "params") : 0;
+}
+
 static uint32_t rtn_needs(void *self, const lmp_value *p)
 {
     (void)self;
-    return (int)p[P_ACT].num == 1 ? LMP_STAT_ABSMAX : 0;
+    return ((int)p[P_ACT].num == 1 ? LMP_STAT_ABSMAX : 0) | (p[P_WEIGHTS].num ? wgrid_needs(p + P_GRID) : 0);
 }
 
 static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
@@ -48,7 +54,11 @@ static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
         if (p[P_WEIGHTS].num) {
             lmp_wspec spec;
             wgrid_spec(p + P_GRID, &spec);
-            int st = wgrid_quantize_linear(host, hctx, be, be_self, &spec, blk, i);
+            float *imp = NULL;
+            int st = wgrid_check_importance(host, hctx, p + P_GRID, "rtn", l->name); /* overrides */
+            if (!st) st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp);
+            if (!st) st = wgrid_quantize_linear(host, hctx, be, be_self, &spec, imp, blk, i);
+            host->free(hctx, imp);
             if (st) return st;
             l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in);
         }
@@ -70,6 +80,7 @@ static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
 
 static const lmp_strategy_i rtn_vtable = {
     .struct_size = sizeof(lmp_strategy_i),
+    .create = rtn_create,
     .needs = rtn_needs,
     .apply = rtn_apply,
 };

@@ -26,6 +26,17 @@ static const lmp_param_spec rtn_mse_params[P_COUNT] = {
 
 static uint32_t rtn_mse_needs(void *self, const lmp_value *p) { return 0; } /* weights only */
 
+/* Its search is over clip ratios; a GGUF importance search chooses the scale itself. */
+static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, void **self)
+{
+    *self = NULL;
+    if (wgrid_importance(p + P_GRID) != WGRID_IMP_NONE)
+        return host->set_error(hctx, LMP_EINVAL,
+                               "rtn_mse: params: importance searches each block's scale itself, which is what rtn with "
+                               "importance does: use rtn, or importance = \"none\" here");
+    return 0;
+}
+
 /* Per-slice squared error of Wq against W, added to err[n_slices] (slices as lmp_wspec orders
  * them). */
 static void slice_errors(const lmp_wspec *s, int64_t rows, int64_t cols, const float *W, const float *Wq,
@@ -108,6 +119,7 @@ static int rtn_mse_apply(void *self, const lmp_host *host, void *hctx, lmp_block
 
 static const lmp_strategy_i rtn_mse_vtable = {
     .struct_size = sizeof(lmp_strategy_i),
+    .create = rtn_mse_create,
     .needs = rtn_mse_needs,
     .apply = rtn_mse_apply,
 };

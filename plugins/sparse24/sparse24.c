@@ -96,7 +96,12 @@ static int prune_linear(const lmp_host *host, void *hctx, lmp_block *blk, int i,
                       .name = l->name};
         o.quantize = wgrid_spec(p + P_GRID, &o.spec);
         obs_result r = {.mask = keep};
-        int st = obs_solve_linear(host, hctx, &o, blk, i, &r);
+        float *imp;
+        int st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp);
+        if (st) return st;
+        o.importance = imp;
+        st = obs_solve_linear(host, hctx, &o, blk, i, &r);
+        host->free(hctx, imp);
         if (st) return st;
         if (o.quantize) l->weight_bits = wgrid_weight_bits(&o.spec, l->out, l->in);
         host->log(hctx, LMP_LOG_DEBUG, "sparse24: %s: sparsegpt loss %.6g, damp %g, %lld dead inputs", l->name,

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""ggml_quants_ref.py — GGUF Q8_0 / Q4_0 / Q4_1 as the PyPI `gguf` package quantizes them.
+"""ggml_quants_ref.py — GGUF Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 as the PyPI `gguf` package quantizes them.
 
 gguf-py's quants.py ports ggml's reference quantizers (ggml-quants.c quantize_row_q8_0_ref,
-quantize_row_q4_0_ref, quantize_row_q4_1_ref) to numpy; this script runs them so that
+quantize_row_q4_0_ref, quantize_row_q4_1_ref, quantize_row_q5_0_ref, quantize_row_q5_1_ref) to numpy; this script runs them so that
 tests/test_quant_gguf.c can require lmpress's CPU choose_weight_grid + apply_weight_grid to give
 the same blocks and the same dequantized weights, bit for bit.  Nothing here re-derives the
 formulas: the blocks and their dequantization are gguf's own.
@@ -11,7 +11,7 @@ formulas: the blocks and their dequantization are gguf's own.
       writes DIR/input.f32, a deterministic [rows, 64] f32 matrix (random rows at several
       magnitudes, and rows with exact zeros, magnitude ties, rounding ties, constant rows, values
       that overflow or underflow an fp16 scale, f32 subnormals), DIR/shape.txt ("rows cols"),
-      for each format F in q8_0 q4_0 q4_1: DIR/F.bin (the file's blocks) and DIR/F.deq
+      for each format F in q8_0 q4_0 q4_1 q5_0 q5_1: DIR/F.bin (the file's blocks) and DIR/F.deq
       (their dequantization, f32); and DIR/fp16_in.f32 / DIR/fp16_out.f32: f32 values around
       every half's value and its midpoints to its neighbours, and random bit patterns, with
       numpy's f32 -> float16 -> f32 round trip of each (the rounding of a GGUF scale).
@@ -28,7 +28,8 @@ from gguf.constants import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 
 FORMATS = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0,
-           "q4_1": GGMLQuantizationType.Q4_1}
+           "q4_1": GGMLQuantizationType.Q4_1, "q5_0": GGMLQuantizationType.Q5_0,
+           "q5_1": GGMLQuantizationType.Q5_1}
 
 
 def cases() -> np.ndarray:
