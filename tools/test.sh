@@ -38,5 +38,10 @@ fi
 # act-order groups (actorder "group", weight_g_idx), which that test checks exports with beside the
 # interpreter's own compressed-tensors (LMP_CT_PYTHON: a Python with compressed-tensors and torch).
 unpack_wheel compressed-tensors==0.17.1 pydeps-ct-legacy compressed_tensors "the act-order export check"
+# ggml's own reference quantizers, built from the llama.cpp source in the llama-cpp-python sdist
+# on PyPI into build/ggml-ref/ (LMP_LLAMACPP_SDIST: a local copy of that sdist), for the suites
+# that hold lmpress's quantization grids against ggml's (tests/ggmlref.h).
+tools/ref/ggml_quant_ref.sh build/ggml-ref >/dev/null ||
+  echo "test: ggml's reference quantizers could not be built; the ggml cross-checks will skip" >&2
 cd build
 ctest --output-on-failure -j2 "$@"
