@@ -330,9 +330,10 @@ static int check_linear(const lmp_safetensors *st, const lmp_json *qc, const lmp
                 zp = ((const int8_t *)zero->data)[k];
             }
             const float s = value_of(scale, k), got = (float)(code - zp) * s;
-            /* + 0: a -0 weight is stored as code 0, which reads +0 (grid_codes.h) */
+            /* + 0: a -0 weight is stored as code 0, which reads +0 (grid_codes.h); with a negative
+             * scale (sym_scale = signed) code 0 reads -0 where lmpress holds +0 */
             const float want = l->w[lmp_row(r, hd) * l->in + c] + 0.0f;
-            if (!(same_bits(got, want))) ck_abort_msg("%s[%lld][%lld]: (%lld - %lld) * %a = %a, lmpress %a", l->name,
+            if (!(same_bits(got + 0.0f, want))) ck_abort_msg("%s[%lld][%lld]: (%lld - %lld) * %a = %a, lmpress %a", l->name,
                           (long long)r, (long long)c, (long long)code, (long long)zp, (double)s, (double)got,
                           (double)want);
         }
@@ -503,6 +504,10 @@ static const variant STORIES_VARIANTS[] = {
     {"w4-channel-asym-f16", {"rtn##bits=4,granularity=channel,sym=false,scale_dtype=f16", NULL}, 0,
      "pack-quantized", "float16", 35},
     {"w2-channel", {"rtn##bits=2,granularity=channel", NULL}, 0, "pack-quantized", "float32", 35},
+    {"w4-channel-full", {"rtn##bits=4,granularity=channel,sym_scale=full", NULL}, 0, "pack-quantized", "float32", 35},
+    {"gptq-g32-signed",
+     {"gptq#" NOT_DOWN "#bits=4,granularity=group,group_size=32,sym_scale=signed", NULL}, 0,
+     "pack-quantized", "float32", 30},
     {"gptq-actorder",
      {"gptq#" NOT_DOWN "#bits=4,granularity=group,group_size=32,sym=false,act_order=true,static_groups=false", NULL},
      0, "pack-quantized", "float32", 30},

@@ -38,9 +38,10 @@ static int devbe_check_wgrid(const devbe_err *e, const char *op, const lmp_wspec
 {
     if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "%s: spec is NULL", op);
     /* The kernels implement the INT grid with f32 scales only: any other format (the GGUF blocks,
-     * rounded scales) goes to the CPU backend, which also gives the messages for a bad one.  No
-     * error text: nothing failed. */
-    if (spec->format != LMP_WFORMAT_INT || spec->scale_type != LMP_SCALE_F32) return LMP_EUNSUPPORTED;
+     * rounded scales, the full and signed symmetric scales) goes to the CPU backend, which also
+     * gives the messages for a bad one.  No error text: nothing failed. */
+    if (spec->format != LMP_WFORMAT_INT || spec->scale_type != LMP_SCALE_F32 || (spec->sym && spec->sym != LMP_SYM_QMAX))
+        return LMP_EUNSUPPORTED;
     if (spec->bits < 2 || spec->bits > 8)
         return DEVBE_FAIL(e, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)

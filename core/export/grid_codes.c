@@ -59,7 +59,7 @@ int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
         int found = 0;
         /* the code itself first, then its neighbours within the range */
         for (int d = 0; !found && d < 3 && q == q; d++) {
-            const float t = q + (d == 0 ? 0.0f : d == 1 ? -1.0f : 1.0f);
+            const float t = d == 0 ? q : q + (d == 1 ? -1.0f : 1.0f); /* q itself: -0 + 0 would be +0 */
             if (t < lo || t > hi) continue;
             v = lmp_wgrid_value(s, t, scale, zero);
             if (same_bits(v, w)) {

@@ -21,8 +21,9 @@
  * ABI 4.0: lmp_wspec grew scale_type (scales rounded to f16 or bf16, as a compressed-tensors file
  * stores them); lmp_linear grew grid, the storage grid a stage recorded with the new
  * host->set_weight_grid, which is what an exported file holds.  Plugins built for 3.x are refused.
- * ABI 4.1: the formats GGUF Q5_0, Q5_1 and IQ4_NL, and lmp_wgrid_fit_block_imp (a block's grid
- * chosen with an importance per input column, as llama-quantize does with an imatrix).
+ * ABI 4.1: the formats GGUF Q5_0, Q5_1 and IQ4_NL, lmp_wgrid_fit_block_imp (a block's grid
+ * chosen with an importance per input column, as llama-quantize does with an imatrix), and the
+ * symmetric scales LMP_SYM_FULL and LMP_SYM_SIGNED (lmp_wspec.sym 2 and 3).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -102,7 +103,13 @@ typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } l
  *
  * LMP_WFORMAT_INT, the only format so far, is the uniform integer grid of docs/algorithms.md §1:
  * sym:  scale = T/qmax, qmax = 2^(b-1)-1, T = clip * abs-max of the slice (0 -> 1e-8),
- *       q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale.
+ *       q = clamp(round(w/scale), -qmax-1, qmax), w' = q*scale.  (sym = LMP_SYM_QMAX)
+ *       ABI 4.1, sym = LMP_SYM_FULL: scale = T/((2^b-1)/2), so the 2^b levels span -T..T as in
+ *       the GPTQ reference's sym grid (zero point 2^(b-1)) and compressed-tensors' symmetric
+ *       int; sym = LMP_SYM_SIGNED: scale = -M/2^(b-1) with M = clip * the slice's signed value
+ *       of largest magnitude (the positive one on a tie; 0 -> 1e-8), so that weight lands exactly
+ *       on the level -2^(b-1), as ggml's Q4_0 does for any bits and slice.  Codes and values as
+ *       for LMP_SYM_QMAX (the scale is negative when M is positive).
  * asym: lo = clip * min(0, min), hi = clip * max(0, max) (both 0 -> [-1, 1]), maxq = 2^b-1,
  *       scale = (hi-lo)/maxq, zero = round(-lo/scale), q = clamp(round(w/scale)+zero, 0, maxq),
  *       w' = scale*(q-zero).
@@ -156,9 +163,12 @@ typedef enum { LMP_SCALE_F32 = 0, LMP_SCALE_F16 = 1, LMP_SCALE_BF16 = 2 } lmp_sc
 /* Inputs per block of every GGUF format above (ggml's QK8_0, QK4_0, QK4_1, QK5_0, QK5_1, QK4_NL). */
 #define LMP_WFORMAT_BLOCK 32
 
+/* lmp_wspec.sym: 0 asymmetric; else which symmetric scale (above). */
+enum { LMP_SYM_QMAX = 1, LMP_SYM_FULL = 2, LMP_SYM_SIGNED = 3 };
+
 typedef struct lmp_wspec {
     int bits;                  /* 2..8 */
-    int sym;                   /* 1 symmetric abs-max, 0 asymmetric min-max with zero-point */
+    int sym;                   /* LMP_SYM_*: symmetric, no zero-point; 0 asymmetric min-max with zero-point */
     lmp_granularity gran;
     int64_t group;             /* columns per group when gran == LMP_GRAN_GROUP */
     lmp_rounding rounding;
@@ -205,7 +215,8 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
  * whether it has zeros (Q4_1's and Q5_1's mins). */
 static inline int lmp_wspec_format_ok(const lmp_wspec *s)
 {
-    if (s->format == LMP_WFORMAT_INT) return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16;
+    if (s->format == LMP_WFORMAT_INT)
+        return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16 && s->sym >= 0 && s->sym <= LMP_SYM_SIGNED;
     if (!lmp_wformat_name(s->format)) return 0;
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
     return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
@@ -528,9 +539,12 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
 {
     const float clip = lmp_wspec_clip(s);
     if (s->sym) {
-        float qmax = (float)((1 << (s->bits - 1)) - 1);
-        float t = clip * amax;
-        *scale = lmp_scale_round((t == 0.0f ? 1e-8f : t) / qmax, s->scale_type);
+        const float signed_max = -mn > mx ? mn : mx;
+        float t = clip * (s->sym == LMP_SYM_SIGNED ? signed_max : amax);
+        float div = s->sym == LMP_SYM_FULL     ? (float)((1 << s->bits) - 1) / 2.0f
+                    : s->sym == LMP_SYM_SIGNED ? -(float)(1 << (s->bits - 1))
+                                               : (float)((1 << (s->bits - 1)) - 1);
+        *scale = lmp_scale_round((t == 0.0f ? 1e-8f : t) / div, s->scale_type);
         *zero = 0.0f;
     } else {
         float maxq = (float)((1 << s->bits) - 1);

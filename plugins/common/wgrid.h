@@ -7,8 +7,14 @@
  *                which is why they are the macro's arguments: quantizers default to 4 (rtn:
  *                2..8, its `weights` switch turns it off; gptq: 16 = leave the weights as they
  *                are); sparse24 defaults to 16, prune only (2..8 quantizes the survivors).
- *   sym          true: symmetric abs-max grid (llm-compressor's W4A16, PaddleSlim); false: the
- *                asymmetric min-max grid with a zero-point (the GPTQ reference's).
+ *   sym          true: symmetric grid, no zero-point; false: the asymmetric min-max grid with a
+ *                zero-point (the GPTQ reference's).
+ *   sym_scale    qmax | full | signed: the symmetric grid's scale (plugin.h LMP_SYM_*).  qmax:
+ *                abs-max/(2^(b-1)-1), the largest weight on level ±(2^(b-1)-1), the level
+ *                -2^(b-1) unused (PaddleSlim's; lmpress's default).  full: abs-max/((2^b-1)/2),
+ *                all 2^b levels (the GPTQ reference's sym with zero point 2^(b-1), and
+ *                compressed-tensors' / llm-compressor's symmetric int).  signed: the largest
+ *                weight, with its sign, exactly on level -2^(b-1) (ggml's Q4_0 rule at any bits).
  *   granularity  tensor | channel | group, default channel (the OBS solver of gptq and
  *                sparse24 works row by row, so they refuse tensor: wgrid_check_solver).
  *   group_size   128.
@@ -36,7 +42,7 @@
 
 enum {
     WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_SCALE_DTYPE,
-    WGRID_IMPORTANCE, WGRID_COUNT
+    WGRID_IMPORTANCE, WGRID_SYM_SCALE, WGRID_COUNT
 };
 enum { WGRID_IMP_NONE, WGRID_IMP_UNIFORM, WGRID_IMP_CALIBRATION };
 
@@ -48,6 +54,8 @@ static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL
 static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
+/* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
+static const char *const wgrid_sym_scale_choices[] = {"qmax", "full", "signed", NULL};
 /* In WGRID_IMP_*'s order. */
 static const char *const wgrid_importance_choices[] = {"none", "uniform", "calibration", NULL};
 
@@ -56,9 +64,9 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
 #define WGRID_PARAMS(default_bits, max_bits, bits_help)                                              \
     {"bits", LMP_PARAM_INT, bits_help, default_bits, NULL, 2, max_bits, NULL, 0},                    \
     {"sym", LMP_PARAM_BOOL,                                                                          \
-     "symmetric abs-max grid (levels -2^(b-1)..2^(b-1)-1, scale = absmax/(2^(b-1)-1)); false: "      \
-     "asymmetric min-max grid containing 0 with a zero-point (levels 0..2^b-1), the GPTQ "           \
-     "reference's", 1, NULL, 0, 1, NULL, 0},                                                         \
+     "symmetric grid (levels -2^(b-1)..2^(b-1)-1, scale as sym_scale says); false: asymmetric "      \
+     "min-max grid containing 0 with a zero-point (levels 0..2^b-1), the GPTQ reference's", 1, NULL, \
+     0, 1, NULL, 0},                                                                                 \
     {"granularity", LMP_PARAM_ENUM,                                                                  \
      "one grid per tensor, per output channel (row of W[out,in]), or per group of group_size "       \
      "input columns of a row", 1, NULL, 0, 0, wgrid_gran_choices, 0},                                \
@@ -83,7 +91,11 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
     {"importance", LMP_PARAM_ENUM,                                                                   \
      "GGUF formats: none (ggml's reference grid); calibration (each block's scale searched for the "  \
      "least error weighted by the calibration's sum of x^2 per input, as llama-quantize --imatrix); " \
-     "uniform (the same search, unweighted)", 0, NULL, 0, 0, wgrid_importance_choices, 0}
+     "uniform (the same search, unweighted)", 0, NULL, 0, 0, wgrid_importance_choices, 0},           \
+    {"sym_scale", LMP_PARAM_ENUM,                                                                    \
+     "sym grids: qmax (scale = absmax/(2^(b-1)-1)); full (absmax/((2^b-1)/2): all 2^b levels, the "   \
+     "GPTQ reference's and compressed-tensors' symmetric int); signed (the largest weight exactly on "\
+     "level -2^(b-1), ggml's Q4_0 rule)", 0, NULL, 0, 0, wgrid_sym_scale_choices, 0}
 
 /* The format the values name (index = lmp_wformat). */
 static inline lmp_wformat wgrid_format(const lmp_value *p) { return (lmp_wformat)(int)p[WGRID_FORMAT].num; }
@@ -165,7 +177,7 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
         return 1;
     }
     *spec = (lmp_wspec){.bits = (int)p[WGRID_BITS].num,
-                        .sym = p[WGRID_SYM].num != 0,
+                        .sym = p[WGRID_SYM].num != 0 ? LMP_SYM_QMAX + (int)p[WGRID_SYM_SCALE].num : 0,
                         .gran = (lmp_granularity)(int)p[WGRID_GRAN].num,
                         .group = (int64_t)p[WGRID_GROUP].num,
                         .rounding = (lmp_rounding)(int)p[WGRID_ROUND].num,

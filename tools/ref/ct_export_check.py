@@ -158,9 +158,11 @@ def check_dir(d, use_transformers):
         if name in deq:
             got = deq[name]
             # lmpress leaves a small negative weight on a symmetric grid as -0 (code -0 times the
-            # scale); the file's code 0 reads +0, the same number: compared as +0
+            # scale); the file's code 0 reads +0, the same number (or -0 with a negative scale,
+            # sym_scale = "signed"): both compared as +0
             n_negzero += int(((want == 0) & torch.signbit(want)).sum())
             want = want + 0.0
+            got = got + 0.0
             if not same_bits(got, want):
                 diff = (got != want).nonzero()[:3].tolist()
                 fail(f"{d}: {name}: dequantized weights differ from lmpress's at {diff}")
@@ -225,7 +227,7 @@ def check_transformers(d, ref, stored):
         if name not in sd:
             continue
         exp = want + 0.0 if stored[name] is None else want.to(stored[name]).float()
-        if not same_bits(sd[name].float(), exp):
+        if not same_bits(sd[name].float() + 0.0, exp + 0.0):  # signed zeros as above
             fail(f"{d}: transformers' {name} differs from lmpress's")
         n += 1
     want = torch.from_numpy(np.fromfile(os.path.join(d + ".ref", "logits_weights_only.f32" if act else "logits.f32"),

@@ -12,7 +12,12 @@ with whole-array numpy (slices as padded rows, NaN-aware reductions) rather than
   weights, one grid per slice (whole tensor, one output row, or `group` consecutive input
   columns of one row; the last group of a row may be shorter):
     sym:  qmax = 2^(b-1)-1, T = max|w| (0 -> 1e-8), scale = T/qmax,
-          q = clip(round(w/scale), -qmax-1, qmax), w' = q*scale
+          q = clip(round(w/scale), -qmax-1, qmax), w' = q*scale              (SYM 1, "qmax")
+          SYM 2 ("full", compressed-tensors' symmetric int, whose quantizer computes
+          scale = max|w| / ((qmax - qmin)/2)): scale = T/((2^b-1)/2), same q and w'
+          SYM 3 ("signed", ggml's Q4_0 rule d = max/-8 at any bits): M = the slice's signed
+          value of largest magnitude (the positive one if both signs reach it; 0 -> 1e-8),
+          scale = M/-2^(b-1), same q and w'
     asym: maxq = 2^b-1, lo = min(0, min w), hi = max(0, max w) (both 0 -> -1, 1),
           scale = (hi-lo)/maxq, zero = round(-lo/scale),
           q = clip(round(w/scale) + zero, 0, maxq), w' = scale*(q-zero)
@@ -35,7 +40,7 @@ numpy's shortest round-trip form, which strtof reads back exactly):
   weight NAME BITS SYM GRAN GROUP ROUNDING
       GRAN tensor|channel|group, GROUP 0 unless group, ROUNDING even|away
     scales N v...                  N = number of slices, in slice order (row-major over groups)
-    zeros N v...                   N = 0 when SYM is 1
+    zeros N v...                   N = 0 when SYM is not 0
     out                            then ROWS*COLS expected values
   act NAME MODE BITS ROUNDING SCALE
       MODE static|dyn_tensor|dyn_token, SCALE used by static only
@@ -82,8 +87,12 @@ def quant_weight(W, bits, sym, gran, group, rounding):
     if sym:
         qmax = F(2 ** (bits - 1) - 1)
         T = np.nanmax(np.abs(S), axis=1)
+        if sym == 3:
+            hi, lo = np.nanmax(S, axis=1), np.nanmin(S, axis=1)
+            T = np.where(hi >= -lo, hi, lo)
         T = np.where(T == 0, F(1e-8), T).astype(F)
-        scale = (T / qmax).astype(F)
+        div = {1: qmax, 2: F((2 ** bits - 1) / 2), 3: F(-(2 ** (bits - 1)))}[sym]
+        scale = (T / div).astype(F)
         q = np.clip(rnd(S / scale[:, None], rounding), -qmax - F(1), qmax)
         out = q * scale[:, None]
         zero = None
@@ -213,12 +222,12 @@ def main(out):
     weight_cases = []
     grans = (("tensor", 0), ("channel", 0), ("group", 32))
     for b in (2, 3, 4, 8):
-        for sym in (1, 0):
+        for sym in (1, 2, 3, 0):
             for gran, g in grans:
                 for r in ("even", "away"):
                     weight_cases.append(("rand_w", b, sym, gran, g, r))
                     weight_cases.append(("tie_%s_%d" % ("sym" if sym else "asym", b), b, sym, gran, g, r))
-    for sym in (1, 0):
+    for sym in (1, 2, 3, 0):
         for gran, g in grans:
             weight_cases.append(("zero_w", 4, sym, gran, g, "even"))
 
