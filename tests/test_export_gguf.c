@@ -70,17 +70,6 @@ static void close_fixture(void)
 
 static const char *tmp(const char *name) { return lmp_test_path(tmpdir, name); }
 
-/* 1 when the interpreter imports numpy and gguf; otherwise prints why the caller skips. */
-static int have_gguf(const char *test)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
-    if (system(cmd) == 0) return 1;
-    printf("SKIPPED %s: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh unpacks the PyPI gguf "
-           "package there)\n", test, lmp_test_python(), PYDEPS);
-    return 0;
-}
-
 static lmp_model *load(const char *path)
 {
     lmp_model *m = NULL;
@@ -232,7 +221,7 @@ static void stories_case(const char *variant, const char *plugin, const char *co
     char file[128];
     snprintf(file, sizeof file, "%s.gguf", variant);
     ck_assert_msg(export(blocks, tmp(file), variant) == 0, "%s", lmp_last_error());
-    if (have_gguf(variant)) {
+    if (lmp_test_have_gguf(variant)) {
         g_qtype = qtype;
         write_manifest(g_m, blocks, target ? not_down_type : all_type, 1, 1);
         char extra[1024];
@@ -369,7 +358,7 @@ START_TEST(embedding_types)
     for (int k = 0; k < 2; k++) {
         lmp_export_opts o = {.path = tmp("emb.gguf"), .variant = "emb", .pipeline = "[]", .embedding_type = types[k][0]};
         ck_assert_msg(lmp_export_model(&ctx, g_m, blocks, &o) == 0, "%s", lmp_last_error());
-        if (have_gguf("embedding_types")) {
+        if (lmp_test_have_gguf("embedding_types")) {
             g_qtype = "Q4_0";
             g_emb_type = types[k][1];
             write_manifest(g_m, blocks, not_down_type, 1, 1);
@@ -568,7 +557,7 @@ START_TEST(hf_tokenizer_json)
     write_tokenizer_json(tmp("tokenizer.json"), 0);
     lmp_export_opts o = {.path = tmp("hf.gguf"), .variant = "hf", .tokenizer_path = tmp("tokenizer.json")};
     ck_assert_msg(lmp_export_model(&ctx, g_m, lmp_model_blocks(g_m), &o) == 0, "%s", lmp_last_error());
-    if (have_gguf("hf_tokenizer_json")) {
+    if (lmp_test_have_gguf("hf_tokenizer_json")) {
         g_qtype = "F32";
         write_manifest(g_m, lmp_model_blocks(g_m), all_type, 1, 1);
         char extra[1024];
@@ -642,7 +631,7 @@ START_TEST(smollm2_unmodified_f32)
     const lmp_block *blocks = lmp_model_blocks(g_m);
     ck_assert_ptr_nonnull(blocks);
     ck_assert_msg(export(blocks, tmp("smol-f32.gguf"), "fp32") == 0, "%s", lmp_last_error());
-    if (have_gguf("smollm2_unmodified_f32")) {
+    if (lmp_test_have_gguf("smollm2_unmodified_f32")) {
         g_qtype = "F32";
         write_manifest(g_m, blocks, all_type, 0, 0);
         check_file(tmp("smol-f32.gguf"), "--ref-gguf '" SMOL "' --tokenizer-from '" SMOL "' --expect general.file_type=0 "
@@ -659,7 +648,7 @@ START_TEST(smollm2_rtn_q4_0)
     const char *const set[] = {"format=q4_0", NULL};
     lmp_block *blocks = compress("rtn", set, NULL, 0);
     ck_assert_msg(export(blocks, tmp("smol-q4_0.gguf"), "rtn-q4_0") == 0, "%s", lmp_last_error());
-    if (have_gguf("smollm2_rtn_q4_0")) {
+    if (lmp_test_have_gguf("smollm2_rtn_q4_0")) {
         g_qtype = "Q4_0";
         write_manifest(g_m, blocks, all_type, 1, 0);
         check_file(tmp("smol-q4_0.gguf"), "--ref-gguf '" SMOL "' --tokenizer-from '" SMOL "' --expect general.file_type=2");

@@ -39,17 +39,6 @@ static void teardown(void)
 
 static const char *tmp(const char *name) { return lmp_test_path(tmpdir, name); }
 
-/* 1 when numpy and gguf import; otherwise prints why the caller skips. */
-static int have_gguf(const char *test)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
-    if (system(cmd) == 0) return 1;
-    printf("SKIPPED %s: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh unpacks the gguf "
-           "wheel there)\n", test, lmp_test_python(), PYDEPS);
-    return 0;
-}
-
 /* stories260K as GGUF in the test's folder; extra: more arguments of llama2c_to_gguf.py. */
 static void make_gguf(const char *name, const char *extra)
 {
@@ -93,7 +82,7 @@ static double num(const lmp_json *j, const char *key)
 
 START_TEST(gguf_f32_equals_fp32_and_q8_differs)
 {
-    if (!have_gguf("gguf_f32_equals_fp32_and_q8_differs")) return;
+    if (!lmp_test_have_gguf("gguf_f32_equals_fp32_and_q8_differs")) return;
     make_gguf("f32.gguf", "--type F32");
     make_gguf("q8.gguf", "--type Q8_0");
     const char *cfg = config("{ name = \"fp32\"; },\n"
@@ -164,7 +153,7 @@ END_TEST
  * flatter), and keep every argmax. */
 START_TEST(own_head_and_final_norm_are_used)
 {
-    if (!have_gguf("own_head_and_final_norm_are_used")) return;
+    if (!lmp_test_have_gguf("own_head_and_final_norm_are_used")) return;
     make_gguf("head.gguf", "--head-scale 0.5");
     make_gguf("norm.gguf", "--norm-scale 0.5");
     const char *cfg = config("{ name = \"fp32\"; },\n"
@@ -202,7 +191,7 @@ END_TEST
 
 START_TEST(other_vocabulary_refused_before_any_variant)
 {
-    if (!have_gguf("other_vocabulary_refused_before_any_variant")) return;
+    if (!lmp_test_have_gguf("other_vocabulary_refused_before_any_variant")) return;
     make_gguf("bad.gguf", "--change-token 300 zzqq");
     const char *cfg = config("{ name = \"fp32\"; },\n{ name = \"odd\"; model = \"bad.gguf\"; }");
     char args[1024];

@@ -40,17 +40,6 @@ static const struct {
             {"q4_1", LMP_WFORMAT_GGUF_Q4_1, 20, 1}, {"q5_0", LMP_WFORMAT_GGUF_Q5_0, 22, 0},
             {"q5_1", LMP_WFORMAT_GGUF_Q5_1, 24, 1}};
 
-/* 1 when the interpreter imports numpy and gguf; otherwise prints why the caller skips. */
-static int have_gguf(const char *test)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
-    if (system(cmd) == 0) return 1;
-    printf("SKIPPED %s: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh unpacks the PyPI gguf "
-           "package there)\n", test, lmp_test_python(), PYDEPS);
-    return 0;
-}
-
 static unsigned char *slurp_n(const char *dir, const char *file, size_t want)
 {
     char path[512];
@@ -92,7 +81,7 @@ static void cpu_quantize(int k, int64_t rows, int64_t cols, float *W, float *sc,
 
 START_TEST(matches_gguf_package)
 {
-    if (!have_gguf("matches_gguf_package")) return;
+    if (!lmp_test_have_gguf("matches_gguf_package")) return;
     char dir[64], cmd[1024];
     lmp_test_tmpdir(dir, sizeof dir, "quant-gguf");
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s' cases '%s'", PYDEPS, lmp_test_python(), REF, dir);
@@ -248,7 +237,7 @@ START_TEST(rtn_q4_0_on_stories260K)
             ck_assert_msg(o->weight_bits == 4.5, "%s: %g bits per weight", o->name, o->weight_bits);
             rows += l->out;
         }
-    if (have_gguf("rtn_q4_0_on_stories260K (gguf's side)")) {
+    if (lmp_test_have_gguf("rtn_q4_0_on_stories260K (gguf's side)")) {
         char dir[64], cmd[1024], path[512];
         lmp_test_tmpdir(dir, sizeof dir, "quant-gguf");
         float *orig = malloc((size_t)(rows * 64) * sizeof *orig), *p = orig;

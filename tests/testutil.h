@@ -19,6 +19,24 @@ static inline const char *lmp_test_python(void)
     return p && *p ? p : "/usr/bin/python3";
 }
 
+/* Where tools/test.sh unpacks the PyPI gguf and tokenizers packages: the reference scripts'
+ * PYTHONPATH. */
+#define LMP_TEST_PYDEPS LMP_BINARY_DIR "/pydeps"
+
+/* 1 when lmp_test_python() imports numpy and gguf from LMP_TEST_PYDEPS; otherwise prints why
+ * the test `test` skips (a line starting "SKIPPED") and returns 0. */
+static inline int lmp_test_have_gguf(const char *test)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", LMP_TEST_PYDEPS,
+             lmp_test_python());
+    if (system(cmd) == 0) return 1;
+    printf("SKIPPED %s: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh unpacks the PyPI gguf "
+           "package there)\n", test, lmp_test_python(), LMP_TEST_PYDEPS);
+    fflush(stdout);
+    return 0;
+}
+
 /* The suite's scratch folder: a fresh /tmp/lmpress-<what>-XXXXXX into dir[n]. */
 static inline void lmp_test_tmpdir(char *dir, size_t n, const char *what)
 {

@@ -13,7 +13,7 @@
  *  - general.alignment, when present, is an integer power of two (default 32);
  *  - n_dims <= 4; every ne fits int64 and so does their product; ne[0] is a multiple of the
  *    type's block size; the type is one ggml knows (its block and byte sizes are in the table
- *    below; only some of them can be dequantized);
+ *    below; gguf_quants.c decodes nearly all of them to f32);
  *  - each tensor's offset is a multiple of the alignment and [offset, offset + nbytes) lies
  *    inside the data section, which starts at the first aligned byte after the tensor infos.
  *    A vocab-only file (no tensors) may end without that padding, as llama.cpp writes it.
@@ -29,6 +29,8 @@
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "formats/gguf_le.h"
+#include "formats/gguf_quants.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,15 +42,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Q4_1's x*d + m and Q4_K's d1*q - m1 are rounded after the product and after the sum in ggml's
- * reference C and in numpy.  With these formats the products are exact anyway (an fp16 scale has
- * 11 significant bits, times a quant or 6-bit scale of at most 8 bits, fits float's 24), so a
- * fused multiply-add gives the same bits; contraction is still turned off so that this does not
- * silently depend on that arithmetic fact if a format with wider products is added. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4
@@ -66,7 +59,9 @@ typedef struct {
     int bytes; /* bytes per block */
 } type_info;
 
-/* ggml's numbering (ggml.h / gguf-py GGML_QUANT_SIZES); the holes are retired types. */
+/* ggml's numbering and sizes (ggml.h, ggml.c's type_traits); the holes are retired types.  gguf-py's
+ * GGML_QUANT_SIZES agrees but for Q8_1 (40 bytes there, from its old float fields; an intermediate
+ * of ggml's dot products, never in a file) and lacks Q2_0. */
 static const type_info type_table[] = {
     [0] = {"F32", 1, 4},          [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},
     [3] = {"Q4_1", 32, 20},       [6] = {"Q5_0", 32, 22},      [7] = {"Q5_1", 32, 24},
@@ -79,7 +74,7 @@ static const type_info type_table[] = {
     [26] = {"I32", 1, 4},         [27] = {"I64", 1, 8},        [28] = {"F64", 1, 8},
     [29] = {"IQ1_M", 256, 56},    [30] = {"BF16", 1, 2},       [34] = {"TQ1_0", 256, 54},
     [35] = {"TQ2_0", 256, 66},    [39] = {"MXFP4", 32, 17},    [40] = {"NVFP4", 64, 36},
-    [41] = {"Q1_0", 128, 18},
+    [41] = {"Q1_0", 128, 18},     [42] = {"Q2_0", 64, 18},
 };
 
 static const type_info *ggml_type_info(uint32_t t)
@@ -116,38 +111,6 @@ static size_t gguf_type_size(uint32_t t)
     default: return 0;
     }
 }
-
-/* ---- little-endian loads ------------------------------------------------------------------- */
-
-static uint16_t ld16(const unsigned char *p) { return (uint16_t)(p[0] | (unsigned)p[1] << 8); }
-
-static uint32_t ld32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t ld64(const unsigned char *p) { return ld32(p) | (uint64_t)ld32(p + 4) << 32; }
-
-static float bits_to_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* IEEE half -> single, exact for every input (subnormals, infinities, NaN payloads). */
-static float fp16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0x1f) return bits_to_f32(sign | 0x7f800000u | mant << 13);
-    if (exp != 0) return bits_to_f32(sign | (exp + 112) << 23 | mant << 13); /* rebias 15->127 */
-    /* zero or subnormal: mant * 2^-24, exact in single precision (mant < 2^10) */
-    float v = (float)mant * 0x1p-24f;
-    return sign ? -v : v;
-}
-
-static float bf16_to_f32(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
 
 /* ---- the handle ------------------------------------------------------------------------------ */
 
@@ -820,98 +783,15 @@ int lmp_gguf_get_string(const lmp_gguf *g, const char *key, const char **s, size
     return 0;
 }
 
-/* ---- dequantization ---------------------------------------------------------------------------
- * Transcriptions of ggml-quants.c's dequantize_row_* (the reference C, not the SIMD paths),
- * keeping its operation order so the results are bit-identical.  `nb` blocks from `x`. */
+/* ---- dequantization (the decoders are gguf_quants.c's) ------------------------------------- */
 
-static void deq_q8_0(const unsigned char *x, int64_t nb, float *y)
+int lmp_ggml_type_block(lmp_ggml_type t)
 {
-    for (int64_t i = 0; i < nb; i++, x += 34, y += 32) {
-        const float d = fp16_to_f32(ld16(x));
-        for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)x[2 + j] * d;
-    }
+    const type_info *ti = ggml_type_info((uint32_t)t);
+    return ti ? ti->blck : 0;
 }
 
-static void deq_q4_0(const unsigned char *x, int64_t nb, float *y)
-{
-    for (int64_t i = 0; i < nb; i++, x += 18, y += 32) {
-        const float d = fp16_to_f32(ld16(x));
-        const unsigned char *qs = x + 2;
-        for (int j = 0; j < 16; j++) { /* low nibbles are elements 0..15, high ones 16..31 */
-            const int x0 = (qs[j] & 0x0f) - 8, x1 = (qs[j] >> 4) - 8;
-            y[j] = (float)x0 * d;
-            y[j + 16] = (float)x1 * d;
-        }
-    }
-}
-
-static void deq_q4_1(const unsigned char *x, int64_t nb, float *y)
-{
-    for (int64_t i = 0; i < nb; i++, x += 20, y += 32) {
-        const float d = fp16_to_f32(ld16(x)), m = fp16_to_f32(ld16(x + 2));
-        const unsigned char *qs = x + 4;
-        for (int j = 0; j < 16; j++) {
-            const int x0 = qs[j] & 0x0f, x1 = qs[j] >> 4;
-            y[j] = (float)x0 * d + m;
-            y[j + 16] = (float)x1 * d + m;
-        }
-    }
-}
-
-/* Q4_K's 12 scale bytes pack eight 6-bit scales and eight 6-bit mins. */
-static void scale_min_k4(int j, const unsigned char *q, unsigned *d, unsigned *m)
-{
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
-/* block_q4_K: fp16 d, fp16 dmin, scales[12], qs[128] — 256 elements in 8 groups of 32. */
-static void deq_q4_k(const unsigned char *x, int64_t nb, float *y)
-{
-    for (int64_t i = 0; i < nb; i++, x += 144) {
-        const float d = fp16_to_f32(ld16(x)), min = fp16_to_f32(ld16(x + 2));
-        const unsigned char *scales = x + 4, *q = x + 16;
-        for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-            unsigned sc, m;
-            scale_min_k4(is, scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = min * (float)m;
-            scale_min_k4(is + 1, scales, &sc, &m);
-            const float d2 = d * (float)sc, m2 = min * (float)m;
-            for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xf) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
-        }
-    }
-}
-
-/* block_q6_K: ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16], fp16 d. */
-static void deq_q6_k(const unsigned char *x, int64_t nb, float *y)
-{
-    for (int64_t i = 0; i < nb; i++, x += 210) {
-        const float d = fp16_to_f32(ld16(x + 208));
-        const unsigned char *ql = x, *qh = x + 128;
-        const signed char *sc = (const signed char *)(x + 192);
-        for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-            for (int l = 0; l < 32; l++) {
-                const int is = l / 16;
-                const int q1 = (int)((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4) - 32;
-                const int q2 = (int)((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4) - 32;
-                const int q3 = (int)((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
-                const int q4 = (int)((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
-                y[l + 0] = d * (float)sc[is + 0] * (float)q1;
-                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-        }
-    }
-}
-
-int lmp_gguf_dequantize(const lmp_gguf_tensor *t, int64_t first, int64_t n, float *out)
+int lmp_gguf_check_dequantize(const lmp_gguf_tensor *t)
 {
     if (!t) return lmp_fail(LMP_EINVAL, "lmp_gguf_dequantize: tensor is NULL");
     const char *name = t->name ? t->name : "?";
@@ -919,6 +799,22 @@ int lmp_gguf_dequantize(const lmp_gguf_tensor *t, int64_t first, int64_t n, floa
     if (!ti)
         return lmp_fail(LMP_EINVAL, "tensor '%.100s': unsupported tensor type %d", name,
                         (int)t->type);
+    if (lmp_ggml_decoder((uint32_t)t->type)) return 0;
+    char known[512] = ""; /* the list, from the decoders there are */
+    size_t n = 0;
+    for (uint32_t k = 0; k < sizeof type_table / sizeof *type_table; k++)
+        if (type_table[k].blck && lmp_ggml_decoder(k) && n < sizeof known)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", type_table[k].name);
+    return lmp_fail(LMP_EUNSUPPORTED, "tensor '%.100s': dequantizing %s is not supported (lmpress "
+                    "reads %s)", name, ti->name, known);
+}
+
+int lmp_gguf_dequantize(const lmp_gguf_tensor *t, int64_t first, int64_t n, float *out)
+{
+    int st = lmp_gguf_check_dequantize(t);
+    if (st) return st;
+    const char *name = t->name ? t->name : "?";
+    const type_info *ti = ggml_type_info((uint32_t)t->type);
     /* Re-derive the element count: the struct is public and may not come from the parser. */
     int64_t nel = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
@@ -940,24 +836,6 @@ int lmp_gguf_dequantize(const lmp_gguf_tensor *t, int64_t first, int64_t n, floa
                         name, t->nbytes);
     if (n == 0) return 0;
     if (!out || !t->data) return lmp_fail(LMP_EINVAL, "tensor '%.100s': NULL data or output", name);
-    const unsigned char *x = (const unsigned char *)t->data + (size_t)b0 * (size_t)ti->bytes;
-    switch ((int)t->type) {
-    case LMP_GGML_F32:
-        for (int64_t i = 0; i < n; i++) out[i] = bits_to_f32(ld32(x + 4 * i));
-        return 0;
-    case LMP_GGML_F16:
-        for (int64_t i = 0; i < n; i++) out[i] = fp16_to_f32(ld16(x + 2 * i));
-        return 0;
-    case LMP_GGML_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(ld16(x + 2 * i));
-        return 0;
-    case LMP_GGML_Q8_0: deq_q8_0(x, nb, out); return 0;
-    case LMP_GGML_Q4_0: deq_q4_0(x, nb, out); return 0;
-    case LMP_GGML_Q4_1: deq_q4_1(x, nb, out); return 0;
-    case LMP_GGML_Q4_K: deq_q4_k(x, nb, out); return 0;
-    case LMP_GGML_Q6_K: deq_q6_k(x, nb, out); return 0;
-    default:
-        return lmp_fail(LMP_EUNSUPPORTED, "tensor '%.100s': dequantizing %s is not supported "
-                        "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K are)", name, ti->name);
-    }
+    lmp_ggml_decoder((uint32_t)t->type)((const unsigned char *)t->data + (size_t)b0 * (size_t)ti->bytes, nb, out);
+    return 0;
 }

@@ -23,11 +23,17 @@ typedef enum {
     LMP_GGUF_FLOAT64 = 12,
 } lmp_gguf_type;
 
-/* Tensor data types (ggml_type numbering). */
+/* Tensor data types (ggml_type numbering; the holes are types ggml retired). */
 typedef enum {
     LMP_GGML_F32 = 0, LMP_GGML_F16 = 1, LMP_GGML_Q4_0 = 2, LMP_GGML_Q4_1 = 3,
-    LMP_GGML_Q8_0 = 8, LMP_GGML_Q4_K = 12, LMP_GGML_Q6_K = 14, LMP_GGML_BF16 = 30,
-    LMP_GGML_Q5_0 = 6, LMP_GGML_Q5_1 = 7, LMP_GGML_IQ4_NL = 20,
+    LMP_GGML_Q5_0 = 6, LMP_GGML_Q5_1 = 7, LMP_GGML_Q8_0 = 8, LMP_GGML_Q8_1 = 9,
+    LMP_GGML_Q2_K = 10, LMP_GGML_Q3_K = 11, LMP_GGML_Q4_K = 12, LMP_GGML_Q5_K = 13,
+    LMP_GGML_Q6_K = 14, LMP_GGML_Q8_K = 15, LMP_GGML_IQ2_XXS = 16, LMP_GGML_IQ2_XS = 17,
+    LMP_GGML_IQ3_XXS = 18, LMP_GGML_IQ1_S = 19, LMP_GGML_IQ4_NL = 20, LMP_GGML_IQ3_S = 21,
+    LMP_GGML_IQ2_S = 22, LMP_GGML_IQ4_XS = 23, LMP_GGML_I8 = 24, LMP_GGML_I16 = 25,
+    LMP_GGML_I32 = 26, LMP_GGML_I64 = 27, LMP_GGML_F64 = 28, LMP_GGML_IQ1_M = 29,
+    LMP_GGML_BF16 = 30, LMP_GGML_TQ1_0 = 34, LMP_GGML_TQ2_0 = 35, LMP_GGML_MXFP4 = 39,
+    LMP_GGML_NVFP4 = 40, LMP_GGML_Q1_0 = 41, LMP_GGML_Q2_0 = 42,
 } lmp_ggml_type;
 
 typedef struct lmp_gguf_kv {
@@ -76,8 +82,15 @@ int lmp_gguf_get_string(const lmp_gguf *g, const char *key, const char **s, size
 
 /* Name of a ggml type ("Q4_1"), or "unknown". */
 const char *lmp_ggml_type_name(lmp_ggml_type t);
+/* Elements per block of a ggml type (1 for F32, 32 for Q4_0, 256 for Q4_K), or 0 if unknown. */
+int lmp_ggml_type_block(lmp_ggml_type t);
+/* 0 when lmp_gguf_dequantize reads t's type: every float and quantized type of ggml but Q8_1 and
+ * Q8_K (ggml's intermediates, not written to files), the integer types, F64, and Q1_0 and Q2_0
+ * (new; the PyPI gguf package has no decoder of them to hold one to); otherwise LMP_EUNSUPPORTED
+ * with a message naming the tensor and its type. */
+int lmp_gguf_check_dequantize(const lmp_gguf_tensor *t);
 /* Dequantizes n consecutive elements (n a multiple of the type's block size) starting at
- * element `first` of tensor t into out[n] f32. */
+ * element `first` of tensor t into out[n] f32, bit for bit as ggml's reference C does. */
 int lmp_gguf_dequantize(const lmp_gguf_tensor *t, int64_t first, int64_t n, float *out);
 
 #endif

@@ -22,8 +22,10 @@ static const char *const gguf_linear[LMP_ROLE_COUNT] = {
     [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
     [LMP_ROLE_O] = "attn_output", [LMP_ROLE_GATE] = "ffn_gate", [LMP_ROLE_UP] = "ffn_up",
     [LMP_ROLE_DOWN] = "ffn_down"};
+static const char *const gguf_norm[2] = {"attn_norm", "ffn_norm"};
 
-/* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0). */
+/* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0),
+ * of a type lmpress can dequantize. */
 static int find_tensor(const lmp_model *m, const char *name, int64_t rows, int64_t cols,
                        const lmp_gguf_tensor **out)
 {
@@ -36,6 +38,8 @@ static int find_tensor(const lmp_model *m, const char *name, int64_t rows, int64
         return lmp_fail(LMP_EINVAL, "%s: tensor '%s' has shape ne=[%lld, %lld] (%d dims), expected ne=[%lld, %lld]",
                         m->path, name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
                         t->n_dims, (long long)cols, (long long)(rows ? rows : 1));
+    int st = lmp_gguf_check_dequantize(t); /* "tensor 'X': dequantizing T is not supported" */
+    if (st) return lmp_fail_prefix(st, "%s", m->path);
     *out = t;
     return 0;
 }
@@ -52,7 +56,7 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
     if ((st = lmp_gguf_dequantize(t, 0, n, *out))) {
         free(*out);
         *out = NULL;
-        return lmp_fail_prefix(st, "%s: tensor '%s'", m->path, name);
+        return lmp_fail_prefix(st, "%s", m->path); /* the message names the tensor */
     }
     return 0;
 }
@@ -69,9 +73,8 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear[l->role]);
         if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, l->out, &l->b);
     }
-    static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
     for (int i = 0; i < 2 && !st; i++) {
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
         st = load_f32(m, name, 0, m->arch.dim, &out->norms[i].w);
     }
     if (st) lmp_block_free(out);
@@ -123,6 +126,54 @@ static int arch_float(const lmp_gguf *g, const char *arch, const char *key, doub
     return 0;
 }
 
+/* Every tensor the model reads present with the right shape and a type lmpress dequantizes,
+ * before any work is done on them; appends the linears' storage types to the format name
+ * ("GGUF v3 Q4_K/Q6_K mix"), most parameters first. */
+static int check_tensors(lmp_model *m)
+{
+    const lmp_arch *a = &m->arch;
+    const lmp_gguf *g = m->src_data;
+    const lmp_gguf_tensor *t = NULL;
+    int st;
+    if ((st = find_tensor(m, "token_embd.weight", a->vocab, a->dim, &t)) ||
+        (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t)) ||
+        (lmp_gguf_find_tensor(g, "output.weight") && (st = find_tensor(m, "output.weight", a->vocab, a->dim, &t))))
+        return st;
+    lmp_block probe;
+    if ((st = lmp_block_init(&probe, 0, a))) return st;
+    enum { MAX_TYPES = 16 };
+    const char *type_names[MAX_TYPES];
+    lmp_ggml_type types[MAX_TYPES];
+    int64_t type_params[MAX_TYPES];
+    int n_types = 0;
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        char name[96];
+        for (int i = 0; i < 2 && !st; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
+            st = find_tensor(m, name, 0, a->dim, &t);
+        }
+        for (int i = 0; i < probe.n_linears && !st; i++) {
+            const lmp_linear *l = &probe.linears[i];
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear[l->role]);
+            if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, l->out, &t))) break;
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+            if ((st = find_tensor(m, name, l->out, l->in, &t))) break;
+            int k = 0;
+            while (k < n_types && types[k] != t->type) k++;
+            if (k == n_types && n_types < MAX_TYPES) {
+                types[k] = t->type;
+                type_names[k] = lmp_ggml_type_name(t->type);
+                type_params[k] = 0;
+                n_types++;
+            }
+            if (k < n_types) type_params[k] += l->out * l->in;
+        }
+    }
+    lmp_block_free_tables(&probe);
+    if (!st) lmp_model_format_types(m->format_buf, sizeof m->format_buf, m->format_buf, n_types, type_names, type_params);
+    return st;
+}
+
 int lmp_model_open_gguf(lmp_model *m)
 {
     lmp_gguf *g;
@@ -156,6 +207,7 @@ int lmp_model_open_gguf(lmp_model *m)
     const lmp_gguf_tensor *emb = lmp_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2) return lmp_fail(LMP_EINVAL, "%s: tensor 'token_embd.weight' is missing or not 2-D", m->path);
     a->vocab = emb->ne[1];
+    if ((st = check_tensors(m))) return st;
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
@@ -167,33 +219,5 @@ int lmp_model_open_gguf(lmp_model *m)
     } else {
         m->lm_head = m->tok_emb; /* tied embeddings */
     }
-    /* Every block tensor present with the right shape, before any work is done on them; the
-     * format name lists their storage types ("GGUF v3 Q4_K/Q6_K mix"), most parameters first. */
-    lmp_block probe;
-    if ((st = lmp_block_init(&probe, 0, a))) return st;
-    enum { MAX_TYPES = 16 };
-    const char *type_names[MAX_TYPES];
-    lmp_ggml_type types[MAX_TYPES];
-    int64_t type_params[MAX_TYPES];
-    int n_types = 0;
-    for (int64_t b = 0; b < a->n_layers && !st; b++)
-        for (int i = 0; i < probe.n_linears && !st; i++) {
-            char name[96];
-            const lmp_gguf_tensor *t = NULL;
-            const lmp_linear *l = &probe.linears[i];
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
-            if ((st = find_tensor(m, name, l->out, l->in, &t))) break;
-            int k = 0;
-            while (k < n_types && types[k] != t->type) k++;
-            if (k == n_types && n_types < MAX_TYPES) {
-                types[k] = t->type;
-                type_names[k] = lmp_ggml_type_name(t->type);
-                type_params[k] = 0;
-                n_types++;
-            }
-            if (k < n_types) type_params[k] += l->out * l->in;
-        }
-    lmp_block_free_tables(&probe);
-    if (!st) lmp_model_format_types(m->format_buf, sizeof m->format_buf, m->format_buf, n_types, type_names, type_params);
-    return st;
+    return 0;
 }

@@ -42,17 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const lmp_gguf_tensor *t = &g->tensors[i];
         if (lmp_gguf_find_tensor(g, t->name) != t) __builtin_trap();
         int64_t nel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; /* checked by the parser */
-        int64_t blck = 32;
-        int supported = 1;
-        switch ((int)t->type) {
-        case LMP_GGML_F32: case LMP_GGML_F16: case LMP_GGML_BF16: blck = 1; break;
-        case LMP_GGML_Q4_K: case LMP_GGML_Q6_K: blck = 256; break;
-        case LMP_GGML_Q8_0: case LMP_GGML_Q4_0: case LMP_GGML_Q4_1: break;
-        default: supported = 0; break; /* parsed, but dequantizing must fail cleanly */
-        }
-        if (!supported) {
-            if (lmp_gguf_dequantize(t, 0, 0, out) != 0) __builtin_trap(); /* empty range */
-            if (nel >= 256 && lmp_gguf_dequantize(t, 0, 256, out) == 0) __builtin_trap();
+        const int64_t blck = lmp_ggml_type_block(t->type); /* the parser knows the type */
+        if (blck < 1 || blck > 256) __builtin_trap();
+        if (lmp_gguf_check_dequantize(t) != 0) {
+            /* parsed, but dequantizing must fail cleanly */
+            if (nel >= blck && lmp_gguf_dequantize(t, 0, blck, out) == 0) __builtin_trap();
             continue;
         }
         if (nel < blck) continue; /* an empty tensor */
