@@ -356,6 +356,74 @@ START_TEST(rtn_mse_and_sparse24_take_formats)
 }
 END_TEST
 
+/* importance through the pipeline.  uniform: every recorded block grid of rtn (and of gptq's
+ * static groups, taken from the original weights) is plugin.h's lmp_wgrid_fit_block_imp of the
+ * original block with unit importance and σ² from its row (the function tests/test_ggml_ref.c
+ * holds to ggml), for q4_0, q5_1 and iq4_nl; every weight is then on its recorded grid.
+ * calibration: the Σx² the core collects changes the grids.  Refused before any work: importance
+ * with format int, with clip < 1, and in rtn_mse. */
+START_TEST(importance_in_the_pipeline)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(MODEL, &m), 0);
+    static const char *const fmts[] = {"q4_0", "q5_1", "iq4_nl"};
+    for (int k = 0; k < 3; k++)
+        for (int use_gptq = 0; use_gptq < 2; use_gptq++) {
+            char fmt[32];
+            snprintf(fmt, sizeof fmt, "format=%s", fmts[k]);
+            /* rtn stops at the NULL in third place; gptq reads on */
+            const char *uni[] = {fmt, "importance=uniform", NULL, "act_order=true", "static_groups=true", NULL};
+            const char *cal[] = {fmt, "importance=calibration", NULL, "act_order=true", "static_groups=true", NULL};
+            if (use_gptq) uni[2] = cal[2] = "block_size=128";
+            lmp_block *u = compress_stage(m, use_gptq ? "gptq" : "rtn", uni, NOT_DOWN, 1);
+            lmp_block *c = compress_stage(m, use_gptq ? "gptq" : "rtn", cal, NOT_DOWN, 1);
+            int64_t blocks = 0, moved = 0;
+            for (int b = 0; b < m->arch.n_layers; b++)
+                for (int i = 0; i < m->blocks[b].n_linears; i++) {
+                    const lmp_linear *w = &m->blocks[b].linears[i], *q = &u[b].linears[i], *qc = &c[b].linears[i];
+                    if (strstr(w->name, "down_proj")) continue;
+                    ck_assert_ptr_nonnull(q->grid);
+                    const lmp_wspec *spec = &q->grid->spec;
+                    static const float ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                    for (int64_t o = 0; o < w->out; o++) {
+                        const float *row = w->w + o * w->in;
+                        float sum_x2 = 0;
+                        for (int64_t j = 0; j < w->in; j++) sum_x2 += row[j] * row[j];
+                        for (int64_t j = 0; j < w->in; j += 32, blocks++) {
+                            const int64_t at = (o * w->in + j) / 32;
+                            float d, zero;
+                            lmp_wgrid_fit_block_imp(spec, row + j, ones, sum_x2 / w->in, &d, &zero);
+                            ck_assert_msg(d == q->grid->scales[at] && (spec->sym || zero == q->grid->zeros[at]),
+                                          "%s %s row %lld block %lld: d %a, recorded %a", fmts[k], w->name,
+                                          (long long)o, (long long)j / 32, (double)d, (double)q->grid->scales[at]);
+                            moved += qc->grid->scales[at] != q->grid->scales[at];
+                            for (int64_t t = j; t < j + 32; t++) {
+                                const float code = lmp_wgrid_code(spec, q->w[o * w->in + t], d, zero);
+                                ck_assert(lmp_wgrid_value(spec, code, d, zero) == q->w[o * w->in + t]);
+                            }
+                        }
+                    }
+                }
+            printf("  %s %s: %lld block grids = lmp_wgrid_fit_block_imp's (uniform); calibration moves %lld\n",
+                   use_gptq ? "gptq" : "rtn", fmts[k], (long long)blocks, (long long)moved);
+            ck_assert_int_gt(moved, blocks / 10);
+            lmp_blocks_free(u, m->arch.n_layers);
+            lmp_blocks_free(c, m->arch.n_layers);
+        }
+    static const char *const on_int[] = {"bits=4", "importance=calibration", NULL};
+    static const char *const clipped[] = {"format=q4_0", "importance=uniform", "clip=0.9", NULL};
+    static const char *const plain[] = {"format=q4_0", "importance=uniform", NULL};
+    ck_assert_ptr_null(compress(m, "rtn", on_int, NOT_DOWN, 0));
+    ck_assert_msg(strstr(lmp_last_error(), "importance") && strstr(lmp_last_error(), "format"), "%s", lmp_last_error());
+    ck_assert_ptr_null(compress(m, "gptq", clipped, NOT_DOWN, 0));
+    ck_assert_msg(strstr(lmp_last_error(), "clip"), "%s", lmp_last_error());
+    ck_assert_ptr_null(compress(m, "rtn_mse", plain, NOT_DOWN, 0));
+    ck_assert_msg(strstr(lmp_last_error(), "rtn_mse") && strstr(lmp_last_error(), "importance"), "%s", lmp_last_error());
+    lmp_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gguf");
@@ -368,6 +436,7 @@ int main(void)
     tcase_add_test(tc, rtn_q4_0_on_stories260K);
     tcase_add_test(tc, gptq_q4_0_on_the_file_grid);
     tcase_add_test(tc, rtn_mse_and_sparse24_take_formats);
+    tcase_add_test(tc, importance_in_the_pipeline);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }
