@@ -420,18 +420,24 @@ static const char *ct_python(const char *test)
     return py;
 }
 
-/* ct_export_check.py over the folders (a space-separated list of quoted paths). */
-static void run_check(const char *py, const char *pythonpath, const char *flags, const char *dirs)
+/* Runs a reference script's command line, its output shown; it must exit 0. */
+static void run_shown(const char *cmd)
 {
-    static char cmd[16384];
-    snprintf(cmd, sizeof cmd, "%s%s%s'%s' '%s' %s %s 2>&1", pythonpath ? "PYTHONPATH='" : "",
-             pythonpath ? pythonpath : "", pythonpath ? "' " : "", py, CHECK, flags, dirs);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[4096];
     while (fgets(line, sizeof line, p)) fputs(line, stdout);
     fflush(stdout);
     ck_assert_msg(pclose(p) == 0, "failed: %s", cmd);
+}
+
+/* ct_export_check.py over the folders (a space-separated list of quoted paths). */
+static void run_check(const char *py, const char *pythonpath, const char *flags, const char *dirs)
+{
+    static char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s%s%s'%s' '%s' %s %s 2>&1", pythonpath ? "PYTHONPATH='" : "",
+             pythonpath ? pythonpath : "", pythonpath ? "' " : "", py, CHECK, flags, dirs);
+    run_shown(cmd);
 }
 
 /* The tokenizer.json lmpress made for dir tokenizes like lmpress: 20 kB of WikiText-2 and a
@@ -472,12 +478,7 @@ static void check_made_tokenizer(const lmp_model *m, const char *tokenizer, cons
     lmp_tokenizer_free(t);
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s' '%s' '%s' '%s' 2>&1", PYDEPS, lmp_test_python(), TOKCHECK, dir,
              text_path, ids_path);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    char line[4096];
-    while (fgets(line, sizeof line, p)) fputs(line, stdout);
-    fflush(stdout);
-    ck_assert_msg(pclose(p) == 0, "failed: %s", cmd);
+    run_shown(cmd);
 }
 
 /* ---- the variants ------------------------------------------------------------------------ */
