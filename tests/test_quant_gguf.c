@@ -361,7 +361,7 @@ END_TEST
  * original block with unit importance and σ² from its row (the function tests/test_ggml_ref.c
  * holds to ggml), for q4_0, q5_1 and iq4_nl; every weight is then on its recorded grid.
  * calibration: the Σx² the core collects changes the grids.  Refused before any work: importance
- * with format int, with clip < 1, and in rtn_mse. */
+ * with format int, with clip < 1, and in rtn_mse; sym_scale on an asymmetric grid. */
 START_TEST(importance_in_the_pipeline)
 {
     lmp_model *m;
@@ -418,6 +418,9 @@ START_TEST(importance_in_the_pipeline)
     ck_assert_msg(strstr(lmp_last_error(), "importance") && strstr(lmp_last_error(), "format"), "%s", lmp_last_error());
     ck_assert_ptr_null(compress(m, "gptq", clipped, NOT_DOWN, 0));
     ck_assert_msg(strstr(lmp_last_error(), "clip"), "%s", lmp_last_error());
+    static const char *const asym_full[] = {"bits=4", "sym=false", "sym_scale=full", NULL};
+    ck_assert_ptr_null(compress(m, "gptq", asym_full, NOT_DOWN, 0));
+    ck_assert_msg(strstr(lmp_last_error(), "sym_scale"), "%s", lmp_last_error());
     ck_assert_ptr_null(compress(m, "rtn_mse", plain, NOT_DOWN, 0));
     ck_assert_msg(strstr(lmp_last_error(), "rtn_mse") && strstr(lmp_last_error(), "importance"), "%s", lmp_last_error());
     lmp_model_free(m);

@@ -108,10 +108,14 @@ static inline uint32_t wgrid_needs(const lmp_value *p)
     return wgrid_importance(p) == WGRID_IMP_CALIBRATION ? LMP_STAT_SQSUM : 0;
 }
 
-/* importance with a grid it does not apply to: 0, or host->set_error's status naming `where`. */
-static inline int wgrid_check_importance(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
-                                         const char *where)
+/* importance or sym_scale with a grid they do not apply to: 0, or host->set_error's status
+ * naming `where`. */
+static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
+                                      const char *where)
 {
+    if (p[WGRID_SYM_SCALE].num != 0 && (!p[WGRID_SYM].num || wgrid_format(p) != LMP_WFORMAT_INT))
+        return host->set_error(hctx, LMP_EINVAL, "%s: %s: sym_scale applies to the int grid with sym = true", plugin,
+                               where);
     if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
     if (wgrid_format(p) == LMP_WFORMAT_INT)
         return host->set_error(hctx, LMP_EINVAL,
@@ -193,7 +197,7 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
 static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
                                      const char *where)
 {
-    int st = wgrid_check_importance(host, hctx, p, plugin, where);
+    int st = wgrid_check_options(host, hctx, p, plugin, where);
     if (st || wgrid_format(p) != LMP_WFORMAT_INT) return st; /* bits and granularity overridden */
     int b = (int)p[WGRID_BITS].num;
     if (!((b >= 2 && b <= 8) || b == 16))

@@ -32,7 +32,7 @@ static const lmp_param_spec rtn_params[P_COUNT] = {
 static int rtn_create(const lmp_host *host, void *hctx, const lmp_value *p, void **self)
 {
     *self = NULL;
-    return p[P_WEIGHTS].num ? wgrid_check_importance(host, hctx, p + P_GRID, "rtn", "params") : 0;
+    return p[P_WEIGHTS].num ? wgrid_check_options(host, hctx, p + P_GRID, "rtn", "params") : 0;
 }
 
 static uint32_t rtn_needs(void *self, const lmp_value *p)
@@ -55,7 +55,7 @@ static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
             lmp_wspec spec;
             wgrid_spec(p + P_GRID, &spec);
             float *imp = NULL;
-            int st = wgrid_check_importance(host, hctx, p + P_GRID, "rtn", l->name); /* overrides */
+            int st = wgrid_check_options(host, hctx, p + P_GRID, "rtn", l->name); /* overrides */
             if (!st) st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp);
             if (!st) st = wgrid_quantize_linear(host, hctx, be, be_self, &spec, imp, blk, i);
             host->free(hctx, imp);
