@@ -1,11 +1,13 @@
 /* test_compare.c — what `lmpress compare` / `run` hand to people and scripts: only the requested
  * format on standard output, CSV that a CSV reader splits right, JSON that records the run and
  * keys texts uniquely, repeatable --variant globs, rows and files written as variants finish,
- * an interrupted run resumed to the same table, progress with the run's ETA, and a Hugging Face
- * folder's own tokenizer.json.  Each case runs the real binary on stories260K. */
+ * an interrupted run resumed to the same table, progress with the run's ETA, a Hugging Face
+ * folder's own tokenizer.json, and the two calibration sources (calibration.inputs) side by
+ * side.  Each case runs the real binary on stories260K. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -499,6 +501,79 @@ START_TEST(unmatched_pattern_stops_before_work)
 }
 END_TEST
 
+/* ---- calibration.inputs: statistics behind the compressed blocks, or the unmodified model's ---- */
+
+/* Linear i's static activation scale in a report's variant entry (NAN: none); *block gets the
+ * linear's block. */
+static double act_scale(const lmp_json *variant, size_t i, int *block)
+{
+    const lmp_json *l = &get(variant, "linears")->items[i];
+    ck_assert_int_eq(sscanf(get(l, "name")->str, "model.layers.%d.", block), 1);
+    const lmp_json *act = get(l, "act");
+    return act->type == LMP_JSON_NULL ? NAN : get(act, "scale")->number;
+}
+
+#define RTN_STATIC "{ strategy = \"rtn\"; params = { bits = 8; act = \"static_tensor\"; };"
+#define SMOOTH "{ strategy = \"smoothquant\"; params = { alpha = 0.5; };"
+#define BLOCK0_UNCHANGED " overrides = ( { match = \"model.layers.0.*\"; skip = true; } );"
+
+/* Static scales (the abs-max of each linear's input) under both sources, for rtn W8A8 alone and
+ * behind SmoothQuant.  Block 0 reads the embeddings either way; from block 1 on the scales
+ * differ.  Independently of the new code path, "original" must give block 1 exactly what the
+ * default gives when block 0 is left unmodified (its skip overrides): the unmodified model's
+ * inputs to block 1. */
+START_TEST(calibration_inputs_original_is_the_unmodified_models)
+{
+    const char *cfg = config("ci.cfg", EVAL_SMALL,
+        "{ name = \"fp32\"; },\n"
+        "{ name = \"w8a8\"; pipeline = ( " RTN_STATIC " } ); },\n"
+        "{ name = \"w8a8-original\"; calibration = { inputs = \"original\"; }; pipeline = ( " RTN_STATIC " } ); },\n"
+        "{ name = \"w8a8-block0-unchanged\"; pipeline = ( " RTN_STATIC BLOCK0_UNCHANGED " } ); },\n"
+        "{ name = \"sq\"; pipeline = ( " SMOOTH " }, " RTN_STATIC " } ); },\n"
+        "{ name = \"sq-original\"; calibration = { inputs = \"original\"; }; pipeline = ( " SMOOTH " }, " RTN_STATIC " } ); },\n"
+        "{ name = \"sq-block0-unchanged\"; pipeline = ( " SMOOTH BLOCK0_UNCHANGED " }, " RTN_STATIC BLOCK0_UNCHANGED " } ); }");
+    char args[1024];
+    snprintf(args, sizeof args, "compare %s --json %s", cfg, tmp("ci.json"));
+    ck_assert_int_eq(run(args, NULL), 0);
+    char *doc = slurp(tmp("ci.json"));
+    lmp_json *j = parse(doc, "ci.json");
+    ck_assert_str_eq(get(get(j, "calibration"), "inputs")->str, "compressed");
+    ck_assert_ptr_null(lmp_json_get(lmp_test_variant(j, "fp32"), "calibration_inputs"));
+    static const char *const pipelines[] = {"w8a8", "sq"};
+    for (int p = 0; p < 2; p++) {
+        char name[64];
+        const lmp_json *compressed = lmp_test_variant(j, pipelines[p]);
+        snprintf(name, sizeof name, "%s-original", pipelines[p]);
+        const lmp_json *original = lmp_test_variant(j, name);
+        snprintf(name, sizeof name, "%s-block0-unchanged", pipelines[p]);
+        const lmp_json *unchanged = lmp_test_variant(j, name);
+        ck_assert_str_eq(get(compressed, "calibration_inputs")->str, "compressed");
+        ck_assert_str_eq(get(original, "calibration_inputs")->str, "original");
+        const size_t n = get(original, "linears")->n;
+        ck_assert_int_eq((int)n, 35);
+        for (size_t i = 0; i < n; i++) {
+            int b;
+            const double sc = act_scale(compressed, i, &b), so = act_scale(original, i, &b),
+                         su = act_scale(unchanged, i, &b);
+            ck_assert(isfinite(sc) && isfinite(so));
+            if (b == 0) {
+                ck_assert_msg(sc == so, "%s: block 0 linear %zu: %.9g (compressed) vs %.9g (original)", pipelines[p], i,
+                              sc, so);
+                ck_assert(isnan(su)); /* skipped: no activation quantizer */
+                continue;
+            }
+            ck_assert_msg(sc != so, "%s: block %d linear %zu: the same scale %.9g from both sources", pipelines[p], b, i,
+                          sc);
+            if (b == 1)
+                ck_assert_msg(so == su, "%s: block 1 linear %zu: %.9g (original) vs %.9g (block 0 unchanged)",
+                              pipelines[p], i, so, su);
+        }
+    }
+    lmp_json_free(j);
+    free(doc);
+}
+END_TEST
+
 /* ---- a Hugging Face folder brings its tokenizer.json ----------------------------------------- */
 
 /* A byte-level BPE tokenizer.json over the 96 tokens of the tiny GPT-2 fixture: the printable
@@ -579,6 +654,7 @@ int main(void)
     tcase_add_test(tc, unmatched_pattern_stops_before_work);
     tcase_add_test(tc, failed_write_keeps_previous_report);
     tcase_add_test(tc, markdown_escapes_pipes);
+    tcase_add_test(tc, calibration_inputs_original_is_the_unmodified_models);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -30,16 +30,17 @@ static lmp_ctx ctx;      /* the run the configs are loaded for (their registries
 typedef struct cfg_spec {
     const char *model, *tok, *calib, *eval0, *eval1, *lambada; /* files */
     const char *target, *ignore, *match;                         /* patterns of variant "w4" */
+    const char *calib_extra, *fp32_extra, *w4_extra; /* settings appended to lines 7, 16 and 17 */
 } cfg_spec;
 
 enum { /* the template's lines */
     LINE_MODEL = 2, LINE_TOK = 3, LINE_CALIB = 6, LINE_EVAL0 = 10, LINE_EVAL1 = 11, LINE_LAMBADA = 12,
-    LINE_TARGET = 19, LINE_IGNORE = 20, LINE_MATCH = 21
+    LINE_TARGET = 19, LINE_IGNORE = 20, LINE_MATCH = 21, LINE_CALIB_EXTRA = 7, LINE_FP32 = 16, LINE_W4 = 17
 };
 
 static cfg_spec defaults(void)
 {
-    return (cfg_spec){MODEL, TOK, CALIB, EVAL_TEXT, EVAL_TEXT, LAMBADA, "re:.*", "model.layers.0.*", "down_proj"};
+    return (cfg_spec){MODEL, TOK, CALIB, EVAL_TEXT, EVAL_TEXT, LAMBADA, "re:.*", "model.layers.0.*", "down_proj", "", "", ""};
 }
 
 /* Writes the config (test.cfg in the test's folder) and returns its path. */
@@ -54,7 +55,7 @@ static const char *write_cfg(const cfg_spec *s)
              "};\n"                                                                 /* 4 */
              "calibration = {\n"                                                    /* 5 */
              "  text = \"%s\";\n"                                                   /* 6 */
-             "  samples = 2; seq_len = 64;\n"                                       /* 7 */
+             "  samples = 2; seq_len = 64;%s\n"                                     /* 7 */
              "};\n"                                                                 /* 8 */
              "eval = {\n"                                                           /* 9 */
              "  texts = [ \"%s\",\n"                                                /* 10 */
@@ -63,14 +64,15 @@ static const char *write_cfg(const cfg_spec *s)
              "  seq_len = 64; max_windows = 1;\n"                                   /* 13 */
              "};\n"                                                                 /* 14 */
              "variants = (\n"                                                       /* 15 */
-             "  { name = \"fp32\"; },\n"                                            /* 16 */
-             "  { name = \"w4\";\n"                                                 /* 17 */
+             "  { name = \"fp32\";%s },\n"                                          /* 16 */
+             "  { name = \"w4\";%s\n"                                               /* 17 */
              "    pipeline = ( { strategy = \"rtn\"; params = { bits = 4; };\n"     /* 18 */
              "      targets = [ \"%s\" ];\n"                                        /* 19 */
              "      ignore = [ \"%s\" ];\n"                                         /* 20 */
              "      overrides = ( { match = \"%s\"; params = { bits = 8; }; } ); } ); }\n" /* 21 */
              ");\n",
-             s->model, s->tok, s->calib, s->eval0, s->eval1, s->lambada, s->target, s->ignore, s->match);
+             s->model, s->tok, s->calib, s->calib_extra, s->eval0, s->eval1, s->lambada, s->fp32_extra, s->w4_extra,
+             s->target, s->ignore, s->match);
     snprintf(path, sizeof path, "%s/test.cfg", tmpdir);
     lmp_test_spit(path, text, strlen(text));
     return path;
@@ -207,6 +209,50 @@ START_TEST(calibration_missing)
     cfg_spec s = defaults();
     s.calib = in_tmp("calib.txt");
     expect_load_error(&s, LINE_CALIB, "calibration.text", "calib.txt: cannot open: No such file or directory");
+}
+END_TEST
+
+/* ---- calibration.inputs: where each block's statistics are measured ------------------------- */
+START_TEST(calibration_inputs_default_and_override)
+{
+    cfg_spec s = defaults();
+    lmp_run_config *c = load_ok(&s);
+    ck_assert_int_eq(c->calib_inputs, LMP_CALIB_INPUTS_COMPRESSED); /* today's behaviour */
+    ck_assert_int_eq(c->variants[1].calib_inputs, LMP_CALIB_INPUTS_COMPRESSED);
+    lmp_config_free(c);
+    s.calib_extra = " inputs = \"original\";";
+    c = load_ok(&s);
+    ck_assert_int_eq(c->calib_inputs, LMP_CALIB_INPUTS_ORIGINAL);
+    ck_assert_int_eq(c->variants[1].calib_inputs, LMP_CALIB_INPUTS_ORIGINAL); /* inherited */
+    lmp_config_free(c);
+    s.w4_extra = " calibration = { inputs = \"compressed\"; };"; /* a variant's own wins */
+    c = load_ok(&s);
+    ck_assert_int_eq(c->calib_inputs, LMP_CALIB_INPUTS_ORIGINAL);
+    ck_assert_int_eq(c->variants[1].calib_inputs, LMP_CALIB_INPUTS_COMPRESSED);
+    ck_assert_str_eq(lmp_calib_inputs_name(c->variants[1].calib_inputs), "compressed");
+    lmp_config_free(c);
+}
+END_TEST
+
+START_TEST(calibration_inputs_bad_values_refused)
+{
+    cfg_spec s = defaults();
+    s.calib_extra = " inputs = \"orignal\";";
+    expect_load_error(&s, LINE_CALIB_EXTRA, "calibration.inputs", "\"orignal\" is not \"compressed\" or \"original\"");
+    s.calib_extra = " inputs = 1;";
+    expect_load_error(&s, LINE_CALIB_EXTRA, "calibration.inputs", "expected a string");
+    s = defaults();
+    s.w4_extra = " calibration = { inputs = \"fp32\"; };";
+    expect_load_error(&s, LINE_W4, "variants[1].calibration.inputs", "\"fp32\" is not \"compressed\" or \"original\"");
+    /* a variant sets the source only: the windows are cut once for every variant */
+    s.w4_extra = " calibration = { samples = 8; };";
+    expect_load_error(&s, LINE_W4, "variants[1].calibration.samples", "unknown setting (expected one of: inputs)");
+    s.w4_extra = " calibration = { };";
+    expect_load_error(&s, LINE_W4, "variants[1].calibration", "missing required setting 'inputs'");
+    /* the unmodified model is not calibrated: the setting would do nothing */
+    s = defaults();
+    s.fp32_extra = " calibration = { inputs = \"original\"; };";
+    expect_load_error(&s, LINE_FP32, "variants[0].calibration", "only a variant with a pipeline is calibrated");
 }
 END_TEST
 
@@ -408,6 +454,8 @@ int main(void)
     tcase_add_test(tc, model_is_a_fifo);
     tcase_add_test(tc, tokenizer_missing);
     tcase_add_test(tc, calibration_missing);
+    tcase_add_test(tc, calibration_inputs_default_and_override);
+    tcase_add_test(tc, calibration_inputs_bad_values_refused);
     tcase_add_test(tc, eval_text_missing);
     tcase_add_test(tc, eval_text_is_a_fifo);
     tcase_add_test(tc, eval_text_is_a_device_or_a_folder);

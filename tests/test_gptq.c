@@ -15,6 +15,7 @@
  *     (magnitude and Wanda masks included);
  *   - bits = 16 returns the weights unchanged; every sparse24 mask is N:M on every linear;
  *   - a sparse24 stage followed by gptq keeps the pattern (pruned weights stay 0);
+ *   - calibrated on the original inputs, true_sequential gives the one-pass weights;
  *   - tests/golden/gptq_case, the reference's answers frozen, without python.
  * The Hessians come from the core's collector (core/compress/calib_stats.c) on synthetic token windows
  * through the real model; the reference reads them from files this test writes into
@@ -379,15 +380,21 @@ END_TEST
 
 /* Block 0 of the model compressed by a one-stage variant; q_proj is compared, because its
  * Hessian is the same with or without true_sequential. */
-static lmp_block *compress(layer_data *ld, const char *plugin, const char *const *settings)
+static lmp_block *compress_on(layer_data *ld, lmp_calib_inputs inputs, const char *plugin, const char *const *settings)
 {
     one_stage os;
     make_stage(&reg, &os, plugin, settings, NULL);
+    os.v.calib_inputs = inputs;
     lmp_block *out;
     int st = lmp_compress(&ctx, &be, ld->m, &os.v, &ld->w, &out);
     ck_assert_msg(st == 0, "%s: %s", plugin, lmp_last_error());
     free(os.stage.params);
     return out;
+}
+
+static lmp_block *compress(layer_data *ld, const char *plugin, const char *const *settings)
+{
+    return compress_on(ld, LMP_CALIB_INPUTS_COMPRESSED, plugin, settings);
 }
 
 static void check_nm(const lmp_block *blocks, int64_t n_blocks, int n, int m)
@@ -505,6 +512,50 @@ START_TEST(prune_then_quantize_keeps_pattern)
 }
 END_TEST
 
+static int same_weights(const lmp_linear *a, const lmp_linear *b)
+{
+    return memcmp(a->w, b->w, (size_t)(a->out * a->in) * sizeof(float)) == 0;
+}
+
+/* calibration.inputs = "original": every Hessian is the unmodified model's, so a true_sequential
+ * stage (one input group at a time, on a snapshot of the block) must give bit for bit what the
+ * one-pass stage gives, whose Hessians all come from the block before the stage (the existing
+ * path, not the snapshot).  With "compressed" the two differ from block 0's o_proj on, and the
+ * two sources agree on block 0's q, k, v (the embeddings) and differ from block 1 on. */
+START_TEST(original_inputs_true_sequential_equals_one_pass)
+{
+    layer_data ld;
+    layer_open(&ld, STORIES, 8, 64);
+    const int64_t L = ld.m->arch.n_layers;
+    static const char *const seq[] = {"bits=4", "sym=false", "true_sequential=true", NULL};
+    static const char *const one_pass[] = {"bits=4", "sym=false", "true_sequential=false", NULL};
+    lmp_block *orig_seq = compress_on(&ld, LMP_CALIB_INPUTS_ORIGINAL, "gptq", seq);
+    lmp_block *orig_one = compress_on(&ld, LMP_CALIB_INPUTS_ORIGINAL, "gptq", one_pass);
+    lmp_block *comp_seq = compress_on(&ld, LMP_CALIB_INPUTS_COMPRESSED, "gptq", seq);
+    lmp_block *comp_one = compress_on(&ld, LMP_CALIB_INPUTS_COMPRESSED, "gptq", one_pass);
+    for (int64_t b = 0; b < L; b++)
+        for (int i = 0; i < orig_seq[b].n_linears; i++) {
+            const lmp_linear *l = &orig_seq[b].linears[i];
+            ck_assert_msg(same_weights(l, &orig_one[b].linears[i]), "%s: original inputs, true_sequential changed it", l->name);
+            if (b == 0 && lmp_input_group(l->role) == 0) {
+                ck_assert_msg(same_weights(l, &comp_seq[b].linears[i]), "%s differs between the sources", l->name);
+            } else {
+                ck_assert_msg(!same_weights(l, &comp_seq[b].linears[i]), "%s: same weights from both sources", l->name);
+                ck_assert_msg(!same_weights(&comp_seq[b].linears[i], &comp_one[b].linears[i]),
+                              "%s: compressed inputs, true_sequential changed nothing", l->name);
+            }
+            /* one pass: only the block boundary tells the sources apart */
+            ck_assert_msg(same_weights(&orig_one[b].linears[i], &comp_one[b].linears[i]) == (b == 0),
+                          "%s: one-pass weights %s between the sources", l->name, b == 0 ? "differ" : "agree");
+        }
+    lmp_blocks_free(orig_seq, L);
+    lmp_blocks_free(orig_one, L);
+    lmp_blocks_free(comp_seq, L);
+    lmp_blocks_free(comp_one, L);
+    layer_close(&ld);
+}
+END_TEST
+
 /* A Hessian that is not positive definite even after damping is an error, never a silent skip;
  * one that damping fixes is retried with a larger damping. */
 START_TEST(bad_hessian_is_reported)
@@ -595,6 +646,7 @@ int main(void)
     tcase_add_test(pl, plugins_match_solver_and_reference);
     tcase_add_test(pl, bits16_leaves_weights_unchanged);
     tcase_add_test(pl, prune_then_quantize_keeps_pattern);
+    tcase_add_test(pl, original_inputs_true_sequential_equals_one_pass);
     tcase_add_test(pl, bad_hessian_is_reported);
     tcase_add_test(pl, golden_case_without_python);
     suite_add_tcase(s, pl);

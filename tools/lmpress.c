@@ -562,6 +562,8 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
         else if (!c->variants[i].n_stages) printf(" (unmodified)");
         for (int s = 0; s < c->variants[i].n_stages; s++)
             printf("%s %s", s ? " ->" : "", c->variants[i].stages[s].plugin->desc->name);
+        if (c->variants[i].n_stages && c->variants[i].calib_inputs != LMP_CALIB_INPUTS_COMPRESSED)
+            printf(" (calibration inputs: %s)", lmp_calib_inputs_name(c->variants[i].calib_inputs));
         printf("\n");
     }
     lmp_config_free(c);

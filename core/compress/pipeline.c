@@ -72,9 +72,12 @@ const lmp_compress_times *lmp_compress_times_get(const lmp_ctx *ctx) { return &c
 void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx->times); }
 
 /* Observes (if asked) and applies the stage to the targeted linears whose input group is in
- * `groups` (a bit set); the others are left alone. */
+ * `groups` (a bit set); the others are left alone.  The statistics are those of `observed` run
+ * over X: blk itself, or the block as it was before the stage (a sequential stage calibrated on
+ * the original inputs). */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                        lmp_block *blk, const float *X, const lmp_windows *calib, unsigned groups)
+                        lmp_block *blk, const lmp_block *observed, const float *X, const lmp_windows *calib,
+                        unsigned groups)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
@@ -93,7 +96,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     }
     int st = 0;
     double t0 = lmp_now_s();
-    if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, blk, X, calib->n, calib->T, &bs)))
+    if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs)))
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
     double t1 = lmp_now_s();
@@ -115,10 +118,11 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
 }
 
 /* Runs one stage on one block: all linears at once, or one input group after the other when
- * the stage asks for LMP_NEED_SEQUENTIAL (each group then sees the statistics of the block as
- * the earlier groups left it). */
+ * the stage asks for LMP_NEED_SEQUENTIAL.  Each group then sees the statistics of the block as
+ * the earlier groups left it, or, calibrated on the original inputs, of the block as it was
+ * before the stage (a snapshot: the unmodified layers' inputs, still one group at a time). */
 static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                     lmp_block *blk, const float *X, const lmp_windows *calib)
+                     lmp_calib_inputs inputs, lmp_block *blk, const float *X, const lmp_windows *calib)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     int sequential = 0;
@@ -126,9 +130,16 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(ctx, be, m, stage, self, blk, X, calib, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, blk, blk, X, calib, 0xFu);
+    lmp_block before;
+    const lmp_block *observed = blk;
     int st = 0;
-    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(ctx, be, m, stage, self, blk, X, calib, 1u << g);
+    if (inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n) {
+        if ((st = lmp_block_clone(blk, &before))) return st;
+        observed = &before;
+    }
+    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(ctx, be, m, stage, self, blk, observed, X, calib, 1u << g);
+    if (observed != blk) lmp_block_free(&before);
     return st;
 }
 
@@ -187,12 +198,18 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
             st = lmp_fail(LMP_EABORTED, "interrupted");
             break;
         }
+        /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */
+        lmp_block original;
+        const int keep_original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
+        if (keep_original && (st = lmp_block_clone(&blocks[b], &original))) break;
         for (int s = 0; s < v->n_stages && !st; s++)
-            st = run_stage(ctx, be, m, &v->stages[s], selves[s], &blocks[b], X, calib);
+            st = run_stage(ctx, be, m, &v->stages[s], selves[s], v->calib_inputs, &blocks[b], X, calib);
+        const lmp_block *next_inputs_from = keep_original ? &original : &blocks[b];
         double t0 = lmp_now_s();
-        for (int64_t w = 0; w < calib->n && !st; w++) /* propagate through the new block */
-            st = lmp_block_forward(be, &m->arch, &blocks[b], calib->T, X + w * per, NULL, NULL);
+        for (int64_t w = 0; w < calib->n && !st; w++) /* propagate to block b+1's inputs */
+            st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, NULL, NULL);
         ctx->times.propagate += lmp_now_s() - t0;
+        if (keep_original) lmp_block_free(&original);
     }
     if (!st) lmp_progress(ctx, label, L, L);
     for (int s = 0; selves && s < v->n_stages; s++) {

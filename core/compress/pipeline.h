@@ -3,7 +3,8 @@
  * Calibration windows are embedded once; then for each block: clone its weights; for each stage
  * of the variant, run the block over the cached inputs with observers collecting what the stage
  * asked for, and call the stage's plugin to rewrite the block; finally run the rewritten block
- * over the cached inputs to give the next block its inputs (errors propagate). */
+ * over the cached inputs to give the next block its inputs (errors propagate), or, with the
+ * variant's calib_inputs "original", the block as the model has it (lmp_calib_inputs). */
 #ifndef LMP_CORE_PIPELINE_H
 #define LMP_CORE_PIPELINE_H
 

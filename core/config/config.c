@@ -104,6 +104,27 @@ static int get_string(const config_setting_t *parent, const char *key, int requi
     return 0;
 }
 
+/* A string that must be one of `choices` (NULL-terminated): *index gets its position, and keeps
+ * its value when the setting is absent and not required. */
+static int get_choice(const config_setting_t *parent, const char *key, int required, const char *const *choices,
+                      int *index)
+{
+    const char *value = NULL;
+    int st = get_string(parent, key, required, &value);
+    if (st || !value) return st;
+    int n = 0;
+    while (choices[n] && strcmp(choices[n], value) != 0) n++;
+    if (choices[n]) {
+        *index = n;
+        return 0;
+    }
+    char list[256] = ""; /* "a" or "b"; "a", "b" or "c" */
+    for (int i = 0; choices[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"",
+                 i == 0 ? "" : choices[i + 1] ? ", " : " or ", choices[i]);
+    return bad(config_setting_get_member(parent, key), "\"%s\" is not %s", value, list);
+}
+
 static int get_int(const config_setting_t *parent, const char *key, int64_t lo, int64_t hi,
                    int64_t *out)
 {
@@ -456,27 +477,36 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
     return set_origin(config_setting_get_member(g, "tokenizer"), &c->tokenizer_at);
 }
 
-/* Optional: only variants with a stage that observes statistics need it (checked when they run). */
+/* calibration.inputs and a variant's calibration = { inputs = ...; }, in lmp_calib_inputs order. */
+static const char *const calib_inputs_names[] = {"compressed", "original", NULL};
+
+const char *lmp_calib_inputs_name(lmp_calib_inputs inputs)
+{
+    return inputs == LMP_CALIB_INPUTS_ORIGINAL ? calib_inputs_names[1] : calib_inputs_names[0];
+}
+
+/* Optional: only variants with a stage that observes statistics need it (checked when they run).
+ * Read before the variants, which take calibration.inputs as their default. */
 static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", NULL};
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", "inputs", NULL};
     static const char *const modes[] = {"sequential", "random", NULL};
     config_setting_t *g;
-    const char *text = NULL, *mode = "sequential";
+    const char *text = NULL;
+    int random = 0, inputs = LMP_CALIB_INPUTS_COMPRESSED;
     c->calib_samples = 32;
     c->calib_seq_len = 256;
+    c->calib_inputs = LMP_CALIB_INPUTS_COMPRESSED;
     int st;
     if ((st = get_group(root, "calibration", 0, &g)) || !g) return st;
     if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
         (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
-        (st = get_string(g, "sampling", 0, &mode)))
+        (st = get_choice(g, "sampling", 0, modes, &random)) ||
+        (st = get_choice(g, "inputs", 0, calib_inputs_names, &inputs)))
         return st;
-    int m = 0;
-    while (modes[m] && strcmp(modes[m], mode) != 0) m++;
-    if (!modes[m])
-        return bad(config_setting_get_member(g, "sampling"), "\"%s\" is not \"sequential\" or \"random\"", mode);
-    c->calib_random = m == 1;
+    c->calib_random = random;
+    c->calib_inputs = (lmp_calib_inputs)inputs;
     if (!(c->calib_text = resolve(c->path, text))) return lmp_fail(LMP_ENOMEM, "out of memory");
     return set_origin(config_setting_get_member(g, "text"), &c->calib_at);
 }
@@ -569,9 +599,28 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
     return 0;
 }
 
+/* A variant's own calibration = { inputs = ...; } (else the config's calibration.inputs): so
+ * that one table can compare the two sources.  Only the inputs: the windows are cut once for all
+ * variants. */
+static int load_variant_calibration(const lmp_run_config *c, const config_setting_t *v, int has_pipeline,
+                                    lmp_variant *var)
+{
+    static const char *const keys[] = {"inputs", NULL};
+    config_setting_t *g;
+    int inputs = (int)c->calib_inputs, st;
+    var->calib_inputs = c->calib_inputs;
+    if ((st = get_group(v, "calibration", 0, &g)) || !g) return st;
+    /* The unmodified model and another tool's file are not compressed here: the setting would
+     * silently do nothing. */
+    if (!has_pipeline) return bad(g, "only a variant with a pipeline is calibrated");
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "inputs", 1, calib_inputs_names, &inputs))) return st;
+    var->calib_inputs = (lmp_calib_inputs)inputs;
+    return 0;
+}
+
 static int load_variants(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"name", "pipeline", "model", NULL};
+    static const char *const keys[] = {"name", "pipeline", "model", "calibration", NULL};
     const config_setting_t *vs = config_setting_get_member(root, "variants");
     if (!vs) return missing(root, "variants");
     if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
@@ -590,6 +639,7 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
                 return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
         const config_setting_t *p = config_setting_get_member(v, "pipeline");
         const config_setting_t *mp = config_setting_get_member(v, "model");
+        if ((st = load_variant_calibration(c, v, p != NULL, var))) return st;
         if (mp) {
             /* A fixed file made by another tool: there is nothing to compress, so a pipeline
              * beside it would be silently ignored or ambiguous. */
@@ -965,8 +1015,8 @@ int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
     if (!st) st = load_backend(c, root);
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);
-    if (!st) st = load_variants(c, root);
     if (!st) st = load_calibration(c, root);
+    if (!st) st = load_variants(c, root);
     if (!st) st = lmp_config_check_files(c);
     c->seed = (uint64_t)seed;
     if (st) {

@@ -3,11 +3,13 @@
  *   plugins     = { search_path = [...]; strategies = [...]; backends = [...]; };  (optional)
  *   backend     = { name = "cpu"; params = { ... }; };                             (optional)
  *   model       = { path = "..."; tokenizer = "..."; };
- *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential"; };
+ *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential";
+ *                   inputs = "compressed"; };        (inputs: see lmp_calib_inputs)
  *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
  *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
  *   seed        = 1234;
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
+ *                 (a pipeline variant may add calibration = { inputs = "original"; };)
  *                 (or { name = "..."; model = "other.gguf"; }: another tool's file, see lmp_variant)
  *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
  *                   overrides = ( { match = "..."; params = { ... }; skip = false; }, ... ); }
@@ -74,10 +76,33 @@ typedef struct lmp_stage {
     lmp_pattern *target_patterns, *ignore_patterns;
 } lmp_stage;
 
+/* Where block b's calibration statistics are measured (calibration.inputs, or a variant's own
+ * calibration = { inputs = ...; }).  Block 0 sees the embeddings either way. */
+typedef enum {
+    /* "compressed": the windows as the already compressed blocks 0..b-1 left them, and a
+     * sequential stage's later input groups behind its earlier groups, already rewritten (GPTQ's
+     * driver: errors propagate and the next layers compensate for them). */
+    LMP_CALIB_INPUTS_COMPRESSED = 0,
+    /* "original": the unmodified model's hidden states at block b's input, and every input group
+     * of a stage observed on the block as it was when the stage began (the SmoothQuant
+     * reference's smoothing statistics and static scales; llm-compressor's static scales, which
+     * it calibrates with quantization disabled: each layer sees the unmodified model's inputs).
+     * Earlier stages of the same block still rewrite it before a later stage observes it, so that
+     * a quantizer's static scales are measured on the model a transform (smoothquant, shift)
+     * made, as the SmoothQuant reference measures them on the smoothed FP model. */
+    LMP_CALIB_INPUTS_ORIGINAL = 1,
+} lmp_calib_inputs;
+
+/* The config's name of a calib_inputs value ("compressed", "original"). */
+const char *lmp_calib_inputs_name(lmp_calib_inputs inputs);
+
 typedef struct lmp_variant {
     const char *name;
     lmp_stage *stages;
     int n_stages;
+    /* the variant's own calibration.inputs, else the config's (a variant built by hand: 0,
+     * "compressed") */
+    lmp_calib_inputs calib_inputs;
     /* An external variant (`model = "x.gguf";` instead of a pipeline): another tool's compressed
      * file, evaluated against the same base model; NULL for a pipeline variant.  Resolved against
      * the config's folder and checked like the main model (lmp_config_check_files). */
@@ -93,6 +118,7 @@ typedef struct lmp_run_config {
     char *calib_text;                      /* NULL: no calibration section */
     int64_t calib_samples, calib_seq_len;
     int calib_random;
+    lmp_calib_inputs calib_inputs;         /* calibration.inputs, the variants' default */
     char **eval_texts;
     int n_eval_texts;
     int64_t eval_seq_len, eval_max_windows;

@@ -178,6 +178,9 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
     json_string(f, res->v->name);
     fputs(", \"stages\": ", f);
     lmp_report_json_stages(res->v, f);
+    /* per variant: a variant may override calibration.inputs, and two otherwise equal pipelines
+     * then differ only here */
+    if (res->v->n_stages) fprintf(f, ", \"calibration_inputs\": \"%s\"", lmp_calib_inputs_name(res->v->calib_inputs));
     if (res->v->model_path) { /* an external variant: the file stands in for the stages */
         fputs(", \"model\": ", f);
         json_string(f, res->v->model_path);
@@ -256,8 +259,9 @@ void lmp_report_json(const lmp_report *r, FILE *f)
     if (c->calib_text) {
         fputs("{\"text\": ", f);
         json_string(f, c->calib_text);
-        fprintf(f, ", \"samples\": %lld, \"seq_len\": %lld, \"sampling\": \"%s\"}", (long long)c->calib_samples,
-                (long long)c->calib_seq_len, c->calib_random ? "random" : "sequential");
+        fprintf(f, ", \"samples\": %lld, \"seq_len\": %lld, \"sampling\": \"%s\", \"inputs\": \"%s\"}",
+                (long long)c->calib_samples, (long long)c->calib_seq_len, c->calib_random ? "random" : "sequential",
+                lmp_calib_inputs_name(c->calib_inputs));
     } else fputs("null", f);
     fprintf(f, ",\n \"eval\": {\"seq_len\": %lld, \"max_windows\": %lld, \"texts\": [", (long long)c->eval_seq_len,
             (long long)c->eval_max_windows);
