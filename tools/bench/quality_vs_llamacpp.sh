@@ -13,7 +13,8 @@
 #   3. llama-imatrix on the calibration lmpress uses (the first 16 windows of 512 tokens of
 #      WikiText-2 validation), then llama-quantize from the F32 file: Q4_0, IQ4_NL and Q5_0 with
 #      the importance matrix, Q8_0 (which takes none), each with --pure and the token embedding
-#      kept F32, so that every file differs from lmpress's only in its block linears;
+#      kept F32, so that every file differs from lmpress's only in its block linears; and
+#      llama.cpp's Q4_K_M and Q3_K_M recipes with the matrix (the embedding kept F32);
 #   4. lmpress compare of the whole config, every lmpress variant written as GGUF;
 #   5. tools/bench/llamacpp_kld.sh: every file against the F32 base on the first N windows of
 #      512 tokens of WikiText-2 test.
@@ -43,11 +44,16 @@ quant() { # NAME TYPE [llama-quantize options]
 }
 for t in Q4_0 IQ4_NL Q5_0; do quant "llama-$t-imat" $t --imatrix "$imat"; done
 quant llama-Q8_0 Q8_0
+# llama.cpp's own _M recipes (not --pure: its per-tensor mix, the token embedding kept F32)
+for t in Q4_K_M Q3_K_M; do
+    [ -f "$dir/llama-$t-imat.gguf" ] || run "$bin/llama-quantize" --token-embedding-type f32 --imatrix "$imat" "$base" \
+        "$dir/llama-$t-imat.gguf" $t 2 > "$dir/llama-$t-imat.log" 2>&1
+done
 [ -f "$dir/compare.json" ] || run "$lmpress" compare "$cfg" --output-dir "$dir" --json "$dir/compare.json" --md "$dir/compare.md"
 models=()
-for v in rtn-q4_0 rtn-q4_0-imp gptq-q4_0-imp rtn-iq4_nl-imp gptq-iq4_nl-imp gptq-q5_0-imp rtn-q8_0 gptq-q8_0; do
+for v in rtn-q4_0 rtn-q4_0-imp gptq-q4_0-imp rtn-iq4_nl-imp gptq-iq4_nl-imp gptq-q5_0-imp gptq-mix-imp rtn-q8_0 gptq-q8_0; do
     models+=("lmpress-$v=$dir/$v.gguf")
 done
-for q in Q4_0-imat IQ4_NL-imat Q5_0-imat Q8_0; do models+=("llama-quantize-$q=$dir/llama-$q.gguf"); done
+for q in Q4_0-imat IQ4_NL-imat Q5_0-imat Q4_K_M-imat Q3_K_M-imat Q8_0; do models+=("llama-quantize-$q=$dir/llama-$q.gguf"); done
 run "$root/tools/bench/llamacpp_kld.sh" --chunks "$chunks" --out "$dir/kld" --md "$dir/kld.md" \
     "$base" "$root/data/wikitext-2/wiki.test.raw" "${models[@]}"
