@@ -1,7 +1,8 @@
 /* test_export_gguf.c — lmp_export_gguf: a compressed variant as a GGUF file llama.cpp loads.
  *
- * stories260K compressed through the library (rtn with format q8_0, q4_0, q4_1; gptq with
- * format q4_0; rtn on an int grid, which GGUF stores as F32) is exported, then:
+ * stories260K compressed through the library (rtn with format q8_0, q4_0, q4_1, and q5_0 with
+ * importance; gptq with format q4_0, and q5_1 and iq4_nl with importance; rtn on an int grid,
+ * which GGUF stores as F32) is exported, then:
  *   - tools/ref/gguf_export_check.py reads the file with the PyPI gguf package (GGUFReader,
  *     gguf.quants.dequantize) and compares every tensor bit for bit against the weights the test
  *     dumps from memory, checks llama.cpp's metadata keys and types, the lmpress.* keys, the
@@ -263,6 +264,28 @@ START_TEST(gptq_q4_0)
 {
     const char *const set[] = {"format=q4_0", NULL};
     stories_case("gptq-q4_0", "gptq", set, NOT_DOWN, 1, "Q4_0", 2);
+}
+END_TEST
+
+/* The formats and searches of ABI 4.1 written as their GGUF types. */
+START_TEST(rtn_q5_0_importance)
+{
+    const char *const set[] = {"format=q5_0", "importance=calibration", NULL};
+    stories_case("rtn-q5_0-imp", "rtn", set, NOT_DOWN, 1, "Q5_0", 8);
+}
+END_TEST
+
+START_TEST(gptq_q5_1_importance)
+{
+    const char *const set[] = {"format=q5_1", "importance=calibration", NULL};
+    stories_case("gptq-q5_1-imp", "gptq", set, NOT_DOWN, 1, "Q5_1", 9);
+}
+END_TEST
+
+START_TEST(gptq_iq4_nl_importance)
+{
+    const char *const set[] = {"format=iq4_nl", "importance=calibration", "act_order=true", "static_groups=true", NULL};
+    stories_case("gptq-iq4_nl-imp", "gptq", set, NOT_DOWN, 1, "IQ4_NL", 25);
 }
 END_TEST
 
@@ -667,6 +690,9 @@ int main(void)
     tcase_add_test(tc, rtn_q8_0);
     tcase_add_test(tc, rtn_q4_0);
     tcase_add_test(tc, rtn_q4_1);
+    tcase_add_test(tc, rtn_q5_0_importance);
+    tcase_add_test(tc, gptq_q5_1_importance);
+    tcase_add_test(tc, gptq_iq4_nl_importance);
     tcase_add_test(tc, gptq_q4_0);
     tcase_add_test(tc, rtn_int_grid_is_f32);
     tcase_add_test(tc, cli_run_output_then_eval);
