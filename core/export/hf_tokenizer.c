@@ -125,6 +125,10 @@ static int vocab_load(lmp_ctx *ctx, const lmp_model *m, const char *tokenizer_pa
     v->types = lmp_gguf_find_kv(g, "tokenizer.ggml.token_type");
     v->scores = lmp_gguf_find_kv(g, "tokenizer.ggml.scores");
     v->merges = lmp_gguf_find_kv(g, "tokenizer.ggml.merges");
+    if (!v->tokens || v->tokens->type != LMP_GGUF_ARRAY || v->tokens->arr_type != LMP_GGUF_STRING) {
+        *why = "its tokenizer.ggml.tokens is not an array of strings";
+        return 0;
+    }
     v->n = (int64_t)v->tokens->n;
     if (v->types && (v->types->arr_type != LMP_GGUF_INT32 || (int64_t)v->types->n != v->n)) v->types = NULL;
     if (v->scores && (v->scores->arr_type != LMP_GGUF_FLOAT32 || (int64_t)v->scores->n != v->n)) v->scores = NULL;
