@@ -16,6 +16,10 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "export/gguf_kquants.h"
+#include "export/grid_codes.h"
+#include "formats/gguf.h"
+#include "formats/gguf_quants.h"
 #include "ggmlref.h"
 #include "teststage.h"
 #include "testutil.h"
@@ -187,6 +191,99 @@ START_TEST(importance_search_equals_ggml)
 }
 END_TEST
 
+/* The k-quants, on [KROWS, KCOLS]: two super-blocks a row, rows of different magnitudes, one
+ * with an outlier per sub-block, one with an all-zero and a constant sub-block, one tiny. */
+#define KROWS 12
+#define KCOLS 512
+
+static const struct {
+    const char *name;
+    lmp_wformat f;
+} KFMTS[] = {{"q2_k", LMP_WFORMAT_GGUF_Q2_K}, {"q3_k", LMP_WFORMAT_GGUF_Q3_K}, {"q4_k", LMP_WFORMAT_GGUF_Q4_K},
+             {"q5_k", LMP_WFORMAT_GGUF_Q5_K}, {"q6_k", LMP_WFORMAT_GGUF_Q6_K}};
+
+static void kmatrix(float *w)
+{
+    static const float SCALE[KROWS] = {1.0f, 0.02f, 3.0f, 0.5f, 1e-5f, 40.0f, 7.0f, 0.2f, 0.05f, 1.5f, 0.01f, 9.0f};
+    uint64_t s = 0xD1B54A32D192ED03ULL;
+    for (int r = 0; r < KROWS; r++)
+        for (int c = 0; c < KCOLS; c++) w[r * KCOLS + c] = SCALE[r] * normal(&s);
+    for (int c = 3; c < KCOLS; c += 16) w[1 * KCOLS + c] = 2.0f * (c & 32 ? -1.0f : 1.0f);
+    for (int c = 0; c < 32; c++) w[3 * KCOLS + 256 + c] = 0.0f, w[3 * KCOLS + 64 + c] = 0.3f;
+    for (int c = 0; c < KCOLS; c++) w[8 * KCOLS + c] += 0.08f; /* a row mostly of one sign */
+}
+
+/* The k-quant grids (plugin_kquants.h's lmp_wgrid_fit_kblock, through the CPU backend without an
+ * importance and directly with one) and their coding give ggml's dequantized weights bit for bit,
+ * with and without an imatrix (but for the sign of a 0 in a sub-block whose scale underflowed to
+ * 0, where ggml dequantizes the codes of its search and lmpress code 0).  lmpress's GGUF packing of them (core/export/gguf_kquants.c: d
+ * and the integer scales recovered from the recorded products) decodes, by lmpress's reader
+ * (tests/test_gguf_quants.c holds it to gguf-py's), to lmpress's weights; its bytes are ggml's
+ * wherever the split of the products into d times integers is the one ggml chose, which the
+ * test counts (other splits hold the same products, so the same weights). */
+START_TEST(kquant_grids_equal_ggml)
+{
+    const char *test = "kquant_grids_equal_ggml";
+    static float w[KROWS * KCOLS], deq[KROWS * KCOLS], W[KROWS * KCOLS], sc[KROWS * KCOLS / 16], zc[KROWS * KCOLS / 16],
+        imatrix[KCOLS];
+    static int32_t codes[KROWS * KCOLS];
+    static unsigned char mine[KCOLS / 256 * 210];
+    kmatrix(w);
+    uint64_t s = 11;
+    for (int c = 0; c < KCOLS; c++) imatrix[c] = (float)(0.01 + 4.0 * uniform(&s) * uniform(&s));
+    for (size_t k = 0; k < sizeof KFMTS / sizeof *KFMTS; k++)
+        for (int im = 0; im < 2; im++) {
+            const char *name = KFMTS[k].name;
+            const size_t nbytes = ggml_ref_nbytes(name, KROWS, KCOLS), row_bytes = nbytes / KROWS;
+            unsigned char *bytes = malloc(nbytes);
+            if (ggml_ref_run(test, name, KROWS, KCOLS, w, im ? imatrix : NULL, deq, bytes, nbytes) != 0) {
+                free(bytes);
+                return;
+            }
+            const lmp_wspec spec = lmp_wspec_for_format(KFMTS[k].f, 1.0f);
+            const int64_t nsub = 256 / spec.group, n = lmp_wspec_n_scales(&spec, KROWS, KCOLS);
+            ck_assert_int_eq(n, KROWS * KCOLS / spec.group);
+            memcpy(W, w, sizeof W);
+            if (im)
+                for (int64_t r = 0, idx = 0; r < KROWS; r++)
+                    for (int64_t c = 0; c < KCOLS; c += 256, idx += nsub)
+                        lmp_wgrid_fit_kblock(&spec, w + r * KCOLS + c, imatrix + c, sc + idx, spec.sym ? NULL : zc + idx);
+            else ck_assert_msg(lmp_be_choose_weight_grid(&be, &spec, KROWS, KCOLS, W, sc, zc) == 0, "%s", lmp_last_error());
+            ck_assert_msg(lmp_be_apply_weight_grid(&be, &spec, KROWS, KCOLS, W, sc, zc, codes) == 0, "%s", lmp_last_error());
+            int signed_zeros = 0; /* the sign of 0 where a sub-block's scale is 0: ggml's codes there are its search's */
+            for (int i = 0; i < KROWS * KCOLS; i++) {
+                const int zero_scale = sc[i / spec.group] == 0.0f && W[i] == 0.0f && deq[i] == 0.0f;
+                signed_zeros += zero_scale && !same_bits(W[i], deq[i]);
+                ck_assert_msg(zero_scale || same_bits(W[i], deq[i]), "%s%s: w[%d][%d] = %a (input %a), ggml %a", name,
+                              im ? " imatrix" : "", i / KCOLS, i % KCOLS, (double)W[i], (double)w[i], (double)deq[i]);
+            }
+            lmp_wgrid g = {.spec = spec, .n_scales = n, .scales = sc, .zeros = spec.sym ? NULL : zc};
+            lmp_linear l = {.name = name, .out = KROWS, .in = KCOLS, .w = W, .grid = &g};
+            const lmp_ggml_decode_fn decode = lmp_ggml_decoder(LMP_GGML_Q2_K + (uint32_t)k);
+            ck_assert_ptr_nonnull(decode);
+            int same_rows = 0;
+            for (int64_t r = 0; r < KROWS; r++) {
+                int32_t rc[KCOLS];
+                float back[KCOLS];
+                ck_assert_msg(lmp_grid_codes_row(&l, r, rc) == 0, "%s", lmp_last_error());
+                ck_assert_msg(lmp_gguf_pack_k_row(&l, r, rc, mine) == 0, "%s", lmp_last_error());
+                decode(mine, KCOLS / 256, back);
+                for (int c = 0; c < KCOLS; c++)
+                    ck_assert_msg(same_bits(back[c], W[r * KCOLS + c]) ||
+                                      (sc[(r * KCOLS + c) / spec.group] == 0.0f && back[c] == 0.0f && W[r * KCOLS + c] == 0.0f),
+                                  "%s%s: written w[%lld][%d] reads %a, not %a", name, im ? " imatrix" : "", (long long)r, c,
+                                  (double)back[c], (double)W[r * KCOLS + c]);
+                same_rows += memcmp(mine, bytes + r * row_bytes, row_bytes) == 0;
+            }
+            printf("  %s%s: %d x %d weights equal to ggml's bit for bit (%d zeros of the other sign, in sub-blocks of "
+                   "scale 0), and read back as written; %d of %d rows' blocks byte for byte ggml's (the others split a "
+                   "scale into d times integers otherwise)\n", name, im ? " with an imatrix" : "", KROWS, KCOLS,
+                   signed_zeros, same_rows, KROWS);
+            free(bytes);
+        }
+}
+END_TEST
+
 /* A row of 48 is not whole Q4_0 blocks: the harness says so and exits non-zero rather than
  * letting ggml's assertion abort. */
 START_TEST(harness_refuses_partial_blocks)
@@ -244,6 +341,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, grids_equal_ggml);
     tcase_add_test(tc, importance_search_equals_ggml);
+    tcase_add_test(tc, kquant_grids_equal_ggml);
     tcase_add_test(tc, harness_refuses_partial_blocks);
     tcase_add_test(tc, harness_runs_every_type);
     suite_add_tcase(s, tc);

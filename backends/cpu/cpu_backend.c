@@ -412,16 +412,19 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
         return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
     if (!lmp_wspec_format_ok(spec))
         return FAIL(be, LMP_EINVAL,
-                    "%s: format %s is %d bits, %s, in groups of %d inputs (lmp_wspec_for_format); the spec "
-                    "says bits %d, sym %d, granularity %d, group %lld", op, lmp_wformat_name(spec->format),
-                    lmp_wspec_for_format(spec->format, 1.0f).bits,
-                    lmp_wspec_for_format(spec->format, 1.0f).sym ? "symmetric" : "with a min", LMP_WFORMAT_BLOCK,
-                    spec->bits, spec->sym, (int)spec->gran, (long long)spec->group);
-    if (spec->format != LMP_WFORMAT_INT && cols > 0 && cols % LMP_WFORMAT_BLOCK)
+                    "%s: format %s is %d bits, %s, in groups of %lld inputs%s (lmp_wspec_for_format); the "
+                    "spec says bits %d, sym %d, granularity %d, group %lld, clip %g", op,
+                    lmp_wformat_name(spec->format), lmp_wspec_for_format(spec->format, 1.0f).bits,
+                    lmp_wspec_for_format(spec->format, 1.0f).sym ? "symmetric" : "with a min",
+                    (long long)lmp_wspec_for_format(spec->format, 1.0f).group,
+                    lmp_wformat_is_k(spec->format) ? ", clip 1" : "", spec->bits, spec->sym, (int)spec->gran,
+                    (long long)spec->group, spec->clip);
+    const int64_t span = lmp_wformat_span(spec->format);
+    if (cols > 0 && cols % span)
         return FAIL(be, LMP_EINVAL,
-                    "%s: format %s stores rows in blocks of %d inputs; this weight's rows have %lld, not a "
-                    "multiple of %d", op, lmp_wformat_name(spec->format), LMP_WFORMAT_BLOCK, (long long)cols,
-                    LMP_WFORMAT_BLOCK);
+                    "%s: format %s stores rows in blocks of %lld inputs; this weight's rows have %lld, not a "
+                    "multiple of %lld", op, lmp_wformat_name(spec->format), (long long)span, (long long)cols,
+                    (long long)span);
     if (spec->bits < 2 || spec->bits > 8)
         return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)

@@ -332,9 +332,16 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                                float *scales, float *zeros)
 {
     if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
-    if (spec->format != LMP_WFORMAT_INT && cols % LMP_WFORMAT_BLOCK) return LMP_EINVAL;
+    if (cols % lmp_wformat_span(spec->format)) return LMP_EINVAL;
     if (rows == 0 || cols == 0) return LMP_OK;
     if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
+    if (lmp_wformat_is_k(spec->format)) { /* a super-block of 256 at a time, its sub-blocks in row order */
+        const int64_t nsub = LMP_WFORMAT_KBLOCK / spec->group;
+        for (int64_t i = 0, idx = 0; i < rows; i++)
+            for (int64_t c = 0; c < cols; c += LMP_WFORMAT_KBLOCK, idx += nsub)
+                lmp_wgrid_fit_kblock(spec, W + i * cols + c, NULL, scales + idx, spec->sym ? NULL : zeros + idx);
+        return LMP_OK;
+    }
     if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks: 32 inputs of a row, in row order */
         int64_t idx = 0;
         for (int64_t i = 0; i < rows; i++)
@@ -374,10 +381,10 @@ int lmp_ref_apply_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols,
                               const float *scales, const float *zeros, int32_t *codes)
 {
     if (bad_wspec(spec) || bad_dims2(rows, cols)) return LMP_EINVAL;
-    if (spec->format != LMP_WFORMAT_INT && cols % LMP_WFORMAT_BLOCK) return LMP_EINVAL;
+    if (cols % lmp_wformat_span(spec->format)) return LMP_EINVAL;
     if (rows == 0 || cols == 0) return LMP_OK;
     if (!W || !scales || (!spec->sym && !zeros)) return LMP_EINVAL;
-    /* a GGUF format's spec is a group-32 grid (bad_wspec), so its blocks are these slices and
+    /* a GGUF format's spec is a group-32 grid (a k-quant's: its sub-blocks) (bad_wspec), so its blocks are these slices and
      * lmp_wgrid_code/value do the format's arithmetic */
     int64_t nr, nc, idx = 0;
     wslices(spec, rows, cols, &nr, &nc);

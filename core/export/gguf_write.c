@@ -26,6 +26,7 @@
 
 #include "base/error.h"
 #include "base/textfile.h"
+#include "export/gguf_kquants.h"
 #include "export/gguf_meta.h"
 #include "export/gguf_tokenizer.h"
 #include "export/grid_codes.h"
@@ -36,7 +37,8 @@
 
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_Q5_0 = 8,
-       FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_IQ4_NL = 25 };
+       FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
+       FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
 
 static const char *const linear_name[LMP_ROLE_COUNT] = {
     [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
@@ -59,6 +61,11 @@ static lmp_ggml_type linear_type(const lmp_linear *l)
     case LMP_WFORMAT_GGUF_Q5_0: return LMP_GGML_Q5_0;
     case LMP_WFORMAT_GGUF_Q5_1: return LMP_GGML_Q5_1;
     case LMP_WFORMAT_GGUF_IQ4_NL: return LMP_GGML_IQ4_NL;
+    case LMP_WFORMAT_GGUF_Q2_K: return LMP_GGML_Q2_K;
+    case LMP_WFORMAT_GGUF_Q3_K: return LMP_GGML_Q3_K;
+    case LMP_WFORMAT_GGUF_Q4_K: return LMP_GGML_Q4_K;
+    case LMP_WFORMAT_GGUF_Q5_K: return LMP_GGML_Q5_K;
+    case LMP_WFORMAT_GGUF_Q6_K: return LMP_GGML_Q6_K;
     case LMP_WFORMAT_INT: break;
     }
     return LMP_GGML_F32;
@@ -75,13 +82,6 @@ static int block_bytes(lmp_ggml_type t)
     case LMP_GGML_Q5_1: return 24;
     default: return 0;
     }
-}
-
-static uint64_t tensor_bytes(lmp_ggml_type t, int64_t ne0, int64_t ne1)
-{
-    if (t == LMP_GGML_F32) return 4u * (uint64_t)ne0 * (uint64_t)ne1;
-    if (t == LMP_GGML_F16) return 2u * (uint64_t)ne0 * (uint64_t)ne1;
-    return (uint64_t)block_bytes(t) * (uint64_t)(ne0 / LMP_WFORMAT_BLOCK) * (uint64_t)ne1;
 }
 
 /* One row of codes into ggml's blocks: d (and Q4_1's or Q5_1's m) as IEEE halves of the recorded
@@ -132,10 +132,11 @@ static int check_gguf_grid(const lmp_linear *l)
                         "%s: its %s grid has act-order groups (g_idx), which GGUF's consecutive blocks cannot hold: "
                         "use gptq with act_order = false or static_groups = true", l->name,
                         lmp_wformat_name(g->spec.format));
-    if (!lmp_wspec_format_ok(&g->spec) || l->in % LMP_WFORMAT_BLOCK ||
+    if (!lmp_wspec_format_ok(&g->spec) || l->in % lmp_wformat_span(g->spec.format) ||
         g->n_scales != lmp_wspec_n_scales(&g->spec, l->out, l->in) || (!g->spec.sym && !g->zeros))
-        return lmp_fail(LMP_EINVAL, "%s: its recorded %s grid does not describe %lld x %lld weights in blocks of 32",
-                        l->name, lmp_wformat_name(g->spec.format), (long long)l->out, (long long)l->in);
+        return lmp_fail(LMP_EINVAL, "%s: its recorded %s grid does not describe %lld x %lld weights in blocks of %lld",
+                        l->name, lmp_wformat_name(g->spec.format), (long long)l->out, (long long)l->in,
+                        (long long)lmp_wformat_span(g->spec.format));
     return 0;
 }
 
@@ -150,7 +151,12 @@ static int check_variant(const lmp_model *m, const lmp_block *blocks, int *n_int
         for (int i = 0; i < blocks[b].n_linears; i++)
             if (blocks[b].linears[i].in > widest) widest = blocks[b].linears[i].in;
     int32_t *codes = malloc((size_t)widest * sizeof *codes);
-    if (!codes) return lmp_fail(LMP_ENOMEM, "out of memory");
+    unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
+    if (!codes || !kblocks) {
+        free(codes);
+        free(kblocks);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
     int st = 0;
     for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
         const lmp_block *blk = &blocks[b];
@@ -176,10 +182,15 @@ static int check_variant(const lmp_model *m, const lmp_block *blocks, int *n_int
                 continue;
             }
             st = check_gguf_grid(l);
-            for (int64_t r = 0; r < l->out && !st; r++) st = lmp_grid_codes_row(l, r, codes);
+            for (int64_t r = 0; r < l->out && !st; r++) {
+                st = lmp_grid_codes_row(l, r, codes);
+                if (!st && lmp_wformat_is_k(l->grid->spec.format)) /* its scales split into d and integers */
+                    st = lmp_gguf_pack_k_row(l, r, codes, kblocks);
+            }
         }
     }
     free(codes);
+    free(kblocks);
     return st;
 }
 
@@ -200,6 +211,16 @@ typedef struct plan_list {
     int n;
     uint64_t data_bytes;
 } plan_list;
+
+static uint64_t tensor_bytes(const tensor_plan *t)
+{
+    const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1];
+    if (t->type == LMP_GGML_F32) return 4u * ne0 * ne1;
+    if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
+    if (t->l && lmp_wformat_is_k(t->l->grid->spec.format))
+        return (uint64_t)lmp_gguf_kblock_bytes(t->l->grid->spec.format) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
+    return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
+}
 
 static void add_f32(plan_list *p, const char *name, const float *v, int64_t ne0, int64_t ne1)
 {
@@ -247,7 +268,7 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_t
     uint64_t off = 0;
     for (int i = 0; i < p->n; i++) {
         tensor_plan *t = &p->t[i];
-        t->nbytes = tensor_bytes(t->type, t->ne[0], t->ne[1]);
+        t->nbytes = tensor_bytes(t);
         t->offset = off;
         off += (t->nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
     }
@@ -257,10 +278,13 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_t
 /* general.file_type: the type holding most of the blocks' linear weights. */
 static uint32_t file_type(const plan_list *p)
 {
-    static const lmp_ggml_type types[] = {LMP_GGML_F32,  LMP_GGML_Q4_0, LMP_GGML_Q4_1,  LMP_GGML_Q8_0,
-                                          LMP_GGML_Q5_0, LMP_GGML_Q5_1, LMP_GGML_IQ4_NL};
-    static const uint32_t ftype[] = {FTYPE_ALL_F32,     FTYPE_MOSTLY_Q4_0, FTYPE_MOSTLY_Q4_1,  FTYPE_MOSTLY_Q8_0,
-                                     FTYPE_MOSTLY_Q5_0, FTYPE_MOSTLY_Q5_1, FTYPE_MOSTLY_IQ4_NL};
+    static const lmp_ggml_type types[] = {LMP_GGML_F32,  LMP_GGML_Q4_0, LMP_GGML_Q4_1,   LMP_GGML_Q8_0,
+                                          LMP_GGML_Q5_0, LMP_GGML_Q5_1, LMP_GGML_IQ4_NL, LMP_GGML_Q2_K,
+                                          LMP_GGML_Q3_K, LMP_GGML_Q4_K, LMP_GGML_Q5_K,   LMP_GGML_Q6_K};
+    /* a file mostly of one k-quant is that k-quant's _S (llama.cpp's name for the plain recipe) */
+    static const uint32_t ftype[] = {FTYPE_ALL_F32,       FTYPE_MOSTLY_Q4_0,   FTYPE_MOSTLY_Q4_1,   FTYPE_MOSTLY_Q8_0,
+                                     FTYPE_MOSTLY_Q5_0,   FTYPE_MOSTLY_Q5_1,   FTYPE_MOSTLY_IQ4_NL, FTYPE_MOSTLY_Q2_K,
+                                     FTYPE_MOSTLY_Q3_K_S, FTYPE_MOSTLY_Q4_K_S, FTYPE_MOSTLY_Q5_K_S, FTYPE_MOSTLY_Q6_K};
     enum { N = sizeof types / sizeof *types };
     uint64_t n[N] = {0};
     for (int i = 0; i < p->n; i++) {
@@ -398,7 +422,8 @@ static int write_quantized(FILE *f, const tensor_plan *t)
     int st = codes && row ? 0 : lmp_fail(LMP_ENOMEM, "%s: out of memory", l->name);
     for (int64_t r = 0; r < l->out && !st; r++) {
         if ((st = lmp_grid_codes_row(l, r, codes))) break;
-        pack_row(l, r, codes, t->type, row);
+        if (lmp_wformat_is_k(l->grid->spec.format)) st = lmp_gguf_pack_k_row(l, r, codes, row);
+        else pack_row(l, r, codes, t->type, row);
         if (fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO; /* errno says why: the caller reports it */
     }
     free(codes);

@@ -38,6 +38,11 @@ static void code_range(const lmp_wspec *s, float *lo, float *hi)
     case LMP_WFORMAT_GGUF_IQ4_NL: *lo = 0.0f; *hi = 15.0f; return;
     case LMP_WFORMAT_GGUF_Q5_0:
     case LMP_WFORMAT_GGUF_Q5_1: *lo = 0.0f; *hi = 31.0f; return;
+    case LMP_WFORMAT_GGUF_Q2_K: /* the k-quants' codes as stored, offset to start at 0 */
+    case LMP_WFORMAT_GGUF_Q3_K:
+    case LMP_WFORMAT_GGUF_Q4_K:
+    case LMP_WFORMAT_GGUF_Q5_K:
+    case LMP_WFORMAT_GGUF_Q6_K: *lo = 0.0f; *hi = (float)((1 << s->bits) - 1); return;
     case LMP_WFORMAT_INT: break;
     }
     *lo = s->sym ? -(float)(1 << (s->bits - 1)) : 0.0f;

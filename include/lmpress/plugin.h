@@ -24,6 +24,8 @@
  * ABI 4.1: the formats GGUF Q5_0, Q5_1 and IQ4_NL, lmp_wgrid_fit_block_imp (a block's grid
  * chosen with an importance per input column, as llama-quantize does with an imatrix), and the
  * symmetric scales LMP_SYM_FULL and LMP_SYM_SIGNED (lmp_wspec.sym 2 and 3).
+ * ABI 4.2: the k-quant formats GGUF Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (lmpress/plugin_kquants.h),
+ * lmp_wformat_span, lmp_wformat_fallback.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -42,7 +44,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 1
+#define LMP_ABI_MINOR 2
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -137,8 +139,11 @@ typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } l
  *         w*id; w' = fp16(d)*v[q].
  * clip scales amax, max, or min and max, as for INT (Q4_1 does not fold 0 into its range, as
  * ggml does not); the codes of the weights then beyond the range saturate (Q4_0/Q4_1 at 0 too).
- * With clip = 1 every step is ggml's.  Further storage formats (compressed-tensors int4/int8
- * packed) are to be further lmp_wformat values taking the same two ops. */
+ * With clip = 1 every step is ggml's.
+ * ABI 4.2, the k-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (lmpress/plugin_kquants.h): a slice is a
+ * sub-block of 16 or 32 inputs whose scale (and min) is exact, an integer times the fp16 d of its
+ * super-block of 256; choose works a super-block at a time (rows in multiples of 256) and takes no
+ * clip. */
 typedef enum {
     LMP_WFORMAT_INT = 0,
     LMP_WFORMAT_GGUF_Q8_0 = 1,
@@ -146,7 +151,12 @@ typedef enum {
     LMP_WFORMAT_GGUF_Q4_1 = 3,
     LMP_WFORMAT_GGUF_Q5_0 = 4,   /* ABI 4.1 */
     LMP_WFORMAT_GGUF_Q5_1 = 5,   /* ABI 4.1 */
-    LMP_WFORMAT_GGUF_IQ4_NL = 6  /* ABI 4.1 */
+    LMP_WFORMAT_GGUF_IQ4_NL = 6, /* ABI 4.1 */
+    LMP_WFORMAT_GGUF_Q2_K = 7,   /* ABI 4.2: the k-quants, lmpress/plugin_kquants.h */
+    LMP_WFORMAT_GGUF_Q3_K = 8,
+    LMP_WFORMAT_GGUF_Q4_K = 9,
+    LMP_WFORMAT_GGUF_Q5_K = 10,
+    LMP_WFORMAT_GGUF_Q6_K = 11
 } lmp_wformat;
 
 /* IQ4_NL's codebook (ggml-common.h's kvalues_iq4nl), ascending. */
@@ -191,18 +201,60 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
     case LMP_WFORMAT_GGUF_Q5_0: return "q5_0";
     case LMP_WFORMAT_GGUF_Q5_1: return "q5_1";
     case LMP_WFORMAT_GGUF_IQ4_NL: return "iq4_nl";
+    case LMP_WFORMAT_GGUF_Q2_K: return "q2_k";
+    case LMP_WFORMAT_GGUF_Q3_K: return "q3_k";
+    case LMP_WFORMAT_GGUF_Q4_K: return "q4_k";
+    case LMP_WFORMAT_GGUF_Q5_K: return "q5_k";
+    case LMP_WFORMAT_GGUF_Q6_K: return "q6_k";
     }
     return NULL;
+}
+
+/* ABI 4.2.  The k-quants' super-blocks: 256 consecutive inputs of a row whose sub-block scales
+ * (and mins) are small integers times one fp16 d (and dmin) per super-block (ggml's QK_K). */
+#define LMP_WFORMAT_KBLOCK 256
+
+static inline int lmp_wformat_is_k(lmp_wformat f) { return f >= LMP_WFORMAT_GGUF_Q2_K && f <= LMP_WFORMAT_GGUF_Q6_K; }
+
+/* The inputs whose grid is chosen together, and what a row's width must be a multiple of: 256
+ * for a k-quant, 32 for the other GGUF formats, 1 for INT. */
+static inline int64_t lmp_wformat_span(lmp_wformat f)
+{
+    return lmp_wformat_is_k(f) ? LMP_WFORMAT_KBLOCK : f == LMP_WFORMAT_INT ? 1 : LMP_WFORMAT_BLOCK;
+}
+
+/* What llama-quantize stores instead when a row's width is not a multiple of a k-quant's 256
+ * (llama-quant.cpp's tensor_type_fallback): Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
+ * Q6_K -> Q8_0; f itself when it fits (or is not a k-quant). */
+static inline lmp_wformat lmp_wformat_fallback(lmp_wformat f, int64_t cols)
+{
+    if (!lmp_wformat_is_k(f) || cols % LMP_WFORMAT_KBLOCK == 0) return f;
+    switch (f) {
+    case LMP_WFORMAT_GGUF_Q4_K: return LMP_WFORMAT_GGUF_Q5_0;
+    case LMP_WFORMAT_GGUF_Q5_K: return LMP_WFORMAT_GGUF_Q5_1;
+    case LMP_WFORMAT_GGUF_Q6_K: return LMP_WFORMAT_GGUF_Q8_0;
+    default: return LMP_WFORMAT_GGUF_Q4_0;
+    }
 }
 
 /* The spec of a GGUF block format: its bits and sym, a group of 32, and the clip ratio given. */
 static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
 {
     lmp_wspec s; /* assigned field by field: cuda_kernels.cu reads this header as C++ */
-    s.bits = f == LMP_WFORMAT_GGUF_Q8_0 ? 8 : (f == LMP_WFORMAT_GGUF_Q5_0 || f == LMP_WFORMAT_GGUF_Q5_1) ? 5 : 4;
-    s.sym = f != LMP_WFORMAT_GGUF_Q4_1 && f != LMP_WFORMAT_GGUF_Q5_1;
+    switch (f) {
+    case LMP_WFORMAT_GGUF_Q8_0: s.bits = 8; break;
+    case LMP_WFORMAT_GGUF_Q5_0: case LMP_WFORMAT_GGUF_Q5_1: case LMP_WFORMAT_GGUF_Q5_K: s.bits = 5; break;
+    case LMP_WFORMAT_GGUF_Q2_K: s.bits = 2; break;
+    case LMP_WFORMAT_GGUF_Q3_K: s.bits = 3; break;
+    case LMP_WFORMAT_GGUF_Q6_K: s.bits = 6; break;
+    default: s.bits = 4;
+    }
+    s.sym = f != LMP_WFORMAT_GGUF_Q4_1 && f != LMP_WFORMAT_GGUF_Q5_1 && f != LMP_WFORMAT_GGUF_Q2_K &&
+            f != LMP_WFORMAT_GGUF_Q4_K && f != LMP_WFORMAT_GGUF_Q5_K;
     s.gran = LMP_GRAN_GROUP;
-    s.group = LMP_WFORMAT_BLOCK;
+    /* a k-quant's slice is its sub-block: 16 inputs (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K) */
+    s.group = f == LMP_WFORMAT_GGUF_Q2_K || f == LMP_WFORMAT_GGUF_Q3_K || f == LMP_WFORMAT_GGUF_Q6_K ? 16
+                                                                                                    : LMP_WFORMAT_BLOCK;
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
     s.clip = clip;
     s.format = f;
@@ -220,7 +272,7 @@ static inline int lmp_wspec_format_ok(const lmp_wspec *s)
     if (!lmp_wformat_name(s->format)) return 0;
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
     return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
-           s->scale_type == LMP_SCALE_F32;
+           s->scale_type == LMP_SCALE_F32 && (!lmp_wformat_is_k(s->format) || s->clip == 0.0f || s->clip == 1.0f);
 }
 
 /* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
@@ -403,8 +455,9 @@ static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64
 
 /* ggml's make_qx_quants(n, nmax, x, L, rmse_type 1, w): the scale of the sign-aware symmetric
  * grid (levels -nmax..nmax-1) that minimises sum w (x - d q)^2 over 19 trial inverse scales
- * around -nmax/max, each d the least-squares one for its codes. */
-static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const float *w)
+ * around -nmax/max, each d the least-squares one for its codes.  L (NULL: not wanted) receives
+ * the best trial's codes + nmax, as ggml's L does (the k-quants store them as integer scales). */
+static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const float *w, int8_t *L)
 {
     float max = 0.0f, amax = 0.0f;
     for (int i = 0; i < n; ++i)
@@ -412,11 +465,15 @@ static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const f
             amax = fabsf(x[i]);
             max = x[i];
         }
-    if (amax < 1e-15f) return 0.0f;
+    if (amax < 1e-15f) {
+        for (int i = 0; L && i < n; ++i) L[i] = 0;
+        return 0.0f;
+    }
     float iscale = -nmax / max, sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = lmp_wgrid_nearest_int(iscale * x[i]);
         l = l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l);
+        if (L) L[i] = (int8_t)(l + nmax);
         sumlx += w[i] * x[i] * l;
         suml2 += w[i] * l * l;
     }
@@ -432,6 +489,10 @@ static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const f
             suml2 += w[i] * l * l;
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; L && i < n; ++i) {
+                const int l = lmp_wgrid_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + (l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l)));
+            }
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -439,11 +500,13 @@ static inline float lmp_wgrid_search_qx(const float *x, int n, int nmax, const f
     return scale;
 }
 
-/* ggml's make_qkx3_quants(n, nmax, x, w, ..., rmin -0.9, rdelta 0.05, nstep 36, use_mad false):
- * the scale and min (<= 0) of the grid min + d q, q in 0..nmax, minimising sum w (x - min - d q)^2
- * over 37 trial inverse scales, each (d, min) the weighted least-squares fit of its codes. */
-static inline void lmp_wgrid_search_qkx3(const float *x, int n, int nmax, const float *w, float *scale_out,
-                                         float *min_out)
+/* ggml's make_qkx2_quants and make_qkx3_quants (n <= 32, weights w; the two differ only in their
+ * arguments): the scale and min (<= 0) of the grid min + d q, q in 0..nmax, minimising
+ * sum w |x - min - d q|^p (p = 1 with use_mad, else 2) over nstep + 1 trial inverse scales
+ * (rmin + rdelta * is + nmax) / (max - min), each (d, min) the weighted least-squares fit of its
+ * codes.  ggml returns -min as "the_min"; *min_out is min itself. */
+static inline void lmp_wgrid_search_qkx(const float *x, int n, int nmax, const float *w, float rmin, float rdelta,
+                                        int nstep, int use_mad, float *scale_out, float *min_out)
 {
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; ++i) {
@@ -463,10 +526,10 @@ static inline void lmp_wgrid_search_qkx3(const float *x, int n, int nmax, const 
         int l = lmp_wgrid_nearest_int(iscale * (x[i] - min));
         l = l < 0 ? 0 : (l > nmax ? nmax : l);
         const float diff = scale * l + min - x[i];
-        best_mad += w[i] * (diff * diff);
+        best_mad += w[i] * (use_mad ? fabsf(diff) : diff * diff);
     }
-    for (int is = 0; is <= 36; ++is) {
-        iscale = (-0.9f + 0.05f * is + nmax) / (max - min);
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         uint8_t laux[LMP_WFORMAT_BLOCK];
         for (int i = 0; i < n; ++i) {
@@ -488,7 +551,7 @@ static inline void lmp_wgrid_search_qkx3(const float *x, int n, int nmax, const 
             float mad = 0;
             for (int i = 0; i < n; ++i) {
                 const float diff = this_scale * laux[i] + this_min - x[i];
-                mad += w[i] * (diff * diff);
+                mad += w[i] * (use_mad ? fabsf(diff) : diff * diff);
             }
             if (mad < best_mad) {
                 best_mad = mad;
@@ -506,7 +569,7 @@ static inline void lmp_wgrid_search_qkx3(const float *x, int n, int nmax, const 
  * of x^2 over the calibration tokens; any positive multiple gives the same grid), row_sigma2 the
  * mean of w^2 over the block's whole row.  Each weight counts imp * sqrt(sigma2 + w^2), and
  *   Q4_0, Q5_0: lmp_wgrid_search_qx (ggml's quantize_row_q4_0_impl, q5_0_impl);
- *   Q4_1, Q5_1: lmp_wgrid_search_qkx3 (quantize_row_q4_1_impl, q5_1_impl);
+ *   Q4_1, Q5_1: lmp_wgrid_search_qkx as make_qkx3_quants (quantize_row_q4_1_impl, q5_1_impl);
  *   IQ4_NL: lmp_wgrid_search_iq4nl, sigma2 then the block's 2 * mean of w^2 (quantize_iq4_nl);
  *   Q8_0: ggml takes no importance: lmp_wgrid_fit_block.
  * ggml keeps the codes of the best trial; here apply_weight_grid codes every weight to the level
@@ -528,10 +591,12 @@ static inline void lmp_wgrid_fit_block_imp(const lmp_wspec *s, const float *x, c
     }
     for (int j = 0; j < n; ++j) w[j] = imp[j] * sqrtf(sigma2 + x[j] * x[j]);
     if (s->format == LMP_WFORMAT_GGUF_Q4_0 || s->format == LMP_WFORMAT_GGUF_Q5_0)
-        *scale = lmp_wgrid_search_qx(x, n, s->format == LMP_WFORMAT_GGUF_Q4_0 ? 8 : 16, w);
+        *scale = lmp_wgrid_search_qx(x, n, s->format == LMP_WFORMAT_GGUF_Q4_0 ? 8 : 16, w, NULL);
     else if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) *scale = lmp_wgrid_search_iq4nl(x, n, w);
-    else lmp_wgrid_search_qkx3(x, n, s->format == LMP_WFORMAT_GGUF_Q4_1 ? 15 : 31, w, scale, zero);
+    else lmp_wgrid_search_qkx(x, n, s->format == LMP_WFORMAT_GGUF_Q4_1 ? 15 : 31, w, -0.9f, 0.05f, 36, 0, scale, zero);
 }
+
+#include "lmpress/plugin_kquants.h"
 
 /* The grid of a slice from its min and max (0 folded in: mn <= 0 <= mx) and its abs-max.
  * *zero is 0 when symmetric. */
@@ -562,8 +627,30 @@ static inline void lmp_wgrid_fit(const lmp_wspec *s, float mn, float mx, float a
 /* The code of w on the grid (scale, zero), as an f32 holding an integer (sym -qmax-1..qmax,
  * asym 0..maxq; Q8_0 -127..127, Q4_0, Q4_1 and IQ4_NL 0..15, Q5_0 and Q5_1 0..31): f32 so that a NaN weight stays NaN
  * through lmp_wgrid_value, as it always has. */
+/* The levels of a k-quant's codes before their offset: -2^(b-1)..2^(b-1)-1 for Q3_K and Q6_K,
+ * 0..2^b-1 for the formats with a min. */
+static inline int lmp_wgrid_k_lo(const lmp_wspec *s) { return s->sym ? -(1 << (s->bits - 1)) : 0; }
+
+/* A k-quant's code (ggml's quantize_row_q*_K: nearest_int((w + m) / d) clamped to the levels, d
+ * the sub-block's scale, m its min or 0), offset to start at 0 as the file stores it (Q3_K + 4,
+ * Q6_K + 32).  A sub-block whose scale is 0 gets code 0, as ggml's search leaves an all-zero
+ * sub-block (ggml keeps its search's codes wherever the scale is 0; every code dequantizes to
+ * the same number there, code 0 also to the same sign of zero when the sub-block is all zero,
+ * the usual case).  The quotient is clamped to one step beyond the
+ * levels first, so ggml's nearest_int stays in the range it is exact in. */
+static inline float lmp_wgrid_code_k(const lmp_wspec *s, float w, float scale, float zero)
+{
+    const int lo = lmp_wgrid_k_lo(s), hi = s->sym ? (1 << (s->bits - 1)) - 1 : (1 << s->bits) - 1;
+    if (w != w) return w; /* a NaN weight keeps a NaN code */
+    if (scale == 0.0f) return 0.0f;
+    int l = lmp_wgrid_nearest_int(lmp_wgrid_clampf((w + zero) / scale, (float)lo - 1.0f, (float)hi + 1.0f));
+    l = l < lo ? lo : (l > hi ? hi : l);
+    return (float)(l - lo);
+}
+
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
+    if (lmp_wformat_is_k(s->format)) return lmp_wgrid_code_k(s, w, scale, zero);
     if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) /* a NaN weight keeps a NaN code */
         return w == w ? (float)lmp_iq4nl_index(lmp_wgrid_inv(scale) * w) : w;
     if (s->format != LMP_WFORMAT_INT) { /* scale: the block's f32 d; zero: Q4_1's/Q5_1's f32 min */
@@ -596,6 +683,8 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
 /* The dequantized weight of a code (an int32_t code converts exactly). */
 static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
 {
+    if (lmp_wformat_is_k(s->format)) /* the sub-block's scale and min are exact already */
+        return s->sym ? scale * (code + (float)lmp_wgrid_k_lo(s)) : scale * code - zero;
     if (s->format != LMP_WFORMAT_INT) { /* the fp16 d (and min) the file holds, as ggml dequantizes */
         if (s->format == LMP_WFORMAT_GGUF_Q8_0) return lmp_fp16_round(scale) * code;
         if (s->format == LMP_WFORMAT_GGUF_Q4_0) return lmp_fp16_round(scale) * (code - 8.0f);

@@ -32,19 +32,25 @@ typedef struct solver {
     uint8_t *keep_t;               /* [cols, rows] visiting-order mask, when pruning or given */
 } solver;
 
-/* The grid of the visiting-order columns [p, p + len) as Wt holds them now, into column g of
- * sc/zc [rows, ng]: the columns gathered row-major into tmp[rows, len], one slice per row (the
- * backend's channel grid of those columns, so the grid RTN would choose for them).  A GGUF
+/* The grid of the visiting-order columns [p, p + len) as Wt holds them now, into columns
+ * g.. of sc/zc [rows, ng]: the columns gathered row-major into tmp[rows, len], one slice per row
+ * (the backend's channel grid of those columns, so the grid RTN would choose for them).  A GGUF
  * format keeps its own spec: len is then its 32-wide block (check_opts), one block per row, so
- * each row gets the f32 d (and min) ggml would compute for the block as it stands now. */
+ * each row gets the f32 d (and min) ggml would compute for the block as it stands now; or a
+ * k-quant's super-block of 256, whose sub-blocks' grids fill columns g..g+nsub-1. */
 static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
 {
     for (int64_t r = 0; r < S->rows; r++)
         for (int64_t k = 0; k < len; k++) S->tmp[r * len + k] = S->Wt[(p + k) * S->rows + r];
     lmp_wspec ch = S->o->spec;
     if (ch.format == LMP_WFORMAT_INT) ch.gran = LMP_GRAN_CHANNEL;
+    const int64_t nsub = lmp_wspec_n_scales(&ch, 1, len);
     int st = 0;
-    if (S->o->importance && ch.format != LMP_WFORMAT_INT) /* ggml's σ² is its whole row's */
+    if (S->o->importance && lmp_wformat_is_k(ch.format)) /* σ² from the super-block, inside */
+        for (int64_t r = 0; r < S->rows; r++)
+            lmp_wgrid_fit_kblock(&ch, S->tmp + r * len, S->o->importance + p, S->col_sc + r * nsub,
+                                 ch.sym ? NULL : S->col_zc + r * nsub);
+    else if (S->o->importance && ch.format != LMP_WFORMAT_INT) /* ggml's σ² is its whole row's */
         for (int64_t r = 0; r < S->rows; r++) {
             float sum_x2 = 0;
             for (int64_t k = 0; k < S->cols; k++) sum_x2 += S->Wt[k * S->rows + r] * S->Wt[k * S->rows + r];
@@ -53,10 +59,11 @@ static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
         }
     else
         st = S->be->choose_weight_grid(S->bs, &ch, S->rows, len, S->tmp, S->col_sc, S->col_zc);
-    for (int64_t r = 0; !st && r < S->rows; r++) {
-        S->sc[r * S->ng + g] = S->col_sc[r];
-        S->zc[r * S->ng + g] = ch.sym ? 0.0f : S->col_zc[r];
-    }
+    for (int64_t r = 0; !st && r < S->rows; r++)
+        for (int64_t k = 0; k < nsub; k++) {
+            S->sc[r * S->ng + g + k] = S->col_sc[r * nsub + k];
+            S->zc[r * S->ng + g + k] = ch.sym ? 0.0f : S->col_zc[r * nsub + k];
+        }
     return st;
 }
 
@@ -148,13 +155,15 @@ static int columns(solver *S, obs_result *res)
     const obs_opts *o = S->o;
     const int64_t R = S->rows, C = S->cols, B = o->block, g = o->spec.group;
     const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
+    const int64_t span = lmp_wformat_is_k(o->spec.format) ? LMP_WFORMAT_KBLOCK : g; /* grids chosen together */
     int st = 0;
     for (int64_t i1 = 0; i1 < C && !st; i1 += B) {
         const int64_t i2 = i1 + B < C ? i1 + B : C;
         double t0 = now();
-        /* Every group starting in this batch takes its grid from the batch-start columns. */
-        for (int64_t p = dyn_groups ? (i1 + g - 1) / g * g : i2; p < i2 && !st; p += g)
-            st = grids_from_wt(S, p, p + g <= C ? g : C - p, p / g);
+        /* Every group (k-quant super-block) starting in this batch takes its grid from the
+         * batch-start columns. */
+        for (int64_t p = dyn_groups ? (i1 + span - 1) / span * span : i2; p < i2 && !st; p += span)
+            st = grids_from_wt(S, p, p + span <= C ? span : C - p, p / g);
         for (int64_t p = i1; p < i2 && !st; p++) {
             float *w = S->Wt + p * R, *e = S->Et + (p - i1) * R;
             const float d = S->U[p * C + p];
@@ -208,11 +217,12 @@ static int check_opts(const lmp_host *host, void *hctx, const obs_opts *o, int64
         const char *f = lmp_wformat_name(o->spec.format);
         if (!f || !lmp_wspec_format_ok(&o->spec))
             return host->set_error(hctx, LMP_EINVAL, "%s: bad spec for weight format %d", nm, (int)o->spec.format);
-        if (cols % LMP_WFORMAT_BLOCK)
+        const int64_t span = lmp_wformat_span(o->spec.format);
+        if (cols % span)
             return host->set_error(hctx, LMP_EINVAL,
-                                   "%s: format %s stores rows in blocks of %d inputs; this weight's rows have "
-                                   "%lld, not a multiple of %d", nm, f, LMP_WFORMAT_BLOCK, (long long)cols,
-                                   LMP_WFORMAT_BLOCK);
+                                   "%s: format %s stores rows in blocks of %lld inputs; this weight's rows have "
+                                   "%lld, not a multiple of %lld", nm, f, (long long)span, (long long)cols,
+                                   (long long)span);
         /* dynamic groups in act-order would be 32 visited columns, not the file's 32 consecutive
          * inputs; static groups are taken in original column order */
         if (o->act_order && !o->static_groups)
@@ -247,7 +257,8 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     const int masked = o->prune_n > 0 || o->keep;
     /* Dynamic groups gather their columns into tmp to choose their grids in the loop. */
     const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
-    const int64_t gw = dyn_groups && o->spec.group < cols ? o->spec.group : cols;
+    const int64_t span = lmp_wformat_is_k(o->spec.format) ? LMP_WFORMAT_KBLOCK : o->spec.group;
+    const int64_t gw = dyn_groups && span < cols ? span : cols, nsub = lmp_wformat_is_k(o->spec.format) ? span / o->spec.group : 1;
     S.Wt = host->alloc(hctx, RC * sizeof(float));
     S.tmp = dyn_groups ? host->alloc(hctx, (size_t)(rows * gw) * sizeof(float)) : NULL;
     S.U = host->alloc(hctx, CC * sizeof(float));
@@ -255,8 +266,8 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     S.Et = host->alloc(hctx, (size_t)(o->block * rows) * sizeof(float));
     S.sc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
     S.zc = host->alloc(hctx, (size_t)(rows * S.ng) * sizeof(float));
-    S.col_sc = dyn_groups ? host->alloc(hctx, (size_t)rows * sizeof(float)) : NULL;
-    S.col_zc = dyn_groups ? host->alloc(hctx, (size_t)rows * sizeof(float)) : NULL;
+    S.col_sc = dyn_groups ? host->alloc(hctx, (size_t)(rows * nsub) * sizeof(float)) : NULL;
+    S.col_zc = dyn_groups ? host->alloc(hctx, (size_t)(rows * nsub) * sizeof(float)) : NULL;
     S.codes_t = host->alloc(hctx, RC * sizeof(int32_t));
     S.perm = host->alloc(hctx, (size_t)cols * sizeof(int32_t));
     S.keep_t = masked ? host->alloc(hctx, RC) : NULL;

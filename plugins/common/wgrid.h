@@ -25,7 +25,12 @@
  *                min), granularity group and group_size 32, and rounds as ggml does: it
  *                overrides bits, sym, granularity, group_size and rounding (gptq and sparse24's
  *                bits = 16 default does not turn it off); clip still applies.  q5_0, q5_1 and
- *                iq4_nl likewise (5, 5 and 4 bits; IQ4_NL's 16 non-uniform levels).
+ *                iq4_nl likewise (5, 5 and 4 bits; IQ4_NL's 16 non-uniform levels).  q2_k, q3_k,
+ *                q4_k, q5_k, q6_k: the k-quants (plugin_kquants.h), sub-blocks of 16 or 32 inputs
+ *                in super-blocks of 256 (2.625, 3.4375, 4.5, 5.5, 6.5625 bits per weight; clip
+ *                must be 1).  A linear whose rows are not a multiple of 256 wide gets what
+ *                llama-quantize stores then (lmp_wformat_fallback: q2_k, q3_k -> q4_0,
+ *                q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0): wgrid_spec_for.
  *   importance   none | uniform | calibration: GGUF formats only.  none: ggml's reference grid
  *                (llama-quantize without an importance matrix).  calibration: each block's scale
  *                (and min) searched to minimise the error weighted per input column by the
@@ -51,7 +56,8 @@ static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", N
 /* In lmp_rounding's order. */
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
-static const char *const wgrid_format_choices[] = {"int", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", NULL};
+static const char *const wgrid_format_choices[] = {"int",  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
+                                                   "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
 /* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
@@ -82,8 +88,9 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
     {"format", LMP_PARAM_ENUM,                                                                       \
      "int: the grid of bits/sym/granularity; q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: GGUF's blocks of " \
      "32 inputs with an fp16 scale (and min), quantized as ggml does (overrides bits, sym, "          \
-     "granularity, group_size, rounding; rows must be a multiple of 32 wide)", 0, NULL, 0, 0,        \
-     wgrid_format_choices, 0},                                                                       \
+     "granularity, group_size, rounding; rows must be a multiple of 32 wide); q2_k .. q6_k: the "     \
+     "k-quants' super-blocks of 256 (rows not a multiple of 256 wide take llama-quantize's "          \
+     "fallback: q4_0, q4_0, q5_0, q5_1, q8_0)", 0, NULL, 0, 0, wgrid_format_choices, 0},             \
     {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
      "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
      "the model's dtype: bf16 or f16 for vLLM); the weights are coded with the rounded scale", 0,    \
@@ -116,11 +123,14 @@ static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lm
     if (p[WGRID_SYM_SCALE].num != 0 && (!p[WGRID_SYM].num || wgrid_format(p) != LMP_WFORMAT_INT))
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: sym_scale applies to the int grid with sym = true", plugin,
                                where);
+    if (lmp_wformat_is_k(wgrid_format(p)) && p[WGRID_CLIP].num != 1.0)
+        return host->set_error(hctx, LMP_EINVAL, "%s: %s: format %s chooses its scales itself: leave clip at 1 (it is %g)",
+                               plugin, where, lmp_wformat_name(wgrid_format(p)), p[WGRID_CLIP].num);
     if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
     if (wgrid_format(p) == LMP_WFORMAT_INT)
         return host->set_error(hctx, LMP_EINVAL,
                                "%s: %s: importance = \"%s\" searches GGUF block grids: set format to q4_0, q4_1, q5_0, "
-                               "q5_1 or iq4_nl, or importance = \"none\"", plugin, where,
+                               "q5_1, iq4_nl or a k-quant, or importance = \"none\"", plugin, where,
                                wgrid_importance_choices[wgrid_importance(p)]);
     if (p[WGRID_CLIP].num != 1.0)
         return host->set_error(hctx, LMP_EINVAL,
@@ -151,12 +161,19 @@ static inline int wgrid_importance_new(const lmp_host *host, void *hctx, const l
 /* The grid of every slice of W[rows, cols] (leading dimension cols): the backend's
  * choose_weight_grid, or with an importance per input column imp[cols] (a GGUF format) each
  * 32-input block's grid searched on the host (lmp_wgrid_fit_block_imp, σ² from the block's row as
- * W holds it). */
+ * W holds it), or each k-quant super-block's (lmp_wgrid_fit_kblock). */
 static inline int wgrid_choose(const lmp_backend_i *be, void *bs, const lmp_wspec *spec, int64_t rows, int64_t cols,
                                const float *W, const float *imp, float *scales, float *zeros)
 {
-    if (!imp || spec->format == LMP_WFORMAT_INT || cols % LMP_WFORMAT_BLOCK) /* the backend refuses the last */
+    if (!imp || spec->format == LMP_WFORMAT_INT || cols % lmp_wformat_span(spec->format)) /* the backend refuses the last */
         return be->choose_weight_grid(bs, spec, rows, cols, W, scales, zeros);
+    if (lmp_wformat_is_k(spec->format)) {
+        const int64_t nsub = LMP_WFORMAT_KBLOCK / spec->group;
+        for (int64_t r = 0, idx = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c += LMP_WFORMAT_KBLOCK, idx += nsub)
+                lmp_wgrid_fit_kblock(spec, W + r * cols + c, imp + c, scales + idx, spec->sym ? NULL : zeros + idx);
+        return LMP_OK;
+    }
     int64_t idx = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *row = W + r * cols;
@@ -191,6 +208,16 @@ static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
     return spec->bits != 16;
 }
 
+/* wgrid_spec for a linear whose rows are cols wide: a k-quant they do not fit becomes
+ * llama-quantize's fallback format (lmp_wformat_fallback). */
+static inline int wgrid_spec_for(const lmp_value *p, int64_t cols, lmp_wspec *spec)
+{
+    const int quantize = wgrid_spec(p, spec);
+    if (lmp_wformat_fallback(spec->format, cols) != spec->format)
+        *spec = lmp_wspec_for_format(lmp_wformat_fallback(spec->format, cols), spec->clip);
+    return quantize;
+}
+
 /* The checks of a plugin whose grid goes through the OBS solver (gptq, sparse24): bits 2..8 or
  * 16, and a grid per channel or per group, the solver's unit being a row.  0, or the status of
  * host->set_error with a message naming the plugin and `where`. */
@@ -213,7 +240,8 @@ static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp
 /* Storage bits per weight: the codes, an fp16 scale per slice, and for an asymmetric grid a
  * zero-point of `bits` bits per slice (docs/algorithms.md §1).  A GGUF format: its block's bytes
  * over 32 weights, ggml's type sizes (Q8_0 34 bytes: 8.5; Q4_0 and IQ4_NL 18: 4.5; Q4_1 20, an
- * fp16 min rather than a 4-bit zero-point: 5.0; Q5_0 22: 5.5; Q5_1 24: 6.0). */
+ * fp16 min rather than a 4-bit zero-point: 5.0; Q5_0 22: 5.5; Q5_1 24: 6.0); a k-quant's
+ * super-block bytes over 256 (Q2_K 84, Q3_K 110, Q4_K 144, Q5_K 176, Q6_K 210). */
 static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t in)
 {
     switch (s->format) {
@@ -223,6 +251,11 @@ static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t 
     case LMP_WFORMAT_GGUF_Q4_1: return 20.0 * 8.0 / LMP_WFORMAT_BLOCK;
     case LMP_WFORMAT_GGUF_Q5_0: return 22.0 * 8.0 / LMP_WFORMAT_BLOCK;
     case LMP_WFORMAT_GGUF_Q5_1: return 24.0 * 8.0 / LMP_WFORMAT_BLOCK;
+    case LMP_WFORMAT_GGUF_Q2_K: return 84.0 * 8.0 / LMP_WFORMAT_KBLOCK;
+    case LMP_WFORMAT_GGUF_Q3_K: return 110.0 * 8.0 / LMP_WFORMAT_KBLOCK;
+    case LMP_WFORMAT_GGUF_Q4_K: return 144.0 * 8.0 / LMP_WFORMAT_KBLOCK;
+    case LMP_WFORMAT_GGUF_Q5_K: return 176.0 * 8.0 / LMP_WFORMAT_KBLOCK;
+    case LMP_WFORMAT_GGUF_Q6_K: return 210.0 * 8.0 / LMP_WFORMAT_KBLOCK;
     case LMP_WFORMAT_INT: break;
     }
     double n_scales = (double)lmp_wspec_n_scales(s, out, in);

@@ -26,7 +26,8 @@ static const lmp_param_spec rtn_mse_params[P_COUNT] = {
 
 static uint32_t rtn_mse_needs(void *self, const lmp_value *p) { return 0; } /* weights only */
 
-/* Its search is over clip ratios; a GGUF importance search chooses the scale itself. */
+/* Its search is over clip ratios; a GGUF importance search and the k-quants choose the scale
+ * themselves. */
 static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, void **self)
 {
     *self = NULL;
@@ -34,6 +35,10 @@ static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, 
         return host->set_error(hctx, LMP_EINVAL,
                                "rtn_mse: params: importance searches each block's scale itself, which is what rtn with "
                                "importance does: use rtn, or importance = \"none\" here");
+    if (lmp_wformat_is_k(wgrid_format(p + P_GRID)))
+        return host->set_error(hctx, LMP_EINVAL,
+                               "rtn_mse: params: format %s searches its scales itself and takes no clip ratio: use rtn",
+                               lmp_wformat_name(wgrid_format(p + P_GRID)));
     return 0;
 }
 
@@ -109,7 +114,7 @@ static int rtn_mse_apply(void *self, const lmp_host *host, void *hctx, lmp_block
         const lmp_value *p = l->params;
         if (!p) continue; /* not targeted by this stage */
         lmp_wspec spec;
-        wgrid_spec(p + P_GRID, &spec);
+        wgrid_spec_for(p + P_GRID, l->in, &spec);
         int st = quantize_best_clip(host, hctx, be, bs, spec, p[P_MIN_CLIP].num, p[P_STEP].num, blk, i);
         if (st) return st;
         l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in); /* the clip ratio is not stored */
