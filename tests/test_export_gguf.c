@@ -16,7 +16,8 @@
  *     an interrupted export leaves neither its temporary file nor a change at PATH.
  * SmolLM2-135M (a GGUF source, skipped when models/cache lacks it): exported unmodified (F32,
  * every tensor equal to the source's dequantized by gguf-py, every tokenizer.* key copied) and
- * with rtn q4_0 on all linears.
+ * with rtn q4_0 on all linears, and with rtn q4_k and q6_k: ffn_down's rows of 1536 inputs in
+ * the k-quant, the others in llama-quantize's fallback type (Q5_0, Q8_0).
  *
  * The Python side runs with lmp_test_python() (LMP_PYTHON to try another numpy) and
  * PYTHONPATH=build/pydeps; without gguf the checks that need it print SKIPPED. */
@@ -681,6 +682,46 @@ START_TEST(smollm2_rtn_q4_0)
 }
 END_TEST
 
+/* The k-quants on SmolLM2: only ffn_down's rows (1536 inputs) are whole super-blocks of 256;
+ * every other linear (576 inputs) takes llama-quantize's fallback type (Q4_K -> Q5_0, Q6_K ->
+ * Q8_0), so the file holds both, each tensor as lmpress held it, and reads back to the same
+ * perplexity. */
+static const char *g_down_type;
+static const char *down_or_fallback(const lmp_linear *l) { return l->role == LMP_ROLE_DOWN ? g_down_type : g_qtype; }
+
+static void smollm2_kquant(const char *test, const char *format, const char *down_type, const char *fallback,
+                           const char *fallback_type, const char *expect_ftype)
+{
+    if (!have_smol(test)) return;
+    g_m = load(SMOL);
+    char set0[32], path[64], expect[512];
+    snprintf(set0, sizeof set0, "format=%s", format);
+    const char *const set[] = {set0, NULL};
+    lmp_block *blocks = compress("rtn", set, NULL, 0);
+    for (int i = 0; i < blocks[0].n_linears; i++) {
+        const lmp_linear *l = &blocks[0].linears[i];
+        ck_assert_ptr_nonnull(l->grid);
+        ck_assert_str_eq(lmp_wformat_name(l->grid->spec.format), l->role == LMP_ROLE_DOWN ? format : fallback);
+    }
+    snprintf(path, sizeof path, "smol-%s.gguf", format);
+    ck_assert_msg(export(blocks, tmp(path), format) == 0, "%s", lmp_last_error());
+    if (lmp_test_have_gguf(test)) {
+        g_qtype = fallback_type;
+        g_down_type = down_type;
+        write_manifest(g_m, blocks, down_or_fallback, 1, 0);
+        snprintf(expect, sizeof expect, "--ref-gguf '" SMOL "' --expect general.file_type=%s", expect_ftype);
+        check_file(tmp(path), expect);
+    }
+    same_perplexity(blocks, tmp(path), NULL, 2);
+    lmp_blocks_free(blocks, g_m->arch.n_layers);
+}
+
+START_TEST(smollm2_rtn_q4_k_and_fallback) { smollm2_kquant("smollm2_rtn_q4_k_and_fallback", "q4_k", "Q4_K", "q5_0", "Q5_0", "8"); }
+END_TEST
+
+START_TEST(smollm2_rtn_q6_k_and_fallback) { smollm2_kquant("smollm2_rtn_q6_k_and_fallback", "q6_k", "Q6_K", "q8_0", "Q8_0", "7"); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_gguf");
@@ -712,6 +753,8 @@ int main(void)
     tcase_set_timeout(smol, 600);
     tcase_add_test(smol, smollm2_unmodified_f32);
     tcase_add_test(smol, smollm2_rtn_q4_0);
+    tcase_add_test(smol, smollm2_rtn_q4_k_and_fallback);
+    tcase_add_test(smol, smollm2_rtn_q6_k_and_fallback);
     suite_add_tcase(s, smol);
     return lmp_test_main(s);
 }
