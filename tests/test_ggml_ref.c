@@ -34,19 +34,6 @@ static const struct {
             {"q5_0", LMP_WFORMAT_GGUF_Q5_0}, {"q5_1", LMP_WFORMAT_GGUF_Q5_1}, {"iq4_nl", LMP_WFORMAT_GGUF_IQ4_NL}};
 enum { N_FMTS = sizeof FMTS / sizeof *FMTS };
 
-/* A small deterministic generator (xorshift64*), its state the caller's. */
-static double uniform(uint64_t *s)
-{
-    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-    return (double)((*s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-53;
-}
-
-static float normal(uint64_t *s)
-{
-    const double u = uniform(s), v = uniform(s);
-    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v));
-}
-
 /* [ROWS, COLS] of normals at a different magnitude per row; rows 1 and 5 carry outliers (one per
  * block), row 3 a zero block and a constant block, so d, min and the code edges all move. */
 static void matrix(float *w)
@@ -54,7 +41,7 @@ static void matrix(float *w)
     static const float SCALE[ROWS] = {1.0f, 0.02f, 3.0f, 0.5f, 1e-3f, 40.0f, 7.0f, 0.2f};
     uint64_t s = 0x9E3779B97F4A7C15ULL;
     for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) w[r * COLS + c] = SCALE[r] * normal(&s);
+        for (int c = 0; c < COLS; c++) w[r * COLS + c] = SCALE[r] * lmp_test_normal(&s);
     for (int c = 5; c < COLS; c += 32) w[1 * COLS + c] = 30.0f * (c & 64 ? -1.0f : 1.0f);
     for (int c = 17; c < COLS; c += 32) w[5 * COLS + c] *= 25.0f;
     for (int c = 0; c < 32; c++) w[3 * COLS + c] = 0.0f, w[3 * COLS + 64 + c] = 0.3f;
@@ -131,7 +118,7 @@ START_TEST(importance_search_equals_ggml)
     int32_t codes[ROWS * COLS];
     matrix(w);
     uint64_t s = 7;
-    for (int c = 0; c < COLS; c++) imatrix[c] = (float)(0.01 + 4.0 * uniform(&s) * uniform(&s));
+    for (int c = 0; c < COLS; c++) imatrix[c] = (float)(0.01 + 4.0 * lmp_test_uniform(&s) * lmp_test_uniform(&s));
     for (int k = 1; k < N_FMTS; k++) { /* Q8_0 takes no importance */
         const size_t nbytes = ggml_ref_nbytes(FMTS[k].name, ROWS, COLS);
         unsigned char *bytes = malloc(nbytes);
@@ -207,7 +194,7 @@ static void kmatrix(float *w)
     static const float SCALE[KROWS] = {1.0f, 0.02f, 3.0f, 0.5f, 1e-5f, 40.0f, 7.0f, 0.2f, 0.05f, 1.5f, 0.01f, 9.0f};
     uint64_t s = 0xD1B54A32D192ED03ULL;
     for (int r = 0; r < KROWS; r++)
-        for (int c = 0; c < KCOLS; c++) w[r * KCOLS + c] = SCALE[r] * normal(&s);
+        for (int c = 0; c < KCOLS; c++) w[r * KCOLS + c] = SCALE[r] * lmp_test_normal(&s);
     for (int c = 3; c < KCOLS; c += 16) w[1 * KCOLS + c] = 2.0f * (c & 32 ? -1.0f : 1.0f);
     for (int c = 0; c < 32; c++) w[3 * KCOLS + 256 + c] = 0.0f, w[3 * KCOLS + 64 + c] = 0.3f;
     for (int c = 0; c < KCOLS; c++) w[8 * KCOLS + c] += 0.08f; /* a row mostly of one sign */
@@ -230,7 +217,7 @@ START_TEST(kquant_grids_equal_ggml)
     static unsigned char mine[KCOLS / 256 * 210];
     kmatrix(w);
     uint64_t s = 11;
-    for (int c = 0; c < KCOLS; c++) imatrix[c] = (float)(0.01 + 4.0 * uniform(&s) * uniform(&s));
+    for (int c = 0; c < KCOLS; c++) imatrix[c] = (float)(0.01 + 4.0 * lmp_test_uniform(&s) * lmp_test_uniform(&s));
     for (size_t k = 0; k < sizeof KFMTS / sizeof *KFMTS; k++)
         for (int im = 0; im < 2; im++) {
             const char *name = KFMTS[k].name;
@@ -313,7 +300,7 @@ START_TEST(harness_runs_every_type)
     float w[ROWS * COLS], deq[ROWS * COLS], plain[ROWS * COLS], imatrix[COLS];
     matrix(w);
     uint64_t s = 42;
-    for (int c = 0; c < COLS; c++) imatrix[c] = (float)(0.01 + 4.0 * uniform(&s));
+    for (int c = 0; c < COLS; c++) imatrix[c] = (float)(0.01 + 4.0 * lmp_test_uniform(&s));
     double energy = 0;
     for (int i = 0; i < ROWS * COLS; i++) energy += (double)w[i] * w[i];
     for (size_t k = 0; k < sizeof GGML_REF_TYPES / sizeof *GGML_REF_TYPES; k++)

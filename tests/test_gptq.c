@@ -36,6 +36,8 @@
 #include "plugin/host.h"
 #include "obs.h"
 #include "compress/pipeline.h"
+#include "export/gguf_kquants.h"
+#include "export/grid_codes.h"
 
 #include "teststage.h"
 #include "testutil.h"
@@ -631,6 +633,63 @@ START_TEST(golden_case_without_python)
 }
 END_TEST
 
+/* GPTQ on a k-quant grid (dynamic groups): each super-block of 256 gets its grid when the column
+ * loop reaches it.  The first one is reached before any error feedback, so its grid is
+ * lmp_wgrid_fit_kblock of the original row (with and without importance: the function
+ * tests/test_ggml_ref.c holds to ggml); every super-block's recorded grid is one a GGUF block
+ * holds (its scales split into an fp16 d times the format's integers), and every weight ends on
+ * its grid. */
+START_TEST(kquant_superblock_grids)
+{
+    enum { R = 8, C = 512, N = 700 };
+    static float W0[R * C], W[R * C], H[C * C], X[N * C], imp[C], sc[R * C / 16], zc[R * C / 16];
+    static int32_t codes[R * C];
+    uint64_t seed = 0x243F6A8885A308D3ULL;
+    for (int i = 0; i < R * C; i++) W0[i] = (float)(lmp_test_normal(&seed) * (1 + (i % C) % 7));
+    for (int i = 0; i < N * C; i++) X[i] = (float)(lmp_test_normal(&seed) * (1 + 3 * ((i % C) % 5 == 0)));
+    for (int a = 0; a < C; a++)
+        for (int b = 0; b < C; b++) {
+            double h = 0;
+            for (int n = 0; n < N; n++) h += (double)X[n * C + a] * X[n * C + b];
+            H[a * C + b] = (float)(2 * h / N);
+        }
+    for (int j = 0; j < C; j++) imp[j] = H[j * C + j];
+    static const lmp_wformat fmts[] = {LMP_WFORMAT_GGUF_Q4_K, LMP_WFORMAT_GGUF_Q3_K, LMP_WFORMAT_GGUF_Q6_K};
+    for (int k = 0; k < 3; k++)
+        for (int with_imp = 0; with_imp < 2; with_imp++) {
+            const lmp_wspec spec = lmp_wspec_for_format(fmts[k], 1.0f);
+            const int64_t ng = C / spec.group, nsub = 256 / spec.group;
+            obs_opts o = {.quantize = 1, .spec = spec, .damp = 0.01, .block = 128, .importance = with_imp ? imp : NULL,
+                          .name = lmp_wformat_name(fmts[k])};
+            obs_result r = {.codes = codes, .scales = sc, .zeros = zc};
+            memcpy(W, W0, sizeof W);
+            ck_assert_msg(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, H, &r) == 0, "%s", lmp_last_error());
+            for (int64_t row = 0; row < R; row++) {
+                float want_s[16], want_z[16] = {0};
+                lmp_wgrid_fit_kblock(&spec, W0 + row * C, o.importance, want_s, spec.sym ? NULL : want_z);
+                for (int64_t j = 0; j < nsub; j++)
+                    ck_assert_msg(sc[row * ng + j] == want_s[j] && (spec.sym || zc[row * ng + j] == want_z[j]),
+                                  "%s%s row %lld sub-block %lld: %a, fit_kblock %a", o.name, with_imp ? " imp" : "",
+                                  (long long)row, (long long)j, (double)sc[row * ng + j], (double)want_s[j]);
+                for (int64_t c = 0; c < C; c++) {
+                    const float s = sc[row * ng + c / spec.group], z = spec.sym ? 0.0f : zc[row * ng + c / spec.group];
+                    ck_assert(lmp_wgrid_value(&spec, (float)codes[row * C + c], s, z) == W[row * C + c]);
+                }
+            }
+            lmp_wgrid g = {.spec = spec, .n_scales = R * ng, .scales = sc, .zeros = spec.sym ? NULL : zc};
+            lmp_linear l = {.name = o.name, .out = R, .in = C, .w = W, .grid = &g};
+            unsigned char blocks[2 * 210];
+            int32_t rc[C];
+            for (int64_t row = 0; row < R; row++) {
+                ck_assert_msg(lmp_grid_codes_row(&l, row, rc) == 0, "%s", lmp_last_error());
+                ck_assert_msg(lmp_gguf_pack_k_row(&l, row, rc, blocks) == 0, "%s", lmp_last_error());
+            }
+            printf("  gptq %s%s: first super-blocks' grids = lmp_wgrid_fit_kblock's, every grid a GGUF block's, loss %.6g\n",
+                   o.name, with_imp ? " with importance" : "", r.loss);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gptq");
@@ -649,6 +708,7 @@ int main(void)
     tcase_add_test(pl, original_inputs_true_sequential_equals_one_pass);
     tcase_add_test(pl, bad_hessian_is_reported);
     tcase_add_test(pl, golden_case_without_python);
+    tcase_add_test(pl, kquant_superblock_grids);
     suite_add_tcase(s, pl);
     return lmp_test_main(s);
 }

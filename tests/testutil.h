@@ -3,6 +3,8 @@
 #define LMP_TESTUTIL_H
 
 #include <check.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,20 @@ static inline const char *lmp_test_path(const char *dir, const char *name)
 }
 
 /* Runs the suite (forked tests, check's default) and turns the result into an exit code. */
+/* A small deterministic generator (xorshift64*), its state the caller's: uniform in [0, 1), and a
+ * standard normal by Box-Muller. */
+static inline double lmp_test_uniform(uint64_t *s)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-53;
+}
+
+static inline float lmp_test_normal(uint64_t *s)
+{
+    const double u = lmp_test_uniform(s), v = lmp_test_uniform(s);
+    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v));
+}
+
 static inline int lmp_test_main(Suite *s)
 {
     SRunner *sr = srunner_create(s);
