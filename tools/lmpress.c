@@ -14,6 +14,7 @@
 #include "base/outfile.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
+#include "compress/imatrix_map.h"
 #include "config/config.h"
 #include "eval/lambada.h"
 #include "export/export.h"
@@ -98,8 +99,9 @@ static const char *const usage_check =
     "\n"
     "Parses CONFIG, loads the plugins it names, validates every stage against its plugin's\n"
     "parameter schema, checks every file it names (exists, readable, the right kind) and, from\n"
-    "the model's header, that every targets/ignore/overrides pattern matches a linear: all that\n"
-    "compare does before any work.  Prints the variants.  A plugin file is checked before it is\n"
+    "the model's header, that every targets/ignore/overrides pattern matches a linear and that an\n"
+    "importance matrix (imatrix) has an entry of the right width for every linear quantized with it:\n"
+    "all that compare does before any work.  Prints the variants.  A plugin file is checked before it is\n"
     "opened: inside a trusted folder, and an ELF shared object exporting lmp_plugin_entry (read\n"
     "from its symbol table, so a file that is not a plugin runs nothing).\n" TRUST_USAGE;
 
@@ -549,6 +551,9 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
     lmp_model *m = NULL;
     int st = lmp_model_load(c->model_path, &m);
     if (!st) st = lmp_config_check_model_patterns(c, m);
+    for (int i = 0; i < c->n_variants && !st; i++) /* an imatrix of another model, or none where one is asked for */
+        if ((st = lmp_imatrix_check_variant(ctx, m, &c->variants[i])))
+            lmp_fail_prefix(st, "%s: variant '%s'", cfg_path, c->variants[i].name);
     lmp_model_free(m);
     if (st) {
         lmp_config_free(c);
@@ -564,6 +569,8 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
             printf("%s %s", s ? " ->" : "", c->variants[i].stages[s].plugin->desc->name);
         if (c->variants[i].n_stages && c->variants[i].calib_inputs != LMP_CALIB_INPUTS_COMPRESSED)
             printf(" (calibration inputs: %s)", lmp_calib_inputs_name(c->variants[i].calib_inputs));
+        if (c->variants[i].imatrix)
+            printf(" (imatrix %s: %lld entries)", c->variants[i].imatrix_path, (long long)c->variants[i].imatrix->n_entries);
         printf("\n");
     }
     lmp_config_free(c);
@@ -833,7 +840,10 @@ static const char *const grids_and_files =
     "(sym_scale: qmax, full or signed), its scales rounded to scale_dtype; \"q8_0\", \"q4_0\", \"q4_1\",\n"
     "\"q5_0\", \"q5_1\", \"iq4_nl\" are GGUF's blocks of 32 and \"q2_k\" .. \"q6_k\" its k-quants'\n"
     "super-blocks of 256 (narrower rows take llama-quantize's fallback type), computed as ggml computes\n"
-    "them, and with importance = \"calibration\" searched as llama-quantize --imatrix searches them.\n"
+    "them, and with importance = \"calibration\" searched as llama-quantize --imatrix searches them,\n"
+    "weighted by lmpress's own calibration; importance = \"imatrix\" weights the same search by a\n"
+    "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat) named in the config:\n"
+    "imatrix = \"file\"; at the top level or in a variant.\n"
     "Files: `run --output X.gguf` / `compare --output-dir DIR` store a linear on a GGUF grid in that\n"
     "GGUF type; `--output DIR` (or --output-format hf) stores an int linear as compressed-tensors\n"
     "(int-quantized at 8 bits, pack-quantized below), scales in scale_dtype.  Each weight is written\n"

@@ -99,7 +99,8 @@ uint64_t lmp_input_cap(lmp_input_kind kind)
     case LMP_INPUT_TOKENIZER: return (uint64_t)256 << 20;
     case LMP_INPUT_CONFIG: return (uint64_t)16 << 20;
     case LMP_INPUT_JSON: return (uint64_t)256 << 20;
-    case LMP_INPUT_TEXT: break;
+    case LMP_INPUT_TEXT:
+    case LMP_INPUT_IMATRIX: break;
     }
     return (uint64_t)4 << 30;
 }
@@ -107,13 +108,15 @@ uint64_t lmp_input_cap(lmp_input_kind kind)
 /* "cannot open<label>: ..." keeps the words of the older messages ("cannot open config"). */
 static const char *open_label(lmp_input_kind k)
 {
-    return k == LMP_INPUT_TOKENIZER ? " tokenizer file" : k == LMP_INPUT_CONFIG ? " config" : "";
+    return k == LMP_INPUT_TOKENIZER ? " tokenizer file" : k == LMP_INPUT_CONFIG ? " config"
+           : k == LMP_INPUT_IMATRIX ? " imatrix file" : "";
 }
 
 static const char *noun(lmp_input_kind k)
 {
     return k == LMP_INPUT_MODEL ? "model file" : k == LMP_INPUT_TOKENIZER ? "tokenizer file"
-           : k == LMP_INPUT_CONFIG ? "config file" : k == LMP_INPUT_JSON ? "JSON file" : "text";
+           : k == LMP_INPUT_CONFIG ? "config file" : k == LMP_INPUT_JSON ? "JSON file"
+           : k == LMP_INPUT_IMATRIX ? "imatrix file" : "text";
 }
 
 static void cap_words(uint64_t cap, char *buf, size_t n)

@@ -6,7 +6,7 @@
  *    the kind is read with stat() first (a device is never opened), the open itself is
  *    O_NONBLOCK (a FIFO cannot block it) and fstat() checks what was really opened;
  *  - a file larger than its kind may sensibly be (a tokenizer over 256 MiB, a config over
- *    16 MiB, a text over 4 GiB) is refused before anything is allocated, and a stream is read
+ *    16 MiB, a text or an importance matrix over 4 GiB) is refused before anything is allocated, and a stream is read
  *    no further than that cap (so /dev/zero cannot exhaust memory).
  *
  * Special files on purpose: with the environment variable LMP_ALLOW_SPECIAL_FILES=1 (the only
@@ -28,6 +28,8 @@ typedef enum lmp_input_kind {
     LMP_INPUT_TOKENIZER, /* tokenizer.bin, tokenizer.json, encoder.json, vocab.bpe: 256 MiB */
     LMP_INPUT_CONFIG,    /* an lmpress config or a file it @includes: 16 MiB */
     LMP_INPUT_JSON,      /* config.json, a safetensors index, tokenizer_config.json, a report: 256 MiB */
+    LMP_INPUT_IMATRIX,   /* a llama.cpp importance matrix (.gguf or legacy .dat), read whole: 4 GiB, as
+                          * a MoE model's per-expert sums run to a gigabyte */
 } lmp_input_kind;
 
 #define LMP_ALLOW_SPECIAL_FILES_ENV "LMP_ALLOW_SPECIAL_FILES"

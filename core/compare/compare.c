@@ -12,6 +12,7 @@
 #include "base/hash.h"
 #include "base/input_file.h"
 #include "base/textfile.h"
+#include "compress/imatrix_map.h"
 #include "compress/pipeline.h"
 #include "formats/gguf.h"
 #include "plugin/backend.h"
@@ -149,6 +150,10 @@ static int prepare(compare_run *run, lmp_report *r)
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
     r->model = run->m;
     if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
+    /* an importance matrix that does not fit a linear it is meant for: before any variant runs */
+    for (int i = 0; i < r->n_results && !st; i++)
+        if ((st = lmp_imatrix_check_variant(run->ctx, run->m, r->results[i].v)))
+            return lmp_fail_prefix(st, "%s: variant '%s'", c->path, r->results[i].v->name);
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
     if ((st = check_externals(run, r))) return st;
     const lmp_model *m = run->m;

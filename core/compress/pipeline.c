@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "compress/calib_stats.h"
+#include "compress/imatrix_map.h"
 #include "model/forward.h"
 #include "plugin/host.h"
 
@@ -74,31 +75,44 @@ void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx-
 /* Observes (if asked) and applies the stage to the targeted linears whose input group is in
  * `groups` (a bit set); the others are left alone.  The statistics are those of `observed` run
  * over X: blk itself, or the block as it was before the stage (a sequential stage calibrated on
- * the original inputs). */
+ * the original inputs).  A linear whose stage asks for LMP_STAT_IMATRIX gets its vector of `im`
+ * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                        lmp_block *blk, const lmp_block *observed, const float *X, const lmp_windows *calib,
-                        unsigned groups)
+                        const lmp_imatrix *im, lmp_block *blk, const lmp_block *observed, const float *X,
+                        const lmp_windows *calib, unsigned groups)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
     const int n = blk->n_linears;
     lmp_block_stats bs;
     memset(&bs, 0, sizeof bs);
+    const float *imx[LMP_MAX_LINEARS] = {0};
     uint32_t any = 0, targeted = 0;
-    for (int i = 0; i < n; i++) {
+    int st = 0;
+    for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
         l->params = (groups >> lmp_input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
-        any |= bs.needs[i] = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
+        const uint32_t need = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
+        any |= bs.needs[i] = need & ~(uint32_t)LMP_STAT_IMATRIX;
         if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
+        /* lmp_compress checked every entry before the first block; this only fetches it */
+        if (need & LMP_STAT_IMATRIX)
+            st = im ? lmp_imatrix_for_linear(im, m->arch.family, blk->index, l, &imx[i])
+                    : lmp_fail(LMP_EINVAL, "%s: the stage asks for an importance matrix, and none is set", l->name);
     }
-    int st = 0;
     double t0 = lmp_now_s();
-    if (targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs)))
+    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs)))
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
+    /* after the collection, which copies an input's statistics over the linears sharing it */
+    for (int i = 0; i < n && !st; i++)
+        if (imx[i]) {
+            bs.stats[i].imatrix = imx[i];
+            blk->linears[i].stats = &bs.stats[i];
+        }
     double t1 = lmp_now_s();
     ctx->times.collect += t1 - t0;
     if (!st && targeted) {
@@ -122,7 +136,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
  * the earlier groups left it, or, calibrated on the original inputs, of the block as it was
  * before the stage (a snapshot: the unmodified layers' inputs, still one group at a time). */
 static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                     lmp_calib_inputs inputs, lmp_block *blk, const float *X, const lmp_windows *calib)
+                     const lmp_variant *v, lmp_block *blk, const float *X, const lmp_windows *calib)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     int sequential = 0;
@@ -130,15 +144,16 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(ctx, be, m, stage, self, blk, blk, X, calib, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, blk, X, calib, 0xFu);
     lmp_block before;
     const lmp_block *observed = blk;
     int st = 0;
-    if (inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n) {
+    if (v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n) {
         if ((st = lmp_block_clone(blk, &before))) return st;
         observed = &before;
     }
-    for (int g = 0; g < 4 && !st; g++) st = run_stage_on(ctx, be, m, stage, self, blk, observed, X, calib, 1u << g);
+    for (int g = 0; g < 4 && !st; g++)
+        st = run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, observed, X, calib, 1u << g);
     if (observed != blk) lmp_block_free(&before);
     return st;
 }
@@ -168,14 +183,18 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
         if ((st = vt->create(lmp_host_services(), ctx, v->stages[s].params, &selves[s])))
             st = lmp_fail(st, "strategy '%s': %s", v->stages[s].plugin->desc->name, lmp_host_error(ctx));
     }
-    /* Calibration only matters if some stage observes some linear: otherwise skip the forwards. */
+    /* Every linear a stage quantizes with the importance matrix has its entry: a file of another
+     * model is refused before the first block, not halfway through. */
+    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
+    /* Calibration only matters if some stage observes some linear: otherwise skip the forwards.
+     * The importance matrix is read from its file: asking for it alone observes nothing. */
     int observes = 0;
     for (int64_t b = 0; b < L && !st && !observes; b++)
         for (int s = 0; s < v->n_stages && !observes; s++) {
             const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
             for (int i = 0; i < blocks[b].n_linears && !observes; i++) {
                 const lmp_value *p = lmp_stage_params_for(&v->stages[s], blocks[b].linears[i].name);
-                observes = p && vt->needs(selves[s], p) != 0;
+                observes = p && (vt->needs(selves[s], p) & ~(uint32_t)LMP_STAT_IMATRIX) != 0;
             }
         }
     if (observes && !calib->n)
@@ -203,7 +222,7 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
         const int keep_original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
         if (keep_original && (st = lmp_block_clone(&blocks[b], &original))) break;
         for (int s = 0; s < v->n_stages && !st; s++)
-            st = run_stage(ctx, be, m, &v->stages[s], selves[s], v->calib_inputs, &blocks[b], X, calib);
+            st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, &blocks[b], X, calib);
         const lmp_block *next_inputs_from = keep_original ? &original : &blocks[b];
         double t0 = lmp_now_s();
         for (int64_t w = 0; w < calib->n && !st; w++) /* propagate to block b+1's inputs */

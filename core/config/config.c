@@ -618,9 +618,61 @@ static int load_variant_calibration(const lmp_run_config *c, const config_settin
     return 0;
 }
 
+/* The top-level imatrix = "file"; the default of every pipeline variant.  Read before the
+ * variants. */
+static int load_imatrix_key(lmp_run_config *c, const config_setting_t *root)
+{
+    const char *path = NULL;
+    int st = get_string(root, "imatrix", 0, &path);
+    if (st || !path) return st;
+    if (!(c->imatrix_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return set_origin(config_setting_get_member(root, "imatrix"), &c->imatrix_at);
+}
+
+/* A variant's own imatrix = "file"; (else the config's): so that one table can compare
+ * importance matrices from different texts. */
+static int load_variant_imatrix(const lmp_run_config *c, const config_setting_t *v, int has_pipeline,
+                                lmp_variant *var)
+{
+    const config_setting_t *s = config_setting_get_member(v, "imatrix");
+    const char *path = NULL;
+    int st;
+    if (s) {
+        /* the unmodified model and another tool's file are not quantized here: it would do nothing */
+        if (!has_pipeline) return bad(s, "only a variant with a pipeline is quantized with an importance matrix");
+        if ((st = get_string(v, "imatrix", 1, &path))) return st;
+        if (!(var->imatrix_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        return set_origin(s, &var->imatrix_at);
+    }
+    if (!has_pipeline || !c->imatrix_path) return 0;
+    var->imatrix_at.line = c->imatrix_at.line;
+    if (!(var->imatrix_path = strdup(c->imatrix_path)) || !(var->imatrix_at.key = strdup(c->imatrix_at.key)))
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Each distinct imatrix the variants name, read and checked once (after the files are known to
+ * be there): a damaged file is refused with the setting that named it, before any model work. */
+static int load_imatrices(lmp_run_config *c)
+{
+    if (!(c->imatrices = calloc((size_t)c->n_variants + 1, sizeof *c->imatrices)))
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int i = 0; i < c->n_variants; i++) {
+        lmp_variant *v = &c->variants[i];
+        if (!v->imatrix_path) continue;
+        for (int k = 0; k < c->n_imatrices && !v->imatrix; k++)
+            if (strcmp(c->imatrices[k]->path, v->imatrix_path) == 0) v->imatrix = c->imatrices[k];
+        if (v->imatrix) continue;
+        int st = lmp_imatrix_load(v->imatrix_path, &c->imatrices[c->n_imatrices]);
+        if (st) return lmp_fail_prefix(st, "%s:%d: %s", c->path, v->imatrix_at.line, v->imatrix_at.key);
+        v->imatrix = c->imatrices[c->n_imatrices++];
+    }
+    return 0;
+}
+
 static int load_variants(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"name", "pipeline", "model", "calibration", NULL};
+    static const char *const keys[] = {"name", "pipeline", "model", "calibration", "imatrix", NULL};
     const config_setting_t *vs = config_setting_get_member(root, "variants");
     if (!vs) return missing(root, "variants");
     if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
@@ -639,7 +691,8 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
                 return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
         const config_setting_t *p = config_setting_get_member(v, "pipeline");
         const config_setting_t *mp = config_setting_get_member(v, "model");
-        if ((st = load_variant_calibration(c, v, p != NULL, var))) return st;
+        if ((st = load_variant_calibration(c, v, p != NULL, var)) || (st = load_variant_imatrix(c, v, p != NULL, var)))
+            return st;
         if (mp) {
             /* A fixed file made by another tool: there is nothing to compress, so a pipeline
              * beside it would be silently ignored or ambiguous. */
@@ -712,6 +765,11 @@ int lmp_config_check_files(const lmp_run_config *c)
     if (!st && c->calib_text) st = check_input_file(c, c->calib_text, &c->calib_at);
     for (int i = 0; !st && i < c->n_eval_texts; i++) st = check_input_file(c, c->eval_texts[i], &c->eval_text_at[i]);
     if (!st && c->lambada) st = check_input_file(c, c->lambada, &c->lambada_at);
+    if (!st && c->imatrix_path) st = check_input_file(c, c->imatrix_path, &c->imatrix_at);
+    for (int i = 0; !st && i < c->n_variants; i++) {
+        const lmp_variant *v = &c->variants[i];
+        if (v->imatrix_path) st = check_input_file(c, v->imatrix_path, &v->imatrix_at);
+    }
     return st;
 }
 
@@ -993,7 +1051,7 @@ static int read_config_file(lmp_run_config *c, const char *path)
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
-                                       "eval", "seed", "variants", NULL};
+                                       "eval", "seed", "imatrix", "variants", NULL};
     *out = NULL;
     lmp_run_config *c = calloc(1, sizeof *c);
     if (!c || !(c->path = strdup(path))) {
@@ -1016,8 +1074,10 @@ int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);
     if (!st) st = load_calibration(c, root);
+    if (!st) st = load_imatrix_key(c, root);
     if (!st) st = load_variants(c, root);
     if (!st) st = lmp_config_check_files(c);
+    if (!st) st = load_imatrices(c);
     c->seed = (uint64_t)seed;
     if (st) {
         lmp_config_free(c);
@@ -1050,8 +1110,14 @@ void lmp_config_free(lmp_run_config *c)
         free(v->stages);
         free(v->model_path);
         free_origin(&v->model_at);
+        free(v->imatrix_path);
+        free_origin(&v->imatrix_at);
     }
     free(c->variants);
+    for (int i = 0; c->imatrices && i < c->n_imatrices; i++) lmp_imatrix_free(c->imatrices[i]);
+    free(c->imatrices);
+    free(c->imatrix_path);
+    free_origin(&c->imatrix_at);
     for (int i = 0; c->eval_texts && i < c->n_eval_texts; i++) free(c->eval_texts[i]);
     free(c->eval_texts);
     for (int i = 0; c->eval_text_at && i < c->n_eval_texts; i++) free_origin(&c->eval_text_at[i]);

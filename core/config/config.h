@@ -8,8 +8,10 @@
  *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
  *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
  *   seed        = 1234;
+ *   imatrix     = "model.imatrix.gguf";   (optional: llama.cpp's importance matrix, see lmp_variant)
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
- *                 (a pipeline variant may add calibration = { inputs = "original"; };)
+ *                 (a pipeline variant may add calibration = { inputs = "original"; }; and its own
+ *                 imatrix = "...";)
  *                 (or { name = "..."; model = "other.gguf"; }: another tool's file, see lmp_variant)
  *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
  *                   overrides = ( { match = "..."; params = { ... }; skip = false; }, ... ); }
@@ -37,6 +39,7 @@
 
 #include <libconfig.h>
 
+#include "formats/imatrix.h"
 #include "model/model.h"
 #include "plugin/registry.h"
 
@@ -108,6 +111,14 @@ typedef struct lmp_variant {
      * the config's folder and checked like the main model (lmp_config_check_files). */
     char *model_path;
     lmp_config_origin model_at;
+    /* The importance matrix its stages get when they ask for one (LMP_STAT_IMATRIX: the grid
+     * plugins' importance = "imatrix"): the variant's own `imatrix = "file";`, else the config's
+     * top-level one; NULL path for none (and always for a variant without a pipeline, which may
+     * not set one).  lmp_config_load reads each distinct file once (formats/imatrix.h), owned
+     * by the config; a variant built by hand may point imatrix at its own. */
+    char *imatrix_path;
+    lmp_config_origin imatrix_at;
+    const lmp_imatrix *imatrix;
 } lmp_variant;
 
 typedef struct lmp_run_config {
@@ -127,24 +138,28 @@ typedef struct lmp_run_config {
     uint64_t seed;
     lmp_variant *variants;
     int n_variants;
+    char *imatrix_path;                    /* the top-level imatrix, the variants' default; NULL: none */
+    lmp_imatrix **imatrices;               /* every distinct file the variants use, read once */
+    int n_imatrices;
     /* where each file above was named (line 0 / key NULL: not set) */
-    lmp_config_origin model_at, tokenizer_at, calib_at, lambada_at;
+    lmp_config_origin model_at, tokenizer_at, calib_at, lambada_at, imatrix_at;
     lmp_config_origin *eval_text_at;       /* [n_eval_texts] */
     lmp_registry reg;
     uint64_t text_fnv1a;                   /* FNV-1a 64 of the file's bytes as read (hash.h) */
     config_t cfg;                          /* owns the strings the above point to */
 } lmp_run_config;
 
-/* Parses and validates the config, compiles its patterns and checks its files
- * (lmp_config_check_files); nothing of the model is read.  Its registry is made on the run's
+/* Parses and validates the config, compiles its patterns, checks its files
+ * (lmp_config_check_files) and reads the importance matrices its pipeline variants name; nothing
+ * of the model is read.  Its registry is made on the run's
  * context ctx (its trusted folders, the hctx of plugin probes), which must outlive the config. */
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out);
 void lmp_config_free(lmp_run_config *c);
 
 /* Every file the config names exists, can be read and is the right kind: the model a regular
  * file, or a folder holding config.json (a Hugging Face model); the tokenizer, the calibration
- * text, each evaluation text and the LAMBADA file regular files; an external variant's model as
- * the model.  A FIFO or a device is refused
+ * text, each evaluation text, the LAMBADA file and every imatrix regular files; an external
+ * variant's model as the model.  A FIFO or a device is refused
  * without blocking on it.  "q.cfg:12: eval.texts[1]: /data/x.txt: cannot open: No such file or
  * directory".  lmp_config_load calls it. */
 int lmp_config_check_files(const lmp_run_config *c);

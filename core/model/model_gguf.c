@@ -16,12 +16,11 @@
 
 #include "base/error.h"
 #include "formats/gguf.h"
+#include "model/gguf_names.h"
 #include "model/model.h"
 
-static const char *const gguf_linear[LMP_ROLE_COUNT] = {
-    [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
-    [LMP_ROLE_O] = "attn_output", [LMP_ROLE_GATE] = "ffn_gate", [LMP_ROLE_UP] = "ffn_up",
-    [LMP_ROLE_DOWN] = "ffn_down"};
+/* The linears' names are gguf_names.h's (shared with the importance-matrix reader). */
+static const char *gguf_linear(lmp_role role) { return lmp_gguf_linear_stem(LMP_FAMILY_LLAMA, role); }
 static const char *const gguf_norm[2] = {"attn_norm", "ffn_norm"};
 
 /* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0),
@@ -67,10 +66,10 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     char name[96];
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
         st = load_f32(m, name, l->out, l->in, &l->w);
         /* optional biases (Qwen2's q, k, v; what lmpress's exporter writes for a linear with one) */
-        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear[l->role]);
+        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear(l->role));
         if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, l->out, &l->b);
     }
     for (int i = 0; i < 2 && !st; i++) {
@@ -87,7 +86,7 @@ static void gguf_close(lmp_model *m) { lmp_gguf_close(m->src_data); }
 static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 {
     char name[96];
-    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
     const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
     return t && l->out * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(l->out * l->in) : 32.0;
 }
@@ -154,9 +153,9 @@ static int check_tensors(lmp_model *m)
         }
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
-            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear[l->role]);
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear(l->role));
             if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, l->out, &t))) break;
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear[l->role]);
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
             if ((st = find_tensor(m, name, l->out, l->in, &t))) break;
             int k = 0;
             while (k < n_types && types[k] != t->type) k++;

@@ -181,6 +181,10 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
     /* per variant: a variant may override calibration.inputs, and two otherwise equal pipelines
      * then differ only here */
     if (res->v->n_stages) fprintf(f, ", \"calibration_inputs\": \"%s\"", lmp_calib_inputs_name(res->v->calib_inputs));
+    if (res->v->n_stages && res->v->imatrix_path) { /* the importance matrix its stages could ask for */
+        fputs(", \"imatrix\": ", f);
+        json_string(f, res->v->imatrix_path);
+    }
     if (res->v->model_path) { /* an external variant: the file stands in for the stages */
         fputs(", \"model\": ", f);
         json_string(f, res->v->model_path);

@@ -26,6 +26,8 @@
  * symmetric scales LMP_SYM_FULL and LMP_SYM_SIGNED (lmp_wspec.sym 2 and 3).
  * ABI 4.2: the k-quant formats GGUF Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (lmpress/plugin_kquants.h),
  * lmp_wformat_span, lmp_wformat_fallback.
+ * ABI 4.2 (also): LMP_STAT_IMATRIX and lmp_stats.imatrix, the importance per input column that
+ * a llama.cpp importance-matrix file named in the config gives a linear (no calibration needed).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -738,6 +740,8 @@ enum {
     LMP_STAT_WINDOWS = 1u << 4,/* also per window: MINMAX and MEAN as [n_windows, in] (ABI 1.1) */
     LMP_STAT_HESSIAN = 1u << 5,/* H[in, in] = (2 / n_windows) * sum over tokens of x x^T (GPTQ) */
     LMP_STAT_SQSUM = 1u << 6,  /* per input channel: sum over tokens of x^2 (Wanda's ||X_j||^2) */
+    LMP_STAT_IMATRIX = 1u << 7,/* ABI 4.2: per input channel, the importance of the run's llama.cpp
+                                * imatrix file (read from it: no calibration is run for it) */
     /* Not a statistic: ask the host to run the stage once per distinct linear input of the
      * block, in forward order (q,k,v; o; gate,up; down), collecting the statistics of each
      * group on the block as the earlier groups left it (GPTQ's true_sequential). */
@@ -758,6 +762,12 @@ typedef struct lmp_stats {
     /* ABI 2.0 */
     float *hessian;            /* [in, in] when LMP_STAT_HESSIAN, both triangles */
     float *sqsum;              /* [in] when LMP_STAT_SQSUM */
+    /* ABI 4.2: [in] when LMP_STAT_IMATRIX: the entry of this linear's weight in the importance
+     * matrix the config names (`imatrix = "file";`), as llama-quantize reads it: in_sum2 / counts,
+     * the mean x^2 of each input over the tokens llama-imatrix ran.  The host's: read only.  The
+     * host refuses the run before any block is compressed when the file has no entry of the
+     * linear's input width. */
+    const float *imatrix;
 } lmp_stats;
 
 /* ABI 4.0: the storage grid a linear's weights lie on, as a stage recorded it

@@ -31,12 +31,16 @@
  *                must be 1).  A linear whose rows are not a multiple of 256 wide gets what
  *                llama-quantize stores then (lmp_wformat_fallback: q2_k, q3_k -> q4_0,
  *                q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0): wgrid_spec_for.
- *   importance   none | uniform | calibration: GGUF formats only.  none: ggml's reference grid
- *                (llama-quantize without an importance matrix).  calibration: each block's scale
- *                (and min) searched to minimise the error weighted per input column by the
+ *   importance   none | uniform | calibration | imatrix: GGUF formats only.  none: ggml's reference
+ *                grid (llama-quantize without an importance matrix).  calibration: each block's
+ *                scale (and min) searched to minimise the error weighted per input column by the
  *                calibration's sum of x^2 over tokens (llama.cpp's imatrix on the same text), as
  *                llama-quantize does with --imatrix (plugin.h lmp_wgrid_fit_block_imp).  uniform:
- *                the same search with every column weighted 1.  Needs clip = 1.
+ *                the same search with every column weighted 1.  imatrix: the same search weighted
+ *                by a llama.cpp importance-matrix file the config names (`imatrix = "file";`),
+ *                which the host hands over as lmp_stats.imatrix (LMP_STAT_IMATRIX, ABI 4.2): the
+ *                weights llama-quantize --imatrix would use with that file, no calibration run.
+ *                Needs clip = 1.
  * WGRID_PARAMS(...) expands to the WGRID_COUNT entries in the order of the WGRID_* enum; a
  * plugin puts them anywhere in its schema and hands wgrid_spec a pointer to the first value.
  * The choice lists are static: each file that includes this has its copy. */
@@ -49,7 +53,7 @@ enum {
     WGRID_BITS, WGRID_SYM, WGRID_GRAN, WGRID_GROUP, WGRID_ROUND, WGRID_CLIP, WGRID_FORMAT, WGRID_SCALE_DTYPE,
     WGRID_IMPORTANCE, WGRID_SYM_SCALE, WGRID_COUNT
 };
-enum { WGRID_IMP_NONE, WGRID_IMP_UNIFORM, WGRID_IMP_CALIBRATION };
+enum { WGRID_IMP_NONE, WGRID_IMP_UNIFORM, WGRID_IMP_CALIBRATION, WGRID_IMP_IMATRIX };
 
 /* In lmp_granularity's order, so the index is the enum value. */
 static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
@@ -63,7 +67,7 @@ static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NU
 /* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
 static const char *const wgrid_sym_scale_choices[] = {"qmax", "full", "signed", NULL};
 /* In WGRID_IMP_*'s order. */
-static const char *const wgrid_importance_choices[] = {"none", "uniform", "calibration", NULL};
+static const char *const wgrid_importance_choices[] = {"none", "uniform", "calibration", "imatrix", NULL};
 
 /* default_bits, max_bits (8, or 16 where 16 means "no grid") and bits_help differ by purpose;
  * everything else is the same for every plugin. */
@@ -98,7 +102,9 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
     {"importance", LMP_PARAM_ENUM,                                                                   \
      "GGUF formats: none (ggml's reference grid); calibration (each block's scale searched for the "  \
      "least error weighted by the calibration's sum of x^2 per input, as llama-quantize --imatrix); " \
-     "uniform (the same search, unweighted)", 0, NULL, 0, 0, wgrid_importance_choices, 0},           \
+     "uniform (the same search, unweighted); imatrix (the same search weighted by the llama.cpp "     \
+     "importance matrix the config names with imatrix = \"file\", as llama-quantize --imatrix file)", \
+     0, NULL, 0, 0, wgrid_importance_choices, 0},                                                    \
     {"sym_scale", LMP_PARAM_ENUM,                                                                    \
      "sym grids: qmax (scale = absmax/(2^(b-1)-1)); full (absmax/((2^b-1)/2): all 2^b levels, the "   \
      "GPTQ reference's and compressed-tensors' symmetric int); signed (the largest weight exactly on "\
@@ -109,10 +115,12 @@ static inline lmp_wformat wgrid_format(const lmp_value *p) { return (lmp_wformat
 
 static inline int wgrid_importance(const lmp_value *p) { return (int)p[WGRID_IMPORTANCE].num; }
 
-/* The statistics the grid needs: Σx² per input for importance = calibration. */
+/* The statistics the grid needs: Σx² per input for importance = calibration, the importance
+ * matrix's vector for importance = imatrix (read from its file: no calibration). */
 static inline uint32_t wgrid_needs(const lmp_value *p)
 {
-    return wgrid_importance(p) == WGRID_IMP_CALIBRATION ? LMP_STAT_SQSUM : 0;
+    const int kind = wgrid_importance(p);
+    return kind == WGRID_IMP_CALIBRATION ? LMP_STAT_SQSUM : kind == WGRID_IMP_IMATRIX ? LMP_STAT_IMATRIX : 0;
 }
 
 /* importance or sym_scale with a grid they do not apply to: 0, or host->set_error's status
@@ -140,9 +148,10 @@ static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lm
 }
 
 /* The importance of each of l's inputs for p's importance, into *imp (host->alloc'd [l->in]; the
- * caller host->free's it): 1 (uniform), or the calibration's Σx² (stats->sqsum, else the
- * Hessian's diagonal, which is proportional to it).  *imp is NULL for none.  0, or the status
- * of host->set_error (no statistics, out of memory) naming the linear. */
+ * caller host->free's it): 1 (uniform), the calibration's Σx² (stats->sqsum, else the Hessian's
+ * diagonal, which is proportional to it), or the importance matrix's vector (stats->imatrix).
+ * *imp is NULL for none.  0, or the status of host->set_error (no statistics, out of memory)
+ * naming the linear. */
 static inline int wgrid_importance_new(const lmp_host *host, void *hctx, const lmp_value *p, const lmp_linear *l,
                                        float **imp)
 {
@@ -150,11 +159,15 @@ static inline int wgrid_importance_new(const lmp_host *host, void *hctx, const l
     *imp = NULL;
     if (kind == WGRID_IMP_NONE) return 0;
     const float *sq = l->stats ? l->stats->sqsum : NULL, *H = l->stats ? l->stats->hessian : NULL;
+    const float *im = l->stats ? l->stats->imatrix : NULL;
     if (kind == WGRID_IMP_CALIBRATION && !sq && !H)
         return host->set_error(hctx, LMP_EINVAL, "%s: no calibration statistics for its importance", l->name);
+    if (kind == WGRID_IMP_IMATRIX && !im) /* the host refuses that before any block; a host bug */
+        return host->set_error(hctx, LMP_EINVAL, "%s: no importance-matrix entry was handed over", l->name);
     if (!(*imp = host->alloc(hctx, (size_t)l->in * sizeof **imp)))
         return host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for its importance", l->name);
-    for (int64_t j = 0; j < l->in; j++) (*imp)[j] = kind == WGRID_IMP_UNIFORM ? 1.0f : sq ? sq[j] : H[j * l->in + j];
+    for (int64_t j = 0; j < l->in; j++)
+        (*imp)[j] = kind == WGRID_IMP_UNIFORM ? 1.0f : kind == WGRID_IMP_IMATRIX ? im[j] : sq ? sq[j] : H[j * l->in + j];
     return 0;
 }
 

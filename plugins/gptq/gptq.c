@@ -48,7 +48,8 @@ static uint32_t gptq_needs(void *self, const lmp_value *p)
     lmp_wspec spec;
     if (!wgrid_spec(p + P_GRID, &spec) || spec.bits < 2 || spec.bits > 8)
         return 0; /* 16 (or refused): nothing to do, nothing to observe */
-    return LMP_STAT_HESSIAN | (p[P_TRUE_SEQ].num ? LMP_NEED_SEQUENTIAL : 0);
+    /* importance = calibration takes the Hessian's diagonal; imatrix is the file's */
+    return LMP_STAT_HESSIAN | (wgrid_needs(p + P_GRID) & LMP_STAT_IMATRIX) | (p[P_TRUE_SEQ].num ? LMP_NEED_SEQUENTIAL : 0);
 }
 
 static int gptq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)

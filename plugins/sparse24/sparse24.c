@@ -58,7 +58,7 @@ static uint32_t sparse_needs(void *self, const lmp_value *p)
     (void)self;
     switch ((int)p[P_METHOD].num) {
     case M_WANDA: return LMP_STAT_SQSUM;
-    case M_SPARSEGPT: return LMP_STAT_HESSIAN;
+    case M_SPARSEGPT: return LMP_STAT_HESSIAN | (wgrid_needs(p + P_GRID) & LMP_STAT_IMATRIX); /* its joint grid */
     default: return 0;
     }
 }
