@@ -32,6 +32,7 @@
 #include "export/grid_codes.h"
 #include "export/st_write.h"
 #include "formats/gguf.h"
+#include "model/gguf_names.h"
 
 #define ALIGNMENT 32
 
@@ -40,10 +41,6 @@ enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MO
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
        FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
 
-static const char *const linear_name[LMP_ROLE_COUNT] = {
-    [LMP_ROLE_Q] = "attn_q", [LMP_ROLE_K] = "attn_k", [LMP_ROLE_V] = "attn_v",
-    [LMP_ROLE_O] = "attn_output", [LMP_ROLE_GATE] = "ffn_gate", [LMP_ROLE_UP] = "ffn_up",
-    [LMP_ROLE_DOWN] = "ffn_down"};
 static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
 
 
@@ -247,7 +244,7 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_t
         }
         for (int i = 0; i < blk->n_linears; i++) {
             const lmp_linear *l = &blk->linears[i];
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, linear_name[l->role]);
+            lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
             add_f32(p, name, l->w, l->in, l->out);
             tensor_plan *t = &p->t[p->n - 1];
             if ((t->type = linear_type(l)) != LMP_GGML_F32) {
@@ -255,7 +252,7 @@ static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_t
                 t->l = l;
             }
             if (l->b) {
-                snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, linear_name[l->role]);
+                lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
                 add_f32(p, name, l->b, l->out, 0);
             }
         }
