@@ -52,8 +52,8 @@ done
 [ -f "$dir/compare.json" ] || run "$lmpress" compare "$cfg" --output-dir "$dir" --json "$dir/compare.json" --md "$dir/compare.md"
 models=()
 # (gptq-int3-g32 is left out: GGUF has no 3-bit type for rows of 576, so its file holds F32 weights)
-for v in rtn-q4_0 rtn-q4_0-imp gptq-q4_0-imp rtn-iq4_nl-imp gptq-iq4_nl-imp gptq-q5_0-imp gptq-mix-imp gptq-Q4_K_M-imp \
-    gptq-Q3_K_M-imp rtn-q8_0 gptq-q8_0; do
+for v in rtn-q4_0 rtn-q4_0-imp rtn-q4_0-imatrix gptq-q4_0-imp rtn-iq4_nl-imp gptq-iq4_nl-imp gptq-iq4_nl-imatrix \
+    gptq-q5_0-imp gptq-mix-imp gptq-Q4_K_M-imp gptq-Q3_K_M-imp rtn-q8_0 gptq-q8_0; do
     models+=("lmpress-$v=$dir/$v.gguf")
 done
 for q in Q4_0-imat IQ4_NL-imat Q5_0-imat Q4_K_M-imat Q3_K_M-imat Q8_0; do models+=("llama-quantize-$q=$dir/llama-$q.gguf"); done
