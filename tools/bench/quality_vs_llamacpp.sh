@@ -49,7 +49,11 @@ for t in Q4_K_M Q3_K_M; do
     [ -f "$dir/llama-$t-imat.gguf" ] || run "$bin/llama-quantize" --token-embedding-type f32 --imatrix "$imat" "$base" \
         "$dir/llama-$t-imat.gguf" $t 2 > "$dir/llama-$t-imat.log" 2>&1
 done
-[ -f "$dir/compare.json" ] || run "$lmpress" compare "$cfg" --output-dir "$dir" --json "$dir/compare.json" --md "$dir/compare.md"
+# every variant that GGUF can hold, written; the 3-bit int grids (no GGUF type) only measured
+[ -f "$dir/compare.json" ] || run "$lmpress" compare "$cfg" --variant '[!g]*' --variant 'gptq-[!i]*' \
+    --variant 'gptq-iq4*' --output-dir "$dir" --json "$dir/compare.json" --md "$dir/compare.md"
+[ -f "$dir/compare-3bit.json" ] || run "$lmpress" compare "$cfg" --variant 'gptq-int3-*' \
+    --json "$dir/compare-3bit.json" --md "$dir/compare-3bit.md"
 models=()
 # (gptq-int3-g32 is left out: GGUF has no 3-bit type for rows of 576, so its file holds F32 weights)
 for v in rtn-q4_0 rtn-q4_0-imp rtn-q4_0-imatrix gptq-q4_0-imp rtn-iq4_nl-imp gptq-iq4_nl-imp gptq-iq4_nl-imatrix \
