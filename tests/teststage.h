@@ -93,17 +93,27 @@ static inline lmp_windows windows(int n, int T, int64_t vocab, int salt)
 }
 
 /* lmp_compress of m with one stage of `plugin` ("name=value" settings) on the linears `target`
- * matches (NULL: all); calibrate: on 8 synthetic windows of 64 tokens, else none. */
-static inline lmp_block *compress_stage(const lmp_model *m, const char *plugin, const char *const *settings,
-                                        const char *target, int calibrate)
+ * matches (NULL: all); calibrate: on 8 synthetic windows of 64 tokens, else none.  Its status;
+ * *out the blocks on success. */
+static inline int try_compress_stage(const lmp_model *m, const char *plugin, const char *const *settings,
+                                     const char *target, int calibrate, lmp_block **out)
 {
     one_stage os;
     make_stage(&reg, &os, plugin, settings, target);
     lmp_windows w = calibrate ? windows(8, 64, m->arch.vocab, 3) : (lmp_windows){0};
-    lmp_block *out = NULL;
-    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, &w, &out) == 0, "%s", lmp_last_error());
+    *out = NULL;
+    const int st = lmp_compress(&ctx, &be, m, &os.v, &w, out);
     free(os.stage.params);
     free(w.tokens);
+    return st;
+}
+
+/* try_compress_stage that must succeed. */
+static inline lmp_block *compress_stage(const lmp_model *m, const char *plugin, const char *const *settings,
+                                        const char *target, int calibrate)
+{
+    lmp_block *out;
+    ck_assert_msg(try_compress_stage(m, plugin, settings, target, calibrate, &out) == 0, "%s", lmp_last_error());
     return out;
 }
 

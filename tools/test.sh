@@ -26,10 +26,11 @@ unpack_wheel tokenizers==0.23.3 pydeps tokenizers "the exported tokenizer check"
 # The PyPI `compressed-tensors` package checks lmpress's compressed-tensors reading and writing
 # against the format's own library.  It needs torch (several GB with its CUDA libraries), so it
 # is fetched only on request: LMP_FETCH_CT=1 installs it into build/ct-venv once.  The suites
-# that use it skip that part, saying so, when LMP_CT_PYTHON names no Python that has it.
+# that use it skip that part, saying so, when LMP_CT_PYTHON names no Python that has it.  The same
+# interpreter's bitsandbytes checks the nf4 grid (tests/test_nf4.c).
 if [ -z "${LMP_CT_PYTHON:-}" ]; then
   if [ "${LMP_FETCH_CT:-0}" = 1 ] && [ ! -x build/ct-venv/bin/python ]; then
-    python3 -m venv build/ct-venv && build/ct-venv/bin/pip install --quiet compressed-tensors safetensors numpy ||
+    python3 -m venv build/ct-venv && build/ct-venv/bin/pip install --quiet compressed-tensors safetensors numpy bitsandbytes ||
       echo "test: compressed-tensors could not be installed; its cross-checks will skip" >&2
   fi
   if [ -x build/ct-venv/bin/python ]; then export LMP_CT_PYTHON="$PWD/build/ct-venv/bin/python"; fi

@@ -342,12 +342,12 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                 lmp_wgrid_fit_kblock(spec, W + i * cols + c, NULL, scales + idx, spec->sym ? NULL : zeros + idx);
         return LMP_OK;
     }
-    if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks: 32 inputs of a row, in row order */
+    if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks (NF4's): 32 (64) inputs of a row, in row order */
         int64_t idx = 0;
         for (int64_t i = 0; i < rows; i++)
-            for (int64_t c = 0; c < cols; c += LMP_WFORMAT_BLOCK, idx++) {
+            for (int64_t c = 0; c < cols; c += spec->group, idx++) {
                 float d, m;
-                lmp_wgrid_fit_block(spec, W + i * cols + c, LMP_WFORMAT_BLOCK, &d, &m);
+                lmp_wgrid_fit_block(spec, W + i * cols + c, spec->group, &d, &m);
                 scales[idx] = d;
                 if (!spec->sym) zeros[idx] = m;
             }

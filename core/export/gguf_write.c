@@ -63,6 +63,7 @@ static lmp_ggml_type linear_type(const lmp_linear *l)
     case LMP_WFORMAT_GGUF_Q4_K: return LMP_GGML_Q4_K;
     case LMP_WFORMAT_GGUF_Q5_K: return LMP_GGML_Q5_K;
     case LMP_WFORMAT_GGUF_Q6_K: return LMP_GGML_Q6_K;
+    case LMP_WFORMAT_NF4: /* no GGUF type */
     case LMP_WFORMAT_INT: break;
     }
     return LMP_GGML_F32;
@@ -174,7 +175,7 @@ static int check_variant(const lmp_model *m, const lmp_block *blocks, int *n_int
             }
             if (l->act.mode != LMP_ACT_NONE && (*n_act)++ == 0) *act_name = l->name;
             if (!l->grid) continue;
-            if (l->grid->spec.format == LMP_WFORMAT_INT) {
+            if (linear_type(l) == LMP_GGML_F32) { /* an int (or NF4) grid GGUF has no type for */
                 if ((*n_int)++ == 0) *int_name = l->name;
                 continue;
             }
@@ -517,8 +518,9 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, c
         /* what the file does not carry, said once the export is sure to be attempted */
         if (n_int)
             lmp_log(ctx, LMP_LOG_WARN,
-                    "%s: %d linear%s on an int grid (%s%s), which GGUF has no type for: written as F32, exact and "
-                    "uncompressed (format = q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl quantizes onto GGUF's own blocks)",
+                    "%s: %d linear%s on an int or nf4 grid (%s%s), which GGUF has no type for: written as F32, exact "
+                    "and uncompressed (format = q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or q2_k .. q6_k quantizes onto "
+                    "GGUF's own blocks)",
                     o->path, n_int, n_int == 1 ? " is" : "s are", int_name, n_int > 1 ? ", ..." : "");
         if (n_act)
             lmp_log(ctx, LMP_LOG_WARN,

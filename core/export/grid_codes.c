@@ -35,7 +35,8 @@ static void code_range(const lmp_wspec *s, float *lo, float *hi)
     case LMP_WFORMAT_GGUF_Q8_0: *lo = -127.0f; *hi = 127.0f; return;
     case LMP_WFORMAT_GGUF_Q4_0:
     case LMP_WFORMAT_GGUF_Q4_1:
-    case LMP_WFORMAT_GGUF_IQ4_NL: *lo = 0.0f; *hi = 15.0f; return;
+    case LMP_WFORMAT_GGUF_IQ4_NL:
+    case LMP_WFORMAT_NF4: *lo = 0.0f; *hi = 15.0f; return;
     case LMP_WFORMAT_GGUF_Q5_0:
     case LMP_WFORMAT_GGUF_Q5_1: *lo = 0.0f; *hi = 31.0f; return;
     case LMP_WFORMAT_GGUF_Q2_K: /* the k-quants' codes as stored, offset to start at 0 */

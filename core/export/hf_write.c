@@ -116,6 +116,10 @@ static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *
         return 0;
     }
     const lmp_wspec *s = &g->spec;
+    if (s->format == LMP_WFORMAT_NF4)
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: its weights are on the nf4 grid (bitsandbytes'), which compressed-tensors has no type "
+                        "for, and lmpress does not write bitsandbytes checkpoints", l->name);
     if (s->format != LMP_WFORMAT_INT)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: its weights are on the GGUF %s grid, which compressed-tensors has no type for; export a "

@@ -25,8 +25,8 @@
  * chosen with an importance per input column, as llama-quantize does with an imatrix), and the
  * symmetric scales LMP_SYM_FULL and LMP_SYM_SIGNED (lmp_wspec.sym 2 and 3).
  * ABI 4.2: the k-quant formats GGUF Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (lmpress/plugin_kquants.h),
- * lmp_wformat_span, lmp_wformat_fallback.
- * ABI 4.2 (also): LMP_STAT_IMATRIX and lmp_stats.imatrix, the importance per input column that
+ * NF4 (LMP_WFORMAT_NF4), lmp_wformat_span, lmp_wformat_fallback, lmp_wformat_takes_clip.
+ * ABI 4.2 also: LMP_STAT_IMATRIX and lmp_stats.imatrix, the importance per input column that
  * a llama.cpp importance-matrix file named in the config gives a linear (no calibration needed).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
@@ -158,8 +158,21 @@ typedef enum {
     LMP_WFORMAT_GGUF_Q3_K = 8,
     LMP_WFORMAT_GGUF_Q4_K = 9,
     LMP_WFORMAT_GGUF_Q5_K = 10,
-    LMP_WFORMAT_GGUF_Q6_K = 11
+    LMP_WFORMAT_GGUF_Q6_K = 11,
+    LMP_WFORMAT_NF4 = 12         /* ABI 4.2: bitsandbytes' NF4 (QLoRA), below */
 } lmp_wformat;
+
+/* NF4's 16 values (bitsandbytes' table, as f32), ascending.  A block of 64 consecutive inputs of
+ * a row keeps its f32 abs-max a: q = the number of midpoints (v[i] + v[i+1]) / 2 below
+ * clamp(w * (1 / max(a, 1e-38)), -1, 1) (torch.bucketize: a value on a midpoint takes the lower),
+ * w' = v[q] * a, as bitsandbytes' quantize_4bit / dequantize_4bit compute them (blocksize 64, no
+ * double quantization of a: 4.5 bits per weight).  No GGUF or compressed-tensors type holds it. */
+static const float lmp_nf4_values[16] = {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+                                         -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+                                         0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f,
+                                         0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
+                                         0.7229568362236023f, 1.0f};
+#define LMP_WFORMAT_NF4_BLOCK 64
 
 /* IQ4_NL's codebook (ggml-common.h's kvalues_iq4nl), ascending. */
 static const int8_t lmp_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -208,6 +221,7 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
     case LMP_WFORMAT_GGUF_Q4_K: return "q4_k";
     case LMP_WFORMAT_GGUF_Q5_K: return "q5_k";
     case LMP_WFORMAT_GGUF_Q6_K: return "q6_k";
+    case LMP_WFORMAT_NF4: return "nf4";
     }
     return NULL;
 }
@@ -222,8 +236,14 @@ static inline int lmp_wformat_is_k(lmp_wformat f) { return f >= LMP_WFORMAT_GGUF
  * for a k-quant, 32 for the other GGUF formats, 1 for INT. */
 static inline int64_t lmp_wformat_span(lmp_wformat f)
 {
-    return lmp_wformat_is_k(f) ? LMP_WFORMAT_KBLOCK : f == LMP_WFORMAT_INT ? 1 : LMP_WFORMAT_BLOCK;
+    return lmp_wformat_is_k(f) ? LMP_WFORMAT_KBLOCK
+           : f == LMP_WFORMAT_NF4 ? LMP_WFORMAT_NF4_BLOCK
+           : f == LMP_WFORMAT_INT ? 1
+                                  : LMP_WFORMAT_BLOCK;
 }
+
+/* Whether a format's scale takes a clip ratio: the k-quants and NF4 choose theirs (clip 1). */
+static inline int lmp_wformat_takes_clip(lmp_wformat f) { return !lmp_wformat_is_k(f) && f != LMP_WFORMAT_NF4; }
 
 /* What llama-quantize stores instead when a row's width is not a multiple of a k-quant's 256
  * (llama-quant.cpp's tensor_type_fallback): Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
@@ -256,6 +276,7 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     s.gran = LMP_GRAN_GROUP;
     /* a k-quant's slice is its sub-block: 16 inputs (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K) */
     s.group = f == LMP_WFORMAT_GGUF_Q2_K || f == LMP_WFORMAT_GGUF_Q3_K || f == LMP_WFORMAT_GGUF_Q6_K ? 16
+              : f == LMP_WFORMAT_NF4                                                             ? LMP_WFORMAT_NF4_BLOCK
                                                                                                     : LMP_WFORMAT_BLOCK;
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
     s.clip = clip;
@@ -274,7 +295,7 @@ static inline int lmp_wspec_format_ok(const lmp_wspec *s)
     if (!lmp_wformat_name(s->format)) return 0;
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
     return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
-           s->scale_type == LMP_SCALE_F32 && (!lmp_wformat_is_k(s->format) || s->clip == 0.0f || s->clip == 1.0f);
+           s->scale_type == LMP_SCALE_F32 && (lmp_wformat_takes_clip(s->format) || s->clip == 0.0f || s->clip == 1.0f);
 }
 
 /* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
@@ -418,18 +439,19 @@ static inline float lmp_wgrid_search_iq4nl(const float *x, int n, const float *w
 
 /* The grid of one block x[0..n) of a GGUF format (s->format != INT), in ggml's steps and order
  * (its reference quantizers, which llama-quantize uses without an importance matrix): *scale
- * the f32 d, *zero the f32 min (Q4_1, Q5_1) or 0.  NaN comparisons go as ggml's do. */
+ * the f32 d, *zero the f32 min (Q4_1, Q5_1) or 0.  NaN comparisons go as ggml's do.  NF4 (n 64):
+ * *scale its abs-max, bitsandbytes' absmax. */
 static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64_t n, float *scale, float *zero)
 {
     const float clip = lmp_wspec_clip(s);
     *zero = 0.0f;
-    if (s->format == LMP_WFORMAT_GGUF_Q8_0) {
+    if (s->format == LMP_WFORMAT_GGUF_Q8_0 || s->format == LMP_WFORMAT_NF4) {
         float amax = 0.0f;
         for (int64_t j = 0; j < n; j++) {
             const float a = fabsf(x[j]);
             amax = amax > a ? amax : a; /* ggml's MAX(amax, a) */
         }
-        *scale = (clip * amax) / 127.0f;
+        *scale = s->format == LMP_WFORMAT_NF4 ? amax : (clip * amax) / 127.0f;
     } else if (s->format == LMP_WFORMAT_GGUF_Q4_0 || s->format == LMP_WFORMAT_GGUF_Q5_0) {
         float amax = 0.0f, max = 0.0f;
         for (int64_t j = 0; j < n; j++)
@@ -650,9 +672,20 @@ static inline float lmp_wgrid_code_k(const lmp_wspec *s, float w, float scale, f
     return (float)(l - lo);
 }
 
+/* NF4's code of w in a block of abs-max a (lmp_nf4_values). */
+static inline float lmp_wgrid_code_nf4(float w, float a)
+{
+    if (w != w) return w;
+    const float x = lmp_wgrid_clampf(w * (1.0f / (a > 1e-38f ? a : 1e-38f)), -1.0f, 1.0f);
+    int q = 0;
+    while (q < 15 && (lmp_nf4_values[q] + lmp_nf4_values[q + 1]) / 2.0f < x) q++;
+    return (float)q;
+}
+
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
     if (lmp_wformat_is_k(s->format)) return lmp_wgrid_code_k(s, w, scale, zero);
+    if (s->format == LMP_WFORMAT_NF4) return lmp_wgrid_code_nf4(w, scale);
     if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) /* a NaN weight keeps a NaN code */
         return w == w ? (float)lmp_iq4nl_index(lmp_wgrid_inv(scale) * w) : w;
     if (s->format != LMP_WFORMAT_INT) { /* scale: the block's f32 d; zero: Q4_1's/Q5_1's f32 min */
@@ -685,6 +718,7 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
 /* The dequantized weight of a code (an int32_t code converts exactly). */
 static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
 {
+    if (s->format == LMP_WFORMAT_NF4) return code == code ? lmp_nf4_values[(int)code] * scale : code;
     if (lmp_wformat_is_k(s->format)) /* the sub-block's scale and min are exact already */
         return s->sym ? scale * (code + (float)lmp_wgrid_k_lo(s)) : scale * code - zero;
     if (s->format != LMP_WFORMAT_INT) { /* the fp16 d (and min) the file holds, as ggml dequantizes */

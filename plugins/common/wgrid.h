@@ -30,7 +30,9 @@
  *                in super-blocks of 256 (2.625, 3.4375, 4.5, 5.5, 6.5625 bits per weight; clip
  *                must be 1).  A linear whose rows are not a multiple of 256 wide gets what
  *                llama-quantize stores then (lmp_wformat_fallback: q2_k, q3_k -> q4_0,
- *                q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0): wgrid_spec_for.
+ *                q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0): wgrid_spec_for.  nf4: bitsandbytes'
+ *                NF4 (QLoRA's 16 normal-quantile levels, blocks of 64 with an f32 abs-max: 4.5
+ *                bits; clip must be 1, no importance, no file format lmpress writes).
  *   importance   none | uniform | calibration | imatrix: GGUF formats only.  none: ggml's reference
  *                grid (llama-quantize without an importance matrix).  calibration: each block's
  *                scale (and min) searched to minimise the error weighted per input column by the
@@ -61,7 +63,7 @@ static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", N
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
 static const char *const wgrid_format_choices[] = {"int",  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
-                                                   "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", NULL};
+                                                   "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "nf4",  NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
 /* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
@@ -94,7 +96,8 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
      "32 inputs with an fp16 scale (and min), quantized as ggml does (overrides bits, sym, "          \
      "granularity, group_size, rounding; rows must be a multiple of 32 wide); q2_k .. q6_k: the "     \
      "k-quants' super-blocks of 256 (rows not a multiple of 256 wide take llama-quantize's "          \
-     "fallback: q4_0, q4_0, q5_0, q5_1, q8_0)", 0, NULL, 0, 0, wgrid_format_choices, 0},             \
+     "fallback: q4_0, q4_0, q5_0, q5_1, q8_0); nf4: bitsandbytes' NF4, blocks of 64", 0, NULL, 0, 0,  \
+     wgrid_format_choices, 0},                                                                       \
     {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
      "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
      "the model's dtype: bf16 or f16 for vLLM); the weights are coded with the rounded scale", 0,    \
@@ -131,11 +134,11 @@ static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lm
     if (p[WGRID_SYM_SCALE].num != 0 && (!p[WGRID_SYM].num || wgrid_format(p) != LMP_WFORMAT_INT))
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: sym_scale applies to the int grid with sym = true", plugin,
                                where);
-    if (lmp_wformat_is_k(wgrid_format(p)) && p[WGRID_CLIP].num != 1.0)
+    if (!lmp_wformat_takes_clip(wgrid_format(p)) && p[WGRID_CLIP].num != 1.0)
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: format %s chooses its scales itself: leave clip at 1 (it is %g)",
                                plugin, where, lmp_wformat_name(wgrid_format(p)), p[WGRID_CLIP].num);
     if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
-    if (wgrid_format(p) == LMP_WFORMAT_INT)
+    if (wgrid_format(p) == LMP_WFORMAT_INT || wgrid_format(p) == LMP_WFORMAT_NF4)
         return host->set_error(hctx, LMP_EINVAL,
                                "%s: %s: importance = \"%s\" searches GGUF block grids: set format to q4_0, q4_1, q5_0, "
                                "q5_1, iq4_nl or a k-quant, or importance = \"none\"", plugin, where,
@@ -269,6 +272,7 @@ static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t 
     case LMP_WFORMAT_GGUF_Q4_K: return 144.0 * 8.0 / LMP_WFORMAT_KBLOCK;
     case LMP_WFORMAT_GGUF_Q5_K: return 176.0 * 8.0 / LMP_WFORMAT_KBLOCK;
     case LMP_WFORMAT_GGUF_Q6_K: return 210.0 * 8.0 / LMP_WFORMAT_KBLOCK;
+    case LMP_WFORMAT_NF4: return 4.0 + 32.0 / LMP_WFORMAT_NF4_BLOCK; /* an f32 abs-max per block */
     case LMP_WFORMAT_INT: break;
     }
     double n_scales = (double)lmp_wspec_n_scales(s, out, in);

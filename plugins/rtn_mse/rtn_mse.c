@@ -35,7 +35,7 @@ static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, 
         return host->set_error(hctx, LMP_EINVAL,
                                "rtn_mse: params: importance searches each block's scale itself, which is what rtn with "
                                "importance does: use rtn, or importance = \"none\" here");
-    if (lmp_wformat_is_k(wgrid_format(p + P_GRID)))
+    if (!lmp_wformat_takes_clip(wgrid_format(p + P_GRID)))
         return host->set_error(hctx, LMP_EINVAL,
                                "rtn_mse: params: format %s searches its scales itself and takes no clip ratio: use rtn",
                                lmp_wformat_name(wgrid_format(p + P_GRID)));
