@@ -506,16 +506,24 @@ static void refused(const char *path, const char *n1, const char *n2, const char
         if (needles[i]) ck_assert_msg(strstr(e, needles[i]), "'%s' missing from: %s", needles[i], e);
 }
 
-START_TEST(bad_gguf_files)
+/* The fixture script's bad files for `test` into <fixture>/bad (bad[80]); 0, or -1 when the
+ * fixture is skipped. */
+static int make_bad_files(fixture *fx, const char *test, char *bad)
 {
-    fixture fx;
-    if (make_fixture(&fx, "bad_gguf_files", "random --llama2c '" MODEL "'")) return;
-    char bad[80];
-    snprintf(bad, sizeof bad, "%s/bad", fx.dir);
+    if (make_fixture(fx, test, "random --llama2c '" MODEL "'")) return -1;
+    snprintf(bad, 80, "%s/bad", fx->dir);
     ck_assert_int_eq(mkdir(bad, 0755), 0);
     char args[512];
     snprintf(args, sizeof args, "bad --llama2c '%s' '%s'", MODEL, bad);
     run_fixture(args);
+    return 0;
+}
+
+START_TEST(bad_gguf_files)
+{
+    fixture fx;
+    char bad[80];
+    if (make_bad_files(&fx, "bad_gguf_files", bad)) return;
     refused(lmp_test_path(bad, "no-metadata.gguf"), "not a llama.cpp importance matrix", "imatrix.datasets", NULL);
     refused(lmp_test_path(bad, "no-counts.gguf"), "blk.1.attn_k.weight", "in_sum2 has no counts", NULL);
     refused(lmp_test_path(bad, "no-sum2.gguf"), "blk.1.attn_k.weight", "counts has no in_sum2", NULL);
@@ -660,13 +668,8 @@ START_TEST(bad_legacy_files)
     lmp_test_rmtree(dir);
 
     fixture fx;
-    if (make_fixture(&fx, "bad_legacy_files", "random --llama2c '" MODEL "'")) return;
     char bad[80];
-    snprintf(bad, sizeof bad, "%s/bad", fx.dir);
-    ck_assert_int_eq(mkdir(bad, 0755), 0);
-    char args[512];
-    snprintf(args, sizeof args, "bad --llama2c '%s' '%s'", MODEL, bad);
-    run_fixture(args);
+    if (make_bad_files(&fx, "bad_legacy_files", bad)) return;
     refused(lmp_test_path(bad, "nan.dat"), "blk.2.ffn_up.weight", "value[5] is nan", NULL);
     refused(lmp_test_path(bad, "dup.dat"), "'blk.0.attn_q.weight' appears twice", NULL, NULL);
     free_fixture(&fx);
