@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/outfile.h"
+#include "analyze/analyze.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
 #include "compress/imatrix_map.h"
@@ -35,6 +37,7 @@ static const char *const usage_main =
     "commands:\n"
     "  compare CONFIG    compress every variant of CONFIG and print them side by side\n"
     "  run CONFIG        compress and evaluate one variant of CONFIG\n"
+    "  analyze CONFIG    rank one variant's linears by sensitivity; skip lists\n"
     "  check CONFIG      validate CONFIG and its plugins' parameters without running\n"
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
@@ -93,6 +96,37 @@ static const char *const usage_compare =
     "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
     "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
     "Files are written under a temporary name and renamed when complete.\n" TRUST_USAGE;
+
+static const char *const usage_analyze =
+    "usage: lmpress analyze CONFIG [--variant NAME] [--mode restore-one|quantize-one]\n"
+    "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
+    "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
+    "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
+    "                              [--json FILE] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
+    "                              [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
+    "\n"
+    "Per-layer sensitivity of one variant of CONFIG (--variant; needed when CONFIG has several\n"
+    "pipelines).  The variant is compressed once; each unit (a linear, a block's linears, or a role's\n"
+    "linears across blocks: --per) is then evaluated against the unmodified model with only that\n"
+    "unit left in float (--mode restore-one, the default) or with only that unit compressed\n"
+    "(quantize-one).  The metric (--metric, default kld; ppl, top1, or lambada, which needs\n"
+    "eval.lambada) ranks the units by how much they gain from staying in float.  The\n"
+    "baseline's block boundaries are cached, so a unit in block b reruns blocks b..n-1\n"
+    "only; the cost line prints the block-forwards spent against one full evaluation per unit.\n"
+    "Each unit also gets a proxy measured during compression, its relative output error on the\n"
+    "calibration tokens ||XW'-Q(X)Q(W)'||^2/||XW'||^2, and the table gives Spearman's rho of proxy\n"
+    "and measured sensitivity.\n"
+    "--skip-top K: evaluate the variant with its K most sensitive units left in float.\n"
+    "--target METRIC=X (kld or ppl: at most X; top1 or lambada: at least X, a fraction): the\n"
+    "smallest K in rank order that reaches X, found by doubling K, then bisecting.\n"
+    "--keep-params TEXT (e.g. \"bits = 8;\"): skipped units get these stage parameters instead of\n"
+    "float (mixed precision); the variant is compressed a second time with them.\n"
+    "--write-config FILE: a ready config with the variant and the variant with its skip list as\n"
+    "overrides (skip = true, or params = { TEXT }), for `lmpress compare`.\n"
+    "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
+    "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
+    "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role): written through\n"
+    "a temporary file.  docs/analyze.md has the details.\n" TRUST_USAGE;
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG [--allow-plugin DIR]... [--plugin-path DIR]...\n"
@@ -528,6 +562,142 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     return rc;
 }
 
+/* ---- analyze ------------------------------------------------------------------------------- */
+typedef struct analysis_writer {
+    void (*fn)(const lmp_analysis *, FILE *);
+    const lmp_analysis *a;
+} analysis_writer;
+
+static void call_analysis_writer(const void *arg, FILE *f)
+{
+    const analysis_writer *w = arg;
+    w->fn(w->a, f);
+}
+
+/* "1,2,4,8" into counts[max]; returns the count, or -1 (after a message) on a bad list. */
+static int parse_curve(const char *s, int *counts, int max)
+{
+    int n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > 1000000 || (*end && *end != ',') || n == max) {
+            fprintf(stderr, "lmpress: --curve wants counts >= 0 separated by commas (at most %d), not \"%s\"\n", max, s);
+            return -1;
+        }
+        counts[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
+{
+    enum { MAX_CURVE = 64 };
+    const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
+    const char *const path_opts[4] = {"--json", "--csv", "--svg", "--write-config"};
+    void (*const fns[4])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
+                                                          lmp_analysis_config};
+    lmp_analyze_opts o = {.curve_seeds = 3};
+    int curve[MAX_CURVE], bad = 0, seeds_given = 0;
+    int64_t top = 20, num;
+    if (wants_help(argc, argv)) {
+        fputs(usage_analyze, stdout);
+        return 0;
+    }
+    for (int i = 0; i < argc && !bad; i++) {
+        const char *v;
+        int k = 0;
+        while (k < 4 && strcmp(argv[i], path_opts[k]) != 0) k++;
+        if (k < 4) paths[k] = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--keep-params") == 0) o.keep_params = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--mode") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.mode = lmp_an_mode_by_name(v)) < 0)
+                return usage_error(usage_analyze, "--mode %s: expected restore-one or quantize-one", v);
+        } else if (strcmp(argv[i], "--per") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.gran = lmp_an_gran_by_name(v)) < 0)
+                return usage_error(usage_analyze, "--per %s: expected linear, block or role", v);
+        } else if (strcmp(argv[i], "--metric") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.metric = lmp_an_metric_by_name(v)) < 0)
+                return usage_error(usage_analyze, "--metric %s: expected kld, ppl, top1 or lambada", v);
+        } else if (strcmp(argv[i], "--skip-top") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--skip-top", 1, &num)) return 2;
+            if (v) o.skip_top = num > 1000000 ? 1000000 : (int)num;
+        } else if (strcmp(argv[i], "--top") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--top", 0, &top)) return 2;
+        } else if (strcmp(argv[i], "--curve-seeds") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--curve-seeds", 0, &num)) return 2;
+            if (v) o.curve_seeds = num > 100 ? 100 : (int)num, seeds_given = 1;
+        } else if (strcmp(argv[i], "--curve") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && (o.n_curve = parse_curve(v, curve, MAX_CURVE)) < 0) return 2;
+            o.curve = curve;
+        } else if (strcmp(argv[i], "--target") == 0) {
+            if (!(v = opt_value(argc, argv, &i, &bad))) continue;
+            const char *eq = strchr(v, '=');
+            char name[16] = "";
+            if (eq && (size_t)(eq - v) < sizeof name) memcpy(name, v, (size_t)(eq - v));
+            char *end = NULL;
+            errno = 0;
+            o.target = eq ? strtod(eq + 1, &end) : NAN;
+            if (!eq || (int)(o.target_metric = lmp_an_metric_by_name(name)) < 0 || errno || !end || end == eq + 1 || *end ||
+                !isfinite(o.target))
+                return usage_error(usage_analyze, "--target %s: expected METRIC=X, METRIC kld, ppl, top1 or lambada "
+                                                  "(top1 and lambada as fractions: lambada=0.3)", v);
+            o.have_target = 1;
+        } else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
+        else if (argv[i][0] == '-') return usage_error(usage_analyze, "unknown option %s", argv[i]);
+        else if (cfg_path) return usage_error(usage_analyze, "unexpected argument %s", argv[i]);
+        else cfg_path = argv[i];
+    }
+    if (bad) return 2;
+    if (!cfg_path) return usage_error(usage_analyze, "%s", "a CONFIG file is required");
+    if (o.have_target && o.skip_top) return usage_error(usage_analyze, "%s", "--skip-top and --target exclude each other");
+    if (paths[3] && !o.have_target && !o.skip_top)
+        return usage_error(usage_analyze, "%s", "--write-config needs a skip list: --skip-top K or --target METRIC=X");
+    if (o.keep_params && !o.have_target && !o.skip_top && !o.n_curve)
+        return usage_error(usage_analyze, "%s", "--keep-params goes with --skip-top, --target or --curve");
+    if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
+    for (int k = 0; k < 4; k++)
+        if (paths[k] && lmp_outfile_check(paths[k], path_opts[k])) return fail();
+    lmp_run_config *c = NULL;
+    int st = lmp_config_load(ctx, cfg_path, &c);
+    if (!st && backend) st = override_backend(c, backend);
+    if (!st) { /* the variant: named, or the only one with a pipeline */
+        o.variant = -1;
+        int pipelines = 0;
+        for (int i = 0; i < c->n_variants; i++) {
+            if (variant && strcmp(c->variants[i].name, variant) == 0) o.variant = i;
+            if (!variant && c->variants[i].n_stages && pipelines++ == 0) o.variant = i;
+        }
+        if (!variant && pipelines != 1)
+            st = lmp_fail(LMP_EINVAL, "%s: %d variants with a pipeline: choose one with --variant NAME", cfg_path, pipelines);
+        else if (o.variant < 0)
+            st = lmp_fail(LMP_EINVAL, "%s: no variant named '%s'", cfg_path, variant);
+    }
+    lmp_analysis *a = NULL;
+    if (!st) {
+        catch_interrupts(ctx);
+        st = lmp_analyze(ctx, c, &o, &a);
+    }
+    if (!st) lmp_analysis_table(a, stdout, (int)top);
+    for (int k = 0; k < 4 && !st; k++) {
+        if (!paths[k]) continue;
+        analysis_writer w = {fns[k], a};
+        st = lmp_outfile_write(paths[k], call_analysis_writer, &w);
+    }
+    int rc = 0;
+    if (interrupt_signal) {
+        fprintf(stderr, "lmpress: error: stopped by %s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 128 + interrupt_signal;
+    } else if (st) rc = fail();
+    lmp_analysis_free(a);
+    lmp_config_free(c);
+    return rc;
+}
+
 static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
@@ -890,6 +1060,7 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv)
     if (strcmp(cmd, "compare") == 0) return cmd_compare(ctx, argc, argv, 0);
     if (strcmp(cmd, "run") == 0) return cmd_compare(ctx, argc, argv, 1);
     if (strcmp(cmd, "check") == 0) return cmd_check(ctx, argc, argv);
+    if (strcmp(cmd, "analyze") == 0) return cmd_analyze(ctx, argc, argv);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(ctx, argc, argv);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(ctx, argc, argv);
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);

@@ -38,21 +38,7 @@ void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fin
 
 /* ---- stage 1: prepare ------------------------------------------------------------------------ */
 
-/* Everything a run shares between its variants. */
-typedef struct compare_run {
-    lmp_ctx *ctx;              /* the run's: backend, RNG, log, progress, interrupt flag */
-    const lmp_run_config *c;
-    lmp_backend be;
-    lmp_model *m;              /* owned by the report */
-    lmp_tokenizer *tok;
-    lmp_block *base;           /* the unmodified model's blocks */
-    lmp_windows calib;
-    int32_t **text_ids;        /* [n_texts] */
-    lmp_ref_logprobs *ref;     /* [n_texts] */
-    int have_lambada;
-    lmp_lambada lambada;
-    const lmp_compare_hooks *hooks;
-} compare_run;
+
 
 /* A text's key: its basename, unless another text shares it; then its path (and "#k" for the
  * k-th copy of the same path), so JSON keys are unique. */
@@ -120,7 +106,7 @@ static int check_external_vocab(const lmp_variant *v, lmp_tokenizer *base, lmp_t
 
 /* Opens each external variant's model and tokenizer once, before any variant runs, so that an
  * incompatible file is refused up front; both are freed again (run_variant reopens it). */
-static int check_externals(compare_run *run, const lmp_report *r)
+static int check_externals(lmp_run_state *run, const lmp_report *r)
 {
     for (int i = 0; i < r->n_results; i++) {
         const lmp_variant *v = r->results[i].v;
@@ -141,7 +127,7 @@ static int check_externals(compare_run *run, const lmp_report *r)
     return 0;
 }
 
-static int prepare(compare_run *run, lmp_report *r)
+int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
 {
     const lmp_run_config *c = run->c;
     int st = lmp_backend_open(run->ctx, (lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
@@ -192,7 +178,7 @@ static int prepare(compare_run *run, lmp_report *r)
     return 0;
 }
 
-static void release(compare_run *run)
+void lmp_run_release(lmp_run_state *run)
 {
     for (int t = 0; t < run->c->n_eval_texts; t++) {
         if (run->text_ids) free(run->text_ids[t]);
@@ -227,7 +213,7 @@ static int record_linears(const lmp_block *base, const lmp_block *blocks, int64_
 }
 
 /* Compresses, evaluates on every text and LAMBADA, and frees the variant's blocks. */
-static int run_variant(compare_run *run, const lmp_report *r, lmp_variant_result *res)
+static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_result *res)
 {
     const lmp_run_config *c = run->c;
     const int64_t n_layers = run->m->arch.n_layers;
@@ -297,7 +283,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
 {
     *out = NULL;
     int n = o->which ? o->n_which : c->n_variants;
-    compare_run run = {.ctx = ctx, .c = c, .hooks = &o->hooks};
+    lmp_run_state run = {.ctx = ctx, .c = c, .hooks = &o->hooks};
     lmp_report *r = calloc(1, sizeof *r);
     if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
     r->cfg = c;
@@ -317,7 +303,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     }
     lmp_host_seed(ctx, c->seed);
     lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
-    if (!st) st = prepare(&run, r);
+    if (!st) st = lmp_run_prepare(&run, r);
     if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
     if (!st && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
     int to_run = 0;
@@ -345,7 +331,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
     }
     lmp_progress_context(ctx, NULL);
-    release(&run);
+    lmp_run_release(&run);
     if (st) {
         lmp_report_free(r);
         return st;

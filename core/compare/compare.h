@@ -13,7 +13,9 @@
 #ifndef LMP_CORE_COMPARE_H
 #define LMP_CORE_COMPARE_H
 
+#include "compress/pipeline.h"
 #include "config/config.h"
+#include "eval/lambada.h"
 #include "formats/json.h"
 #include "plugin/host.h"
 #include "report/report.h"
@@ -37,6 +39,31 @@ typedef struct lmp_compare_opts {
     const char *resume_path;   /* its file, for messages */
     lmp_compare_hooks hooks;
 } lmp_compare_opts;
+
+/* Everything a run shares between its variants: what stage 1 (prepare) makes. */
+typedef struct lmp_run_state {
+    lmp_ctx *ctx;              /* the run's: backend, RNG, log, progress, interrupt flag */
+    const lmp_run_config *c;
+    lmp_backend be;
+    lmp_model *m;              /* owned by the report */
+    lmp_tokenizer *tok;
+    lmp_block *base;           /* the unmodified model's blocks */
+    lmp_windows calib;
+    int32_t **text_ids;        /* [n_texts] */
+    lmp_ref_logprobs *ref;     /* [n_texts] */
+    int have_lambada;
+    lmp_lambada lambada;
+    const lmp_compare_hooks *hooks;
+} lmp_run_state;
+
+/* Stage 1 on its own, for commands that run a config another way (core/analyze): run->ctx and
+ * run->c set, text_ids and ref allocated [n_eval_texts] (ref[t].fd = -1), r->texts
+ * [n_eval_texts] and r->results (n_results of them, for external variants' checks) set.
+ * Opens the backend, loads the model (r owns it), tokenizer, texts, LAMBADA and calibration
+ * windows.  lmp_run_release frees what it made and the text_ids and ref arrays (not the
+ * model, which r owns). */
+int lmp_run_prepare(lmp_run_state *run, lmp_report *r);
+void lmp_run_release(lmp_run_state *run);
 
 /* Runs the chosen variants on the run's context ctx: it is seeded from the config, holds the
  * backend while the run lasts, and its verbosity, progress line and interrupt flag are the

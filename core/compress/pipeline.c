@@ -161,6 +161,14 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
 int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                  const lmp_windows *calib, lmp_block **out)
 {
+    return lmp_compress_watched(ctx, be, m, v, calib, NULL, out);
+}
+
+int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                         const lmp_windows *calib, const lmp_compress_watch *watch, lmp_block **out)
+{
+    static const lmp_compress_watch no_watch = {0};
+    if (!watch) watch = &no_watch;
     const int64_t L = m->arch.n_layers, d = m->arch.dim;
     *out = NULL;
     lmp_block *blocks = calloc((size_t)L, sizeof *blocks);
@@ -200,6 +208,7 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
     if (observes && !calib->n)
         st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
                       "calibration.text in the config", v->name);
+    if (!st && !observes && watch->observe && calib->n) observes = 1; /* the watcher's observer needs them */
     lmp_windows none = {0};
     if (!observes) calib = &none;
     const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */
@@ -221,12 +230,17 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
         lmp_block original;
         const int keep_original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
         if (keep_original && (st = lmp_block_clone(&blocks[b], &original))) break;
-        for (int s = 0; s < v->n_stages && !st; s++)
-            st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, &blocks[b], X, calib);
+        for (int s = 0; s < v->n_stages && !st; s++) {
+            if (watch->before_stage) st = watch->before_stage(watch->ud, s, &blocks[b]);
+            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, &blocks[b], X, calib);
+            if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, &blocks[b]);
+        }
         const lmp_block *next_inputs_from = keep_original ? &original : &blocks[b];
         double t0 = lmp_now_s();
-        for (int64_t w = 0; w < calib->n && !st; w++) /* propagate to block b+1's inputs */
-            st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, NULL, NULL);
+        for (int64_t w = 0; w < calib->n && !st; w++) { /* propagate to block b+1's inputs */
+            st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
+            if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
+        }
         ctx->times.propagate += lmp_now_s() - t0;
         if (keep_original) lmp_block_free(&original);
     }

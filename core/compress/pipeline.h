@@ -9,6 +9,7 @@
 #define LMP_CORE_PIPELINE_H
 
 #include "config/config.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
@@ -33,6 +34,26 @@ void lmp_windows_free(lmp_windows *w);
 int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                  const lmp_windows *calib, lmp_block **out);
 void lmp_blocks_free(lmp_block *blocks, int64_t n);
+
+/* What a caller may watch while a variant is compressed, without changing what is computed
+ * (core/analyze keeps each linear as it was before the stage that compressed it, and measures
+ * each linear's output error on the calibration inputs).  Any member may be NULL; a non-zero
+ * return stops the compression with that status. */
+typedef struct lmp_compress_watch {
+    /* Just before and just after stage s (of v->stages) runs on blk (the variant's block). */
+    int (*before_stage)(void *ud, int s, const lmp_block *blk);
+    int (*after_stage)(void *ud, int s, const lmp_block *blk);
+    /* The observer of the forward that gives block b+1 its calibration inputs, run after every
+     * stage is done with block b (on the compressed block, or with calibration inputs
+     * "original" on the block as the model has it).  When set and the run has calibration
+     * windows, they are embedded and propagated even if no stage asks for statistics. */
+    lmp_observe_fn observe;
+    void *ud;
+} lmp_compress_watch;
+
+/* lmp_compress with a watch (NULL: none). */
+int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                         const lmp_windows *calib, const lmp_compress_watch *watch, lmp_block **out);
 
 /* Where lmp_compress spent its time on this context since the last reset (lmp_compress_times,
  * host.h). */

@@ -19,9 +19,8 @@ static int64_t argmax(const float *x, int64_t n)
     return best;
 }
 
-/* Adds one window's scores: ref/var are [L, V] log-probabilities, tok the window's ids. */
-static void score_window(const float *ref, const float *var, const int32_t *tok, int64_t L,
-                         int64_t V, lmp_score *s)
+void lmp_score_window(const float *ref, const float *var, const int32_t *tok, int64_t L, int64_t V,
+                      lmp_score *s)
 {
     for (int64_t t = 0; t + 1 < L; t++) {
         const float *r = ref + t * V, *q = var + t * V;
@@ -94,9 +93,7 @@ static int file_io(int fd, int writing, float *buf, int64_t n_floats, int64_t of
     return 0;
 }
 
-/* ref[L, V] <- the reference's log-probabilities of window w: from the cache, or computed (and
- * stored when there is a cache). */
-static int reference_window(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
+int lmp_ref_window(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
                             lmp_ref_logprobs *c, int64_t w, const int32_t *tok, int64_t L, float *ref)
 {
     if (c && c->have[w]) {
@@ -145,9 +142,9 @@ int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const
             break;
         }
         const int32_t *tok = ids + w * L;
-        st = reference_window(be, m, ref_blocks, cache, w, tok, L, ref);
+        st = lmp_ref_window(be, m, ref_blocks, cache, w, tok, L, ref);
         if (!st && !same) st = lmp_forward(be, vm, var_blocks, tok, L, 1, var);
-        if (!st) score_window(ref, same ? ref : var, tok, L, V, out);
+        if (!st) lmp_score_window(ref, same ? ref : var, tok, L, V, out);
     }
     if (!st) lmp_progress(ctx, label, n_win, n_win);
     free(ref);

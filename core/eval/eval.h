@@ -41,6 +41,18 @@ typedef struct lmp_ref_logprobs {
 int lmp_ref_logprobs_init(lmp_ctx *ctx, lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats);
 void lmp_ref_logprobs_free(lmp_ref_logprobs *c);
 
+/* ref[L, V] <- the reference's (model m, blocks ref_blocks) log-probabilities of window w, whose
+ * ids are tok[L]: from the cache c, or computed (and stored when there is a cache; c may be
+ * NULL).  What lmp_eval_text scores against; core/analyze reuses it. */
+int lmp_ref_window(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks, lmp_ref_logprobs *c,
+                   int64_t w, const int32_t *tok, int64_t L, float *ref);
+
+/* Adds one window's scores to *s: ref and var are [L, V] log-probabilities (var == ref: the
+ * reference itself, no KL sum), tok the window's ids.  The one scoring rule of the protocol
+ * above, shared by lmp_eval_text and core/analyze's cached evaluation. */
+void lmp_score_window(const float *ref, const float *var, const int32_t *tok, int64_t L, int64_t V,
+                      lmp_score *s);
+
 /* The number of windows the protocol takes from n_ids tokens. */
 int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows);
 

@@ -105,21 +105,25 @@ void lmp_lambada_free(lmp_lambada *l)
     memset(l, 0, sizeof *l);
 }
 
-/* Is every target token the argmax?  Runs the blocks on the input (all ids but the last) and
- * the head only on the positions that predict target tokens. */
-static int passage_correct(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks,
+void lmp_lambada_span(const lmp_model *m, const lmp_lambada_item *it, int64_t *start, int64_t *T)
+{
+    *T = it->n_ids - 1;
+    *start = 0;
+    if (*T > m->arch.seq_len) { /* keep the last seq_len tokens */
+        *start = *T - m->arch.seq_len;
+        *T = m->arch.seq_len;
+    }
+}
+
+int lmp_lambada_judge_from(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks, int64_t first_block,
                            const lmp_lambada_item *it, float *x, float *logits, int *correct)
 {
     const int64_t d = m->arch.dim, V = m->arch.vocab;
-    int64_t T = it->n_ids - 1, start = 0;
-    if (T > m->arch.seq_len) { /* keep the last seq_len tokens */
-        start = T - m->arch.seq_len;
-        T = m->arch.seq_len;
-    }
-    const int32_t *in = it->ids + start;
-    lmp_embed(m, in, T, x);
+    int64_t T, start;
+    lmp_lambada_span(m, it, &start, &T);
     int st = 0;
-    for (int64_t l = 0; l < m->arch.n_layers && !st; l++) st = lmp_block_forward(be, &m->arch, &blocks[l], T, x, NULL, NULL);
+    for (int64_t l = first_block; l < m->arch.n_layers && !st; l++)
+        st = lmp_block_forward(be, &m->arch, &blocks[l], T, x, NULL, NULL);
     const int64_t first = T - it->n_target; /* position predicting the first target token */
     if (!st) st = lmp_head(be, m, it->n_target, x + first * d, 0, logits);
     *correct = 1;
@@ -131,6 +135,17 @@ static int passage_correct(const lmp_backend *be, const lmp_model *m, const lmp_
         *correct = best == it->ids[start + first + j + 1];
     }
     return st;
+}
+
+/* Is every target token the argmax?  Runs the blocks on the input (all ids but the last) and
+ * the head only on the positions that predict target tokens. */
+static int passage_correct(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks,
+                           const lmp_lambada_item *it, float *x, float *logits, int *correct)
+{
+    int64_t T, start;
+    lmp_lambada_span(m, it, &start, &T);
+    lmp_embed(m, it->ids + start, T, x);
+    return lmp_lambada_judge_from(be, m, blocks, 0, it, x, logits, correct);
 }
 
 int lmp_lambada_eval(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, lmp_block *const *variants,

@@ -43,6 +43,16 @@ void lmp_lambada_free(lmp_lambada *l);
 int lmp_lambada_eval(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, lmp_block *const *variants,
                      int n_var, const lmp_lambada *l, lmp_lambada_score *out);
 
+/* The tokens a passage runs on: ids[start .. start + T) (all ids but the last; a passage longer
+ * than m's context keeps its last seq_len). */
+void lmp_lambada_span(const lmp_model *m, const lmp_lambada_item *it, int64_t *start, int64_t *T);
+/* One passage from block first_block on: x[T, dim] holds block first_block's input (it is
+ * overwritten), logits has room for n_target rows.  *correct: every target token is the argmax.
+ * lmp_lambada_eval is lmp_embed + this from block 0; core/analyze starts it from a cached
+ * block boundary, so both judge a passage with the same code. */
+int lmp_lambada_judge_from(const lmp_backend *be, const lmp_model *m, const lmp_block *blocks, int64_t first_block,
+                           const lmp_lambada_item *it, float *x, float *logits, int *correct);
+
 double lmp_lambada_acc(const lmp_lambada_score *s);
 /* Standard error of the accuracy, as the harness reports it: sqrt(acc (1-acc) / (n-1)). */
 double lmp_lambada_stderr(const lmp_lambada_score *s);

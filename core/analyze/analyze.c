@@ -1,0 +1,724 @@
+/* analyze.c — see analyze.h.  In stages: prepare the run as compare does; compress the variant
+ * once, watching it (float states, proxy); cache the baseline's block boundaries; evaluate each
+ * unit; rank; then the skip answer (--skip-top / --target) and the curves. */
+#include "analyze/analyze.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "compare/compare.h"
+#include "compress/pipeline.h"
+#include "config/config_write.h"
+#include "model/forward.h"
+
+static const char *const mode_names[] = {"restore-one", "quantize-one", NULL};
+static const char *const gran_names[] = {"linear", "block", "role", NULL};
+static const char *const metric_names[] = {"kld", "ppl", "top1", "lambada", NULL};
+static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+static int by_name(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
+const char *lmp_an_mode_name(lmp_an_mode m) { return mode_names[m]; }
+const char *lmp_an_gran_name(lmp_an_gran g) { return gran_names[g]; }
+const char *lmp_an_metric_name(lmp_an_metric m) { return metric_names[m]; }
+int lmp_an_mode_by_name(const char *s) { return by_name(mode_names, s); }
+int lmp_an_gran_by_name(const char *s) { return by_name(gran_names, s); }
+int lmp_an_metric_by_name(const char *s) { return by_name(metric_names, s); }
+
+double lmp_an_value(lmp_an_metric m, const lmp_bcache_result *r)
+{
+    switch (m) {
+    case LMP_AN_KLD: return lmp_score_kld(&r->score);
+    case LMP_AN_PPL: return lmp_score_ppl(&r->score);
+    case LMP_AN_TOP1: return lmp_score_top1(&r->score);
+    case LMP_AN_LAMBADA: return lmp_lambada_acc(&r->lambada);
+    }
+    return NAN;
+}
+
+int lmp_an_lower_better(lmp_an_metric m) { return m == LMP_AN_KLD || m == LMP_AN_PPL; }
+
+/* "How bad": the metric with its sign turned so that larger is always worse. */
+static double harm(lmp_an_metric m, const lmp_bcache_result *r)
+{
+    double v = lmp_an_value(m, r);
+    return lmp_an_lower_better(m) ? v : -v;
+}
+
+/* ---- watching the compression ------------------------------------------------------------- */
+
+/* A linear counts as compressed once a stage lowered its weight bits, quantized its input or
+ * pruned it; function-preserving edits (smoothing, shifting) do not count. */
+static int is_compressed(const lmp_linear *l)
+{
+    return l->weight_bits < 32 || l->act.mode != LMP_ACT_NONE || l->mask != NULL;
+}
+
+static void *dup_mem(const void *p, size_t n, int *oom)
+{
+    if (!p) return NULL;
+    void *q = malloc(n ? n : 1);
+    if (!q) *oom = 1;
+    else memcpy(q, p, n);
+    return q;
+}
+
+/* A deep copy of what the forward reads (no grid, params or stats). */
+static int linear_dup(const lmp_linear *s, lmp_linear *d)
+{
+    int oom = 0;
+    *d = *s;
+    d->params = NULL;
+    d->stats = NULL;
+    d->grid = NULL;
+    d->w = dup_mem(s->w, (size_t)(s->out * s->in) * sizeof *s->w, &oom);
+    d->b = dup_mem(s->b, (size_t)s->out * sizeof *s->b, &oom);
+    d->in_shift = dup_mem(s->in_shift, (size_t)s->in * sizeof *s->in_shift, &oom);
+    d->in_scale = dup_mem(s->in_scale, (size_t)s->in * sizeof *s->in_scale, &oom);
+    d->mask = dup_mem(s->mask, (size_t)(s->out * s->in), &oom);
+    d->shift_bias = dup_mem(s->shift_bias, (size_t)s->out * sizeof *s->shift_bias, &oom);
+    return oom ? lmp_fail(LMP_ENOMEM, "out of memory for the float state of %s", s->name) : 0;
+}
+
+static void linear_release(lmp_linear *l)
+{
+    free(l->w);
+    free(l->b);
+    free(l->in_shift);
+    free(l->in_scale);
+    free(l->mask);
+    free(l->shift_bias);
+    memset(l, 0, sizeof *l);
+}
+
+typedef struct watch_state {
+    lmp_analysis *a;
+    const lmp_backend *be;
+    const lmp_variant *v;
+    lmp_block pending;         /* the block before the current stage */
+    int have_pending;
+    lmp_linear *fl;            /* [n_total] float states */
+    uint8_t *has_fl;           /* [n_total] */
+    const lmp_block *cur;      /* the variant's block being finished */
+    double *err, *norm;        /* [n_total] proxy sums */
+} watch_state;
+
+static int before_stage(void *ud, int s, const lmp_block *blk)
+{
+    watch_state *w = ud;
+    (void)s;
+    int missing = 0;
+    for (int i = 0; i < blk->n_linears; i++) missing |= !w->has_fl[blk->index * w->a->n_lin + i];
+    if (!missing) return 0;
+    if (w->have_pending) lmp_block_free(&w->pending);
+    w->have_pending = 0;
+    int st = lmp_block_clone(blk, &w->pending);
+    if (!st) w->have_pending = 1;
+    return st;
+}
+
+static int after_stage(void *ud, int s, const lmp_block *blk)
+{
+    watch_state *w = ud;
+    w->cur = blk;
+    for (int i = 0; i < blk->n_linears; i++) {
+        const int g = blk->index * w->a->n_lin + i;
+        const lmp_linear *l = &blk->linears[i];
+        if (!w->has_fl[g] && w->have_pending && is_compressed(l) && !is_compressed(&w->pending.linears[i])) {
+            int st = linear_dup(&w->pending.linears[i], &w->fl[g]);
+            if (st) return st;
+            w->has_fl[g] = 1;
+        }
+        if (w->has_fl[g] && lmp_stage_params_for(&w->v->stages[s], l->name)) w->a->stage_mask[g] |= 1u << s;
+    }
+    if (w->have_pending) lmp_block_free(&w->pending);
+    w->have_pending = 0;
+    return 0;
+}
+
+/* The proxy's sums for every compressed linear fed by x[T, C]. */
+static int observe(void *ud, const int *lins, int n, const float *x, int64_t T, int64_t C)
+{
+    watch_state *w = ud;
+    if (!w->cur) return 0;
+    int st = 0;
+    for (int k = 0; k < n && !st; k++) {
+        const int i = lins[k], g = w->cur->index * w->a->n_lin + i;
+        if (!w->has_fl[g]) continue;
+        const lmp_linear *q = &w->cur->linears[i], *f = &w->fl[g];
+        const int64_t O = q->out;
+        float *xq = malloc((size_t)(T * C) * sizeof *xq), *y = malloc((size_t)(T * O) * sizeof *y),
+              *yq = malloc((size_t)(T * O) * sizeof *yq);
+        st = xq && y && yq ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for the proxy of %s", q->name);
+        if (!st) st = lmp_be_linear(w->be, T, C, O, x, f->w, NULL, y);
+        if (!st) {
+            memcpy(xq, x, (size_t)(T * C) * sizeof *xq);
+            if (q->act.mode != LMP_ACT_NONE) st = lmp_be_quantize_act(w->be, &q->act, T, C, xq);
+        }
+        if (!st) st = lmp_be_linear(w->be, T, C, O, xq, q->w, NULL, yq);
+        for (int64_t j = 0; j < T * O && !st; j++) {
+            const double e = (double)y[j] - (double)yq[j];
+            w->err[g] += e * e;
+            w->norm[g] += (double)y[j] * (double)y[j];
+        }
+        free(xq);
+        free(y);
+        free(yq);
+    }
+    return st;
+}
+
+/* ---- block sets ------------------------------------------------------------------------------ */
+
+typedef struct sets {
+    int64_t NL;
+    int n_lin, n_total;
+    const lmp_block *comp;     /* the variant's blocks: norms and structure of every set */
+    const lmp_linear **Q, **F, **H; /* [n_total]; H NULL without keep_params */
+    const lmp_linear **base;   /* Q or F: the cache's baseline */
+    const lmp_linear **pick;   /* scratch: the set being evaluated */
+    lmp_linear *lin;           /* [n_total] scratch linears */
+    lmp_block *blocks;         /* [NL] scratch blocks */
+} sets;
+
+/* s->blocks <- the set s->pick; returns the first block that differs from the baseline (NL: none). */
+static int64_t assemble(sets *s)
+{
+    int64_t first = s->NL;
+    for (int64_t b = 0; b < s->NL; b++) {
+        s->blocks[b] = s->comp[b];
+        s->blocks[b].linears = s->lin + b * s->n_lin;
+        for (int i = 0; i < s->n_lin; i++) {
+            const int g = (int)b * s->n_lin + i;
+            s->lin[g] = *s->pick[g];
+            if (s->pick[g] != s->base[g] && b < first) first = b;
+        }
+    }
+    return first;
+}
+
+/* pick <- the baseline with units[0..k) taken from alt. */
+static void pick_units(sets *s, const lmp_analysis *a, const int *units, int k, const lmp_linear **alt)
+{
+    memcpy(s->pick, s->base, (size_t)s->n_total * sizeof *s->pick);
+    for (int u = 0; u < k; u++)
+        for (int j = 0; j < a->units[units[u]].n_lins; j++) {
+            const int g = a->units[units[u]].lins[j];
+            s->pick[g] = alt[g];
+        }
+}
+
+/* pick <- the variant (Q) with units[0..k) skipped (F, or H with keep_params): a skip list. */
+static void pick_skip(sets *s, const lmp_analysis *a, const int *units, int k)
+{
+    memcpy(s->pick, s->Q, (size_t)s->n_total * sizeof *s->pick);
+    for (int u = 0; u < k; u++)
+        for (int j = 0; j < a->units[units[u]].n_lins; j++) {
+            const int g = a->units[units[u]].lins[j];
+            s->pick[g] = s->H ? s->H[g] : s->F[g];
+        }
+}
+
+static int eval_pick(lmp_bcache *bc, sets *s, const char *what, lmp_bcache_result *out)
+{
+    int64_t first = assemble(s);
+    return lmp_bcache_eval(bc, s->blocks, first, what, out);
+}
+
+/* ---- units ------------------------------------------------------------------------------------ */
+
+static int make_units(lmp_analysis *a, const lmp_block *comp, const uint8_t *has_fl)
+{
+    const int NL = (int)a->n_layers, n_lin = a->n_lin;
+    int max_units = a->o.gran == LMP_AN_LINEAR ? NL * n_lin : a->o.gran == LMP_AN_BLOCK ? NL : LMP_ROLE_COUNT;
+    a->units = calloc((size_t)max_units + 1, sizeof *a->units);
+    if (!a->units) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int u = 0; u < max_units; u++) {
+        lmp_an_unit *un = &a->units[a->n_units];
+        un->lins = malloc((size_t)(NL * n_lin) * sizeof *un->lins);
+        if (!un->lins) return lmp_fail(LMP_ENOMEM, "out of memory");
+        un->first = NL;
+        un->block = -1;
+        for (int g = 0; g < NL * n_lin; g++) {
+            const int b = g / n_lin, i = g % n_lin;
+            const lmp_linear *l = &comp[b].linears[i];
+            int in = a->o.gran == LMP_AN_LINEAR ? g == u : a->o.gran == LMP_AN_BLOCK ? b == u : (int)l->role == u;
+            if (!in || !has_fl[g]) continue; /* a linear no stage compressed changes nothing */
+            un->lins[un->n_lins++] = g;
+            if (b < un->first) un->first = b;
+        }
+        if (!un->n_lins) {
+            free(un->lins);
+            un->lins = NULL;
+            continue;
+        }
+        const lmp_linear *l0 = &comp[un->lins[0] / n_lin].linears[un->lins[0] % n_lin];
+        if (a->o.gran == LMP_AN_LINEAR) {
+            snprintf(un->name, sizeof un->name, "%s", a->lin_names[un->lins[0]]);
+            un->role = role_names[l0->role];
+            un->block = un->first;
+        } else if (a->o.gran == LMP_AN_BLOCK) {
+            snprintf(un->name, sizeof un->name, "block %d", u);
+            un->role = "all";
+            un->block = u;
+        } else {
+            snprintf(un->name, sizeof un->name, "%s (all blocks)", role_names[u]);
+            un->role = role_names[u];
+        }
+        a->n_units++;
+    }
+    if (!a->n_units)
+        return lmp_fail(LMP_EINVAL, "variant '%s': no stage compresses any linear: nothing to analyze", a->v->name);
+    return 0;
+}
+
+/* Ranks of x[n] (1 = largest), ties sharing their mean rank: for Spearman's rho. */
+static void ranks_of(const double *x, int n, double *r)
+{
+    for (int i = 0; i < n; i++) {
+        int above = 0, equal = 0;
+        for (int j = 0; j < n; j++) {
+            above += x[j] > x[i];
+            equal += x[j] == x[i];
+        }
+        r[i] = above + (equal + 1) / 2.0;
+    }
+}
+
+static double spearman(const double *x, const double *y, int n)
+{
+    if (n < 2) return NAN;
+    double *rx = malloc((size_t)n * sizeof *rx), *ry = malloc((size_t)n * sizeof *ry);
+    double rho = NAN;
+    if (rx && ry) {
+        ranks_of(x, n, rx);
+        ranks_of(y, n, ry);
+        double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+        for (int i = 0; i < n; i++) mx += rx[i] / n, my += ry[i] / n;
+        for (int i = 0; i < n; i++) {
+            sxy += (rx[i] - mx) * (ry[i] - my);
+            sxx += (rx[i] - mx) * (rx[i] - mx);
+            syy += (ry[i] - my) * (ry[i] - my);
+        }
+        rho = sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+    }
+    free(rx);
+    free(ry);
+    return rho;
+}
+
+/* order[n] <- unit indices sorted by key descending (model order among equals: a stable
+ * insertion sort; n is a few hundred). */
+static void sort_desc(const double *key, int n, int *order)
+{
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++) {
+        int u = order[i], j = i;
+        double k = isnan(key[u]) ? -INFINITY : key[u];
+        while (j > 0 && (isnan(key[order[j - 1]]) ? -INFINITY : key[order[j - 1]]) < k) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = u;
+    }
+}
+
+/* ---- keep_params: the variant compressed with those parameters on every compressed linear ---- */
+
+/* Writes a one-variant config whose compressing stages give every linear keep_params, loads it
+ * (so the parameters are checked against the plugins' schemas like any config) and compresses
+ * it.  The file is temporary. */
+static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block **H)
+{
+    uint32_t stages = 0;
+    for (int g = 0; g < (int)a->n_layers * a->n_lin; g++) stages |= a->stage_mask[g];
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lmpress-keep-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) return lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(path);
+        return lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
+    }
+    char **extra = calloc((size_t)a->v->n_stages + 1, sizeof *extra);
+    int st = extra ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int s = 0; s < a->v->n_stages && !st; s++) {
+        if (!(stages >> s & 1u)) continue;
+        size_t n = strlen(a->o.keep_params) + 64;
+        if (!(extra[s] = malloc(n))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        else snprintf(extra[s], n, "{ match = \"re:.*\"; params = { %s }; }", a->o.keep_params);
+    }
+    if (!st) {
+        lmp_config_write_head(f, a->c, "lmpress analyze: the variant with --keep-params on every linear");
+        fputs("variants = (\n", f);
+        lmp_config_write_variant(f, a->c, a->v, NULL, (const char *const *)extra);
+        fputs("\n);\n", f);
+    }
+    for (int s = 0; extra && s < a->v->n_stages; s++) free(extra[s]);
+    free(extra);
+    if (fclose(f) && !st) st = lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
+    lmp_run_config *c2 = NULL;
+    if (!st && (st = lmp_config_load(ctx, path, &c2))) st = lmp_fail_prefix(st, "--keep-params \"%s\"", a->o.keep_params);
+    unlink(path);
+    if (!st) st = lmp_compress(ctx, &run->be, run->m, &c2->variants[0], &run->calib, H);
+    lmp_config_free(c2);
+    return st;
+}
+
+/* ---- the skip answer and the curves ---------------------------------------------------------- */
+
+static int reached(const lmp_analyze_opts *o, const lmp_bcache_result *r)
+{
+    double v = lmp_an_value(o->target_metric, r);
+    return lmp_an_lower_better(o->target_metric) ? v <= o->target : v >= o->target;
+}
+
+/* The smallest k whose skip list (the first k units in rank order) reaches the target: doubling
+ * k until it is reached, then bisecting between the last k that did not and the first that did,
+ * so ~2 log2(n) evaluations instead of PaddleSlim's one per k.  This assumes the metric improves
+ * with k, as it does when units are skipped in order of sensitivity; where the curve wiggles it
+ * finds a k that reaches the target with k-1 not reaching it. */
+static int search_target(lmp_analysis *a, lmp_bcache *bc, sets *s)
+{
+    int lo = 0, hi = -1, st = 0;
+    lmp_bcache_result r, best;
+    char what[96];
+    for (int k = 1; !st; k = k * 2 > a->n_units ? a->n_units : k * 2) {
+        snprintf(what, sizeof what, "analyze: target, %d skipped", k);
+        pick_skip(s, a, a->order, k);
+        st = eval_pick(bc, s, what, &r);
+        a->target_evals++;
+        if (st) return st;
+        if (reached(&a->o, &r)) {
+            hi = k;
+            best = r;
+            break;
+        }
+        lo = k;
+        if (k == a->n_units) break;
+    }
+    if (hi < 0) { /* even skipping every unit does not reach it */
+        a->skip = (lmp_an_point){.order = "measured", .k = a->n_units, .res = r,
+                                 .value = lmp_an_value(a->o.target_metric, &r)};
+        a->skip_reached = 0;
+        return 0;
+    }
+    while (hi - lo > 1 && !st) {
+        int mid = lo + (hi - lo) / 2;
+        snprintf(what, sizeof what, "analyze: target, %d skipped", mid);
+        pick_skip(s, a, a->order, mid);
+        st = eval_pick(bc, s, what, &r);
+        a->target_evals++;
+        if (!st && reached(&a->o, &r)) hi = mid, best = r;
+        else lo = mid;
+    }
+    a->skip = (lmp_an_point){.order = "measured", .k = hi, .res = best, .value = lmp_an_value(a->o.target_metric, &best)};
+    a->skip_reached = 1;
+    return st;
+}
+
+static int run_curves(lmp_ctx *ctx, lmp_analysis *a, lmp_bcache *bc, sets *s)
+{
+    const int n_orders = 2 + a->o.curve_seeds;
+    a->curve = calloc((size_t)(n_orders * a->o.n_curve) + 1, sizeof *a->curve);
+    int *perm = malloc((size_t)a->n_units * sizeof *perm);
+    char **names = calloc((size_t)n_orders + 1, sizeof *names);
+    int st = a->curve && perm && names ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    const lmp_host *h = lmp_host_services();
+    for (int o = 0; o < n_orders && !st; o++) {
+        const int *order = o == 0 ? a->order : o == 1 ? a->proxy_order : perm;
+        if (o >= 2) { /* a random order: Fisher-Yates on the run's RNG, seeded per curve */
+            lmp_host_seed(ctx, a->c->seed + (uint64_t)(o - 1));
+            for (int i = 0; i < a->n_units; i++) perm[i] = i;
+            for (int i = a->n_units - 1; i > 0; i--) {
+                int j = (int)(h->rng_u64(ctx) % (uint64_t)(i + 1)), t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+        }
+        char name[32];
+        snprintf(name, sizeof name, o == 0 ? "measured" : o == 1 ? "proxy" : "random-%d", o - 1);
+        if (!(names[o] = strdup(name))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int p = 0; p < a->o.n_curve && !st; p++) {
+            int k = a->o.curve[p] > a->n_units ? a->n_units : a->o.curve[p];
+            lmp_an_point *pt = &a->curve[a->n_curve++];
+            char what[96];
+            snprintf(what, sizeof what, "analyze: curve %s, %d skipped", name, k);
+            pick_skip(s, a, order, k);
+            st = eval_pick(bc, s, what, &pt->res);
+            pt->order = names[o];
+            pt->k = k;
+            pt->value = lmp_an_value(a->o.metric, &pt->res);
+        }
+    }
+    free(perm);
+    if (st) {
+        for (int o = 0; names && o < n_orders; o++) free(names[o]);
+        free(names);
+        return st;
+    }
+    a->curve_names = names; /* the points' order names: freed with the analysis */
+    a->n_curve_names = n_orders;
+    return 0;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+static void unit_eta(lmp_ctx *ctx, int k, int n, double spent)
+{
+    char line[160];
+    if (k > 0) {
+        double left = spent / k * (n - k);
+        snprintf(line, sizeof line, "[unit %d/%d, ~%.0f %s left]", k + 1, n, left >= 90 ? left / 60 : left,
+                 left >= 90 ? "min" : "s");
+    } else snprintf(line, sizeof line, "[unit 1/%d]", n);
+    lmp_progress_context(ctx, line);
+}
+
+int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *opts, lmp_analysis **out)
+{
+    *out = NULL;
+    double t_start = lmp_now_s();
+    lmp_analysis *a = calloc(1, sizeof *a);
+    lmp_report *r = calloc(1, sizeof *r);
+    lmp_run_state run = {.ctx = ctx, .c = c};
+    if (!a || !r) {
+        free(a);
+        free(r);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    a->c = c;
+    a->o = *opts;
+    a->v = &c->variants[opts->variant];
+    r->cfg = c;
+    r->n_texts = c->n_eval_texts;
+    r->texts = calloc((size_t)c->n_eval_texts + 1, sizeof *r->texts);
+    run.text_ids = calloc((size_t)c->n_eval_texts + 1, sizeof *run.text_ids);
+    run.ref = calloc((size_t)c->n_eval_texts + 1, sizeof *run.ref);
+    int st = r->texts && run.text_ids && run.ref ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].fd = -1;
+    if (!st && a->v->model_path)
+        st = lmp_fail(LMP_EINVAL, "variant '%s' is another tool's file (model = ...): analyze needs a pipeline "
+                      "it can compress and take apart", a->v->name);
+    if (!st && !a->v->n_stages)
+        st = lmp_fail(LMP_EINVAL, "variant '%s' has no pipeline: it is the unmodified model, nothing to analyze",
+                      a->v->name);
+    if (!st && a->v->n_stages > 32)
+        st = lmp_fail(LMP_EINVAL, "variant '%s': more than 32 stages", a->v->name);
+    if (!st && (opts->metric == LMP_AN_LAMBADA || (opts->have_target && opts->target_metric == LMP_AN_LAMBADA)) &&
+        !c->lambada)
+        st = lmp_fail(LMP_EINVAL, "%s: the LAMBADA metric needs eval.lambada in the config", c->path);
+    lmp_host_seed(ctx, c->seed);
+    if (!st) st = lmp_run_prepare(&run, r);
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        st = lmp_ref_logprobs_init(ctx, &run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
+
+    lmp_block *comp = NULL, *H = NULL;
+    watch_state w = {.a = a, .be = &run.be, .v = a->v};
+    sets s = {0};
+    lmp_bcache bc = {0};
+    if (!st) {
+        a->n_layers = run.m->arch.n_layers;
+        a->n_lin = run.base[0].n_linears;
+        const int n_total = (int)a->n_layers * a->n_lin;
+        a->stage_mask = calloc((size_t)n_total, sizeof *a->stage_mask);
+        a->lin_names = calloc((size_t)n_total, sizeof *a->lin_names);
+        w.fl = calloc((size_t)n_total, sizeof *w.fl);
+        w.has_fl = calloc((size_t)n_total, 1);
+        w.err = calloc((size_t)n_total, sizeof *w.err);
+        w.norm = calloc((size_t)n_total, sizeof *w.norm);
+        s = (sets){.NL = a->n_layers, .n_lin = a->n_lin, .n_total = n_total};
+        s.Q = calloc((size_t)n_total, sizeof *s.Q);
+        s.F = calloc((size_t)n_total, sizeof *s.F);
+        s.pick = calloc((size_t)n_total, sizeof *s.pick);
+        s.lin = calloc((size_t)n_total, sizeof *s.lin);
+        s.blocks = calloc((size_t)a->n_layers, sizeof *s.blocks);
+        if (!a->stage_mask || !a->lin_names || !w.fl || !w.has_fl || !w.err || !w.norm || !s.Q || !s.F || !s.pick ||
+            !s.lin || !s.blocks)
+            st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int g = 0; g < n_total && !st; g++) a->lin_names[g] = run.base[g / a->n_lin].linears[g % a->n_lin].name;
+    }
+    /* 1. compress once, watching */
+    double t0 = lmp_now_s();
+    if (!st) {
+        lmp_progress_context(ctx, "[compress]");
+        lmp_compress_watch watch = {before_stage, after_stage, observe, &w};
+        st = lmp_compress_watched(ctx, &run.be, run.m, a->v, &run.calib, &watch, &comp);
+    }
+    if (!st && opts->keep_params) {
+        lmp_progress_context(ctx, "[compress with --keep-params]");
+        st = compress_keep(ctx, a, &run, &H);
+    }
+    a->compress_s = lmp_now_s() - t0;
+    if (!st) {
+        for (int g = 0; g < s.n_total; g++) {
+            const lmp_linear *q = &comp[g / a->n_lin].linears[g % a->n_lin];
+            s.Q[g] = q;
+            s.F[g] = w.has_fl[g] ? &w.fl[g] : q;
+        }
+        if (H) {
+            s.H = calloc((size_t)s.n_total, sizeof *s.H);
+            if (!s.H) st = lmp_fail(LMP_ENOMEM, "out of memory");
+            for (int g = 0; g < s.n_total && !st; g++) s.H[g] = &H[g / a->n_lin].linears[g % a->n_lin];
+        }
+        s.comp = comp;
+        s.base = opts->mode == LMP_AN_RESTORE_ONE ? s.Q : s.F;
+    }
+    if (!st) st = make_units(a, comp, w.has_fl);
+    /* 2. the baseline, once, with every block boundary kept */
+    t0 = lmp_now_s();
+    if (!st) {
+        lmp_progress_context(ctx, "[baseline]");
+        memcpy(s.pick, s.base, (size_t)s.n_total * sizeof *s.pick);
+        assemble(&s);
+        int64_t *n_ids = malloc((size_t)c->n_eval_texts * sizeof *n_ids + 1);
+        if (!n_ids) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int t = 0; t < c->n_eval_texts && !st; t++) n_ids[t] = r->texts[t].tokens;
+        if (!st)
+            st = lmp_bcache_build(&bc, ctx, &run.be, run.m, run.base, s.blocks, c->n_eval_texts, run.text_ids, n_ids,
+                                  c->eval_seq_len, c->eval_max_windows, run.ref,
+                                  run.have_lambada ? &run.lambada : NULL);
+        free(n_ids);
+    }
+    a->build_s = lmp_now_s() - t0;
+    if (!st) {
+        a->base = bc.base;
+        /* the other end: every unit perturbed at once (F for restore-one, Q for quantize-one) */
+        lmp_progress_context(ctx, "[other end]");
+        memcpy(s.pick, opts->mode == LMP_AN_RESTORE_ONE ? s.F : s.Q, (size_t)s.n_total * sizeof *s.pick);
+        lmp_bcache_result other;
+        st = eval_pick(&bc, &s, "analyze: every unit", &other);
+        a->variant_res = opts->mode == LMP_AN_RESTORE_ONE ? bc.base : other;
+        a->float_res = opts->mode == LMP_AN_RESTORE_ONE ? other : bc.base;
+    }
+    /* 3. every unit */
+    t0 = lmp_now_s();
+    const lmp_linear **alt = opts->mode == LMP_AN_RESTORE_ONE ? s.F : s.Q;
+    for (int u = 0; u < a->n_units && !st; u++) {
+        unit_eta(ctx, u, a->n_units, lmp_now_s() - t0);
+        lmp_an_unit *un = &a->units[u];
+        char what[256];
+        snprintf(what, sizeof what, "analyze %s", un->name);
+        pick_units(&s, a, &u, 1, alt);
+        st = eval_pick(&bc, &s, what, &un->res);
+        un->value = lmp_an_value(opts->metric, &un->res);
+        un->gain = opts->mode == LMP_AN_RESTORE_ONE ? harm(opts->metric, &a->base) - harm(opts->metric, &un->res)
+                                                    : harm(opts->metric, &un->res) - harm(opts->metric, &a->base);
+        un->proxy = 0;
+        for (int j = 0; j < un->n_lins; j++) {
+            const int g = un->lins[j];
+            un->proxy += w.norm[g] > 0 ? w.err[g] / w.norm[g] : NAN;
+        }
+        if (!run.calib.n) un->proxy = NAN;
+    }
+    a->units_s = lmp_now_s() - t0;
+    a->rank_forwards = bc.forwards;
+    a->rank_naive_forwards = bc.naive_forwards;
+    /* 4. ranks, proxy ranks, Spearman */
+    if (!st) {
+        a->order = malloc((size_t)a->n_units * sizeof *a->order);
+        a->proxy_order = malloc((size_t)a->n_units * sizeof *a->proxy_order);
+        double *gain = malloc((size_t)a->n_units * sizeof *gain), *proxy = malloc((size_t)a->n_units * sizeof *proxy);
+        if (!a->order || !a->proxy_order || !gain || !proxy) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        int n_prox = 0;
+        for (int u = 0; u < a->n_units && !st; u++) gain[u] = a->units[u].gain, proxy[u] = a->units[u].proxy;
+        if (!st) {
+            sort_desc(gain, a->n_units, a->order);
+            sort_desc(proxy, a->n_units, a->proxy_order);
+            for (int k = 0; k < a->n_units; k++) {
+                a->units[a->order[k]].rank = k + 1;
+                a->units[a->proxy_order[k]].proxy_rank = k + 1;
+            }
+            for (int u = 0; u < a->n_units; u++)
+                if (isfinite(proxy[u])) gain[n_prox] = gain[u], proxy[n_prox++] = proxy[u];
+            a->spearman = spearman(gain, proxy, n_prox);
+        }
+        free(gain);
+        free(proxy);
+    }
+    /* 5. the skip answer, 6. the curves */
+    t0 = lmp_now_s();
+    if (!st && opts->have_target) {
+        lmp_progress_context(ctx, "[target search]");
+        st = search_target(a, &bc, &s);
+    } else if (!st && opts->skip_top > 0) {
+        lmp_progress_context(ctx, "[skip top]");
+        int k = opts->skip_top > a->n_units ? a->n_units : opts->skip_top;
+        pick_skip(&s, a, a->order, k);
+        a->skip = (lmp_an_point){.order = "measured", .k = k};
+        st = eval_pick(&bc, &s, "analyze: skip top", &a->skip.res);
+        a->skip.value = lmp_an_value(opts->metric, &a->skip.res);
+    }
+    if (!st && (opts->have_target || opts->skip_top > 0)) {
+        a->skip_list = malloc((size_t)(a->skip.k + 1) * sizeof *a->skip_list);
+        if (!a->skip_list) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        else memcpy(a->skip_list, a->order, (size_t)a->skip.k * sizeof *a->skip_list);
+    }
+    if (!st && opts->n_curve) {
+        lmp_progress_context(ctx, "[curves]");
+        st = run_curves(ctx, a, &bc, &s);
+    }
+    a->search_s = lmp_now_s() - t0;
+    lmp_progress_context(ctx, NULL);
+    a->forwards = bc.forwards;
+    a->naive_forwards = bc.naive_forwards;
+    a->evals = bc.evals;
+    a->total_s = lmp_now_s() - t_start;
+
+    lmp_bcache_free(&bc);
+    for (int g = 0; w.fl && g < s.n_total; g++)
+        if (w.has_fl[g]) linear_release(&w.fl[g]);
+    if (w.have_pending) lmp_block_free(&w.pending);
+    free(w.fl);
+    free(w.has_fl);
+    free(w.err);
+    free(w.norm);
+    free(s.Q);
+    free(s.F);
+    free(s.H);
+    free(s.pick);
+    free(s.lin);
+    free(s.blocks);
+    if (comp) lmp_blocks_free(comp, a->n_layers);
+    if (H) lmp_blocks_free(H, a->n_layers);
+    lmp_run_release(&run);
+    a->model = r->model; /* the linear names point into it */
+    r->model = NULL;
+    lmp_report_free(r);
+    if (st) {
+        lmp_analysis_free(a);
+        return st;
+    }
+    *out = a;
+    return 0;
+}
+
+void lmp_analysis_free(lmp_analysis *a)
+{
+    if (!a) return;
+    for (int u = 0; a->units && u < a->n_units; u++) free(a->units[u].lins);
+    free(a->units);
+    free(a->order);
+    free(a->proxy_order);
+    free(a->curve);
+    for (int o = 0; a->curve_names && o < a->n_curve_names; o++) free(a->curve_names[o]);
+    free(a->curve_names);
+    free(a->stage_mask);
+    free(a->lin_names);
+    free(a->skip_list);
+    lmp_model_free(a->model);
+    free(a);
+}

@@ -1,0 +1,250 @@
+/* test_analyze.c — `lmpress analyze` on stories260K against the plain way.
+ *
+ * The plain way is done here, without analyze's code: for every linear the test writes a
+ * variant that is the analyzed one with an override { match = "re:^<linear>$"; skip = true; }
+ * in its stage, runs the whole config through `lmpress compare`, and reads each variant's
+ * numbers from compare's JSON.  analyze's fast path (one compression, cached block boundaries,
+ * only blocks b..n-1 rerun) must give the same KL, perplexity and top-1 to 1e-6 relative and the
+ * same LAMBADA count, for every linear.  The variant is calibrated on the original inputs
+ * (static activation scales) so that leaving one linear in float does not change how the others
+ * are compressed: then both ways describe the same model.  Also: the ranking is sorted the
+ * right way round (PaddleSlim's sign bug), the written skip config runs through compare with
+ * analyze's numbers, mixed precision (--keep-params) likewise, the cost line, and bad input. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/json.h"
+#include "testutil.h"
+
+#define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+#define TOKENIZER LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
+#define CALIB LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-calib.txt"
+#define EVAL_TEXT LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt"
+#define LAMBADA LMP_DATA_DIR "/lambada/lambada_test.jsonl"
+
+static char tmpdir[256];
+static char output[1 << 20];
+
+static void setup(void) { lmp_test_tmpdir(tmpdir, sizeof tmpdir, "analyze"); }
+static void teardown(void) { lmp_test_rmtree(tmpdir); }
+
+/* The shared part of both configs: small windows so that 36 variants evaluate in seconds. */
+static void write_head(FILE *f)
+{
+    fprintf(f, "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+               "backend = { name = \"cpu\"; params = { threads = 1; }; };\n"
+               "calibration = { text = \"%s\"; samples = 8; seq_len = 128; inputs = \"original\"; };\n"
+               "eval = { texts = [ \"%s\" ]; seq_len = 128; max_windows = 4; lambada = \"%s\"; lambada_max = 40; };\n"
+               "seed = 1234;\n",
+            MODEL, TOKENIZER, CALIB, EVAL_TEXT, LAMBADA);
+}
+
+#define STAGE "{ strategy = \"rtn\"; params = { bits = 4; granularity = \"group\"; group_size = 32; act = \"static_tensor\"; act_bits = 8; }; "
+
+static const char *const roles[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                    "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+
+static const char *write_analyzed_config(void)
+{
+    const char *path = lmp_test_path(tmpdir, "an.cfg");
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    write_head(f);
+    fprintf(f, "variants = ( { name = \"fp32\"; },\n  { name = \"w4a8\"; pipeline = ( " STAGE "} ); } );\n");
+    fclose(f);
+    return path;
+}
+
+static double num(const lmp_json *j, const char *key)
+{
+    double v = NAN;
+    ck_assert_msg(lmp_json_get_number(j, key, key, &v) == 0, "no number %s", key);
+    return v;
+}
+
+static const lmp_json *get(const lmp_json *j, const char *key)
+{
+    const lmp_json *v = lmp_json_get(j, key);
+    ck_assert_msg(v != NULL, "no key %s", key);
+    return v;
+}
+
+static lmp_json *read_json(const char *path)
+{
+    size_t n;
+    unsigned char *text = lmp_test_slurp(path, &n);
+    lmp_json *j = NULL;
+    ck_assert_int_eq(lmp_json_parse((const char *)text, n, path, &j), 0);
+    free(text);
+    return j;
+}
+
+static void assert_rel(double a, double b, double tol, const char *what, const char *name)
+{
+    double scale = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    ck_assert_msg(fabs(a - b) <= tol * (scale > 0 ? scale : 1), "%s of %s: analyze %.17g, compare %.17g", what, name, a, b);
+}
+
+/* An analyze result ({"ppl", "kld", "top1", "lambada": {"correct"}}) against compare's entry. */
+static void assert_same(const lmp_json *an, const lmp_json *variant, const char *name)
+{
+    const lmp_json *ev = get(get(variant, "eval"), "tinystories-synth-eval.txt");
+    assert_rel(num(an, "ppl"), num(ev, "ppl"), 1e-6, "ppl", name);
+    assert_rel(num(an, "kld"), num(ev, "kld"), 1e-6, "kld", name);
+    assert_rel(num(an, "top1"), num(ev, "top1"), 1e-6, "top1", name);
+    ck_assert_msg(num(get(an, "lambada"), "correct") == num(get(variant, "lambada"), "correct"), "LAMBADA of %s", name);
+}
+
+START_TEST(restore_one_matches_compare)
+{
+    const char *cfg = write_analyzed_config(), *json = lmp_test_path(tmpdir, "an.json");
+    const char *skip_cfg = lmp_test_path(tmpdir, "skip.cfg"), *svg = lmp_test_path(tmpdir, "an.svg");
+    const char *csv = lmp_test_path(tmpdir, "an.csv");
+    char args[4096];
+    snprintf(args, sizeof args, "analyze %s --variant w4a8 --json %s --csv %s --svg %s --skip-top 4 --write-config %s 2>&1",
+             cfg, json, csv, svg, skip_cfg);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    ck_assert_ptr_nonnull(strstr(output, "block-forwards against"));
+    ck_assert_ptr_nonnull(strstr(output, "Spearman rho"));
+
+    /* the plain way: one variant per linear, that linear skipped by the stage */
+    const char *plain = lmp_test_path(tmpdir, "plain.cfg"), *plain_json = lmp_test_path(tmpdir, "plain.json");
+    FILE *f = fopen(plain, "w");
+    ck_assert_ptr_nonnull(f);
+    write_head(f);
+    fprintf(f, "variants = (\n  { name = \"w4a8\"; pipeline = ( " STAGE "} ); }");
+    for (int b = 0; b < 5; b++)
+        for (int r = 0; r < 7; r++)
+            fprintf(f, ",\n  { name = \"model.layers.%d.%s\"; pipeline = ( " STAGE
+                       "overrides = ( { match = \"re:^model\\\\.layers\\\\.%d\\\\.%s$\"; skip = true; } ); } ); }",
+                    b, roles[r], b, roles[r]);
+    fprintf(f, "\n);\n");
+    fclose(f);
+    snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", plain, plain_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+
+    lmp_json *an = read_json(json), *pl = read_json(plain_json);
+    assert_same(get(an, "compressed"), lmp_test_variant(pl, "w4a8"), "the variant");
+    const lmp_json *units = get(an, "units");
+    ck_assert_int_eq((int)units->n, 35);
+    double prev_gain = INFINITY;
+    for (size_t u = 0; u < units->n; u++) {
+        const lmp_json *un = &units->items[u];
+        const char *name = NULL;
+        ck_assert_int_eq(lmp_json_get_string(un, "name", "name", &name), 0);
+        assert_same(get(un, "result"), lmp_test_variant(pl, name), name);
+        /* ranked by gain, largest first; the gain is the KL the restore removed */
+        double gain = num(un, "gain");
+        ck_assert_msg(gain <= prev_gain, "unit %zu is ranked above a larger gain", u);
+        prev_gain = gain;
+        ck_assert_int_eq((int)num(un, "rank"), (int)u + 1);
+        assert_rel(gain, num(get(an, "compressed"), "kld") - num(get(un, "result"), "kld"), 1e-12, "gain", name);
+    }
+    /* restoring the most sensitive linear helps: PaddleSlim's sign bug ranks it last */
+    ck_assert(num(&units->items[0], "gain") > 0);
+    ck_assert(num(&units->items[0], "gain") > num(&units->items[units->n - 1], "gain"));
+    /* the cost: cached evaluation reran fewer block-forwards than one full evaluation per unit */
+    const lmp_json *cost = get(an, "cost");
+    ck_assert(num(cost, "block_forwards") < num(cost, "naive_block_forwards"));
+    ck_assert(num(cost, "share") < 0.8);
+
+    /* the ready config runs through compare and gives analyze's skip-top number */
+    const char *skip_json = lmp_test_path(tmpdir, "skip.json");
+    snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", skip_cfg, skip_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *sk = read_json(skip_json);
+    assert_same(get(get(an, "skip"), "result"), lmp_test_variant(sk, "w4a8-skip4"), "w4a8-skip4");
+    ck_assert_int_eq((int)get(get(an, "skip"), "units")->n, 4);
+
+    /* the SVG is one complete document with a bar per unit; the CSV a header and a row per unit */
+    size_t n;
+    char *text = (char *)lmp_test_slurp(svg, &n);
+    ck_assert_ptr_nonnull(strstr(text, "<svg"));
+    ck_assert_ptr_nonnull(strstr(text, "</svg>"));
+    int bars = 0;
+    for (char *p = text; (p = strstr(p, "<title>")); p++) bars++;
+    ck_assert_int_eq(bars, 35);
+    free(text);
+    text = (char *)lmp_test_slurp(csv, &n);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+    ck_assert_int_eq(lines, 36);
+    free(text);
+    lmp_json_free(an);
+    lmp_json_free(pl);
+    lmp_json_free(sk);
+}
+END_TEST
+
+/* --target with --keep-params: the smallest skip list at 8 bits that reaches a KL between the
+ * variant's and float's, written as a config whose mixed-precision variant compare agrees with. */
+START_TEST(target_keep_params_matches_compare)
+{
+    const char *cfg = write_analyzed_config(), *json = lmp_test_path(tmpdir, "t.json");
+    const char *out_cfg = lmp_test_path(tmpdir, "t.cfg"), *out_json = lmp_test_path(tmpdir, "t-out.json");
+    char args[4096];
+    snprintf(args, sizeof args, "analyze %s --per block --json %s 2>&1", cfg, json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *an = read_json(json);
+    double target = 0.5 * num(get(an, "compressed"), "kld");
+    ck_assert_int_eq((int)get(an, "units")->n, 5);
+    lmp_json_free(an);
+    snprintf(args, sizeof args, "analyze %s --per block --target kld=%.9g --keep-params 'bits = 8;' --json %s "
+                                "--write-config %s 2>&1", cfg, target, json, out_cfg);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    ck_assert_ptr_nonnull(strstr(output, "reached"));
+    an = read_json(json);
+    const lmp_json *skip = get(an, "skip");
+    int k = (int)num(skip, "k");
+    ck_assert(k >= 1 && k <= 5);
+    ck_assert(num(get(skip, "result"), "kld") <= target);
+    snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", out_cfg, out_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *cmp = read_json(out_json);
+    char name[64];
+    snprintf(name, sizeof name, "w4a8-keep%d", k);
+    assert_same(get(skip, "result"), lmp_test_variant(cmp, name), name);
+    lmp_json_free(an);
+    lmp_json_free(cmp);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    const char *cfg = write_analyzed_config();
+    char args[4096];
+    snprintf(args, sizeof args, "analyze %s --target kld 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 2);
+    ck_assert_ptr_nonnull(strstr(output, "--target kld"));
+    snprintf(args, sizeof args, "analyze %s --variant fp32 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 1);
+    ck_assert_ptr_nonnull(strstr(output, "no pipeline"));
+    snprintf(args, sizeof args, "analyze %s --variant nope 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 1);
+    ck_assert_ptr_nonnull(strstr(output, "no variant named 'nope'"));
+    snprintf(args, sizeof args, "analyze %s --write-config /tmp/x.cfg 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 2);
+    snprintf(args, sizeof args, "analyze %s --skip-top 1 --keep-params 'bitz = 8;' 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 1);
+    ck_assert_ptr_nonnull(strstr(output, "--keep-params"));
+    ck_assert_ptr_nonnull(strstr(output, "bitz"));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("analyze");
+    TCase *tc = tcase_create("analyze");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, restore_one_matches_compare);
+    tcase_add_test(tc, target_keep_params_matches_compare);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return lmp_test_main(suite()); }
