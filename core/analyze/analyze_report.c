@@ -7,42 +7,25 @@
 
 #include "analyze/analyze.h"
 #include "config/config_write.h"
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-static void json_num(FILE *f, double x)
-{
-    if (isfinite(x)) fprintf(f, "%.17g", x);
-    else fputs("null", f);
-}
+#include "formats/json_write.h"
 
 /* A result's numbers, sums at full precision (so a test can hold them to compare's). */
 static void json_result(FILE *f, const lmp_analysis *a, const lmp_bcache_result *r)
 {
     fprintf(f, "{\"scored\": %lld, \"nll_sum\": ", (long long)r->score.scored);
-    json_num(f, r->score.nll_sum);
+    lmp_jw_double(f, r->score.nll_sum);
     fputs(", \"kld_sum\": ", f);
-    json_num(f, r->score.kld_sum);
+    lmp_jw_double(f, r->score.kld_sum);
     fprintf(f, ", \"top1_hits\": %lld, \"ppl\": ", (long long)r->score.top1_hits);
-    json_num(f, lmp_score_ppl(&r->score));
+    lmp_jw_double(f, lmp_score_ppl(&r->score));
     fputs(", \"kld\": ", f);
-    json_num(f, lmp_score_kld(&r->score));
+    lmp_jw_double(f, lmp_score_kld(&r->score));
     fputs(", \"top1\": ", f);
-    json_num(f, lmp_score_top1(&r->score));
+    lmp_jw_double(f, lmp_score_top1(&r->score));
     if (a->c->lambada) {
         fprintf(f, ", \"lambada\": {\"passages\": %lld, \"correct\": %lld, \"acc\": ", (long long)r->lambada.passages,
                 (long long)r->lambada.correct);
-        json_num(f, lmp_lambada_acc(&r->lambada));
+        lmp_jw_double(f, lmp_lambada_acc(&r->lambada));
         fputc('}', f);
     }
     fputc('}', f);
@@ -117,9 +100,9 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
 void lmp_analysis_json(const lmp_analysis *a, FILE *f)
 {
     fprintf(f, "{\"lmpress\": \"%s\", \"config\": ", LMP_VERSION);
-    json_str(f, a->c->path);
+    lmp_jw_string(f, a->c->path);
     fputs(", \"variant\": ", f);
-    json_str(f, a->v->name);
+    lmp_jw_string(f, a->v->name);
     fprintf(f, ", \"mode\": \"%s\", \"granularity\": \"%s\", \"metric\": \"%s\", \"lower_is_better\": %s,\n",
             lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), lmp_an_metric_name(a->o.metric),
             lmp_an_lower_better(a->o.metric) ? "true" : "false");
@@ -130,25 +113,25 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
     fputs(",\n \"float\": ", f);
     json_result(f, a, &a->float_res);
     fputs(",\n \"spearman\": ", f);
-    json_num(f, a->spearman);
+    lmp_jw_double(f, a->spearman);
     fputs(",\n \"units\": [", f);
     for (int k = 0; k < a->n_units; k++) {
         const lmp_an_unit *u = &a->units[a->order[k]];
         fprintf(f, "%s\n  {\"rank\": %d, \"name\": ", k ? "," : "", u->rank);
-        json_str(f, u->name);
+        lmp_jw_string(f, u->name);
         fputs(", \"role\": ", f);
-        json_str(f, u->role);
+        lmp_jw_string(f, u->role);
         fprintf(f, ", \"block\": %d, \"first_block\": %d, \"linears\": [", u->block, u->first);
         for (int j = 0; j < u->n_lins; j++) {
             if (j) fputs(", ", f);
-            json_str(f, a->lin_names[u->lins[j]]);
+            lmp_jw_string(f, a->lin_names[u->lins[j]]);
         }
         fputs("], \"value\": ", f);
-        json_num(f, u->value);
+        lmp_jw_double(f, u->value);
         fputs(", \"gain\": ", f);
-        json_num(f, u->gain);
+        lmp_jw_double(f, u->gain);
         fputs(", \"proxy\": ", f);
-        json_num(f, u->proxy);
+        lmp_jw_double(f, u->proxy);
         fprintf(f, ", \"proxy_rank\": %d, \"result\": ", u->proxy_rank);
         json_result(f, a, &u->res);
         fputc('}', f);
@@ -156,17 +139,17 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
     fputs("],\n \"skip\": ", f);
     if (a->skip_list) {
         fprintf(f, "{\"k\": %d, \"keep_params\": ", a->skip.k);
-        if (a->o.keep_params) json_str(f, a->o.keep_params);
+        if (a->o.keep_params) lmp_jw_string(f, a->o.keep_params);
         else fputs("null", f);
         if (a->o.have_target) {
             fprintf(f, ", \"target\": {\"metric\": \"%s\", \"value\": ", lmp_an_metric_name(a->o.target_metric));
-            json_num(f, a->o.target);
+            lmp_jw_double(f, a->o.target);
             fprintf(f, ", \"reached\": %s, \"evaluations\": %d}", a->skip_reached ? "true" : "false", a->target_evals);
         }
         fputs(", \"units\": [", f);
         for (int k = 0; k < a->skip.k; k++) {
             if (k) fputs(", ", f);
-            json_str(f, a->units[a->skip_list[k]].name);
+            lmp_jw_string(f, a->units[a->skip_list[k]].name);
         }
         fputs("], \"result\": ", f);
         json_result(f, a, &a->skip.res);
@@ -175,27 +158,27 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
     fputs(",\n \"curve\": [", f);
     for (int i = 0; i < a->n_curve; i++) {
         fprintf(f, "%s\n  {\"order\": \"%s\", \"k\": %d, \"value\": ", i ? "," : "", a->curve[i].order, a->curve[i].k);
-        json_num(f, a->curve[i].value);
+        lmp_jw_double(f, a->curve[i].value);
         fputs(", \"result\": ", f);
         json_result(f, a, &a->curve[i].res);
         fputc('}', f);
     }
     fprintf(f, "],\n \"cost\": {\"evaluations\": %lld, \"block_forwards\": %lld, \"naive_block_forwards\": %lld, "
                "\"share\": ", (long long)a->evals, (long long)a->forwards, (long long)a->naive_forwards);
-    json_num(f, cost_share(a));
+    lmp_jw_double(f, cost_share(a));
     fprintf(f, ", \"ranking_block_forwards\": %lld, \"ranking_naive_block_forwards\": %lld, \"ranking_share\": ",
             (long long)a->rank_forwards, (long long)a->rank_naive_forwards);
-    json_num(f, a->rank_naive_forwards ? (double)a->rank_forwards / (double)a->rank_naive_forwards : NAN);
+    lmp_jw_double(f, a->rank_naive_forwards ? (double)a->rank_forwards / (double)a->rank_naive_forwards : NAN);
     fputs(", \"seconds\": ", f);
-    json_num(f, a->total_s);
+    lmp_jw_double(f, a->total_s);
     fputs(", \"compress_seconds\": ", f);
-    json_num(f, a->compress_s);
+    lmp_jw_double(f, a->compress_s);
     fputs(", \"baseline_seconds\": ", f);
-    json_num(f, a->build_s);
+    lmp_jw_double(f, a->build_s);
     fputs(", \"units_seconds\": ", f);
-    json_num(f, a->units_s);
+    lmp_jw_double(f, a->units_s);
     fputs(", \"skip_seconds\": ", f);
-    json_num(f, a->search_s);
+    lmp_jw_double(f, a->search_s);
     fputs("}}\n", f);
 }
 

@@ -15,6 +15,12 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The columns whose grids are chosen together: a k-quant's super-block of 256, else a group. */
+static int64_t grid_span(const lmp_wspec *spec)
+{
+    return lmp_wformat_is_k(spec->format) ? LMP_WFORMAT_KBLOCK : spec->group;
+}
+
 int64_t obs_n_groups(const lmp_wspec *spec, int64_t cols)
 {
     return spec->gran == LMP_GRAN_GROUP ? (cols + spec->group - 1) / spec->group : 1;
@@ -155,7 +161,7 @@ static int columns(solver *S, obs_result *res)
     const obs_opts *o = S->o;
     const int64_t R = S->rows, C = S->cols, B = o->block, g = o->spec.group;
     const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
-    const int64_t span = lmp_wformat_is_k(o->spec.format) ? LMP_WFORMAT_KBLOCK : g; /* grids chosen together */
+    const int64_t span = grid_span(&o->spec);
     int st = 0;
     for (int64_t i1 = 0; i1 < C && !st; i1 += B) {
         const int64_t i2 = i1 + B < C ? i1 + B : C;
@@ -257,8 +263,8 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     const int masked = o->prune_n > 0 || o->keep;
     /* Dynamic groups gather their columns into tmp to choose their grids in the loop. */
     const int dyn_groups = o->quantize && o->spec.gran == LMP_GRAN_GROUP && !o->static_groups;
-    const int64_t span = lmp_wformat_is_k(o->spec.format) ? LMP_WFORMAT_KBLOCK : o->spec.group;
-    const int64_t gw = dyn_groups && span < cols ? span : cols, nsub = lmp_wformat_is_k(o->spec.format) ? span / o->spec.group : 1;
+    const int64_t span = grid_span(&o->spec), gw = dyn_groups && span < cols ? span : cols;
+    const int64_t nsub = lmp_wformat_is_k(o->spec.format) ? span / o->spec.group : 1; /* grids per row of a span */
     S.Wt = host->alloc(hctx, RC * sizeof(float));
     S.tmp = dyn_groups ? host->alloc(hctx, (size_t)(rows * gw) * sizeof(float)) : NULL;
     S.U = host->alloc(hctx, CC * sizeof(float));
