@@ -19,6 +19,7 @@
 #include "compress/imatrix_map.h"
 #include "config/config.h"
 #include "eval/lambada.h"
+#include "eval/stream.h"
 #include "export/export.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
@@ -825,8 +826,6 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
     int64_t n = 0;
     lmp_score score = {0};
     lmp_lambada_score lscore = {0};
-    lmp_block *blocks = st ? NULL : lmp_model_blocks(d.m);
-    if (!st && !blocks) st = LMP_EIO;
     if (!st && L == 0) L = d.m->arch.seq_len;
     if (!st && L > d.m->arch.seq_len)
         st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the model's context of %lld", (long long)L,
@@ -836,8 +835,18 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
     int have_lam = 0;
     if (!st && text) st = lmp_tokenize_file(d.tok, text, &ids, &n);
     if (!st && lambada) have_lam = (st = lmp_lambada_load(lambada, d.tok, lambada_max, &lam)) == 0;
-    if (!st && text) st = lmp_eval_text(ctx, &d.be, d.m, blocks, d.m, blocks, NULL, ids, n, L, max_windows, lmp_basename(text), &score);
-    if (!st && have_lam) st = lmp_lambada_eval(ctx, &d.be, d.m, &blocks, 1, &lam, &lscore);
+    int64_t windows = !st && text ? lmp_eval_windows(n, L, max_windows) : 0;
+    if (!st && text && windows == 0)
+        st = lmp_fail(LMP_EINVAL, "%s: %lld tokens, too short for one evaluation window of %lld", text, (long long)n,
+                      (long long)L);
+    /* block by block: one block's weights in memory at a time (eval/stream.h) */
+    lmp_ref_logprobs no_cache = {.store.fd = -1};
+    if (!st) {
+        lmp_stream s;
+        st = lmp_stream_begin(&s, ctx, &d.be, d.m, text ? 1 : 0, &ids, &windows, L, have_lam ? &lam : NULL, "eval");
+        if (!st) st = lmp_stream_model(&s, d.m, &no_cache, 1, &score, &lscore);
+        lmp_stream_free(&s);
+    }
     if (have_lam) lmp_lambada_free(&lam);
     if (!st && json) {
         printf("{\"model\": ");

@@ -509,7 +509,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     run.text_ids = calloc((size_t)c->n_eval_texts + 1, sizeof *run.text_ids);
     run.ref = calloc((size_t)c->n_eval_texts + 1, sizeof *run.ref);
     int st = r->texts && run.text_ids && run.ref ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].fd = -1;
+    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].store.fd = -1;
     if (!st && a->v->model_path)
         st = lmp_fail(LMP_EINVAL, "variant '%s' is another tool's file (model = ...): analyze needs a pipeline "
                       "it can compress and take apart", a->v->name);
@@ -523,6 +523,8 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         st = lmp_fail(LMP_EINVAL, "%s: the LAMBADA metric needs eval.lambada in the config", c->path);
     lmp_host_seed(ctx, c->seed);
     if (!st) st = lmp_run_prepare(&run, r);
+    /* the restore-one and quantize-one sets are built from whole f32 block sets */
+    if (!st && !(run.base = lmp_model_blocks(run.m))) st = lmp_fail_prefix(LMP_EIO, "%s", run.m->path);
     for (int t = 0; t < c->n_eval_texts && !st; t++)
         st = lmp_ref_logprobs_init(ctx, &run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
 
@@ -555,7 +557,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     double t0 = lmp_now_s();
     if (!st) {
         lmp_progress_context(ctx, "[compress]");
-        lmp_compress_watch watch = {before_stage, after_stage, observe, &w};
+        lmp_compress_watch watch = {.before_stage = before_stage, .after_stage = after_stage, .observe = observe, .ud = &w};
         st = lmp_compress_watched(ctx, &run.be, run.m, a->v, &run.calib, &watch, &comp);
     }
     if (!st && opts->keep_params) {

@@ -2,6 +2,7 @@
 #include "compare/compare.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -19,11 +20,28 @@
 #include "plugin/host.h"
 #include "text/tokenizer_open.h"
 
+/* VmHWM of /proc/self/status: the peak that /proc/self/clear_refs resets (getrusage's
+ * ru_maxrss is the process's whole-life peak on older kernels). */
 double lmp_peak_rss_mb(void)
 {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb >= 0) return (double)kb / 1024.0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+}
+
+void lmp_peak_rss_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f); /* 5: reset the peak RSS to the current RSS (proc(5)) */
+    fclose(f);
 }
 
 void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17])
@@ -174,7 +192,14 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
         free(ids);
         if (st) return st;
     }
-    if (!(run->base = lmp_model_blocks(run->m))) return lmp_fail_prefix(LMP_EIO, "%s", m->path);
+    run->n_windows = calloc((size_t)c->n_eval_texts + 1, sizeof *run->n_windows);
+    run->ref_scores = calloc((size_t)c->n_eval_texts + 1, sizeof *run->ref_scores);
+    if (!run->n_windows || !run->ref_scores) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int t = 0; t < c->n_eval_texts; t++) run->n_windows[t] = r->texts[t].windows;
+    if (!(r->shape = run->shape = calloc((size_t)m->arch.n_layers, sizeof *run->shape)))
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < m->arch.n_layers; b++, r->n_shape++)
+        if ((st = lmp_block_init(&run->shape[b], (int)b, &m->arch))) return st;
     return 0;
 }
 
@@ -186,6 +211,8 @@ void lmp_run_release(lmp_run_state *run)
     }
     free(run->text_ids);
     free(run->ref);
+    free(run->n_windows);
+    free(run->ref_scores);
     if (run->have_lambada) lmp_lambada_free(&run->lambada);
     lmp_windows_free(&run->calib);
     lmp_tokenizer_free(run->tok);
@@ -195,70 +222,124 @@ void lmp_run_release(lmp_run_state *run)
 
 /* ---- stage 2: one variant -------------------------------------------------------------------- */
 
-/* Names come from the model's own blocks: the variant's are freed after its evaluation. */
-static int record_linears(const lmp_block *base, const lmp_block *blocks, int64_t n_layers, lmp_variant_result *res)
+/* What a variant's blocks leave behind as they stream past: each linear's outcome and the bits
+ * summed in the order lmp_blocks_bits_per_weight sums them. */
+typedef struct variant_tally {
+    lmp_run_state *run;
+    lmp_variant_result *res;
+    lmp_stream *stream;
+    const lmp_model *x;  /* an external variant's model: its linears' bits are the file's */
+    double bits, count;
+    double stream_s;     /* time spent evaluating the blocks as they pass */
+} variant_tally;
+
+static int tally_block(void *ud, int64_t b, const lmp_block *blk)
 {
-    int n = 0;
-    for (int64_t b = 0; b < n_layers; b++) n += blocks[b].n_linears;
-    res->linears = calloc((size_t)n + 1, sizeof *res->linears);
-    if (!res->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int64_t b = 0; b < n_layers; b++)
-        for (int i = 0; i < blocks[b].n_linears; i++) {
-            const lmp_linear *l = &blocks[b].linears[i];
-            res->linears[res->n_linears++] = (lmp_linear_outcome){
-                .name = base[b].linears[i].name, .weight_bits = l->weight_bits, .act = l->act,
-                .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
-        }
-    return 0;
+    variant_tally *t = ud;
+    lmp_variant_result *res = t->res;
+    const lmp_block *names = &t->run->shape[b]; /* the variant's block is freed after this */
+    for (int i = 0; i < blk->n_linears; i++) {
+        lmp_linear *l = (lmp_linear *)&blk->linears[i];
+        if (t->x) l->weight_bits = lmp_model_linear_bits(t->x, b, l);
+        res->linears[res->n_linears++] = (lmp_linear_outcome){
+            .name = names->linears[i].name, .weight_bits = l->weight_bits, .act = l->act,
+            .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
+    }
+    lmp_block_bits_accum(blk, &t->bits, &t->count);
+    double t0 = lmp_now_s();
+    int st = lmp_stream_block(t->stream, blk);
+    t->stream_s += lmp_now_s() - t0;
+    return st;
 }
 
-/* Compresses, evaluates on every text and LAMBADA, and frees the variant's blocks. */
+/* The unmodified model's pass: its blocks read from the file one at a time, its log-probabilities
+ * kept for every later variant, its own numbers (the reference row) kept in the run. */
+static int reference_pass(lmp_run_state *run, const lmp_report *r)
+{
+    if (run->ref_done) return 0;
+    const lmp_run_config *c = run->c;
+    lmp_stream s;
+    int st = lmp_stream_begin(&s, run->ctx, &run->be, run->m, c->n_eval_texts, run->text_ids, run->n_windows,
+                              c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, "eval reference");
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        st = lmp_ref_logprobs_init(run->ctx, &run->ref[t], r->texts[t].windows, c->eval_seq_len * run->m->arch.vocab);
+    if (!st) st = lmp_stream_model(&s, run->m, run->ref, 1, run->ref_scores, &run->ref_lambada);
+    lmp_stream_free(&s);
+    if (!st) run->ref_done = 1;
+    return st;
+}
+
+/* Compresses (or reads an external file) and evaluates, one block at a time: a block is
+ * evaluated as soon as it is finished and freed after it.  Only an export (the `compressed` hook)
+ * keeps the variant's blocks until its file is written. */
 static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_result *res)
 {
     const lmp_run_config *c = run->c;
+    const lmp_variant *v = res->v;
     const int64_t n_layers = run->m->arch.n_layers;
-    lmp_block *blocks = run->base; /* the unmodified model is evaluated without a copy */
-    lmp_model *x = NULL;           /* an external variant's model (checked in prepare) */
     double t0 = lmp_now_s();
-    int st = 0;
-    if (res->v->model_path) {
-        /* another tool's file: its blocks (f32 views, dequantized once) replace the compression */
-        if (!(st = lmp_model_load(res->v->model_path, &x)) && !(blocks = lmp_model_blocks(x))) {
-            blocks = run->base;
-            st = lmp_fail_prefix(LMP_EIO, "%s", res->v->model_path);
+    lmp_peak_rss_reset();
+    int st = reference_pass(run, r);
+    const double ref_s = lmp_now_s() - t0;
+    if (!st && !v->model_path && !v->n_stages) { /* the unmodified model: the reference's own numbers */
+        res->bits_per_weight = 32.0;
+        memcpy(res->scores, run->ref_scores, (size_t)c->n_eval_texts * sizeof *res->scores);
+        res->lambada = run->ref_lambada;
+        res->eval_seconds = ref_s;
+        res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears);
+        if (!res->linears) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t b = 0; b < n_layers && !st; b++)
+            for (int i = 0; i < run->shape[b].n_linears; i++)
+                res->linears[res->n_linears++] = (lmp_linear_outcome){.name = run->shape[b].linears[i].name,
+                                                                      .weight_bits = 32.0};
+        if (!st && run->hooks->compressed) { /* an export of the unmodified model */
+            lmp_block *blocks = lmp_model_blocks(run->m);
+            st = blocks ? run->hooks->compressed(run->m, res, blocks, run->hooks->ud) : lmp_fail_prefix(LMP_EIO, "%s", run->m->path);
         }
-    } else if (res->v->n_stages) {
-        st = lmp_compress(run->ctx, &run->be, run->m, res->v, &run->calib, &blocks);
+        res->peak_rss_mb = lmp_peak_rss_mb();
+        return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;
     }
-    res->seconds = lmp_now_s() - t0;
-    res->peak_rss_mb = lmp_peak_rss_mb();
-    if (!st && x) {
-        /* The f32 views say 32 bits whatever the file holds: each linear gets its storage in the
-         * file (a GGUF type's blocks, codes with their scales and zero-points), so bits/w and
-         * the per-linear record count the block linears as for every other variant. */
-        for (int64_t b = 0; b < n_layers; b++)
-            for (int i = 0; i < blocks[b].n_linears; i++)
-                blocks[b].linears[i].weight_bits = lmp_model_linear_bits(x, b, &blocks[b].linears[i]);
-        res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
-        snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
-        st = record_linears(run->base, blocks, n_layers, res);
-    } else if (!st) {
-        res->bits_per_weight = lmp_blocks_bits_per_weight(blocks, n_layers);
-        st = record_linears(run->base, blocks, n_layers, res);
-        lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", res->v->name, res->seconds);
-        if (!st && run->hooks->compressed) st = run->hooks->compressed(run->m, res, blocks, run->hooks->ud);
-    }
+    lmp_model *x = NULL; /* an external variant's model (checked in prepare) */
+    if (!st && v->model_path) st = lmp_model_load(v->model_path, &x);
+    const lmp_model *vm = x ? x : run->m;
+    lmp_stream s;
+    memset(&s, 0, sizeof s);
+    char what[300];
+    snprintf(what, sizeof what, "eval %s", v->name);
+    if (!st)
+        st = lmp_stream_begin(&s, run->ctx, &run->be, vm, c->n_eval_texts, run->text_ids, run->n_windows,
+                              c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, what);
+    variant_tally tally = {.run = run, .res = res, .stream = &s, .x = x};
+    if (!st && !(res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears)))
+        st = lmp_fail(LMP_ENOMEM, "out of memory");
     t0 = lmp_now_s();
-    for (int t = 0; t < c->n_eval_texts && !st; t++)
-        st = lmp_eval_text(run->ctx, &run->be, run->m, run->base, x ? x : run->m, blocks,
-                           run->ref[t].have ? &run->ref[t] : NULL, run->text_ids[t], r->texts[t].tokens,
-                           c->eval_seq_len, c->eval_max_windows, r->texts[t].key, &res->scores[t]);
-    if (!st && run->have_lambada)
-        st = lmp_lambada_eval(run->ctx, &run->be, x ? x : run->m, &blocks, 1, &run->lambada, &res->lambada);
-    res->eval_seconds = lmp_now_s() - t0;
-    if (x) lmp_model_free(x); /* its blocks belong to it */
-    else if (blocks != run->base) lmp_blocks_free(blocks, n_layers);
-    return st ? lmp_fail_prefix(st, "variant '%s'", res->v->name) : 0;
+    if (!st && x) {
+        snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
+        for (int64_t b = 0; b < n_layers && !st; b++) {
+            lmp_block blk;
+            if ((st = lmp_model_block_copy(x, b, &blk))) break;
+            st = tally_block(&tally, b, &blk);
+            lmp_block_free(&blk);
+        }
+    } else if (!st) {
+        lmp_compress_watch watch = {.block_done = tally_block, .ud = &tally};
+        lmp_block *kept = NULL;
+        st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch,
+                                  run->hooks->compressed ? &kept : NULL);
+        res->seconds = lmp_now_s() - t0 - tally.stream_s; /* the blocks' evaluation is not compression */
+        lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", v->name, res->seconds);
+        if (!st && kept) st = run->hooks->compressed(run->m, res, kept, run->hooks->ud);
+        if (kept) lmp_blocks_free(kept, n_layers);
+    }
+    res->bits_per_weight = tally.count > 0 ? tally.bits / tally.count : 0;
+    double t1 = lmp_now_s();
+    if (!st) st = lmp_stream_finish(&s, run->ref, 0, res->scores, &res->lambada);
+    /* an external variant's blocks are read, not compressed: all of its time is evaluation */
+    res->eval_seconds = ref_s + (x ? t1 - t0 : tally.stream_s) + (lmp_now_s() - t1);
+    res->peak_rss_mb = lmp_peak_rss_mb();
+    lmp_stream_free(&s);
+    lmp_model_free(x);
+    return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;
 }
 
 /* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
@@ -295,7 +376,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     run.text_ids = calloc((size_t)c->n_eval_texts + 1, sizeof *run.text_ids);
     run.ref = calloc((size_t)c->n_eval_texts + 1, sizeof *run.ref);
     int st = r->results && r->texts && run.text_ids && run.ref ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].fd = -1;
+    for (int t = 0; t < c->n_eval_texts && run.ref; t++) run.ref[t].store.fd = -1;
     for (int i = 0; i < n && !st; i++) {
         r->results[i].v = &c->variants[o->which ? o->which[i] : i];
         r->results[i].scores = calloc((size_t)c->n_eval_texts + 1, sizeof *r->results[i].scores);
@@ -314,9 +395,6 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
             to_run++;
         }
     }
-    /* The reference log-probabilities are kept only when a second variant will read them. */
-    for (int t = 0; t < c->n_eval_texts && !st && to_run > 1; t++)
-        st = lmp_ref_logprobs_init(ctx, &run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
     int k = 0;
     double spent = 0;
     for (int i = 0; i < n && !st; i++) {

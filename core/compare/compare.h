@@ -15,6 +15,7 @@
 
 #include "compress/pipeline.h"
 #include "config/config.h"
+#include "eval/stream.h"
 #include "eval/lambada.h"
 #include "formats/json.h"
 #include "plugin/host.h"
@@ -47,17 +48,23 @@ typedef struct lmp_run_state {
     lmp_backend be;
     lmp_model *m;              /* owned by the report */
     lmp_tokenizer *tok;
-    lmp_block *base;           /* the unmodified model's blocks */
+    lmp_block *base;           /* the unmodified model's blocks, all in f32: NULL in compare,
+                              * which reads one block at a time; core/analyze sets it */
+    lmp_block *shape;          /* the report's block tables (report.h) */
+    int64_t *n_windows;        /* [n_texts]: evaluation windows of each text */
     lmp_windows calib;
     int32_t **text_ids;        /* [n_texts] */
-    lmp_ref_logprobs *ref;     /* [n_texts] */
+    lmp_ref_logprobs *ref;     /* [n_texts]: filled by the reference pass, before the first variant */
+    lmp_score *ref_scores;     /* [n_texts]: the unmodified model's own numbers */
+    lmp_lambada_score ref_lambada;
+    int ref_done;
     int have_lambada;
     lmp_lambada lambada;
     const lmp_compare_hooks *hooks;
 } lmp_run_state;
 
 /* Stage 1 on its own, for commands that run a config another way (core/analyze): run->ctx and
- * run->c set, text_ids and ref allocated [n_eval_texts] (ref[t].fd = -1), r->texts
+ * run->c set, text_ids and ref allocated [n_eval_texts] (ref[t].store.fd = -1), r->texts
  * [n_eval_texts] and r->results (n_results of them, for external variants' checks) set.
  * Opens the backend, loads the model (r owns it), tokenizer, texts, LAMBADA and calibration
  * windows.  lmp_run_release frees what it made and the text_ids and ref arrays (not the
@@ -77,7 +84,9 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
  * resumed only by a run with the same fingerprint. */
 void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17]);
 
-/* Process peak resident memory so far, in MB. */
+/* Peak resident memory, in MB: since the last lmp_peak_rss_reset (Linux's /proc/self/clear_refs;
+ * where that cannot be written, since the process started). */
 double lmp_peak_rss_mb(void);
+void lmp_peak_rss_reset(void);
 
 #endif

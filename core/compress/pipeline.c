@@ -50,22 +50,26 @@ void lmp_blocks_free(lmp_block *blocks, int64_t n)
     free(blocks);
 }
 
+void lmp_block_bits_accum(const lmp_block *blk, double *bits, double *count)
+{
+    for (int i = 0; i < blk->n_linears; i++) {
+        const lmp_linear *l = &blk->linears[i];
+        /* N:M sparse: the kept values, plus ceil(log2 m) index bits per kept value. */
+        double w_bits = l->weight_bits;
+        if (l->mask && l->sparse_m > 0) {
+            int ib = 0;
+            while ((1 << ib) < l->sparse_m) ib++;
+            w_bits = (l->weight_bits + ib) * l->sparse_n / l->sparse_m;
+        }
+        *bits += w_bits * (double)(l->out * l->in);
+        *count += (double)(l->out * l->in);
+    }
+}
+
 double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
 {
     double bits = 0, count = 0;
-    for (int64_t b = 0; b < n; b++)
-        for (int i = 0; i < blocks[b].n_linears; i++) {
-            const lmp_linear *l = &blocks[b].linears[i];
-            /* N:M sparse: the kept values, plus ceil(log2 m) index bits per kept value. */
-            double w_bits = l->weight_bits;
-            if (l->mask && l->sparse_m > 0) {
-                int ib = 0;
-                while ((1 << ib) < l->sparse_m) ib++;
-                w_bits = (l->weight_bits + ib) * l->sparse_n / l->sparse_m;
-            }
-            bits += w_bits * (double)(l->out * l->in);
-            count += (double)(l->out * l->in);
-        }
+    for (int64_t b = 0; b < n; b++) lmp_block_bits_accum(&blocks[b], &bits, &count);
     return count > 0 ? bits / count : 0;
 }
 
@@ -164,26 +168,47 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
     return lmp_compress_watched(ctx, be, m, v, calib, NULL, out);
 }
 
+/* Whether any stage observes any linear of any block: otherwise calibration is skipped.  The
+ * importance matrix is read from its file: asking for it alone observes nothing.  Names come from
+ * each block's tables (lmp_block_init), so no weights are read. */
+static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *const *selves, int *observes)
+{
+    *observes = 0;
+    for (int64_t b = 0; b < m->arch.n_layers && !*observes; b++) {
+        lmp_block shape;
+        int st = lmp_block_init(&shape, (int)b, &m->arch);
+        if (st) return st;
+        for (int s = 0; s < v->n_stages && !*observes; s++) {
+            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+            for (int i = 0; i < shape.n_linears && !*observes; i++) {
+                const lmp_value *p = lmp_stage_params_for(&v->stages[s], shape.linears[i].name);
+                *observes = p && (vt->needs(selves[s], p) & ~(uint32_t)LMP_STAT_IMATRIX) != 0;
+            }
+        }
+        lmp_block_free_tables(&shape);
+    }
+    return 0;
+}
+
 int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                          const lmp_windows *calib, const lmp_compress_watch *watch, lmp_block **out)
 {
     static const lmp_compress_watch no_watch = {0};
     if (!watch) watch = &no_watch;
     const int64_t L = m->arch.n_layers, d = m->arch.dim;
-    *out = NULL;
-    lmp_block *blocks = calloc((size_t)L, sizeof *blocks);
-    if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory");
-    int st = 0;
-    for (int64_t b = 0; b < L && !st; b++) st = lmp_model_block_copy(m, b, &blocks[b]);
-    if (st || v->n_stages == 0) goto done;
-    if (blocks[0].n_linears > LMP_MAX_LINEARS) {
-        st = lmp_fail(LMP_EINVAL, "blocks of more than %d linears are not supported", LMP_MAX_LINEARS);
-        goto done;
-    }
-
-    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    if (out) *out = NULL;
+    else if (!watch->block_done) return lmp_fail(LMP_EINVAL, "lmp_compress: neither out nor block_done");
+    /* Kept for the caller, or one at a time: block b is read from the file when its turn comes. */
+    lmp_block *blocks = calloc(out ? (size_t)L : 1, sizeof *blocks);
+    void **selves = calloc((size_t)v->n_stages + 1, sizeof *selves);
     float *X = NULL;
-    if (!selves) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    int st = blocks && selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    lmp_block shape0;
+    if (!st && !(st = lmp_block_init(&shape0, 0, &m->arch))) {
+        if (shape0.n_linears > LMP_MAX_LINEARS)
+            st = lmp_fail(LMP_EINVAL, "blocks of more than %d linears are not supported", LMP_MAX_LINEARS);
+        lmp_block_free_tables(&shape0);
+    }
     for (int s = 0; s < v->n_stages && !st; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (!vt->create) continue;
@@ -193,22 +218,13 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     }
     /* Every linear a stage quantizes with the importance matrix has its entry: a file of another
      * model is refused before the first block, not halfway through. */
-    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
-    /* Calibration only matters if some stage observes some linear: otherwise skip the forwards.
-     * The importance matrix is read from its file: asking for it alone observes nothing. */
+    if (!st && v->n_stages) st = lmp_imatrix_check_stages(m, v, selves);
     int observes = 0;
-    for (int64_t b = 0; b < L && !st && !observes; b++)
-        for (int s = 0; s < v->n_stages && !observes; s++) {
-            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
-            for (int i = 0; i < blocks[b].n_linears && !observes; i++) {
-                const lmp_value *p = lmp_stage_params_for(&v->stages[s], blocks[b].linears[i].name);
-                observes = p && (vt->needs(selves[s], p) & ~(uint32_t)LMP_STAT_IMATRIX) != 0;
-            }
-        }
-    if (observes && !calib->n)
+    if (!st) st = any_stage_observes(m, v, selves, &observes);
+    if (!st && observes && !calib->n)
         st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
                       "calibration.text in the config", v->name);
-    if (!st && !observes && watch->observe && calib->n) observes = 1; /* the watcher's observer needs them */
+    if (!st && !observes && watch->observe && calib->n && v->n_stages) observes = 1; /* the watcher's observer needs them */
     lmp_windows none = {0};
     if (!observes) calib = &none;
     const int64_t per = calib->T * d; /* cached block inputs: X[n windows, T, dim] */
@@ -221,21 +237,23 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     char label[256];
     snprintf(label, sizeof label, "compress %s: block", v->name);
     for (int64_t b = 0; b < L && !st; b++) {
-        lmp_progress(ctx, label, b, L);
+        if (v->n_stages) lmp_progress(ctx, label, b, L);
         if (lmp_host_interrupted(ctx)) {
             st = lmp_fail(LMP_EABORTED, "interrupted");
             break;
         }
+        lmp_block *blk = &blocks[out ? b : 0];
+        if ((st = lmp_model_block_copy(m, b, blk))) break;
         /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */
         lmp_block original;
         const int keep_original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
-        if (keep_original && (st = lmp_block_clone(&blocks[b], &original))) break;
+        if (keep_original) st = lmp_block_clone(blk, &original);
         for (int s = 0; s < v->n_stages && !st; s++) {
-            if (watch->before_stage) st = watch->before_stage(watch->ud, s, &blocks[b]);
-            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, &blocks[b], X, calib);
-            if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, &blocks[b]);
+            if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
+            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib);
+            if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
         }
-        const lmp_block *next_inputs_from = keep_original ? &original : &blocks[b];
+        const lmp_block *next_inputs_from = keep_original ? &original : blk;
         double t0 = lmp_now_s();
         for (int64_t w = 0; w < calib->n && !st; w++) { /* propagate to block b+1's inputs */
             st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
@@ -243,19 +261,22 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         }
         ctx->times.propagate += lmp_now_s() - t0;
         if (keep_original) lmp_block_free(&original);
+        if (!st && watch->block_done) st = watch->block_done(watch->ud, b, blk);
+        if (!out) lmp_block_free(blk);
     }
-    if (!st) lmp_progress(ctx, label, L, L);
+    if (!st && v->n_stages) lmp_progress(ctx, label, L, L);
     for (int s = 0; selves && s < v->n_stages; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (selves[s] && vt->destroy) vt->destroy(selves[s]);
     }
     free(selves);
     free(X);
-done:
     if (st) {
-        lmp_blocks_free(blocks, L);
+        if (out) lmp_blocks_free(blocks, L);
+        else free(blocks);
         return lmp_fail_prefix(st, "variant '%s'", v->name);
     }
-    *out = blocks;
+    if (out) *out = blocks;
+    else free(blocks);
     return 0;
 }

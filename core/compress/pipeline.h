@@ -48,10 +48,15 @@ typedef struct lmp_compress_watch {
      * "original" on the block as the model has it).  When set and the run has calibration
      * windows, they are embedded and propagated even if no stage asks for statistics. */
     lmp_observe_fn observe;
+    /* Block b is finished (compressed, and the next block's calibration inputs propagated): the
+     * last look at it when lmp_compress_watched has no `out`, which frees it right after. */
+    int (*block_done)(void *ud, int64_t b, const lmp_block *blk);
     void *ud;
 } lmp_compress_watch;
 
-/* lmp_compress with a watch (NULL: none). */
+/* lmp_compress with a watch (NULL: none).  out NULL: nothing is kept; each block is read from
+ * the model when its turn comes, handed to watch->block_done and freed, so memory holds one
+ * block (the unmodified model's blocks are never all converted). */
 int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                          const lmp_windows *calib, const lmp_compress_watch *watch, lmp_block **out);
 
@@ -64,5 +69,7 @@ void lmp_compress_times_reset(lmp_ctx *ctx);
  * An N:M-sparse linear stores only its n kept values of every m, each with ceil(log2 m) index
  * bits (2:4: (b + 2)/2 bits per weight, the compressed layout of cuSPARSELt). */
 double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n);
+/* The same sums one block at a time, in the same order: bits/w = *bits / *count. */
+void lmp_block_bits_accum(const lmp_block *blk, double *bits, double *count);
 
 #endif

@@ -1,10 +1,8 @@
 /* eval.c — see eval.h. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "eval/eval.h"
@@ -41,74 +39,38 @@ void lmp_score_window(const float *ref, const float *var, const int32_t *tok, in
 int lmp_ref_logprobs_init(lmp_ctx *ctx, lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats)
 {
     memset(c, 0, sizeof *c);
-    c->fd = -1;
+    c->store.fd = -1;
     c->n_windows = n_windows;
     c->window_floats = window_floats;
     c->have = calloc((size_t)n_windows + 1, 1);
     if (!c->have) return lmp_fail(LMP_ENOMEM, "out of memory");
-    int64_t bytes = n_windows * window_floats * (int64_t)sizeof(float);
-    if (bytes <= LMP_REF_MEMORY_BUDGET) {
-        c->mem = malloc((size_t)bytes + 1);
-        if (!c->mem) return lmp_fail(LMP_ENOMEM, "out of memory for the reference log-probabilities");
-        return 0;
-    }
-    const char *dir = getenv("TMPDIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lmpress-ref-XXXXXX", dir && *dir ? dir : "/tmp");
-    c->fd = mkstemp(path);
-    if (c->fd < 0)
-        return lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of reference log-probabilities: %s",
-                        path, (double)bytes / 1e6, strerror(errno));
-    unlink(path); /* gone with the process, whatever way it ends */
-    lmp_log(ctx, LMP_LOG_DEBUG, "reference log-probabilities: %.0f MB in an unlinked file in %s",
-            (double)bytes / 1e6, dir && *dir ? dir : "/tmp");
-    return 0;
+    return lmp_spill_init(ctx, &c->store, n_windows * window_floats, LMP_REF_MEMORY_BUDGET,
+                          "reference log-probabilities");
 }
 
 void lmp_ref_logprobs_free(lmp_ref_logprobs *c)
 {
     free(c->have);
-    free(c->mem);
-    if (c->fd >= 0) close(c->fd);
+    lmp_spill_free(&c->store);
     memset(c, 0, sizeof *c);
-    c->fd = -1;
+    c->store.fd = -1;
 }
 
-/* Whole-buffer pread/pwrite: both may move fewer bytes than asked. */
-static int file_io(int fd, int writing, float *buf, int64_t n_floats, int64_t offset)
+int lmp_ref_logprobs_put(lmp_ref_logprobs *c, int64_t w, const float *ref)
 {
-    char *p = (char *)buf;
-    size_t left = (size_t)n_floats * sizeof *buf;
-    off_t off = (off_t)offset;
-    while (left) {
-        ssize_t k = writing ? pwrite(fd, p, left, off) : pread(fd, p, left, off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-            return lmp_fail(LMP_EIO, "the reference log-probabilities' temporary file: %s",
-                            k < 0 ? strerror(errno) : "short read");
-        p += k;
-        left -= (size_t)k;
-        off += k;
-    }
-    return 0;
+    int st = lmp_spill_write(&c->store, w * c->window_floats, c->window_floats, ref);
+    if (!st) c->have[w] = 1;
+    return st;
 }
 
 int lmp_ref_window(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks,
-                            lmp_ref_logprobs *c, int64_t w, const int32_t *tok, int64_t L, float *ref)
+                   lmp_ref_logprobs *c, int64_t w, const int32_t *tok, int64_t L, float *ref)
 {
-    if (c && c->have[w]) {
-        if (c->mem) {
-            memcpy(ref, c->mem + w * c->window_floats, (size_t)c->window_floats * sizeof *ref);
-            return 0;
-        }
-        return file_io(c->fd, 0, ref, c->window_floats, w * c->window_floats * (int64_t)sizeof *ref);
-    }
+    if (c && c->have && c->have[w]) return lmp_spill_read(&c->store, w * c->window_floats, c->window_floats, ref);
+    if (!ref_blocks) return lmp_fail(LMP_EINVAL, "window %lld: the reference log-probabilities are not cached", (long long)w);
     int st = lmp_forward(be, m, ref_blocks, tok, L, 1, ref);
-    if (st || !c) return st;
-    if (c->mem) memcpy(c->mem + w * c->window_floats, ref, (size_t)c->window_floats * sizeof *ref);
-    else if ((st = file_io(c->fd, 1, ref, c->window_floats, w * c->window_floats * (int64_t)sizeof *ref))) return st;
-    c->have[w] = 1;
-    return 0;
+    if (st || !c || !c->have) return st;
+    return lmp_ref_logprobs_put(c, w, ref);
 }
 
 int64_t lmp_eval_windows(int64_t n_ids, int64_t L, int64_t max_windows)

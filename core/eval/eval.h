@@ -10,6 +10,7 @@
 
 #include <math.h>
 
+#include "base/spill.h"
 #include "model/model.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
@@ -24,22 +25,23 @@ static inline double lmp_score_ppl(const lmp_score *s) { return s->scored ? exp(
 static inline double lmp_score_kld(const lmp_score *s) { return s->scored ? s->kld_sum / (double)s->scored : NAN; }
 static inline double lmp_score_top1(const lmp_score *s) { return s->scored ? (double)s->top1_hits / (double)s->scored : NAN; }
 
-/* The unmodified model's log-probabilities of every window of one text, computed on first use
- * and kept so that each later variant is scored without running the reference again: in memory
- * up to LMP_REF_MEMORY_BUDGET bytes, beyond that in an unlinked temporary file ($TMPDIR or
- * /tmp), read back window by window.  The floats are the ones the reference forward produced,
- * so a variant scores exactly as it would against a fresh reference forward. */
+/* The unmodified model's log-probabilities of every window of one text, computed once and kept
+ * so that each variant is scored without running the reference again: in memory up to
+ * LMP_REF_MEMORY_BUDGET bytes, beyond that in an unlinked temporary file (base/spill.h), read
+ * back window by window.  Precision: the f32 floats the reference forward produced, stored as
+ * they are, so a variant scores exactly as it would against a fresh reference forward. */
 #define LMP_REF_MEMORY_BUDGET ((int64_t)256 << 20)
 typedef struct lmp_ref_logprobs {
     int64_t n_windows, window_floats; /* window_floats = L * vocab */
-    uint8_t *have;                    /* [n_windows]: window w is stored */
-    float *mem;                       /* [n_windows * window_floats], or NULL when in the file */
-    int fd;                           /* the temporary file, or -1 */
+    uint8_t *have;                    /* [n_windows]: window w is stored; NULL: no cache */
+    lmp_spill store;                  /* [n_windows * window_floats] */
 } lmp_ref_logprobs;
 
 /* ctx: the run's, for its debug line about where the cache lives. */
 int lmp_ref_logprobs_init(lmp_ctx *ctx, lmp_ref_logprobs *c, int64_t n_windows, int64_t window_floats);
 void lmp_ref_logprobs_free(lmp_ref_logprobs *c);
+/* Stores window w's log-probabilities ref[window_floats]. */
+int lmp_ref_logprobs_put(lmp_ref_logprobs *c, int64_t w, const float *ref);
 
 /* ref[L, V] <- the reference's (model m, blocks ref_blocks) log-probabilities of window w, whose
  * ids are tok[L]: from the cache c, or computed (and stored when there is a cache; c may be

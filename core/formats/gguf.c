@@ -177,6 +177,11 @@ static size_t index_insert(name_index *ix, const void *names, size_t stride, siz
     return SIZE_MAX;
 }
 
+void lmp_gguf_release_pages(const lmp_gguf *g)
+{
+    if (g && ((const gguf_impl *)g)->mapped && g->map) madvise(g->map, g->size, MADV_DONTNEED);
+}
+
 void lmp_gguf_close(lmp_gguf *g)
 {
     if (!g) return;

@@ -69,6 +69,10 @@ typedef struct lmp_gguf {
 
 int lmp_gguf_open(const char *path, lmp_gguf **out);
 void lmp_gguf_close(lmp_gguf *g);
+/* Drops the file's mapped pages from the process's resident memory (they are read again from
+ * the page cache when touched): after a block is converted, so that resident memory does not
+ * grow with the model.  A parsed in-memory image is left alone. */
+void lmp_gguf_release_pages(const lmp_gguf *g);
 /* Parses an in-memory image (the fuzzer's entry; `what` names it in messages). */
 int lmp_gguf_parse(const void *data, size_t size, const char *what, lmp_gguf **out);
 

@@ -382,6 +382,12 @@ static int map_file(const char *path, lmp_st_shard *sh)
     return 0;
 }
 
+void lmp_st_release_pages(const lmp_safetensors *st)
+{
+    for (int i = 0; st && i < st->n_shards; i++)
+        if (st->shards[i].mapped && st->shards[i].map) madvise((void *)st->shards[i].map, st->shards[i].size, MADV_DONTNEED);
+}
+
 void lmp_st_close(lmp_safetensors *st)
 {
     if (!st) return;

@@ -88,6 +88,8 @@ int lmp_st_open(const char *path, lmp_safetensors **out);
  * data[0..size) is not copied and must outlive the set. */
 int lmp_st_parse(const void *data, size_t size, const char *what, lmp_safetensors **out);
 void lmp_st_close(lmp_safetensors *st);
+/* Drops every mapped shard's pages from resident memory (see lmp_gguf_release_pages). */
+void lmp_st_release_pages(const lmp_safetensors *st);
 
 /* The tensor called name, or NULL (O(log n)). */
 const lmp_st_tensor *lmp_st_find(const lmp_safetensors *st, const char *name);

@@ -198,7 +198,9 @@ float *lmp_model_own(lmp_model *m, float *buf)
 
 int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
-    return m->src->block_copy(m, b, out);
+    int st = m->src->block_copy(m, b, out);
+    if (m->src->release_pages) m->src->release_pages(m);
+    return st;
 }
 
 lmp_block *lmp_model_blocks(lmp_model *m)
@@ -207,7 +209,7 @@ lmp_block *lmp_model_blocks(lmp_model *m)
     lmp_block *blocks = calloc((size_t)m->arch.n_layers, sizeof *blocks);
     if (!blocks) return lmp_fail(LMP_ENOMEM, "out of memory"), NULL;
     for (int64_t b = 0; b < m->arch.n_layers; b++)
-        if (m->src->block_copy(m, b, &blocks[b])) {
+        if (lmp_model_block_copy(m, b, &blocks[b])) {
             for (int64_t i = 0; i < b; i++) lmp_block_free(&blocks[i]);
             free(blocks);
             return NULL;

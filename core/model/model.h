@@ -41,6 +41,9 @@ typedef struct lmp_model_source {
     /* Storage bits per weight of linear l of block b as the file holds it (NULL: 32, an f32
      * file); see lmp_model_linear_bits. */
     double (*linear_bits)(const lmp_model *m, int64_t b, const lmp_linear *l);
+    /* Drops the file's mapped pages from resident memory (NULL: nothing mapped); called after
+     * each block_copy, so that reading a model block by block keeps one block resident. */
+    void (*release_pages)(const lmp_model *m);
 } lmp_model_source;
 
 struct lmp_model {

@@ -81,6 +81,7 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 }
 
 static void gguf_close(lmp_model *m) { lmp_gguf_close(m->src_data); }
+static void gguf_release_pages(const lmp_model *m) { lmp_gguf_release_pages(m->src_data); }
 
 /* The tensor's bytes as ggml lays them out (blocks of codes with their fp16 scales), per weight. */
 static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
@@ -92,7 +93,8 @@ static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
 }
 
 static const lmp_model_source gguf_source = {
-    .block_copy = gguf_block_copy, .close = gguf_close, .linear_bits = gguf_linear_bits};
+    .block_copy = gguf_block_copy, .close = gguf_close, .linear_bits = gguf_linear_bits,
+    .release_pages = gguf_release_pages};
 
 /* <arch>.<key> as an integer; def < 0 means required. */
 static int arch_int(const lmp_gguf *g, const char *arch, const char *key, int64_t def, int64_t *out)

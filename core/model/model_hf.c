@@ -298,6 +298,8 @@ static int gpt2_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     return st;
 }
 
+static void hf_release_pages(const lmp_model *m) { lmp_st_release_pages(((const hf_state *)m->src_data)->st); }
+
 static void hf_close(lmp_model *m)
 {
     hf_state *s = m->src_data;
@@ -332,9 +334,11 @@ static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
 }
 
 static const lmp_model_source llama_source = {
-    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = llama_linear_bits};
+    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = llama_linear_bits,
+    .release_pages = hf_release_pages};
 static const lmp_model_source gpt2_source = {
-    .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits};
+    .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits,
+    .release_pages = hf_release_pages};
 
 int lmp_model_is_hf(const lmp_model *m) { return m->src == &llama_source || m->src == &gpt2_source; }
 

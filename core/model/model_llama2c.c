@@ -59,7 +59,14 @@ static void llama2c_close(lmp_model *m)
     free(f);
 }
 
-static const lmp_model_source llama2c_source = {.block_copy = llama2c_block_copy, .close = llama2c_close};
+static void llama2c_release_pages(const lmp_model *m)
+{
+    const llama2c_file *f = m->src_data;
+    if (f && f->map) madvise(f->map, f->size, MADV_DONTNEED);
+}
+
+static const lmp_model_source llama2c_source = {
+    .block_copy = llama2c_block_copy, .close = llama2c_close, .release_pages = llama2c_release_pages};
 
 int lmp_model_open_llama2c(lmp_model *m, int fd, size_t size)
 {

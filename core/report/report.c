@@ -503,6 +503,8 @@ void lmp_report_free(lmp_report *r)
     free(r->results);
     for (int t = 0; r->texts && t < r->n_texts; t++) free(r->texts[t].key);
     free(r->texts);
+    for (int64_t b = 0; r->shape && b < r->n_shape; b++) lmp_block_free_tables(&r->shape[b]);
+    free(r->shape);
     lmp_model_free(r->model);
     free(r);
 }

@@ -46,6 +46,9 @@ typedef struct lmp_text_info {
 typedef struct lmp_report {
     const lmp_run_config *cfg;
     lmp_model *model;          /* owned: freed with the report */
+    lmp_block *shape;          /* owned: [model's n_layers] block tables (names, roles, shapes; no
+                                * weights), which the linears' outcomes name */
+    int64_t n_shape;
     int n_texts;
     lmp_text_info *texts;      /* [n_texts] */
     int n_results;

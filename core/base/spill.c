@@ -1,0 +1,80 @@
+/* spill.c — see spill.h. */
+#include "base/spill.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+int lmp_spill_init(lmp_ctx *ctx, lmp_spill *s, int64_t n, int64_t budget_bytes, const char *what)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    s->n = n;
+    s->what = what;
+    const int64_t bytes = n * (int64_t)sizeof(float);
+    if (bytes <= budget_bytes) {
+        s->mem = malloc((size_t)bytes + 1);
+        return s->mem ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %.0f MB of %s", (double)bytes / 1e6, what);
+    }
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lmpress-spill-XXXXXX", dir);
+    s->fd = mkstemp(path);
+    if (s->fd < 0)
+        return lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of %s: %s", path, (double)bytes / 1e6, what,
+                        strerror(errno));
+    unlink(path);
+    lmp_log(ctx, LMP_LOG_DEBUG, "%s: %.0f MB in an unlinked file in %s", what, (double)bytes / 1e6, dir);
+    return 0;
+}
+
+void lmp_spill_free(lmp_spill *s)
+{
+    free(s->mem);
+    if (s->fd >= 0) close(s->fd);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+}
+
+/* Whole-range pread/pwrite: both may move fewer bytes than asked. */
+static int file_io(const lmp_spill *s, int writing, float *buf, int64_t off, int64_t count)
+{
+    char *p = (char *)buf;
+    size_t left = (size_t)count * sizeof *buf;
+    off_t at = (off_t)(off * (int64_t)sizeof *buf);
+    while (left) {
+        ssize_t k = writing ? pwrite(s->fd, p, left, at) : pread(s->fd, p, left, at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return lmp_fail(LMP_EIO, "the temporary file of %s: %s", s->what, k < 0 ? strerror(errno) : "short read");
+        p += k;
+        left -= (size_t)k;
+        at += k;
+    }
+    return 0;
+}
+
+int lmp_spill_read(const lmp_spill *s, int64_t off, int64_t count, float *buf)
+{
+    if (off < 0 || count < 0 || off + count > s->n) return lmp_fail(LMP_EINVAL, "%s: read out of range", s->what);
+    if (s->mem) {
+        if (buf != s->mem + off) memcpy(buf, s->mem + off, (size_t)count * sizeof *buf);
+        return 0;
+    }
+    return file_io(s, 0, buf, off, count);
+}
+
+int lmp_spill_write(lmp_spill *s, int64_t off, int64_t count, const float *buf)
+{
+    if (off < 0 || count < 0 || off + count > s->n) return lmp_fail(LMP_EINVAL, "%s: write out of range", s->what);
+    if (s->mem) {
+        if (buf != s->mem + off) memcpy(s->mem + off, buf, (size_t)count * sizeof *buf);
+        return 0;
+    }
+    return file_io(s, 1, (float *)buf, off, count);
+}

@@ -1,0 +1,65 @@
+/* stream.h — evaluating a block set one block at a time.
+ *
+ * Every evaluation window's and LAMBADA passage's hidden state advances through block b before
+ * block b+1, so a caller needs only one block's weights at a time: the unmodified model's block
+ * read from the file and freed, or a variant's block the moment compression has finished it.
+ * The states ([windows, L, dim] per text, [tokens, dim] for the passages) live in base/spill.h
+ * stores: in memory up to LMP_STREAM_MEMORY_BUDGET bytes each, else in an unlinked file.
+ *
+ * Each window and passage runs the same operations on the same floats as lmp_forward /
+ * lmp_lambada_eval (embedding, each block, the head), only in another order across windows, so
+ * the scores are those of eval.h, bit for bit. */
+#ifndef LMP_CORE_STREAM_H
+#define LMP_CORE_STREAM_H
+
+#include "base/spill.h"
+#include "eval/eval.h"
+#include "eval/lambada.h"
+
+#define LMP_STREAM_MEMORY_BUDGET ((int64_t)256 << 20)
+
+typedef struct lmp_stream_text {
+    const int32_t *ids;
+    int64_t n_windows, L;
+    lmp_spill h; /* [n_windows, L, dim]: the input of the next block */
+} lmp_stream_text;
+
+typedef struct lmp_stream {
+    lmp_ctx *ctx;
+    const lmp_backend *be;
+    const lmp_model *m;         /* the block set's model: its embedding, final norm and head */
+    int n_texts;
+    lmp_stream_text *texts;
+    const lmp_lambada *lam;     /* NULL: no LAMBADA */
+    lmp_spill lam_h;            /* the passages' states, one after the other */
+    int64_t *lam_off;           /* [passages]: where each starts in lam_h, in floats */
+    int64_t blocks_done;
+    float *x;                   /* one window's or passage's state when the stores are on disk */
+    char label[256];
+} lmp_stream;
+
+/* Embeds every window of the n_texts texts (ids[t], n_windows[t] windows of L) and every passage
+ * of lam (NULL: none) with m's embedding.  what: the progress label ("eval w4-g128"). */
+int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, int n_texts,
+                     int32_t *const *ids, const int64_t *n_windows, int64_t L, const lmp_lambada *lam,
+                     const char *what);
+
+/* Runs the next block (blocks_done of them so far) on every state. */
+int lmp_stream_block(lmp_stream *s, const lmp_block *blk);
+
+/* After the last block: the head on every window and scoring as eval.h's lmp_score_window.
+ * is_ref: this block set is the reference; its log-probabilities go into refs[t] (when
+ * refs[t].have is set: a cache) and it is scored against itself.  Otherwise refs[t] must hold
+ * every window.  scores[n_texts] and *lam_out (when there is LAMBADA) are overwritten. */
+int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_score *scores,
+                      lmp_lambada_score *lam_out);
+
+void lmp_stream_free(lmp_stream *s);
+
+/* The unmodified model (m, its blocks read from the file one at a time) through a stream: fills
+ * the reference caches and gives its own scores.  For `lmpress eval` and compare's reference
+ * row. */
+int lmp_stream_model(lmp_stream *s, const lmp_model *m, lmp_ref_logprobs *refs, int is_ref, lmp_score *scores,
+                     lmp_lambada_score *lam_out);
+
+#endif
