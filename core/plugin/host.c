@@ -117,15 +117,27 @@ double lmp_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A single self-overwriting line on a terminal, at most ~10 updates a second; nothing when
- * stderr is not a terminal or the run is quiet. */
+/* A single self-overwriting line on a terminal, at most ~10 updates a second.  When stderr is
+ * not a terminal (a log file, CI), a plain line every LMP_PROGRESS_LOG_S seconds of a long task,
+ * so that a redirected run still shows where it is and how long it has left.  Nothing when the
+ * run is quiet. */
+#define LMP_PROGRESS_LOG_S 30.0
 void lmp_progress(lmp_ctx *ctx, const char *what, int64_t done, int64_t total)
 {
-    if (ctx->verbosity < LMP_LOG_INFO || !isatty(STDERR_FILENO)) return;
+    if (ctx->verbosity < LMP_LOG_INFO) return;
     double t = lmp_now_s();
     if (done == 0 || strcmp(what, ctx->progress.what) != 0) { /* a new task starts its clock */
         snprintf(ctx->progress.what, sizeof ctx->progress.what, "%s", what);
-        ctx->progress.start = t;
+        ctx->progress.start = ctx->progress.logged = t;
+    }
+    if (!isatty(STDERR_FILENO)) {
+        if (done <= 0 || done >= total || t - ctx->progress.logged < LMP_PROGRESS_LOG_S) return;
+        ctx->progress.logged = t;
+        double elapsed = t - ctx->progress.start;
+        fprintf(stderr, "lmpress: progress: %s%s %lld/%lld, %.0f s, ~%.0f s left\n", ctx->progress.context, what,
+                (long long)done, (long long)total, elapsed, elapsed / (double)done * (double)(total - done));
+        fflush(stderr);
+        return;
     }
     if (done < total && t - ctx->progress.last < 0.1) return;
     ctx->progress.last = t;

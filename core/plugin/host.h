@@ -46,6 +46,7 @@ typedef struct lmp_ctx {
         int open;                           /* a progress line without its newline is on the terminal */
         double last;                        /* when it was last drawn */
         double start;                       /* when the current task's progress began */
+        double logged;                      /* when a plain (not a terminal) line was last written */
         char what[256];                     /* the current task */
         char context[256];                  /* shown before every line (lmp_progress_context) */
     } progress;
