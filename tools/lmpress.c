@@ -535,7 +535,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         catch_interrupts(ctx);
         out.cfg = c;
         lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
-                                 .hooks = {on_prepared, on_compressed, on_finished, &out}};
+                                 .hooks = {on_prepared, out.output || out.output_dir ? on_compressed : NULL,
+                                           on_finished, &out}};
         st = lmp_run_compare(ctx, c, &opts, &r);
     }
     if (!st) st = write_outputs(r, &out, 1);

@@ -16,6 +16,8 @@ int lmp_spill_init(lmp_ctx *ctx, lmp_spill *s, int64_t n, int64_t budget_bytes, 
     s->n = n;
     s->what = what;
     const int64_t bytes = n * (int64_t)sizeof(float);
+    const char *env = getenv("LMPRESS_SPILL_MB");
+    if (env && *env) budget_bytes = (int64_t)(atof(env) * 1048576.0);
     if (bytes <= budget_bytes) {
         s->mem = malloc((size_t)bytes + 1);
         return s->mem ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %.0f MB of %s", (double)bytes / 1e6, what);

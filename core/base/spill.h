@@ -21,7 +21,8 @@ typedef struct lmp_spill {
 } lmp_spill;
 
 /* n floats, in memory when n * 4 <= budget_bytes, else in a file (ctx: its debug line saying
- * where).  what must outlive the store. */
+ * where).  $LMPRESS_SPILL_MB, when set, replaces every budget (0: everything on disk).  what
+ * must outlive the store. */
 int lmp_spill_init(lmp_ctx *ctx, lmp_spill *s, int64_t n, int64_t budget_bytes, const char *what);
 void lmp_spill_free(lmp_spill *s);
 

@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -278,6 +281,9 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     const lmp_variant *v = res->v;
     const int64_t n_layers = run->m->arch.n_layers;
     double t0 = lmp_now_s();
+#ifdef __GLIBC__
+    malloc_trim(0); /* what the last variant freed goes back to the system before its peak is reset */
+#endif
     lmp_peak_rss_reset();
     int st = reference_pass(run, r);
     const double ref_s = lmp_now_s() - t0;
@@ -295,6 +301,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         if (!st && run->hooks->compressed) { /* an export of the unmodified model */
             lmp_block *blocks = lmp_model_blocks(run->m);
             st = blocks ? run->hooks->compressed(run->m, res, blocks, run->hooks->ud) : lmp_fail_prefix(LMP_EIO, "%s", run->m->path);
+            lmp_model_blocks_release(run->m);
         }
         res->peak_rss_mb = lmp_peak_rss_mb();
         return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;

@@ -219,6 +219,15 @@ lmp_block *lmp_model_blocks(lmp_model *m)
     return blocks;
 }
 
+void lmp_model_blocks_release(lmp_model *m)
+{
+    if (!m->blocks || !m->blocks_owned) return;
+    for (int64_t l = 0; l < m->arch.n_layers; l++) lmp_block_free(&m->blocks[l]);
+    free(m->blocks);
+    m->blocks = NULL;
+    m->blocks_owned = 0;
+}
+
 double lmp_model_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 {
     return m->src->linear_bits ? m->src->linear_bits(m, b, l) : 32.0;

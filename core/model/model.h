@@ -71,6 +71,9 @@ void lmp_model_free(lmp_model *m);
 
 /* f32 views of every block (see above); NULL on failure (lmp_last_error says why). */
 lmp_block *lmp_model_blocks(lmp_model *m);
+/* Frees the f32 blocks lmp_model_blocks converted (views into a mapping stay); the next
+ * lmp_model_blocks converts them again. */
+void lmp_model_blocks_release(lmp_model *m);
 /* An owned f32 copy of block b: a variant's working weights. */
 int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out);
 
