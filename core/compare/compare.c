@@ -199,6 +199,7 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
     run->ref_scores = calloc((size_t)c->n_eval_texts + 1, sizeof *run->ref_scores);
     if (!run->n_windows || !run->ref_scores) return lmp_fail(LMP_ENOMEM, "out of memory");
     for (int t = 0; t < c->n_eval_texts; t++) run->n_windows[t] = r->texts[t].windows;
+    if ((st = lmp_calib_cache_init(&run->calib_cache, run->ctx, m->arch.n_layers))) return st;
     if (!(r->shape = run->shape = calloc((size_t)m->arch.n_layers, sizeof *run->shape)))
         return lmp_fail(LMP_ENOMEM, "out of memory");
     for (int64_t b = 0; b < m->arch.n_layers; b++, r->n_shape++)
@@ -218,6 +219,11 @@ void lmp_run_release(lmp_run_state *run)
     free(run->ref_scores);
     if (run->have_lambada) lmp_lambada_free(&run->lambada);
     lmp_windows_free(&run->calib);
+    if (run->calib_cache.boundary) {
+        lmp_log(run->ctx, LMP_LOG_DEBUG, "calibration: %lld block forwards taken from the shared cache",
+                (long long)run->calib_cache.saved);
+        lmp_calib_cache_free(&run->calib_cache);
+    }
     lmp_tokenizer_free(run->tok);
     lmp_host_set_backend(run->ctx, NULL);
     if (run->be.vt) lmp_backend_close(&run->be);
@@ -329,7 +335,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
             lmp_block_free(&blk);
         }
     } else if (!st) {
-        lmp_compress_watch watch = {.block_done = tally_block, .ud = &tally};
+        lmp_compress_watch watch = {.block_done = tally_block, .calib_cache = &run->calib_cache, .ud = &tally};
         lmp_block *kept = NULL;
         st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch,
                                   run->hooks->compressed ? &kept : NULL);

@@ -13,6 +13,7 @@
 #ifndef LMP_CORE_COMPARE_H
 #define LMP_CORE_COMPARE_H
 
+#include "compress/calib_cache.h"
 #include "compress/pipeline.h"
 #include "config/config.h"
 #include "eval/stream.h"
@@ -53,6 +54,7 @@ typedef struct lmp_run_state {
     lmp_block *shape;          /* the report's block tables (report.h) */
     int64_t *n_windows;        /* [n_texts]: evaluation windows of each text */
     lmp_windows calib;
+    lmp_calib_cache calib_cache; /* the unmodified model's calibration activations, shared */
     int32_t **text_ids;        /* [n_texts] */
     lmp_ref_logprobs *ref;     /* [n_texts]: filled by the reference pass, before the first variant */
     lmp_score *ref_scores;     /* [n_texts]: the unmodified model's own numbers */

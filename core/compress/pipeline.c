@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "compress/calib_cache.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
 #include "model/forward.h"
@@ -234,6 +235,11 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     }
     for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
 
+    /* X holds the unmodified model's boundary b while every earlier block is the model's own (or
+     * the variant calibrates on the original inputs): then the run's cache can give the next one. */
+    lmp_calib_cache *cache = observes && !watch->observe ? watch->calib_cache : NULL;
+    const int64_t x_floats = calib->n * per;
+    int x_base = 1;
     char label[256];
     snprintf(label, sizeof label, "compress %s: block", v->name);
     for (int64_t b = 0; b < L && !st; b++) {
@@ -247,20 +253,32 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */
         lmp_block original;
         const int keep_original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
-        if (keep_original) st = lmp_block_clone(blk, &original);
+        /* the block as the model has it: the next inputs (original), or to see whether the stages
+         * left it unchanged (then the next inputs are still the model's) */
+        const int clone = keep_original || (cache && x_base);
+        int cloned = 0;
+        if (!st && clone) cloned = !(st = lmp_block_clone(blk, &original));
         for (int s = 0; s < v->n_stages && !st; s++) {
             if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
             if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib);
             if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
         }
+        if (!st && !keep_original && x_base) x_base = cloned && lmp_block_same(blk, &original);
         const lmp_block *next_inputs_from = keep_original ? &original : blk;
         double t0 = lmp_now_s();
-        for (int64_t w = 0; w < calib->n && !st; w++) { /* propagate to block b+1's inputs */
-            st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
-            if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
+        if (b + 1 < L || watch->observe) { /* block b+1's inputs (the watcher observes every forward) */
+            if (!st && x_base && lmp_calib_cache_has(cache, b + 1, x_floats)) {
+                st = lmp_calib_cache_get(cache, b + 1, X, x_floats);
+            } else {
+                for (int64_t w = 0; w < calib->n && !st; w++) {
+                    st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
+                    if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
+                }
+                if (!st && x_base && cache) st = lmp_calib_cache_put(cache, b + 1, X, x_floats);
+            }
         }
         ctx->times.propagate += lmp_now_s() - t0;
-        if (keep_original) lmp_block_free(&original);
+        if (cloned) lmp_block_free(&original);
         if (!st && watch->block_done) st = watch->block_done(watch->ud, b, blk);
         if (!out) lmp_block_free(blk);
     }

@@ -51,6 +51,9 @@ typedef struct lmp_compress_watch {
     /* Block b is finished (compressed, and the next block's calibration inputs propagated): the
      * last look at it when lmp_compress_watched has no `out`, which frees it right after. */
     int (*block_done)(void *ud, int64_t b, const lmp_block *blk);
+    /* The run's cache of the unmodified model's calibration activations (NULL: none), used while
+     * the variant's blocks so far are the model's (compress/calib_cache.h); not with observe. */
+    struct lmp_calib_cache *calib_cache;
     void *ud;
 } lmp_compress_watch;
 
