@@ -290,6 +290,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
 #ifdef __GLIBC__
     malloc_trim(0); /* what the last variant freed goes back to the system before its peak is reset */
 #endif
+    run->peak_rss_mb = fmax(run->peak_rss_mb, lmp_peak_rss_mb()); /* the run's, before the reset */
     lmp_peak_rss_reset();
     int st = reference_pass(run, r);
     const double ref_s = lmp_now_s() - t0;
@@ -422,6 +423,9 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
     }
     lmp_progress_context(ctx, NULL);
+    if (!st)
+        lmp_log(ctx, LMP_LOG_INFO, "peak RSS of the run: %.1f MB (the peak MB column: each variant's own)",
+                fmax(run.peak_rss_mb, lmp_peak_rss_mb()));
     lmp_run_release(&run);
     if (st) {
         lmp_report_free(r);

@@ -60,6 +60,7 @@ typedef struct lmp_run_state {
     lmp_score *ref_scores;     /* [n_texts]: the unmodified model's own numbers */
     lmp_lambada_score ref_lambada;
     int ref_done;
+    double peak_rss_mb;        /* the run's peak before the last reset */
     int have_lambada;
     lmp_lambada lambada;
     const lmp_compare_hooks *hooks;
