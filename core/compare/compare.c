@@ -331,6 +331,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
         for (int64_t b = 0; b < n_layers && !st; b++) {
             lmp_block blk;
+            lmp_progress(run->ctx, what, b, n_layers);
             if ((st = lmp_model_block_copy(x, b, &blk))) break;
             st = tally_block(&tally, b, &blk);
             lmp_block_free(&blk);

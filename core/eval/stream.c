@@ -76,7 +76,6 @@ static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lm
 int lmp_stream_block(lmp_stream *s, const lmp_block *blk)
 {
     const int64_t d = s->m->arch.dim;
-    lmp_progress(s->ctx, s->label, s->blocks_done, s->m->arch.n_layers);
     int st = interrupted(s->ctx);
     for (int t = 0; t < s->n_texts && !st; t++) {
         lmp_stream_text *tx = &s->texts[t];
@@ -154,6 +153,7 @@ int lmp_stream_model(lmp_stream *s, const lmp_model *m, lmp_ref_logprobs *refs, 
     int st = 0;
     for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
         lmp_block blk;
+        lmp_progress(s->ctx, s->label, b, m->arch.n_layers);
         if ((st = lmp_model_block_copy(m, b, &blk))) break;
         st = lmp_stream_block(s, &blk);
         lmp_block_free(&blk);

@@ -44,7 +44,8 @@ int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const l
                      int32_t *const *ids, const int64_t *n_windows, int64_t L, const lmp_lambada *lam,
                      const char *what);
 
-/* Runs the next block (blocks_done of them so far) on every state. */
+/* Runs the next block (blocks_done of them so far) on every state.  Progress is the caller's
+ * (compression's own line when the blocks come from it). */
 int lmp_stream_block(lmp_stream *s, const lmp_block *blk);
 
 /* After the last block: the head on every window and scoring as eval.h's lmp_score_window.
