@@ -326,6 +326,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     variant_tally tally = {.run = run, .res = res, .stream = &s, .x = x};
     if (!st && !(res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears)))
         st = lmp_fail(LMP_ENOMEM, "out of memory");
+    lmp_block *kept = NULL; /* the variant's blocks, only for an export */
     t0 = lmp_now_s();
     if (!st && x) {
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
@@ -338,15 +339,14 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         }
     } else if (!st) {
         lmp_compress_watch watch = {.block_done = tally_block, .calib_cache = &run->calib_cache, .ud = &tally};
-        lmp_block *kept = NULL;
         st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch,
                                   run->hooks->compressed ? &kept : NULL);
         res->seconds = lmp_now_s() - t0 - tally.stream_s; /* the blocks' evaluation is not compression */
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", v->name, res->seconds);
-        if (!st && kept) st = run->hooks->compressed(run->m, res, kept, run->hooks->ud);
-        if (kept) lmp_blocks_free(kept, n_layers);
     }
     res->bits_per_weight = tally.count > 0 ? tally.bits / tally.count : 0;
+    if (!st && kept) st = run->hooks->compressed(run->m, res, kept, run->hooks->ud);
+    if (kept) lmp_blocks_free(kept, n_layers);
     double t1 = lmp_now_s();
     if (!st) st = lmp_stream_finish(&s, run->ref, 0, res->scores, &res->lambada);
     /* an external variant's blocks are read, not compressed: all of its time is evaluation */
