@@ -3,13 +3,16 @@
  *   prepare   open the backend, load the model and tokenizer, tokenize every evaluation text and
  *             the LAMBADA passages, cut the calibration windows (so a bad input fails before any
  *             compression starts);
- *   variant   compress one variant, evaluate it against the unmodified model on every text, keep
- *             its numbers and what it did to each linear, free its blocks;
+ *   reference the unmodified model streamed over every window once (eval/stream.h): its
+ *             log-probabilities kept for every variant, its own numbers its row;
+ *   variant   compress one variant and evaluate it block by block: each block is evaluated on
+ *             every window as soon as compression has finished it, then freed; keep its numbers
+ *             and what it did to each linear;
  *   report    after each variant the caller's hook sees the report so far (print the row, write
  *             the files), so an interrupted run keeps every finished variant.
  *
- * Only one variant's blocks are alive at a time.  The unmodified model's log-probabilities are
- * computed once per evaluation window and reused by every later variant (eval.h). */
+ * Memory holds one block's weights at a time, whatever the number of variants; only an export
+ * (the `compressed` hook) keeps a variant's blocks until its file is written. */
 #ifndef LMP_CORE_COMPARE_H
 #define LMP_CORE_COMPARE_H
 

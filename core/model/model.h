@@ -11,8 +11,11 @@
  * In both, norm 0 feeds q, k, v and norm 1 feeds the first MLP linear(s).
  *
  * Weights stay in the file (mapped) in its own format.  lmp_model_block_copy() converts one block
- * to f32 for compression; lmp_model_blocks() gives f32 views of all blocks for evaluation (for an
- * f32 file they point into the mapping, otherwise they are converted once and kept). */
+ * to f32 (compression and streamed evaluation: one block at a time) and drops the file's mapped
+ * pages after it; lmp_model_blocks() gives f32 views of all blocks at once, for what needs them
+ * together (analyze's block sets, exporting the unmodified model, generate): converted once and
+ * kept until lmp_model_blocks_release or the model is freed (a llama2.c file's point into its
+ * mapping). */
 #ifndef LMP_CORE_MODEL_H
 #define LMP_CORE_MODEL_H
 
