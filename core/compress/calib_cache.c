@@ -41,10 +41,7 @@ int lmp_calib_cache_put(lmp_calib_cache *cc, int64_t b, const float *X, int64_t 
     int st = lmp_spill_init(cc->ctx, &cc->boundary[b], floats, LMP_CALIB_CACHE_BUDGET,
                             "the unmodified model's calibration activations");
     if (!st) st = lmp_spill_write(&cc->boundary[b], 0, floats, X);
-    if (st) {
-        lmp_spill_free(&cc->boundary[b]);
-        cc->boundary[b].n = 0;
-    }
+    if (st) lmp_spill_free(&cc->boundary[b]); /* leaves .n == 0: not computed */
     return st;
 }
 

@@ -112,8 +112,9 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
         memset(&scores[t], 0, sizeof scores[t]);
         for (int64_t w = 0; w < tx->n_windows && !st; w++) {
             const int32_t *tok = tx->ids + w * tx->L;
-            if (!(st = interrupted(s->ctx))) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, s->x);
-            if (!st) st = lmp_head(s->be, m, tx->L, s->x, 1, var);
+            float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
+            if (!(st = interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
+            if (!st) st = lmp_head(s->be, m, tx->L, x, 1, var);
             if (!st && is_ref && refs[t].have) st = lmp_ref_logprobs_put(&refs[t], w, var);
             if (!st && !is_ref) st = lmp_ref_window(s->be, m, NULL, &refs[t], w, tok, tx->L, ref);
             if (!st) lmp_score_window(ref, var, tok, tx->L, V, &scores[t]);
