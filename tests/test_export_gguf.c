@@ -89,7 +89,11 @@ static int export(const lmp_block *blocks, const char *path, const char *variant
 {
     lmp_export_opts o = {.path = path, .variant = variant, .pipeline = "[{\"strategy\":\"test\"}]",
                          .config_path = "/some/where/my-run.cfg"};
-    return lmp_export_model(&ctx, g_m, blocks, &o);
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(blocks, g_m->arch.n_layers, &store);
+    const int st = lmp_export_model(&ctx, g_m, &src, &o);
+    lmp_block_store_free(store);
+    return st;
 }
 
 /* ---- the weights lmpress holds, for the reference script -------------------------------------- */
@@ -378,10 +382,11 @@ START_TEST(embedding_types)
     g_m = load(MODEL);
     const char *const set[] = {"format=q4_0", NULL};
     lmp_block *blocks = compress("rtn", set, NOT_DOWN, 0);
+    const lmp_block_source src = lmp_block_source_array(blocks, g_m->arch.n_layers);
     static const char *const types[2][2] = {{"q8_0", "Q8_0"}, {"f16", "F16"}};
     for (int k = 0; k < 2; k++) {
         lmp_export_opts o = {.path = tmp("emb.gguf"), .variant = "emb", .pipeline = "[]", .embedding_type = types[k][0]};
-        ck_assert_msg(lmp_export_model(&ctx, g_m, blocks, &o) == 0, "%s", lmp_last_error());
+        ck_assert_msg(lmp_export_model(&ctx, g_m, &src, &o) == 0, "%s", lmp_last_error());
         if (lmp_test_have_gguf("embedding_types")) {
             g_qtype = "Q4_0";
             g_emb_type = types[k][1];
@@ -393,7 +398,7 @@ START_TEST(embedding_types)
         }
     }
     lmp_export_opts bad = {.path = tmp("bad.gguf"), .variant = "x", .pipeline = "[]", .embedding_type = "q4_k"};
-    ck_assert_int_ne(lmp_export_model(&ctx, g_m, blocks, &bad), 0);
+    ck_assert_int_ne(lmp_export_model(&ctx, g_m, &src, &bad), 0);
     ck_assert_msg(strstr(lmp_last_error(), "embedding type 'q4_k'"), "%s", lmp_last_error());
     ck_assert_int_ne(access(tmp("bad.gguf"), F_OK), 0);
     lmp_blocks_free(blocks, g_m->arch.n_layers);
@@ -579,8 +584,9 @@ START_TEST(hf_tokenizer_json)
 {
     g_m = load(MODEL);
     write_tokenizer_json(tmp("tokenizer.json"), 0);
+    const lmp_block_source from_file = lmp_block_source_model(g_m);
     lmp_export_opts o = {.path = tmp("hf.gguf"), .variant = "hf", .tokenizer_path = tmp("tokenizer.json")};
-    ck_assert_msg(lmp_export_model(&ctx, g_m, lmp_model_blocks(g_m), &o) == 0, "%s", lmp_last_error());
+    ck_assert_msg(lmp_export_model(&ctx, g_m, &from_file, &o) == 0, "%s", lmp_last_error());
     if (lmp_test_have_gguf("hf_tokenizer_json")) {
         g_qtype = "F32";
         write_manifest(g_m, lmp_model_blocks(g_m), all_type, 1, 1);
@@ -620,18 +626,19 @@ START_TEST(unwritable_tokenizers_refused_naming_the_file)
 {
     g_m = load(MODEL);
     write_tokenizer_json(tmp("prefix.json"), 1);
+    const lmp_block_source from_file = lmp_block_source_model(g_m);
     lmp_export_opts o = {.path = tmp("t.gguf"), .variant = "t", .tokenizer_path = tmp("prefix.json")};
-    ck_assert_int_ne(lmp_export_model(&ctx, g_m, lmp_model_blocks(g_m), &o), 0);
+    ck_assert_int_ne(lmp_export_model(&ctx, g_m, &from_file, &o), 0);
     ck_assert_msg(strstr(lmp_last_error(), "prefix.json") && strstr(lmp_last_error(), "add_prefix_space"), "%s",
                   lmp_last_error());
     const char *wp = "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}";
     lmp_test_spit(tmp("wp.json"), wp, strlen(wp));
     o.tokenizer_path = tmp("wp.json");
-    ck_assert_int_ne(lmp_export_model(&ctx, g_m, lmp_model_blocks(g_m), &o), 0);
+    ck_assert_int_ne(lmp_export_model(&ctx, g_m, &from_file, &o), 0);
     ck_assert_msg(strstr(lmp_last_error(), "wp.json") && strstr(lmp_last_error(), "WordPiece"), "%s", lmp_last_error());
     lmp_test_spit(tmp("junk.bin"), "\x10\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00", 12);
     o.tokenizer_path = tmp("junk.bin");
-    ck_assert_int_ne(lmp_export_model(&ctx, g_m, lmp_model_blocks(g_m), &o), 0);
+    ck_assert_int_ne(lmp_export_model(&ctx, g_m, &from_file, &o), 0);
     ck_assert_msg(strstr(lmp_last_error(), "junk.bin") && strstr(lmp_last_error(), "llama2.c tokenizer"), "%s",
                   lmp_last_error());
     static const char *const keep[] = {"prefix.json", "wp.json", "junk.bin", NULL};

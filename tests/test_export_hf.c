@@ -112,7 +112,11 @@ static int export_to(const lmp_model *m, const lmp_block *blocks, const char *di
 {
     lmp_export_opts o = {.path = dir, .variant = lmp_basename(dir), .pipeline = "test pipeline",
                          .config_path = NULL, .tokenizer_path = tokenizer, .shard_bytes = shard_bytes};
-    return lmp_export_hf(&ctx, m, blocks, &o);
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(blocks, m->arch.n_layers, &store);
+    const int st = lmp_export_hf(&ctx, m, &src, &o);
+    lmp_block_store_free(store);
+    return st;
 }
 
 /* ---- Hugging Face layout ----------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "plugin/host.h"
 #include "compress/pipeline.h"
+#include "model/block_store.h"
 #include "plugin/registry.h"
 
 /* The fixture's run (check's fixtures take no arguments, so it lives here; each test runs in
@@ -115,6 +116,16 @@ static inline lmp_block *compress_stage(const lmp_model *m, const char *plugin, 
     lmp_block *out;
     ck_assert_msg(try_compress_stage(m, plugin, settings, target, calibrate, &out) == 0, "%s", lmp_last_error());
     return out;
+}
+
+/* blocks[0..n) put in a block store, as compare keeps a variant's blocks for its export: a
+ * writer given this source reads each block back from the store's codes.  Free *store with
+ * lmp_block_store_free. */
+static inline lmp_block_source stored_blocks(const lmp_block *blocks, int64_t n, lmp_block_store **store)
+{
+    ck_assert_msg(lmp_block_store_open(&ctx, n, "test blocks", store) == 0, "%s", lmp_last_error());
+    for (int64_t b = 0; b < n; b++) ck_assert_msg(lmp_block_store_put(*store, &blocks[b]) == 0, "%s", lmp_last_error());
+    return lmp_block_store_source(*store);
 }
 
 #endif

@@ -371,7 +371,7 @@ static int on_finished(const lmp_report *r, int i, void *ud)
 /* Writes the variant where --output / --output-dir say.  With --output the run stops on a
  * failure; with --output-dir the failure is reported, the other variants still run and the
  * exit status says that one failed. */
-static int on_compressed(const lmp_model *m, const lmp_variant_result *res, const lmp_block *blocks, void *ud)
+static int on_compressed(const lmp_model *m, const lmp_variant_result *res, const lmp_block_source *blocks, void *ud)
 {
     compare_outputs *o = ud;
     if (!o->output && !o->output_dir) return 0;

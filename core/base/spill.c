@@ -22,17 +22,24 @@ int lmp_spill_init(lmp_ctx *ctx, lmp_spill *s, int64_t n, int64_t budget_bytes, 
         s->mem = malloc((size_t)bytes + 1);
         return s->mem ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %.0f MB of %s", (double)bytes / 1e6, what);
     }
+    s->fd = lmp_spill_tmpfile(ctx, (double)bytes, what);
+    return s->fd < 0 ? LMP_EIO : 0;
+}
+
+int lmp_spill_tmpfile(lmp_ctx *ctx, double bytes, const char *what)
+{
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
     char path[4096];
     snprintf(path, sizeof path, "%s/lmpress-spill-XXXXXX", dir);
-    s->fd = mkstemp(path);
-    if (s->fd < 0)
-        return lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of %s: %s", path, (double)bytes / 1e6, what,
-                        strerror(errno));
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of %s: %s", path, bytes / 1e6, what, strerror(errno));
+        return -1;
+    }
     unlink(path);
-    lmp_log(ctx, LMP_LOG_DEBUG, "%s: %.0f MB in an unlinked file in %s", what, (double)bytes / 1e6, dir);
-    return 0;
+    lmp_log(ctx, LMP_LOG_DEBUG, "%s: %.0f MB in an unlinked file in %s", what, bytes / 1e6, dir);
+    return fd;
 }
 
 void lmp_spill_free(lmp_spill *s)
@@ -43,22 +50,23 @@ void lmp_spill_free(lmp_spill *s)
     s->fd = -1;
 }
 
-/* Whole-range pread/pwrite: both may move fewer bytes than asked. */
-static int file_io(const lmp_spill *s, int writing, float *buf, int64_t off, int64_t count)
+int lmp_spill_fd_io(int fd, int writing, void *buf, size_t bytes, int64_t at, const char *what)
 {
-    char *p = (char *)buf;
-    size_t left = (size_t)count * sizeof *buf;
-    off_t at = (off_t)(off * (int64_t)sizeof *buf);
-    while (left) {
-        ssize_t k = writing ? pwrite(s->fd, p, left, at) : pread(s->fd, p, left, at);
+    char *p = buf;
+    while (bytes) { /* pread and pwrite may move fewer bytes than asked */
+        ssize_t k = writing ? pwrite(fd, p, bytes, (off_t)at) : pread(fd, p, bytes, (off_t)at);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-            return lmp_fail(LMP_EIO, "the temporary file of %s: %s", s->what, k < 0 ? strerror(errno) : "short read");
+        if (k <= 0) return lmp_fail(LMP_EIO, "the temporary file of %s: %s", what, k < 0 ? strerror(errno) : "short read");
         p += k;
-        left -= (size_t)k;
+        bytes -= (size_t)k;
         at += k;
     }
     return 0;
+}
+
+static int file_io(const lmp_spill *s, int writing, float *buf, int64_t off, int64_t count)
+{
+    return lmp_spill_fd_io(s->fd, writing, buf, (size_t)count * sizeof *buf, off * (int64_t)sizeof *buf, s->what);
 }
 
 int lmp_spill_read(const lmp_spill *s, int64_t off, int64_t count, float *buf)

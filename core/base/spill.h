@@ -30,6 +30,12 @@ void lmp_spill_free(lmp_spill *s);
 int lmp_spill_read(const lmp_spill *s, int64_t off, int64_t count, float *buf);
 int lmp_spill_write(lmp_spill *s, int64_t off, int64_t count, const float *buf);
 
+/* An unlinked temporary file in $TMPDIR (or /tmp) for about `bytes` of `what`: its descriptor,
+ * or -1 with the error set.  For stores that grow as they are written (block_store.h). */
+int lmp_spill_tmpfile(lmp_ctx *ctx, double bytes, const char *what);
+/* Reads (writing 0) or writes bytes at offset `at` of fd, all of them or an error naming what. */
+int lmp_spill_fd_io(int fd, int writing, void *buf, size_t bytes, int64_t at, const char *what);
+
 /* In memory: a pointer to s[off] that callers may work on in place; in a file: NULL. */
 static inline float *lmp_spill_at(const lmp_spill *s, int64_t off) { return s->mem ? s->mem + off : 0; }
 

@@ -238,6 +238,7 @@ typedef struct variant_tally {
     lmp_variant_result *res;
     lmp_stream *stream;
     const lmp_model *x;  /* an external variant's model: its linears' bits are the file's */
+    lmp_block_store *kept; /* an export's copy of every block, as codes on disk; else NULL */
     double bits, count;
     double stream_s;     /* time spent evaluating the blocks as they pass */
 } variant_tally;
@@ -255,8 +256,9 @@ static int tally_block(void *ud, int64_t b, const lmp_block *blk)
             .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
     }
     lmp_block_bits_accum(blk, &t->bits, &t->count);
+    int st = t->kept ? lmp_block_store_put(t->kept, blk) : 0;
     double t0 = lmp_now_s();
-    int st = lmp_stream_block(t->stream, blk);
+    if (!st) st = lmp_stream_block(t->stream, blk);
     t->stream_s += lmp_now_s() - t0;
     return st;
 }
@@ -279,8 +281,8 @@ static int reference_pass(lmp_run_state *run, const lmp_report *r)
 }
 
 /* Compresses (or reads an external file) and evaluates, one block at a time: a block is
- * evaluated as soon as it is finished and freed after it.  Only an export (the `compressed` hook)
- * keeps the variant's blocks until its file is written. */
+ * evaluated as soon as it is finished and freed after it.  For an export (the `compressed`
+ * hook) each block is also put in a block store, codes on disk, that the writer reads back. */
 static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_result *res)
 {
     const lmp_run_config *c = run->c;
@@ -305,10 +307,9 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
             for (int i = 0; i < run->shape[b].n_linears; i++)
                 res->linears[res->n_linears++] = (lmp_linear_outcome){.name = run->shape[b].linears[i].name,
                                                                       .weight_bits = 32.0};
-        if (!st && run->hooks->compressed) { /* an export of the unmodified model */
-            lmp_block *blocks = lmp_model_blocks(run->m);
-            st = blocks ? run->hooks->compressed(run->m, res, blocks, run->hooks->ud) : lmp_fail_prefix(LMP_EIO, "%s", run->m->path);
-            lmp_model_blocks_release(run->m);
+        if (!st && run->hooks->compressed) { /* an export of the unmodified model, read from its file */
+            const lmp_block_source src = lmp_block_source_model(run->m);
+            st = run->hooks->compressed(run->m, res, &src, run->hooks->ud);
         }
         res->peak_rss_mb = lmp_peak_rss_mb();
         return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;
@@ -326,7 +327,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     variant_tally tally = {.run = run, .res = res, .stream = &s, .x = x};
     if (!st && !(res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears)))
         st = lmp_fail(LMP_ENOMEM, "out of memory");
-    lmp_block *kept = NULL; /* the variant's blocks, only for an export */
+    if (!st && !x && run->hooks->compressed) st = lmp_block_store_open(run->ctx, n_layers, "the blocks to export", &tally.kept);
     t0 = lmp_now_s();
     if (!st && x) {
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
@@ -339,14 +340,18 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         }
     } else if (!st) {
         lmp_compress_watch watch = {.block_done = tally_block, .calib_cache = &run->calib_cache, .ud = &tally};
-        st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch,
-                                  run->hooks->compressed ? &kept : NULL);
+        st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch, NULL);
         res->seconds = lmp_now_s() - t0 - tally.stream_s; /* the blocks' evaluation is not compression */
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", v->name, res->seconds);
     }
     res->bits_per_weight = tally.count > 0 ? tally.bits / tally.count : 0;
-    if (!st && kept) st = run->hooks->compressed(run->m, res, kept, run->hooks->ud);
-    if (kept) lmp_blocks_free(kept, n_layers);
+    if (!st && tally.kept) {
+        lmp_log(run->ctx, LMP_LOG_INFO, "variant %s: its blocks kept for the export as %.1f MB of codes (%.1f MB in f32)",
+                v->name, (double)lmp_block_store_bytes(tally.kept) / 1e6, (double)lmp_block_store_f32_bytes(tally.kept) / 1e6);
+        const lmp_block_source src = lmp_block_store_source(tally.kept);
+        st = run->hooks->compressed(run->m, res, &src, run->hooks->ud);
+    }
+    lmp_block_store_free(tally.kept);
     double t1 = lmp_now_s();
     if (!st) st = lmp_stream_finish(&s, run->ref, 0, res->scores, &res->lambada);
     /* an external variant's blocks are read, not compressed: all of its time is evaluation */

@@ -11,13 +11,15 @@
  *   report    after each variant the caller's hook sees the report so far (print the row, write
  *             the files), so an interrupted run keeps every finished variant.
  *
- * Memory holds one block's weights at a time, whatever the number of variants; only an export
- * (the `compressed` hook) keeps a variant's blocks until its file is written. */
+ * Memory holds one block's weights at a time, whatever the number of variants; for an export
+ * (the `compressed` hook) a variant's blocks are kept as codes in a temporary file
+ * (model/block_store.h) until its file is written. */
 #ifndef LMP_CORE_COMPARE_H
 #define LMP_CORE_COMPARE_H
 
 #include "compress/calib_cache.h"
 #include "compress/pipeline.h"
+#include "model/block_store.h"
 #include "config/config.h"
 #include "eval/stream.h"
 #include "eval/lambada.h"
@@ -29,9 +31,9 @@
  * that status (e.g. an output file could not be written). */
 typedef struct lmp_compare_hooks {
     int (*prepared)(const lmp_report *r, void *ud);          /* texts known, nothing compressed */
-    /* A pipeline variant (or the unmodified model) has its blocks, before they are evaluated:
-     * m's blocks replaced by blocks[0..n_layers) are the variant (to export them). */
-    int (*compressed)(const lmp_model *m, const lmp_variant_result *res, const lmp_block *blocks, void *ud);
+    /* A pipeline variant (or the unmodified model) is compressed and evaluated: m's blocks
+     * replaced by those `blocks` hands out one at a time are the variant (to export them). */
+    int (*compressed)(const lmp_model *m, const lmp_variant_result *res, const lmp_block_source *blocks, void *ud);
     int (*finished)(const lmp_report *r, int i, void *ud);   /* results[i] is done */
     void *ud;
 } lmp_compare_hooks;

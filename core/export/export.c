@@ -66,7 +66,7 @@ int lmp_export_check_dir(const char *dir, const char *what)
     return 0;
 }
 
-int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
+int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
     int st = lmp_export_check_path(o->path, "export");
     if (st) return st;

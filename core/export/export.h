@@ -21,13 +21,14 @@
  * the linear's name and what to change.
  *
  * Everything is written under a temporary name beside PATH and renamed when complete, so an
- * interrupted or failed export leaves no file that looks finished.  Memory: one tensor's encoding
- * at a time beside the blocks. */
+ * interrupted or failed export leaves no file that looks finished.  Memory: one block and one
+ * tensor's encoding at a time. */
 #ifndef LMP_CORE_EXPORT_H
 #define LMP_CORE_EXPORT_H
 
 #include <stdint.h>
 
+#include "model/block_source.h"
 #include "model/model.h"
 #include "plugin/host.h"
 
@@ -55,14 +56,15 @@ int lmp_export_check_path(const char *path, const char *what);
  * when missing, its parent must exist). */
 int lmp_export_check_dir(const char *dir, const char *what);
 
-/* Writes the model with its blocks replaced by blocks[0..n_layers) (the variant's compressed
- * blocks; the model's own for the unmodified one).  m gives the architecture, the embedding,
+/* Writes the model with its blocks replaced by those of `blocks` (the variant's compressed
+ * blocks from a block store, or the model's own for the unmodified one), read one at a time: the
+ * writer plans every tensor on a first pass and writes on a second.  m gives the architecture, the embedding,
  * final norm and head, and the tokenizer when the opts name none.  Logs and progress go through
  * ctx; on failure nothing is left at o->path (an earlier file there stays as it was). */
-int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
+int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o);
 
 /* The two writers (lmp_export_model picks one by path). */
-int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
-int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o);
+int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o);
+int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o);
 
 #endif

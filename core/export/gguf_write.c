@@ -1,10 +1,11 @@
 /* gguf_write.c — see export.h: a variant as a GGUF v3 file llama.cpp loads (architecture
  * "llama").
  *
- * Order of work: everything that can be refused is checked first (check_variant), then every
- * tensor's type, size and offset is planned and the metadata built in memory, so the header is
- * written whole; then the tensors follow one by one, each encoded row by row, into a temporary
- * file beside PATH that is fsync'd and renamed over PATH only when complete.
+ * Order of work: a first pass over the blocks (read one at a time from the block source) checks
+ * everything that can be refused (check_linear: every code) and plans every tensor's type, size
+ * and offset, so the header is built whole in memory; a second pass writes the tensors one by
+ * one, each encoded row by row, into a temporary file beside PATH that is fsync'd and renamed
+ * over PATH only when complete.
  *
  * Tensors (llama.cpp's names; ne[0] is the input dimension, so a [out, in] weight has
  * ne = {in, out}): token_embd, output_norm, output (left out when the head is the embedding),
@@ -32,6 +33,7 @@
 #include "export/grid_codes.h"
 #include "export/st_write.h"
 #include "formats/gguf.h"
+#include "model/block_source.h"
 #include "model/gguf_names.h"
 
 #define ALIGNMENT 32
@@ -138,61 +140,34 @@ static int check_gguf_grid(const lmp_linear *l)
     return 0;
 }
 
-/* Every linear and norm is something the file can hold exactly; counts what is only warned
- * about: linears on int grids (stored F32) and linears with activation quantization. */
-static int check_variant(const lmp_model *m, const lmp_block *blocks, int *n_int, const char **int_name, int *n_act,
-                         const char **act_name)
+/* One linear is something the file can hold exactly (every code checked); counts what is only
+ * warned about: linears on int grids (stored F32) and linears with activation quantization. */
+static int check_linear(const lmp_linear *l, int32_t *codes, unsigned char *kblocks, int *n_int,
+                        const char **int_name, int *n_act, const char **act_name)
 {
-    *n_int = *n_act = 0;
-    int64_t widest = 1;
-    for (int64_t b = 0; b < m->arch.n_layers; b++)
-        for (int i = 0; i < blocks[b].n_linears; i++)
-            if (blocks[b].linears[i].in > widest) widest = blocks[b].linears[i].in;
-    int32_t *codes = malloc((size_t)widest * sizeof *codes);
-    unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
-    if (!codes || !kblocks) {
-        free(codes);
-        free(kblocks);
-        return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (l->in_shift || l->in_scale || l->shift_bias)
+        return lmp_fail(LMP_EINVAL,
+                        "%s has an input affine (x - z) / s from Shift or SmoothQuant with all_linears = true, "
+                        "which llama.cpp cannot run: export a variant without it (smoothquant with "
+                        "all_linears = false, no shift stage)", l->name);
+    if (l->act.mode != LMP_ACT_NONE && (*n_act)++ == 0) *act_name = l->name;
+    if (!l->grid) return 0;
+    if (linear_type(l) == LMP_GGML_F32) { /* an int (or NF4) grid GGUF has no type for */
+        if ((*n_int)++ == 0) *int_name = l->name;
+        return 0;
     }
-    int st = 0;
-    for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
-        const lmp_block *blk = &blocks[b];
-        for (int i = 0; i < blk->n_norms && !st; i++)
-            if (blk->norms[i].b)
-                st = lmp_fail(LMP_EINVAL,
-                              "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's llama "
-                              "norms do not have: export a variant without a shift or shift_smoothquant stage",
-                              blk->norms[i].name);
-        for (int i = 0; i < blk->n_linears && !st; i++) {
-            const lmp_linear *l = &blk->linears[i];
-            if (l->in_shift || l->in_scale || l->shift_bias) {
-                st = lmp_fail(LMP_EINVAL,
-                              "%s has an input affine (x - z) / s from Shift or SmoothQuant with all_linears = true, "
-                              "which llama.cpp cannot run: export a variant without it (smoothquant with "
-                              "all_linears = false, no shift stage)", l->name);
-                break;
-            }
-            if (l->act.mode != LMP_ACT_NONE && (*n_act)++ == 0) *act_name = l->name;
-            if (!l->grid) continue;
-            if (linear_type(l) == LMP_GGML_F32) { /* an int (or NF4) grid GGUF has no type for */
-                if ((*n_int)++ == 0) *int_name = l->name;
-                continue;
-            }
-            st = check_gguf_grid(l);
-            for (int64_t r = 0; r < l->out && !st; r++) {
-                st = lmp_grid_codes_row(l, r, codes);
-                if (!st && lmp_wformat_is_k(l->grid->spec.format)) /* its scales split into d and integers */
-                    st = lmp_gguf_pack_k_row(l, r, codes, kblocks);
-            }
-        }
+    int st = check_gguf_grid(l);
+    for (int64_t r = 0; r < l->out && !st; r++) {
+        st = lmp_grid_codes_row(l, r, codes);
+        if (!st && lmp_wformat_is_k(l->grid->spec.format)) /* its scales split into d and integers */
+            st = lmp_gguf_pack_k_row(l, r, codes, kblocks);
     }
-    free(codes);
-    free(kblocks);
     return st;
 }
 
 /* ---- the plan: every tensor's name, type, shape and place ------------------------------------ */
+
+typedef enum { T_MODEL, T_NORM, T_WEIGHT, T_BIAS } tensor_kind;
 
 typedef struct tensor_plan {
     char name[64];
@@ -200,27 +175,32 @@ typedef struct tensor_plan {
     int64_t ne[2];
     lmp_ggml_type type;
     uint64_t offset, nbytes;   /* offset from the start of the data section */
-    const float *f32;          /* F32: the values ([ne1, ne0]) */
-    const lmp_linear *l;       /* quantized: the linear whose codes are written */
+    tensor_kind kind;
+    const float *f32;          /* T_MODEL: the values ([ne1, ne0]) */
+    int64_t block;             /* the others: the block's norm or linear `index` */
+    int index;
 } tensor_plan;
 
 typedef struct plan_list {
     tensor_plan *t;
     int n;
     uint64_t data_bytes;
+    int n_int, n_act;          /* warned about: linears on int grids, with activation quantization */
+    const char *int_name, *act_name; /* the first of each (owned) */
 } plan_list;
 
-static uint64_t tensor_bytes(const tensor_plan *t)
+/* The bytes of a tensor of t's type and shape; a quantized weight's, of its linear l. */
+static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
 {
     const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1];
     if (t->type == LMP_GGML_F32) return 4u * ne0 * ne1;
     if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
-    if (t->l && lmp_wformat_is_k(t->l->grid->spec.format))
-        return (uint64_t)lmp_gguf_kblock_bytes(t->l->grid->spec.format) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
+    if (l && lmp_wformat_is_k(l->grid->spec.format))
+        return (uint64_t)lmp_gguf_kblock_bytes(l->grid->spec.format) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
     return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
 }
 
-static void add_f32(plan_list *p, const char *name, const float *v, int64_t ne0, int64_t ne1)
+static tensor_plan *add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t ne0, int64_t ne1)
 {
     tensor_plan *t = &p->t[p->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -228,49 +208,90 @@ static void add_f32(plan_list *p, const char *name, const float *v, int64_t ne0,
     t->ne[0] = ne0;
     t->ne[1] = ne1 ? ne1 : 1;
     t->type = LMP_GGML_F32;
-    t->f32 = v;
+    t->kind = kind;
+    t->block = -1;
+    return t;
 }
 
-static void plan_tensors(const lmp_model *m, const lmp_block *blocks, lmp_ggml_type emb_type, plan_list *p)
+static void add_model_tensor(plan_list *p, const char *name, const float *v, int64_t ne0, int64_t ne1, lmp_ggml_type type)
+{
+    tensor_plan *t = add_tensor(p, name, T_MODEL, ne0, ne1);
+    t->f32 = v;
+    t->type = type;
+    t->nbytes = tensor_bytes(t, NULL);
+}
+
+/* Block b's tensors, each of its linears checked first. */
+static int plan_block(plan_list *p, int64_t b, const lmp_block *blk, int32_t *codes, unsigned char *kblocks)
+{
+    char name[64];
+    for (int i = 0; i < blk->n_norms; i++) {
+        if (blk->norms[i].b)
+            return lmp_fail(LMP_EINVAL,
+                            "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's llama "
+                            "norms do not have: export a variant without a shift or shift_smoothquant stage",
+                            blk->norms[i].name);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
+        tensor_plan *t = add_tensor(p, name, T_NORM, blk->norms[i].dim, 0);
+        t->block = b;
+        t->index = i;
+        t->nbytes = tensor_bytes(t, NULL);
+    }
+    for (int i = 0; i < blk->n_linears; i++) {
+        const lmp_linear *l = &blk->linears[i];
+        const int n_int = p->n_int, n_act = p->n_act;
+        const char *int_name = NULL, *act_name = NULL;
+        int st = check_linear(l, codes, kblocks, &p->n_int, &int_name, &p->n_act, &act_name);
+        if (st) return st;
+        if (!n_int && p->n_int && !(p->int_name = strdup(int_name))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        if (!n_act && p->n_act && !(p->act_name = strdup(act_name))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
+        tensor_plan *t = add_tensor(p, name, T_WEIGHT, l->in, l->out);
+        t->block = b;
+        t->index = i;
+        t->type = linear_type(l);
+        t->nbytes = tensor_bytes(t, t->type != LMP_GGML_F32 ? l : NULL);
+        if (l->b) {
+            lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
+            t = add_tensor(p, name, T_BIAS, l->out, 0);
+            t->block = b;
+            t->index = i;
+            t->nbytes = tensor_bytes(t, NULL);
+        }
+    }
+    return 0;
+}
+
+/* Every tensor, the blocks read from src one at a time; then their offsets. */
+static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *src, lmp_ggml_type emb_type,
+                        plan_list *p)
 {
     const lmp_arch *a = &m->arch;
-    char name[64];
-    add_f32(p, "token_embd.weight", m->tok_emb, a->dim, a->vocab);
-    p->t[p->n - 1].type = emb_type;
-    for (int64_t b = 0; b < a->n_layers; b++) {
-        const lmp_block *blk = &blocks[b];
-        for (int i = 0; i < blk->n_norms; i++) {
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
-            add_f32(p, name, blk->norms[i].w, blk->norms[i].dim, 0);
-        }
-        for (int i = 0; i < blk->n_linears; i++) {
-            const lmp_linear *l = &blk->linears[i];
-            lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
-            add_f32(p, name, l->w, l->in, l->out);
-            tensor_plan *t = &p->t[p->n - 1];
-            if ((t->type = linear_type(l)) != LMP_GGML_F32) {
-                t->f32 = NULL;
-                t->l = l;
-            }
-            if (l->b) {
-                lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
-                add_f32(p, name, l->b, l->out, 0);
-            }
-        }
+    int64_t widest = a->dim > a->hidden ? a->dim : a->hidden;
+    if (a->n_heads * a->head_dim > widest) widest = a->n_heads * a->head_dim; /* o's input */
+    int32_t *codes = malloc((size_t)widest * sizeof *codes);
+    unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
+    int st = codes && kblocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st) add_model_tensor(p, "token_embd.weight", m->tok_emb, a->dim, a->vocab, emb_type);
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        lmp_progress(ctx, "checking the blocks", b, a->n_layers);
+        lmp_block blk;
+        if ((st = src->get(src->self, b, &blk))) break;
+        st = plan_block(p, b, &blk, codes, kblocks);
+        lmp_block_free(&blk);
     }
-    add_f32(p, "output_norm.weight", m->final_norm_w, a->dim, 0);
-    if (m->lm_head != m->tok_emb) {
-        add_f32(p, "output.weight", m->lm_head, a->dim, a->vocab);
-        p->t[p->n - 1].type = emb_type;
-    }
+    free(codes);
+    free(kblocks);
+    if (st) return st;
+    add_model_tensor(p, "output_norm.weight", m->final_norm_w, a->dim, 0, LMP_GGML_F32);
+    if (m->lm_head != m->tok_emb) add_model_tensor(p, "output.weight", m->lm_head, a->dim, a->vocab, emb_type);
     uint64_t off = 0;
     for (int i = 0; i < p->n; i++) {
-        tensor_plan *t = &p->t[i];
-        t->nbytes = tensor_bytes(t);
-        t->offset = off;
-        off += (t->nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+        p->t[i].offset = off;
+        off += (p->t[i].nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
     }
     p->data_bytes = off;
+    return 0;
 }
 
 /* general.file_type: the type holding most of the blocks' linear weights. */
@@ -411,9 +432,8 @@ static int write_converted(FILE *f, const tensor_plan *t)
 }
 
 /* A quantized linear, one row's codes and blocks in memory at a time. */
-static int write_quantized(FILE *f, const tensor_plan *t)
+static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l)
 {
-    const lmp_linear *l = t->l;
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)l->out);
     int32_t *codes = malloc((size_t)l->in * sizeof *codes);
     unsigned char *row = malloc(row_bytes);
@@ -429,28 +449,49 @@ static int write_quantized(FILE *f, const tensor_plan *t)
     return st;
 }
 
+/* One tensor's data: a model tensor from the model, a block's from the block cursor holds. */
+static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
+{
+    if (t->kind == T_MODEL) {
+        if (t->type != LMP_GGML_F32) return write_converted(f, t);
+        return write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
+    }
+    const lmp_block *blk = lmp_block_cursor_at(cur, t->block);
+    if (!blk) return lmp_last_error()[0] ? LMP_EIO : LMP_ENOMEM;
+    const lmp_linear *l = &blk->linears[t->index];
+    if (t->kind == T_WEIGHT && t->type != LMP_GGML_F32) return write_quantized(f, t, l);
+    const float *v = t->kind == T_NORM ? blk->norms[t->index].w : t->kind == T_BIAS ? l->b : l->w;
+    return write_f32(f, v, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
+}
+
 /* Header, then every tensor padded to the alignment.  LMP_EIO: a write failed (errno). */
-static int write_all(lmp_ctx *ctx, FILE *f, const lmp_gguf_meta *header, const plan_list *p, const char *what)
+static int write_all(lmp_ctx *ctx, FILE *f, const lmp_gguf_meta *header, const plan_list *p,
+                     const lmp_block_source *src, const char *what)
 {
     static const unsigned char zeros[ALIGNMENT];
     if (fwrite(header->data, 1, header->len, f) != header->len) return LMP_EIO;
-    for (int i = 0; i < p->n; i++) {
-        if (lmp_host_interrupted(ctx)) return lmp_fail(LMP_EABORTED, "interrupted");
+    lmp_block_cursor cur;
+    lmp_block_cursor_init(&cur, src);
+    int st = 0;
+    for (int i = 0; i < p->n && !st; i++) {
+        if (lmp_host_interrupted(ctx)) {
+            st = lmp_fail(LMP_EABORTED, "interrupted");
+            break;
+        }
         lmp_progress(ctx, what, i, p->n);
         const tensor_plan *t = &p->t[i];
-        int st = t->l                      ? write_quantized(f, t)
-                 : t->type != LMP_GGML_F32 ? write_converted(f, t)
-                 : write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
-        if (st) return st;
+        if ((st = write_tensor(f, t, &cur))) break;
         const size_t pad = (size_t)((ALIGNMENT - t->nbytes % ALIGNMENT) % ALIGNMENT);
-        if (fwrite(zeros, 1, pad, f) != pad) return LMP_EIO;
+        if (fwrite(zeros, 1, pad, f) != pad) st = LMP_EIO;
     }
-    lmp_progress(ctx, what, p->n, p->n);
-    return 0;
+    lmp_block_cursor_free(&cur);
+    if (!st) lmp_progress(ctx, what, p->n, p->n);
+    return st;
 }
 
 /* Into a temporary file beside path, renamed over it when every byte is on disk. */
-static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *header, const plan_list *p)
+static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *header, const plan_list *p,
+                      const lmp_block_source *src)
 {
     char tmp[4200], what[300];
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
@@ -465,7 +506,7 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
         return lmp_fail(LMP_EIO, "%s: %s", path, strerror(e));
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
-    int st = write_all(ctx, f, header, p, what);
+    int st = write_all(ctx, f, header, p, src, what);
     int e = errno;
     if (!st && (fflush(f) != 0 || ferror(f))) st = LMP_EIO, e = errno;
     if (!st && fsync(fd) != 0) st = LMP_EIO, e = errno;
@@ -484,16 +525,13 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
     return 0;
 }
 
-int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
+int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: a GPT-2 family model has no GGUF export here (only llama is written): use a Hugging Face "
                         "folder (a path not ending in .gguf)", o->path);
-    int n_int, n_act, st;
-    const char *int_name = NULL, *act_name = NULL;
-    if ((st = check_variant(m, blocks, &n_int, &int_name, &n_act, &act_name)))
-        return lmp_fail_prefix(st, "%s: not exported", o->path);
+    int st;
     lmp_ggml_type emb_type = LMP_GGML_F32;
     if (o->embedding_type && strcmp(o->embedding_type, "f16") == 0) emb_type = LMP_GGML_F16;
     else if (o->embedding_type && strcmp(o->embedding_type, "q8_0") == 0) emb_type = LMP_GGML_Q8_0;
@@ -511,26 +549,30 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, c
     lmp_gguf_meta kv = {0}, header = {0};
     p.t = calloc((size_t)(3 + m->arch.n_layers * (2 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
-    plan_tensors(m, blocks, emb_type, &p);
-    put_metadata(&kv, m, &p, o);
-    if (!(st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv)) && !(st = lmp_gguf_meta_status(&kv, "export")) &&
-        !(st = build_header(&header, &kv, &p))) {
-        /* what the file does not carry, said once the export is sure to be attempted */
-        if (n_int)
+    if (!(st = plan_tensors(ctx, m, blocks, emb_type, &p))) {
+        put_metadata(&kv, m, &p, o);
+        st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv);
+    }
+    if (!st) st = lmp_gguf_meta_status(&kv, "export");
+    if (!st) st = build_header(&header, &kv, &p);
+    if (st) {
+        st = lmp_fail_prefix(st, "%s: not exported", o->path);
+    } else { /* what the file does not carry, said once the export is sure to be attempted */
+        if (p.n_int)
             lmp_log(ctx, LMP_LOG_WARN,
                     "%s: %d linear%s on an int or nf4 grid (%s%s), which GGUF has no type for: written as F32, exact "
                     "and uncompressed (format = q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or q2_k .. q6_k quantizes onto "
                     "GGUF's own blocks)",
-                    o->path, n_int, n_int == 1 ? " is" : "s are", int_name, n_int > 1 ? ", ..." : "");
-        if (n_act)
+                    o->path, p.n_int, p.n_int == 1 ? " is" : "s are", p.int_name, p.n_int > 1 ? ", ..." : "");
+        if (p.n_act)
             lmp_log(ctx, LMP_LOG_WARN,
                     "%s: %d linear%s activations (%s%s): llama.cpp does its own activation handling, so only the "
-                    "weights are stored", o->path, n_act, n_act == 1 ? " quantizes its" : "s quantize their", act_name,
-                    n_act > 1 ? ", ..." : "");
-        st = write_file(ctx, o->path, &header, &p);
-    } else {
-        st = lmp_fail_prefix(st, "%s: not exported", o->path);
+                    "weights are stored", o->path, p.n_act, p.n_act == 1 ? " quantizes its" : "s quantize their",
+                    p.act_name, p.n_act > 1 ? ", ..." : "");
+        st = write_file(ctx, o->path, &header, &p, blocks);
     }
+    free((char *)p.int_name);
+    free((char *)p.act_name);
     lmp_gguf_meta_free(&kv);
     lmp_gguf_meta_free(&header);
     free(p.t);

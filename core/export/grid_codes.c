@@ -28,8 +28,7 @@ static int same_bits(float v, float w)
     return v == w && memcmp(&v, &w, sizeof v) == 0;
 }
 
-/* The range of codes of the grid (plugin.h's numbering). */
-static void code_range(const lmp_wspec *s, float *lo, float *hi)
+void lmp_grid_code_range(const lmp_wspec *s, float *lo, float *hi)
 {
     switch (s->format) {
     case LMP_WFORMAT_GGUF_Q8_0: *lo = -127.0f; *hi = 127.0f; return;
@@ -56,7 +55,7 @@ int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
     if (!g) return lmp_fail(LMP_EINVAL, "%s: no grid was recorded for its weights", l->name);
     const lmp_wspec *s = &g->spec;
     float lo, hi;
-    code_range(s, &lo, &hi);
+    lmp_grid_code_range(s, &lo, &hi);
     for (int64_t c = 0; c < l->in; c++) {
         const int64_t k = lmp_grid_slice(g, l->out, l->in, r, c);
         const float w = l->w[r * l->in + c], scale = g->scales[k], zero = g->zeros ? g->zeros[k] : 0.0f;

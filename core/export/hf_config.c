@@ -186,7 +186,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
             if (p->lins[i].scheme == s) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 5);
-                lmp_jw_string(f, p->lins[i].l->name);
+                lmp_jw_string(f, p->lins[i].name);
             }
         lmp_jw_indent(f, 4);
         fputc(']', f);
@@ -212,7 +212,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         if (p->lins[i].scheme < 0) {
             if (n_dense++) fputc(',', f);
             lmp_jw_indent(f, 3);
-            lmp_jw_string(f, p->lins[i].l->name);
+            lmp_jw_string(f, p->lins[i].name);
         }
     if (n_dense++) fputc(',', f);
     lmp_jw_indent(f, 3);
@@ -239,10 +239,10 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputc('[', f);
         int nt = 0;
         for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].l->mask) {
+            if (p->lins[i].masked) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 4);
-                lmp_jw_string(f, p->lins[i].l->name);
+                lmp_jw_string(f, p->lins[i].name);
             }
         lmp_jw_indent(f, 3);
         fputc(']', f);

@@ -59,12 +59,27 @@ typedef struct hf_scheme {
     hf_fmt fmt;
 } hf_scheme;
 
+/* A block's linear, as the plan needs it once its block has been read and freed; its weights
+ * are read again (lmp_block_cursor) when its tensors are written. */
 typedef struct hf_linear {
-    const lmp_linear *l;
+    char *name;                /* owned */
+    lmp_role role;
+    int64_t out, in;
+    int64_t block;             /* the block's number, and the linear's index in it */
+    int index;
+    int has_b, masked;         /* the linear has a bias of its own, an N:M mask */
+    lmp_scale_type scale_type; /* its grid's, when it has a scheme */
     int scheme;                /* index into hf_plan.schemes; -1: written dense */
     int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
     int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
 } hf_linear;
+
+/* A block's norm (its weights read again when written). */
+typedef struct hf_norm {
+    char *name;                /* owned */
+    int64_t dim, block;
+    int index;
+} hf_norm;
 
 typedef enum {
     HF_T_DENSE,                /* f32 values src[rows, cols] in the plan's dtype (embedding, norms, head) */
@@ -87,13 +102,15 @@ typedef struct hf_tensor {
     int64_t shape[2];
     uint64_t nbytes;
     const hf_linear *lin;      /* the linear's tensors */
-    const float *src;          /* HF_T_DENSE */
+    const float *src;          /* HF_T_DENSE: the model's own values (embedding, final norm, head) */
+    int64_t block;             /* HF_T_DENSE of a block's norm: the block (else -1) and the norm */
+    int norm;
     int shard;                 /* 0-based */
 } hf_tensor;
 
 typedef struct hf_plan {
     const lmp_model *m;
-    const lmp_block *blocks;
+    const lmp_block_source *blocks;
     const lmp_export_opts *o;
     char *src_dir;             /* the folder of a Hugging Face source (config.json, tokenizer), else NULL */
     lmp_json *src_config;      /* its config.json, parsed; NULL for other sources */
@@ -104,12 +121,15 @@ typedef struct hf_plan {
     int n_schemes;
     hf_linear *lins;           /* every linear of every block, block order */
     int n_lins;
+    hf_norm *norms;            /* every norm of every block, block order */
+    int n_norms;
     hf_tensor *tensors;
     size_t n_tensors;
     int n_shards;
     uint64_t total_bytes;
     /* N:M sparsity (sparse linears keep their dense weights; config.json says so) */
     int n_sparse, sparse_n, sparse_m, sparse_mixed;
+    int warned_gidx;           /* the act-order warning was given */
     double global_sparsity;
 } hf_plan;
 
@@ -120,8 +140,9 @@ void hf_shard_name(int s, int n, char *buf, size_t size);
 int hf_write_config(const hf_plan *p, FILE *f);
 
 /* The tensors of shard s, header and data (hf_tensors.c); polls the interrupt flag between
- * tensors.  *done counts the tensors written (progress), *rounded the values that changed when
- * rounded to the plan's dtype. */
-int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, size_t *done, int64_t *rounded);
+ * tensors.  Blocks are read through cur (p->blocks).  *done counts the tensors written
+ * (progress), *rounded the values that changed when rounded to the plan's dtype. */
+int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, lmp_block_cursor *cur, size_t *done,
+                   int64_t *rounded);
 
 #endif

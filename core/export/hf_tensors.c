@@ -105,10 +105,14 @@ typedef struct enc {
     uint32_t *u, *words;
 } enc;
 
-static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, int64_t *rounded)
+static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block_cursor *cur, int64_t *rounded)
 {
     const hf_linear *h = t->lin;
-    const lmp_linear *l = h ? h->l : NULL;
+    const int64_t block = h ? h->block : t->block;
+    const lmp_block *blk = NULL;
+    if (block >= 0 && t->kind != HF_T_SHAPE && !(blk = lmp_block_cursor_at(cur, block))) return LMP_EIO;
+    const lmp_linear *l = h && blk ? &blk->linears[h->index] : NULL;
+    const float *dense = t->block >= 0 ? blk->norms[t->norm].w : t->src;
     const hf_scheme *sc = h && h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
     const lmp_wgrid *g = l ? l->grid : NULL;
     const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
@@ -133,7 +137,7 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, int64_t *
     for (int64_t r = 0; r < rows && !st; r++) {
         const int64_t sr = src_row(h, r);
         switch (t->kind) {
-        case HF_T_DENSE: st = encode_floats(t, t->src + r * cols, cols, e.buf, rounded); break;
+        case HF_T_DENSE: st = encode_floats(t, dense + r * cols, cols, e.buf, rounded); break;
         case HF_T_WEIGHT: st = encode_floats(t, l->w + sr * l->in, l->in, e.buf, rounded); break;
         case HF_T_BIAS:
             for (int64_t c = 0; c < cols && !st; c++) {
@@ -172,9 +176,9 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, int64_t *
                 }
             }
             break;
-        case HF_T_SHAPE:
-            put64(e.buf, (uint64_t)l->out);
-            put64(e.buf + 8, (uint64_t)l->in);
+        case HF_T_SHAPE: /* the only tensor of a linear that needs none of its block */
+            put64(e.buf, (uint64_t)h->out);
+            put64(e.buf + 8, (uint64_t)h->in);
             break;
         case HF_T_GIDX:
             for (int64_t c = 0; c < cols; c++) put32(e.buf + 4 * c, (uint32_t)g->g_idx[c]);
@@ -191,7 +195,8 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, int64_t *
     return st;
 }
 
-int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, size_t *done, int64_t *rounded)
+int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, lmp_block_cursor *cur, size_t *done,
+                   int64_t *rounded)
 {
     /* The shard's tensors by element size, 8 bytes first (stable otherwise): the data section
      * starts 8-aligned, so each tensor then starts aligned to its element size, as the
@@ -216,7 +221,7 @@ int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, size_t *done,
             st = lmp_fail(LMP_EABORTED, "%s: export interrupted", p->o->path);
             break;
         }
-        st = write_tensor(p, order[i], f, rounded);
+        st = write_tensor(p, order[i], f, cur, rounded);
         lmp_progress(ctx, "export", (int64_t)++*done, (int64_t)p->n_tensors);
     }
     free(order);

@@ -186,8 +186,8 @@ static int plan_biases(hf_plan *p)
 {
     const int qwen2 = strcmp(p->arch, "Qwen2ForCausalLM") == 0, mistral = strcmp(p->arch, "MistralForCausalLM") == 0;
     for (int i = 0; i < p->n_lins; i++) {
-        const lmp_linear *l = p->lins[i].l;
-        if (!l->b) continue;
+        const hf_linear *l = &p->lins[i];
+        if (!l->has_b) continue;
         const lmp_role r = l->role;
         if (mistral || (qwen2 && !(r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s has no place for", l->name, p->arch);
@@ -195,7 +195,7 @@ static int plan_biases(hf_plan *p)
         else p->mlp_bias = 1;
     }
     for (int i = 0; i < p->n_lins; i++) {
-        const lmp_role r = p->lins[i].l->role;
+        const lmp_role r = p->lins[i].role;
         p->lins[i].bias = qwen2 ? (r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)
                                 : (is_attn(r) ? p->attn_bias : p->mlp_bias);
     }
@@ -224,6 +224,7 @@ static int add_tensor(hf_plan *p, size_t *cap, const char *name, const char *suf
     t->shape[1] = ndim == 2 ? d1 : 0;
     t->lin = lin;
     t->src = src;
+    t->block = -1;
     lmp_stw_tensor w = {.name = t->name, .dtype = dtype, .ndim = ndim, .shape = {t->shape[0], t->shape[1]}};
     t->nbytes = lmp_stw_nbytes(&w);
     p->n_tensors++;
@@ -237,13 +238,13 @@ static lmp_st_dtype scale_dtype(lmp_scale_type t)
 
 static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
 {
-    const lmp_linear *l = h->l;
+    const hf_linear *l = h;
     int st = 0;
     if (h->scheme < 0) {
         st = add_tensor(p, cap, l->name, ".weight", HF_T_WEIGHT, p->dtype, 2, l->out, l->in, h, NULL);
     } else {
         const hf_scheme *sc = &p->schemes[h->scheme];
-        const lmp_st_dtype sd = scale_dtype(l->grid->spec.scale_type);
+        const lmp_st_dtype sd = scale_dtype(l->scale_type);
         const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? l->in / sc->group : 1;
         if (sc->fmt == HF_FMT_PACK) {
             st = add_tensor(p, cap, l->name, ".weight_packed", HF_T_PACKED, LMP_ST_I32, 2, l->out,
@@ -281,21 +282,22 @@ static int plan_tensors(hf_plan *p)
     const lmp_model *m = p->m;
     const lmp_arch *a = &m->arch;
     size_t cap = 0;
-    size_t *unit_start = calloc((size_t)p->n_lins + 2 * (size_t)a->n_layers + 8, sizeof *unit_start);
+    size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + 8, sizeof *unit_start);
     size_t n_units = 0;
     if (!unit_start) return lmp_fail(LMP_ENOMEM, "out of memory");
     int st = 0;
     unit_start[n_units++] = p->n_tensors;
     st = add_tensor(p, &cap, "model.embed_tokens", ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->tok_emb);
-    int li = 0;
+    int li = 0, ni = 0;
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
-        const lmp_block *blk = &p->blocks[b];
-        for (int i = 0; i < blk->n_norms && !st; i++) {
+        for (; ni < p->n_norms && p->norms[ni].block == b && !st; ni++) {
+            const hf_norm *nm = &p->norms[ni];
             unit_start[n_units++] = p->n_tensors;
-            st = add_tensor(p, &cap, blk->norms[i].name, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL,
-                            blk->norms[i].w);
+            st = add_tensor(p, &cap, nm->name, ".weight", HF_T_DENSE, p->dtype, 1, nm->dim, 0, NULL, NULL);
+            p->tensors[p->n_tensors - 1].block = b;
+            p->tensors[p->n_tensors - 1].norm = nm->index;
         }
-        for (int i = 0; i < blk->n_linears && !st; i++, li++) {
+        for (; li < p->n_lins && p->lins[li].block == b && !st; li++) {
             unit_start[n_units++] = p->n_tensors;
             st = add_linear(p, &cap, &p->lins[li]);
         }
@@ -331,58 +333,84 @@ static int plan_tensors(hf_plan *p)
     return st;
 }
 
+/* Block b's norms and linears into the plan: each linear's scheme, what is refused. */
+static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk, int *n_quant, int *n_bf16, int *n_f16,
+                      int64_t *pruned, int64_t *total)
+{
+    for (int i = 0; i < blk->n_norms; i++) {
+        if (blk->norms[i].b)
+            return lmp_fail(LMP_EUNSUPPORTED,
+                            "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
+                            "place for; export a variant without shift", blk->norms[i].name);
+        hf_norm *nm = &p->norms[p->n_norms++];
+        *nm = (hf_norm){.name = strdup(blk->norms[i].name), .dim = blk->norms[i].dim, .block = b, .index = i};
+        if (!nm->name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < blk->n_linears; i++) {
+        const lmp_linear *l = &blk->linears[i];
+        hf_linear *h = &p->lins[p->n_lins++];
+        *h = (hf_linear){.name = strdup(l->name), .role = l->role, .out = l->out, .in = l->in, .block = b, .index = i,
+                         .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1,
+                         .head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? p->m->arch.head_dim : 0};
+        if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
+        hf_scheme sc;
+        int none, st;
+        if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
+        if (!none) {
+            if ((h->scheme = find_scheme(p, &sc, l->name)) < 0) return h->scheme;
+            h->scale_type = l->grid->spec.scale_type;
+            ++*n_quant;
+            *n_bf16 += h->scale_type == LMP_SCALE_BF16;
+            *n_f16 += h->scale_type == LMP_SCALE_F16;
+            if (sc.g_idx && !p->warned_gidx++)
+                lmp_log(ctx, LMP_LOG_WARN,
+                        "%s: act-order groups are written as compressed-tensors' actorder \"group\" with "
+                        "weight_g_idx, which compressed-tensors 0.19 and later (and the vLLM built on them) no "
+                        "longer read (0.17 does); gptq with static_groups = true exports for every version", l->name);
+        }
+        *total += l->out * l->in;
+        if (l->mask) {
+            int64_t kept = 0;
+            for (int64_t k = 0; k < l->out * l->in; k++) kept += l->mask[k] != 0;
+            *pruned += l->out * l->in - kept;
+            if (p->n_sparse++ == 0) {
+                p->sparse_n = l->sparse_n;
+                p->sparse_m = l->sparse_m;
+            } else if (l->sparse_n != p->sparse_n || l->sparse_m != p->sparse_m) {
+                p->sparse_mixed = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The first pass: every block read once (from p->blocks, one at a time) and planned. */
 static int build_plan(lmp_ctx *ctx, hf_plan *p)
 {
     const lmp_model *m = p->m;
     const lmp_arch *a = &m->arch;
     int st = read_source(p);
     if (st) return st;
-    int64_t n = 0;
-    for (int64_t b = 0; b < a->n_layers; b++) n += p->blocks[b].n_linears;
-    if (!(p->lins = calloc((size_t)n, sizeof *p->lins))) return lmp_fail(LMP_ENOMEM, "out of memory");
-    int n_quant = 0, n_bf16 = 0, n_f16 = 0, warned_gidx = 0;
+    lmp_block shape;
+    if ((st = lmp_block_init(&shape, 0, a))) return st;
+    const int64_t per_lin = shape.n_linears, per_norm = shape.n_norms;
+    lmp_block_free_tables(&shape);
+    p->lins = calloc((size_t)(a->n_layers * per_lin) + 1, sizeof *p->lins);
+    p->norms = calloc((size_t)(a->n_layers * per_norm) + 1, sizeof *p->norms);
+    if (!p->lins || !p->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int n_quant = 0, n_bf16 = 0, n_f16 = 0;
     int64_t pruned = 0, total = 0;
-    for (int64_t b = 0; b < a->n_layers; b++) {
-        const lmp_block *blk = &p->blocks[b];
-        for (int i = 0; i < blk->n_norms; i++)
-            if (blk->norms[i].b)
-                return lmp_fail(LMP_EUNSUPPORTED,
-                                "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
-                                "place for; export a variant without shift", blk->norms[i].name);
-        for (int i = 0; i < blk->n_linears; i++) {
-            const lmp_linear *l = &blk->linears[i];
-            hf_linear *h = &p->lins[p->n_lins++];
-            hf_scheme sc;
-            int none;
-            h->l = l;
-            h->scheme = -1;
-            h->head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? a->head_dim : 0;
-            if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
-            if (!none) {
-                if ((h->scheme = find_scheme(p, &sc, l->name)) < 0) return h->scheme;
-                n_quant++;
-                n_bf16 += l->grid->spec.scale_type == LMP_SCALE_BF16;
-                n_f16 += l->grid->spec.scale_type == LMP_SCALE_F16;
-                if (sc.g_idx && !warned_gidx++)
-                    lmp_log(ctx, LMP_LOG_WARN,
-                            "%s: act-order groups are written as compressed-tensors' actorder \"group\" with "
-                            "weight_g_idx, which compressed-tensors 0.19 and later (and the vLLM built on them) no "
-                            "longer read (0.17 does); gptq with static_groups = true exports for every version", l->name);
-            }
-            total += l->out * l->in;
-            if (l->mask) {
-                int64_t kept = 0;
-                for (int64_t k = 0; k < l->out * l->in; k++) kept += l->mask[k] != 0;
-                pruned += l->out * l->in - kept;
-                if (p->n_sparse++ == 0) {
-                    p->sparse_n = l->sparse_n;
-                    p->sparse_m = l->sparse_m;
-                } else if (l->sparse_n != p->sparse_n || l->sparse_m != p->sparse_m) {
-                    p->sparse_mixed = 1;
-                }
-            }
-        }
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        lmp_progress(ctx, "checking the blocks", b, a->n_layers);
+        lmp_block blk;
+        if ((st = p->blocks->get(p->blocks->self, b, &blk))) break;
+        if (blk.n_linears != per_lin || blk.n_norms != per_norm)
+            st = lmp_fail(LMP_EINVAL, "block %lld has %d linears and %d norms, not the architecture's %lld and %lld",
+                          (long long)b, blk.n_linears, blk.n_norms, (long long)per_lin, (long long)per_norm);
+        if (!st) st = plan_block(ctx, p, b, &blk, &n_quant, &n_bf16, &n_f16, &pruned, &total);
+        lmp_block_free(&blk);
     }
+    if (st) return st;
     if (m->final_norm_b)
         return lmp_fail(LMP_EUNSUPPORTED, "model.norm: has a bias, which a Hugging Face Llama's RMSNorm has no place for");
     if (p->sparse_mixed)
@@ -398,7 +426,10 @@ static void free_plan(hf_plan *p)
 {
     free(p->src_dir);
     lmp_json_free(p->src_config);
+    for (int i = 0; i < p->n_lins; i++) free(p->lins[i].name);
+    for (int i = 0; i < p->n_norms; i++) free(p->norms[i].name);
     free(p->lins);
+    free(p->norms);
     free(p->tensors);
 }
 
@@ -488,14 +519,18 @@ static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *ro
     int cst = lmp_outdir_close(od, "config.json", f);
     if (st || cst) return st ? st : cst;
     size_t done = 0;
-    for (int s = 0; s < p->n_shards; s++) {
+    lmp_block_cursor cur;
+    lmp_block_cursor_init(&cur, p->blocks);
+    for (int s = 0; s < p->n_shards && !st; s++) {
         char name[64];
         hf_shard_name(s, p->n_shards, name, sizeof name);
-        if ((st = lmp_outdir_create(od, name, &f))) return st;
-        st = hf_write_shard(ctx, p, s, f, &done, rounded);
+        if ((st = lmp_outdir_create(od, name, &f))) break;
+        st = hf_write_shard(ctx, p, s, f, &cur, &done, rounded);
         cst = lmp_outdir_close(od, name, f);
-        if (st || cst) return st ? st : cst;
+        if (!st) st = cst;
     }
+    lmp_block_cursor_free(&cur);
+    if (st) return st;
     if (p->n_shards > 1) {
         if ((st = lmp_outdir_create(od, "model.safetensors.index.json", &f))) return st;
         st = write_index(p, f);
@@ -507,7 +542,7 @@ static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *ro
     return 0;
 }
 
-int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block *blocks, const lmp_export_opts *o)
+int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama family (Llama, Mistral, Qwen2) is exported as a Hugging "
