@@ -885,6 +885,29 @@ static void print_piece(const char *p, size_t len)
     fwrite(p, 1, len, stdout);
 }
 
+/* generate holds the model's blocks in f32 when they take at most this; a larger model's blocks
+ * are read from the file one at a time at every step (slow, but one block in memory). */
+#define GENERATE_HOLD_BYTES ((int64_t)1 << 30)
+
+/* logits[T, vocab] of seq[0..T); x: [T, dim] scratch. */
+static int generate_logits(direct_run *d, const int32_t *seq, int64_t T, float *x, float *logits)
+{
+    const lmp_model *m = d->m;
+    if (lmp_model_block_linear_params(m) * m->arch.n_layers * 4 <= GENERATE_HOLD_BYTES) {
+        const lmp_block *blocks = lmp_model_blocks(d->m);
+        return blocks ? lmp_forward(&d->be, m, blocks, seq, T, 0, logits) : lmp_fail_prefix(LMP_EIO, "%s", m->path);
+    }
+    lmp_embed(m, seq, T, x);
+    int st = 0;
+    for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
+        lmp_block blk;
+        if ((st = lmp_model_block_copy(m, b, &blk))) break;
+        st = lmp_block_forward(&d->be, &m->arch, &blk, T, x, NULL, NULL);
+        lmp_block_free(&blk);
+    }
+    return st ? st : lmp_head(&d->be, m, T, x, 0, logits);
+}
+
 static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
 {
     const char *model = NULL, *tokenizer = NULL, *prompt = "", *backend = "cpu";
@@ -912,7 +935,7 @@ static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
     int st = direct_open(ctx, &d, model, tokenizer, backend);
     int32_t *prompt_ids = NULL, *seq = NULL;
     int64_t n_prompt = 0;
-    float *logits = NULL;
+    float *logits = NULL, *x = NULL;
     if (!st) st = lmp_tokenize(d.tok, prompt, strlen(prompt), lmp_tokenizer_adds_bos(d.tok), &prompt_ids, &n_prompt);
     if (!st && n_prompt == 0) { /* nothing to start from: BOS, or EOS for vocabularies without one */
         free(prompt_ids);
@@ -925,7 +948,8 @@ static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
         if (steps > d.m->arch.seq_len) steps = d.m->arch.seq_len;
         seq = malloc((size_t)steps * sizeof *seq);
         logits = malloc((size_t)(steps * d.m->arch.vocab) * sizeof *logits);
-        if (!seq || !logits) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        x = malloc((size_t)(steps * d.m->arch.dim) * sizeof *x);
+        if (!seq || !logits || !x) st = lmp_fail(LMP_ENOMEM, "out of memory");
     }
     /* As llama2.c's generate(): feed the prompt, then the argmax; stop at BOS or after `steps`.
      * Without a KV cache each step reruns the sequence so far: fine for small models. */
@@ -942,11 +966,7 @@ static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
         if (pos < n_prompt - 1) {
             next = prompt_ids[pos + 1];
         } else {
-            const lmp_block *blocks = lmp_model_blocks(d.m);
-            if (!blocks || (st = lmp_forward(&d.be, d.m, blocks, seq, pos + 1, 0, logits))) {
-                st = st ? st : LMP_EIO;
-                break;
-            }
+            if ((st = generate_logits(&d, seq, pos + 1, x, logits))) break;
             const float *last = logits + pos * V;
             next = 0;
             for (int64_t v = 1; v < V; v++)
@@ -963,6 +983,7 @@ static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
     free(prompt_ids);
     free(seq);
     free(logits);
+    free(x);
     direct_close(&d);
     return st ? fail() : 0;
 }

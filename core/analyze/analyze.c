@@ -14,6 +14,7 @@
 #include "compare/compare.h"
 #include "compress/pipeline.h"
 #include "config/config_write.h"
+#include "model/block_store.h"
 #include "model/forward.h"
 
 static const char *const mode_names[] = {"restore-one", "quantize-one", NULL};
@@ -111,6 +112,7 @@ typedef struct watch_state {
     uint8_t *has_fl;           /* [n_total] */
     const lmp_block *cur;      /* the variant's block being finished */
     double *err, *norm;        /* [n_total] proxy sums */
+    lmp_block_store *Q, *F;    /* the finished blocks: as compressed, and with the float states */
 } watch_state;
 
 static int before_stage(void *ud, int s, const lmp_block *blk)
@@ -144,6 +146,31 @@ static int after_stage(void *ud, int s, const lmp_block *blk)
     if (w->have_pending) lmp_block_free(&w->pending);
     w->have_pending = 0;
     return 0;
+}
+
+/* Block b is finished (its proxy sums taken): it goes into the store Q as compressed, and into F
+ * with each compressed linear's float state in its place; the float states are freed, so memory
+ * holds one block's. */
+static int block_done(void *ud, int64_t b, const lmp_block *blk)
+{
+    watch_state *w = ud;
+    w->cur = NULL;
+    int st = lmp_block_store_put(w->Q, blk);
+    lmp_linear *lin = malloc((size_t)blk->n_linears * sizeof *lin + 1);
+    if (!st && !lin) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st) {
+        lmp_block f = *blk;
+        f.linears = lin;
+        for (int i = 0; i < blk->n_linears; i++) {
+            const int64_t g = b * w->a->n_lin + i;
+            lin[i] = w->has_fl[g] ? w->fl[g] : blk->linears[i];
+            lin[i].name = blk->linears[i].name; /* the float state's was its stage's copy's */
+        }
+        st = lmp_block_store_put(w->F, &f);
+    }
+    free(lin);
+    for (int i = 0; i < blk->n_linears; i++) linear_release(&w->fl[b * w->a->n_lin + i]);
+    return st;
 }
 
 /* The proxy's sums for every compressed linear fed by x[T, C]. */
@@ -180,64 +207,85 @@ static int observe(void *ud, const int *lins, int n, const float *x, int64_t T, 
 
 /* ---- block sets ------------------------------------------------------------------------------ */
 
+/* Where a linear of a set comes from: the variant as compressed, its float state before the
+ * stage that compressed it, or the variant compressed with --keep-params. */
+enum { PICK_Q = 0, PICK_F = 1, PICK_H = 2 };
+
 typedef struct sets {
     int64_t NL;
     int n_lin, n_total;
-    const lmp_block *comp;     /* the variant's blocks: norms and structure of every set */
-    const lmp_linear **Q, **F, **H; /* [n_total]; H NULL without keep_params */
-    const lmp_linear **base;   /* Q or F: the cache's baseline */
-    const lmp_linear **pick;   /* scratch: the set being evaluated */
-    lmp_linear *lin;           /* [n_total] scratch linears */
-    lmp_block *blocks;         /* [NL] scratch blocks */
+    const uint8_t *has_fl;     /* [n_total]: compressed (else F is Q) */
+    lmp_block_store *Q, *F, *H; /* H NULL without keep_params */
+    uint8_t base;              /* the cache's baseline: PICK_Q (restore-one) or PICK_F */
+    uint8_t *pick;             /* [n_total]: the set being evaluated */
 } sets;
 
-/* s->blocks <- the set s->pick; returns the first block that differs from the baseline (NL: none). */
-static int64_t assemble(sets *s)
+/* What linear g picked as c is: a linear no stage compressed is the same in every set. */
+static int choice(const sets *s, int64_t g, int c) { return s->has_fl[g] ? c : PICK_Q; }
+
+/* The first block in which s->pick differs from the baseline (NL: none). */
+static int64_t first_changed(const sets *s)
 {
-    int64_t first = s->NL;
-    for (int64_t b = 0; b < s->NL; b++) {
-        s->blocks[b] = s->comp[b];
-        s->blocks[b].linears = s->lin + b * s->n_lin;
-        for (int i = 0; i < s->n_lin; i++) {
-            const int g = (int)b * s->n_lin + i;
-            s->lin[g] = *s->pick[g];
-            if (s->pick[g] != s->base[g] && b < first) first = b;
-        }
-    }
-    return first;
+    for (int64_t g = 0; g < s->n_total; g++)
+        if (choice(s, g, s->pick[g]) != choice(s, g, s->base)) return g / s->n_lin;
+    return s->NL;
 }
 
-/* pick <- the baseline with units[0..k) taken from alt. */
-static void pick_units(sets *s, const lmp_analysis *a, const int *units, int k, const lmp_linear **alt)
+/* Block b of the set s->pick: the variant's block from Q, each linear picked otherwise swapped
+ * in from F's or H's block b (a block source's get: the caller frees *out). */
+static int sets_get(const void *self, int64_t b, lmp_block *out)
 {
-    memcpy(s->pick, s->base, (size_t)s->n_total * sizeof *s->pick);
+    const sets *s = self;
+    const lmp_block_source q = lmp_block_store_source(s->Q);
+    int st = q.get(q.self, b, out);
+    if (st) return st;
+    for (int alt = PICK_F; alt <= PICK_H && !st; alt++) {
+        int any = 0;
+        for (int i = 0; i < s->n_lin; i++) any |= choice(s, b * s->n_lin + i, s->pick[b * s->n_lin + i]) == alt;
+        if (!any) continue;
+        const lmp_block_source from = lmp_block_store_source(alt == PICK_F ? s->F : s->H);
+        lmp_block other;
+        if ((st = from.get(from.self, b, &other))) break;
+        for (int i = 0; i < s->n_lin; i++)
+            if (choice(s, b * s->n_lin + i, s->pick[b * s->n_lin + i]) == alt) {
+                const lmp_linear t = out->linears[i];
+                out->linears[i] = other.linears[i];
+                other.linears[i] = t;
+            }
+        lmp_block_free(&other);
+    }
+    if (st) lmp_block_free(out);
+    return st;
+}
+
+/* pick <- the baseline with units[0..k) taken as alt. */
+static void pick_units(sets *s, const lmp_analysis *a, const int *units, int k, int alt)
+{
+    memset(s->pick, s->base, (size_t)s->n_total);
     for (int u = 0; u < k; u++)
-        for (int j = 0; j < a->units[units[u]].n_lins; j++) {
-            const int g = a->units[units[u]].lins[j];
-            s->pick[g] = alt[g];
-        }
+        for (int j = 0; j < a->units[units[u]].n_lins; j++) s->pick[a->units[units[u]].lins[j]] = (uint8_t)alt;
 }
 
 /* pick <- the variant (Q) with units[0..k) skipped (F, or H with keep_params): a skip list. */
 static void pick_skip(sets *s, const lmp_analysis *a, const int *units, int k)
 {
-    memcpy(s->pick, s->Q, (size_t)s->n_total * sizeof *s->pick);
+    memset(s->pick, PICK_Q, (size_t)s->n_total);
     for (int u = 0; u < k; u++)
-        for (int j = 0; j < a->units[units[u]].n_lins; j++) {
-            const int g = a->units[units[u]].lins[j];
-            s->pick[g] = s->H ? s->H[g] : s->F[g];
-        }
+        for (int j = 0; j < a->units[units[u]].n_lins; j++)
+            s->pick[a->units[units[u]].lins[j]] = s->H ? PICK_H : PICK_F;
 }
+
+static lmp_block_source sets_source(const sets *s) { return (lmp_block_source){.n = s->NL, .get = sets_get, .self = s}; }
 
 static int eval_pick(lmp_bcache *bc, sets *s, const char *what, lmp_bcache_result *out)
 {
-    int64_t first = assemble(s);
-    return lmp_bcache_eval(bc, s->blocks, first, what, out);
+    const lmp_block_source src = sets_source(s);
+    return lmp_bcache_eval(bc, &src, first_changed(s), what, out);
 }
 
 /* ---- units ------------------------------------------------------------------------------------ */
 
-static int make_units(lmp_analysis *a, const lmp_block *comp, const uint8_t *has_fl)
+static int make_units(lmp_analysis *a, const lmp_block *shape, const uint8_t *has_fl)
 {
     const int NL = (int)a->n_layers, n_lin = a->n_lin;
     int max_units = a->o.gran == LMP_AN_LINEAR ? NL * n_lin : a->o.gran == LMP_AN_BLOCK ? NL : LMP_ROLE_COUNT;
@@ -251,7 +299,7 @@ static int make_units(lmp_analysis *a, const lmp_block *comp, const uint8_t *has
         un->block = -1;
         for (int g = 0; g < NL * n_lin; g++) {
             const int b = g / n_lin, i = g % n_lin;
-            const lmp_linear *l = &comp[b].linears[i];
+            const lmp_linear *l = &shape[b].linears[i];
             int in = a->o.gran == LMP_AN_LINEAR ? g == u : a->o.gran == LMP_AN_BLOCK ? b == u : (int)l->role == u;
             if (!in || !has_fl[g]) continue; /* a linear no stage compressed changes nothing */
             un->lins[un->n_lins++] = g;
@@ -262,7 +310,7 @@ static int make_units(lmp_analysis *a, const lmp_block *comp, const uint8_t *has
             un->lins = NULL;
             continue;
         }
-        const lmp_linear *l0 = &comp[un->lins[0] / n_lin].linears[un->lins[0] % n_lin];
+        const lmp_linear *l0 = &shape[un->lins[0] / n_lin].linears[un->lins[0] % n_lin];
         if (a->o.gran == LMP_AN_LINEAR) {
             snprintf(un->name, sizeof un->name, "%s", a->lin_names[un->lins[0]]);
             un->role = role_names[l0->role];
@@ -338,7 +386,14 @@ static void sort_desc(const double *key, int n, int *order)
 /* Writes a one-variant config whose compressing stages give every linear keep_params, loads it
  * (so the parameters are checked against the plugins' schemas like any config) and compresses
  * it.  The file is temporary. */
-static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block **H)
+/* Every finished block into the store ud. */
+static int put_block(void *ud, int64_t b, const lmp_block *blk)
+{
+    (void)b;
+    return lmp_block_store_put(ud, blk);
+}
+
+static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block_store *H)
 {
     uint32_t stages = 0;
     for (int g = 0; g < (int)a->n_layers * a->n_lin; g++) stages |= a->stage_mask[g];
@@ -373,7 +428,8 @@ static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_
     lmp_run_config *c2 = NULL;
     if (!st && (st = lmp_config_load(ctx, path, &c2))) st = lmp_fail_prefix(st, "--keep-params \"%s\"", a->o.keep_params);
     unlink(path);
-    if (!st) st = lmp_compress(ctx, &run->be, run->m, &c2->variants[0], &run->calib, H);
+    const lmp_compress_watch watch = {.block_done = put_block, .ud = H};
+    if (!st) st = lmp_compress_watched(ctx, &run->be, run->m, &c2->variants[0], &run->calib, &watch, NULL);
     lmp_config_free(c2);
     return st;
 }
@@ -523,18 +579,17 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         st = lmp_fail(LMP_EINVAL, "%s: the LAMBADA metric needs eval.lambada in the config", c->path);
     lmp_host_seed(ctx, c->seed);
     if (!st) st = lmp_run_prepare(&run, r);
-    /* the restore-one and quantize-one sets are built from whole f32 block sets */
-    if (!st && !(run.base = lmp_model_blocks(run.m))) st = lmp_fail_prefix(LMP_EIO, "%s", run.m->path);
-    for (int t = 0; t < c->n_eval_texts && !st; t++)
-        st = lmp_ref_logprobs_init(ctx, &run.ref[t], r->texts[t].windows, c->eval_seq_len * run.m->arch.vocab);
+    /* the unmodified model's log-probabilities, its blocks read one at a time */
+    if (!st) lmp_progress_context(ctx, "[reference]");
+    if (!st) st = lmp_run_reference(&run, r);
 
-    lmp_block *comp = NULL, *H = NULL;
     watch_state w = {.a = a, .be = &run.be, .v = a->v};
     sets s = {0};
     lmp_bcache bc = {0};
+    bc.h.fd = -1;
     if (!st) {
         a->n_layers = run.m->arch.n_layers;
-        a->n_lin = run.base[0].n_linears;
+        a->n_lin = run.shape[0].n_linears;
         const int n_total = (int)a->n_layers * a->n_lin;
         a->stage_mask = calloc((size_t)n_total, sizeof *a->stage_mask);
         a->lin_names = calloc((size_t)n_total, sizeof *a->lin_names);
@@ -542,65 +597,49 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         w.has_fl = calloc((size_t)n_total, 1);
         w.err = calloc((size_t)n_total, sizeof *w.err);
         w.norm = calloc((size_t)n_total, sizeof *w.norm);
-        s = (sets){.NL = a->n_layers, .n_lin = a->n_lin, .n_total = n_total};
-        s.Q = calloc((size_t)n_total, sizeof *s.Q);
-        s.F = calloc((size_t)n_total, sizeof *s.F);
+        s = (sets){.NL = a->n_layers, .n_lin = a->n_lin, .n_total = n_total, .has_fl = w.has_fl,
+                   .base = opts->mode == LMP_AN_RESTORE_ONE ? PICK_Q : PICK_F};
         s.pick = calloc((size_t)n_total, sizeof *s.pick);
-        s.lin = calloc((size_t)n_total, sizeof *s.lin);
-        s.blocks = calloc((size_t)a->n_layers, sizeof *s.blocks);
-        if (!a->stage_mask || !a->lin_names || !w.fl || !w.has_fl || !w.err || !w.norm || !s.Q || !s.F || !s.pick ||
-            !s.lin || !s.blocks)
+        if (!a->stage_mask || !a->lin_names || !w.fl || !w.has_fl || !w.err || !w.norm || !s.pick)
             st = lmp_fail(LMP_ENOMEM, "out of memory");
-        for (int g = 0; g < n_total && !st; g++) a->lin_names[g] = run.base[g / a->n_lin].linears[g % a->n_lin].name;
+        for (int g = 0; g < n_total && !st; g++)
+            if (!(a->lin_names[g] = strdup(run.shape[g / a->n_lin].linears[g % a->n_lin].name)))
+                st = lmp_fail(LMP_ENOMEM, "out of memory");
+        if (!st) st = lmp_block_store_open(ctx, a->n_layers, "the variant's blocks", &s.Q);
+        if (!st) st = lmp_block_store_open(ctx, a->n_layers, "the variant's float states", &s.F);
+        if (!st && opts->keep_params) st = lmp_block_store_open(ctx, a->n_layers, "the --keep-params blocks", &s.H);
+        w.Q = s.Q;
+        w.F = s.F;
     }
-    /* 1. compress once, watching */
+    /* 1. compress once, watching; each finished block goes to the stores */
     double t0 = lmp_now_s();
     if (!st) {
         lmp_progress_context(ctx, "[compress]");
-        lmp_compress_watch watch = {.before_stage = before_stage, .after_stage = after_stage, .observe = observe, .ud = &w};
-        st = lmp_compress_watched(ctx, &run.be, run.m, a->v, &run.calib, &watch, &comp);
+        lmp_compress_watch watch = {.before_stage = before_stage, .after_stage = after_stage, .observe = observe,
+                                    .block_done = block_done, .ud = &w};
+        st = lmp_compress_watched(ctx, &run.be, run.m, a->v, &run.calib, &watch, NULL);
     }
     if (!st && opts->keep_params) {
         lmp_progress_context(ctx, "[compress with --keep-params]");
-        st = compress_keep(ctx, a, &run, &H);
+        st = compress_keep(ctx, a, &run, s.H);
     }
     a->compress_s = lmp_now_s() - t0;
-    if (!st) {
-        for (int g = 0; g < s.n_total; g++) {
-            const lmp_linear *q = &comp[g / a->n_lin].linears[g % a->n_lin];
-            s.Q[g] = q;
-            s.F[g] = w.has_fl[g] ? &w.fl[g] : q;
-        }
-        if (H) {
-            s.H = calloc((size_t)s.n_total, sizeof *s.H);
-            if (!s.H) st = lmp_fail(LMP_ENOMEM, "out of memory");
-            for (int g = 0; g < s.n_total && !st; g++) s.H[g] = &H[g / a->n_lin].linears[g % a->n_lin];
-        }
-        s.comp = comp;
-        s.base = opts->mode == LMP_AN_RESTORE_ONE ? s.Q : s.F;
-    }
-    if (!st) st = make_units(a, comp, w.has_fl);
+    if (!st) st = make_units(a, run.shape, w.has_fl);
     /* 2. the baseline, once, with every block boundary kept */
     t0 = lmp_now_s();
     if (!st) {
         lmp_progress_context(ctx, "[baseline]");
-        memcpy(s.pick, s.base, (size_t)s.n_total * sizeof *s.pick);
-        assemble(&s);
-        int64_t *n_ids = malloc((size_t)c->n_eval_texts * sizeof *n_ids + 1);
-        if (!n_ids) st = lmp_fail(LMP_ENOMEM, "out of memory");
-        for (int t = 0; t < c->n_eval_texts && !st; t++) n_ids[t] = r->texts[t].tokens;
-        if (!st)
-            st = lmp_bcache_build(&bc, ctx, &run.be, run.m, run.base, s.blocks, c->n_eval_texts, run.text_ids, n_ids,
-                                  c->eval_seq_len, c->eval_max_windows, run.ref,
-                                  run.have_lambada ? &run.lambada : NULL);
-        free(n_ids);
+        memset(s.pick, s.base, (size_t)s.n_total);
+        const lmp_block_source base = sets_source(&s);
+        st = lmp_bcache_build(&bc, ctx, &run.be, run.m, &base, c->n_eval_texts, run.text_ids, run.n_windows,
+                              c->eval_seq_len, run.ref, run.have_lambada ? &run.lambada : NULL);
     }
     a->build_s = lmp_now_s() - t0;
     if (!st) {
         a->base = bc.base;
         /* the other end: every unit perturbed at once (F for restore-one, Q for quantize-one) */
         lmp_progress_context(ctx, "[other end]");
-        memcpy(s.pick, opts->mode == LMP_AN_RESTORE_ONE ? s.F : s.Q, (size_t)s.n_total * sizeof *s.pick);
+        memset(s.pick, opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q, (size_t)s.n_total);
         lmp_bcache_result other;
         st = eval_pick(&bc, &s, "analyze: every unit", &other);
         a->variant_res = opts->mode == LMP_AN_RESTORE_ONE ? bc.base : other;
@@ -608,7 +647,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     }
     /* 3. every unit */
     t0 = lmp_now_s();
-    const lmp_linear **alt = opts->mode == LMP_AN_RESTORE_ONE ? s.F : s.Q;
+    const int alt = opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q;
     for (int u = 0; u < a->n_units && !st; u++) {
         unit_eta(ctx, u, a->n_units, lmp_now_s() - t0);
         lmp_an_unit *un = &a->units[u];
@@ -688,17 +727,11 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     free(w.has_fl);
     free(w.err);
     free(w.norm);
-    free(s.Q);
-    free(s.F);
-    free(s.H);
+    lmp_block_store_free(s.Q);
+    lmp_block_store_free(s.F);
+    lmp_block_store_free(s.H);
     free(s.pick);
-    free(s.lin);
-    free(s.blocks);
-    if (comp) lmp_blocks_free(comp, a->n_layers);
-    if (H) lmp_blocks_free(H, a->n_layers);
     lmp_run_release(&run);
-    a->model = r->model; /* the linear names point into it */
-    r->model = NULL;
     lmp_report_free(r);
     if (st) {
         lmp_analysis_free(a);
@@ -719,8 +752,8 @@ void lmp_analysis_free(lmp_analysis *a)
     for (int o = 0; a->curve_names && o < a->n_curve_names; o++) free(a->curve_names[o]);
     free(a->curve_names);
     free(a->stage_mask);
+    for (int64_t g = 0; a->lin_names && g < a->n_layers * a->n_lin; g++) free((char *)a->lin_names[g]);
     free(a->lin_names);
     free(a->skip_list);
-    lmp_model_free(a->model);
     free(a);
 }

@@ -108,7 +108,6 @@ typedef struct lmp_analysis {
     int n_curve;
     char **curve_names;        /* the orders' names the points point to */
     int n_curve_names;
-    lmp_model *model;          /* owned: the names above point into it */
     /* what it cost */
     double compress_s, build_s, units_s, search_s, total_s;
     int64_t forwards, naive_forwards, evals;
@@ -116,7 +115,7 @@ typedef struct lmp_analysis {
     int64_t rank_forwards, rank_naive_forwards;
     /* the stages that compressed each linear (bit s: stage s), for skip overrides */
     uint32_t *stage_mask;      /* [n_layers * n_lin] */
-    const char **lin_names;    /* [n_layers * n_lin] (the model's) */
+    const char **lin_names;    /* [n_layers * n_lin], owned */
     int *skip_list;            /* units of the skip answer, k of them (rank order) */
 } lmp_analysis;
 

@@ -6,169 +6,133 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "model/forward.h"
 
-static float *state_at(const lmp_bcache *bc, const lmp_bcache_text *t, int64_t b, int64_t w)
+/* Windows and passages: each is one block forward per block. */
+static int64_t n_states(const lmp_bcache *bc)
 {
-    const int64_t per = t->L * bc->m->arch.dim;
-    return t->h + (b * t->n_windows + w) * per;
+    int64_t n = bc->lam ? bc->lam->n : 0;
+    for (int t = 0; t < bc->n_texts; t++) n += bc->n_windows[t];
+    return n;
 }
 
-/* The reference's log-probabilities of window w; a window fetched for the first time is a full
- * forward of the unmodified model, which the naive way pays too. */
-static int reference(lmp_bcache *bc, lmp_bcache_text *t, int64_t w, const int32_t *tok)
+/* count floats from one store to another through buf (one window or passage at a time). */
+static int copy_floats(const lmp_spill *from, int64_t from_off, lmp_spill *to, int64_t to_off, int64_t count, float *buf)
 {
-    if (!t->ref->have[w]) {
-        bc->forwards += bc->m->arch.n_layers;
-        bc->naive_forwards += bc->m->arch.n_layers;
-    }
-    return lmp_ref_window(bc->be, bc->m, bc->ref_blocks, t->ref, w, tok, t->L, bc->refp);
+    int st = lmp_spill_read(from, from_off, count, buf);
+    return st ? st : lmp_spill_write(to, to_off, count, buf);
 }
 
-static int stop_if_interrupted(lmp_ctx *ctx)
+/* Boundary b saved from the stream's states (load 0), or loaded into them (load 1). */
+static int sync_boundary(lmp_bcache *bc, lmp_stream *s, int64_t b, int load)
 {
-    return lmp_host_interrupted(ctx) ? lmp_fail(LMP_EABORTED, "interrupted") : 0;
-}
-
-int lmp_bcache_build(lmp_bcache *bc, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
-                     const lmp_block *ref_blocks, const lmp_block *base, int n_texts, int32_t *const *ids,
-                     const int64_t *n_ids, int64_t L, int64_t max_windows, lmp_ref_logprobs *refs,
-                     const lmp_lambada *lam)
-{
-    memset(bc, 0, sizeof *bc);
-    bc->ctx = ctx;
-    bc->be = be;
-    bc->m = m;
-    bc->ref_blocks = ref_blocks;
-    bc->n_texts = n_texts;
-    bc->lam = lam;
-    const int64_t d = m->arch.dim, V = m->arch.vocab, NL = m->arch.n_layers;
-    int64_t max_T = L;
-    for (int64_t i = 0; lam && i < lam->n; i++) {
-        int64_t start, T;
-        lmp_lambada_span(m, &lam->items[i], &start, &T);
-        if (T > max_T) max_T = T;
-    }
-    bc->texts = calloc((size_t)n_texts + 1, sizeof *bc->texts);
-    bc->x = malloc((size_t)(max_T * d) * sizeof *bc->x);
-    bc->var = malloc((size_t)(L * V) * sizeof *bc->var);
-    bc->refp = malloc((size_t)(L * V) * sizeof *bc->refp);
-    bc->logits = malloc((size_t)(max_T * V) * sizeof *bc->logits);
-    bc->lam_h = lam ? calloc((size_t)lam->n + 1, sizeof *bc->lam_h) : NULL;
-    if (!bc->texts || !bc->x || !bc->var || !bc->refp || !bc->logits || (lam && !bc->lam_h))
-        return lmp_fail(LMP_ENOMEM, "out of memory for the analysis cache");
-    const int same = base == ref_blocks;
+    const int64_t d = bc->m->arch.dim;
+    int64_t off = b * bc->per;
     int st = 0;
-    for (int t = 0; t < n_texts && !st; t++) {
-        lmp_bcache_text *bt = &bc->texts[t];
-        bt->ids = ids[t];
-        bt->L = L;
-        bt->n_windows = lmp_eval_windows(n_ids[t], L, max_windows);
-        bt->ref = &refs[t];
-        bt->h = malloc((size_t)(NL * bt->n_windows * L * d) * sizeof *bt->h + 1);
-        if (!bt->h) return lmp_fail(LMP_ENOMEM, "out of memory for %lld cached hidden states",
-                                    (long long)(NL * bt->n_windows * L));
-        for (int64_t w = 0; w < bt->n_windows && !st; w++) {
-            lmp_progress(ctx, "analyze: baseline window", w, bt->n_windows);
-            if ((st = stop_if_interrupted(ctx))) break;
-            const int32_t *tok = bt->ids + w * L;
-            lmp_embed(m, tok, L, bc->x);
-            for (int64_t b = 0; b < NL && !st; b++) {
-                memcpy(state_at(bc, bt, b, w), bc->x, (size_t)(L * d) * sizeof *bc->x);
-                st = lmp_block_forward(be, &m->arch, &base[b], L, bc->x, NULL, NULL);
-            }
-            if (!st) st = lmp_head(be, m, L, bc->x, 1, bc->var);
-            bc->forwards += NL;
-            bc->naive_forwards += NL;
-            if (!st && !same) st = reference(bc, bt, w, tok);
-            if (!st) lmp_score_window(same ? bc->var : bc->refp, bc->var, tok, L, V, &bc->base.score);
-        }
+    for (int t = 0; t < bc->n_texts && !st; t++) {
+        lmp_spill *h = &s->texts[t].h;
+        for (int64_t w = 0; w < bc->n_windows[t] && !st; w++, off += bc->L * d)
+            st = load ? copy_floats(&bc->h, off, h, w * bc->L * d, bc->L * d, s->x)
+                      : copy_floats(h, w * bc->L * d, &bc->h, off, bc->L * d, s->x);
     }
-    for (int64_t i = 0; lam && i < lam->n && !st; i++) {
-        lmp_progress(ctx, "analyze: baseline LAMBADA passage", i, lam->n);
-        if ((st = stop_if_interrupted(ctx))) break;
-        const lmp_lambada_item *it = &lam->items[i];
+    for (int64_t i = 0; bc->lam && i < bc->lam->n && !st; i++) {
         int64_t start, T;
-        lmp_lambada_span(m, it, &start, &T);
-        if (!(bc->lam_h[i] = malloc((size_t)(NL * T * d) * sizeof *bc->lam_h[i])))
-            return lmp_fail(LMP_ENOMEM, "out of memory for cached LAMBADA hidden states");
-        lmp_embed(m, it->ids + start, T, bc->x);
-        /* Block by block, keeping each boundary; the last block and the judging are the shared
-         * code's, started from the last boundary. */
-        for (int64_t b = 0; b < NL - 1 && !st; b++) {
-            memcpy(bc->lam_h[i] + b * T * d, bc->x, (size_t)(T * d) * sizeof *bc->x);
-            st = lmp_block_forward(be, &m->arch, &base[b], T, bc->x, NULL, NULL);
-        }
-        if (st) break;
-        memcpy(bc->lam_h[i] + (NL - 1) * T * d, bc->x, (size_t)(T * d) * sizeof *bc->x);
-        int ok;
-        st = lmp_lambada_judge_from(be, m, base, NL - 1, it, bc->x, bc->logits, &ok);
-        bc->forwards += NL;
-        bc->naive_forwards += NL;
-        bc->base.lambada.passages++;
-        bc->base.lambada.correct += ok;
+        lmp_lambada_span(bc->m, &bc->lam->items[i], &start, &T);
+        st = load ? copy_floats(&bc->h, off, &s->lam_h, s->lam_off[i], T * d, s->x)
+                  : copy_floats(&s->lam_h, s->lam_off[i], &bc->h, off, T * d, s->x);
+        off += T * d;
     }
     return st;
 }
 
-int lmp_bcache_eval(lmp_bcache *bc, const lmp_block *blocks, int64_t first, const char *what,
+/* The texts' scores pooled, in text order. */
+static void pool(const lmp_score *scores, int n, lmp_score *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int t = 0; t < n; t++) {
+        out->windows += scores[t].windows;
+        out->scored += scores[t].scored;
+        out->nll_sum += scores[t].nll_sum;
+        out->kld_sum += scores[t].kld_sum;
+        out->top1_hits += scores[t].top1_hits;
+    }
+}
+
+/* Blocks first..n-1 of src through the stream s (its states at boundary `first`), each kept at
+ * boundary b first when keep is set; then the scores. */
+static int run_blocks(lmp_bcache *bc, lmp_stream *s, const lmp_block_source *src, int64_t first, int keep,
+                      lmp_bcache_result *out)
+{
+    const int64_t NL = bc->m->arch.n_layers;
+    lmp_score *scores = calloc((size_t)bc->n_texts + 1, sizeof *scores);
+    int st = scores ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = first; b < NL && !st; b++) {
+        lmp_progress(bc->ctx, s->label, b - first, NL - first);
+        if (keep && (st = sync_boundary(bc, s, b, 0))) break;
+        lmp_block blk;
+        if ((st = src->get(src->self, b, &blk))) break;
+        st = lmp_stream_block(s, &blk);
+        lmp_block_free(&blk);
+    }
+    if (!st) st = lmp_stream_finish(s, bc->refs, 0, scores, &out->lambada);
+    if (!st) pool(scores, bc->n_texts, &out->score);
+    const int64_t n = n_states(bc);
+    bc->forwards += (NL - first) * n;
+    bc->naive_forwards += NL * n;
+    free(scores);
+    return st;
+}
+
+int lmp_bcache_build(lmp_bcache *bc, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
+                     const lmp_block_source *base, int n_texts, int32_t *const *ids, const int64_t *n_windows,
+                     int64_t L, lmp_ref_logprobs *refs, const lmp_lambada *lam)
+{
+    memset(bc, 0, sizeof *bc);
+    bc->h.fd = -1;
+    *bc = (lmp_bcache){.ctx = ctx, .be = be, .m = m, .n_texts = n_texts, .ids = ids, .n_windows = n_windows,
+                       .L = L, .refs = refs, .lam = lam, .h = bc->h};
+    const int64_t d = m->arch.dim, NL = m->arch.n_layers;
+    for (int t = 0; t < n_texts; t++) bc->per += n_windows[t] * L * d;
+    for (int64_t i = 0; lam && i < lam->n; i++) {
+        int64_t start, T;
+        lmp_lambada_span(m, &lam->items[i], &start, &T);
+        bc->per += T * d;
+    }
+    /* the reference pass that filled refs: one full forward of every window */
+    for (int t = 0; t < n_texts; t++) bc->forwards += NL * n_windows[t];
+    bc->naive_forwards = bc->forwards;
+    int st = lmp_spill_init(ctx, &bc->h, NL * bc->per, LMP_STREAM_MEMORY_BUDGET, "the baseline's block boundaries");
+    lmp_stream s;
+    memset(&s, 0, sizeof s);
+    if (!st) st = lmp_stream_begin(&s, ctx, be, m, n_texts, ids, n_windows, L, lam, "analyze: baseline");
+    if (!st) st = run_blocks(bc, &s, base, 0, 1, &bc->base);
+    lmp_stream_free(&s);
+    return st;
+}
+
+int lmp_bcache_eval(lmp_bcache *bc, const lmp_block_source *blocks, int64_t first, const char *what,
                     lmp_bcache_result *out)
 {
-    const lmp_model *m = bc->m;
-    const int64_t d = m->arch.dim, V = m->arch.vocab, NL = m->arch.n_layers;
     memset(out, 0, sizeof *out);
     bc->evals++;
-    if (first >= NL) { /* nothing changed */
+    if (first >= bc->m->arch.n_layers) { /* nothing changed */
         *out = bc->base;
         return 0;
     }
     if (first < 0) first = 0;
-    int st = 0;
-    char label[512];
-    snprintf(label, sizeof label, "%s: window", what);
-    for (int t = 0; t < bc->n_texts && !st; t++) {
-        lmp_bcache_text *bt = &bc->texts[t];
-        for (int64_t w = 0; w < bt->n_windows && !st; w++) {
-            lmp_progress(bc->ctx, label, w, bt->n_windows);
-            if ((st = stop_if_interrupted(bc->ctx))) break;
-            const int32_t *tok = bt->ids + w * bt->L;
-            memcpy(bc->x, state_at(bc, bt, first, w), (size_t)(bt->L * d) * sizeof *bc->x);
-            for (int64_t b = first; b < NL && !st; b++)
-                st = lmp_block_forward(bc->be, &m->arch, &blocks[b], bt->L, bc->x, NULL, NULL);
-            if (!st) st = lmp_head(bc->be, m, bt->L, bc->x, 1, bc->var);
-            bc->forwards += NL - first;
-            bc->naive_forwards += NL;
-            if (!st) st = reference(bc, bt, w, tok);
-            if (!st) lmp_score_window(bc->refp, bc->var, tok, bt->L, V, &out->score);
-        }
-    }
-    snprintf(label, sizeof label, "%s: LAMBADA passage", what);
-    for (int64_t i = 0; bc->lam && i < bc->lam->n && !st; i++) {
-        lmp_progress(bc->ctx, label, i, bc->lam->n);
-        if ((st = stop_if_interrupted(bc->ctx))) break;
-        const lmp_lambada_item *it = &bc->lam->items[i];
-        int64_t start, T;
-        lmp_lambada_span(m, it, &start, &T);
-        memcpy(bc->x, bc->lam_h[i] + first * T * d, (size_t)(T * d) * sizeof *bc->x);
-        int ok;
-        st = lmp_lambada_judge_from(bc->be, m, blocks, first, it, bc->x, bc->logits, &ok);
-        bc->forwards += NL - first;
-        bc->naive_forwards += NL;
-        out->lambada.passages++;
-        out->lambada.correct += ok;
-    }
+    lmp_stream s;
+    /* the embedding it starts with is overwritten by boundary `first` (a small waste next to
+     * the blocks) */
+    int st = lmp_stream_begin(&s, bc->ctx, bc->be, bc->m, bc->n_texts, bc->ids, bc->n_windows, bc->L, bc->lam, what);
+    if (!st) st = sync_boundary(bc, &s, first, 1);
+    s.blocks_done = first;
+    if (!st) st = run_blocks(bc, &s, blocks, first, 0, out);
+    lmp_stream_free(&s);
     return st;
 }
 
 void lmp_bcache_free(lmp_bcache *bc)
 {
-    for (int t = 0; bc->texts && t < bc->n_texts; t++) free(bc->texts[t].h);
-    for (int64_t i = 0; bc->lam_h && i < bc->lam->n; i++) free(bc->lam_h[i]);
-    free(bc->lam_h);
-    free(bc->texts);
-    free(bc->x);
-    free(bc->var);
-    free(bc->refp);
-    free(bc->logits);
+    lmp_spill_free(&bc->h);
     memset(bc, 0, sizeof *bc);
+    bc->h.fd = -1;
 }

@@ -263,9 +263,7 @@ static int tally_block(void *ud, int64_t b, const lmp_block *blk)
     return st;
 }
 
-/* The unmodified model's pass: its blocks read from the file one at a time, its log-probabilities
- * kept for every later variant, its own numbers (the reference row) kept in the run. */
-static int reference_pass(lmp_run_state *run, const lmp_report *r)
+int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
 {
     if (run->ref_done) return 0;
     const lmp_run_config *c = run->c;
@@ -294,7 +292,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
 #endif
     run->peak_rss_mb = fmax(run->peak_rss_mb, lmp_peak_rss_mb()); /* the run's, before the reset */
     lmp_peak_rss_reset();
-    int st = reference_pass(run, r);
+    int st = lmp_run_reference(run, r);
     const double ref_s = lmp_now_s() - t0;
     if (!st && !v->model_path && !v->n_stages) { /* the unmodified model: the reference's own numbers */
         res->bits_per_weight = 32.0;

@@ -54,8 +54,6 @@ typedef struct lmp_run_state {
     lmp_backend be;
     lmp_model *m;              /* owned by the report */
     lmp_tokenizer *tok;
-    lmp_block *base;           /* the unmodified model's blocks, all in f32: NULL in compare,
-                              * which reads one block at a time; core/analyze sets it */
     lmp_block *shape;          /* the report's block tables (report.h) */
     int64_t *n_windows;        /* [n_texts]: evaluation windows of each text */
     lmp_windows calib;
@@ -79,6 +77,10 @@ typedef struct lmp_run_state {
  * model, which r owns). */
 int lmp_run_prepare(lmp_run_state *run, lmp_report *r);
 void lmp_run_release(lmp_run_state *run);
+/* The reference pass, once per run (later calls do nothing): the unmodified model streamed with
+ * its blocks read from the file one at a time, its log-probabilities kept in run->ref for every
+ * later variant, its own numbers in run->ref_scores and run->ref_lambada. */
+int lmp_run_reference(lmp_run_state *run, const lmp_report *r);
 
 /* Runs the chosen variants on the run's context ctx: it is seeded from the config, holds the
  * backend while the run lasts, and its verbosity, progress line and interrupt flag are the

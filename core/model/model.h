@@ -12,10 +12,9 @@
  *
  * Weights stay in the file (mapped) in its own format.  lmp_model_block_copy() converts one block
  * to f32 (compression and streamed evaluation: one block at a time) and drops the file's mapped
- * pages after it; lmp_model_blocks() gives f32 views of all blocks at once, for what needs them
- * together (analyze's block sets, exporting the unmodified model, generate): converted once and
- * kept until lmp_model_blocks_release or the model is freed (a llama2.c file's point into its
- * mapping). */
+ * pages after it; lmp_model_blocks() gives f32 views of all blocks at once, for generate on a
+ * small model and the backend benchmark: converted once and kept until lmp_model_blocks_release
+ * or the model is freed (a llama2.c file's point into its mapping). */
 #ifndef LMP_CORE_MODEL_H
 #define LMP_CORE_MODEL_H
 
