@@ -7,10 +7,12 @@
  *                         before it streamed) already breaks it.  A variant exported with --output,
  *                         whose blocks wait in a block store for the writer, stays under 3/4 of
  *                         it (its peak also holds the run's reference pass).
+ *   analyze_one_block_at_a_time  `analyze --per block` on the same model stays under half too.
  *   streamed_equals_full  on stories260K with every store forced to disk (LMPRESS_SPILL_MB=0): a
  *                         variant's sums (NLL, KL, top-1) from compare equal those of a plain full
  *                         forward of every window against a fresh reference forward
  *                         (lmp_eval_text without a cache). */
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "testutil.h"
@@ -106,13 +108,14 @@ static void write_model(const char *dir)
     free(shape);
 }
 
-START_TEST(one_block_at_a_time)
+/* The tiny bf16 model in tmpdir/model and the 7B benchmark's five variants on it: the config. */
+static const char *write_model_and_config(void)
 {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/model", tmpdir);
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     write_model(dir);
-    const char *cfg = lmp_test_path(tmpdir, "mem.cfg"), *json = lmp_test_path(tmpdir, "mem.json");
+    const char *cfg = lmp_test_path(tmpdir, "mem.cfg");
     FILE *f = fopen(cfg, "w");
     fprintf(f,
             "model = { path = \"%s\"; tokenizer = \"%s\"; };\nbackend = { name = \"cpu\"; params = { threads = 1; }; };\n"
@@ -126,6 +129,12 @@ START_TEST(one_block_at_a_time)
             "  { name = \"wanda\"; pipeline = ( { strategy = \"sparse24\"; params = { method = \"wanda\"; n = 2; m = 4; }; } ); } );\n",
             dir, TOKENIZER, CALIB, EVAL_TEXT);
     fclose(f);
+    return cfg;
+}
+
+START_TEST(one_block_at_a_time)
+{
+    const char *cfg = write_model_and_config(), *json = lmp_test_path(tmpdir, "mem.json");
     char args[2048];
     snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", cfg, json);
     ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
@@ -171,6 +180,28 @@ START_TEST(one_block_at_a_time)
 #endif
     lmp_json_free(j);
     free(text);
+}
+END_TEST
+
+/* analyze keeps the variant's blocks and float states in block stores and its boundaries in a
+ * spill store: its peak (the largest child's, from getrusage) stays under half of the blocks'
+ * f32 size, which holding the model's blocks, or the variant's, as analyze did before, breaks. */
+START_TEST(analyze_one_block_at_a_time)
+{
+    const char *cfg = write_model_and_config(), *json = lmp_test_path(tmpdir, "an.json");
+    char args[2048];
+    snprintf(args, sizeof args, "--quiet analyze %s --variant rtn --per block --json %s 2>&1", cfg, json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    const double peak = (double)ru.ru_maxrss / 1024.0, blocks_f32_mb = (double)LAYERS * (4.0 * DIM * DIM + 3.0 * DIM * HIDDEN) * 4.0 / 1048576.0;
+    printf("analyze --per block: peak RSS %.1f MB (every block in f32: %.1f MB)\n", peak, blocks_f32_mb);
+#if defined(__SANITIZE_ADDRESS__)
+    printf("SKIPPED the peak RSS bound: AddressSanitizer's quarantine keeps freed blocks resident\n");
+#else
+    ck_assert_msg(peak < blocks_f32_mb / 2, "analyze: peak RSS %.1f MB, not under half of the blocks' %.1f MB", peak,
+                  blocks_f32_mb);
+#endif
 }
 END_TEST
 
@@ -246,6 +277,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, one_block_at_a_time);
+    tcase_add_test(tc, analyze_one_block_at_a_time);
     tcase_add_test(tc, streamed_equals_full);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
