@@ -457,7 +457,7 @@ static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
         return write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
     }
     const lmp_block *blk = lmp_block_cursor_at(cur, t->block);
-    if (!blk) return lmp_last_error()[0] ? LMP_EIO : LMP_ENOMEM;
+    if (!blk) return LMP_EIO; /* the source said why */
     const lmp_linear *l = &blk->linears[t->index];
     if (t->kind == T_WEIGHT && t->type != LMP_GGML_F32) return write_quantized(f, t, l);
     const float *v = t->kind == T_NORM ? blk->norms[t->index].w : t->kind == T_BIAS ? l->b : l->w;
@@ -507,19 +507,19 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     int st = write_all(ctx, f, header, p, src, what);
-    int e = errno;
-    if (!st && (fflush(f) != 0 || ferror(f))) st = LMP_EIO, e = errno;
-    if (!st && fsync(fd) != 0) st = LMP_EIO, e = errno;
+    int e = errno, io = st == LMP_EIO && ferror(f); /* else a block source's failure, already said */
+    if (!st && (fflush(f) != 0 || ferror(f))) st = LMP_EIO, e = errno, io = 1;
+    if (!st && fsync(fd) != 0) st = LMP_EIO, e = errno, io = 1;
     if (!st) { /* mkstemp makes the file 0600; a model is an ordinary file */
         const mode_t mask = umask(0);
         umask(mask);
         fchmod(fd, 0666 & ~mask);
     }
-    if (fclose(f) != 0 && !st) st = LMP_EIO, e = errno;
-    if (!st && rename(tmp, path) != 0) st = LMP_EIO, e = errno;
+    if (fclose(f) != 0 && !st) st = LMP_EIO, e = errno, io = 1;
+    if (!st && rename(tmp, path) != 0) st = LMP_EIO, e = errno, io = 1;
     if (st) {
         unlink(tmp);
-        if (st == LMP_EIO) return lmp_fail(LMP_EIO, "%s: write failed: %s", path, strerror(e));
+        if (io) return lmp_fail(LMP_EIO, "%s: write failed: %s", path, strerror(e));
         return lmp_fail_prefix(st, "%s", path);
     }
     return 0;

@@ -19,6 +19,11 @@
  * every one's f16): then the model is that dtype's, as vLLM runs it, and those tensors are
  * rounded to it (a log line says how many values changed; an f16 overflow is an error).
  *
+ * Two passes over the blocks, each read from the block source one at a time: the first checks
+ * them and plans every tensor and shard (build_plan: the plan keeps names and shapes, not
+ * weights), the second writes (a block cursor: each block is read once per element size, the
+ * order a shard's tensors are written in).
+ *
  * Refused before anything is written, each naming the linear or norm and what to change: GPT-2;
  * an input affine (Shift/SmoothQuant's all_linears on o/down); a bias on an RMSNorm; a bias the
  * architecture has no place for; a GGUF grid (q8_0, q4_0, ...: export a .gguf); weights
@@ -238,40 +243,39 @@ static lmp_st_dtype scale_dtype(lmp_scale_type t)
 
 static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
 {
-    const hf_linear *l = h;
     int st = 0;
     if (h->scheme < 0) {
-        st = add_tensor(p, cap, l->name, ".weight", HF_T_WEIGHT, p->dtype, 2, l->out, l->in, h, NULL);
+        st = add_tensor(p, cap, h->name, ".weight", HF_T_WEIGHT, p->dtype, 2, h->out, h->in, h, NULL);
     } else {
         const hf_scheme *sc = &p->schemes[h->scheme];
-        const lmp_st_dtype sd = scale_dtype(l->scale_type);
-        const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? l->in / sc->group : 1;
+        const lmp_st_dtype sd = scale_dtype(h->scale_type);
+        const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
         if (sc->fmt == HF_FMT_PACK) {
-            st = add_tensor(p, cap, l->name, ".weight_packed", HF_T_PACKED, LMP_ST_I32, 2, l->out,
-                            (l->in * sc->bits + 31) / 32, h, NULL);
+            st = add_tensor(p, cap, h->name, ".weight_packed", HF_T_PACKED, LMP_ST_I32, 2, h->out,
+                            (h->in * sc->bits + 31) / 32, h, NULL);
         } else {
-            st = add_tensor(p, cap, l->name, ".weight", HF_T_QWEIGHT, LMP_ST_I8, 2, l->out, l->in, h, NULL);
+            st = add_tensor(p, cap, h->name, ".weight", HF_T_QWEIGHT, LMP_ST_I8, 2, h->out, h->in, h, NULL);
         }
         if (!st) {
-            if (sc->gran == LMP_GRAN_TENSOR) st = add_tensor(p, cap, l->name, ".weight_scale", HF_T_SCALE, sd, 1, 1, 0, h, NULL);
-            else st = add_tensor(p, cap, l->name, ".weight_scale", HF_T_SCALE, sd, 2, l->out, ncols, h, NULL);
+            if (sc->gran == LMP_GRAN_TENSOR) st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, sd, 1, 1, 0, h, NULL);
+            else st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, sd, 2, h->out, ncols, h, NULL);
         }
         if (!st && !sc->sym) {
             if (sc->fmt == HF_FMT_PACK && sc->gran != LMP_GRAN_TENSOR)
-                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I32, 2,
-                                (l->out * sc->bits + 31) / 32, ncols, h, NULL);
+                st = add_tensor(p, cap, h->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I32, 2,
+                                (h->out * sc->bits + 31) / 32, ncols, h, NULL);
             else if (sc->gran == LMP_GRAN_TENSOR)
-                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 1, 1, 0, h, NULL);
+                st = add_tensor(p, cap, h->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 1, 1, 0, h, NULL);
             else
-                st = add_tensor(p, cap, l->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 2, l->out, ncols, h, NULL);
+                st = add_tensor(p, cap, h->name, ".weight_zero_point", HF_T_ZERO, LMP_ST_I8, 2, h->out, ncols, h, NULL);
         }
         if (!st && sc->fmt == HF_FMT_PACK)
-            st = add_tensor(p, cap, l->name, ".weight_shape", HF_T_SHAPE, LMP_ST_I64, 1, 2, 0, h, NULL);
-        if (!st && sc->g_idx) st = add_tensor(p, cap, l->name, ".weight_g_idx", HF_T_GIDX, LMP_ST_I32, 1, l->in, 0, h, NULL);
+            st = add_tensor(p, cap, h->name, ".weight_shape", HF_T_SHAPE, LMP_ST_I64, 1, 2, 0, h, NULL);
+        if (!st && sc->g_idx) st = add_tensor(p, cap, h->name, ".weight_g_idx", HF_T_GIDX, LMP_ST_I32, 1, h->in, 0, h, NULL);
         if (!st && sc->act == LMP_ACT_STATIC_TENSOR)
-            st = add_tensor(p, cap, l->name, ".input_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
+            st = add_tensor(p, cap, h->name, ".input_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
     }
-    if (!st && h->bias) st = add_tensor(p, cap, l->name, ".bias", HF_T_BIAS, p->dtype, 1, l->out, 0, h, NULL);
+    if (!st && h->bias) st = add_tensor(p, cap, h->name, ".bias", HF_T_BIAS, p->dtype, 1, h->out, 0, h, NULL);
     return st;
 }
 
