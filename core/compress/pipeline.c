@@ -244,10 +244,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     snprintf(label, sizeof label, "compress %s: block", v->name);
     for (int64_t b = 0; b < L && !st; b++) {
         if (v->n_stages) lmp_progress(ctx, label, b, L);
-        if (lmp_host_interrupted(ctx)) {
-            st = lmp_fail(LMP_EABORTED, "interrupted");
-            break;
-        }
+        if ((st = lmp_host_stop_if_interrupted(ctx))) break;
         lmp_block *blk = &blocks[out ? b : 0];
         if ((st = lmp_model_block_copy(m, b, blk))) break;
         /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */

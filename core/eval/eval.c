@@ -99,10 +99,7 @@ int lmp_eval_text(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const
     snprintf(label, sizeof label, "eval %s: window", what);
     for (int64_t w = 0; w < n_win && !st; w++) {
         lmp_progress(ctx, label, w, n_win);
-        if (lmp_host_interrupted(ctx)) {
-            st = lmp_fail(LMP_EABORTED, "interrupted");
-            break;
-        }
+        if ((st = lmp_host_stop_if_interrupted(ctx))) break;
         const int32_t *tok = ids + w * L;
         st = lmp_ref_window(be, m, ref_blocks, cache, w, tok, L, ref);
         if (!st && !same) st = lmp_forward(be, vm, var_blocks, tok, L, 1, var);

@@ -163,10 +163,7 @@ int lmp_lambada_eval(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, lm
     int st = x && logits ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for LAMBADA");
     for (int64_t i = 0; i < l->n && !st; i++) {
         lmp_progress(ctx, "eval LAMBADA: passage", i, l->n);
-        if (lmp_host_interrupted(ctx)) {
-            st = lmp_fail(LMP_EABORTED, "interrupted");
-            break;
-        }
+        if ((st = lmp_host_stop_if_interrupted(ctx))) break;
         for (int v = 0; v < n_var && !st; v++) {
             int ok;
             st = passage_correct(be, m, variants[v], &l->items[i], x, logits, &ok);

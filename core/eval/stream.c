@@ -8,11 +8,6 @@
 #include "base/error.h"
 #include "model/forward.h"
 
-static int interrupted(lmp_ctx *ctx)
-{
-    return lmp_host_interrupted(ctx) ? lmp_fail(LMP_EABORTED, "interrupted") : 0;
-}
-
 int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, int n_texts,
                      int32_t *const *ids, const int64_t *n_windows, int64_t L, const lmp_lambada *lam,
                      const char *what)
@@ -76,7 +71,7 @@ static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lm
 int lmp_stream_block(lmp_stream *s, const lmp_block *blk)
 {
     const int64_t d = s->m->arch.dim;
-    int st = interrupted(s->ctx);
+    int st = lmp_host_stop_if_interrupted(s->ctx);
     for (int t = 0; t < s->n_texts && !st; t++) {
         lmp_stream_text *tx = &s->texts[t];
         for (int64_t w = 0; w < tx->n_windows && !st; w++) st = advance(s, &tx->h, w * tx->L * d, tx->L, blk);
@@ -113,7 +108,7 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
         for (int64_t w = 0; w < tx->n_windows && !st; w++) {
             const int32_t *tok = tx->ids + w * tx->L;
             float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
-            if (!(st = interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
+            if (!(st = lmp_host_stop_if_interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
             if (!st) st = lmp_head(s->be, m, tx->L, x, 1, var);
             if (!st && is_ref && refs[t].have) st = lmp_ref_logprobs_put(&refs[t], w, var);
             if (!st && !is_ref) st = lmp_ref_window(s->be, m, NULL, &refs[t], w, tok, tx->L, ref);

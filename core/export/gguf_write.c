@@ -474,10 +474,7 @@ static int write_all(lmp_ctx *ctx, FILE *f, const lmp_gguf_meta *header, const p
     lmp_block_cursor_init(&cur, src);
     int st = 0;
     for (int i = 0; i < p->n && !st; i++) {
-        if (lmp_host_interrupted(ctx)) {
-            st = lmp_fail(LMP_EABORTED, "interrupted");
-            break;
-        }
+        if ((st = lmp_host_stop_if_interrupted(ctx))) break;
         lmp_progress(ctx, what, i, p->n);
         const tensor_plan *t = &p->t[i];
         if ((st = write_tensor(f, t, &cur))) break;

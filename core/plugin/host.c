@@ -31,6 +31,11 @@ void lmp_host_set_backend(lmp_ctx *ctx, const lmp_backend *be) { ctx->backend = 
 void lmp_host_seed(lmp_ctx *ctx, uint64_t seed) { ctx->rng = seed ^ 0x9E3779B97F4A7C15ull; }
 void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag) { ctx->interrupt = flag; }
 int lmp_host_interrupted(const lmp_ctx *ctx) { return ctx->interrupt && *ctx->interrupt; }
+
+int lmp_host_stop_if_interrupted(const lmp_ctx *ctx)
+{
+    return lmp_host_interrupted(ctx) ? lmp_fail(LMP_EABORTED, "interrupted") : 0;
+}
 const char *lmp_host_error(const lmp_ctx *ctx)
 {
     return ctx->error[0] ? ctx->error : "the plugin gave no reason"; /* a status without set_error */

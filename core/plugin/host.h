@@ -76,6 +76,8 @@ void lmp_host_seed(lmp_ctx *ctx, uint64_t seed);
  * LMP_EABORTED, so finished work is kept.  NULL: never interrupted. */
 void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag);
 int lmp_host_interrupted(const lmp_ctx *ctx);
+/* LMP_EABORTED with the message "interrupted" when the flag is set, else 0. */
+int lmp_host_stop_if_interrupted(const lmp_ctx *ctx);
 
 /* The text of the last host->set_error on this context ("the plugin gave no reason" when none
  * since the last clear): what
