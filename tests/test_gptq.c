@@ -487,6 +487,35 @@ START_TEST(bits16_leaves_weights_unchanged)
 }
 END_TEST
 
+/* The block-forward count (lmp_compress_times.forwards) of GPTQ on stories260K, against the
+ * schedule worked out here from the architecture: with true_sequential four statistics passes
+ * per block, pass g stopping at input group g (0 q,k,v: after the norm, nothing counted; 1 o:
+ * q,k,v and attention; 2 gate,up: + o; 3 down: + gate,up), all at once one pass stopping at
+ * down; and one propagation after every block but the last. */
+START_TEST(forward_count_follows_the_schedule)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    const lmp_arch *a = &m->arch;
+    const double T = 64, d = (double)a->dim, f = (double)a->hidden, hd = (double)(a->n_heads * a->head_dim),
+                 kv = (double)(a->n_kv_heads * a->head_dim);
+    const double qkv_att = 2 * T * d * (hd + 2 * kv) + 4 * T * T * hd, o = 2 * T * hd * d, gu = 4 * T * d * f,
+                 down = 2 * T * f * d, block = qkv_att + o + gu + down;
+    const double sequential = (qkv_att + (qkv_att + o) + (qkv_att + o + gu)) / block, at_once = (block - down) / block;
+    const double L = (double)a->n_layers;
+    for (int k = 0; k < 2; k++) {
+        const char *const set[] = {k ? "true_sequential=false" : "true_sequential=true", NULL};
+        lmp_compress_times_reset(&ctx);
+        lmp_block *out = compress_stage(m, "gptq", set, NULL, 1); /* 8 windows of 64 */
+        const double got = lmp_compress_times_get(&ctx)->forwards, want = L * (k ? at_once : sequential) + (L - 1);
+        printf("gptq %s: %.6f block-forward equivalents, the schedule says %.6f\n", set[0], got, want);
+        ck_assert_msg(fabs(got - want) < 1e-9 * want, "%s: %.9f block forwards, expected %.9f", set[0], got, want);
+        lmp_blocks_free(out, a->n_layers);
+    }
+    lmp_model_free(m);
+}
+END_TEST
+
 /* sparse24 then gptq 4-bit: the mask survives, and the bits per weight count 2:4's saving. */
 START_TEST(prune_then_quantize_keeps_pattern)
 {
@@ -705,6 +734,7 @@ int main(void)
     tcase_add_test(pl, plugins_match_solver_and_reference);
     tcase_add_test(pl, bits16_leaves_weights_unchanged);
     tcase_add_test(pl, prune_then_quantize_keeps_pattern);
+    tcase_add_test(pl, forward_count_follows_the_schedule);
     tcase_add_test(pl, original_inputs_true_sequential_equals_one_pass);
     tcase_add_test(pl, bad_hessian_is_reported);
     tcase_add_test(pl, golden_case_without_python);

@@ -229,6 +229,7 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
         if (st) break;
     }
     free(tmp);
+    bs->forward_share = lmp_block_flops(a, T, c.last_group) / lmp_block_flops(a, T, 4);
     /* The rows still stacked, then the stacks: every stack is freed, also after a failure. */
     for (int i = 0; i < blk->n_linears; i++) {
         if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);

@@ -20,6 +20,9 @@ typedef struct lmp_block_stats {
      * xtx_accum call (SYRK on 512 rows runs at ~60 % of GEMM speed, on 2048 at 70-87 %). */
     float *h_stage[LMP_MAX_LINEARS];
     int64_t h_rows[LMP_MAX_LINEARS];
+    /* Set by lmp_block_stats_collect: the share of a whole block forward its forwards computed
+     * (each stops once the last input asked for is observed; lmp_block_flops). */
+    double forward_share;
 } lmp_block_stats;
 
 #define LMP_HESSIAN_ROWS 2048

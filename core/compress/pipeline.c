@@ -109,9 +109,11 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
                     : lmp_fail(LMP_EINVAL, "%s: the stage asks for an importance matrix, and none is set", l->name);
     }
     double t0 = lmp_now_s();
-    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs)))
+    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs))) {
+        ctx->times.forwards += bs.forward_share;
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
+    }
     /* after the collection, which copies an input's statistics over the linears sharing it */
     for (int i = 0; i < n && !st; i++)
         if (imx[i]) {
@@ -271,6 +273,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
                     st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
                     if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
                 }
+                if (!st && calib->n) ctx->times.forwards += 1;
                 if (!st && x_base && cache) st = lmp_calib_cache_put(cache, b + 1, X, x_floats);
             }
         }

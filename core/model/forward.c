@@ -174,6 +174,21 @@ done:
     return st;
 }
 
+double lmp_block_flops(const lmp_arch *a, int64_t T, int group)
+{
+    const double t = (double)T, d = (double)a->dim, f = (double)a->hidden;
+    const double hd = (double)(a->n_heads * a->head_dim), kv = (double)(a->n_kv_heads * a->head_dim);
+    const double part[4] = {
+        2 * t * d * (hd + 2 * kv) + 2 * (2 * t * t * hd),          /* q,k,v and attention: o's input */
+        2 * t * hd * d,                                             /* o: gate,up's input */
+        2 * t * d * f * (a->family == LMP_FAMILY_GPT2 ? 1 : 2),     /* gate,up (GPT-2: fc): down's input */
+        2 * t * f * d,                                              /* down: the block's output */
+    };
+    double sum = 0;
+    for (int g = 0; g < group && g < 4; g++) sum += part[g];
+    return sum;
+}
+
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
 {
     const int64_t d = m->arch.dim;

@@ -21,6 +21,13 @@ typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud);
 
+/* The FLOPs of a block forward over T tokens up to where input group `group` (lmp_input_group:
+ * 0 q,k,v; 1 o; 2 gate,up; 3 down) is observed, 4: the whole block.  Counted: each GEMM as
+ * 2·T·in·out, attention's two products as 2·T²·(heads·head_dim) each (the causal half not
+ * taken off); norms, RoPE and activations are left out (they are O(T·dim)).  For counting
+ * block-forward equivalents (lmp_compress_times.forwards). */
+double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
+
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);
 

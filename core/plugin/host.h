@@ -25,6 +25,10 @@ struct lmp_backend;
  * Hessians), the strategies' apply(), and propagating the windows through compressed blocks. */
 typedef struct lmp_compress_times {
     double collect, apply, propagate;
+    /* Block-forward equivalents of the calibration forwards: their FLOPs over those of one block
+     * forward over the calibration windows (lmp_block_flops), statistics passes and propagation
+     * summed over the blocks.  A strategy's own forwards (an adaptive search) are not in it. */
+    double forwards;
 } lmp_compress_times;
 
 /* Folders lmp_registry_allow_dir trusted for this run (real paths); search: also searched. */

@@ -2,6 +2,7 @@
  *
  *   build/tools/bench/bench_gptq [MODEL] [--text FILE] [--windows N] [--seq-len T]
  *                                [--backend NAME] [--bits B] [--group G] [--act-order]
+ *                                [--no-true-sequential]
  *
  * Defaults: SmolLM2-135M-Instruct (models/cache), 128 windows of 512 tokens of WikiText-2
  * validation, cpu backend, 4 bits per channel on the asymmetric grid (sym = false).  It runs the real pipeline (lmp_compress with
@@ -11,7 +12,8 @@
  *   hessian        the backend's xtx_accum calls (H += 2/n X^T X);
  *   factorisation  cholesky + chol_inverse (H^-1 and its Cholesky factor U);
  *   columns        the rest of the plugin's apply(): grids, the column loop and batch GEMMs.
- * It then times the backend's GEMM (best of 10) on the Hessian's own shapes (X^T X as a GEMM on
+ * It prints the calibration forwards as block-forward equivalents (lmp_compress_times.forwards)
+ * in all and per block.  It then times the backend's GEMM (best of 10) on the Hessian's own shapes (X^T X as a GEMM on
  * the stacked rows, weighted as GPTQ's Hessians are) and on a 1024-cube, so the Hessian's
  * GFLOP/s (SYRK's count n*c*(c+1)) can be read against them. */
 #include <stdio.h>
@@ -96,10 +98,11 @@ int main(int argc, char **argv)
 {
     const char *model = DEFAULT_MODEL, *text = DEFAULT_TEXT, *backend = "cpu";
     long windows = 128, T = 512, bits = 4, group = 0;
-    int act_order = 0;
+    int act_order = 0, true_sequential = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--act-order") == 0) act_order = 1;
+        else if (strcmp(a, "--no-true-sequential") == 0) true_sequential = 0;
         else if (!v && a[0] == '-') { fprintf(stderr, "bench_gptq: %s needs a value\n", a); return 2; }
         else if (strcmp(a, "--text") == 0) text = argv[++i];
         else if (strcmp(a, "--backend") == 0) backend = argv[++i];
@@ -142,6 +145,7 @@ int main(int argc, char **argv)
     if (!st) st = set_param(p, params, "sym", 0);
     if (!st && group) st = set_choice(p, params, "granularity", "group") || set_param(p, params, "group_size", (double)group);
     if (!st && act_order) st = set_param(p, params, "act_order", 1);
+    if (!st) st = set_param(p, params, "true_sequential", true_sequential);
     double total = 0;
     if (!st) {
         lmp_stage stage = {.plugin = p, .params = params};
@@ -176,6 +180,10 @@ int main(int argc, char **argv)
         double secs[] = {fwd, hess, fact, cols};
         for (int i = 0; i < 4; i++) printf("%-14s %10.2f %6.1f%%\n", names[i], secs[i], 100 * secs[i] / total);
         printf("%-14s %10.2f\n", "total", total);
+        printf("calibration forwards (%s): %.2f block-forward equivalents, %.2f per block (FLOPs over one "
+               "block forward over the windows: model/forward.h lmp_block_flops)\n",
+               true_sequential ? "true_sequential" : "all linears at once", t->forwards,
+               t->forwards / (double)m->arch.n_layers);
         printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_xtx_accum] / 1e9,
                (long long)c->calls[LMP_OP_xtx_accum], hess_gf);
         printf("gemm on the Hessian's shapes (X^T X, X[%lld, %lld] and X[%lld, %lld], weighted): %.1f GFLOP/s "
