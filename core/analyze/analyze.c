@@ -383,9 +383,6 @@ static void sort_desc(const double *key, int n, int *order)
 
 /* ---- keep_params: the variant compressed with those parameters on every compressed linear ---- */
 
-/* Writes a one-variant config whose compressing stages give every linear keep_params, loads it
- * (so the parameters are checked against the plugins' schemas like any config) and compresses
- * it.  The file is temporary. */
 /* Every finished block into the store ud. */
 static int put_block(void *ud, int64_t b, const lmp_block *blk)
 {
@@ -393,6 +390,9 @@ static int put_block(void *ud, int64_t b, const lmp_block *blk)
     return lmp_block_store_put(ud, blk);
 }
 
+/* Writes a one-variant config whose compressing stages give every linear keep_params, loads it
+ * (so the parameters are checked against the plugins' schemas like any config) and compresses
+ * it into the store H, a block at a time.  The file is temporary. */
 static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block_store *H)
 {
     uint32_t stages = 0;

@@ -86,10 +86,8 @@ int lmp_bcache_build(lmp_bcache *bc, lmp_ctx *ctx, const lmp_backend *be, const 
                      const lmp_block_source *base, int n_texts, int32_t *const *ids, const int64_t *n_windows,
                      int64_t L, lmp_ref_logprobs *refs, const lmp_lambada *lam)
 {
-    memset(bc, 0, sizeof *bc);
-    bc->h.fd = -1;
     *bc = (lmp_bcache){.ctx = ctx, .be = be, .m = m, .n_texts = n_texts, .ids = ids, .n_windows = n_windows,
-                       .L = L, .refs = refs, .lam = lam, .h = bc->h};
+                       .L = L, .refs = refs, .lam = lam, .h = {.fd = -1}};
     const int64_t d = m->arch.dim, NL = m->arch.n_layers;
     for (int t = 0; t < n_texts; t++) bc->per += n_windows[t] * L * d;
     for (int64_t i = 0; lam && i < lam->n; i++) {

@@ -19,6 +19,7 @@
 #include "compress/imatrix_map.h"
 #include "compress/pipeline.h"
 #include "formats/gguf.h"
+#include "model/block_store.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
 #include "text/tokenizer_open.h"

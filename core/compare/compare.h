@@ -19,7 +19,7 @@
 
 #include "compress/calib_cache.h"
 #include "compress/pipeline.h"
-#include "model/block_store.h"
+#include "model/block_source.h"
 #include "config/config.h"
 #include "eval/stream.h"
 #include "eval/lambada.h"

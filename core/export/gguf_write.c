@@ -140,23 +140,28 @@ static int check_gguf_grid(const lmp_linear *l)
     return 0;
 }
 
+/* Counts one linear warned about, keeping the first one's name (its block is freed after
+ * planning). */
+static int count_warned(int *n, char **first, const char *name)
+{
+    return (*n)++ == 0 && !(*first = strdup(name)) ? lmp_fail(LMP_ENOMEM, "out of memory") : 0;
+}
+
 /* One linear is something the file can hold exactly (every code checked); counts what is only
  * warned about: linears on int grids (stored F32) and linears with activation quantization. */
-static int check_linear(const lmp_linear *l, int32_t *codes, unsigned char *kblocks, int *n_int,
-                        const char **int_name, int *n_act, const char **act_name)
+static int check_linear(const lmp_linear *l, int32_t *codes, unsigned char *kblocks, int *n_int, char **int_name,
+                        int *n_act, char **act_name)
 {
     if (l->in_shift || l->in_scale || l->shift_bias)
         return lmp_fail(LMP_EINVAL,
                         "%s has an input affine (x - z) / s from Shift or SmoothQuant with all_linears = true, "
                         "which llama.cpp cannot run: export a variant without it (smoothquant with "
                         "all_linears = false, no shift stage)", l->name);
-    if (l->act.mode != LMP_ACT_NONE && (*n_act)++ == 0) *act_name = l->name;
-    if (!l->grid) return 0;
-    if (linear_type(l) == LMP_GGML_F32) { /* an int (or NF4) grid GGUF has no type for */
-        if ((*n_int)++ == 0) *int_name = l->name;
-        return 0;
-    }
-    int st = check_gguf_grid(l);
+    int st = l->act.mode != LMP_ACT_NONE ? count_warned(n_act, act_name, l->name) : 0;
+    if (st || !l->grid) return st;
+    if (linear_type(l) == LMP_GGML_F32) /* an int (or NF4) grid GGUF has no type for */
+        return count_warned(n_int, int_name, l->name);
+    st = check_gguf_grid(l);
     for (int64_t r = 0; r < l->out && !st; r++) {
         st = lmp_grid_codes_row(l, r, codes);
         if (!st && lmp_wformat_is_k(l->grid->spec.format)) /* its scales split into d and integers */
@@ -177,7 +182,7 @@ typedef struct tensor_plan {
     uint64_t offset, nbytes;   /* offset from the start of the data section */
     tensor_kind kind;
     const float *f32;          /* T_MODEL: the values ([ne1, ne0]) */
-    int64_t block;             /* the others: the block's norm or linear `index` */
+    int64_t block;             /* the others: the block, and its norm or linear `index` */
     int index;
 } tensor_plan;
 
@@ -186,7 +191,7 @@ typedef struct plan_list {
     int n;
     uint64_t data_bytes;
     int n_int, n_act;          /* warned about: linears on int grids, with activation quantization */
-    const char *int_name, *act_name; /* the first of each (owned) */
+    char *int_name, *act_name; /* the first of each (owned) */
 } plan_list;
 
 /* The bytes of a tensor of t's type and shape; a quantized weight's, of its linear l. */
@@ -200,25 +205,16 @@ static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
     return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
 }
 
-static tensor_plan *add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t ne0, int64_t ne1)
+/* A tensor of ne0 x ne1 (ne1 0: 1-D) in type; block b's norm or linear `index` (b -1: the
+ * model's own, f32 its values); l: the linear a quantized weight's size is read from. */
+static void add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t b, int index, const float *f32,
+                       int64_t ne0, int64_t ne1, lmp_ggml_type type, const lmp_linear *l)
 {
     tensor_plan *t = &p->t[p->n++];
+    *t = (tensor_plan){.n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1}, .type = type, .kind = kind, .f32 = f32,
+                       .block = b, .index = index};
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->n_dims = ne1 ? 2 : 1;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1 ? ne1 : 1;
-    t->type = LMP_GGML_F32;
-    t->kind = kind;
-    t->block = -1;
-    return t;
-}
-
-static void add_model_tensor(plan_list *p, const char *name, const float *v, int64_t ne0, int64_t ne1, lmp_ggml_type type)
-{
-    tensor_plan *t = add_tensor(p, name, T_MODEL, ne0, ne1);
-    t->f32 = v;
-    t->type = type;
-    t->nbytes = tensor_bytes(t, NULL);
+    t->nbytes = tensor_bytes(t, type != LMP_GGML_F32 ? l : NULL);
 }
 
 /* Block b's tensors, each of its linears checked first. */
@@ -232,31 +228,17 @@ static int plan_block(plan_list *p, int64_t b, const lmp_block *blk, int32_t *co
                             "norms do not have: export a variant without a shift or shift_smoothquant stage",
                             blk->norms[i].name);
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
-        tensor_plan *t = add_tensor(p, name, T_NORM, blk->norms[i].dim, 0);
-        t->block = b;
-        t->index = i;
-        t->nbytes = tensor_bytes(t, NULL);
+        add_tensor(p, name, T_NORM, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
     }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
-        const int n_int = p->n_int, n_act = p->n_act;
-        const char *int_name = NULL, *act_name = NULL;
-        int st = check_linear(l, codes, kblocks, &p->n_int, &int_name, &p->n_act, &act_name);
+        int st = check_linear(l, codes, kblocks, &p->n_int, &p->int_name, &p->n_act, &p->act_name);
         if (st) return st;
-        if (!n_int && p->n_int && !(p->int_name = strdup(int_name))) return lmp_fail(LMP_ENOMEM, "out of memory");
-        if (!n_act && p->n_act && !(p->act_name = strdup(act_name))) return lmp_fail(LMP_ENOMEM, "out of memory");
         lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
-        tensor_plan *t = add_tensor(p, name, T_WEIGHT, l->in, l->out);
-        t->block = b;
-        t->index = i;
-        t->type = linear_type(l);
-        t->nbytes = tensor_bytes(t, t->type != LMP_GGML_F32 ? l : NULL);
+        add_tensor(p, name, T_WEIGHT, b, i, NULL, l->in, l->out, linear_type(l), l);
         if (l->b) {
             lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
-            t = add_tensor(p, name, T_BIAS, l->out, 0);
-            t->block = b;
-            t->index = i;
-            t->nbytes = tensor_bytes(t, NULL);
+            add_tensor(p, name, T_BIAS, b, i, NULL, l->out, 0, LMP_GGML_F32, NULL);
         }
     }
     return 0;
@@ -272,7 +254,7 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     int32_t *codes = malloc((size_t)widest * sizeof *codes);
     unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
     int st = codes && kblocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    if (!st) add_model_tensor(p, "token_embd.weight", m->tok_emb, a->dim, a->vocab, emb_type);
+    if (!st) add_tensor(p, "token_embd.weight", T_MODEL, -1, 0, m->tok_emb, a->dim, a->vocab, emb_type, NULL);
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         lmp_progress(ctx, "checking the blocks", b, a->n_layers);
         lmp_block blk;
@@ -283,8 +265,9 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     free(codes);
     free(kblocks);
     if (st) return st;
-    add_model_tensor(p, "output_norm.weight", m->final_norm_w, a->dim, 0, LMP_GGML_F32);
-    if (m->lm_head != m->tok_emb) add_model_tensor(p, "output.weight", m->lm_head, a->dim, a->vocab, emb_type);
+    add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
+    if (m->lm_head != m->tok_emb)
+        add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, emb_type, NULL);
     uint64_t off = 0;
     for (int i = 0; i < p->n; i++) {
         p->t[i].offset = off;
@@ -568,8 +551,8 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                     p.act_name, p.n_act > 1 ? ", ..." : "");
         st = write_file(ctx, o->path, &header, &p, blocks);
     }
-    free((char *)p.int_name);
-    free((char *)p.act_name);
+    free(p.int_name);
+    free(p.act_name);
     lmp_gguf_meta_free(&kv);
     lmp_gguf_meta_free(&header);
     free(p.t);

@@ -5,7 +5,8 @@
  * reaches it.  A weight on the grid its stage recorded (lmp_linear.grid) is stored as its code,
  * in 4 bits when the grid has at most 16 codes and 8 bits otherwise (every grid lmpress has: at
  * most 256 codes); the scales, biases, norms and any weight without a grid as f32; an N:M mask as
- * bits.  A W4 g128 variant takes about 1/7 of its f32 size.
+ * bits.  A W4 g128 variant takes about 1/6 of its f32 size (4-bit codes, the -0 marks below,
+ * f32 scales).
  *
  * Reading a block back gives the block that was put, bit for bit: each code is checked with
  * grid_codes.h's test, a linear whose weights are not all on its grid is stored as f32, and the

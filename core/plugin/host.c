@@ -36,6 +36,7 @@ int lmp_host_stop_if_interrupted(const lmp_ctx *ctx)
 {
     return lmp_host_interrupted(ctx) ? lmp_fail(LMP_EABORTED, "interrupted") : 0;
 }
+
 const char *lmp_host_error(const lmp_ctx *ctx)
 {
     return ctx->error[0] ? ctx->error : "the plugin gave no reason"; /* a status without set_error */
