@@ -65,7 +65,7 @@ static void layer_open(layer_data *ld, const char *path, int n, int T)
     for (int i = 0; i < n; i++) lmp_embed(ld->m, ld->w.tokens + i * T, T, X + i * per);
     ld->blk = &lmp_model_blocks(ld->m)[0];
     for (int i = 0; i < ld->blk->n_linears; i++) ld->bs.needs[i] = LMP_STAT_HESSIAN | LMP_STAT_SQSUM;
-    ck_assert_int_eq(lmp_block_stats_collect(&be, &ld->m->arch, ld->blk, X, n, T, &ld->bs), 0);
+    ck_assert_int_eq(lmp_block_stats_collect(&be, &ld->m->arch, ld->blk, X, n, T, NULL, &ld->bs), 0);
     free(X);
 }
 
@@ -488,10 +488,12 @@ START_TEST(bits16_leaves_weights_unchanged)
 END_TEST
 
 /* The block-forward count (lmp_compress_times.forwards) of GPTQ on stories260K, against the
- * schedule worked out here from the architecture: with true_sequential four statistics passes
- * per block, pass g stopping at input group g (0 q,k,v: after the norm, nothing counted; 1 o:
- * q,k,v and attention; 2 gate,up: + o; 3 down: + gate,up), all at once one pass stopping at
- * down; and one propagation after every block but the last. */
+ * schedule worked out here from the architecture.  true_sequential: pass g stops at input group
+ * g (0 q,k,v: after the norm, nothing counted; 1 o: q,k,v and attention; 2 gate,up: o; 3 down:
+ * gate,up), each starting where the one before it stopped (compress/calib_states.h), and the
+ * propagation runs down alone.  All at once: one pass stopping at down, then a whole forward
+ * (every group changed).  Every block but the last is propagated.  With $LMPRESS_FULL_PASSES
+ * every pass starts at the block's input, as before the states were kept. */
 START_TEST(forward_count_follows_the_schedule)
 {
     lmp_model *m;
@@ -501,18 +503,110 @@ START_TEST(forward_count_follows_the_schedule)
                  kv = (double)(a->n_kv_heads * a->head_dim);
     const double qkv_att = 2 * T * d * (hd + 2 * kv) + 4 * T * T * hd, o = 2 * T * hd * d, gu = 4 * T * d * f,
                  down = 2 * T * f * d, block = qkv_att + o + gu + down;
-    const double sequential = (qkv_att + (qkv_att + o) + (qkv_att + o + gu)) / block, at_once = (block - down) / block;
     const double L = (double)a->n_layers;
-    for (int k = 0; k < 2; k++) {
-        const char *const set[] = {k ? "true_sequential=false" : "true_sequential=true", NULL};
+    const struct {
+        const char *set, *full_passes;
+        double want;
+    } runs[] = {
+        {"true_sequential=true", "0", (L * (block - down) + (L - 1) * down) / block},
+        {"true_sequential=false", "0", (L * (block - down) + (L - 1) * block) / block},
+        {"true_sequential=true", "1", (L * (qkv_att + (qkv_att + o) + (qkv_att + o + gu)) + (L - 1) * block) / block},
+    };
+    for (int k = 0; k < 3; k++) {
+        const char *const set[] = {runs[k].set, NULL};
+        setenv("LMPRESS_FULL_PASSES", runs[k].full_passes, 1);
         lmp_compress_times_reset(&ctx);
         lmp_block *out = compress_stage(m, "gptq", set, NULL, 1); /* 8 windows of 64 */
-        const double got = lmp_compress_times_get(&ctx)->forwards, want = L * (k ? at_once : sequential) + (L - 1);
-        printf("gptq %s: %.6f block-forward equivalents, the schedule says %.6f\n", set[0], got, want);
+        const double got = lmp_compress_times_get(&ctx)->forwards, want = runs[k].want;
+        printf("gptq %s, full passes %s: %.6f block-forward equivalents (%.3f per block), the schedule says %.6f\n",
+               set[0], runs[k].full_passes, got, got / L, want);
         ck_assert_msg(fabs(got - want) < 1e-9 * want, "%s: %.9f block forwards, expected %.9f", set[0], got, want);
         lmp_blocks_free(out, a->n_layers);
     }
+    unsetenv("LMPRESS_FULL_PASSES");
     lmp_model_free(m);
+}
+END_TEST
+
+static int same_array(const void *a, const void *b, size_t bytes)
+{
+    if (!a || !b) return a == b;
+    return memcmp(a, b, bytes) == 0;
+}
+
+/* Every array a forward reads, the same bit for bit in both sets of blocks. */
+static void check_blocks_identical(const lmp_block *x, const lmp_block *y, int64_t L, const char *what)
+{
+    for (int64_t b = 0; b < L; b++) {
+        for (int i = 0; i < x[b].n_linears; i++) {
+            const lmp_linear *p = &x[b].linears[i], *q = &y[b].linears[i];
+            const size_t in = (size_t)p->in, out = (size_t)p->out;
+            ck_assert_msg(same_array(p->w, q->w, out * in * sizeof(float)) && same_array(p->b, q->b, out * sizeof(float)) &&
+                              same_array(p->in_shift, q->in_shift, in * sizeof(float)) &&
+                              same_array(p->in_scale, q->in_scale, in * sizeof(float)) &&
+                              same_array(p->shift_bias, q->shift_bias, out * sizeof(double)) &&
+                              same_array(p->mask, q->mask, out * in) && memcmp(&p->act, &q->act, sizeof p->act) == 0,
+                          "%s: %s differs", what, p->name);
+        }
+        for (int i = 0; i < x[b].n_norms; i++) {
+            const lmp_norm *p = &x[b].norms[i], *q = &y[b].norms[i];
+            ck_assert_msg(same_array(p->w, q->w, (size_t)p->dim * sizeof(float)) &&
+                              same_array(p->b, q->b, (size_t)p->dim * sizeof(float)),
+                          "%s: %s differs", what, p->name);
+        }
+    }
+}
+
+/* Passes that start where the block's last pass stopped (compress/calib_states.h) give the
+ * blocks that passes from the block's input give, bit for bit: GPTQ true_sequential on both
+ * calibration sources, and after stages that change the norms, add input affines (adaptive
+ * Shift-SmoothQuant) or masks (SparseGPT), with the states in memory and in files. */
+START_TEST(resumed_passes_equal_full_passes)
+{
+    layer_data ld;
+    layer_open(&ld, STORIES, 8, 64);
+    const int64_t L = ld.m->arch.n_layers;
+    static const char *const seq[] = {"bits=4", "sym=false", "true_sequential=true", NULL};
+    static const char *const ssq[] = {NULL}, *const sg[] = {"method=sparsegpt", NULL};
+    const struct {
+        const char *name, *first;
+        const char *const *first_set;
+        lmp_calib_inputs inputs;
+    } cases[] = {
+        {"gptq, compressed inputs", NULL, NULL, LMP_CALIB_INPUTS_COMPRESSED},
+        {"gptq, original inputs", NULL, NULL, LMP_CALIB_INPUTS_ORIGINAL},
+        {"shift_smoothquant then gptq", "shift_smoothquant", ssq, LMP_CALIB_INPUTS_COMPRESSED},
+        {"sparsegpt then gptq", "sparse24", sg, LMP_CALIB_INPUTS_COMPRESSED},
+    };
+    for (int c = 0; c < 4; c++)
+        for (int on_disk = 0; on_disk < 2; on_disk++) {
+            lmp_block *got[2];
+            for (int full = 0; full < 2; full++) {
+                setenv("LMPRESS_FULL_PASSES", full ? "1" : "0", 1);
+                if (on_disk) setenv("LMPRESS_SPILL_MB", "0", 1);
+                one_stage a, b;
+                make_stage(&reg, &b, "gptq", seq, NULL);
+                lmp_stage stages[2];
+                int n = 0;
+                if (cases[c].first) {
+                    make_stage(&reg, &a, cases[c].first, cases[c].first_set, NULL);
+                    stages[n++] = a.stage;
+                }
+                stages[n++] = b.stage;
+                lmp_variant v = {.name = cases[c].name, .stages = stages, .n_stages = n, .calib_inputs = cases[c].inputs};
+                lmp_compress_times_reset(&ctx);
+                ck_assert_msg(lmp_compress(&ctx, &be, ld.m, &v, &ld.w, &got[full]) == 0, "%s", lmp_last_error());
+                printf("%s, states %s, %s: %.3f block forwards per block\n", cases[c].name, on_disk ? "on disk" : "in memory",
+                       full ? "full passes" : "resumed", lmp_compress_times_get(&ctx)->forwards / (double)L);
+                for (int k = 0; k < n; k++) free(stages[k].params);
+                unsetenv("LMPRESS_SPILL_MB");
+            }
+            unsetenv("LMPRESS_FULL_PASSES");
+            check_blocks_identical(got[0], got[1], L, cases[c].name);
+            lmp_blocks_free(got[0], L);
+            lmp_blocks_free(got[1], L);
+        }
+    layer_close(&ld);
 }
 END_TEST
 
@@ -735,6 +829,7 @@ int main(void)
     tcase_add_test(pl, bits16_leaves_weights_unchanged);
     tcase_add_test(pl, prune_then_quantize_keeps_pattern);
     tcase_add_test(pl, forward_count_follows_the_schedule);
+    tcase_add_test(pl, resumed_passes_equal_full_passes);
     tcase_add_test(pl, original_inputs_true_sequential_equals_one_pass);
     tcase_add_test(pl, bad_hessian_is_reported);
     tcase_add_test(pl, golden_case_without_python);

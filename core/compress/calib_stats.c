@@ -212,24 +212,18 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
 }
 
 int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
-                            const float *X, int64_t n_windows, int64_t T, lmp_block_stats *bs)
+                            const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
+                            lmp_block_stats *bs)
 {
-    const int64_t per = T * a->dim;
-    float *tmp = malloc((size_t)per * sizeof *tmp);
-    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory");
     collector c = {.be = be, .blk = blk, .bs = bs, .n_windows = n_windows, .T = T};
-    for (int i = 0; i < blk->n_linears; i++)
-        if (bs->needs[i] && lmp_input_group(blk->linears[i].role) > c.last_group)
-            c.last_group = lmp_input_group(blk->linears[i].role);
-    int st = 0;
-    for (int64_t w = 0; w < n_windows; w++) {
-        memcpy(tmp, X + w * per, (size_t)per * sizeof *tmp);
-        st = lmp_block_forward(be, a, blk, T, tmp, observe_input, &c);
-        if (st == LMP_FORWARD_STOP) st = 0;
-        if (st) break;
+    int first = 4; /* the first input asked for: a pass may start at its segment */
+    for (int i = 0; i < blk->n_linears; i++) {
+        const int g = lmp_input_group(blk->linears[i].role);
+        if (bs->needs[i] && g > c.last_group) c.last_group = g;
+        if (bs->needs[i] && g < first) first = g;
     }
-    free(tmp);
-    bs->forward_share = lmp_block_flops(a, T, c.last_group) / lmp_block_flops(a, T, 4);
+    int st = lmp_calib_pass(cs, be, a, blk, X, NULL, first, c.last_group, observe_input, &c, n_windows, T,
+                            &bs->forward_share);
     /* The rows still stacked, then the stacks: every stack is freed, also after a failure. */
     for (int i = 0; i < blk->n_linears; i++) {
         if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);

@@ -6,6 +6,7 @@
 #ifndef LMP_CORE_CALIB_STATS_H
 #define LMP_CORE_CALIB_STATS_H
 
+#include "compress/calib_states.h"
 #include "model/model.h"
 #include "plugin/backend.h"
 
@@ -21,7 +22,8 @@ typedef struct lmp_block_stats {
     float *h_stage[LMP_MAX_LINEARS];
     int64_t h_rows[LMP_MAX_LINEARS];
     /* Set by lmp_block_stats_collect: the share of a whole block forward its forwards computed
-     * (each stops once the last input asked for is observed; lmp_block_flops). */
+     * (each stops once the last input asked for is observed, and starts at the first segment
+     * not already computed; lmp_block_flops). */
     double forward_share;
 } lmp_block_stats;
 
@@ -34,9 +36,12 @@ static inline int64_t lmp_hessian_stack_rows(int64_t T)
 }
 
 /* Runs blk over X[n_windows, T, dim] (left unchanged) and fills bs->stats from bs->needs and
- * bs->n_sample.  Means are divided by the token counts before it returns. */
+ * bs->n_sample.  Means are divided by the token counts before it returns.  cs (may be NULL):
+ * the states of the block's last pass over X, to start from where they still apply
+ * (calib_states.h); this pass leaves its own there. */
 int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
-                            const float *X, int64_t n_windows, int64_t T, lmp_block_stats *bs);
+                            const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
+                            lmp_block_stats *bs);
 void lmp_block_stats_free(lmp_block_stats *bs, int n_linears);
 
 #endif

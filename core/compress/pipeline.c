@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "compress/calib_cache.h"
+#include "compress/calib_states.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
 #include "model/forward.h"
@@ -84,7 +85,7 @@ void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx-
  * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                         const lmp_imatrix *im, lmp_block *blk, const lmp_block *observed, const float *X,
-                        const lmp_windows *calib, unsigned groups)
+                        const lmp_windows *calib, lmp_calib_states *cs, unsigned groups)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
@@ -109,7 +110,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
                     : lmp_fail(LMP_EINVAL, "%s: the stage asks for an importance matrix, and none is set", l->name);
     }
     double t0 = lmp_now_s();
-    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, &bs))) {
+    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
         ctx->times.forwards += bs.forward_share;
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
@@ -143,7 +144,8 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
  * the earlier groups left it, or, calibrated on the original inputs, of the block as it was
  * before the stage (a snapshot: the unmodified layers' inputs, still one group at a time). */
 static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                     const lmp_variant *v, lmp_block *blk, const float *X, const lmp_windows *calib)
+                     const lmp_variant *v, lmp_block *blk, const float *X, const lmp_windows *calib,
+                     lmp_calib_states *cs)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     int sequential = 0;
@@ -151,7 +153,7 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, blk, X, calib, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, blk, X, calib, cs, 0xFu);
     lmp_block before;
     const lmp_block *observed = blk;
     int st = 0;
@@ -160,7 +162,7 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         observed = &before;
     }
     for (int g = 0; g < 4 && !st; g++)
-        st = run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, observed, X, calib, 1u << g);
+        st = run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, observed, X, calib, cs, 1u << g);
     if (observed != blk) lmp_block_free(&before);
     return st;
 }
@@ -236,6 +238,12 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         if (!X) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
     }
     for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+    /* What each pass over a block leaves for the next (none when a watcher observes every forward:
+     * it must see all of them). */
+    lmp_calib_states states_store, *states = NULL;
+    if (!st && observes && calib->n && !watch->observe &&
+        !(st = lmp_calib_states_init(ctx, &states_store, &m->arch, calib->n, calib->T)))
+        states = &states_store;
 
     /* X holds the unmodified model's boundary b while every earlier block is the model's own (or
      * the variant calibrates on the original inputs): then the run's cache can give the next one. */
@@ -259,7 +267,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         if (!st && clone) cloned = !(st = lmp_block_clone(blk, &original));
         for (int s = 0; s < v->n_stages && !st; s++) {
             if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
-            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib);
+            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states);
             if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
         }
         if (!st && !keep_original && x_base) x_base = cloned && lmp_block_same(blk, &original);
@@ -268,14 +276,15 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         if (b + 1 < L || watch->observe) { /* block b+1's inputs (the watcher observes every forward) */
             if (!st && x_base && lmp_calib_cache_has(cache, b + 1, x_floats)) {
                 st = lmp_calib_cache_get(cache, b + 1, X, x_floats);
-            } else {
-                for (int64_t w = 0; w < calib->n && !st; w++) {
-                    st = lmp_block_forward(be, &m->arch, next_inputs_from, calib->T, X + w * per, watch->observe, watch->ud);
-                    if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
-                }
-                if (!st && calib->n) ctx->times.forwards += 1;
+            } else if (!st && calib->n) {
+                double share = 0; /* from the states the statistics passes left, where they apply */
+                st = lmp_calib_pass(states, be, &m->arch, next_inputs_from, X, X, 4, 4, watch->observe, watch->ud,
+                                    calib->n, calib->T, &share);
+                if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
+                if (!st) ctx->times.forwards += share;
                 if (!st && x_base && cache) st = lmp_calib_cache_put(cache, b + 1, X, x_floats);
             }
+            lmp_calib_states_forget(states); /* X now holds block b+1's inputs */
         }
         ctx->times.propagate += lmp_now_s() - t0;
         if (cloned) lmp_block_free(&original);
@@ -289,6 +298,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     }
     free(selves);
     free(X);
+    if (states) lmp_calib_states_free(states);
     if (st) {
         if (out) lmp_blocks_free(blocks, L);
         else free(blocks);

@@ -102,8 +102,18 @@ static void input_affine(const lmp_linear *l, int64_t T, float *x)
         }
 }
 
-int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
-                      float *x, lmp_observe_fn obs, void *ud)
+/* in[T, C] as linear l takes it: through its input affine, on a copy in work when it has one (the
+ * state a later pass resumes from is not changed in place). */
+static const float *affine_input(const lmp_linear *l, int64_t T, const float *in, float *work)
+{
+    if (!l->in_shift && !l->in_scale) return in;
+    memcpy(work, in, (size_t)(T * l->in) * sizeof *in);
+    input_affine(l, T, work);
+    return work;
+}
+
+int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
+                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
 {
     const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
     const int64_t wide = f > d ? f : d;
@@ -111,67 +121,67 @@ int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block 
     int li[LMP_ROLE_COUNT]; /* linear index by role */
     for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
     const lmp_linear *L = blk->linears;
-    /* xn[T,d] q[T,d] k[T,kv] v[T,kv] att[T,d] g[T,f] u[T,f] qbuf[T,wide] y[T,d] */
-    float *buf = malloc((size_t)(T * (4 * d + 2 * kv + 2 * f + wide)) * sizeof *buf);
+    /* xn[T,d] q[T,d] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and without
+     * a state mid[T,wide] (x1 is then x itself: the residual stream in place) */
+    const int own = !state;
+    float *buf = malloc((size_t)(T * (3 * d + 2 * kv + 2 * f + (own ? 3 : 2) * wide)) * sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
-    float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *att = v + T * kv;
-    float *g = att + T * d, *u = g + T * f, *qbuf = u + T * f, *y = qbuf + T * wide;
+    float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
+    float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d;
+    float *mid = own ? work + T * wide : state->mid, *x1 = own ? x : state->x1;
     const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
               gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
               dn[] = {li[LMP_ROLE_DOWN]};
-    /* Attention: x += attention(rope(q), rope(k), v) Wo^T. */
-    int st = norm(be, a, &blk->norms[0], T, x, xn);
-    if (st) goto done;
-    st = observe(obs, ud, qkv, 3, xn, T, d);
-    if (st) goto done;
-    st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q);
-    if (st) goto done;
-    st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
-    if (st) goto done;
-    st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
-    if (st) goto done;
-    if (!gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
-        st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q);
-        if (st) goto done;
-        st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k);
+    const float *in;
+    int st = 0;
+    if (from <= 0) { /* segment 0: mid = attention(rope(q), rope(k), v) over norm0(x) */
+        st = norm(be, a, &blk->norms[0], T, x, xn);
+        if (!st) st = observe(obs, ud, qkv, 3, xn, T, d);
+        if (!st) st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q);
+        if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
+        if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
+        if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
+            st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q);
+            if (!st) st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k);
+        }
+        if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, mid);
         if (st) goto done;
     }
-    st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
-    if (st) goto done;
-    input_affine(&L[o[0]], T, att);
-    st = observe(obs, ud, o, 1, att, T, d);
-    if (st) goto done;
-    st = run_linear(be, &L[o[0]], T, att, qbuf, y);
-    if (st) goto done;
-    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
-
-    /* MLP: x += h Wd^T (down_proj; GPT-2's c_proj). */
-    st = norm(be, a, &blk->norms[1], T, x, xn);
-    if (st) goto done;
-    st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d);
-    if (st) goto done;
-    if (gpt2) { /* h = gelu(xn Wfc^T + b) */
-        st = run_linear(be, &L[gu[1]], T, xn, qbuf, g);
+    if (from <= 1) { /* segment 1: x1 = x + mid Wo^T */
+        in = affine_input(&L[o[0]], T, mid, work);
+        st = observe(obs, ud, o, 1, in, T, d);
+        if (!st) st = run_linear(be, &L[o[0]], T, in, qbuf, y);
         if (st) goto done;
-        st = lmp_be_gelu(be, T * f, g, g);
-        if (st) goto done;
-    } else { /* h = silu(xn Wg^T) * (xn Wu^T) */
-        st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
-        if (st) goto done;
-        st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
-        if (st) goto done;
-        st = lmp_be_swiglu(be, T * f, g, u, g);
+        for (int64_t i = 0; i < T * d; i++) x1[i] = x[i] + y[i];
+    }
+    if (from <= 2) { /* segment 2: mid = h over norm1(x1); h = silu(xn Wg^T) * (xn Wu^T), GPT-2's gelu(xn Wfc^T + b) */
+        st = norm(be, a, &blk->norms[1], T, x1, xn);
+        if (!st) st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d);
+        if (!st && gpt2) {
+            st = run_linear(be, &L[gu[1]], T, xn, qbuf, mid);
+            if (!st) st = lmp_be_gelu(be, T * f, mid, mid);
+        } else if (!st) {
+            st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
+            if (!st) st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
+            if (!st) st = lmp_be_swiglu(be, T * f, g, u, mid);
+        }
         if (st) goto done;
     }
-    input_affine(&L[dn[0]], T, g);
-    st = observe(obs, ud, dn, 1, g, T, f);
-    if (st) goto done;
-    st = run_linear(be, &L[dn[0]], T, g, qbuf, y);
-    if (st) goto done;
-    for (int64_t i = 0; i < T * d; i++) x[i] += y[i];
+    /* segment 3: x = x1 + mid Wd^T (down_proj; GPT-2's c_proj) */
+    in = affine_input(&L[dn[0]], T, mid, work);
+    st = observe(obs, ud, dn, 1, in, T, f);
+    if (!st) st = run_linear(be, &L[dn[0]], T, in, qbuf, y);
+    if (!st)
+        for (int64_t i = 0; i < T * d; i++) x[i] = x1[i] + y[i];
 done:
     free(buf);
     return st;
+}
+
+int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
+                      float *x, lmp_observe_fn obs, void *ud)
+{
+    return lmp_block_forward_from(be, a, blk, T, 0, x, NULL, obs, ud);
 }
 
 double lmp_block_flops(const lmp_arch *a, int64_t T, int group)

@@ -21,6 +21,25 @@ typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud);
 
+/* The block in four segments, segment g starting where input group g (lmp_input_group) is taken
+ * and ending where the next one's input is made:
+ *   0: mid = attention(rope(q), rope(k), v) of norm0(x)    [T, dim], before o's input affine
+ *   1: x1 = x + o(mid)                                     [T, dim]
+ *   2: mid = silu(gate(xn)) * up(xn), xn = norm1(x1)       [T, hidden], before down's affine
+ *      (GPT-2: gelu(fc(xn)))
+ *   3: x = x1 + down(mid)
+ * The state between segments is kept in `state` so that a later pass can start at segment
+ * `from` (> 0) from what an earlier one left there: x is always the block's input (segments 0,
+ * 1), x1 what segment 1 made (read by 2, 3), mid what segment 0 or 2 made (read by 1 or 3).
+ * The values are those of lmp_block_forward bit for bit, which is this with from = 0 and no
+ * state.  When the observer stops it at group g's input, the state holds what segment g reads. */
+typedef struct lmp_block_state {
+    float *x1;  /* [T, dim] */
+    float *mid; /* [T, max(dim, hidden)] */
+} lmp_block_state;
+int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
+                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud);
+
 /* The FLOPs of a block forward over T tokens up to where input group `group` (lmp_input_group:
  * 0 q,k,v; 1 o; 2 gate,up; 3 down) is observed, 4: the whole block.  Counted: each GEMM as
  * 2·T·in·out, attention's two products as 2·T²·(heads·head_dim) each (the causal half not
