@@ -2,7 +2,7 @@
  *
  *   build/tools/bench/bench_gptq [MODEL] [--text FILE] [--windows N] [--seq-len T]
  *                                [--backend NAME] [--bits B] [--group G] [--act-order]
- *                                [--no-true-sequential]
+ *                                [--no-true-sequential] [--original-inputs]
  *
  * Defaults: SmolLM2-135M-Instruct (models/cache), 128 windows of 512 tokens of WikiText-2
  * validation, cpu backend, 4 bits per channel on the asymmetric grid (sym = false).  It runs the real pipeline (lmp_compress with
@@ -13,7 +13,9 @@
  *   factorisation  cholesky + chol_inverse (H^-1 and its Cholesky factor U);
  *   columns        the rest of the plugin's apply(): grids, the column loop and batch GEMMs.
  * It prints the calibration forwards as block-forward equivalents (lmp_compress_times.forwards)
- * in all and per block.  It then times the backend's GEMM (best of 10) on the Hessian's own shapes (X^T X as a GEMM on
+ * in all and per block; $LMPRESS_FULL_PASSES=1 starts every pass at the block's input instead of
+ * where the last one stopped (compress/calib_states.h), to compare.  --original-inputs calibrates
+ * every block on the unmodified model's inputs (calibration.inputs = "original").  It then times the backend's GEMM (best of 10) on the Hessian's own shapes (X^T X as a GEMM on
  * the stacked rows, weighted as GPTQ's Hessians are) and on a 1024-cube, so the Hessian's
  * GFLOP/s (SYRK's count n*c*(c+1)) can be read against them. */
 #include <stdio.h>
@@ -98,11 +100,12 @@ int main(int argc, char **argv)
 {
     const char *model = DEFAULT_MODEL, *text = DEFAULT_TEXT, *backend = "cpu";
     long windows = 128, T = 512, bits = 4, group = 0;
-    int act_order = 0, true_sequential = 1;
+    int act_order = 0, true_sequential = 1, original = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--act-order") == 0) act_order = 1;
         else if (strcmp(a, "--no-true-sequential") == 0) true_sequential = 0;
+        else if (strcmp(a, "--original-inputs") == 0) original = 1;
         else if (!v && a[0] == '-') { fprintf(stderr, "bench_gptq: %s needs a value\n", a); return 2; }
         else if (strcmp(a, "--text") == 0) text = argv[++i];
         else if (strcmp(a, "--backend") == 0) backend = argv[++i];
@@ -149,7 +152,8 @@ int main(int argc, char **argv)
     double total = 0;
     if (!st) {
         lmp_stage stage = {.plugin = p, .params = params};
-        lmp_variant v = {.name = "gptq", .stages = &stage, .n_stages = 1};
+        lmp_variant v = {.name = "gptq", .stages = &stage, .n_stages = 1,
+                         .calib_inputs = original ? LMP_CALIB_INPUTS_ORIGINAL : LMP_CALIB_INPUTS_COMPRESSED};
         lmp_be_counters_reset(&be);
         lmp_compress_times_reset(&ctx);
         double t0 = lmp_now_s();
@@ -180,9 +184,11 @@ int main(int argc, char **argv)
         double secs[] = {fwd, hess, fact, cols};
         for (int i = 0; i < 4; i++) printf("%-14s %10.2f %6.1f%%\n", names[i], secs[i], 100 * secs[i] / total);
         printf("%-14s %10.2f\n", "total", total);
-        printf("calibration forwards (%s): %.2f block-forward equivalents, %.2f per block (FLOPs over one "
-               "block forward over the windows: model/forward.h lmp_block_flops)\n",
-               true_sequential ? "true_sequential" : "all linears at once", t->forwards,
+        const char *passes = getenv("LMPRESS_FULL_PASSES");
+        printf("calibration forwards (%s, %s inputs%s): %.2f block-forward equivalents, %.2f per block (FLOPs over "
+               "one block forward over the windows: model/forward.h lmp_block_flops)\n",
+               true_sequential ? "true_sequential" : "all linears at once", original ? "original" : "compressed",
+               passes && *passes && strcmp(passes, "0") ? ", every pass from the block's input" : "", t->forwards,
                t->forwards / (double)m->arch.n_layers);
         printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_xtx_accum] / 1e9,
                (long long)c->calls[LMP_OP_xtx_accum], hess_gf);
