@@ -727,6 +727,55 @@ START_TEST(test_log_softmax)
 }
 END_TEST
 
+static void check_same_bits(const char *what, const float *a, const float *b, int64_t n)
+{
+    ck_assert_msg(memcmp(a, b, (size_t)n * sizeof *a) == 0, "%s: the threaded result differs from one thread's", what);
+}
+
+/* Large enough for the backend's own threads (cpu_parallel.h; the fixture has threads = 2): the
+ * row-wise and element-wise kernels give the reference's bits on the whole, and attention, its
+ * heads shared among the threads, what a one-thread backend gives. */
+START_TEST(test_threaded_kernels_match_one_thread)
+{
+    const int64_t T = 512, C = 576, n = 512 * 1536, rows = 64, cols = 4099;
+    float *x = rand_mat(n, -8.0f, 8.0f), *y = rand_mat(n, -2.0f, 2.0f), *w = rand_mat(cols, 0.5f, 1.5f);
+    float *r = rand_mat(n, 0, 1), *g = rand_mat(n, 0, 1);
+    ck_assert_int_eq(lmp_ref_rmsnorm(T, C, x, w, 1e-5f, r), LMP_OK);
+    ck_assert_int_eq(g_vt->rmsnorm(g_be, T, C, x, w, 1e-5f, g), LMP_OK);
+    check_same_bits("rmsnorm 512x576", r, g, T * C);
+    ck_assert_int_eq(lmp_ref_layernorm(T, C, x, w, y, 1e-5f, r), LMP_OK);
+    ck_assert_int_eq(g_vt->layernorm(g_be, T, C, x, w, y, 1e-5f, g), LMP_OK);
+    check_same_bits("layernorm 512x576", r, g, T * C);
+    ck_assert_int_eq(lmp_ref_swiglu(n, x, y, r), LMP_OK);
+    ck_assert_int_eq(g_vt->swiglu(g_be, n, x, y, g), LMP_OK);
+    check_same_bits("swiglu 512x1536", r, g, n);
+    ck_assert_int_eq(lmp_ref_gelu(n, x, r), LMP_OK);
+    ck_assert_int_eq(g_vt->gelu(g_be, n, x, g), LMP_OK);
+    check_same_bits("gelu 512x1536", r, g, n);
+    ck_assert_int_eq(lmp_ref_log_softmax(rows, cols, x, r), LMP_OK);
+    ck_assert_int_eq(g_vt->log_softmax(g_be, rows, cols, x, g), LMP_OK);
+    check_same_bits("log_softmax 64x4099", r, g, rows * cols);
+
+    const int64_t AT = 300, nh = 9, nkv = 3, hd = 64;
+    float *q = rand_mat(AT * nh * hd, -2, 2), *k = rand_mat(AT * nkv * hd, -2, 2), *v = rand_mat(AT * nkv * hd, -1, 1);
+    lmp_value one[3] = {{.num = 1}, {.num = 0}, {.num = 1}};
+    void *be1;
+    ck_assert_int_eq(g_vt->create(&g_host, NULL, one, &be1), LMP_OK);
+    ck_assert_int_eq(g_vt->attention(be1, AT, nh, nkv, hd, q, k, v, r), LMP_OK);
+    g_vt->destroy(be1);
+    ck_assert_int_eq(g_vt->attention(g_be, AT, nh, nkv, hd, q, k, v, g), LMP_OK);
+    check_same_bits("attention T=300 nh=9 nkv=3 hd=64", r, g, AT * nh * hd);
+    free(q);
+    free(k);
+    free(v);
+    free(x);
+    free(y);
+    free(w);
+    free(r);
+    free(g);
+}
+END_TEST
+
 /* Folds are exact (no arithmetic); SUM threshold 1e-12 (double accumulation in both). */
 START_TEST(test_reduce_cols)
 {
@@ -1054,6 +1103,7 @@ static Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_layernorm_gelu);
     tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_threaded_kernels_match_one_thread);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_log_softmax);

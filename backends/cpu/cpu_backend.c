@@ -26,6 +26,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "cpu_parallel.h"
 #include "cpu_ref.h"
 #include "lmpress/plugin.h"
 
@@ -48,6 +49,15 @@ static void blas_threads_for(const cpu_backend *be, double macs)
 }
 
 #define FAIL(be, st, ...) ((be)->host->set_error((be)->hctx, (st), __VA_ARGS__))
+
+/* The backend's own threads (cpu_parallel.h): as many as OpenBLAS uses for large problems. */
+static int own_threads(const cpu_backend *be) { return be->blas_threads > 1 ? be->blas_threads : 1; }
+
+/* Elements per thread below which one thread does the whole of an element-wise kernel. */
+#define MIN_PART_ELEMS ((int64_t)1 << 15)
+
+/* Rows of C columns per thread for a row-wise kernel. */
+static int64_t min_part_rows(int64_t C) { return C > 0 && C < MIN_PART_ELEMS ? MIN_PART_ELEMS / C : 1; }
 
 /* BLAS and LAPACK take int dimensions (blasint / lapack_int). */
 static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
@@ -240,10 +250,63 @@ static int cpu_trsm_lower(void *self, int trans, int64_t n, int64_t nrhs, const 
 
 /* ---- transformer pieces ------------------------------------------------------------------- */
 
+/* The row-wise and element-wise kernels, cut into ranges of rows or elements: a range's result
+ * is what the reference gives on the whole, row for row (cpu_ref.c). */
+typedef struct rows_args {
+    int64_t C;
+    const float *x, *y, *w, *b;
+    float eps, *out;
+} rows_args;
+
+static int rmsnorm_rows(void *p, int part, int64_t r0, int64_t r1)
+{
+    const rows_args *a = p;
+    (void)part;
+    return lmp_ref_rmsnorm(r1 - r0, a->C, a->x + r0 * a->C, a->w, a->eps, a->out + r0 * a->C);
+}
+
+static int layernorm_rows(void *p, int part, int64_t r0, int64_t r1)
+{
+    const rows_args *a = p;
+    (void)part;
+    return lmp_ref_layernorm(r1 - r0, a->C, a->x + r0 * a->C, a->w, a->b, a->eps, a->out + r0 * a->C);
+}
+
+static int log_softmax_rows(void *p, int part, int64_t r0, int64_t r1)
+{
+    const rows_args *a = p;
+    (void)part;
+    return lmp_ref_log_softmax(r1 - r0, a->C, a->x + r0 * a->C, a->out + r0 * a->C);
+}
+
+static int swiglu_range(void *p, int part, int64_t i0, int64_t i1)
+{
+    const rows_args *a = p;
+    (void)part;
+    return lmp_ref_swiglu(i1 - i0, a->x + i0, a->y + i0, a->out + i0);
+}
+
+static int gelu_range(void *p, int part, int64_t i0, int64_t i1)
+{
+    const rows_args *a = p;
+    (void)part;
+    return lmp_ref_gelu(i1 - i0, a->x + i0, a->out + i0);
+}
+
+/* Rows (or elements: C = 1) [0, n) of a kernel, on the backend's threads when there is enough
+ * work; a small or malformed call (negative sizes, NULL operands) goes to the reference whole,
+ * which checks it as before. */
+static int rows_parallel(cpu_backend *be, const char *op, int64_t n, int64_t C, cpu_range_fn fn, rows_args *a)
+{
+    const int one = n < 2 || C <= 0 || n * C < 2 * MIN_PART_ELEMS || own_threads(be) == 1;
+    return ref_status(be, op, one ? fn(a, 0, 0, n) : cpu_parallel_for(own_threads(be), n, min_part_rows(C), fn, a));
+}
+
 static int cpu_rmsnorm(void *self, int64_t T, int64_t C, const float *x, const float *w,
                        float eps, float *out)
 {
-    return ref_status(self, "rmsnorm", lmp_ref_rmsnorm(T, C, x, w, eps, out));
+    rows_args a = {.C = C, .x = x, .w = w, .eps = eps, .out = out};
+    return rows_parallel(self, "rmsnorm", T, C, rmsnorm_rows, &a);
 }
 
 /* llama2.c's RoPE, in f32 as llama2.c computes it (freq = 1 / theta^(2i/hd), angle = pos*freq),
@@ -300,36 +363,28 @@ static void softmax_row(float *S, int64_t n)
 /* Query rows per block: the score block is ATT_BLOCK x T floats. */
 #define ATT_BLOCK 64
 
-/* Per head and per block of query rows [t0, t1): S = scale * Q K^T over keys [0, t1) (sgemm),
- * causal mask + softmax row by row, then O = P V (sgemm).  Only the upper triangle of the
- * diagonal block is computed and thrown away. */
-static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                         const float *q, const float *k, const float *v, float *out)
+typedef struct attention_args {
+    int64_t T, hd, qdim, kvdim, group, bs;
+    float scale;
+    const float *q, *k, *v;
+    float *out, *S; /* S: one [bs, T] score block per part */
+} attention_args;
+
+/* Heads [h0, h1): per block of query rows [t0, t0 + m), S = scale * Q K^T over keys [0, t0 + m)
+ * (sgemm), causal mask + softmax row by row, then O = P V (sgemm).  Only the upper triangle of
+ * the diagonal block is computed and thrown away. */
+static int attention_heads(void *p, int part, int64_t h0, int64_t h1)
 {
-    cpu_backend *be = self;
-    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
-        return FAIL(be, LMP_EINVAL,
-                    "attention: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
-                    "multiple of kv_heads)",
-                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
-    if (T == 0 || n_heads == 0) return LMP_OK;
-    if (!q || !k || !v || !out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
-    int64_t qdim = n_heads * hd, kvdim = n_kv_heads * hd, group = n_heads / n_kv_heads;
-    if (!fits_int(T) || !fits_int(qdim))
-        return FAIL(be, LMP_EINVAL, "attention: shape exceeds the BLAS int range");
-    float scale = (float)(1.0 / sqrt((double)hd));
-    int64_t bs = T < ATT_BLOCK ? T : ATT_BLOCK;
-    float *S = be->host->alloc(be->hctx, (size_t)bs * (size_t)T * sizeof *S); /* [bs, T] */
-    if (!S) return FAIL(be, LMP_ENOMEM, "attention: out of memory for %lld x %lld scores",
-                        (long long)bs, (long long)T);
-    blas_threads_for(be, (double)bs * (double)T * (double)hd); /* the largest GEMM below */
-    for (int64_t h = 0; h < n_heads; h++) {
-        const float *qh = q + h * hd, *kh = k + (h / group) * hd, *vh = v + (h / group) * hd;
-        float *oh = out + h * hd;
+    const attention_args *a = p;
+    const int64_t T = a->T, hd = a->hd, qdim = a->qdim, kvdim = a->kvdim, bs = a->bs;
+    float *S = a->S + (int64_t)part * bs * T; /* [bs, T] */
+    for (int64_t h = h0; h < h1; h++) {
+        const float *qh = a->q + h * hd, *kh = a->k + (h / a->group) * hd, *vh = a->v + (h / a->group) * hd;
+        float *oh = a->out + h * hd;
         for (int64_t t0 = 0; t0 < T; t0 += bs) {
             int64_t m = T - t0 < bs ? T - t0 : bs, nk = t0 + m; /* rows, visible keys */
             /* S[m, nk] = scale * Q[t0:t0+m, :] K[0:nk, :]^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nk, (int)hd, scale,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nk, (int)hd, a->scale,
                         qh + t0 * qdim, (int)qdim, kh, (int)kvdim, 0.0f, S, (int)nk);
             for (int64_t r = 0; r < m; r++) {
                 float *Sr = S + r * nk;
@@ -342,30 +397,63 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
                         S, (int)nk, vh, (int)kvdim, 0.0f, oh + t0 * qdim, (int)qdim);
         }
     }
-    be->host->free(be->hctx, S);
-    jitter(be, out, T, qdim, qdim, 0);
+    return 0;
+}
+
+/* Heads are independent: while each head's products are small enough for one OpenBLAS thread
+ * (SMALL_GEMM_MACS), the heads are shared among the backend's threads, each head computed as on
+ * one thread; larger products keep OpenBLAS's threads and the heads in turn. */
+static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                         const float *q, const float *k, const float *v, float *out)
+{
+    cpu_backend *be = self;
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+        return FAIL(be, LMP_EINVAL,
+                    "attention: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
+                    "multiple of kv_heads)",
+                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
+    if (T == 0 || n_heads == 0) return LMP_OK;
+    if (!q || !k || !v || !out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
+    attention_args a = {.T = T, .hd = hd, .qdim = n_heads * hd, .kvdim = n_kv_heads * hd,
+                        .group = n_heads / n_kv_heads, .bs = T < ATT_BLOCK ? T : ATT_BLOCK,
+                        .scale = (float)(1.0 / sqrt((double)hd)), .q = q, .k = k, .v = v, .out = out};
+    if (!fits_int(T) || !fits_int(a.qdim))
+        return FAIL(be, LMP_EINVAL, "attention: shape exceeds the BLAS int range");
+    const double macs = (double)a.bs * (double)T * (double)hd; /* the largest GEMM */
+    const int threads = macs < SMALL_GEMM_MACS && n_heads > 1 ? own_threads(be) : 1;
+    a.S = be->host->alloc(be->hctx, (size_t)threads * (size_t)a.bs * (size_t)T * sizeof *a.S);
+    if (!a.S) return FAIL(be, LMP_ENOMEM, "attention: out of memory for %lld x %lld scores",
+                          (long long)a.bs, (long long)T);
+    blas_threads_for(be, macs);
+    cpu_parallel_for(threads, n_heads, 1, attention_heads, &a);
+    be->host->free(be->hctx, a.S);
+    jitter(be, out, T, a.qdim, a.qdim, 0);
     return LMP_OK;
 }
 
 static int cpu_layernorm(void *self, int64_t T, int64_t C, const float *x, const float *w,
                          const float *b, float eps, float *out)
 {
-    return ref_status(self, "layernorm", lmp_ref_layernorm(T, C, x, w, b, eps, out));
+    rows_args a = {.C = C, .x = x, .w = w, .b = b, .eps = eps, .out = out};
+    return rows_parallel(self, "layernorm", T, C, layernorm_rows, &a);
 }
 
 static int cpu_gelu(void *self, int64_t n, const float *x, float *out)
 {
-    return ref_status(self, "gelu", lmp_ref_gelu(n, x, out));
+    rows_args a = {.C = 1, .x = x, .out = out};
+    return rows_parallel(self, "gelu", n, 1, gelu_range, &a);
 }
 
 static int cpu_swiglu(void *self, int64_t n, const float *gate, const float *up, float *out)
 {
-    return ref_status(self, "swiglu", lmp_ref_swiglu(n, gate, up, out));
+    rows_args a = {.C = 1, .x = gate, .y = up, .out = out};
+    return rows_parallel(self, "swiglu", n, 1, swiglu_range, &a);
 }
 
 static int cpu_log_softmax(void *self, int64_t rows, int64_t cols, const float *x, float *out)
 {
-    return ref_status(self, "log_softmax", lmp_ref_log_softmax(rows, cols, x, out));
+    rows_args a = {.C = cols, .x = x, .out = out};
+    return rows_parallel(self, "log_softmax", rows, cols, log_softmax_rows, &a);
 }
 
 /* Row-major traversal (the reference walks columns): cache friendly for tall X, and the SUM

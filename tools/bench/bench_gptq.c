@@ -190,6 +190,11 @@ int main(int argc, char **argv)
                true_sequential ? "true_sequential" : "all linears at once", original ? "original" : "compressed",
                passes && *passes && strcmp(passes, "0") ? ", every pass from the block's input" : "", t->forwards,
                t->forwards / (double)m->arch.n_layers);
+        printf("backend operations over 1%% of the time (seconds, calls, GFLOP/s where counted):\n");
+        for (int op = 0; op < LMP_OP_COUNT; op++)
+            if (c->seconds[op] > 0.01 * total)
+                printf("  %-14s %9.2f s %9lld calls %8.1f GFLOP/s\n", lmp_op_name((lmp_op)op), c->seconds[op],
+                       (long long)c->calls[op], c->flops[op] > 0 ? c->flops[op] / c->seconds[op] / 1e9 : 0.0);
         printf("hessian: %.1f GFLOP in %lld xtx_accum calls, %.1f GFLOP/s\n", c->flops[LMP_OP_xtx_accum] / 1e9,
                (long long)c->calls[LMP_OP_xtx_accum], hess_gf);
         printf("gemm on the Hessian's shapes (X^T X, X[%lld, %lld] and X[%lld, %lld], weighted): %.1f GFLOP/s "
