@@ -43,7 +43,7 @@ START_TEST(ppl_and_lambada_match_reference)
     double got_ppl;
     const char *p = strstr(out, "\"tokens\": ");
     ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(sscanf(p, "\"tokens\": %lld, \"windows\": %lld, \"ppl\": %lf", &got_tokens, &got_windows, &got_ppl), 3);
+    ck_assert_int_eq(sscanf(p, "\"tokens\": %lld, \"windows\": %lld, \"scored\": %*d, \"ppl\": %lf", &got_tokens, &got_windows, &got_ppl), 3);
     p = strstr(out, "\"lambada\": ");
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(sscanf(p, "\"lambada\": {\"passages\": %lld, \"correct\": %lld", &got_passages, &got_correct), 2);
@@ -57,12 +57,48 @@ START_TEST(ppl_and_lambada_match_reference)
 }
 END_TEST
 
+/* eval --score-second-half: the same windows, only the predictions from position 256 on, as
+ * llama-perplexity scores a chunk, against the reference's ppl_second_half line. */
+START_TEST(second_half_ppl_matches_reference)
+{
+    if (access(GGUF, R_OK) != 0) {
+        printf("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", GGUF);
+        return;
+    }
+    FILE *f = fopen(LMP_SOURCE_DIR "/tests/golden/smollm2_ref.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    long long windows = -1, from = -1, scored = -1;
+    double ppl = -1;
+    while (fgets(line, sizeof line, f))
+        sscanf(line, "ppl_second_half wiki.test.raw 512 max_windows=%lld score_from=%lld scored=%lld nll_sum=%*f ppl=%lf",
+               &windows, &from, &scored, &ppl);
+    fclose(f);
+    ck_assert_msg(ppl > 0 && from == 256, "no ppl_second_half line in tests/golden/smollm2_ref.txt");
+    static char out[1 << 12];
+    char args[2048];
+    snprintf(args, sizeof args, "--quiet eval %s --text %s/wikitext-2/wiki.test.raw --seq-len 512 --max-windows %lld "
+             "--score-second-half --json", GGUF, LMP_DATA_DIR, windows);
+    ck_assert_int_eq(lmp_test_cli(args, out, sizeof out), 0);
+    long long got_scored;
+    double got_ppl;
+    const char *p = strstr(out, "\"scored\": ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "\"scored\": %lld, \"ppl\": %lf", &got_scored, &got_ppl), 2);
+    printf("SmolLM2, second halves: ppl %.8f (reference %.8f, rel %.2e), %lld scored (reference %lld)\n", got_ppl,
+           ppl, fabs(got_ppl - ppl) / ppl, got_scored, scored);
+    ck_assert_int_eq(got_scored, scored);
+    ck_assert_msg(fabs(got_ppl - ppl) / ppl < 1e-5, "ppl %.8f vs %.8f", got_ppl, ppl);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("smollm2");
     TCase *tc = tcase_create("reference");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, ppl_and_lambada_match_reference);
+    tcase_add_test(tc, second_half_ppl_matches_reference);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

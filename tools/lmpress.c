@@ -142,13 +142,15 @@ static const char *const usage_check =
 
 static const char *const usage_eval =
     "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
-    "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--backend NAME] [--json]\n"
-    "                    [--allow-plugin DIR]... [--plugin-path DIR]...\n"
+    "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--score-second-half]\n"
+    "                    [--backend NAME] [--json] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
     "cut into floor(n/L) non-overlapping windows of L tokens (the tail dropped; --max-windows\n"
     "caps the count), each window evaluated from position 0, its L-1 next-token predictions\n"
     "scored; ppl = exp(mean negative log-likelihood).  L defaults to the model's context.\n"
+    "--score-second-half scores only the predictions from position L/2 on (L/2-1 a window), as\n"
+    "llama.cpp's llama-perplexity scores a chunk, so the two numbers can be compared.\n"
     "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
     "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
     "tokenizer file, a Hugging Face tokenizer.json or a .gguf (its vocabulary); GGUF models\n"
@@ -794,7 +796,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
 {
     const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL;
     int64_t L = 0, max_windows = 0, lambada_max = 0;
-    int json = 0, bad = 0;
+    int json = 0, bad = 0, second_half = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_eval, stdout);
         return 0;
@@ -805,6 +807,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--score-second-half") == 0) second_half = 1;
         else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--lambada-max") == 0) {
@@ -845,6 +848,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
     if (!st) {
         lmp_stream s;
         st = lmp_stream_begin(&s, ctx, &d.be, d.m, text ? 1 : 0, &ids, &windows, L, have_lam ? &lam : NULL, "eval");
+        if (second_half) s.score_from = L / 2;
         if (!st) st = lmp_stream_model(&s, d.m, &no_cache, 1, &score, &lscore);
         lmp_stream_free(&s);
     }
@@ -855,8 +859,8 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         if (text) {
             printf(", \"text\": ");
             print_json_string(text);
-            printf(", \"seq_len\": %lld, \"tokens\": %lld, \"windows\": %lld, \"ppl\": %.10g", (long long)L,
-                   (long long)n, (long long)score.windows, lmp_score_ppl(&score));
+            printf(", \"seq_len\": %lld, \"tokens\": %lld, \"windows\": %lld, \"scored\": %lld, \"ppl\": %.10g",
+                   (long long)L, (long long)n, (long long)score.windows, (long long)score.scored, lmp_score_ppl(&score));
         }
         if (lambada)
             printf(", \"lambada\": {\"passages\": %lld, \"correct\": %lld, \"acc\": %.10g, \"stderr\": %.10g}",

@@ -109,10 +109,13 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
             const int32_t *tok = tx->ids + w * tx->L;
             float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
             if (!(st = lmp_host_stop_if_interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
-            if (!st) st = lmp_head(s->be, m, tx->L, x, 1, var);
+            const int64_t f = s->score_from > 0 && s->score_from < tx->L - 1 ? s->score_from : 0;
+            if (!st && f && (!is_ref || refs[t].have))
+                st = lmp_fail(LMP_EINVAL, "%s: a window's second half alone is scored without a reference", s->label);
+            if (!st) st = lmp_head(s->be, m, tx->L - f, x + f * d, 1, var);
             if (!st && is_ref && refs[t].have) st = lmp_ref_logprobs_put(&refs[t], w, var);
             if (!st && !is_ref) st = lmp_ref_window(s->be, m, NULL, &refs[t], w, tok, tx->L, ref);
-            if (!st) lmp_score_window(ref, var, tok, tx->L, V, &scores[t]);
+            if (!st) lmp_score_window(ref, var, tok + f, tx->L - f, V, &scores[t]);
         }
     }
     if (s->lam && lam_out) memset(lam_out, 0, sizeof *lam_out);

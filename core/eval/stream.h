@@ -34,6 +34,10 @@ typedef struct lmp_stream {
     lmp_spill lam_h;            /* the passages' states, one after the other */
     int64_t *lam_off;           /* [passages]: where each starts in lam_h, in floats */
     int64_t blocks_done;
+    /* 0: every window's L-1 predictions are scored.  F > 0 (eval --score-second-half): only
+     * those from position F on, the head run on those rows alone, as llama-perplexity scores a
+     * chunk (F = L/2); not with a reference (no KLD then).  Set after lmp_stream_begin. */
+    int64_t score_from;
     float *x;                   /* one window's or passage's state when the stores are on disk */
     char label[256];
 } lmp_stream;

@@ -313,7 +313,7 @@ def log_softmax_rows(z):
 # ---------------------------------------------------------------------------------------------
 # evaluations
 
-def run_ppl(model, tok, text_path, seq_len, max_windows=None, out=None):
+def run_ppl(model, tok, text_path, seq_len, max_windows=None, out=None, score_from=0):
     with open(text_path, "rb") as f:
         text = f.read().decode("utf-8")
     ids = np.asarray(encode(tok, text), dtype=np.int64)
@@ -331,7 +331,8 @@ def run_ppl(model, tok, text_path, seq_len, max_windows=None, out=None):
         z = model.logits(h)                           # (L-1, vocab)
         lse = log_softmax_rows(z)
         tgt = win[1:]
-        nll = lse - z[np.arange(len(tgt)), tgt]
+        nll = (lse - z[np.arange(len(tgt)), tgt])[score_from:]  # predictions from position score_from on
+        tgt = tgt[score_from:]
         s = float(np.sum(nll, dtype=np.float64))
         per_window.append(s)
         nll_sum += s
@@ -515,6 +516,8 @@ def main():
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--max-windows", type=int)
     p.add_argument("--out", help="per-window NLL sums, one 'window nll_sum' per line")
+    p.add_argument("--score-from", type=int, default=0,
+                   help="score only the predictions from this position on (llama-perplexity: seq_len/2)")
     p = sub.add_parser("lambada")
     p.add_argument("--file", default=LAMBADA)
     p.add_argument("--max", type=int)
@@ -530,12 +533,13 @@ def main():
     model = SmolLM2(a.model, dtype)
     tok, _, _ = build_tokenizer(model.reader)
     if a.cmd == "ppl":
-        print(json.dumps(run_ppl(model, tok, a.text, a.seq_len, a.max_windows, a.out)), flush=True)
+        print(json.dumps(run_ppl(model, tok, a.text, a.seq_len, a.max_windows, a.out, a.score_from)), flush=True)
     elif a.cmd == "lambada":
         res, _ = run_lambada(model, tok, a.file, a.max, a.out)
         print(json.dumps(res), flush=True)
     elif a.cmd == "golden":
         pr = run_ppl(model, tok, WIKI, 512, 8)
+        hr = run_ppl(model, tok, WIKI, 512, 8, score_from=256)
         lr, per = run_lambada(model, tok, LAMBADA, 300)
         print("# smollm2_ref.txt: written by `PYTHONPATH=/tmp/refpy /usr/bin/python3 tools/ref/smollm2_ref.py golden`")
         print("# (independent numpy %s reference of SmolLM2-135M-Instruct = the dequantized weights of" % a.dtype)
@@ -545,6 +549,10 @@ def main():
         print("# lambada: lambada --file data/lambada/lambada_test.jsonl --max 300 (lambada_openai)")
         print("ppl wiki.test.raw 512 max_windows=8 tokens=%d windows=%d scored=%d nll_sum=%.10f ppl=%.8f" % (
             pr["tokens"], pr["windows"], pr["scored"], pr["nll_sum"], pr["ppl"]))
+        print("# ppl_second_half: the same windows, only predictions from position 256 on (--score-from 256,")
+        print("#   llama-perplexity's way; lmpress eval --score-second-half)")
+        print("ppl_second_half wiki.test.raw 512 max_windows=8 score_from=256 scored=%d nll_sum=%.10f ppl=%.8f" % (
+            hr["scored"], hr["nll_sum"], hr["ppl"]))
         print("lambada lambada_test.jsonl max=300 correct=%d passages=%d acc=%.6f" % (
             lr["correct"], lr["passages"], lr["acc"]))
         print("# per-passage lambada results (1 = all continuation tokens greedy-correct), passages 0..%d:" % (len(per) - 1))

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""llmc_oneshot.py — llm-compressor's side of tools/bench/peers.sh: one `oneshot` run on a
+Hugging Face folder, calibrated on the same windows lmpress cuts, its time and its output.
+
+    python llmc_oneshot.py --model BASE_HF --out OUT_DIR --text wiki.valid.tokens --windows 16 \
+        --method gptq --strategy group --group-size 64 [--actorder weight|none] [--json T.json]
+    python llmc_oneshot.py --model BASE_HF --method sq-w8a8 --out OUT_DIR ...
+    python llmc_oneshot.py --model BASE_HF --text wiki.valid.tokens --check-ppl 2   # no oneshot
+
+Calibration windows: the text file's bytes, decoded as UTF-8 and tokenized at once with the
+folder's tokenizer.json and no special tokens (BOS only with --bos, for a tokenizer whose
+convention adds one: SmolLM2's does not), cut into consecutive windows of --seq-len tokens from
+the start, the tail dropped: lmpress's `calibration.sampling = "sequential"` (lmp_windows_cut).
+They go to oneshot pre-tokenized, in order (shuffle_calibration_samples=False), batch size 1.
+
+Methods (targets Linear, lm_head ignored, float32 weights, torch threads = --threads):
+  gptq     GPTQModifier, int weights of --bits, symmetric, strategy channel or group
+           (--group-size), actorder --actorder (llm-compressor's default is "static", an alias
+           of "weight"), dampening_frac 0.01, block_size 128 (its defaults).
+  sq-w8a8  SmoothQuantModifier(smoothing_strength=--alpha) then QuantizationModifier with the
+           W8A8 preset: int8 symmetric per-channel weights, int8 symmetric dynamic per-token
+           input activations.
+
+Printed and written to --json: seconds of the oneshot() call alone (the compression: tracing,
+calibration forwards, smoothing / GPTQ, propagation), of the save, tokens, windows and the
+versions of llmcompressor, torch, transformers and compressed-tensors.  --check-ppl K instead
+runs the unmodified model on the first K windows and prints their perplexity: over L-1
+predictions per window, as `lmpress eval --seq-len L --max-windows K` scores, and over the
+second half only, as `llama-perplexity -c L --chunks K` scores; to check that the tools read the
+same tokens and compute the same model.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="Hugging Face folder of the unmodified model")
+    p.add_argument("--out", help="output folder (save_pretrained)")
+    p.add_argument("--text", required=True, help="calibration text file")
+    p.add_argument("--windows", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--bos", action="store_true", help="prepend BOS to the text's tokens")
+    p.add_argument("--method", choices=["gptq", "sq-w8a8"], default="gptq")
+    p.add_argument("--bits", type=int, default=4)
+    p.add_argument("--strategy", choices=["channel", "group"], default="channel")
+    p.add_argument("--group-size", type=int, default=64)
+    p.add_argument("--actorder", choices=["weight", "none"], default="weight")
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--dense", action="store_true",
+                   help="save_compressed=False: dense fake-quantized weights")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", help="write the timings and versions here")
+    p.add_argument("--check-ppl", type=int, default=0, metavar="K",
+                   help="only print the unmodified model's perplexity on the first K windows")
+    return p.parse_args()
+
+
+def versions():
+    from importlib.metadata import version
+    return {name: version(name) for name in ("llmcompressor", "torch", "transformers", "compressed-tensors")}
+
+
+def calibration_windows(tokenizer, path, seq_len, n, bos):
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if bos:
+        ids = [tokenizer.bos_token_id] + ids
+    avail = len(ids) // seq_len
+    if avail < n:
+        print(f"llmc_oneshot: {path} gives {avail} windows of {seq_len}; using {avail}", file=sys.stderr)
+        n = avail
+    return len(ids), [ids[i * seq_len:(i + 1) * seq_len] for i in range(n)]
+
+
+def check_ppl(model, windows):
+    """NLL of every window's L-1 predictions (lmpress eval), and of the second half's only:
+    positions L/2 .. L-2 predicting L/2+1 .. L-1, as llama-perplexity scores a chunk."""
+    import torch
+    nll, half, count, count_half = 0.0, 0.0, 0, 0
+    with torch.no_grad():
+        for w in windows:
+            x = torch.tensor([w])
+            logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].double(), dim=-1)
+            tok = logp.gather(1, x[0, 1:, None])[:, 0]
+            first = len(w) // 2
+            nll -= tok.sum().item()
+            half -= tok[first:].sum().item()
+            count += len(w) - 1
+            count_half += len(w) - 1 - first
+    return nll, count, half, count_half
+
+
+def recipe_for(a):
+    from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+    from llmcompressor.modifiers.transform import SmoothQuantModifier
+    if a.method == "gptq":
+        weights = {"num_bits": a.bits, "type": "int", "symmetric": True, "strategy": a.strategy}
+        if a.strategy == "group":
+            weights["group_size"] = a.group_size
+        return [GPTQModifier(config_groups={"group_0": {"targets": ["Linear"], "weights": weights}},
+                             ignore=["lm_head"], actorder=None if a.actorder == "none" else a.actorder)]
+    return [SmoothQuantModifier(smoothing_strength=a.alpha),
+            QuantizationModifier(targets="Linear", scheme="W8A8", ignore=["lm_head"])]
+
+
+def main():
+    a = parse_args()
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(a.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+    torch.set_num_threads(a.threads)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ver = versions()
+    print("llmc_oneshot: " + ", ".join(f"{k} {v}" for k, v in ver.items()) +
+          f"; torch threads {torch.get_num_threads()}", file=sys.stderr)
+    tokenizer = AutoTokenizer.from_pretrained(a.model)
+    n_tokens, windows = calibration_windows(tokenizer, a.text, a.seq_len,
+                                            a.check_ppl or a.windows, a.bos)
+    print(f"llmc_oneshot: {a.text}: {n_tokens} tokens, {len(windows)} windows of {a.seq_len}, "
+          f"first ids {windows[0][:6]}", file=sys.stderr)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    model.eval()
+
+    if a.check_ppl:
+        import math
+        nll, count, half, count_half = check_ppl(model, windows)
+        res = {"text": a.text, "tokens": n_tokens, "windows": len(windows), "scored": count,
+               "ppl": math.exp(nll / count), "scored_second_half": count_half,
+               "ppl_second_half": math.exp(half / count_half), "versions": ver}
+        print(json.dumps(res))
+        return
+
+    from datasets import Dataset
+    from llmcompressor import oneshot
+
+    ds = Dataset.from_dict({"input_ids": windows, "attention_mask": [[1] * a.seq_len for _ in windows]})
+    recipe = recipe_for(a)
+    t0 = time.perf_counter()
+    oneshot(model=model, dataset=ds, recipe=recipe, num_calibration_samples=len(windows),
+            max_seq_length=a.seq_len, shuffle_calibration_samples=False, batch_size=1)
+    t1 = time.perf_counter()
+    save_s = None
+    if a.out:
+        tmp = a.out.rstrip("/") + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp, save_compressed=not a.dense)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(a.out, ignore_errors=True)
+        os.rename(tmp, a.out)
+        save_s = time.perf_counter() - t1
+    res = {"method": a.method, "strategy": a.strategy if a.method == "gptq" else "channel",
+           "group_size": a.group_size if a.method == "gptq" and a.strategy == "group" else None,
+           "actorder": a.actorder if a.method == "gptq" else None,
+           "windows": len(windows), "seq_len": a.seq_len, "tokens": n_tokens,
+           "threads": torch.get_num_threads(), "compress_s": t1 - t0, "save_s": save_s,
+           "out": a.out, "versions": ver}
+    print(f"llmc_oneshot: oneshot {t1 - t0:.2f} s" + (f", save {save_s:.2f} s" if save_s else ""),
+          file=sys.stderr)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
