@@ -36,14 +36,13 @@
 #      against the unmodified model on the first --eval-windows windows of 512 tokens of
 #      WikiText-2 test: KLD, ppl, top-1.
 #   3. Evaluation throughput on OUT/f32.gguf and wiki.test.raw, alternately: lmpress eval
-#      --seq-len 512 --max-windows E against llama-perplexity -c 512 --chunks E -t THREADS, and
-#      both again on 1 window (startup: load + tokenize + 1 window), so that the marginal rate
-#      (E-1)*512 / (t_E - t_1) leaves the startup out.  Both forward the same E windows of 512
-#      tokens (llama-perplexity splits the text into chunks exactly as lmpress cuts windows; no
-#      BOS) but they score different tokens: lmpress all 511 predictions of a window,
-#      llama-perplexity only the second half's 255 (no option of either changes that), so the
-#      rate compared is tokens forwarded per second, and the two perplexities are checked
-#      against torch's on the same windows computed both ways.
+#      --seq-len 512 --max-windows E --score-second-half against llama-perplexity -c 512
+#      --chunks E -t THREADS, and both again on 1 window (startup: load + tokenize + 1 window),
+#      so that the marginal rate (E-1)*512 / (t_E - t_1) leaves the startup out.  Both forward
+#      the same E windows of 512 tokens (llama-perplexity splits the text into chunks exactly as
+#      lmpress cuts windows; no BOS) and score the same E*255 predictions (each window's second
+#      half: --score-second-half; the counts are checked), and both perplexities are checked
+#      against torch's on the same windows and predictions.
 #
 # Measured (OUT/peers.md; ratio = llm-compressor's (or llama.cpp's) time over lmpress's, the
 # median of the per-pair ratios, > 1: lmpress is faster):
@@ -226,7 +225,7 @@ if want eval; then
         for e in "$eval_windows" 1; do
             [ -f "$d/lmpress-e$e-r$r.time" ] ||
                 timed "$d/lmpress-e$e-r$r.time" "$d/lmpress-e$e-r$r.log" "$lmpress" eval "$out/f32.gguf" \
-                    --text "$test" --seq-len 512 --max-windows "$e" --json
+                    --text "$test" --seq-len 512 --max-windows "$e" --score-second-half --json
             [ -f "$d/llama-e$e-r$r.time" ] ||
                 timed "$d/llama-e$e-r$r.time" "$d/llama-e$e-r$r.log" "$bin/llama-perplexity" -m "$out/f32.gguf" \
                     -f "$test" -c 512 --chunks "$e" -t "$threads"
@@ -324,9 +323,11 @@ if os.path.isdir(d):
     print(f"## Evaluation throughput: lmpress eval against llama-perplexity\n")
     tc = glob.glob(f"{d}/torch-check-e{E}.json")
     tj = last(tc[0]) if tc else None
+    lj = sorted(glob.glob(f"{d}/lmpress-e{E}-r*.log"))
+    scored_lmpress = last(lj[0]).get("scored") if lj else None
     print(f"F32 GGUF written by lmpress, WikiText-2 test, {E} windows (chunks) of 512 tokens, -t {threads}.  "
-          f"Both forward {E * 512} tokens; lmpress scores {E * 511} predictions (all 511 of a window), "
-          f"llama-perplexity {E * 255} (the second half's 255).  tok/s = tokens forwarded per wall second; "
+          f"Both forward {E * 512} tokens and score the second half of each window ({E * 255} predictions; "
+          f"lmpress eval --score-second-half scored {scored_lmpress}).  tok/s = tokens forwarded per wall second; "
           f"marginal = ({E}-1)*512 / (t_{E} - t_1): without the startup (load, tokenize).\n")
     print("| tool | runs | wall s, {E} windows | wall s, 1 window | tok/s | marginal tok/s | marginal tok/s per thread | CPU s | ppl | torch, same definition |".replace("{E}", str(E)))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -339,7 +340,7 @@ if os.path.isdir(d):
         ppl = None
         if tool == "lmpress":
             ppl = last(sorted(glob.glob(f"{d}/lmpress-e{E}-r*.log"))[0])["ppl"]
-            ref = tj and tj["ppl"]
+            ref = tj and tj["ppl_second_half"]
         else:
             m = re.search(r"Final estimate: PPL = ([0-9.]+)", open(sorted(glob.glob(f"{d}/llama-e{E}-r*.log"))[0]).read())
             ppl = m and float(m.group(1))
