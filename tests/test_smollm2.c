@@ -14,14 +14,22 @@
 
 #define GGUF LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-START_TEST(ppl_and_lambada_match_reference)
+/* The reference's numbers, or NULL (with the skip said) when the model was not fetched. */
+static FILE *golden_or_skip(void)
 {
     if (access(GGUF, R_OK) != 0) {
         printf("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", GGUF);
-        return;
+        return NULL;
     }
     FILE *f = fopen(LMP_SOURCE_DIR "/tests/golden/smollm2_ref.txt", "r");
     ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+START_TEST(ppl_and_lambada_match_reference)
+{
+    FILE *f = golden_or_skip();
+    if (!f) return;
     char line[1024];
     long long tokens = -1, windows = -1, scored = -1, passages = -1, correct = -1, lam_max = -1;
     double ppl = -1;
@@ -61,12 +69,8 @@ END_TEST
  * llama-perplexity scores a chunk, against the reference's ppl_second_half line. */
 START_TEST(second_half_ppl_matches_reference)
 {
-    if (access(GGUF, R_OK) != 0) {
-        printf("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", GGUF);
-        return;
-    }
-    FILE *f = fopen(LMP_SOURCE_DIR "/tests/golden/smollm2_ref.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = golden_or_skip();
+    if (!f) return;
     char line[1024];
     long long windows = -1, from = -1, scored = -1;
     double ppl = -1;

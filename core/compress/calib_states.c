@@ -116,7 +116,7 @@ int lmp_calib_pass(lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *
     /* A pass that stops inside the block past where it started leaves a state for the next. */
     int keep = cs && !cs->full_passes && stop < 4 && stop > from;
     const int use_state = from > 0 || keep;
-    if (use_state) cs->at = 0; /* overwritten window by window from here on */
+    if (use_state && from < stop) cs->at = 0; /* the segments run overwrite it window by window */
     float *tmp = out ? NULL : malloc((size_t)per * sizeof *tmp);
     int st = out || tmp ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     for (int64_t w = 0; w < n && !st; w++) {
