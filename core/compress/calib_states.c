@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 int lmp_calib_states_init(lmp_ctx *ctx, lmp_calib_states *cs, const lmp_arch *a, int64_t n, int64_t T)
 {
@@ -34,44 +35,28 @@ void lmp_calib_states_free(lmp_calib_states *cs)
     memset(cs, 0, sizeof *cs);
 }
 
-/* h folded with the bytes of p[bytes] (NULL: a marker of its own), a 64-bit word at a time. */
-static uint64_t mix(uint64_t h, const void *p, size_t bytes)
-{
-    const uint64_t prime = 0x100000001b3ull;
-    if (!p) return (h ^ 0x9e3779b97f4a7c15ull) * prime;
-    const unsigned char *c = p;
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-        uint64_t w;
-        memcpy(&w, c + i, 8);
-        h = (h ^ w) * prime;
-    }
-    for (; i < bytes; i++) h = (h ^ c[i]) * prime;
-    return (h ^ bytes) * prime;
-}
-
 static uint64_t mix_linear(uint64_t h, const lmp_linear *l)
 {
     const size_t in = (size_t)l->in, out = (size_t)l->out;
-    h = mix(h, l->w, out * in * sizeof *l->w);
-    h = mix(h, l->b, out * sizeof *l->b);
-    h = mix(h, l->in_shift, in * sizeof *l->in_shift);
-    h = mix(h, l->in_scale, in * sizeof *l->in_scale);
-    h = mix(h, l->shift_bias, out * sizeof *l->shift_bias);
+    h = lmp_fnv1a64_words(h, l->w, out * in * sizeof *l->w);
+    h = lmp_fnv1a64_words(h, l->b, out * sizeof *l->b);
+    h = lmp_fnv1a64_words(h, l->in_shift, in * sizeof *l->in_shift);
+    h = lmp_fnv1a64_words(h, l->in_scale, in * sizeof *l->in_scale);
+    h = lmp_fnv1a64_words(h, l->shift_bias, out * sizeof *l->shift_bias);
     const int64_t act[] = {l->act.mode, l->act.bits, l->act.rounding};
-    h = mix(h, act, sizeof act);
-    return mix(h, &l->act.scale, sizeof l->act.scale);
+    h = lmp_fnv1a64_words(h, act, sizeof act);
+    return lmp_fnv1a64_words(h, &l->act.scale, sizeof l->act.scale);
 }
 
 /* Every array segments 0..at-1 of blk read (norm 0 opens segment 0, norm 1 segment 2). */
 static uint64_t segments_key(const lmp_block *blk, int at)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = LMP_FNV1A64_INIT;
     for (int g = 0; g < at; g++) {
         if ((g == 0 || g == 2) && g / 2 < blk->n_norms) {
             const lmp_norm *nm = &blk->norms[g / 2];
-            h = mix(h, nm->w, (size_t)nm->dim * sizeof *nm->w);
-            h = mix(h, nm->b, (size_t)nm->dim * sizeof *nm->b);
+            h = lmp_fnv1a64_words(h, nm->w, (size_t)nm->dim * sizeof *nm->w);
+            h = lmp_fnv1a64_words(h, nm->b, (size_t)nm->dim * sizeof *nm->b);
         }
         for (int i = 0; i < blk->n_linears; i++)
             if (lmp_input_group(blk->linears[i].role) == g) h = mix_linear(h, &blk->linears[i]);

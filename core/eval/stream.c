@@ -105,13 +105,13 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
     for (int t = 0; t < s->n_texts && !st; t++) {
         lmp_stream_text *tx = &s->texts[t];
         memset(&scores[t], 0, sizeof scores[t]);
+        const int64_t f = s->score_from > 0 && s->score_from < tx->L - 1 ? s->score_from : 0;
+        if (f && (!is_ref || refs[t].have))
+            st = lmp_fail(LMP_EINVAL, "%s: a window's second half alone is scored without a reference", s->label);
         for (int64_t w = 0; w < tx->n_windows && !st; w++) {
             const int32_t *tok = tx->ids + w * tx->L;
             float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
             if (!(st = lmp_host_stop_if_interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
-            const int64_t f = s->score_from > 0 && s->score_from < tx->L - 1 ? s->score_from : 0;
-            if (!st && f && (!is_ref || refs[t].have))
-                st = lmp_fail(LMP_EINVAL, "%s: a window's second half alone is scored without a reference", s->label);
             if (!st) st = lmp_head(s->be, m, tx->L - f, x + f * d, 1, var);
             if (!st && is_ref && refs[t].have) st = lmp_ref_logprobs_put(&refs[t], w, var);
             if (!st && !is_ref) st = lmp_ref_window(s->be, m, NULL, &refs[t], w, tok, tx->L, ref);
