@@ -16,6 +16,7 @@
 #include "analyze/analyze.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
+#include "distrib/distrib.h"
 #include "compress/imatrix_map.h"
 #include "config/config.h"
 #include "eval/lambada.h"
@@ -194,6 +195,29 @@ static int fail(void)
 {
     fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
     return 1;
+}
+
+/* fail() for the commands an MPI run spreads: every rank learns the run's error (distrib.h), and
+ * rank 0 alone prints it. */
+static int fail_on(lmp_ctx *ctx)
+{
+    return lmp_dist_rank(lmp_host_dist(ctx)) > 0 ? 1 : fail();
+}
+
+/* An MPI run, after every rank loaded the config: rank 0's error first if any rank failed, and
+ * a rank that read another file (another node's copy) refused by its fingerprint. */
+static int dist_same_config(lmp_ctx *ctx, int st, const lmp_run_config *c)
+{
+    lmp_dist *d = lmp_host_dist(ctx);
+    if (!d || (st = lmp_dist_agree(d, st))) return st;
+    char hash[17], mine[17], first[17];
+    lmp_run_fingerprint(c, hash, mine);
+    memcpy(first, mine, sizeof first);
+    int local = lmp_dist_bcast(d, first, sizeof first);
+    if (!local && strcmp(first, mine) != 0)
+        local = lmp_fail(LMP_EINVAL, "rank %d: %s is not rank 0's (fingerprint %s, rank 0's %s): every rank must "
+                         "read the same config, with the same backend and lmpress", lmp_dist_rank(d), c->path, mine, first);
+    return lmp_dist_agree(d, local);
 }
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
@@ -515,6 +539,15 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         return usage_error(usage_compare, "--embedding-type %s: expected f32, f16 or q8_0", out.embedding_type);
     if (out.embedding_type && (out.output_hf || (out.output && !lmp_export_is_gguf(out.output)) || (!out.output && !out.output_dir)))
         return usage_error(usage_compare, "%s", "--embedding-type goes with a GGUF export (--output X.gguf, or --output-dir)");
+    lmp_dist *dist = lmp_host_dist(ctx);
+    if (dist && (out.output || out.output_dir))
+        return usage_error(usage_compare, "%s", "--output and --output-dir are not spread over MPI ranks: export the "
+                           "variant you chose with `lmpress run CONFIG --variant NAME --output PATH` in one process");
+    if (lmp_dist_rank(dist) > 0) { /* rank 0 writes the report */
+        out.path[0] = out.path[1] = out.path[2] = NULL;
+        out.table = NULL;
+        to_stdout = 0;
+    }
     if ((out.output && lmp_export_check_path(out.output, "--output")) ||
         (out.output_dir && lmp_export_check_dir(out.output_dir, "--output-dir")))
         return fail();
@@ -528,10 +561,15 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     int *which = NULL, n_which = 0;
     int st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
-    if (!st && resume && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
-    else if (!st && resume) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
+    if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
+    else if (!st && resume && out.path[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
     if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st) st = choose_variants(c, globs, n_globs, single, prior, which, &n_which);
+    if (dist) { /* rank 0's choice, which --resume may have widened, for every rank */
+        st = dist_same_config(ctx, st, c);
+        if (!st) st = lmp_dist_bcast(dist, &n_which, sizeof n_which);
+        if (!st) st = lmp_dist_bcast(dist, which, (int64_t)n_which * (int64_t)sizeof *which);
+    }
     lmp_report *r = NULL;
     if (!st) {
         catch_interrupts(ctx);
@@ -549,7 +587,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
                 kept ? "every finished variant is kept in " : "the finished rows are above",
                 kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
-    } else if (st) rc = fail();
+    } else if (st) rc = fail_on(ctx);
     else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
         fprintf(stderr, "lmpress: error: --output %s: nothing was written: the variant was not compressed in this run "
                         "(another tool's file, or taken from --resume)\n", out.output);
@@ -664,11 +702,14 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (o.keep_params && !o.have_target && !o.skip_top && !o.n_curve)
         return usage_error(usage_analyze, "%s", "--keep-params goes with --skip-top, --target or --curve");
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
+    const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
+    for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
     for (int k = 0; k < 4; k++)
         if (paths[k] && lmp_outfile_check(paths[k], path_opts[k])) return fail();
     lmp_run_config *c = NULL;
     int st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
+    st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */
         o.variant = -1;
         int pipelines = 0;
@@ -686,7 +727,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         catch_interrupts(ctx);
         st = lmp_analyze(ctx, c, &o, &a);
     }
-    if (!st) lmp_analysis_table(a, stdout, (int)top);
+    if (!st && lead) lmp_analysis_table(a, stdout, (int)top);
     for (int k = 0; k < 4 && !st; k++) {
         if (!paths[k]) continue;
         analysis_writer w = {fns[k], a};
@@ -696,7 +737,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (interrupt_signal) {
         fprintf(stderr, "lmpress: error: stopped by %s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM");
         rc = 128 + interrupt_signal;
-    } else if (st) rc = fail();
+    } else if (st) rc = fail_on(ctx);
     lmp_analysis_free(a);
     lmp_config_free(c);
     return rc;
@@ -1104,23 +1145,13 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv)
     return usage_error(usage_main, "unknown command '%s'", cmd);
 }
 
-int main(int argc, char **argv)
+/* The global options, then the command. */
+static int run_args(lmp_ctx *ctx, int argc, char **argv)
 {
-    /* The forward allocates its activations per call (tens of MB for a 512-token window); keep
-     * freed memory in the heap instead of returning it to the kernel and faulting zeroed pages
-     * in again on the next call (that cost 8 % of an evaluation). */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit */
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    /* Past a file size limit (ulimit -f) a write should fail with EFBIG, reported with the file's
-     * name, rather than the signal killing the process mid-report. */
-    signal(SIGXFSZ, SIG_IGN);
-    /* The command is the run: its verbosity, trusted folders, backend, RNG and progress line. */
-    lmp_ctx ctx;
-    lmp_ctx_init(&ctx);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
-        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_DEBUG);
+        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
+        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_DEBUG);
         else if (strcmp(argv[i], "--version") == 0) {
             printf("lmpress %s (plugin ABI %d.%d)\n", LMP_VERSION, LMP_ABI_MAJOR, LMP_ABI_MINOR);
             return 0;
@@ -1136,12 +1167,37 @@ int main(int argc, char **argv)
     /* --quiet / --verbose are also accepted after the command. */
     int k = 0;
     for (int j = 0; j < sub_argc; j++) {
-        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
-        else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(&ctx, LMP_LOG_DEBUG);
+        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
+        else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_DEBUG);
         else sub_argv[k++] = sub_argv[j];
     }
     sub_argc = k;
-    int rc = run_command(&ctx, cmd, sub_argc, sub_argv);
+    lmp_dist *dist = lmp_host_dist(ctx);
+    if (dist && strcmp(cmd, "compare") != 0 && strcmp(cmd, "analyze") != 0)
+        return lmp_dist_rank(dist) > 0 ? 2 : usage_error(usage_main, "only compare and analyze run over MPI ranks, "
+                                                         "not '%s': run it without mpirun or srun", cmd);
+    return run_command(ctx, cmd, sub_argc, sub_argv);
+}
+
+int main(int argc, char **argv)
+{
+    /* The forward allocates its activations per call (tens of MB for a 512-token window); keep
+     * freed memory in the heap instead of returning it to the kernel and faulting zeroed pages
+     * in again on the next call (that cost 8 % of an evaluation). */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* Past a file size limit (ulimit -f) a write should fail with EFBIG, reported with the file's
+     * name, rather than the signal killing the process mid-report. */
+    signal(SIGXFSZ, SIG_IGN);
+    /* Under mpirun / srun: MPI starts here, before the plugins load (distrib.h). */
+    lmp_dist *dist = NULL;
+    if (lmp_dist_start(&argc, &argv, &dist)) return fail();
+    /* The command is the run: its verbosity, trusted folders, backend, RNG and progress line. */
+    lmp_ctx ctx;
+    lmp_ctx_init(&ctx);
+    lmp_host_set_dist(&ctx, dist);
+    if (lmp_dist_rank(dist) > 0) lmp_host_set_verbosity(&ctx, LMP_LOG_WARN); /* rank 0 speaks for the run */
+    int rc = run_args(&ctx, argc, argv);
     lmp_ctx_clear(&ctx);
-    return rc;
+    return lmp_dist_end(dist, rc);
 }

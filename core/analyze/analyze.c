@@ -14,6 +14,7 @@
 #include "compare/compare.h"
 #include "compress/pipeline.h"
 #include "config/config_write.h"
+#include "distrib/distrib.h"
 #include "model/block_store.h"
 #include "model/forward.h"
 
@@ -533,6 +534,64 @@ static int run_curves(lmp_ctx *ctx, lmp_analysis *a, lmp_bcache *bc, sets *s)
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+/* The per-unit evaluations as jobs (distrib.h): spread over the ranks of an MPI run, run in
+ * order in one process.  A result travels as the unit's numbers plus the block forwards its
+ * evaluation cost, so rank 0's counters end as a single process's would. */
+typedef struct unit_jobs {
+    lmp_ctx *ctx;
+    lmp_analysis *a;
+    lmp_bcache *bc;
+    sets *s;
+    int alt;
+    double t0;
+    uint8_t *back;             /* rank 0: [n_units], the units whose numbers came back */
+} unit_jobs;
+
+typedef struct unit_wire {
+    lmp_bcache_result res;
+    int64_t forwards, naive_forwards, evals;
+} unit_wire;
+
+static void unit_eta(lmp_ctx *ctx, int k, int n, double spent);
+
+static int unit_run(void *ud, int u, void **out, size_t *bytes)
+{
+    unit_jobs *uj = ud;
+    lmp_an_unit *un = &uj->a->units[u];
+    unit_eta(uj->ctx, u, uj->a->n_units, lmp_now_s() - uj->t0);
+    char what[256];
+    snprintf(what, sizeof what, "analyze %s", un->name);
+    pick_units(uj->s, uj->a, &u, 1, uj->alt);
+    const lmp_bcache before = *uj->bc;
+    int st = eval_pick(uj->bc, uj->s, what, &un->res);
+    if (st || lmp_dist_rank(lmp_host_dist(uj->ctx)) == 0) return st; /* rank 0's own: in place */
+    unit_wire *w = malloc(sizeof *w);
+    if (!w) return lmp_fail(LMP_ENOMEM, "out of memory");
+    *w = (unit_wire){un->res, uj->bc->forwards - before.forwards, uj->bc->naive_forwards - before.naive_forwards,
+                     uj->bc->evals - before.evals};
+    *out = w;
+    *bytes = sizeof *w;
+    return 0;
+}
+
+/* Rank 0 (under the scheduler's lock): a unit's numbers from another rank, counted as if here. */
+static int unit_take(void *ud, int u, int rank, int st, const char *msg, const void *in, size_t bytes)
+{
+    unit_jobs *uj = ud;
+    if (st) return 0; /* the scheduler keeps the first failure */
+    if (uj->back[u]++) return lmp_fail(LMP_EINVAL, "MPI: unit %s came back twice (now from rank %d)", uj->a->units[u].name, rank);
+    if (rank == 0) return 0;
+    if (bytes != sizeof(unit_wire))
+        return lmp_fail(LMP_EIO, "MPI: unit %s: a result of %zu bytes from rank %d", uj->a->units[u].name, bytes, rank);
+    unit_wire w;
+    memcpy(&w, in, sizeof w);
+    uj->a->units[u].res = w.res;
+    uj->bc->forwards += w.forwards;
+    uj->bc->naive_forwards += w.naive_forwards;
+    uj->bc->evals += w.evals;
+    return 0;
+}
+
 static void unit_eta(lmp_ctx *ctx, int k, int n, double spent)
 {
     char line[160];
@@ -580,8 +639,9 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     lmp_host_seed(ctx, c->seed);
     if (!st) st = lmp_run_prepare(&run, r);
     /* the unmodified model's log-probabilities, its blocks read one at a time */
+    if (lmp_host_dist(ctx)) st = lmp_dist_agree(lmp_host_dist(ctx), st);
     if (!st) lmp_progress_context(ctx, "[reference]");
-    if (!st) st = lmp_run_reference(&run, r);
+    if (!st) st = lmp_run_share_reference(&run, r);
 
     watch_state w = {.a = a, .be = &run.be, .v = a->v};
     sets s = {0};
@@ -645,16 +705,22 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         a->variant_res = opts->mode == LMP_AN_RESTORE_ONE ? bc.base : other;
         a->float_res = opts->mode == LMP_AN_RESTORE_ONE ? other : bc.base;
     }
-    /* 3. every unit */
+    /* 3. every unit: jobs, spread over the ranks of an MPI run (each rank did 1 and 2 itself) */
     t0 = lmp_now_s();
-    const int alt = opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q;
-    for (int u = 0; u < a->n_units && !st; u++) {
-        unit_eta(ctx, u, a->n_units, lmp_now_s() - t0);
+    lmp_dist *dist = lmp_host_dist(ctx);
+    unit_jobs uj = {.ctx = ctx, .a = a, .bc = &bc, .s = &s, .alt = opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q,
+                    .t0 = t0};
+    if (dist) st = lmp_dist_agree(dist, st);
+    if (!st && !(uj.back = calloc((size_t)a->n_units + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (dist) st = lmp_dist_agree(dist, st);
+    if (!st) st = lmp_dist_run_jobs(dist, &(lmp_dist_jobs){.n = a->n_units, .run = unit_run, .take = unit_take, .ud = &uj});
+    /* the rest (ranks, skip search, curves) is rank 0's */
+    const int stop_here = lmp_dist_rank(dist) > 0;
+    for (int u = 0; u < a->n_units && !st && !stop_here; u++)
+        if (!uj.back[u]) st = lmp_fail(LMP_EINVAL, "MPI: unit %s never came back", a->units[u].name);
+    free(uj.back);
+    for (int u = 0; u < a->n_units && !st && !stop_here; u++) {
         lmp_an_unit *un = &a->units[u];
-        char what[256];
-        snprintf(what, sizeof what, "analyze %s", un->name);
-        pick_units(&s, a, &u, 1, alt);
-        st = eval_pick(&bc, &s, what, &un->res);
         un->value = lmp_an_value(opts->metric, &un->res);
         un->gain = opts->mode == LMP_AN_RESTORE_ONE ? harm(opts->metric, &a->base) - harm(opts->metric, &un->res)
                                                     : harm(opts->metric, &un->res) - harm(opts->metric, &a->base);
@@ -669,6 +735,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     a->rank_forwards = bc.forwards;
     a->rank_naive_forwards = bc.naive_forwards;
     /* 4. ranks, proxy ranks, Spearman */
+    if (!st && stop_here) goto done;
     if (!st) {
         a->order = malloc((size_t)a->n_units * sizeof *a->order);
         a->proxy_order = malloc((size_t)a->n_units * sizeof *a->proxy_order);
@@ -713,6 +780,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         st = run_curves(ctx, a, &bc, &s);
     }
     a->search_s = lmp_now_s() - t0;
+done:
     lmp_progress_context(ctx, NULL);
     a->forwards = bc.forwards;
     a->naive_forwards = bc.naive_forwards;

@@ -16,10 +16,12 @@
 #include "base/hash.h"
 #include "base/input_file.h"
 #include "base/textfile.h"
+#include "compress/calib_states.h"
 #include "compress/imatrix_map.h"
 #include "compress/pipeline.h"
 #include "formats/gguf.h"
 #include "model/block_store.h"
+#include "model/forward.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
 #include "text/tokenizer_open.h"
@@ -287,6 +289,9 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     const lmp_run_config *c = run->c;
     const lmp_variant *v = res->v;
     const int64_t n_layers = run->m->arch.n_layers;
+    /* A variant's random draws depend on the seed and on it alone, not on which variants ran
+     * before it in this process (--variant, --resume, another MPI rank). */
+    lmp_host_seed(run->ctx, c->seed + 1 + (uint64_t)(v - c->variants));
     double t0 = lmp_now_s();
 #ifdef __GLIBC__
     malloc_trim(0); /* what the last variant freed goes back to the system before its peak is reset */
@@ -377,6 +382,214 @@ static void announce(lmp_ctx *ctx, const lmp_report *r, const lmp_variant_result
     lmp_log(ctx, LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
 }
 
+/* ---- a run spread over MPI ranks (core/distrib/distrib.h) --------------------------------------
+ *
+ * Every rank prepares (tokenizes the texts, cuts the calibration windows: cheap and the same
+ * everywhere).  Rank 0 runs the reference pass and broadcasts its log-probabilities and numbers;
+ * when a variant calibrates on the original inputs, rank 0 also runs the unmodified model over
+ * the calibration windows and broadcasts every block boundary (the run's calibration cache).
+ * Then each variant is a job, and its result (numbers and per-linear record) comes back to
+ * rank 0 as bytes, which fills in the report exactly as if it had run there. */
+
+int lmp_run_share_reference(lmp_run_state *run, const lmp_report *r)
+{
+    lmp_dist *d = lmp_host_dist(run->ctx);
+    if (!d) return lmp_run_reference(run, r);
+    const lmp_run_config *c = run->c;
+    const int lead = lmp_dist_rank(d) == 0;
+    const int64_t L = c->eval_seq_len, wf = L * run->m->arch.vocab;
+    int st = lead ? lmp_run_reference(run, r) : 0;
+    for (int t = 0; t < c->n_eval_texts && !st && !lead; t++)
+        st = lmp_ref_logprobs_init(run->ctx, &run->ref[t], r->texts[t].windows, wf);
+    float *buf = st ? NULL : malloc((size_t)wf * sizeof *buf);
+    if (!st && !buf) st = lmp_fail(LMP_ENOMEM, "out of memory for a window's log-probabilities");
+    if ((st = lmp_dist_agree(d, st))) {
+        free(buf);
+        return st;
+    }
+    /* from here every rank takes part in every broadcast; a local failure waits for the end */
+    int local = 0;
+    st = lmp_dist_bcast(d, run->ref_scores, (int64_t)c->n_eval_texts * (int64_t)sizeof *run->ref_scores);
+    if (!st) st = lmp_dist_bcast(d, &run->ref_lambada, sizeof run->ref_lambada);
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        for (int64_t w = 0; w < r->texts[t].windows && !st; w++) {
+            if (lead && !local) local = lmp_ref_window(&run->be, run->m, NULL, &run->ref[t], w, NULL, L, buf);
+            st = lmp_dist_bcast(d, buf, wf * (int64_t)sizeof *buf);
+            if (!st && !lead && !local) local = lmp_ref_logprobs_put(&run->ref[t], w, buf);
+        }
+    free(buf);
+    st = lmp_dist_agree(d, st ? st : local);
+    if (!st) run->ref_done = 1;
+    return st;
+}
+
+/* The unmodified model's calibration activations at every block boundary, computed on rank 0
+ * and broadcast into every rank's calibration cache: what a variant calibrating on the original
+ * inputs reads (compress/calib_cache.h).  Variants on compressed inputs share none. */
+static int share_calibration(lmp_run_state *run, const int *todo, int n, lmp_dist *d)
+{
+    const lmp_run_config *c = run->c;
+    int wanted = 0;
+    for (int j = 0; j < n; j++) {
+        const lmp_variant *v = &c->variants[todo[j]];
+        wanted |= !v->model_path && v->n_stages && v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL;
+    }
+    if (!wanted || !run->calib.n) return 0;
+    const lmp_model *m = run->m;
+    const int lead = lmp_dist_rank(d) == 0;
+    const int64_t per = run->calib.T * m->arch.dim, floats = run->calib.n * per;
+    float *X = malloc((size_t)floats * sizeof *X);
+    int st = lmp_dist_agree(d, X ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %lld calibration windows",
+                                                 (long long)run->calib.n));
+    if (st) {
+        free(X);
+        return st;
+    }
+    int local = 0;
+    for (int64_t w = 0; w < run->calib.n && lead; w++) lmp_embed(m, run->calib.tokens + w * run->calib.T, run->calib.T, X + w * per);
+    for (int64_t b = 0; b + 1 < m->arch.n_layers && !st; b++) {
+        lmp_progress(run->ctx, "calibration activations", b, m->arch.n_layers - 1);
+        if (lead && !local) {
+            lmp_block blk;
+            double share = 0;
+            if (!(local = lmp_model_block_copy(m, b, &blk))) {
+                local = lmp_calib_pass(NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
+                                       run->calib.T, &share);
+                lmp_block_free(&blk);
+            }
+        }
+        st = lmp_dist_bcast(d, X, floats * (int64_t)sizeof *X);
+        if (!st && !local) local = lmp_calib_cache_put(&run->calib_cache, b + 1, X, floats);
+    }
+    free(X);
+    return lmp_dist_agree(d, st ? st : local);
+}
+
+/* A variant's result as bytes: the fixed fields, the scores [n_texts], then the per-linear
+ * outcomes [n_linears] with their names left out (rank 0 takes them from its own block tables).
+ * Every rank runs the same lmpress build, so the structs have one layout. */
+typedef struct result_wire {
+    double bits_per_weight, seconds, eval_seconds, peak_rss_mb;
+    lmp_lambada_score lambada;
+    int32_t n_texts, n_linears;
+    char format[96];
+} result_wire;
+
+static int result_pack(const lmp_report *r, const lmp_variant_result *res, void **out, size_t *bytes)
+{
+    result_wire h = {res->bits_per_weight, res->seconds, res->eval_seconds, res->peak_rss_mb, res->lambada,
+                     r->n_texts, res->n_linears, ""};
+    memcpy(h.format, res->format, sizeof h.format);
+    const size_t ns = (size_t)r->n_texts * sizeof *res->scores, nl = (size_t)res->n_linears * sizeof *res->linears;
+    char *p = malloc(sizeof h + ns + nl);
+    if (!p) return lmp_fail(LMP_ENOMEM, "out of memory");
+    memcpy(p, &h, sizeof h);
+    memcpy(p + sizeof h, res->scores, ns);
+    lmp_linear_outcome *l = (lmp_linear_outcome *)(p + sizeof h + ns);
+    for (int i = 0; i < res->n_linears; i++) {
+        l[i] = res->linears[i];
+        l[i].name = NULL;
+    }
+    *out = p;
+    *bytes = sizeof h + ns + nl;
+    return 0;
+}
+
+static int result_unpack(const lmp_run_state *run, const lmp_report *r, lmp_variant_result *res, const void *in,
+                         size_t bytes)
+{
+    result_wire h;
+    const int n_lin = run->shape[0].n_linears;
+    const int64_t all = run->m->arch.n_layers * n_lin;
+    if (bytes < sizeof h) return lmp_fail(LMP_EIO, "MPI: variant '%s': a result of %zu bytes", res->v->name, bytes);
+    memcpy(&h, in, sizeof h);
+    const size_t ns = (size_t)r->n_texts * sizeof *res->scores, nl = (size_t)h.n_linears * sizeof *res->linears;
+    if (h.n_texts != r->n_texts || h.n_linears < 0 || h.n_linears > all || bytes != sizeof h + ns + nl)
+        return lmp_fail(LMP_EIO, "MPI: variant '%s': its result does not fit this run (%d texts, %d linears, "
+                        "%zu bytes): are all ranks the same lmpress build?", res->v->name, h.n_texts, h.n_linears, bytes);
+    free(res->linears);
+    if (!(res->linears = calloc((size_t)all + 1, sizeof *res->linears))) return lmp_fail(LMP_ENOMEM, "out of memory");
+    res->bits_per_weight = h.bits_per_weight;
+    res->seconds = h.seconds;
+    res->eval_seconds = h.eval_seconds;
+    res->peak_rss_mb = h.peak_rss_mb;
+    res->lambada = h.lambada;
+    memcpy(res->format, h.format, sizeof res->format);
+    res->format[sizeof res->format - 1] = 0;
+    memcpy(res->scores, (const char *)in + sizeof h, ns);
+    memcpy(res->linears, (const char *)in + sizeof h + ns, nl);
+    res->n_linears = h.n_linears;
+    for (int g = 0; g < h.n_linears; g++) res->linears[g].name = run->shape[g / n_lin].linears[g % n_lin].name;
+    return 0;
+}
+
+typedef struct compare_jobs {
+    lmp_run_state *run;
+    lmp_report *r;
+    const lmp_compare_opts *o;
+    const int *todo;           /* job j is results[todo[j]] */
+    int n, finished;
+    int rank;                  /* this process's */
+} compare_jobs;
+
+static int job_run(void *ud, int j, void **out, size_t *bytes)
+{
+    compare_jobs *cj = ud;
+    lmp_variant_result *res = &cj->r->results[cj->todo[j]];
+    char line[512];
+    snprintf(line, sizeof line, "[variant %s, job %d/%d, rank %d]", res->v->name, j + 1, cj->n,
+             cj->rank);
+    lmp_progress_context(cj->run->ctx, line);
+    lmp_log(cj->run->ctx, LMP_LOG_INFO, "variant %s: job %d of %d, on rank %d", res->v->name, j + 1, cj->n,
+            cj->rank);
+    int st = run_variant(cj->run, cj->r, res);
+    if (!st && cj->rank != 0) st = result_pack(cj->r, res, out, bytes);
+    return st;
+}
+
+/* Rank 0, under the scheduler's lock, possibly on its answering thread: so no lmp_log on the
+ * run's context, which rank 0's own job is using; the line below goes to stderr directly. */
+static int job_take(void *ud, int j, int rank, int st, const char *msg, const void *in, size_t bytes)
+{
+    compare_jobs *cj = ud;
+    const int i = cj->todo[j];
+    lmp_variant_result *res = &cj->r->results[i];
+    if (st) return 0; /* the scheduler keeps the first failure and hands out no more jobs */
+    if (res->done) return lmp_fail(LMP_EINVAL, "MPI: variant '%s' came back twice (now from rank %d)", res->v->name, rank);
+    if (rank != 0 && (st = result_unpack(cj->run, cj->r, res, in, bytes))) return st;
+    res->done = 1;
+    cj->finished++;
+    if (lmp_host_verbosity(cj->run->ctx) >= LMP_LOG_INFO)
+        fprintf(stderr, "lmpress: info: variant %s: done on rank %d (%d of %d)\n", res->v->name, rank, cj->finished, cj->n);
+    return cj->o->hooks.finished ? cj->o->hooks.finished(cj->r, i, cj->o->hooks.ud) : 0;
+}
+
+static int run_distributed(lmp_run_state *run, lmp_report *r, const lmp_compare_opts *o)
+{
+    lmp_dist *d = lmp_host_dist(run->ctx);
+    const int n = r->n_results;
+    /* which variants are left: rank 0 knows (it read --resume) */
+    uint8_t *done = calloc((size_t)n + 1, 1);
+    int *todo = calloc((size_t)n + 1, sizeof *todo);
+    int st = lmp_dist_agree(d, done && todo ? 0 : lmp_fail(LMP_ENOMEM, "out of memory"));
+    for (int i = 0; i < n && !st; i++) done[i] = (uint8_t)r->results[i].done;
+    if (!st) st = lmp_dist_bcast(d, done, n);
+    compare_jobs cj = {.run = run, .r = r, .o = o, .todo = todo, .rank = lmp_dist_rank(d)};
+    for (int i = 0; i < n && !st; i++)
+        if (!done[i]) todo[cj.n++] = i;
+    if (!st) st = lmp_run_share_reference(run, r);
+    if (!st) st = share_calibration(run, todo, cj.n, d);
+    if (!st) {
+        const lmp_dist_jobs jobs = {.n = cj.n, .run = job_run, .take = job_take, .ud = &cj};
+        st = lmp_dist_run_jobs(d, &jobs);
+    }
+    if (!st && lmp_dist_rank(d) == 0 && cj.finished != cj.n)
+        st = lmp_fail(LMP_EINVAL, "MPI: %d of %d variants came back", cj.finished, cj.n);
+    free(done);
+    free(todo);
+    return st;
+}
+
 /* ---- the run ---------------------------------------------------------------------------------- */
 
 int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
@@ -403,20 +616,27 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     }
     lmp_host_seed(ctx, c->seed);
     lmp_run_fingerprint(c, r->config_hash, r->fingerprint);
+    /* In an MPI run every rank prepares; rank 0 alone resumes, reports and writes. */
+    lmp_dist *dist = lmp_host_dist(ctx);
+    const int lead = lmp_dist_rank(dist) == 0;
     if (!st) st = lmp_run_prepare(&run, r);
-    if (!st && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
-    if (!st && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
+    if (!st && lead && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
+    if (!st && lead && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
     int to_run = 0;
-    for (int i = 0; i < n && !st; i++) {
+    for (int i = 0; i < n && !st && lead; i++) {
         if (r->results[i].done) {
             if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
         } else {
             to_run++;
         }
     }
+    if (dist) {
+        st = lmp_dist_agree(dist, st);
+        if (!st) st = run_distributed(&run, r, o);
+    }
     int k = 0;
     double spent = 0;
-    for (int i = 0; i < n && !st; i++) {
+    for (int i = 0; i < n && !st && !dist; i++) {
         lmp_variant_result *res = &r->results[i];
         if (res->done) continue;
         announce(ctx, r, res, ++k, to_run, spent);

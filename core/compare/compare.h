@@ -21,6 +21,7 @@
 #include "compress/pipeline.h"
 #include "model/block_source.h"
 #include "config/config.h"
+#include "distrib/distrib.h"
 #include "eval/stream.h"
 #include "eval/lambada.h"
 #include "formats/json.h"
@@ -44,7 +45,8 @@ typedef struct lmp_compare_opts {
     const lmp_json *resume;    /* an earlier JSON report of this run (same fingerprint): its
                                 * finished variants are taken as they are, not run again */
     const char *resume_path;   /* its file, for messages */
-    lmp_compare_hooks hooks;
+    lmp_compare_hooks hooks;   /* an MPI run (lmp_host_dist(ctx), distrib.h) calls them on rank 0
+                                * only, one call at a time but from either of its two threads */
 } lmp_compare_opts;
 
 /* Everything a run shares between its variants: what stage 1 (prepare) makes. */
@@ -81,6 +83,10 @@ void lmp_run_release(lmp_run_state *run);
  * its blocks read from the file one at a time, its log-probabilities kept in run->ref for every
  * later variant, its own numbers in run->ref_scores and run->ref_lambada. */
 int lmp_run_reference(lmp_run_state *run, const lmp_report *r);
+/* The same in an MPI run (lmp_host_dist(run->ctx)), called by every rank: rank 0 runs the pass
+ * and broadcasts its log-probabilities and numbers, which every other rank stores; then every
+ * rank's run->ref holds the same floats.  One process: lmp_run_reference. */
+int lmp_run_share_reference(lmp_run_state *run, const lmp_report *r);
 
 /* Runs the chosen variants on the run's context ctx: it is seeded from the config, holds the
  * backend while the run lasts, and its verbosity, progress line and interrupt flag are the

@@ -28,6 +28,8 @@ void lmp_ctx_clear(lmp_ctx *ctx)
 void lmp_host_set_verbosity(lmp_ctx *ctx, int level) { ctx->verbosity = level; }
 int lmp_host_verbosity(const lmp_ctx *ctx) { return ctx->verbosity; }
 void lmp_host_set_backend(lmp_ctx *ctx, const lmp_backend *be) { ctx->backend = be; }
+void lmp_host_set_dist(lmp_ctx *ctx, struct lmp_dist *d) { ctx->dist = d; }
+struct lmp_dist *lmp_host_dist(const lmp_ctx *ctx) { return ctx->dist; }
 void lmp_host_seed(lmp_ctx *ctx, uint64_t seed) { ctx->rng = seed ^ 0x9E3779B97F4A7C15ull; }
 void lmp_host_set_interrupt_flag(lmp_ctx *ctx, const volatile sig_atomic_t *flag) { ctx->interrupt = flag; }
 int lmp_host_interrupted(const lmp_ctx *ctx) { return ctx->interrupt && *ctx->interrupt; }

@@ -44,6 +44,7 @@ typedef struct lmp_allowed_dir {
 typedef struct lmp_ctx {
     int verbosity;                          /* LMP_LOG_*: messages above it are dropped */
     const struct lmp_backend *backend;      /* what host->backend() hands out; NULL: none */
+    struct lmp_dist *dist;                  /* the MPI ranks the run spans (distrib.h); NULL: one process */
     uint64_t rng;                           /* splitmix64 state */
     const volatile sig_atomic_t *interrupt; /* NULL: never interrupted */
     struct {
@@ -73,6 +74,8 @@ void lmp_host_set_verbosity(lmp_ctx *ctx, int level);
 int lmp_host_verbosity(const lmp_ctx *ctx);
 /* The backend host->backend() hands to plugins (the run's; NULL: none). */
 void lmp_host_set_backend(lmp_ctx *ctx, const struct lmp_backend *be);
+void lmp_host_set_dist(lmp_ctx *ctx, struct lmp_dist *d);
+struct lmp_dist *lmp_host_dist(const lmp_ctx *ctx);
 /* RNG state = seed ^ 0x9E3779B97F4A7C15 (splitmix64); host->rng_u64 draws from it. */
 void lmp_host_seed(lmp_ctx *ctx, uint64_t seed);
 /* A flag a signal handler sets (the CLI's SIGINT/SIGTERM): long loops (compression per block,
