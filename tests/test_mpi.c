@@ -230,16 +230,36 @@ START_TEST(a_failing_rank_is_named_and_finished_variants_kept)
 }
 END_TEST
 
-START_TEST(commands_that_do_not_spread_are_refused)
+/* Runs `mpirun -n 2 lmpress ARGS`, expecting a failure whose message (containing `says`) is
+ * printed once, by rank 0; a hang would end in the suite's timeout. */
+static void refused_on_two_ranks(const char *args, const char *says)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, MPIRUN " -n 2 %s eval %s 2>&1", LMP_CLI, MODEL);
+    snprintf(cmd, sizeof cmd, MPIRUN " -n 2 %s %s 2>&1", LMP_CLI, args);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t got = fread(output, 1, sizeof output - 1, p);
     output[got] = 0;
     ck_assert_int_ne(pclose(p), 0);
-    ck_assert_msg(strstr(output, "only compare and analyze run over MPI ranks"), "%s", output);
+    const char *first = strstr(output, says);
+    ck_assert_msg(first && !strstr(first + 1, says), "the message is not there once:\n%s", output);
+}
+
+START_TEST(refusals_end_every_rank_with_one_message)
+{
+    char args[4096];
+    /* a command that does not spread */
+    refused_on_two_ranks("eval " MODEL, "only compare and analyze run over MPI ranks");
+    /* an output only rank 0 checks: the other rank must not wait for it forever */
+    snprintf(args, sizeof args, "compare %s --json %s/no/such/folder/x.json", write_config("r.cfg", ""), tmpdir);
+    refused_on_two_ranks(args, "no/such/folder/x.json");
+    snprintf(args, sizeof args, "analyze %s --variant w4-g32 --json %s/no/such/folder/x.json", write_config("r.cfg", ""), tmpdir);
+    refused_on_two_ranks(args, "no/such/folder/x.json");
+    /* a config error, found by every rank */
+    const char *bad = lmp_test_path(tmpdir, "bad.cfg");
+    lmp_test_spit(bad, "model = { path = \"" MODEL "\"; };\nvariants = ( { name = \"x\"; pipeline = ( { strategy = \"nope\"; } ); } );\n", 95 + strlen(MODEL));
+    snprintf(args, sizeof args, "compare %s", bad);
+    refused_on_two_ranks(args, "missing required setting 'eval'");
 }
 END_TEST
 
@@ -257,7 +277,7 @@ int main(void)
     tcase_add_test(tc, compare_on_two_ranks_equals_one_process);
     tcase_add_test(tc, analyze_on_two_ranks_equals_one_process);
     tcase_add_test(tc, a_failing_rank_is_named_and_finished_variants_kept);
-    tcase_add_test(tc, commands_that_do_not_spread_are_refused);
+    tcase_add_test(tc, refusals_end_every_rank_with_one_message);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

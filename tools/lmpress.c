@@ -553,13 +553,16 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         return fail();
     /* Standard output carries only the requested format; the human table then goes to stderr. */
     if (to_stdout) out.table = lmp_host_verbosity(ctx) >= LMP_LOG_INFO ? stderr : NULL;
-    for (int k = 0; k < 3; k++)
-        if (out.path[k] && strcmp(out.path[k], "-") != 0 && lmp_outfile_check(out.path[k], output_options[k])) return fail();
+    /* From here a failure goes through st: in an MPI run every rank must reach the agreement in
+     * dist_same_config, also when only rank 0's output files are wrong. */
+    int st = 0;
+    for (int k = 0; k < 3 && !st; k++)
+        if (out.path[k] && strcmp(out.path[k], "-") != 0) st = lmp_outfile_check(out.path[k], output_options[k]);
 
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
-    int st = lmp_config_load(ctx, cfg_path, &c);
+    if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
     else if (!st && resume && out.path[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
@@ -704,10 +707,11 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
     const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
     for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
-    for (int k = 0; k < 4; k++)
-        if (paths[k] && lmp_outfile_check(paths[k], path_opts[k])) return fail();
+    int st = 0; /* through st, as in cmd_compare: rank 0's output files are checked on rank 0 only */
+    for (int k = 0; k < 4 && !st; k++)
+        if (paths[k]) st = lmp_outfile_check(paths[k], path_opts[k]);
     lmp_run_config *c = NULL;
-    int st = lmp_config_load(ctx, cfg_path, &c);
+    if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */

@@ -534,6 +534,17 @@ static int run_curves(lmp_ctx *ctx, lmp_analysis *a, lmp_bcache *bc, sets *s)
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+static void unit_eta(lmp_ctx *ctx, int k, int n, double spent)
+{
+    char line[160];
+    if (k > 0) {
+        double left = spent / k * (n - k);
+        snprintf(line, sizeof line, "[unit %d/%d, ~%.0f %s left]", k + 1, n, left >= 90 ? left / 60 : left,
+                 left >= 90 ? "min" : "s");
+    } else snprintf(line, sizeof line, "[unit 1/%d]", n);
+    lmp_progress_context(ctx, line);
+}
+
 /* The per-unit evaluations as jobs (distrib.h): spread over the ranks of an MPI run, run in
  * order in one process.  A result travels as the unit's numbers plus the block forwards its
  * evaluation cost, so rank 0's counters end as a single process's would. */
@@ -545,14 +556,13 @@ typedef struct unit_jobs {
     int alt;
     double t0;
     uint8_t *back;             /* rank 0: [n_units], the units whose numbers came back */
+    int64_t forwards, naive_forwards, evals; /* rank 0: what the other ranks' units cost */
 } unit_jobs;
 
 typedef struct unit_wire {
     lmp_bcache_result res;
     int64_t forwards, naive_forwards, evals;
 } unit_wire;
-
-static void unit_eta(lmp_ctx *ctx, int k, int n, double spent);
 
 static int unit_run(void *ud, int u, void **out, size_t *bytes)
 {
@@ -562,19 +572,21 @@ static int unit_run(void *ud, int u, void **out, size_t *bytes)
     char what[256];
     snprintf(what, sizeof what, "analyze %s", un->name);
     pick_units(uj->s, uj->a, &u, 1, uj->alt);
-    const lmp_bcache before = *uj->bc;
+    const lmp_bcache *bc = uj->bc;
+    const int64_t forwards = bc->forwards, naive = bc->naive_forwards, evals = bc->evals;
     int st = eval_pick(uj->bc, uj->s, what, &un->res);
     if (st || lmp_dist_rank(lmp_host_dist(uj->ctx)) == 0) return st; /* rank 0's own: in place */
     unit_wire *w = malloc(sizeof *w);
     if (!w) return lmp_fail(LMP_ENOMEM, "out of memory");
-    *w = (unit_wire){un->res, uj->bc->forwards - before.forwards, uj->bc->naive_forwards - before.naive_forwards,
-                     uj->bc->evals - before.evals};
+    *w = (unit_wire){un->res, bc->forwards - forwards, bc->naive_forwards - naive, bc->evals - evals};
     *out = w;
     *bytes = sizeof *w;
     return 0;
 }
 
-/* Rank 0 (under the scheduler's lock): a unit's numbers from another rank, counted as if here. */
+/* Rank 0 (under the scheduler's lock, maybe on its answering thread): a unit's numbers from
+ * another rank; its cost is added to the cache's counters after the jobs, not while rank 0's
+ * own evaluation updates them. */
 static int unit_take(void *ud, int u, int rank, int st, const char *msg, const void *in, size_t bytes)
 {
     unit_jobs *uj = ud;
@@ -586,21 +598,10 @@ static int unit_take(void *ud, int u, int rank, int st, const char *msg, const v
     unit_wire w;
     memcpy(&w, in, sizeof w);
     uj->a->units[u].res = w.res;
-    uj->bc->forwards += w.forwards;
-    uj->bc->naive_forwards += w.naive_forwards;
-    uj->bc->evals += w.evals;
+    uj->forwards += w.forwards;
+    uj->naive_forwards += w.naive_forwards;
+    uj->evals += w.evals;
     return 0;
-}
-
-static void unit_eta(lmp_ctx *ctx, int k, int n, double spent)
-{
-    char line[160];
-    if (k > 0) {
-        double left = spent / k * (n - k);
-        snprintf(line, sizeof line, "[unit %d/%d, ~%.0f %s left]", k + 1, n, left >= 90 ? left / 60 : left,
-                 left >= 90 ? "min" : "s");
-    } else snprintf(line, sizeof line, "[unit 1/%d]", n);
-    lmp_progress_context(ctx, line);
 }
 
 int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *opts, lmp_analysis **out)
@@ -639,7 +640,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     lmp_host_seed(ctx, c->seed);
     if (!st) st = lmp_run_prepare(&run, r);
     /* the unmodified model's log-probabilities, its blocks read one at a time */
-    if (lmp_host_dist(ctx)) st = lmp_dist_agree(lmp_host_dist(ctx), st);
+    st = lmp_dist_agree(lmp_host_dist(ctx), st);
     if (!st) lmp_progress_context(ctx, "[reference]");
     if (!st) st = lmp_run_share_reference(&run, r);
 
@@ -710,10 +711,12 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     lmp_dist *dist = lmp_host_dist(ctx);
     unit_jobs uj = {.ctx = ctx, .a = a, .bc = &bc, .s = &s, .alt = opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q,
                     .t0 = t0};
-    if (dist) st = lmp_dist_agree(dist, st);
     if (!st && !(uj.back = calloc((size_t)a->n_units + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
-    if (dist) st = lmp_dist_agree(dist, st);
+    st = lmp_dist_agree(dist, st);
     if (!st) st = lmp_dist_run_jobs(dist, &(lmp_dist_jobs){.n = a->n_units, .run = unit_run, .take = unit_take, .ud = &uj});
+    bc.forwards += uj.forwards;
+    bc.naive_forwards += uj.naive_forwards;
+    bc.evals += uj.evals;
     /* the rest (ranks, skip search, curves) is rank 0's */
     const int stop_here = lmp_dist_rank(dist) > 0;
     for (int u = 0; u < a->n_units && !st && !stop_here; u++)

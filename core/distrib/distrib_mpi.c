@@ -80,9 +80,20 @@ int lmp_dist_start(int *argc, char ***argv, lmp_dist **out)
     return 0;
 }
 
+/* Waits for every rank at a barrier without spinning: Open MPI's blocking calls poll at full
+ * speed, and a rank waiting for rank 0's reference pass would take a core from it. */
+static void barrier_quietly(void)
+{
+    MPI_Request rq;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &rq) != MPI_SUCCESS) return;
+    const struct timespec nap = {0, 1000000};
+    for (int done = 0; MPI_Test(&rq, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;) nanosleep(&nap, NULL);
+}
+
 int lmp_dist_end(lmp_dist *d, int code)
 {
     if (!d) return code;
+    barrier_quietly(); /* rank 0 may still be writing, or searching (analyze) */
     int all = code;
     MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
@@ -97,7 +108,8 @@ int lmp_dist_agree(lmp_dist *d, int st)
 {
     if (!d) return st;
     int *all = malloc((size_t)d->size * sizeof *all);
-    if (!all) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!all) MPI_Abort(MPI_COMM_WORLD, 1); /* the others are at the collective below */
+    barrier_quietly();
     int rc = MPI_Allgather(&st, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
         free(all);
@@ -121,6 +133,7 @@ int lmp_dist_bcast(lmp_dist *d, void *buf, int64_t bytes)
 {
     if (!d) return 0;
     const int64_t piece = (int64_t)1 << 30;
+    barrier_quietly(); /* rank 0 may be computing what it sends */
     for (int64_t at = 0; at < bytes; at += piece) {
         int n = (int)(bytes - at < piece ? bytes - at : piece);
         int rc = MPI_Bcast((char *)buf + at, n, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -173,7 +186,8 @@ static void *answer_workers(void *arg)
     while (active > 0) {
         int flag = 0, bytes = 0;
         MPI_Status s;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_UP, MPI_COMM_WORLD, &flag, &s) != MPI_SUCCESS) break;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_UP, MPI_COMM_WORLD, &flag, &s) != MPI_SUCCESS)
+            MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this thread: nothing else ends the job */
         if (!flag) {
             nanosleep(&nap, NULL);
             continue;
@@ -185,11 +199,16 @@ static void *answer_workers(void *arg)
             return NULL;
         }
         MPI_Recv(m, bytes, MPI_BYTE, s.MPI_SOURCE, TAG_UP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        m[bytes] = 0;
         up_header h;
         memcpy(&h, m, sizeof h);
         const char *msg = m + sizeof h;
         const char *res = msg + h.msg_len;
-        if (h.kind == UP_RESULT)
+        const int bad = h.kind != UP_ASK && (h.job < 0 || h.job >= b->J->n || h.msg_len < 0 ||
+                                             (size_t)h.msg_len > (size_t)bytes - sizeof h);
+        if (bad) /* the same build on every rank sends nothing else; stop rather than guess */
+            take(b, 0, s.MPI_SOURCE, LMP_EIO, "a malformed message (is every rank the same lmpress build?)", NULL, 0);
+        else if (h.kind == UP_RESULT)
             take(b, h.job, s.MPI_SOURCE, 0, "", res, (size_t)bytes - sizeof h - (size_t)h.msg_len);
         else if (h.kind == UP_FAILED)
             take(b, h.job, s.MPI_SOURCE, h.st ? h.st : LMP_EIO, msg, NULL, 0);
