@@ -135,6 +135,16 @@ static void same_reports(const char *one, const char *two, const char *part)
     lmp_json_free(b);
 }
 
+/* Runs a shell command, its output (add 2>&1 for stderr) into output[]; returns its status. */
+static int shell(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(output, 1, sizeof output - 1, p);
+    output[got] = 0;
+    return pclose(p);
+}
+
 /* How many "variant NAME: done on rank R" lines rank 0 printed for NAME. */
 static int times_done(const char *log, const char *name)
 {
@@ -156,11 +166,7 @@ START_TEST(compare_on_two_ranks_equals_one_process)
     ck_assert_int_eq(lmp_test_cli(cmd, output, sizeof output), 0);
     snprintf(cmd, sizeof cmd, MPIRUN " -n 2 %s compare %s --json %s 2>&1 >/dev/null", LMP_CLI, cfg,
              lmp_test_path(tmpdir, "two.json"));
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t got = fread(output, 1, sizeof output - 1, p);
-    output[got] = 0;
-    ck_assert_msg(pclose(p) == 0, "mpirun failed:\n%s", output);
+    ck_assert_msg(shell(cmd) == 0, "mpirun failed:\n%s", output);
     for (int i = 0; i < N_NAMES; i++)
         ck_assert_msg(times_done(output, names[i]) == 1, "variant %s came back %d times:\n%s", names[i],
                       times_done(output, names[i]), output);
@@ -177,11 +183,7 @@ START_TEST(analyze_on_two_ranks_equals_one_process)
     ck_assert_int_eq(lmp_test_cli(cmd, output, sizeof output), 0);
     snprintf(cmd, sizeof cmd, MPIRUN " -n 2 %s analyze %s --variant w4-g32 --skip-top 2 --json %s 2>&1", LMP_CLI, cfg,
              lmp_test_path(tmpdir, "two.json"));
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t got = fread(output, 1, sizeof output - 1, p);
-    output[got] = 0;
-    ck_assert_msg(pclose(p) == 0, "mpirun failed:\n%s", output);
+    ck_assert_msg(shell(cmd) == 0, "mpirun failed:\n%s", output);
     /* the whole report: every unit's numbers, the ranks, the skip answer and the counters */
     same_reports(lmp_test_path(tmpdir, "one.json"), lmp_test_path(tmpdir, "two.json"), NULL);
 }
@@ -197,11 +199,7 @@ START_TEST(a_failing_rank_is_named_and_finished_variants_kept)
              MPIRUN " -n 1 %s compare %s --plugin-path %s --json %s : -n 1 env LMP_TEST_FAIL_HERE=1 %s compare %s "
                     "--plugin-path %s --json %s 2>&1",
              LMP_CLI, cfg, LMP_TEST_FAIL_PLUGIN_DIR, json, LMP_CLI, cfg, LMP_TEST_FAIL_PLUGIN_DIR, json);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t got = fread(output, 1, sizeof output - 1, p);
-    output[got] = 0;
-    ck_assert_msg(pclose(p) != 0, "the run should fail:\n%s", output);
+    ck_assert_msg(shell(cmd) != 0, "the run should fail:\n%s", output);
     ck_assert_msg(strstr(output, "lmpress: error: rank 1, job ") && strstr(output, "LMP_TEST_FAIL_HERE is set"),
                   "no error naming rank 1:\n%s", output);
     /* what finished is in the report, marked incomplete */
@@ -236,11 +234,7 @@ static void refused_on_two_ranks(const char *args, const char *says)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, MPIRUN " -n 2 %s %s 2>&1", LMP_CLI, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t got = fread(output, 1, sizeof output - 1, p);
-    output[got] = 0;
-    ck_assert_int_ne(pclose(p), 0);
+    ck_assert_int_ne(shell(cmd), 0);
     const char *first = strstr(output, says);
     ck_assert_msg(first && !strstr(first + 1, says), "the message is not there once:\n%s", output);
 }

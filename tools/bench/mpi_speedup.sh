@@ -51,12 +51,13 @@ md=$out/mpi.md
     echo "|---|---|---:|---:|---:|---:|"
 } > "$md"
 # rows of a printed table without the time and memory columns: the scan's whole table but its
-# cost line; the compare's variant rows (all cores: RTN's only)
+# cost line; the compare's variant rows (all cores: RTN's only), sorted (a compare prints each row
+# as its variant finishes, so the order of the rows depends on the ranks)
 numbers() {
     case $1 in
         scan) grep -v '^cost' "$2" ;;
-        compare-1) grep -E '^(rtn|gptq)' "$2" | awk '{print $1,$2,$3,$4,$5,$6}' ;;
-        compare-auto) grep -E '^rtn' "$2" | awk '{print $1,$2,$3,$4,$5,$6}' ;;
+        compare-1) grep -E '^(rtn|gptq)' "$2" | awk '{print $1,$2,$3,$4,$5,$6}' | sort ;;
+        compare-auto) grep -E '^rtn' "$2" | awk '{print $1,$2,$3,$4,$5,$6}' | sort ;;
     esac
 }
 for work in ${only//,/ }; do
