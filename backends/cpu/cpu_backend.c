@@ -431,6 +431,87 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
     return LMP_OK;
 }
 
+typedef struct attention_bwd_args {
+    attention_args f;   /* the forward's shapes and operands; f.S: [bs, T] probabilities per part */
+    const float *dout;
+    float *dq, *dk, *dv;
+    float *dP;          /* [bs, T] per part */
+} attention_bwd_args;
+
+/* KV heads [g0, g1), each with the query heads that read it (so no two parts write the same dk,
+ * dv): per block of query rows, P as in the forward, dP = dO V^T, dS = P * (dP - rowsum(P*dP))
+ * * scale, then dQ = dS K, dK += dS^T Q, dV += P^T dO (sgemm each). */
+static int attention_bwd_kv_heads(void *p, int part, int64_t g0, int64_t g1)
+{
+    const attention_bwd_args *a = p;
+    const int64_t T = a->f.T, hd = a->f.hd, qdim = a->f.qdim, kvdim = a->f.kvdim, bs = a->f.bs;
+    float *S = a->f.S + (int64_t)part * bs * T, *dP = a->dP + (int64_t)part * bs * T;
+    for (int64_t g = g0; g < g1; g++) {
+        const float *kh = a->f.k + g * hd, *vh = a->f.v + g * hd;
+        float *dkh = a->dk + g * hd, *dvh = a->dv + g * hd;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < hd; d++) dkh[t * kvdim + d] = dvh[t * kvdim + d] = 0.0f;
+        for (int64_t h = g * a->f.group; h < (g + 1) * a->f.group; h++) {
+            const float *qh = a->f.q + h * hd, *oh = a->dout + h * hd;
+            float *dqh = a->dq + h * hd;
+            for (int64_t t0 = 0; t0 < T; t0 += bs) {
+                const int64_t m = T - t0 < bs ? T - t0 : bs, nk = t0 + m;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nk, (int)hd, a->f.scale,
+                            qh + t0 * qdim, (int)qdim, kh, (int)kvdim, 0.0f, S, (int)nk);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nk, (int)hd, 1.0f,
+                            oh + t0 * qdim, (int)qdim, vh, (int)kvdim, 0.0f, dP, (int)nk);
+                for (int64_t r = 0; r < m; r++) {
+                    float *Sr = S + r * nk, *dPr = dP + r * nk;
+                    const int64_t nv = t0 + r + 1;
+                    softmax_row(Sr, nv);
+                    double pdp = 0.0;
+                    for (int64_t j = 0; j < nv; j++) pdp += (double)Sr[j] * dPr[j];
+                    for (int64_t j = 0; j < nv; j++) dPr[j] = Sr[j] * (dPr[j] - (float)pdp) * a->f.scale;
+                    for (int64_t j = nv; j < nk; j++) Sr[j] = dPr[j] = 0.0f;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)nk, 1.0f, dP,
+                            (int)nk, kh, (int)kvdim, 0.0f, dqh + t0 * qdim, (int)qdim);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)hd, (int)m, 1.0f, dP,
+                            (int)nk, qh + t0 * qdim, (int)qdim, 1.0f, dkh, (int)kvdim);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)hd, (int)m, 1.0f, S,
+                            (int)nk, oh + t0 * qdim, (int)qdim, 1.0f, dvh, (int)kvdim);
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_attention_backward(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                                  const float *q, const float *k, const float *v, const float *dout, float *dq,
+                                  float *dk, float *dv)
+{
+    cpu_backend *be = self;
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+        return FAIL(be, LMP_EINVAL,
+                    "attention_backward: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
+                    "multiple of kv_heads)",
+                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
+    if (T == 0 || n_heads == 0) return LMP_OK;
+    if (!q || !k || !v || !dout || !dq || !dk || !dv) return FAIL(be, LMP_EINVAL, "attention_backward: NULL operand");
+    attention_bwd_args a = {.f = {.T = T, .hd = hd, .qdim = n_heads * hd, .kvdim = n_kv_heads * hd,
+                                  .group = n_heads / n_kv_heads, .bs = T < ATT_BLOCK ? T : ATT_BLOCK,
+                                  .scale = (float)(1.0 / sqrt((double)hd)), .q = q, .k = k, .v = v},
+                            .dout = dout, .dq = dq, .dk = dk, .dv = dv};
+    if (!fits_int(T) || !fits_int(a.f.qdim))
+        return FAIL(be, LMP_EINVAL, "attention_backward: shape exceeds the BLAS int range");
+    const double macs = (double)a.f.bs * (double)T * (double)hd;
+    const int threads = macs < SMALL_GEMM_MACS && n_kv_heads > 1 ? own_threads(be) : 1;
+    const size_t per_part = (size_t)a.f.bs * (size_t)T;
+    a.f.S = be->host->alloc(be->hctx, 2 * (size_t)threads * per_part * sizeof *a.f.S);
+    if (!a.f.S) return FAIL(be, LMP_ENOMEM, "attention_backward: out of memory for %lld x %lld scores",
+                            (long long)a.f.bs, (long long)T);
+    a.dP = a.f.S + (size_t)threads * per_part;
+    blas_threads_for(be, macs);
+    cpu_parallel_for(threads, n_kv_heads, 1, attention_bwd_kv_heads, &a);
+    be->host->free(be->hctx, a.f.S);
+    return LMP_OK;
+}
+
 static int cpu_layernorm(void *self, int64_t T, int64_t C, const float *x, const float *w,
                          const float *b, float eps, float *out)
 {
@@ -586,6 +667,7 @@ static const lmp_backend_i cpu_vtable = {
     .quantize_act = cpu_quantize_act,
     .layernorm = cpu_layernorm,
     .gelu = cpu_gelu,
+    .attention_backward = cpu_attention_backward,
 };
 
 static const lmp_param_spec cpu_params[] = {

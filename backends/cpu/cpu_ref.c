@@ -223,6 +223,73 @@ int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd
     return LMP_OK;
 }
 
+int lmp_ref_attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, const float *q,
+                               const float *k, const float *v, const float *dout, float *dq, float *dk, float *dv)
+{
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0) return LMP_EINVAL;
+    if (T == 0 || n_heads == 0) return LMP_OK;
+    if (!q || !k || !v || !dout || !dq || !dk || !dv) return LMP_EINVAL;
+    const int64_t qdim = n_heads * hd, kvdim = n_kv_heads * hd, group = n_heads / n_kv_heads;
+    const double scale = 1.0 / sqrt((double)hd);
+    double *p = malloc((size_t)T * sizeof *p), *dp = malloc((size_t)T * sizeof *dp);
+    double *dq_t = malloc((size_t)hd * sizeof *dq_t);
+    double *dkv = calloc((size_t)(2 * T * kvdim), sizeof *dkv); /* dk, then dv */
+    if (!p || !dp || !dq_t || !dkv) {
+        free(p);
+        free(dp);
+        free(dq_t);
+        free(dkv);
+        return LMP_ENOMEM;
+    }
+    for (int64_t h = 0; h < n_heads; h++) {
+        const int64_t kh = h / group;
+        for (int64_t t = 0; t < T; t++) {
+            const float *qt = q + t * qdim + h * hd, *gt = dout + t * qdim + h * hd;
+            double mx = -INFINITY, sum = 0.0, pdp = 0.0;
+            for (int64_t j = 0; j <= t; j++) {
+                const float *kj = k + j * kvdim + kh * hd, *vj = v + j * kvdim + kh * hd;
+                double s = 0.0, g = 0.0;
+                for (int64_t d = 0; d < hd; d++) {
+                    s += (double)qt[d] * kj[d];
+                    g += (double)gt[d] * vj[d];
+                }
+                p[j] = s * scale;
+                dp[j] = g;
+                if (p[j] > mx) mx = p[j];
+            }
+            for (int64_t j = 0; j <= t; j++) {
+                p[j] = exp(p[j] - mx);
+                sum += p[j];
+            }
+            for (int64_t j = 0; j <= t; j++) {
+                p[j] /= sum;
+                pdp += p[j] * dp[j];
+            }
+            for (int64_t d = 0; d < hd; d++) dq_t[d] = 0.0;
+            for (int64_t j = 0; j <= t; j++) {
+                const double ds = p[j] * (dp[j] - pdp) * scale;
+                const float *kj = k + j * kvdim + kh * hd;
+                double *dkj = dkv + j * kvdim + kh * hd, *dvj = dkv + T * kvdim + j * kvdim + kh * hd;
+                for (int64_t d = 0; d < hd; d++) {
+                    dq_t[d] += ds * kj[d];
+                    dkj[d] += ds * qt[d];
+                    dvj[d] += p[j] * gt[d];
+                }
+            }
+            for (int64_t d = 0; d < hd; d++) dq[t * qdim + h * hd + d] = (float)dq_t[d];
+        }
+    }
+    for (int64_t i = 0; i < T * kvdim; i++) {
+        dk[i] = (float)dkv[i];
+        dv[i] = (float)dkv[T * kvdim + i];
+    }
+    free(p);
+    free(dp);
+    free(dq_t);
+    free(dkv);
+    return LMP_OK;
+}
+
 int lmp_ref_layernorm(int64_t T, int64_t C, const float *x, const float *w, const float *b,
                       float eps, float *out)
 {

@@ -70,6 +70,14 @@ LMP_REF_API int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64
 LMP_REF_API int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
                                   const float *q, const float *k, const float *v, float *out);
 
+/* The gradients of lmp_ref_attention for dout[T, nh*hd]: dq[T, nh*hd], dk, dv[T, nkv*hd]
+ * overwritten.  Per query t of head h: p = softmax(scale q_t K^T) over keys 0..t,
+ * dp_j = dout_t . v_j, ds_j = p_j (dp_j - sum_i p_i dp_i), dq_t = scale sum_j ds_j k_j,
+ * dk_j += scale ds_j q_t, dv_j += p_j dout_t; everything in double. */
+LMP_REF_API int lmp_ref_attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                                           const float *q, const float *k, const float *v, const float *dout,
+                                           float *dq, float *dk, float *dv);
+
 /* out[n] = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  out may alias gate or up. */
 LMP_REF_API int lmp_ref_swiglu(int64_t n, const float *gate, const float *up, float *out);
 

@@ -13,6 +13,7 @@
 #include "compress/imatrix_map.h"
 #include "model/forward.h"
 #include "plugin/host.h"
+#include "train/learn.h"
 
 int lmp_windows_cut(lmp_ctx *ctx, const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T,
                     int random, const char *what, lmp_windows *out)
@@ -93,7 +94,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     lmp_block_stats bs;
     memset(&bs, 0, sizeof bs);
     const float *imx[LMP_MAX_LINEARS] = {0};
-    uint32_t any = 0, targeted = 0;
+    uint32_t any = 0, targeted = 0, learns = 0;
     int st = 0;
     for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
@@ -102,7 +103,8 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
         if (!l->params) continue;
         targeted++;
         const uint32_t need = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
-        any |= bs.needs[i] = need & ~(uint32_t)LMP_STAT_IMATRIX;
+        learns |= need & LMP_NEED_CALIB_INPUTS;
+        any |= bs.needs[i] = need & ~(uint32_t)(LMP_STAT_IMATRIX | LMP_NEED_CALIB_INPUTS);
         if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
         /* lmp_compress checked every entry before the first block; this only fetches it */
         if (need & LMP_STAT_IMATRIX)
@@ -123,9 +125,13 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
         }
     double t1 = lmp_now_s();
     ctx->times.collect += t1 - t0;
+    /* a stage that learns gets the block's calibration inputs lent through the context */
+    const lmp_learn_inputs lent = {.be = be, .m = m, .X = X, .n = calib->n, .T = calib->T};
     if (!st && targeted) {
         lmp_host_clear_error(ctx);
+        ctx->learn = learns ? &lent : NULL;
         st = vt->apply(self, lmp_host_services(), ctx, blk);
+        ctx->learn = NULL;
         if (st)
             st = lmp_fail(st, "strategy '%s' on block %d: %s", stage->plugin->desc->name, blk->index,
                           lmp_host_error(ctx));

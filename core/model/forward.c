@@ -112,8 +112,11 @@ static const float *affine_input(const lmp_linear *l, int64_t T, const float *in
     return work;
 }
 
-int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
-                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
+/* lmp_block_forward_from, and with keep != NULL (from 0, no state) lmp_block_forward_keep: the
+ * same operations in the same order, only into the buffers keep names. */
+static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
+                         float *x, const lmp_block_state *state, const lmp_block_keep *keep, lmp_observe_fn obs,
+                         void *ud)
 {
     const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
     const int64_t wide = f > d ? f : d;
@@ -129,6 +132,11 @@ int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_b
     float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
     float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d;
     float *mid = own ? work + T * wide : state->mid, *x1 = own ? x : state->x1;
+    float *att = mid, *h = mid; /* the two values `mid` holds in turn, kept apart for a backward */
+    if (keep) {
+        q = keep->q, k = keep->k, v = keep->v, g = keep->g, u = keep->u;
+        att = keep->att, h = keep->h, x1 = keep->x1;
+    }
     const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
               gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
               dn[] = {li[LMP_ROLE_DOWN]};
@@ -144,11 +152,11 @@ int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_b
             st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q);
             if (!st) st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k);
         }
-        if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, mid);
+        if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
         if (st) goto done;
     }
     if (from <= 1) { /* segment 1: x1 = x + mid Wo^T */
-        in = affine_input(&L[o[0]], T, mid, work);
+        in = affine_input(&L[o[0]], T, att, work);
         st = observe(obs, ud, o, 1, in, T, d);
         if (!st) st = run_linear(be, &L[o[0]], T, in, qbuf, y);
         if (st) goto done;
@@ -158,17 +166,17 @@ int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_b
         st = norm(be, a, &blk->norms[1], T, x1, xn);
         if (!st) st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d);
         if (!st && gpt2) {
-            st = run_linear(be, &L[gu[1]], T, xn, qbuf, mid);
-            if (!st) st = lmp_be_gelu(be, T * f, mid, mid);
+            st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
+            if (!st) st = lmp_be_gelu(be, T * f, u, h);
         } else if (!st) {
             st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
             if (!st) st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
-            if (!st) st = lmp_be_swiglu(be, T * f, g, u, mid);
+            if (!st) st = lmp_be_swiglu(be, T * f, g, u, h);
         }
         if (st) goto done;
     }
     /* segment 3: x = x1 + mid Wd^T (down_proj; GPT-2's c_proj) */
-    in = affine_input(&L[dn[0]], T, mid, work);
+    in = affine_input(&L[dn[0]], T, h, work);
     st = observe(obs, ud, dn, 1, in, T, f);
     if (!st) st = run_linear(be, &L[dn[0]], T, in, qbuf, y);
     if (!st)
@@ -178,10 +186,22 @@ done:
     return st;
 }
 
+int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
+                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
+{
+    return block_forward(be, a, blk, T, from, x, state, NULL, obs, ud);
+}
+
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud)
 {
-    return lmp_block_forward_from(be, a, blk, T, 0, x, NULL, obs, ud);
+    return block_forward(be, a, blk, T, 0, x, NULL, NULL, obs, ud);
+}
+
+int lmp_block_forward_keep(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, float *x,
+                           const lmp_block_keep *keep)
+{
+    return block_forward(be, a, blk, T, 0, x, NULL, keep, NULL, NULL);
 }
 
 double lmp_block_flops(const lmp_arch *a, int64_t T, int group)

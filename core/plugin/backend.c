@@ -81,7 +81,7 @@ const char *lmp_op_name(lmp_op op)
     {                                                                                           \
         double t0 = lmp_now_s();                                                                \
         int st = LMP_EUNSUPPORTED;                                                              \
-        if (be->vt->name) st = be->vt->name(be->self, LMP_UNPAREN args);                        \
+        if (LMP_BACKEND_I_HAS(be->vt, name)) st = be->vt->name(be->self, LMP_UNPAREN args);     \
         if (st == LMP_EUNSUPPORTED) st = be->cpu->name(be->cpu_self, LMP_UNPAREN args);         \
         be->counters->seconds[LMP_OP_##name] += lmp_now_s() - t0;                               \
         be->counters->calls[LMP_OP_##name]++;                                                   \

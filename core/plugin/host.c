@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "compress/block_edit.h"
 #include "plugin/backend.h"
+#include "train/learn.h"
 
 void lmp_ctx_init(lmp_ctx *ctx)
 {
@@ -208,6 +209,12 @@ static int host_set_weight_grid(void *ctx, lmp_block *blk, int linear, const lmp
     return note_core_error(ctx, lmp_set_weight_grid(blk, linear, spec, scales, zeros, g_idx));
 }
 
+static int host_learn_block(void *ctx, lmp_block *blk, const lmp_learn_spec *spec, const lmp_learn_problem *p,
+                            lmp_learn_result *out)
+{
+    return note_core_error(ctx, lmp_learn_block(ctx, blk, spec, p, out));
+}
+
 /* Code, not state: the same table serves every context. */
 static const lmp_host host_services = {
     .struct_size = sizeof(lmp_host),
@@ -225,6 +232,7 @@ static const lmp_host host_services = {
     .add_input_affine = host_add_input_affine,
     .set_mask = host_set_mask,
     .set_weight_grid = host_set_weight_grid,
+    .learn_block = host_learn_block,
 };
 
 const lmp_host *lmp_host_services(void) { return &host_services; }

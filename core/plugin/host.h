@@ -56,6 +56,8 @@ typedef struct lmp_ctx {
         char context[256];                  /* shown before every line (lmp_progress_context) */
     } progress;
     lmp_compress_times times;               /* lmp_compress_times_get (pipeline.h) */
+    const struct lmp_learn_inputs *learn;   /* while a stage that learns runs: its calibration
+                                             * inputs (train/learn.h); NULL otherwise */
     char error[2048];                       /* the last text given to host->set_error */
     lmp_allowed_dir allowed[LMP_MAX_ALLOWED_DIRS];
     int n_allowed;

@@ -262,7 +262,7 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
                         path, d->name, lmp_kind_name(d->kind), lmp_kind_name(kind));
     if (!d->vtable) return lmp_fail(LMP_EINVAL, "%s: plugin '%s' has no vtable", path, d->name);
     uint32_t vt_size = *(const uint32_t *)d->vtable; /* every vtable starts with struct_size */
-    size_t need = d->kind == LMP_PLUGIN_STRATEGY ? LMP_STRATEGY_I_MIN_SIZE : sizeof(lmp_backend_i);
+    size_t need = d->kind == LMP_PLUGIN_STRATEGY ? LMP_STRATEGY_I_MIN_SIZE : LMP_BACKEND_I_MIN_SIZE;
     if (vt_size < need)
         return lmp_fail(LMP_EINVAL, "%s: plugin '%s' has a %s vtable of %u bytes, ABI %d.%d needs %zu",
                         path, d->name, lmp_kind_name(d->kind), vt_size, LMP_ABI_MAJOR,
@@ -276,7 +276,8 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
         if (strcmp(d->name, "cpu") == 0 && (!b->gemm || !b->rmsnorm || !b->rope || !b->attention ||
                                             !b->swiglu || !b->log_softmax || !b->reduce_cols ||
                                             !b->choose_weight_grid || !b->apply_weight_grid ||
-                                            !b->quantize_act || !b->layernorm || !b->gelu))
+                                            !b->quantize_act || !b->layernorm || !b->gelu ||
+                                            !LMP_BACKEND_I_HAS(b, attention_backward)))
             return lmp_fail(LMP_EINVAL, "%s: the cpu backend must implement every operation", path);
     }
     for (uint32_t i = 0; i < d->n_params; i++) {

@@ -28,6 +28,10 @@
  * NF4 (LMP_WFORMAT_NF4), lmp_wformat_span, lmp_wformat_fallback, lmp_wformat_takes_clip.
  * ABI 4.2 also: LMP_STAT_IMATRIX and lmp_stats.imatrix, the importance per input column that
  * a llama.cpp importance-matrix file named in the config gives a linear (no calibration needed).
+ * ABI 4.3: host->learn_block and LMP_NEED_CALIB_INPUTS (strategies that learn: lmp_learn_*), and
+ * the backend operation attention_backward, appended to lmp_backend_i.  A backend built
+ * for 4.2 (its vtable ends before it: LMP_BACKEND_I_MIN_SIZE) is still loaded, and the host runs
+ * the CPU backend's version of the operations its vtable does not reach.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -46,7 +50,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 2
+#define LMP_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -780,6 +784,9 @@ enum {
      * block, in forward order (q,k,v; o; gate,up; down), collecting the statistics of each
      * group on the block as the earlier groups left it (GPTQ's true_sequential). */
     LMP_NEED_SEQUENTIAL = 1u << 31,
+    /* ABI 4.3.  Not a statistic: the stage learns on the block's calibration inputs through
+     * host->learn_block, so the host keeps them for it (no observer runs for this alone). */
+    LMP_NEED_CALIB_INPUTS = 1u << 30,
 };
 
 typedef struct lmp_stats {
@@ -865,6 +872,52 @@ typedef struct lmp_block {
     lmp_norm *norms;
 } lmp_block;
 
+/* ---- learning within a block (ABI 4.3; docs/plugin-guide.md, "Strategies that learn") ---- */
+typedef enum { LMP_OPT_SIGN_SGD = 0, LMP_OPT_ADAM = 1 } lmp_optimizer;
+typedef enum { LMP_LR_CONSTANT = 0, LMP_LR_LINEAR = 1, LMP_LR_COSINE = 2 } lmp_lr_schedule;
+
+/* How to learn.  Step s (0-based) uses the rate lr * f(s): constant f = 1, linear
+ * f = 1 - s/steps (to 0, as AutoRound's LinearLR), cosine f = (1 + cos(pi s/steps)) / 2.
+ * Signed SGD: p -= lr sign(g).  Adam: the usual bias-corrected moments. */
+typedef struct lmp_learn_spec {
+    lmp_optimizer optimizer;
+    lmp_lr_schedule schedule;
+    int64_t steps;
+    int64_t batch;             /* calibration windows per step, drawn without replacement with the
+                                * host's seeded RNG; 0, or more than there are: all of them */
+    double lr;
+    double beta1, beta2, eps;  /* Adam; 0 means 0.9, 0.999, 1e-8 */
+    int keep_best;             /* end with the parameters of the step whose batch loss was least
+                                * (AutoRound's choice), rather than the last ones */
+} lmp_learn_spec;
+
+/* What a plugin learns, and how its parameters make the block's weights.  The host owns the
+ * loop; the plugin owns the parameters and the map from them to W (e.g. fake quantization with a
+ * straight-through estimator). */
+typedef struct lmp_learn_problem {
+    int n_params;
+    float *const *params;      /* [n_params] arrays the optimizer updates in place */
+    const int64_t *sizes;      /* [n_params] their lengths */
+    float *const *grads;       /* [n_params] same lengths: the host zeroes them before each step,
+                                * pullback adds to them */
+    uint32_t linears;          /* bit i: blk->linears[i] is learned (its dL/dW is wanted) */
+    /* Writes the linears' weights from the parameters: what the forward then runs. */
+    int (*materialize)(void *ud, lmp_block *blk);
+    /* Adds dL/dparameters given dL/dW: dw[i] [out, in] for each learned linear i, else NULL. */
+    int (*pullback)(void *ud, const lmp_block *blk, float *const *dw);
+    /* After every step: bring the parameters back into their ranges.  May be NULL. */
+    void (*project)(void *ud);
+    void *ud;
+} lmp_learn_problem;
+
+typedef struct lmp_learn_result {
+    double loss_first;         /* the block-output MSE before the first step (all windows) */
+    double loss_final;         /* the same with the parameters kept */
+    double best_batch_loss;    /* the least batch loss seen, and its step */
+    int64_t best_step;
+    double seconds;
+} lmp_learn_result;
+
 /* ---- host services ---------------------------------------------------------------------- */
 enum { LMP_LOG_ERROR = 0, LMP_LOG_WARN = 1, LMP_LOG_INFO = 2, LMP_LOG_DEBUG = 3 };
 
@@ -904,6 +957,15 @@ typedef struct lmp_host {
      * codes and scales the strategy chose.  Replaces an earlier grid. */
     int (*set_weight_grid)(void *ctx, lmp_block *blk, int linear, const lmp_wspec *spec, const float *scales,
                            const float *zeros, const int32_t *g_idx);
+    /* ABI 4.3 (check struct_size before calling).  From apply() of a stage that asked for
+     * LMP_NEED_CALIB_INPUTS: learn p's parameters so that blk's output matches the unmodified
+     * block's (block blk->index as the model has it, before any stage) on the calibration inputs
+     * the stage was given, by block-output MSE, backpropagated through the block (core/train) and
+     * stepped with spec's optimizer and schedule.  Memory: the block, its gradients and the
+     * unmodified outputs, n_windows x T x dim floats.  On return p's parameters are the kept
+     * ones and materialize has written them into blk. */
+    int (*learn_block)(void *ctx, lmp_block *blk, const lmp_learn_spec *spec, const lmp_learn_problem *p,
+                       lmp_learn_result *out);
 } lmp_host;
 
 /* ---- backend interface ------------------------------------------------------------------ */
@@ -972,7 +1034,15 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
                   float *out),                                                                     \
       (T, C, x, w, b, eps, out), 0)                                                                \
     /* out[i] = gelu(x[i]), tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */         \
-    OP(gelu, (int64_t n, const float *x, float *out), (n, x, out), 0)
+    OP(gelu, (int64_t n, const float *x, float *out), (n, x, out), 0)                               \
+    /* ABI 4.3.  The gradients of `attention` (same shapes and head mapping) for the gradient      \
+     * dout[T, nh*hd] of its output: dq[T, nh*hd], dk[T, nkv*hd] and dv[T, nkv*hd] are            \
+     * overwritten (a kv head sums over the query heads that read it).  The probabilities are      \
+     * recomputed from q and k, so nothing of the forward is kept. */                              \
+    OP(attention_backward, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,            \
+                           const float *q, const float *k, const float *v, const float *dout,     \
+                           float *dq, float *dk, float *dv),                                       \
+      (T, n_heads, n_kv_heads, hd, q, k, v, dout, dq, dk, dv), 0)
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
@@ -983,6 +1053,12 @@ typedef struct lmp_backend_i {
     void (*destroy)(void *self);
     LMP_BACKEND_OPS(LMP_BACKEND_I_ENTRY)
 } lmp_backend_i;
+
+/* The size of an ABI 4.2 backend vtable: what the host requires of every backend.  An entry at
+ * or past a vtable's struct_size is treated as NULL (LMP_BACKEND_I_HAS). */
+#define LMP_BACKEND_I_MIN_SIZE offsetof(lmp_backend_i, attention_backward)
+#define LMP_BACKEND_I_HAS(vt, name) \
+    (offsetof(lmp_backend_i, name) < (vt)->struct_size && (vt)->name != NULL)
 
 /* ---- strategy interface ----------------------------------------------------------------- */
 typedef struct lmp_strategy_i {

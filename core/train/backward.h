@@ -1,0 +1,62 @@
+/* backward.h — the gradients of a block and of the model's head, for strategies that learn.
+ *
+ * A block's training forward keeps what its backward reads (lmp_block_tape); the backward turns
+ * the gradient of the block's output into the gradients of its input and of every weight, bias
+ * and norm parameter asked for.  Heavy work goes through the backend (the GEMMs, attention's
+ * backward); the rest (norms, RoPE, SwiGLU, GELU) is O(T·dim) and computed here in double per
+ * element.
+ *
+ * Simulated activation quantization (lmp_linear.act) is taken through the straight-through
+ * estimator: the forward quantizes a linear's input as the variant does, the backward passes the
+ * input's gradient through unchanged and takes dW from the quantized input.  A linear with an
+ * explicit input affine (SmoothQuant's all_linears, Shift on o/down) is refused for now: its
+ * shift_bias W z would have to follow W.
+ *
+ * Shapes: T tokens, d = dim, f = hidden, qd = n_heads·head_dim, kv = n_kv_heads·head_dim. */
+#ifndef LMP_CORE_TRAIN_BACKWARD_H
+#define LMP_CORE_TRAIN_BACKWARD_H
+
+#include "model/forward.h"
+
+typedef struct lmp_block_tape {
+    int64_t T;
+    float *x;            /* [T, d] the block's input */
+    lmp_block_keep keep; /* q, k, v, att, x1, g, u, h (forward.h) */
+    float *buf;          /* owns all of them */
+} lmp_block_tape;
+
+int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T);
+void lmp_block_tape_free(lmp_block_tape *tp);
+
+/* x[T, d] <- block(x), bit for bit lmp_block_forward's, keeping the tape.  Refuses (naming the
+ * linear) a block the backward cannot take. */
+int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, float *x,
+                            lmp_block_tape *tp);
+
+/* Gradients, added to (a caller sums over windows, and zeroes them itself).  Every array may be
+ * NULL: not wanted.  dw[i] [out, in] and db[i] [out] belong to blk->linears[i] (db only where the
+ * linear has a bias); dnorm_w[n], dnorm_b[n] [d] to blk->norms[n] (dnorm_b where it has a bias). */
+typedef struct lmp_block_grads {
+    int n_linears;
+    float **dw, **db;
+    float *dnorm_w[2], *dnorm_b[2];
+} lmp_block_grads;
+
+/* Zeroed arrays for the weight and bias of every linear i of blk whose bit i is set in
+ * `linears` (LMP_ALL_LINEARS: all), and for every norm parameter when norms != 0. */
+#define LMP_ALL_LINEARS 0xFFFFFFFFu
+int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, uint32_t linears, int norms);
+void lmp_block_grads_zero(lmp_block_grads *g, const lmp_block *blk);
+void lmp_block_grads_free(lmp_block_grads *g);
+
+/* dy[T, d] = dL/d(block output) -> dx[T, d] = dL/d(block input) (overwritten; NULL: not
+ * wanted), and the gradients g asks for (g may be NULL). */
+int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_tape *tp,
+                       const float *dy, float *dx, lmp_block_grads *g);
+
+/* The head z[T, V] = final_norm(x) lm_head^T: dz -> dx[T, d] (overwritten, NULL: not wanted),
+ * dnorm_w[d] and dlm_head[V, d] added to (NULL: not wanted).  LLaMA family (RMSNorm) only. */
+int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, const float *dz,
+                      float *dx, float *dnorm_w, float *dlm_head);
+
+#endif

@@ -1,0 +1,28 @@
+/* learn.h — host->learn_block: the loop that learns a strategy's parameters within one block
+ * (plugin.h, lmp_learn_*), on the calibration inputs the pipeline hands the stage.
+ *
+ * Per step: the plugin writes the block's weights from its parameters (materialize), the host
+ * runs a mini-batch of calibration windows forward and backward (train/backward.h) against the
+ * unmodified block's outputs with block-output MSE, the plugin turns dL/dW into dL/dparameters
+ * (pullback), and the host steps them (signed SGD or Adam) at the schedule's rate.  The
+ * unmodified outputs are computed once, from the model's own block. */
+#ifndef LMP_CORE_TRAIN_LEARN_H
+#define LMP_CORE_TRAIN_LEARN_H
+
+#include "model/model.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+
+/* What the pipeline lends the learning service while a stage that asked for
+ * LMP_NEED_CALIB_INPUTS runs on a block (lmp_ctx.learn). */
+typedef struct lmp_learn_inputs {
+    const lmp_backend *be;
+    const lmp_model *m;
+    const float *X; /* [n, T, dim]: the block's calibration inputs */
+    int64_t n, T;
+} lmp_learn_inputs;
+
+int lmp_learn_block(lmp_ctx *ctx, lmp_block *blk, const lmp_learn_spec *spec, const lmp_learn_problem *p,
+                    lmp_learn_result *out);
+
+#endif

@@ -1,0 +1,522 @@
+/* test_train_grad.c — the gradients strategies that learn are built on (core/train):
+ *  - the CPU backend's attention_backward against its plain reference (lmp_ref_attention_backward);
+ *  - the training forward is lmp_block_forward bit for bit;
+ *  - a block's backward against central finite differences of the production forward, along random
+ *    directions (f32, so to 2 %);
+ *  - every gradient of a block (stories260K's real blocks, a LLaMA block with biases and GQA, a
+ *    GPT-2 block) and of the head with cross-entropy and KL against tools/ref/block_grad_ref.py,
+ *    a generic reverse-mode autodiff in numpy float64 (to 1e-4 in norm);
+ *  - a block the backward cannot take is refused naming the linear. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ref.h"
+#include "base/error.h"
+#include "plugin/host.h"
+#include "plugin/registry.h"
+#include "train/backward.h"
+#include "train/loss.h"
+
+#include "testutil.h"
+
+#define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+
+static lmp_ctx g_ctx;
+static lmp_registry g_reg;
+static lmp_backend g_be;
+
+static void setup(void)
+{
+    lmp_ctx_init(&g_ctx);
+    lmp_host_set_verbosity(&g_ctx, LMP_LOG_ERROR);
+    ck_assert_int_eq(lmp_registry_init(&g_reg, &g_ctx, NULL, 0), 0);
+    ck_assert_int_eq(lmp_backend_open(&g_ctx, &g_reg, "cpu", NULL, &g_be), 0);
+}
+
+static void teardown(void)
+{
+    lmp_backend_close(&g_be);
+    lmp_registry_free(&g_reg);
+    lmp_ctx_clear(&g_ctx);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) /* uniform in [-1, 1) */
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static float *rand_array(int64_t n, double scale)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(scale * urand());
+    return p;
+}
+
+/* ||a - b|| / ||b|| */
+static double rel_err_f(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+static double rel_err_d(const float *a, const double *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+/* ---- attention_backward: the CPU backend against its reference ----------------------------- */
+
+START_TEST(attention_backward_matches_reference)
+{
+    /* T 100 crosses the kernel's 64-row blocks; 6 query heads on 2 kv heads (GQA) */
+    const int64_t T = 100, nh = 6, nkv = 2, hd = 16, qd = nh * hd, kv = nkv * hd;
+    float *q = rand_array(T * qd, 1.0), *k = rand_array(T * kv, 1.0), *v = rand_array(T * kv, 1.0);
+    float *g = rand_array(T * qd, 1.0);
+    float *dq = calloc((size_t)(T * qd), 4), *dk = calloc((size_t)(T * kv), 4), *dv = calloc((size_t)(T * kv), 4);
+    float *rq = calloc((size_t)(T * qd), 4), *rk = calloc((size_t)(T * kv), 4), *rv = calloc((size_t)(T * kv), 4);
+    /* garbage in the outputs: they are overwritten, not added to */
+    for (int64_t i = 0; i < T * kv; i++) dk[i] = dv[i] = 7.0f;
+    ck_assert_int_eq(lmp_be_attention_backward(&g_be, T, nh, nkv, hd, q, k, v, g, dq, dk, dv), 0);
+    ck_assert_int_eq(lmp_ref_attention_backward(T, nh, nkv, hd, q, k, v, g, rq, rk, rv), 0);
+    ck_assert_double_lt(rel_err_f(dq, rq, T * qd), 1e-5);
+    ck_assert_double_lt(rel_err_f(dk, rk, T * kv), 1e-5);
+    ck_assert_double_lt(rel_err_f(dv, rv, T * kv), 1e-5);
+    /* and the reference against a finite difference of the reference forward, one entry each */
+    float *o = malloc((size_t)(T * qd) * 4);
+    const int64_t probes[3] = {5 * qd + 17, 63 * kv + 9, 99 * kv + 31};
+    float *arrays[3] = {q, k, v}, *grads[3] = {rq, rk, rv};
+    for (int p = 0; p < 3; p++) {
+        double lo = 0, hi = 0;
+        const float keep = arrays[p][probes[p]];
+        const float h = 1e-2f;
+        for (int side = 0; side < 2; side++) {
+            arrays[p][probes[p]] = keep + (side ? h : -h);
+            ck_assert_int_eq(lmp_ref_attention(T, nh, nkv, hd, q, k, v, o), 0);
+            double s = 0;
+            for (int64_t i = 0; i < T * qd; i++) s += (double)o[i] * g[i];
+            *(side ? &hi : &lo) = s;
+        }
+        arrays[p][probes[p]] = keep;
+        const double fd = (hi - lo) / (2.0 * h);
+        ck_assert_msg(fabs(fd - grads[p][probes[p]]) <= 2e-3 * (1.0 + fabs(fd)), "array %d: fd %.8g, backward %.8g", p,
+                      fd, (double)grads[p][probes[p]]);
+    }
+    free(o);
+    free(q), free(k), free(v), free(g), free(dq), free(dk), free(dv), free(rq), free(rk), free(rv);
+}
+END_TEST
+
+/* ---- synthetic blocks ----------------------------------------------------------------------- */
+
+/* A block of `family` with random weights (scale 1/sqrt(in)), biases on every linear and norm
+ * when `biases`, norms near 1. */
+typedef struct synth {
+    lmp_arch a;
+    lmp_block blk;
+    lmp_linear lin[7];
+    lmp_norm norms[2];
+} synth;
+
+static void synth_make(synth *s, lmp_family family, int biases)
+{
+    memset(s, 0, sizeof *s);
+    s->a = (lmp_arch){.family = family, .dim = 48, .hidden = 80, .n_layers = 1, .n_heads = 4,
+                      .n_kv_heads = family == LMP_FAMILY_GPT2 ? 4 : 2, .head_dim = 12, .vocab = 0, .seq_len = 64,
+                      .norm_eps = 1e-5f, .rope_theta = 10000.0f};
+    const int64_t d = 48, f = 80, qd = 48, kv = s->a.n_kv_heads * 12;
+    const lmp_role llama_roles[7] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O, LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    const lmp_role gpt2_roles[6] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    const int n = family == LMP_FAMILY_GPT2 ? 6 : 7;
+    for (int i = 0; i < n; i++) {
+        lmp_linear *l = &s->lin[i];
+        l->role = family == LMP_FAMILY_GPT2 ? gpt2_roles[i] : llama_roles[i];
+        l->name = "synthetic";
+        l->out = l->role == LMP_ROLE_Q ? qd : l->role == LMP_ROLE_K || l->role == LMP_ROLE_V ? kv
+                 : l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP                       ? f
+                                                                                            : d;
+        l->in = l->role == LMP_ROLE_O ? qd : l->role == LMP_ROLE_DOWN ? f : d;
+        l->w = rand_array(l->out * l->in, 1.0 / sqrt((double)l->in));
+        l->b = biases ? rand_array(l->out, 0.1) : NULL;
+        l->weight_bits = 32;
+    }
+    for (int j = 0; j < 2; j++) {
+        s->norms[j].dim = d;
+        s->norms[j].w = rand_array(d, 0.3);
+        for (int64_t c = 0; c < d; c++) s->norms[j].w[c] += 1.0f;
+        s->norms[j].b = biases ? rand_array(d, 0.1) : NULL;
+    }
+    s->blk = (lmp_block){.index = 0, .n_blocks = 1, .n_linears = n, .linears = s->lin, .n_norms = 2, .norms = s->norms};
+}
+
+static void synth_free(synth *s)
+{
+    for (int i = 0; i < s->blk.n_linears; i++) free(s->lin[i].w), free(s->lin[i].b);
+    for (int j = 0; j < 2; j++) free(s->norms[j].w), free(s->norms[j].b);
+}
+
+/* ---- forward equality and finite differences ---------------------------------------------- */
+
+START_TEST(training_forward_is_the_forward)
+{
+    for (int fam = 0; fam < 2; fam++) {
+        synth s;
+        synth_make(&s, fam ? LMP_FAMILY_GPT2 : LMP_FAMILY_LLAMA, 1);
+        const int64_t T = 70, d = s.a.dim;
+        float *x = rand_array(T * d, 1.0), *y = malloc((size_t)(T * d) * 4);
+        memcpy(y, x, (size_t)(T * d) * 4);
+        lmp_block_tape tp;
+        ck_assert_int_eq(lmp_block_tape_init(&tp, &s.a, T), 0);
+        ck_assert_int_eq(lmp_block_forward_train(&g_be, &s.a, &s.blk, y, &tp), 0);
+        ck_assert_int_eq(lmp_block_forward(&g_be, &s.a, &s.blk, T, x, NULL, NULL), 0);
+        ck_assert_int_eq(memcmp(x, y, (size_t)(T * d) * 4), 0);
+        lmp_block_tape_free(&tp);
+        free(x), free(y);
+        synth_free(&s);
+    }
+}
+END_TEST
+
+/* L(x) = sum(block(x) * gy) through the production forward. */
+static double dot_loss(const synth *s, const float *x, const float *gy, int64_t T)
+{
+    const int64_t n = T * s->a.dim;
+    float *y = malloc((size_t)n * 4);
+    memcpy(y, x, (size_t)n * 4);
+    ck_assert_int_eq(lmp_block_forward(&g_be, &s->a, &s->blk, T, y, NULL, NULL), 0);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)y[i] * gy[i];
+    free(y);
+    return sum;
+}
+
+/* Directional derivative of dot_loss along r (over one array p, the input or a parameter)
+ * against <gradient, r>. */
+static void check_direction(synth *s, float *x, const float *gy, int64_t T, float *p, const float *grad, int64_t n,
+                            const char *what)
+{
+    float *r = rand_array(n, 1.0), *keep = malloc((size_t)n * 4);
+    memcpy(keep, p, (size_t)n * 4);
+    double pn = 0, rn = 0, dir = 0;
+    for (int64_t i = 0; i < n; i++) pn += (double)p[i] * p[i], rn += (double)r[i] * r[i];
+    const double h = 1e-2 * sqrt(pn / rn > 1e-6 ? pn / rn : 1.0); /* a step of 1 % of the array */
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(keep[i] + h * r[i]);
+    const double hi = dot_loss(s, x, gy, T);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(keep[i] - h * r[i]);
+    const double lo = dot_loss(s, x, gy, T);
+    memcpy(p, keep, (size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) dir += (double)grad[i] * r[i];
+    const double fd = (hi - lo) / (2 * h);
+    ck_assert_msg(fabs(fd - dir) <= 2e-2 * fabs(dir) + 1e-6, "%s: finite difference %.8g, backward %.8g", what, fd, dir);
+    free(r), free(keep);
+}
+
+START_TEST(backward_matches_finite_differences)
+{
+    for (int fam = 0; fam < 2; fam++) {
+        synth s;
+        synth_make(&s, fam ? LMP_FAMILY_GPT2 : LMP_FAMILY_LLAMA, 1);
+        const int64_t T = 40, d = s.a.dim;
+        float *x = rand_array(T * d, 1.0), *gy = rand_array(T * d, 1.0), *y = malloc((size_t)(T * d) * 4);
+        float *dx = malloc((size_t)(T * d) * 4);
+        memcpy(y, x, (size_t)(T * d) * 4);
+        lmp_block_tape tp;
+        lmp_block_grads g;
+        ck_assert_int_eq(lmp_block_tape_init(&tp, &s.a, T), 0);
+        ck_assert_int_eq(lmp_block_grads_alloc(&g, &s.blk, LMP_ALL_LINEARS, 1), 0);
+        ck_assert_int_eq(lmp_block_forward_train(&g_be, &s.a, &s.blk, y, &tp), 0);
+        ck_assert_int_eq(lmp_block_backward(&g_be, &s.a, &s.blk, &tp, gy, dx, &g), 0);
+        check_direction(&s, x, gy, T, x, dx, T * d, "x");
+        for (int i = 0; i < s.blk.n_linears; i++) {
+            lmp_linear *l = &s.lin[i];
+            char what[64];
+            snprintf(what, sizeof what, "%s W of role %d", fam ? "gpt2" : "llama", (int)l->role);
+            check_direction(&s, x, gy, T, l->w, g.dw[i], l->out * l->in, what);
+            /* GPT-2's k bias has gradient 0 in exact arithmetic (it adds the same q.b to every
+             * score of a softmax row), so its finite difference is f32 noise alone; the
+             * reference test holds it to 0 in absolute terms */
+            if (!(fam && l->role == LMP_ROLE_K)) check_direction(&s, x, gy, T, l->b, g.db[i], l->out, "bias");
+        }
+        for (int j = 0; j < 2; j++) {
+            check_direction(&s, x, gy, T, s.norms[j].w, g.dnorm_w[j], d, "norm weight");
+            check_direction(&s, x, gy, T, s.norms[j].b, g.dnorm_b[j], d, "norm bias");
+        }
+        lmp_block_grads_free(&g);
+        lmp_block_tape_free(&tp);
+        free(x), free(gy), free(y), free(dx);
+        synth_free(&s);
+    }
+}
+END_TEST
+
+/* ---- against the numpy autodiff reference ----------------------------------------------- */
+
+static void write_raw(const char *dir, const char *name, const void *p, size_t bytes)
+{
+    FILE *f = fopen(lmp_test_path(dir, name), "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, bytes, f), bytes);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static double *read_f64(const char *dir, const char *name, int64_t n)
+{
+    FILE *f = fopen(lmp_test_path(dir, name), "rb");
+    ck_assert_msg(f != NULL, "the reference wrote no %s", name);
+    double *p = malloc((size_t)n * sizeof *p);
+    ck_assert_uint_eq(fread(p, sizeof *p, (size_t)n, f), (size_t)n);
+    ck_assert_int_eq(fgetc(f), EOF); /* and nothing more */
+    fclose(f);
+    return p;
+}
+
+static void run_reference(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/block_grad_ref.py' grad '%s'", lmp_test_python(), LMP_SOURCE_DIR, dir);
+    ck_assert_msg(system(cmd) == 0, "reference failed: %s", cmd);
+}
+
+/* ref_grad_<name>.f64 against ours: ||ours - ref|| <= 1e-4 ||ref|| + 1e-5.  The absolute term is
+ * for gradients that are 0 in exact arithmetic (GPT-2's k bias: a constant added to a softmax
+ * row changes nothing), where f32 leaves rounding noise. */
+static void expect_grad(const char *dir, const char *name, const float *ours, int64_t n, const char *label)
+{
+    char file[64];
+    snprintf(file, sizeof file, "ref_grad_%s.f64", name);
+    double *ref = read_f64(dir, file, n);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; i++) {
+        diff += ((double)ours[i] - ref[i]) * ((double)ours[i] - ref[i]);
+        norm += ref[i] * ref[i];
+    }
+    diff = sqrt(diff), norm = sqrt(norm);
+    ck_assert_msg(diff <= 1e-4 * norm + 1e-5, "%s: gradient of %s differs from the reference by %.3g (its norm %.3g)", label,
+                  name, diff, norm);
+    free(ref);
+}
+
+static const char *file_name(lmp_role r, char kind)
+{
+    static char buf[8];
+    const char *c = r == LMP_ROLE_Q ? "q" : r == LMP_ROLE_K ? "k" : r == LMP_ROLE_V ? "v" : r == LMP_ROLE_O ? "o"
+                  : r == LMP_ROLE_GATE ? "g" : r == LMP_ROLE_UP ? "u" : "d";
+    snprintf(buf, sizeof buf, "%c%s", kind, c);
+    return buf;
+}
+
+/* Dumps block blk over input x with loss `mse` (against target) or `dot` (gy), runs the reference,
+ * and compares the loss, the output and every gradient. */
+static void check_block_against_reference(const lmp_arch *a, const lmp_block *blk, const float *x, int64_t T,
+                                          const char *label)
+{
+    char dir[128], meta[512], name[32];
+    lmp_test_tmpdir(dir, sizeof dir, "grad");
+    const int64_t d = a->dim, n = T * d;
+    const int mse = blk->linears[0].b == NULL; /* one loss on each kind of block */
+    float *y = malloc((size_t)n * 4), *dy = malloc((size_t)n * 4), *dx = malloc((size_t)n * 4);
+    float *target = rand_array(n, 0.5);
+    memcpy(y, x, (size_t)n * 4);
+    lmp_block_tape tp;
+    lmp_block_grads g;
+    ck_assert_int_eq(lmp_block_tape_init(&tp, a, T), 0);
+    ck_assert_int_eq(lmp_block_grads_alloc(&g, blk, LMP_ALL_LINEARS, 1), 0);
+    ck_assert_int_eq(lmp_block_forward_train(&g_be, a, blk, y, &tp), 0);
+    double loss = 0;
+    if (mse) {
+        for (int64_t i = 0; i < n; i++) target[i] += y[i];
+        ck_assert_int_eq(lmp_loss_mse(n, y, target, &loss, dy), 0);
+    } else {
+        memcpy(dy, target, (size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) loss += (double)y[i] * dy[i];
+    }
+    ck_assert_int_eq(lmp_block_backward(&g_be, a, blk, &tp, dy, dx, &g), 0);
+
+    snprintf(meta, sizeof meta,
+             "mode = block\nfamily = %s\nT = %lld\ndim = %lld\nhidden = %lld\nn_heads = %lld\nn_kv_heads = %lld\n"
+             "head_dim = %lld\neps = %.9g\ntheta = %.9g\nloss = %s\n",
+             a->family == LMP_FAMILY_GPT2 ? "gpt2" : "llama", (long long)T, (long long)d, (long long)a->hidden,
+             (long long)a->n_heads, (long long)a->n_kv_heads, (long long)a->head_dim, (double)a->norm_eps,
+             (double)a->rope_theta, mse ? "mse" : "dot");
+    write_raw(dir, "meta.txt", meta, strlen(meta));
+    write_raw(dir, "x.f32", x, (size_t)n * 4);
+    write_raw(dir, mse ? "target.f32" : "gy.f32", target, (size_t)n * 4);
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "norm%d_w.f32", j);
+        write_raw(dir, name, blk->norms[j].w, (size_t)d * 4);
+        if (blk->norms[j].b) {
+            snprintf(name, sizeof name, "norm%d_b.f32", j);
+            write_raw(dir, name, blk->norms[j].b, (size_t)d * 4);
+        }
+    }
+    for (int i = 0; i < blk->n_linears; i++) {
+        const lmp_linear *l = &blk->linears[i];
+        snprintf(name, sizeof name, "%s.f32", file_name(l->role, 'w'));
+        write_raw(dir, name, l->w, (size_t)(l->out * l->in) * 4);
+        if (l->b) {
+            snprintf(name, sizeof name, "%s.f32", file_name(l->role, 'b'));
+            write_raw(dir, name, l->b, (size_t)l->out * 4);
+        }
+    }
+    run_reference(dir);
+
+    double *ref_loss = read_f64(dir, "ref_loss.f64", 1), *ref_y = read_f64(dir, "ref_y.f64", n);
+    ck_assert_msg(fabs(loss - *ref_loss) <= 1e-4 * fabs(*ref_loss), "%s: loss %.10g, reference %.10g", label, loss, *ref_loss);
+    ck_assert_double_lt(rel_err_d(y, ref_y, n), 1e-5);
+    free(ref_loss), free(ref_y);
+    expect_grad(dir, "x", dx, n, label);
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "norm%d_w", j);
+        expect_grad(dir, name, g.dnorm_w[j], d, label);
+        if (blk->norms[j].b) {
+            snprintf(name, sizeof name, "norm%d_b", j);
+            expect_grad(dir, name, g.dnorm_b[j], d, label);
+        }
+    }
+    for (int i = 0; i < blk->n_linears; i++) {
+        const lmp_linear *l = &blk->linears[i];
+        expect_grad(dir, file_name(l->role, 'w'), g.dw[i], l->out * l->in, label);
+        if (l->b) expect_grad(dir, file_name(l->role, 'b'), g.db[i], l->out, label);
+    }
+    lmp_block_grads_free(&g);
+    lmp_block_tape_free(&tp);
+    free(y), free(dy), free(dx), free(target);
+    lmp_test_rmtree(dir);
+}
+
+/* stories260K's blocks on the hidden states of random tokens; loss MSE (its blocks have no bias). */
+START_TEST(stories260K_blocks_match_reference)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(MODEL, &m), 0);
+    lmp_block *blocks = lmp_model_blocks(m);
+    ck_assert_ptr_nonnull(blocks);
+    const int64_t T = 96, d = m->arch.dim;
+    int32_t tok[96];
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)((urand() + 1.0) * 255.9);
+    float *x = malloc((size_t)(T * d) * 4);
+    lmp_embed(m, tok, T, x);
+    for (int b = 0; b < m->arch.n_layers; b++) {
+        char label[32];
+        snprintf(label, sizeof label, "stories260K block %d", b);
+        check_block_against_reference(&m->arch, &blocks[b], x, T, label);
+        ck_assert_int_eq(lmp_block_forward(&g_be, &m->arch, &blocks[b], T, x, NULL, NULL), 0);
+    }
+    free(x);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* A LLaMA block with biases everywhere and 2 kv heads for 4, and a GPT-2 block; loss dot. */
+START_TEST(synthetic_blocks_match_reference)
+{
+    for (int fam = 0; fam < 2; fam++) {
+        synth s;
+        synth_make(&s, fam ? LMP_FAMILY_GPT2 : LMP_FAMILY_LLAMA, 1);
+        float *x = rand_array(50 * s.a.dim, 1.0);
+        check_block_against_reference(&s.a, &s.blk, x, 50, fam ? "gpt2 block" : "llama block with biases");
+        free(x);
+        synth_free(&s);
+    }
+}
+END_TEST
+
+/* stories260K's head (RMSNorm + tied classifier) with cross-entropy and with KL to the log-probs of
+ * other logits. */
+START_TEST(head_losses_match_reference)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(MODEL, &m), 0);
+    const int64_t T = 33, d = m->arch.dim, V = m->arch.vocab;
+    float *x = rand_array(T * d, 1.0), *z = malloc((size_t)(T * V) * 4), *dz = malloc((size_t)(T * V) * 4);
+    float *ref_logits = rand_array(T * V, 3.0), *ref_logp = malloc((size_t)(T * V) * 4);
+    int32_t targets[33];
+    for (int t = 0; t < T; t++) targets[t] = (int32_t)((urand() + 1.0) * 255.9);
+    ck_assert_int_eq(lmp_ref_log_softmax(T, V, ref_logits, ref_logp), 0);
+    for (int kl = 0; kl < 2; kl++) {
+        char dir[128], meta[256];
+        lmp_test_tmpdir(dir, sizeof dir, "grad");
+        ck_assert_int_eq(lmp_head(&g_be, m, T, x, 0, z), 0);
+        double loss;
+        if (kl) ck_assert_int_eq(lmp_loss_kl(T, V, z, ref_logp, &loss, dz), 0);
+        else ck_assert_int_eq(lmp_loss_ce(T, V, z, targets, &loss, dz), 0);
+        float *dx = malloc((size_t)(T * d) * 4), *dnw = calloc((size_t)d, 4), *dlm = calloc((size_t)(V * d), 4);
+        ck_assert_int_eq(lmp_head_backward(&g_be, m, T, x, dz, dx, dnw, dlm), 0);
+        snprintf(meta, sizeof meta, "mode = head\nT = %lld\ndim = %lld\nvocab = %lld\neps = %.9g\nloss = %s\n",
+                 (long long)T, (long long)d, (long long)V, (double)m->arch.norm_eps, kl ? "kl" : "ce");
+        write_raw(dir, "meta.txt", meta, strlen(meta));
+        write_raw(dir, "x.f32", x, (size_t)(T * d) * 4);
+        write_raw(dir, "norm_w.f32", m->final_norm_w, (size_t)d * 4);
+        write_raw(dir, "lm_head.f32", m->lm_head, (size_t)(V * d) * 4);
+        if (kl) write_raw(dir, "ref_logits.f32", ref_logits, (size_t)(T * V) * 4);
+        else write_raw(dir, "targets.i32", targets, sizeof targets);
+        run_reference(dir);
+        double *ref_loss = read_f64(dir, "ref_loss.f64", 1), *ref_z = read_f64(dir, "ref_y.f64", T * V);
+        ck_assert_msg(fabs(loss - *ref_loss) <= 1e-5 * fabs(*ref_loss), "loss %.10g, reference %.10g", loss, *ref_loss);
+        ck_assert_double_lt(rel_err_d(z, ref_z, T * V), 1e-5);
+        expect_grad(dir, "x", dx, T * d, kl ? "head, KL" : "head, CE");
+        expect_grad(dir, "norm_w", dnw, d, kl ? "head, KL" : "head, CE");
+        expect_grad(dir, "lm_head", dlm, V * d, kl ? "head, KL" : "head, CE");
+        free(ref_loss), free(ref_z), free(dx), free(dnw), free(dlm);
+        lmp_test_rmtree(dir);
+    }
+    free(x), free(z), free(dz), free(ref_logits), free(ref_logp);
+    lmp_model_free(m);
+}
+END_TEST
+
+START_TEST(input_affine_is_refused)
+{
+    synth s;
+    synth_make(&s, LMP_FAMILY_LLAMA, 0);
+    float scale[80];
+    for (int j = 0; j < 80; j++) scale[j] = 2.0f;
+    s.lin[6].name = "model.layers.0.mlp.down_proj";
+    s.lin[6].in_scale = scale;
+    const int64_t T = 8;
+    float *x = rand_array(T * s.a.dim, 1.0);
+    lmp_block_tape tp;
+    ck_assert_int_eq(lmp_block_tape_init(&tp, &s.a, T), 0);
+    ck_assert_int_eq(lmp_block_forward_train(&g_be, &s.a, &s.blk, x, &tp), LMP_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "model.layers.0.mlp.down_proj"));
+    s.lin[6].in_scale = NULL;
+    lmp_block_tape_free(&tp);
+    free(x);
+    synth_free(&s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("train_grad");
+    TCase *tc = tcase_create("train_grad");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, attention_backward_matches_reference);
+    tcase_add_test(tc, training_forward_is_the_forward);
+    tcase_add_test(tc, backward_matches_finite_differences);
+    tcase_add_test(tc, stories260K_blocks_match_reference);
+    tcase_add_test(tc, synthetic_blocks_match_reference);
+    tcase_add_test(tc, head_losses_match_reference);
+    tcase_add_test(tc, input_affine_is_refused);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}
