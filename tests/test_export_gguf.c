@@ -272,6 +272,14 @@ START_TEST(gptq_q4_0)
 }
 END_TEST
 
+/* Learned rounding and clipping (ABI 4.3) on Q4_1's blocks: each block's scale and min as learned. */
+START_TEST(autoround_q4_1)
+{
+    const char *const set[] = {"format=q4_1", "steps=10", "batch=4", NULL};
+    stories_case("autoround-q4_1", "autoround", set, NOT_DOWN, 1, "Q4_1", 3);
+}
+END_TEST
+
 /* The formats and searches of ABI 4.1 written as their GGUF types. */
 START_TEST(rtn_q5_0_importance)
 {
@@ -742,6 +750,7 @@ int main(void)
     tcase_add_test(tc, gptq_q5_1_importance);
     tcase_add_test(tc, gptq_iq4_nl_importance);
     tcase_add_test(tc, gptq_q4_0);
+    tcase_add_test(tc, autoround_q4_1);
     tcase_add_test(tc, rtn_int_grid_is_f32);
     tcase_add_test(tc, cli_run_output_then_eval);
     tcase_add_test(tc, cli_compare_output_dir);

@@ -3,8 +3,8 @@
  *  - the training forward is lmp_block_forward bit for bit;
  *  - a block's backward against central finite differences of the production forward, along random
  *    directions (f32, so to 2 %);
- *  - every gradient of a block (stories260K's real blocks, a LLaMA block with biases and GQA, a
- *    GPT-2 block) and of the head with cross-entropy and KL against tools/ref/block_grad_ref.py,
+ *  - every gradient of a block (stories260K's real blocks, SmolLM2's first and last, a LLaMA block
+ *    with biases and GQA, a GPT-2 block) and of the head with cross-entropy and KL against tools/ref/block_grad_ref.py,
  *    a generic reverse-mode autodiff in numpy float64 (to 1e-4 in norm);
  *  - a block the backward cannot take is refused naming the linear. */
 #include <check.h>
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_ref.h"
 #include "base/error.h"
@@ -23,6 +24,7 @@
 #include "testutil.h"
 
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+#define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 static lmp_ctx g_ctx;
 static lmp_registry g_reg;
@@ -295,10 +297,10 @@ static void run_reference(const char *dir)
     ck_assert_msg(system(cmd) == 0, "reference failed: %s", cmd);
 }
 
-/* ref_grad_<name>.f64 against ours: ||ours - ref|| <= 1e-4 ||ref|| + 1e-5.  The absolute term is
+/* ref_grad_<name>.f64 against ours: ||ours - ref|| <= tol ||ref|| + 1e-5.  The absolute term is
  * for gradients that are 0 in exact arithmetic (GPT-2's k bias: a constant added to a softmax
  * row changes nothing), where f32 leaves rounding noise. */
-static void expect_grad(const char *dir, const char *name, const float *ours, int64_t n, const char *label)
+static void expect_grad(const char *dir, const char *name, const float *ours, int64_t n, const char *label, double tol)
 {
     char file[64];
     snprintf(file, sizeof file, "ref_grad_%s.f64", name);
@@ -309,7 +311,7 @@ static void expect_grad(const char *dir, const char *name, const float *ours, in
         norm += ref[i] * ref[i];
     }
     diff = sqrt(diff), norm = sqrt(norm);
-    ck_assert_msg(diff <= 1e-4 * norm + 1e-5, "%s: gradient of %s differs from the reference by %.3g (its norm %.3g)", label,
+    ck_assert_msg(diff <= tol * norm + 1e-5, "%s: gradient of %s differs from the reference by %.3g (its norm %.3g)", label,
                   name, diff, norm);
     free(ref);
 }
@@ -326,7 +328,7 @@ static const char *file_name(lmp_role r, char kind)
 /* Dumps block blk over input x with loss `mse` (against target) or `dot` (gy), runs the reference,
  * and compares the loss, the output and every gradient. */
 static void check_block_against_reference(const lmp_arch *a, const lmp_block *blk, const float *x, int64_t T,
-                                          const char *label)
+                                          const char *label, double tol)
 {
     char dir[128], meta[512], name[32];
     lmp_test_tmpdir(dir, sizeof dir, "grad");
@@ -382,19 +384,19 @@ static void check_block_against_reference(const lmp_arch *a, const lmp_block *bl
     ck_assert_msg(fabs(loss - *ref_loss) <= 1e-4 * fabs(*ref_loss), "%s: loss %.10g, reference %.10g", label, loss, *ref_loss);
     ck_assert_double_lt(rel_err_d(y, ref_y, n), 1e-5);
     free(ref_loss), free(ref_y);
-    expect_grad(dir, "x", dx, n, label);
+    expect_grad(dir, "x", dx, n, label, tol);
     for (int j = 0; j < 2; j++) {
         snprintf(name, sizeof name, "norm%d_w", j);
-        expect_grad(dir, name, g.dnorm_w[j], d, label);
+        expect_grad(dir, name, g.dnorm_w[j], d, label, tol);
         if (blk->norms[j].b) {
             snprintf(name, sizeof name, "norm%d_b", j);
-            expect_grad(dir, name, g.dnorm_b[j], d, label);
+            expect_grad(dir, name, g.dnorm_b[j], d, label, tol);
         }
     }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
-        expect_grad(dir, file_name(l->role, 'w'), g.dw[i], l->out * l->in, label);
-        if (l->b) expect_grad(dir, file_name(l->role, 'b'), g.db[i], l->out, label);
+        expect_grad(dir, file_name(l->role, 'w'), g.dw[i], l->out * l->in, label, tol);
+        if (l->b) expect_grad(dir, file_name(l->role, 'b'), g.db[i], l->out, label, tol);
     }
     lmp_block_grads_free(&g);
     lmp_block_tape_free(&tp);
@@ -417,8 +419,43 @@ START_TEST(stories260K_blocks_match_reference)
     for (int b = 0; b < m->arch.n_layers; b++) {
         char label[32];
         snprintf(label, sizeof label, "stories260K block %d", b);
-        check_block_against_reference(&m->arch, &blocks[b], x, T, label);
+        check_block_against_reference(&m->arch, &blocks[b], x, T, label, 1e-4);
         ck_assert_int_eq(lmp_block_forward(&g_be, &m->arch, &blocks[b], T, x, NULL, NULL), 0);
+    }
+    free(x);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* SmolLM2's first and last blocks (576 wide, 9 heads on 3 kv heads, hidden 1536) on the hidden
+ * states of 48 random tokens: what the backward meets at the size strategies use it.  Skips
+ * when the model is not fetched. */
+START_TEST(smollm2_blocks_match_reference)
+{
+    if (access(SMOLLM2, R_OK) != 0) {
+        printf("SKIPPED smollm2_blocks_match_reference: %s not fetched (tools/fetch_smollm2.sh)\n", SMOLLM2);
+        return;
+    }
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(SMOLLM2, &m), 0);
+    const int64_t T = 48, d = m->arch.dim, last = m->arch.n_layers - 1;
+    int32_t tok[48];
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)((urand() + 1.0) * 0.5 * (double)(m->arch.vocab - 1));
+    float *x = malloc((size_t)(T * d) * 4);
+    lmp_embed(m, tok, T, x);
+    for (int64_t b = 0; b <= last; b++) {
+        lmp_block blk;
+        ck_assert_int_eq(lmp_model_block_copy(m, b, &blk), 0);
+        if (b == 0 || b == last) {
+            char label[32];
+            snprintf(label, sizeof label, "SmolLM2 block %lld", (long long)b);
+            /* The last block takes SmolLM2's massive activations (|x| ~ 1e3 in a few channels):
+             * there a relative change of 2e-7 in x (f32 rounding) moves our gradients of norm1,
+             * gate, up and down by about 1e-3 relative (measured), so f32 cannot meet 1e-4 */
+            check_block_against_reference(&m->arch, &blk, x, T, label, b == 0 ? 1e-4 : 5e-3);
+        }
+        ck_assert_int_eq(lmp_block_forward(&g_be, &m->arch, &blk, T, x, NULL, NULL), 0);
+        lmp_block_free(&blk);
     }
     free(x);
     lmp_model_free(m);
@@ -432,7 +469,7 @@ START_TEST(synthetic_blocks_match_reference)
         synth s;
         synth_make(&s, fam ? LMP_FAMILY_GPT2 : LMP_FAMILY_LLAMA, 1);
         float *x = rand_array(50 * s.a.dim, 1.0);
-        check_block_against_reference(&s.a, &s.blk, x, 50, fam ? "gpt2 block" : "llama block with biases");
+        check_block_against_reference(&s.a, &s.blk, x, 50, fam ? "gpt2 block" : "llama block with biases", 1e-4);
         free(x);
         synth_free(&s);
     }
@@ -472,9 +509,9 @@ START_TEST(head_losses_match_reference)
         double *ref_loss = read_f64(dir, "ref_loss.f64", 1), *ref_z = read_f64(dir, "ref_y.f64", T * V);
         ck_assert_msg(fabs(loss - *ref_loss) <= 1e-5 * fabs(*ref_loss), "loss %.10g, reference %.10g", loss, *ref_loss);
         ck_assert_double_lt(rel_err_d(z, ref_z, T * V), 1e-5);
-        expect_grad(dir, "x", dx, T * d, kl ? "head, KL" : "head, CE");
-        expect_grad(dir, "norm_w", dnw, d, kl ? "head, KL" : "head, CE");
-        expect_grad(dir, "lm_head", dlm, V * d, kl ? "head, KL" : "head, CE");
+        expect_grad(dir, "x", dx, T * d, kl ? "head, KL" : "head, CE", 1e-4);
+        expect_grad(dir, "norm_w", dnw, d, kl ? "head, KL" : "head, CE", 1e-4);
+        expect_grad(dir, "lm_head", dlm, V * d, kl ? "head, KL" : "head, CE", 1e-4);
         free(ref_loss), free(ref_z), free(dx), free(dnw), free(dlm);
         lmp_test_rmtree(dir);
     }
@@ -515,6 +552,7 @@ int main(void)
     tcase_add_test(tc, backward_matches_finite_differences);
     tcase_add_test(tc, stories260K_blocks_match_reference);
     tcase_add_test(tc, synthetic_blocks_match_reference);
+    tcase_add_test(tc, smollm2_blocks_match_reference);
     tcase_add_test(tc, head_losses_match_reference);
     tcase_add_test(tc, input_affine_is_refused);
     suite_add_tcase(s, tc);
