@@ -1002,6 +1002,7 @@ START_TEST(test_fallback)
     if (!vt->quantize_act) null_ops[n_null++] = "quantize_act";
     if (!vt->layernorm) null_ops[n_null++] = "layernorm";
     if (!vt->gelu) null_ops[n_null++] = "gelu";
+    if (!LMP_BACKEND_I_HAS(vt, attention_backward)) null_ops[n_null++] = "attention_backward";
     printf("  [%s] entries left to the CPU backend:", g_name);
     for (int i = 0; i < n_null; i++) printf(" %s", null_ops[i]);
     printf("%s\n", n_null ? "" : " none");
