@@ -400,6 +400,24 @@ static int attention_heads(void *p, int part, int64_t h0, int64_t h1)
     return 0;
 }
 
+/* The checks and shapes both attention ops share: LMP_OK with *a filled, 1 when there is nothing
+ * to compute (no tokens or no heads), or the failure, named after op. */
+static int attention_shapes(cpu_backend *be, const char *op, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t hd, const float *q, const float *k, const float *v, attention_args *a)
+{
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+        return FAIL(be, LMP_EINVAL,
+                    "%s: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a multiple of kv_heads)", op,
+                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
+    if (T == 0 || n_heads == 0) return 1;
+    if (!q || !k || !v) return FAIL(be, LMP_EINVAL, "%s: NULL operand", op);
+    *a = (attention_args){.T = T, .hd = hd, .qdim = n_heads * hd, .kvdim = n_kv_heads * hd,
+                          .group = n_heads / n_kv_heads, .bs = T < ATT_BLOCK ? T : ATT_BLOCK,
+                          .scale = (float)(1.0 / sqrt((double)hd)), .q = q, .k = k, .v = v};
+    if (!fits_int(T) || !fits_int(a->qdim)) return FAIL(be, LMP_EINVAL, "%s: shape exceeds the BLAS int range", op);
+    return LMP_OK;
+}
+
 /* Heads are independent: while each head's products are small enough for one OpenBLAS thread
  * (SMALL_GEMM_MACS), the heads are shared among the backend's threads, each head computed as on
  * one thread; larger products keep OpenBLAS's threads and the heads in turn. */
@@ -407,18 +425,11 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
                          const float *q, const float *k, const float *v, float *out)
 {
     cpu_backend *be = self;
-    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
-        return FAIL(be, LMP_EINVAL,
-                    "attention: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
-                    "multiple of kv_heads)",
-                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
-    if (T == 0 || n_heads == 0) return LMP_OK;
-    if (!q || !k || !v || !out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
-    attention_args a = {.T = T, .hd = hd, .qdim = n_heads * hd, .kvdim = n_kv_heads * hd,
-                        .group = n_heads / n_kv_heads, .bs = T < ATT_BLOCK ? T : ATT_BLOCK,
-                        .scale = (float)(1.0 / sqrt((double)hd)), .q = q, .k = k, .v = v, .out = out};
-    if (!fits_int(T) || !fits_int(a.qdim))
-        return FAIL(be, LMP_EINVAL, "attention: shape exceeds the BLAS int range");
+    attention_args a;
+    int st = attention_shapes(be, "attention", T, n_heads, n_kv_heads, hd, q, k, v, &a);
+    if (st) return st > 0 ? LMP_OK : st;
+    if (!out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
+    a.out = out;
     const double macs = (double)a.bs * (double)T * (double)hd; /* the largest GEMM */
     const int threads = macs < SMALL_GEMM_MACS && n_heads > 1 ? own_threads(be) : 1;
     a.S = be->host->alloc(be->hctx, (size_t)threads * (size_t)a.bs * (size_t)T * sizeof *a.S);
@@ -486,19 +497,10 @@ static int cpu_attention_backward(void *self, int64_t T, int64_t n_heads, int64_
                                   float *dk, float *dv)
 {
     cpu_backend *be = self;
-    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
-        return FAIL(be, LMP_EINVAL,
-                    "attention_backward: bad shape T=%lld heads=%lld kv_heads=%lld hd=%lld (heads must be a "
-                    "multiple of kv_heads)",
-                    (long long)T, (long long)n_heads, (long long)n_kv_heads, (long long)hd);
-    if (T == 0 || n_heads == 0) return LMP_OK;
-    if (!q || !k || !v || !dout || !dq || !dk || !dv) return FAIL(be, LMP_EINVAL, "attention_backward: NULL operand");
-    attention_bwd_args a = {.f = {.T = T, .hd = hd, .qdim = n_heads * hd, .kvdim = n_kv_heads * hd,
-                                  .group = n_heads / n_kv_heads, .bs = T < ATT_BLOCK ? T : ATT_BLOCK,
-                                  .scale = (float)(1.0 / sqrt((double)hd)), .q = q, .k = k, .v = v},
-                            .dout = dout, .dq = dq, .dk = dk, .dv = dv};
-    if (!fits_int(T) || !fits_int(a.f.qdim))
-        return FAIL(be, LMP_EINVAL, "attention_backward: shape exceeds the BLAS int range");
+    attention_bwd_args a = {.dout = dout, .dq = dq, .dk = dk, .dv = dv};
+    int st = attention_shapes(be, "attention_backward", T, n_heads, n_kv_heads, hd, q, k, v, &a.f);
+    if (st) return st > 0 ? LMP_OK : st;
+    if (!dout || !dq || !dk || !dv) return FAIL(be, LMP_EINVAL, "attention_backward: NULL operand");
     const double macs = (double)a.f.bs * (double)T * (double)hd;
     const int threads = macs < SMALL_GEMM_MACS && n_kv_heads > 1 ? own_threads(be) : 1;
     const size_t per_part = (size_t)a.f.bs * (size_t)T;
