@@ -6,6 +6,8 @@
  *  - every gradient of a block (stories260K's real blocks, SmolLM2's first and last, a LLaMA block
  *    with biases and GQA, a GPT-2 block) and of the head with cross-entropy and KL against tools/ref/block_grad_ref.py,
  *    a generic reverse-mode autodiff in numpy float64 (to 1e-4 in norm);
+ *  - the whole model's loss (cross-entropy, distillation KL) and its gradient through every block
+ *    against finite differences of the production forward;
  *  - a block the backward cannot take is refused naming the linear. */
 #include <check.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 #include "plugin/registry.h"
 #include "train/backward.h"
 #include "train/loss.h"
+#include "train/model_grad.h"
 
 #include "testutil.h"
 
@@ -447,7 +450,7 @@ START_TEST(smollm2_blocks_match_reference)
         lmp_block blk;
         ck_assert_int_eq(lmp_model_block_copy(m, b, &blk), 0);
         if (b == 0 || b == last) {
-            char label[32];
+            char label[48];
             snprintf(label, sizeof label, "SmolLM2 block %lld", (long long)b);
             /* The last block takes SmolLM2's massive activations (|x| ~ 1e3 in a few channels):
              * there a relative change of 2e-7 in x (f32 rounding) moves our gradients of norm1,
@@ -520,6 +523,87 @@ START_TEST(head_losses_match_reference)
 }
 END_TEST
 
+/* The whole model's loss (cross-entropy, and KL to another model's log-probabilities) and its
+ * gradient with respect to block weights, against finite differences of the production forward
+ * (lmp_forward) along random directions. */
+static double model_loss(const lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T,
+                         const float *ref_logp)
+{
+    const int64_t V = m->arch.vocab;
+    float *lp = malloc((size_t)(T * V) * 4);
+    ck_assert_int_eq(lmp_forward(&g_be, m, blocks, tok, T, 1, lp), 0);
+    double sum = 0;
+    for (int64_t t = 0; t < (ref_logp ? T : T - 1); t++)
+        for (int64_t v = 0; v < V; v++)
+            if (!ref_logp) sum -= v == tok[t + 1] ? lp[t * V + v] : 0.0;
+            else sum += exp((double)ref_logp[t * V + v]) * ((double)ref_logp[t * V + v] - lp[t * V + v]);
+    free(lp);
+    return sum / (double)(ref_logp ? T : T - 1);
+}
+
+START_TEST(model_gradient_matches_finite_differences)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(MODEL, &m), 0);
+    const int64_t T = 40, V = m->arch.vocab, L = m->arch.n_layers;
+    lmp_block *blocks = calloc((size_t)L, sizeof *blocks); /* own copies: the file's are mapped read-only */
+    for (int64_t b = 0; b < L; b++) ck_assert_int_eq(lmp_model_block_copy(m, b, &blocks[b]), 0);
+    int32_t tok[40];
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)((urand() + 1.0) * 255.9);
+    /* the reference: the model as loaded; the model trained: its weights moved by 20 % noise, so that
+     * the KL (and its gradient) stands well above the f32 noise of the forward */
+    float *ref_logp = malloc((size_t)(T * V) * 4);
+    ck_assert_int_eq(lmp_forward(&g_be, m, blocks, tok, T, 1, ref_logp), 0);
+    for (int64_t b = 0; b < L; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            lmp_linear *l = &blocks[b].linears[i];
+            for (int64_t k = 0; k < l->out * l->in; k++) l->w[k] *= (float)(1.0 + 0.2 * urand());
+        }
+    lmp_model_tape mt;
+    ck_assert_int_eq(lmp_model_tape_init(&mt, m, T), 0);
+    lmp_block_grads *g = calloc((size_t)L, sizeof *g), **gp = calloc((size_t)L, sizeof *gp);
+    for (int64_t b = 0; b < L; b++) {
+        ck_assert_int_eq(lmp_block_grads_alloc(&g[b], &blocks[b], LMP_ALL_LINEARS, 1), 0);
+        gp[b] = &g[b];
+    }
+    for (int kl = 0; kl < 2; kl++) {
+        const float *ref = kl ? ref_logp : NULL;
+        double loss;
+        for (int64_t b = 0; b < L; b++) lmp_block_grads_zero(&g[b], &blocks[b]);
+        ck_assert_int_eq(lmp_model_loss_grad(&g_be, m, blocks, tok, ref, &mt, gp, &loss), 0);
+        const double base = model_loss(m, blocks, tok, T, ref);
+        ck_assert_msg(fabs(loss - base) <= 1e-5 * fabs(base), "loss %.10g, forward %.10g", loss, base);
+        /* directions in q of block 0, down of the middle block, and the last block's second norm */
+        struct { float *p, *grad; int64_t n; const char *what; } probes[] = {
+            {blocks[0].linears[LMP_ROLE_Q].w, g[0].dw[LMP_ROLE_Q], 64 * 64, "block 0 q"},
+            {blocks[L / 2].linears[LMP_ROLE_DOWN].w, g[L / 2].dw[LMP_ROLE_DOWN], 64 * 172, "middle block's down"},
+            {blocks[L - 1].norms[1].w, g[L - 1].dnorm_w[1], 64, "last block's norm 1"},
+        };
+        for (int p = 0; p < 3; p++) {
+            const int64_t n = probes[p].n;
+            float *r = rand_array(n, 1.0), *keep = malloc((size_t)n * 4);
+            memcpy(keep, probes[p].p, (size_t)n * 4);
+            double pn = 0, rn = 0, dir = 0;
+            for (int64_t i = 0; i < n; i++) pn += (double)keep[i] * keep[i], rn += (double)r[i] * r[i], dir += (double)probes[p].grad[i] * r[i];
+            const double h = 1e-2 * sqrt(pn / rn);
+            for (int64_t i = 0; i < n; i++) probes[p].p[i] = (float)(keep[i] + h * r[i]);
+            const double hi = model_loss(m, blocks, tok, T, ref);
+            for (int64_t i = 0; i < n; i++) probes[p].p[i] = (float)(keep[i] - h * r[i]);
+            const double lo = model_loss(m, blocks, tok, T, ref);
+            memcpy(probes[p].p, keep, (size_t)n * 4);
+            const double fd = (hi - lo) / (2 * h);
+            ck_assert_msg(fabs(fd - dir) <= 2e-2 * fabs(dir) + 1e-6, "%s, %s: finite difference %.8g, backward %.8g",
+                          kl ? "KL" : "CE", probes[p].what, fd, dir);
+            free(r), free(keep);
+        }
+    }
+    for (int64_t b = 0; b < L; b++) lmp_block_grads_free(&g[b]), lmp_block_free(&blocks[b]);
+    free(blocks), free(g), free(gp), free(ref_logp);
+    lmp_model_tape_free(&mt);
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(input_affine_is_refused)
 {
     synth s;
@@ -554,6 +638,7 @@ int main(void)
     tcase_add_test(tc, synthetic_blocks_match_reference);
     tcase_add_test(tc, smollm2_blocks_match_reference);
     tcase_add_test(tc, head_losses_match_reference);
+    tcase_add_test(tc, model_gradient_matches_finite_differences);
     tcase_add_test(tc, input_affine_is_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
