@@ -104,7 +104,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
         targeted++;
         const uint32_t need = vt->needs(self, l->params) & ~(uint32_t)LMP_NEED_SEQUENTIAL;
         learns |= need & LMP_NEED_CALIB_INPUTS;
-        any |= bs.needs[i] = need & ~(uint32_t)(LMP_STAT_IMATRIX | LMP_NEED_CALIB_INPUTS);
+        any |= bs.needs[i] = need & ~(uint32_t)(LMP_STAT_IMATRIX | LMP_NEED_CALIB_INPUTS | LMP_NEED_WHOLE_MODEL);
         if (bs.needs[i] & LMP_STAT_SAMPLE) bs.n_sample[i] = has_sample ? vt->sample_tokens(self, l->params) : 0;
         /* lmp_compress checked every entry before the first block; this only fetches it */
         if (need & LMP_STAT_IMATRIX)
@@ -179,26 +179,84 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
     return lmp_compress_watched(ctx, be, m, v, calib, NULL, out);
 }
 
+static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, uint32_t flag, int *asks);
+
 /* Whether any stage observes any linear of any block: otherwise calibration is skipped.  The
  * importance matrix is read from its file: asking for it alone observes nothing.  Names come from
  * each block's tables (lmp_block_init), so no weights are read. */
 static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *const *selves, int *observes)
 {
     *observes = 0;
-    for (int64_t b = 0; b < m->arch.n_layers && !*observes; b++) {
+    for (int s = 0; s < v->n_stages && !*observes; s++) {
+        int st = stage_asks(m, &v->stages[s], selves[s], ~(uint32_t)LMP_STAT_IMATRIX, observes);
+        if (st) return st;
+    }
+    return 0;
+}
+
+/* Whether stage s asks for `flag` on any linear of any block. */
+static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, uint32_t flag, int *asks)
+{
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    *asks = 0;
+    for (int64_t b = 0; b < m->arch.n_layers && !*asks; b++) {
         lmp_block shape;
         int st = lmp_block_init(&shape, (int)b, &m->arch);
         if (st) return st;
-        for (int s = 0; s < v->n_stages && !*observes; s++) {
-            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
-            for (int i = 0; i < shape.n_linears && !*observes; i++) {
-                const lmp_value *p = lmp_stage_params_for(&v->stages[s], shape.linears[i].name);
-                *observes = p && (vt->needs(selves[s], p) & ~(uint32_t)LMP_STAT_IMATRIX) != 0;
-            }
+        for (int i = 0; i < shape.n_linears && !*asks; i++) {
+            const lmp_value *p = lmp_stage_params_for(stage, shape.linears[i].name);
+            *asks = p && (vt->needs(self, p) & flag) != 0;
         }
         lmp_block_free_tables(&shape);
     }
     return 0;
+}
+
+/* Whether the variant ends with a stage that works on the whole model (LMP_NEED_WHOLE_MODEL);
+ * refused when such a stage is not the last, or has no finish(). */
+static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole)
+{
+    *whole = 0;
+    for (int s = 0; s < v->n_stages; s++) {
+        int asks, st = stage_asks(m, &v->stages[s], selves[s], LMP_NEED_WHOLE_MODEL, &asks);
+        if (st) return st;
+        if (!asks) continue;
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        const char *name = v->stages[s].plugin->desc->name;
+        if (s != v->n_stages - 1)
+            return lmp_fail(LMP_EINVAL, "variant '%s': strategy '%s' (stage %d of %d) works on the whole model: it must "
+                                        "be the variant's last stage",
+                            v->name, name, s + 1, v->n_stages);
+        if (vt->struct_size < offsetof(lmp_strategy_i, finish) + sizeof vt->finish || !vt->finish)
+            return lmp_fail(LMP_EINVAL, "variant '%s': strategy '%s' asks for the whole model but has no finish()",
+                            v->name, name);
+        *whole = 1;
+    }
+    return 0;
+}
+
+/* The whole-model stage's finish() on every block, with its parameters set and the calibration
+ * windows lent (train/learn.h). */
+static int finish_whole_model(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                              void *self, const lmp_windows *calib, lmp_block *blocks)
+{
+    const lmp_stage *stage = &v->stages[v->n_stages - 1];
+    const lmp_strategy_i *vt = stage->plugin->desc->vtable;
+    const int64_t L = m->arch.n_layers;
+    for (int64_t b = 0; b < L; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++)
+            blocks[b].linears[i].params = lmp_stage_params_for(stage, blocks[b].linears[i].name);
+    const lmp_learn_inputs lent = {.be = be, .m = m, .tokens = calib->tokens, .n = calib->n, .T = calib->T};
+    const double t0 = lmp_now_s();
+    lmp_host_clear_error(ctx);
+    ctx->learn = &lent;
+    int st = vt->finish(self, lmp_host_services(), ctx, blocks, (int)L);
+    ctx->learn = NULL;
+    ctx->times.apply += lmp_now_s() - t0;
+    if (st) st = lmp_fail(st, "strategy '%s' on the whole model: %s", stage->plugin->desc->name, lmp_host_error(ctx));
+    for (int64_t b = 0; b < L; b++)
+        for (int i = 0; i < blocks[b].n_linears; i++) blocks[b].linears[i].params = NULL;
+    return st;
 }
 
 int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
@@ -209,11 +267,10 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     const int64_t L = m->arch.n_layers, d = m->arch.dim;
     if (out) *out = NULL;
     else if (!watch->block_done) return lmp_fail(LMP_EINVAL, "lmp_compress: neither out nor block_done");
-    /* Kept for the caller, or one at a time: block b is read from the file when its turn comes. */
-    lmp_block *blocks = calloc(out ? (size_t)L : 1, sizeof *blocks);
     void **selves = calloc((size_t)v->n_stages + 1, sizeof *selves);
     float *X = NULL;
-    int st = blocks && selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    lmp_block *blocks = NULL;
+    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     lmp_block shape0;
     if (!st && !(st = lmp_block_init(&shape0, 0, &m->arch))) {
         if (shape0.n_linears > LMP_MAX_LINEARS)
@@ -230,6 +287,12 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     /* Every linear a stage quantizes with the importance matrix has its entry: a file of another
      * model is refused before the first block, not halfway through. */
     if (!st && v->n_stages) st = lmp_imatrix_check_stages(m, v, selves);
+    /* Kept for the caller, or for a last stage that works on the whole model, or one at a time:
+     * block b is read from the file when its turn comes. */
+    int whole = 0;
+    if (!st) st = whole_model_stage(m, v, selves, &whole);
+    const int keep_all = out || whole;
+    if (!st && !(blocks = calloc(keep_all ? (size_t)L : 1, sizeof *blocks))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     int observes = 0;
     if (!st) st = any_stage_observes(m, v, selves, &observes);
     if (!st && observes && !calib->n)
@@ -261,7 +324,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     for (int64_t b = 0; b < L && !st; b++) {
         if (v->n_stages) lmp_progress(ctx, label, b, L);
         if ((st = lmp_host_stop_if_interrupted(ctx))) break;
-        lmp_block *blk = &blocks[out ? b : 0];
+        lmp_block *blk = &blocks[keep_all ? b : 0];
         if ((st = lmp_model_block_copy(m, b, blk))) break;
         /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */
         lmp_block original;
@@ -294,10 +357,19 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         }
         ctx->times.propagate += lmp_now_s() - t0;
         if (cloned) lmp_block_free(&original);
+        if (whole) continue; /* handed over once the whole model is done */
         if (!st && watch->block_done) st = watch->block_done(watch->ud, b, blk);
         if (!out) lmp_block_free(blk);
     }
     if (!st && v->n_stages) lmp_progress(ctx, label, L, L);
+    if (whole) {
+        if (!st) st = finish_whole_model(ctx, be, m, v, selves[v->n_stages - 1], calib, blocks);
+        for (int64_t b = 0; b < L && !st && watch->block_done; b++) st = watch->block_done(watch->ud, b, &blocks[b]);
+        if (!out) {
+            for (int64_t b = 0; b < L; b++) lmp_block_free(&blocks[b]);
+            memset(blocks, 0, (size_t)L * sizeof *blocks);
+        }
+    }
     for (int s = 0; selves && s < v->n_stages; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (selves[s] && vt->destroy) vt->destroy(selves[s]);

@@ -215,6 +215,12 @@ static int host_learn_block(void *ctx, lmp_block *blk, const lmp_learn_spec *spe
     return note_core_error(ctx, lmp_learn_block(ctx, blk, spec, p, out));
 }
 
+static int host_learn_model(void *ctx, lmp_block *blocks, int n_blocks, const lmp_learn_spec *spec,
+                            const lmp_learn_problem *p, lmp_learn_result *out)
+{
+    return note_core_error(ctx, lmp_learn_model(ctx, blocks, n_blocks, spec, p, out));
+}
+
 /* Code, not state: the same table serves every context. */
 static const lmp_host host_services = {
     .struct_size = sizeof(lmp_host),
@@ -233,6 +239,7 @@ static const lmp_host host_services = {
     .set_mask = host_set_mask,
     .set_weight_grid = host_set_weight_grid,
     .learn_block = host_learn_block,
+    .learn_model = host_learn_model,
 };
 
 const lmp_host *lmp_host_services(void) { return &host_services; }

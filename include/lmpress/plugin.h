@@ -28,7 +28,8 @@
  * NF4 (LMP_WFORMAT_NF4), lmp_wformat_span, lmp_wformat_fallback, lmp_wformat_takes_clip.
  * ABI 4.2 also: LMP_STAT_IMATRIX and lmp_stats.imatrix, the importance per input column that
  * a llama.cpp importance-matrix file named in the config gives a linear (no calibration needed).
- * ABI 4.3: host->learn_block and LMP_NEED_CALIB_INPUTS (strategies that learn: lmp_learn_*), and
+ * ABI 4.3: host->learn_block and LMP_NEED_CALIB_INPUTS, host->learn_model, LMP_NEED_WHOLE_MODEL and
+ * lmp_strategy_i.finish (strategies that learn: lmp_learn_*), and
  * the backend operation attention_backward, appended to lmp_backend_i.  A backend built
  * for 4.2 (its vtable ends before it: LMP_BACKEND_I_MIN_SIZE) is still loaded, and the host runs
  * the CPU backend's version of the operations its vtable does not reach.
@@ -787,6 +788,10 @@ enum {
     /* ABI 4.3.  Not a statistic: the stage learns on the block's calibration inputs through
      * host->learn_block, so the host keeps them for it (no observer runs for this alone). */
     LMP_NEED_CALIB_INPUTS = 1u << 30,
+    /* ABI 4.3.  Not a statistic: the stage works on the whole model once every block has been
+     * through the variant's stages (its finish(), e.g. host->learn_model); the core then keeps
+     * every block of the variant until it returns. */
+    LMP_NEED_WHOLE_MODEL = 1u << 29,
 };
 
 typedef struct lmp_stats {
@@ -875,6 +880,7 @@ typedef struct lmp_block {
 /* ---- learning within a block (ABI 4.3; docs/plugin-guide.md, "Strategies that learn") ---- */
 typedef enum { LMP_OPT_SIGN_SGD = 0, LMP_OPT_ADAM = 1 } lmp_optimizer;
 typedef enum { LMP_LR_CONSTANT = 0, LMP_LR_LINEAR = 1, LMP_LR_COSINE = 2 } lmp_lr_schedule;
+typedef enum { LMP_LOSS_KL = 0, LMP_LOSS_CE = 1 } lmp_loss;
 
 /* How to learn.  Step s (0-based) uses the rate lr * f(s): constant f = 1, linear
  * f = 1 - s/steps (to 0, as AutoRound's LinearLR), cosine f = (1 + cos(pi s/steps)) / 2.
@@ -889,6 +895,7 @@ typedef struct lmp_learn_spec {
     double beta1, beta2, eps;  /* Adam; 0 means 0.9, 0.999, 1e-8 */
     int keep_best;             /* end with the parameters of the step whose batch loss was least
                                 * (AutoRound's choice), rather than the last ones */
+    lmp_loss loss;             /* learn_model only: LMP_LOSS_KL (distillation, 0) or LMP_LOSS_CE */
 } lmp_learn_spec;
 
 /* What a plugin learns, and how its parameters make the block's weights.  The host owns the
@@ -966,6 +973,16 @@ typedef struct lmp_host {
      * ones and materialize has written them into blk. */
     int (*learn_block)(void *ctx, lmp_block *blk, const lmp_learn_spec *spec, const lmp_learn_problem *p,
                        lmp_learn_result *out);
+    /* ABI 4.3.  From finish() of a stage that asked for LMP_NEED_WHOLE_MODEL: learn p's
+     * parameters end to end over blocks[0..n_blocks) on the calibration windows, by distillation
+     * (KL of the model's next-token distribution to the unmodified model's, averaged over every
+     * position) or, with p's loss LMP_LOSS_CE, next-token cross-entropy.  materialize and
+     * pullback are called once per block (blk->index says which; the same linears bit set for
+     * every block).  The losses in *out are over all calibration windows.  Memory: the
+     * variant's blocks, the unmodified model's (f32), one tape per block of one window, the
+     * gradients of the learned linears, and p's own parameters. */
+    int (*learn_model)(void *ctx, lmp_block *blocks, int n_blocks, const lmp_learn_spec *spec,
+                       const lmp_learn_problem *p, lmp_learn_result *out);
 } lmp_host;
 
 /* ---- backend interface ------------------------------------------------------------------ */
@@ -1072,6 +1089,10 @@ typedef struct lmp_strategy_i {
     int (*apply)(void *self, const lmp_host *host, void *hctx, lmp_block *blk);
     /* ABI 1.1, may be NULL: rows of the token sample LMP_STAT_SAMPLE asks for. */
     int64_t (*sample_tokens)(void *self, const lmp_value *params);
+    /* ABI 4.3, may be NULL: for a stage that asked for LMP_NEED_WHOLE_MODEL, called once after
+     * apply() has run on every block, with all the variant's blocks and each targeted linear's
+     * params set as for apply() (the stage must be the variant's last). */
+    int (*finish)(void *self, const lmp_host *host, void *hctx, lmp_block *blocks, int n_blocks);
 } lmp_strategy_i;
 
 /* The size of an ABI 1.0 strategy vtable: what the host requires of every strategy. */
