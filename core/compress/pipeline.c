@@ -179,21 +179,6 @@ int lmp_compress(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const 
     return lmp_compress_watched(ctx, be, m, v, calib, NULL, out);
 }
 
-static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, uint32_t flag, int *asks);
-
-/* Whether any stage observes any linear of any block: otherwise calibration is skipped.  The
- * importance matrix is read from its file: asking for it alone observes nothing.  Names come from
- * each block's tables (lmp_block_init), so no weights are read. */
-static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *const *selves, int *observes)
-{
-    *observes = 0;
-    for (int s = 0; s < v->n_stages && !*observes; s++) {
-        int st = stage_asks(m, &v->stages[s], selves[s], ~(uint32_t)LMP_STAT_IMATRIX, observes);
-        if (st) return st;
-    }
-    return 0;
-}
-
 /* Whether stage s asks for `flag` on any linear of any block. */
 static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, uint32_t flag, int *asks)
 {
@@ -208,6 +193,19 @@ static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, ui
             *asks = p && (vt->needs(self, p) & flag) != 0;
         }
         lmp_block_free_tables(&shape);
+    }
+    return 0;
+}
+
+/* Whether any stage observes any linear of any block: otherwise calibration is skipped.  The
+ * importance matrix is read from its file: asking for it alone observes nothing.  Names come from
+ * each block's tables (lmp_block_init), so no weights are read. */
+static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *const *selves, int *observes)
+{
+    *observes = 0;
+    for (int s = 0; s < v->n_stages && !*observes; s++) {
+        int st = stage_asks(m, &v->stages[s], selves[s], ~(uint32_t)LMP_STAT_IMATRIX, observes);
+        if (st) return st;
     }
     return 0;
 }
