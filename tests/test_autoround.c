@@ -1,7 +1,7 @@
 /* test_autoround.c — the learning service (host->learn_block, core/train/learn.c) and the
  * autoround plugin on stories260K:
  *  - the service fits perturbed weights back: Adam brings the block-output MSE down tenfold;
- *  - autoround with 0 steps is rtn on the same grid, bit for bit, and after gptq keeps gptq's weights;
+ *  - autoround with 0 steps is rtn on the same grid, bit for bit;
  *  - learned, every weight lies on the recorded grid (what an export writes), and each block's
  *    output error on the unmodified model's inputs is below rtn's;
  *  - what it cannot learn on is refused before any block. */
@@ -123,37 +123,6 @@ START_TEST(zero_steps_is_rtn)
 }
 END_TEST
 
-/* After gptq on the same grid, 0 steps keep gptq's weights and grid bit for bit: learning starts
- * from them. */
-START_TEST(after_gptq_starts_from_its_weights)
-{
-    lmp_model *m;
-    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
-    static const char *const ar0[] = {"bits=3", "sym=false", "granularity=group", "group_size=32", "steps=0", NULL};
-    one_stage g, a;
-    make_stage(&reg, &g, "gptq", w3g32, NULL);
-    make_stage(&reg, &a, "autoround", ar0, NULL);
-    lmp_stage stages[2] = {g.stage, a.stage};
-    lmp_variant both = {.name = "gptq+autoround", .stages = stages, .n_stages = 2};
-    lmp_windows w = windows(8, 64, m->arch.vocab, 3);
-    lmp_block *x, *y;
-    ck_assert_msg(lmp_compress(&ctx, &be, m, &both, &w, &x) == 0, "%s", lmp_last_error());
-    ck_assert_msg(lmp_compress(&ctx, &be, m, &g.v, &w, &y) == 0, "%s", lmp_last_error());
-    for (int64_t b = 0; b < m->arch.n_layers; b++)
-        for (int i = 0; i < x[b].n_linears; i++) {
-            const lmp_linear *p = &x[b].linears[i], *q = &y[b].linears[i];
-            ck_assert_msg(memcmp(p->w, q->w, (size_t)(p->out * p->in) * sizeof(float)) == 0, "%s differs from gptq", p->name);
-            ck_assert_int_eq(memcmp(p->grid->scales, q->grid->scales, (size_t)p->grid->n_scales * sizeof(float)), 0);
-        }
-    lmp_blocks_free(x, m->arch.n_layers);
-    lmp_blocks_free(y, m->arch.n_layers);
-    free(g.stage.params);
-    free(a.stage.params);
-    lmp_windows_free(&w);
-    lmp_model_free(m);
-}
-END_TEST
-
 /* Every weight is its code's value on the recorded grid (the exporters' own check). */
 static void check_on_grid(const lmp_linear *l)
 {
@@ -251,7 +220,6 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, service_fits_perturbed_weights);
     tcase_add_test(tc, zero_steps_is_rtn);
-    tcase_add_test(tc, after_gptq_starts_from_its_weights);
     tcase_add_test(tc, learned_weights_beat_rtn_on_the_grid);
     tcase_add_test(tc, what_it_cannot_learn_is_refused);
     suite_add_tcase(s, tc);

@@ -15,8 +15,8 @@
  *   dW'/dv = scale,   dW'/da = (W' - W0 [not saturated]) / a.
  * Uniform grids only: int (any sym/granularity), q8_0, q4_0, q4_1, q5_0, q5_1.  A weight an
  * earlier stage pruned (lmp_linear.mask) stays at the grid's value of 0 and is not learned.  After
- * a stage that recorded the same grid (gptq, rtn), a scales that stage's scales, so learning
- * starts from its weights exactly. */
+ * another quantizing stage (gptq), W0 is that stage's weights and the grid is fitted to them anew:
+ * on that stage's own grid no offset within +-0.5 could move a code, and a's gradient would be 0. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -60,8 +60,6 @@ typedef struct ar_linear {
     float *scales, *zeros;    /* [n_slices] the grid the last materialize made */
     float *mn, *mx, *amax;    /* [n_slices] int grids: each slice's min and max (0 folded in) and
                                * abs-max in W0, which the clip scales */
-    float *base, *base_zeros; /* [n_slices] or NULL: the grid an earlier stage recorded, which a
-                               * scales instead (so a = 1, v = 0 keep that stage's weights) */
 } ar_linear;
 
 typedef struct ar_problem {
@@ -126,14 +124,6 @@ static int64_t slice_of(const ar_linear *L, int64_t r, int64_t j)
 static void make_grid(ar_linear *L)
 {
     lmp_wspec s = L->spec;
-    if (L->base) { /* the earlier stage's scale times a; an int zero-point stays, a GGUF min scales */
-        for (int64_t k = 0; k < L->n_slices; k++) {
-            L->scales[k] = s.format == LMP_WFORMAT_INT ? lmp_scale_round(L->a[k] * L->base[k], s.scale_type)
-                                                       : L->a[k] * L->base[k];
-            if (L->zeros) L->zeros[k] = s.format == LMP_WFORMAT_INT ? L->base_zeros[k] : L->a[k] * L->base_zeros[k];
-        }
-        return;
-    }
     if (s.format != LMP_WFORMAT_INT) {
         for (int64_t r = 0; r < L->rows; r++)
             for (int64_t c = 0; c < L->cols; c += s.group) {
@@ -212,20 +202,10 @@ static void free_problem(ar_problem *P)
 {
     for (int n = 0; n < P->n; n++) {
         ar_linear *L = &P->lin[n];
-        float *arrays[] = {L->w0, L->v, L->dv, L->a, L->da, L->scales, L->zeros, L->mn, L->mx, L->amax, L->base,
-                           L->base_zeros};
+        float *arrays[] = {L->w0, L->v, L->dv, L->a, L->da, L->scales, L->zeros, L->mn, L->mx, L->amax};
         for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
             if (arrays[i]) P->host->free(P->hctx, arrays[i]);
     }
-}
-
-/* Whether an earlier stage recorded this very grid (the same slices and levels, no act-order
- * groups): its scales are then the starting point. */
-static int same_grid(const lmp_wgrid *g, const lmp_wspec *s)
-{
-    return g && !g->g_idx && g->spec.format == s->format && g->spec.bits == s->bits && g->spec.sym == s->sym &&
-           g->spec.gran == s->gran && (s->gran != LMP_GRAN_GROUP || g->spec.group == s->group) &&
-           g->spec.scale_type == s->scale_type && g->spec.rounding == s->rounding;
 }
 
 /* The learned linear for blk->linears[i]: its grid, and v = 0, a = the grid's clip. */
@@ -263,16 +243,6 @@ static int add_linear(ar_problem *P, const lmp_block *blk, int i)
         (int_grid && (!L->mn || !L->mx || !L->amax)))
         return host->set_error(P->hctx, LMP_ENOMEM, "autoround: %s: out of memory", l->name);
     memcpy(L->w0, l->w, RC);
-    if (same_grid(l->grid, &L->spec)) { /* start from the recorded grid, clip 1 */
-        L->base = host->alloc(P->hctx, S);
-        L->base_zeros = L->spec.sym ? NULL : host->alloc(P->hctx, S);
-        if (!L->base || (!L->spec.sym && !L->base_zeros))
-            return host->set_error(P->hctx, LMP_ENOMEM, "autoround: %s: out of memory", l->name);
-        memcpy(L->base, l->grid->scales, S);
-        if (L->base_zeros) memcpy(L->base_zeros, l->grid->zeros, S);
-        for (int64_t k = 0; k < L->n_slices; k++) L->a[k] = 1.0f;
-        return 0;
-    }
     for (int64_t k = 0; k < L->n_slices; k++) L->a[k] = lmp_wspec_clip(&L->spec);
     for (int64_t r = 0; int_grid && r < L->rows; r++) /* host->alloc zeroes: 0 is folded in */
         for (int64_t j = 0; j < L->cols; j++) {
