@@ -129,10 +129,9 @@ static void check_on_grid(const lmp_linear *l)
     const lmp_wgrid *g = l->grid;
     ck_assert_msg(g != NULL, "%s: no grid recorded", l->name);
     const lmp_wspec *s = &g->spec;
-    const int64_t per_row = s->gran == LMP_GRAN_GROUP ? (l->in + s->group - 1) / s->group : 1;
     for (int64_t r = 0; r < l->out; r++)
         for (int64_t j = 0; j < l->in; j++) {
-            const int64_t k = s->gran == LMP_GRAN_TENSOR ? 0 : s->gran == LMP_GRAN_CHANNEL ? r : r * per_row + j / s->group;
+            const int64_t k = lmp_wgrid_slice(g, l->in, r, j);
             const float w = l->w[r * l->in + j], z = g->zeros ? g->zeros[k] : 0.0f;
             const float back = lmp_wgrid_value(s, lmp_wgrid_code(s, w, g->scales[k], z), g->scales[k], z);
             ck_assert_msg(back == w, "%s[%lld, %lld] = %.9g is not on its grid (%.9g)", l->name, (long long)r,

@@ -99,10 +99,9 @@ START_TEST(quantized_weights_stay_on_their_grid)
             ck_assert_int_eq(memcmp(&r->act, &t->act, sizeof r->act), 0);
             const lmp_wgrid *g = t->grid;
             ck_assert_ptr_nonnull(g);
-            const int64_t per_row = (t->in + 31) / 32;
             for (int64_t o = 0; o < t->out; o++)
                 for (int64_t j = 0; j < t->in; j++) {
-                    const int64_t k = o * per_row + j / 32, e = o * t->in + j;
+                    const int64_t k = lmp_wgrid_slice(g, t->in, o, j), e = o * t->in + j;
                     const float back = lmp_wgrid_value(&g->spec, lmp_wgrid_code(&g->spec, t->w[e], g->scales[k], g->zeros[k]),
                                                        g->scales[k], g->zeros[k]);
                     ck_assert_msg(back == t->w[e], "%s[%lld] is off its grid", t->name, (long long)e);

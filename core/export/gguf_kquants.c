@@ -159,7 +159,7 @@ int lmp_gguf_pack_k_row(const lmp_linear *l, int64_t r, const int32_t *codes, un
     for (int64_t b = 0; b < l->in / LMP_WFORMAT_KBLOCK; b++) {
         float e[16] = {0}, m[16] = {0}, d, dmin = 0.0f;
         int sc[16], mn[16] = {0}, L[256];
-        const int64_t s0 = lmp_grid_slice(g, l->out, l->in, r, b * LMP_WFORMAT_KBLOCK);
+        const int64_t s0 = lmp_wgrid_slice(g, l->in, r, b * LMP_WFORMAT_KBLOCK);
         for (int j = 0; j < nsub; j++) {
             e[j] = g->scales[s0 + j];
             m[j] = g->spec.sym ? 0.0f : g->zeros[s0 + j];

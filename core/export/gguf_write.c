@@ -93,7 +93,7 @@ static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_g
     const lmp_wgrid *g = l->grid;
     const int bb = block_bytes(t);
     for (int64_t k = 0; k < l->in / LMP_WFORMAT_BLOCK; k++) {
-        const int64_t s = lmp_grid_slice(g, l->out, l->in, r, k * LMP_WFORMAT_BLOCK);
+        const int64_t s = lmp_wgrid_slice(g, l->in, r, k * LMP_WFORMAT_BLOCK);
         const int32_t *q = codes + k * LMP_WFORMAT_BLOCK;
         unsigned char *p = out + k * bb;
         const uint16_t d = lmp_stw_f16(g->scales[s], NULL);

@@ -6,16 +6,6 @@
 
 #include "base/error.h"
 
-int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, int64_t c)
-{
-    (void)out;
-    const lmp_wspec *s = &g->spec;
-    if (s->gran == LMP_GRAN_TENSOR) return 0;
-    if (s->gran == LMP_GRAN_CHANNEL) return r;
-    const int64_t ng = (in + s->group - 1) / s->group;
-    return r * ng + (g->g_idx ? g->g_idx[c] : c / s->group);
-}
-
 /* Whether the code's value v is the weight w: bitwise equal, so a NaN never matches, with one
  * exception.  A symmetric INT grid's code of a small negative weight is round(w/scale) = -0, so
  * the backends leave the weight -0 * scale = -0; a file's integer code 0 reads +0.  The two are
@@ -57,7 +47,7 @@ int lmp_grid_codes_row(const lmp_linear *l, int64_t r, int32_t *codes)
     float lo, hi;
     lmp_grid_code_range(s, &lo, &hi);
     for (int64_t c = 0; c < l->in; c++) {
-        const int64_t k = lmp_grid_slice(g, l->out, l->in, r, c);
+        const int64_t k = lmp_wgrid_slice(g, l->in, r, c);
         const float w = l->w[r * l->in + c], scale = g->scales[k], zero = g->zeros ? g->zeros[k] : 0.0f;
         const float q = lmp_wgrid_code(s, w, scale, zero);
         float v = 0.0f;

@@ -16,9 +16,6 @@
 
 #include "lmpress/plugin.h"
 
-/* The index into grid->scales (and zeros) of weight (r, c) of a [out, in] weight. */
-int64_t lmp_grid_slice(const lmp_wgrid *g, int64_t out, int64_t in, int64_t r, int64_t c);
-
 /* The lowest and highest code of the grid (the numbering above). */
 void lmp_grid_code_range(const lmp_wspec *s, float *lo, float *hi);
 

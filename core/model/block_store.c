@@ -127,7 +127,7 @@ static int encode_codes(const lmp_linear *l, int bits, float lo, unsigned char *
             else row[c / 2] |= (unsigned char)(v << (4 * (c & 1)));
             const int64_t i = r * l->in + c;
             if (l->w[i] == 0.0f && signbit(l->w[i])) {
-                const int64_t k = lmp_grid_slice(g, l->out, l->in, r, c);
+                const int64_t k = lmp_wgrid_slice(g, l->in, r, c);
                 if (!signbit(lmp_wgrid_value(&g->spec, (float)codes[c], g->scales[k], g->zeros ? g->zeros[k] : 0.0f))) {
                     negz[i / 8] |= (unsigned char)(1u << (i % 8));
                     *any_negz = 1;
@@ -276,7 +276,7 @@ static int get_weights(reader *rd, const stored_linear *sl, lmp_linear *l)
         const unsigned char *row = buf + rb * (size_t)r;
         for (int64_t c = 0; c < l->in; c++) {
             const unsigned v = sl->code_bits == 8 ? row[c] : (row[c / 2] >> (4 * (c & 1))) & 15u;
-            const int64_t k = lmp_grid_slice(g, l->out, l->in, r, c);
+            const int64_t k = lmp_wgrid_slice(g, l->in, r, c);
             l->w[r * l->in + c] = lmp_wgrid_value(&g->spec, sl->code_lo + (float)v, g->scales[k], g->zeros ? g->zeros[k] : 0.0f);
         }
     }

@@ -831,6 +831,15 @@ typedef struct lmp_wgrid {
     int32_t *g_idx;            /* [in] or NULL */
 } lmp_wgrid;
 
+/* The slice of weight (r, c) of an [out, in] linear on grid g: its index into scales and zeros. */
+static inline int64_t lmp_wgrid_slice(const lmp_wgrid *g, int64_t in, int64_t r, int64_t c)
+{
+    const lmp_wspec *s = &g->spec;
+    if (s->gran == LMP_GRAN_TENSOR) return 0;
+    if (s->gran == LMP_GRAN_CHANNEL) return r;
+    return r * ((in + s->group - 1) / s->group) + (g->g_idx ? g->g_idx[c] : c / s->group);
+}
+
 typedef struct lmp_linear {
     const char *name;          /* e.g. "model.layers.3.self_attn.q_proj" */
     lmp_role role;

@@ -23,11 +23,10 @@
 
 #include "lmpress/plugin.h"
 #include "wgrid.h"
+#include "learn_params.h"
 
 enum { P_GRID = 0, P_STEPS = WGRID_COUNT, P_LR, P_BATCH, P_MIN_CLIP, P_LEARN_CLIP, P_OPTIMIZER, P_SCHEDULE, P_KEEP_BEST, P_COUNT };
 
-static const char *const optimizer_choices[] = {"sign_sgd", "adam", NULL};            /* lmp_optimizer's order */
-static const char *const schedule_choices[] = {"constant", "linear", "cosine", NULL}; /* lmp_lr_schedule's */
 
 static const lmp_param_spec ar_params[P_COUNT] = {
     WGRID_PARAMS(4, 8, "weight bits, 2..8"),
@@ -39,9 +38,9 @@ static const lmp_param_spec ar_params[P_COUNT] = {
                     NULL, 0.01, 1, NULL, 0},
     [P_LEARN_CLIP] = {"learn_clip", LMP_PARAM_BOOL, "learn each slice's clipping factor too (false: rounding only)", 1,
                       NULL, 0, 1, NULL, 0},
-    [P_OPTIMIZER] = {"optimizer", LMP_PARAM_ENUM, "sign_sgd (AutoRound) or adam", 0, NULL, 0, 0, optimizer_choices, 0},
+    [P_OPTIMIZER] = {"optimizer", LMP_PARAM_ENUM, "sign_sgd (AutoRound) or adam", 0, NULL, 0, 0, learn_optimizer_choices, 0},
     [P_SCHEDULE] = {"schedule", LMP_PARAM_ENUM, "learning rate over the steps: constant, linear to 0, cosine to 0", 1,
-                    NULL, 0, 0, schedule_choices, 0},
+                    NULL, 0, 0, learn_schedule_choices, 0},
     [P_KEEP_BEST] = {"keep_best", LMP_PARAM_BOOL, "keep the step with the least batch loss (false: the last)", 1, NULL,
                      0, 1, NULL, 0},
 };

@@ -21,20 +21,19 @@
 #include <string.h>
 
 #include "lmpress/plugin.h"
+#include "learn_params.h"
 
 enum { P_STEPS, P_LR, P_BATCH, P_OPTIMIZER, P_SCHEDULE, P_LOSS, P_KEEP_BEST, P_COUNT };
 
-static const char *const optimizer_choices[] = {"sign_sgd", "adam", NULL};            /* lmp_optimizer's order */
-static const char *const schedule_choices[] = {"constant", "linear", "cosine", NULL}; /* lmp_lr_schedule's */
 static const char *const loss_choices[] = {"kl", "ce", NULL};                         /* lmp_loss's */
 
 static const lmp_param_spec qat_params[P_COUNT] = {
     [P_STEPS] = {"steps", LMP_PARAM_INT, "optimizer steps over the whole model", 100, NULL, 0, 1000000, NULL, 0},
     [P_LR] = {"lr", LMP_PARAM_FLOAT, "learning rate", 1e-4, NULL, 0, 10, NULL, 0},
     [P_BATCH] = {"batch", LMP_PARAM_INT, "calibration windows per step (0: all of them)", 4, NULL, 0, 1 << 20, NULL, 0},
-    [P_OPTIMIZER] = {"optimizer", LMP_PARAM_ENUM, "adam or sign_sgd", 1, NULL, 0, 0, optimizer_choices, 0},
+    [P_OPTIMIZER] = {"optimizer", LMP_PARAM_ENUM, "adam or sign_sgd", 1, NULL, 0, 0, learn_optimizer_choices, 0},
     [P_SCHEDULE] = {"schedule", LMP_PARAM_ENUM, "learning rate over the steps: constant, linear to 0, cosine to 0", 2,
-                    NULL, 0, 0, schedule_choices, 0},
+                    NULL, 0, 0, learn_schedule_choices, 0},
     [P_LOSS] = {"loss", LMP_PARAM_ENUM,
                 "kl: distillation to the unmodified model's next-token distribution; ce: next-token cross-entropy",
                 0, NULL, 0, 0, loss_choices, 0},
@@ -81,15 +80,6 @@ static int qat_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
     return LMP_OK;
 }
 
-/* The slice of element (r, j) of a recorded grid. */
-static int64_t grid_slice(const lmp_wgrid *g, int64_t r, int64_t j, int64_t cols)
-{
-    if (g->spec.gran == LMP_GRAN_TENSOR) return 0;
-    if (g->spec.gran == LMP_GRAN_CHANNEL) return r;
-    const int64_t per_row = (cols + g->spec.group - 1) / g->spec.group;
-    return r * per_row + (g->g_idx ? g->g_idx[j] : j / g->spec.group);
-}
-
 /* What the forward runs for a latent weight w of element (r, j): a pruned weight is 0, as the
  * mask promises. */
 static float stored(const lmp_linear *l, int64_t r, int64_t j, float w)
@@ -97,7 +87,7 @@ static float stored(const lmp_linear *l, int64_t r, int64_t j, float w)
     if (l->mask && !l->mask[r * l->in + j]) return 0.0f;
     const lmp_wgrid *g = l->grid;
     if (!g) return w;
-    const int64_t k = grid_slice(g, r, j, l->in);
+    const int64_t k = lmp_wgrid_slice(g, l->in, r, j);
     const float z = g->zeros ? g->zeros[k] : 0.0f;
     return lmp_wgrid_value(&g->spec, lmp_wgrid_code(&g->spec, w, g->scales[k], z), g->scales[k], z);
 }
@@ -129,7 +119,7 @@ static int qat_pullback(void *ud, const lmp_block *blk, float *const *dw)
             for (int64_t j = 0; j < Q->cols; j++) {
                 const int64_t e = r * Q->cols + j;
                 if (l->mask && !l->mask[e]) continue;
-                const float half = g ? 0.5001f * fabsf(g->scales[grid_slice(g, r, j, Q->cols)]) : INFINITY;
+                const float half = g ? 0.5001f * fabsf(g->scales[lmp_wgrid_slice(g, Q->cols, r, j)]) : INFINITY;
                 if (fabsf(l->w[e] - Q->latent[e]) <= half) Q->grad[e] += dw[Q->index][e];
             }
     }
