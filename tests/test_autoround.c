@@ -4,6 +4,7 @@
  *  - autoround with 0 steps is rtn on the same grid, bit for bit;
  *  - learned, every weight lies on the recorded grid (what an export writes), and each block's
  *    output error on the unmodified model's inputs is below rtn's;
+ *  - it composes after smoothquant;
  *  - what it cannot learn on is refused before any block. */
 #include <check.h>
 #include <math.h>
@@ -195,6 +196,31 @@ START_TEST(learned_weights_beat_rtn_on_the_grid)
 }
 END_TEST
 
+/* After smoothquant (the scales folded into the norms: the block's function unchanged), autoround
+ * learns on the smoothed weights, and they end on its grid. */
+START_TEST(after_smoothquant)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    static const char *const ar[] = {"bits=4", "sym=false", "granularity=group", "group_size=32", "steps=10", "batch=4", NULL};
+    one_stage sq, a;
+    make_stage(&reg, &sq, "smoothquant", NULL, NULL);
+    make_stage(&reg, &a, "autoround", ar, NULL);
+    lmp_stage stages[2] = {sq.stage, a.stage};
+    lmp_variant v = {.name = "smoothquant+autoround", .stages = stages, .n_stages = 2};
+    lmp_windows w = windows(8, 64, m->arch.vocab, 3);
+    lmp_block *out;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &v, &w, &out) == 0, "%s", lmp_last_error());
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < out[b].n_linears; i++) check_on_grid(&out[b].linears[i]);
+    lmp_blocks_free(out, m->arch.n_layers);
+    free(sq.stage.params);
+    free(a.stage.params);
+    lmp_windows_free(&w);
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(what_it_cannot_learn_is_refused)
 {
     lmp_model *m;
@@ -220,6 +246,7 @@ int main(void)
     tcase_add_test(tc, service_fits_perturbed_weights);
     tcase_add_test(tc, zero_steps_is_rtn);
     tcase_add_test(tc, learned_weights_beat_rtn_on_the_grid);
+    tcase_add_test(tc, after_smoothquant);
     tcase_add_test(tc, what_it_cannot_learn_is_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
