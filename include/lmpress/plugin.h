@@ -927,7 +927,8 @@ typedef struct lmp_learn_problem {
 } lmp_learn_problem;
 
 typedef struct lmp_learn_result {
-    double loss_first;         /* the block-output MSE before the first step (all windows) */
+    double loss_first;         /* the loss over all windows before the first step: the block-output
+                                * MSE (learn_block), the model's KL or cross-entropy (learn_model) */
     double loss_final;         /* the same with the parameters kept */
     double best_batch_loss;    /* the least batch loss seen, and its step */
     int64_t best_step;
