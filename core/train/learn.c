@@ -243,14 +243,26 @@ int lmp_learn_block(lmp_ctx *ctx, lmp_block *blk, const lmp_learn_spec *spec, co
 
 /* ---- the whole model ----------------------------------------------------------------------- */
 
-/* Window w's loss on the model with `blocks`, by the production forward: lp[T, vocab] and ref
- * (the unmodified model's log-probabilities, for KL) are scratch. */
-static int window_loss(const lmp_learn_inputs *in, const lmp_block *fp, const lmp_block *blocks, lmp_loss loss,
-                       int64_t w, float *lp, float *ref, double *out)
+/* The sequences learn_model trains on: pieces of T tokens cut one after the other from each
+ * calibration window (the window's tail shorter than T dropped), per_window of them a window. */
+typedef struct pieces {
+    const int32_t *tokens; /* the calibration windows, [n_windows, window_T] */
+    int64_t n, T, per_window, window_T;
+} pieces;
+
+static const int32_t *piece(const pieces *pc, int64_t i)
+{
+    return pc->tokens + (i / pc->per_window) * pc->window_T + (i % pc->per_window) * pc->T;
+}
+
+/* Piece i's loss on the model with `blocks`, by the production forward: lp[T, vocab] and ref (the
+ * unmodified model's log-probabilities, for KL) are scratch. */
+static int piece_loss(const lmp_learn_inputs *in, const pieces *pc, const lmp_block *fp, const lmp_block *blocks,
+                      lmp_loss loss, int64_t i, float *lp, float *ref, double *out)
 {
     const lmp_model *m = in->m;
-    const int64_t T = in->T, V = m->arch.vocab;
-    const int32_t *tok = in->tokens + w * T;
+    const int64_t T = pc->T, V = m->arch.vocab;
+    const int32_t *tok = piece(pc, i);
     int st = lmp_forward(in->be, m, blocks, tok, T, 1, lp);
     if (!st && loss == LMP_LOSS_KL) st = lmp_forward(in->be, m, fp, tok, T, 1, ref);
     if (st) return st;
@@ -266,16 +278,16 @@ static int window_loss(const lmp_learn_inputs *in, const lmp_block *fp, const lm
     return 0;
 }
 
-static int mean_loss(const lmp_learn_inputs *in, const lmp_block *fp, const lmp_block *blocks, lmp_loss loss,
-                     float *lp, float *ref, double *out)
+static int mean_loss(const lmp_learn_inputs *in, const pieces *pc, const lmp_block *fp, const lmp_block *blocks,
+                     lmp_loss loss, float *lp, float *ref, double *out)
 {
     double sum = 0, l;
-    for (int64_t w = 0; w < in->n; w++) {
-        int st = window_loss(in, fp, blocks, loss, w, lp, ref, &l);
+    for (int64_t i = 0; i < pc->n; i++) {
+        int st = piece_loss(in, pc, fp, blocks, loss, i, lp, ref, &l);
         if (st) return st;
         sum += l;
     }
-    *out = sum / (double)in->n;
+    *out = sum / (double)pc->n;
     return 0;
 }
 
@@ -298,16 +310,20 @@ int lmp_learn_model(lmp_ctx *ctx, lmp_block *blocks, int n_blocks, const lmp_lea
         return lmp_fail(LMP_EINVAL, "learn_model: %d blocks for a model of %lld", n_blocks, (long long)m->arch.n_layers);
     int st = check_problem("learn_model", &blocks[0], spec, p);
     if (st) return st;
-    if (spec->loss == LMP_LOSS_CE && in->T < 2)
-        return lmp_fail(LMP_EINVAL, "learn_model: next-token cross-entropy needs windows of 2 tokens or more");
+    if (spec->seq_len < 0 || spec->seq_len > in->T)
+        return lmp_fail(LMP_EINVAL, "learn_model: seq_len %lld: the calibration windows have %lld tokens (0: all of them)",
+                        (long long)spec->seq_len, (long long)in->T);
+    const int64_t T = spec->seq_len > 0 ? spec->seq_len : in->T, V = m->arch.vocab;
+    const pieces pc = {.tokens = in->tokens, .n = in->n * (in->T / T), .T = T, .per_window = in->T / T, .window_T = in->T};
+    if (spec->loss == LMP_LOSS_CE && T < 2)
+        return lmp_fail(LMP_EINVAL, "learn_model: next-token cross-entropy needs sequences of 2 tokens or more");
     const double t_start = lmp_now_s();
-    const int64_t T = in->T, V = m->arch.vocab;
     lmp_model *mm = (lmp_model *)m; /* its f32 blocks are converted, and released after if they were not there */
     const int had_blocks = mm->blocks != NULL;
     const lmp_block *fp = lmp_model_blocks(mm); /* the unmodified model, f32 */
     if (!fp) return lmp_fail_prefix(LMP_ENOMEM, "learn_model: the unmodified model's blocks: ");
     learn_loop L;
-    if ((st = loop_init(&L, spec, p, in->n, out))) return st;
+    if ((st = loop_init(&L, spec, p, pc.n, out))) return st;
     lmp_model_tape mt = {0};
     lmp_block_grads *g = calloc((size_t)n_blocks, sizeof *g), **gp = calloc((size_t)n_blocks, sizeof *gp);
     float *lp = malloc((size_t)(2 * T * V) * sizeof *lp), *ref = lp ? lp + T * V : NULL;
@@ -318,7 +334,7 @@ int lmp_learn_model(lmp_ctx *ctx, lmp_block *blocks, int n_blocks, const lmp_lea
     }
     if (!st) st = lmp_model_tape_init(&mt, m, T);
     if (!st) st = materialize_all(p, blocks, n_blocks);
-    if (!st) st = mean_loss(in, fp, blocks, spec->loss, lp, ref, &out->loss_first);
+    if (!st) st = mean_loss(in, &pc, fp, blocks, spec->loss, lp, ref, &out->loss_first);
 
     for (int64_t s = 0; s < spec->steps && !st; s++) {
         lmp_progress(ctx, "learn the model: step", s, spec->steps);
@@ -328,7 +344,7 @@ int lmp_learn_model(lmp_ctx *ctx, lmp_block *blocks, int n_blocks, const lmp_lea
         if ((st = materialize_all(p, blocks, n_blocks))) break;
         double batch_loss = 0, l;
         for (int64_t i = 0; i < L.batch && !st; i++) {
-            const int32_t *tok = in->tokens + L.order[i] * T;
+            const int32_t *tok = piece(&pc, L.order[i]);
             if (spec->loss == LMP_LOSS_KL) st = lmp_forward(in->be, m, fp, tok, T, 1, ref);
             if (!st) st = lmp_model_loss_grad(in->be, m, blocks, tok, spec->loss == LMP_LOSS_KL ? ref : NULL, &mt, gp, &l);
             batch_loss += l / (double)L.batch;
@@ -345,7 +361,7 @@ int lmp_learn_model(lmp_ctx *ctx, lmp_block *blocks, int n_blocks, const lmp_lea
     if (!st && spec->steps > 0) lmp_progress(ctx, "learn the model: step", spec->steps, spec->steps);
     if (!st) loop_end(&L, out);
     if (!st) st = materialize_all(p, blocks, n_blocks);
-    if (!st) st = mean_loss(in, fp, blocks, spec->loss, lp, ref, &out->loss_final);
+    if (!st) st = mean_loss(in, &pc, fp, blocks, spec->loss, lp, ref, &out->loss_final);
     out->seconds = lmp_now_s() - t_start;
     for (int b = 0; g && b < n_blocks; b++) lmp_block_grads_free(&g[b]);
     free(g);

@@ -905,6 +905,9 @@ typedef struct lmp_learn_spec {
     int keep_best;             /* end with the parameters of the step whose batch loss was least
                                 * (AutoRound's choice), rather than the last ones */
     lmp_loss loss;             /* learn_model only: LMP_LOSS_KL (distillation, 0) or LMP_LOSS_CE */
+    int64_t seq_len;           /* learn_model only: train on pieces of this many tokens cut from the
+                                * calibration windows (each window's shorter tail dropped); 0: whole
+                                * windows */
 } lmp_learn_spec;
 
 /* What a plugin learns, and how its parameters make the block's weights.  The host owns the

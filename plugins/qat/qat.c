@@ -23,14 +23,18 @@
 #include "lmpress/plugin.h"
 #include "learn_params.h"
 
-enum { P_STEPS, P_LR, P_BATCH, P_OPTIMIZER, P_SCHEDULE, P_LOSS, P_KEEP_BEST, P_COUNT };
+enum { P_STEPS, P_LR, P_BATCH, P_SEQ_LEN, P_OPTIMIZER, P_SCHEDULE, P_LOSS, P_KEEP_BEST, P_COUNT };
 
 static const char *const loss_choices[] = {"kl", "ce", NULL};                         /* lmp_loss's */
 
 static const lmp_param_spec qat_params[P_COUNT] = {
     [P_STEPS] = {"steps", LMP_PARAM_INT, "optimizer steps over the whole model", 100, NULL, 0, 1000000, NULL, 0},
     [P_LR] = {"lr", LMP_PARAM_FLOAT, "learning rate", 1e-4, NULL, 0, 10, NULL, 0},
-    [P_BATCH] = {"batch", LMP_PARAM_INT, "calibration windows per step (0: all of them)", 4, NULL, 0, 1 << 20, NULL, 0},
+    [P_BATCH] = {"batch", LMP_PARAM_INT, "sequences per step (0: all of them)", 4, NULL, 0, 1 << 20, NULL, 0},
+    [P_SEQ_LEN] = {"seq_len", LMP_PARAM_INT,
+                   "tokens per training sequence, cut from the calibration windows one after the other (0: the "
+                   "windows' calibration.seq_len)",
+                   0, NULL, 0, 1 << 20, NULL, 0},
     [P_OPTIMIZER] = {"optimizer", LMP_PARAM_ENUM, "adam or sign_sgd", 1, NULL, 0, 0, learn_optimizer_choices, 0},
     [P_SCHEDULE] = {"schedule", LMP_PARAM_ENUM, "learning rate over the steps: constant, linear to 0, cosine to 0", 2,
                     NULL, 0, 0, learn_schedule_choices, 0},
@@ -184,6 +188,7 @@ static int qat_finish(void *self, const lmp_host *host, void *hctx, lmp_block *b
                                      .batch = (int64_t)p[P_BATCH].num,
                                      .lr = p[P_LR].num,
                                      .keep_best = p[P_KEEP_BEST].num != 0,
+                                     .seq_len = (int64_t)p[P_SEQ_LEN].num,
                                      .loss = (lmp_loss)(int)p[P_LOSS].num};
         const lmp_learn_problem prob = {.n_params = P.n, .params = params, .sizes = sizes, .grads = grads,
                                         .linears = linears, .materialize = qat_materialize, .pullback = qat_pullback,
