@@ -45,15 +45,13 @@ static double lr_factor(lmp_lr_schedule sched, int64_t s, int64_t n)
     return 1.0;
 }
 
-/* The block-output MSE over windows[0..nw) of X against Y, as the forward runs now; y is [T, d]
+/* The block-output MSE over every window of X against Y, as the forward runs now; y is [T, d]
  * scratch. */
-static int mse_over(const lmp_learn_inputs *in, const lmp_block *blk, const float *Y, const int64_t *windows,
-                    int64_t nw, float *y, double *loss)
+static int mse_over(const lmp_learn_inputs *in, const lmp_block *blk, const float *Y, float *y, double *loss)
 {
     const int64_t per = in->T * in->m->arch.dim;
     double sum = 0;
-    for (int64_t i = 0; i < nw; i++) {
-        const int64_t w = windows ? windows[i] : i;
+    for (int64_t w = 0; w < in->n; w++) {
         memcpy(y, in->X + w * per, (size_t)per * sizeof *y);
         int st = lmp_block_forward(in->be, &in->m->arch, blk, in->T, y, NULL, NULL);
         if (st) return st;
@@ -61,7 +59,7 @@ static int mse_over(const lmp_learn_inputs *in, const lmp_block *blk, const floa
         lmp_loss_mse(per, y, Y + w * per, &l, NULL);
         sum += l;
     }
-    *loss = nw > 0 ? sum / (double)nw : 0.0;
+    *loss = in->n > 0 ? sum / (double)in->n : 0.0;
     return 0;
 }
 
@@ -204,7 +202,7 @@ int lmp_learn_block(lmp_ctx *ctx, lmp_block *blk, const lmp_learn_spec *spec, co
     }
     if (have_orig) lmp_block_free(&orig);
     if (!st) st = p->materialize(p->ud, blk);
-    if (!st) st = mse_over(in, blk, Y, NULL, n, y, &out->loss_first);
+    if (!st) st = mse_over(in, blk, Y, y, &out->loss_first);
 
     char label[64];
     snprintf(label, sizeof label, "learn block %d: step", blk->index);
@@ -231,7 +229,7 @@ int lmp_learn_block(lmp_ctx *ctx, lmp_block *blk, const lmp_learn_spec *spec, co
     if (!st && spec->steps > 0) lmp_progress(ctx, label, spec->steps, spec->steps);
     if (!st) loop_end(&L, out);
     if (!st) st = p->materialize(p->ud, blk);
-    if (!st) st = mse_over(in, blk, Y, NULL, n, y, &out->loss_final);
+    if (!st) st = mse_over(in, blk, Y, y, &out->loss_final);
     out->seconds = lmp_now_s() - t_start;
     loop_free(&L);
     free(Y);
