@@ -175,6 +175,11 @@ static int r_layernorm(void *s, int64_t T, int64_t C, const float *x, const floa
     return lmp_ref_layernorm(T, C, x, w, b, eps, out);
 }
 static int r_gelu(void *s, int64_t n, const float *x, float *out) { return lmp_ref_gelu(n, x, out); }
+static int r_rope_table(void *s, int64_t T, int64_t nh, int64_t hd, int64_t n_rot, int64_t pos0, const float *inv_freq,
+                        float mscale, float *x)
+{
+    return lmp_ref_rope_table(T, nh, hd, n_rot, pos0, inv_freq, mscale, x);
+}
 
 static const lmp_backend_i ref_vtable = {
     .struct_size = sizeof(lmp_backend_i),
@@ -184,6 +189,7 @@ static const lmp_backend_i ref_vtable = {
     .choose_weight_grid = r_choose, .apply_weight_grid = r_apply, .quantize_act = r_qact,
     .layernorm = r_layernorm,
     .gelu = r_gelu,
+    .rope_table = r_rope_table,
 };
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
@@ -517,6 +523,51 @@ START_TEST(test_norms)
     free(b);
     free(r);
     free(g);
+    close_backend();
+}
+END_TEST
+
+/* rope_table 1e-12: both turn by the f32 angle pos * inv_freq[i] with cos and sin in double, so
+ * only libm (or a device's cos/sin) separates them.  Cases: a whole head, partial rotary (the
+ * dims from n_rot on must come back untouched, bit for bit), an attention factor, a far position;
+ * an odd or too large n_rot is refused. */
+START_TEST(test_rope_table)
+{
+    open_backend(_i);
+    const int64_t T = 7, nh = 3, hd = 16;
+    const struct { int64_t n_rot, pos0; float mscale; } cases[] = {{16, 0, 1.0f}, {8, 3, 1.0f}, {12, 2000, 1.2f}};
+    float inv_freq[8];
+    for (int i = 0; i < 8; i++) inv_freq[i] = (float)pow(1e4, -2.0 * i / 16.0) / (1.0f + 0.5f * (float)i);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        float *x = rand_mat(T * nh * hd, -1, 1), *r = copy_of(x, T * nh * hd), *g = copy_of(x, T * nh * hd);
+        int st;
+        ck_assert_int_eq(REF(rope_table, T, nh, hd, cases[c].n_rot, cases[c].pos0, inv_freq, cases[c].mscale, r), LMP_OK);
+        CAND(st, rope_table, T, nh, hd, cases[c].n_rot, cases[c].pos0, inv_freq, cases[c].mscale, g);
+        ck_assert_int_eq(st, LMP_OK);
+        char what[96];
+        snprintf(what, sizeof what, "rope_table 7x3x16 n_rot=%lld pos0=%lld", (long long)cases[c].n_rot,
+                 (long long)cases[c].pos0);
+        check_nmse(what, r, g, T, nh * hd, nh * hd, 1e-12);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t j = cases[c].n_rot; j < hd; j++)
+                    ck_assert_msg(g[t * nh * hd + h * hd + j] == x[t * nh * hd + h * hd + j],
+                                  "%s: dim %lld beyond n_rot changed", what, (long long)j);
+        /* a turn, not a stretch: each pair keeps its length times mscale */
+        const float *p = g + 1 * nh * hd, *p0 = x + 1 * nh * hd;
+        const double len = hypot(p[0], p[1]), len0 = hypot(p0[0], p0[1]);
+        ck_assert_msg(fabs(len - cases[c].mscale * len0) < 1e-5 * (1 + len0), "%s: pair length %g, expected %g", what,
+                      len, cases[c].mscale * len0);
+        free(x);
+        free(r);
+        free(g);
+    }
+    float y[16] = {0};
+    int st;
+    CAND(st, rope_table, 1, 1, 16, 5, 0, inv_freq, 1.0f, y); /* odd n_rot */
+    ck_assert_int_eq(st, LMP_EINVAL);
+    CAND(st, rope_table, 1, 1, 8, 10, 0, inv_freq, 1.0f, y); /* n_rot > head_dim */
+    ck_assert_int_eq(st, LMP_EINVAL);
     close_backend();
 }
 END_TEST
@@ -1003,6 +1054,7 @@ START_TEST(test_fallback)
     if (!vt->layernorm) null_ops[n_null++] = "layernorm";
     if (!vt->gelu) null_ops[n_null++] = "gelu";
     if (!LMP_BACKEND_I_HAS(vt, attention_backward)) null_ops[n_null++] = "attention_backward";
+    if (!LMP_BACKEND_I_HAS(vt, rope_table)) null_ops[n_null++] = "rope_table";
     printf("  [%s] entries left to the CPU backend:", g_name);
     for (int i = 0; i < n_null; i++) printf(" %s", null_ops[i]);
     printf("%s\n", n_null ? "" : " none");
@@ -1202,6 +1254,7 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_trsm_lower, 0, g_n);
     tcase_add_loop_test(tc, test_norms, 0, g_n);
     tcase_add_loop_test(tc, test_rope, 0, g_n);
+    tcase_add_loop_test(tc, test_rope_table, 0, g_n);
     tcase_add_loop_test(tc, test_attention, 0, g_n);
     tcase_add_loop_test(tc, test_activations, 0, g_n);
     tcase_add_loop_test(tc, test_log_softmax, 0, g_n);

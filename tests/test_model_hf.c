@@ -452,6 +452,33 @@ START_TEST(qwen2_tiny_matches_numpy)
 }
 END_TEST
 
+/* The same checkpoint with config.json as transformers 5 writes it: rope_parameters holds the
+ * base (1e6 here), no top-level rope_theta.  Read as the default 10000 it would be silently
+ * wrong: the golden logits (theta 1e6) catch that. */
+START_TEST(qwen2_tiny_config_v5_matches_numpy)
+{
+    const char *dir = new_dir("qwen2v5");
+    char cmd[1500], cfg[700];
+    snprintf(cmd, sizeof cmd, "cp '%s/qwen2-tiny/'*.safetensors* '%s/qwen2-tiny/logits.txt' '%s/'", GOLDEN, GOLDEN, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    write_text(cfg, "{\"architectures\": [\"Qwen2ForCausalLM\"], \"model_type\": \"qwen2\", \"hidden_act\": \"silu\","
+                    " \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+                    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"max_position_embeddings\": 64,"
+                    " \"vocab_size\": 96, \"rms_norm_eps\": 1e-06,"
+                    " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0},"
+                    " \"sliding_window\": null, \"use_sliding_window\": false, \"max_window_layers\": 2,"
+                    " \"layer_types\": [\"full_attention\", \"full_attention\"],"
+                    " \"tie_word_embeddings\": false, \"dtype\": \"bfloat16\", \"transformers_version\": \"5.0.0\"}");
+    lmp_model *m = load_ok(dir);
+    ck_assert_float_eq(m->arch.rope_theta, 1e6f);
+    ck_assert(m->arch.rope.plain && m->arch.rope.n_rot == 8);
+    lmp_model_free(m);
+    check_golden(dir, "qwen2-tiny, transformers 5 config", 1e-4);
+    remove_dir(dir);
+}
+END_TEST
+
 /* ---- (d) malformed checkpoints ------------------------------------------------------------ */
 START_TEST(malformed_checkpoints)
 {
@@ -494,9 +521,35 @@ START_TEST(malformed_checkpoints)
     write_tiny_llama(dir, ", \"attention_bias\": true", NULL, NULL, NULL);
     load_fails(dir, "model.safetensors", "model.layers.0.self_attn.q_proj.bias", "missing");
 
-    /* unsupported configurations */
+    /* unsupported configurations, and RoPE parameters that are incomplete or unknown */
     write_tiny_llama(dir, ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}", NULL, NULL, NULL);
-    load_fails(dir, "config.json", "rope_scaling", "not supported");
+    load_fails(dir, "config.json", "rope_scaling needs \"low_freq_factor\"", NULL);
+    write_tiny_llama(dir, ", \"rope_scaling\": {\"type\": \"su\", \"factor\": 8.0}", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "rope_type \"su\" is not supported", NULL);
+    write_tiny_llama(dir, ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"beta_fast\": 4}", NULL,
+                     NULL, NULL);
+    load_fails(dir, "config.json", "rope_parameters.beta_fast is not read for rope type \"linear\"", NULL);
+    write_tiny_llama(dir, ", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "rope_parameters.full_attention", "not supported yet");
+    write_tiny_llama(dir, ", \"rope_parameters\": {\"rope_type\": \"default\"}, \"rope_scaling\": {\"type\": \"linear\"}",
+                     NULL, NULL, NULL);
+    load_fails(dir, "config.json", "both rope_parameters and rope_scaling", NULL);
+    write_tiny_llama(dir, ", \"partial_rotary_factor\": 0.3", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "partial_rotary_factor", "must be even");
+    /* a key lmpress does not read is refused by name, not ignored */
+    write_tiny_llama(dir, ", \"attn_logit_softcapping\": 50.0", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "key \"attn_logit_softcapping\" is not read by lmpress for LlamaForCausalLM", NULL);
+    /* ... while bookkeeping and generation defaults are not */
+    write_tiny_llama(dir, ", \"use_cache\": true, \"temperature\": 0.7, \"transformers_version\": \"5.1.0\"", NULL, NULL,
+                     NULL);
+    m = load_ok(dir);
+    lmp_model_free(m);
+    /* llama3 scaling is read: a table, no longer the plain rotation */
+    write_tiny_llama(dir, ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0,"
+                          " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}", NULL, NULL, NULL);
+    m = load_ok(dir);
+    ck_assert(!m->arch.rope.plain && !strcmp(m->arch.rope.type, "llama3"));
+    lmp_model_free(m);
     write_tiny_llama(dir, ", \"rope_scaling\": null, \"head_dim\": 4", NULL, NULL, NULL);
     m = load_ok(dir); /* null rope_scaling and a consistent head_dim are fine */
     lmp_model_free(m);
@@ -558,6 +611,7 @@ int main(void)
     tcase_add_test(tc, gpt2_tiny_matches_numpy);
     tcase_add_test(tc, gpt2_prefixed_names_and_file_path);
     tcase_add_test(tc, qwen2_tiny_matches_numpy);
+    tcase_add_test(tc, qwen2_tiny_config_v5_matches_numpy);
     tcase_add_test(tc, malformed_checkpoints);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

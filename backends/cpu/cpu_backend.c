@@ -345,6 +345,40 @@ static int cpu_rope(void *self, int64_t T, int64_t n_heads, int64_t head_dim, in
     return LMP_OK;
 }
 
+/* See plugin.h.  The cos and sin of one position are computed once (in double, from the f32
+ * angle) and applied to every head: the same numbers as lmp_ref_rope_table. */
+static int cpu_rope_table(void *self, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,
+                          const float *inv_freq, float mscale, float *x)
+{
+    cpu_backend *be = self;
+    if (T < 0 || n_heads < 0 || head_dim < 0 || n_rot < 0 || n_rot > head_dim || n_rot % 2 != 0)
+        return FAIL(be, LMP_EINVAL, "rope_table: bad shape T=%lld heads=%lld head_dim=%lld n_rot=%lld "
+                    "(n_rot must be even and at most head_dim)", (long long)T, (long long)n_heads,
+                    (long long)head_dim, (long long)n_rot);
+    if (T == 0 || n_heads == 0 || n_rot == 0) return LMP_OK;
+    if (!x || !inv_freq) return FAIL(be, LMP_EINVAL, "rope_table: x or inv_freq is NULL");
+    const int64_t half = n_rot / 2, dim = n_heads * head_dim;
+    double *cs = be->host->alloc(be->hctx, (size_t)half * 2 * sizeof *cs); /* [half] cos, sin */
+    if (!cs) return FAIL(be, LMP_ENOMEM, "rope_table: out of memory");
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < half; i++) {
+            const double ang = (double)((float)(pos0 + t) * inv_freq[i]);
+            cs[2 * i] = cos(ang) * mscale;
+            cs[2 * i + 1] = sin(ang) * mscale;
+        }
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + t * dim + h * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                const double c = cs[2 * i], s = cs[2 * i + 1], x0 = xh[2 * i], x1 = xh[2 * i + 1];
+                xh[2 * i] = (float)(x0 * c - x1 * s);
+                xh[2 * i + 1] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+    be->host->free(be->hctx, cs);
+    return LMP_OK;
+}
+
 /* In place softmax of S[0..n) with the max subtracted first; the sum is kept in double. */
 static void softmax_row(float *S, int64_t n)
 {
@@ -670,6 +704,7 @@ static const lmp_backend_i cpu_vtable = {
     .layernorm = cpu_layernorm,
     .gelu = cpu_gelu,
     .attention_backward = cpu_attention_backward,
+    .rope_table = cpu_rope_table,
 };
 
 static const lmp_param_spec cpu_params[] = {

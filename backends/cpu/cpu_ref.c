@@ -176,6 +176,26 @@ int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, flo
     return LMP_OK;
 }
 
+int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,
+                       const float *inv_freq, float mscale, float *x)
+{
+    if (T < 0 || n_heads < 0 || head_dim < 0 || n_rot < 0 || n_rot > head_dim || n_rot % 2 != 0) return LMP_EINVAL;
+    if (T > 0 && n_heads > 0 && n_rot > 0 && (!x || !inv_freq)) return LMP_EINVAL;
+    const int64_t dim = n_heads * head_dim;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + t * dim + h * head_dim;
+            for (int64_t i = 0; i < n_rot / 2; i++) {
+                const double ang = (double)((float)(pos0 + t) * inv_freq[i]);
+                const double c = cos(ang) * mscale, s = sin(ang) * mscale;
+                const double x0 = xh[2 * i], x1 = xh[2 * i + 1];
+                xh[2 * i] = (float)(x0 * c - x1 * s);
+                xh[2 * i + 1] = (float)(x0 * s + x1 * c);
+            }
+        }
+    return LMP_OK;
+}
+
 int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, const float *q,
                       const float *k, const float *v, float *out)
 {

@@ -112,6 +112,13 @@ static const float *affine_input(const lmp_linear *l, int64_t T, const float *in
     return work;
 }
 
+int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t T, int64_t n_heads, float *x)
+{
+    const lmp_rope *r = &a->rope;
+    if (!r->n_rot || r->plain) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, a->rope_theta, x);
+    return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, r->inv_freq, r->mscale, x);
+}
+
 /* lmp_block_forward_from, and with keep != NULL (from 0, no state) lmp_block_forward_keep: the
  * same operations in the same order, only into the buffers keep names. */
 static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
@@ -149,8 +156,8 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
         if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
         if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
-            st = lmp_be_rope(be, T, a->n_heads, a->head_dim, 0, a->rope_theta, q);
-            if (!st) st = lmp_be_rope(be, T, a->n_kv_heads, a->head_dim, 0, a->rope_theta, k);
+            st = lmp_rope_heads(be, a, T, a->n_heads, q);
+            if (!st) st = lmp_rope_heads(be, a, T, a->n_kv_heads, k);
         }
         if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
         if (st) goto done;

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/rope.h"
 #include "lmpress/plugin.h"
 
 typedef enum { LMP_FAMILY_LLAMA = 0, LMP_FAMILY_GPT2 = 1 } lmp_family;
@@ -30,7 +31,10 @@ typedef struct lmp_arch {
     int64_t dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len;
     int64_t head_dim;     /* dim / n_heads */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
-    float rope_theta;     /* LLAMA only */
+    float rope_theta;     /* LLAMA only: the base of the classic rotation */
+    /* The rotation as the file describes it (core/arch/rope.h); n_rot == 0 (never filled) means
+     * the classic rotation over the whole head with rope_theta. */
+    lmp_rope rope;
 } lmp_arch;
 
 typedef struct lmp_model lmp_model;

@@ -174,20 +174,21 @@ static int load_weight(const hf_state *s, const char *module, const char *cls, i
     return 0;
 }
 
-/* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head:
- * new row 2i = old row i, new row 2i+1 = old row i + hd/2.  cols = 1 for a bias. */
-static int rope_permute(float *w, int64_t rows, int64_t cols, int64_t hd)
+/* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head,
+ * over the n_rot rotated dims (partial rotary leaves the rest in place): new row 2i = old row i,
+ * new row 2i+1 = old row i + n_rot/2.  cols = 1 for a bias. */
+static int rope_permute(float *w, int64_t rows, int64_t cols, int64_t hd, int64_t n_rot)
 {
-    float *tmp = malloc((size_t)(hd * cols) * sizeof *tmp);
+    float *tmp = malloc((size_t)(n_rot * cols) * sizeof *tmp);
     if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory permuting q/k rows");
     const size_t row = (size_t)cols * sizeof *w;
     for (int64_t h = 0; h < rows / hd; h++) {
         float *head = w + h * hd * cols;
-        for (int64_t i = 0; i < hd / 2; i++) {
+        for (int64_t i = 0; i < n_rot / 2; i++) {
             memcpy(tmp + (2 * i) * cols, head + i * cols, row);
-            memcpy(tmp + (2 * i + 1) * cols, head + (i + hd / 2) * cols, row);
+            memcpy(tmp + (2 * i + 1) * cols, head + (i + n_rot / 2) * cols, row);
         }
-        memcpy(head, tmp, (size_t)hd * row);
+        memcpy(head, tmp, (size_t)n_rot * row);
     }
     free(tmp);
     return 0;
@@ -215,18 +216,18 @@ static float *dup_range(const float *src, int64_t n)
 static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const hf_state *s = m->src_data;
-    const int64_t hd = m->arch.head_dim;
+    const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
         const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
         st = load_weight(s, l->name, "Linear", l->out, l->in, &l->w, &l->act);
-        if (!st && qk) st = rope_permute(l->w, l->out, l->in, hd);
+        if (!st && qk) st = rope_permute(l->w, l->out, l->in, hd, n_rot);
         if (!st && (s->bias_roles >> l->role & 1u)) {
             snprintf(name, sizeof name, "%s.bias", l->name);
             st = load(s, name, l->out, 0, &l->b);
-            if (!st && qk) st = rope_permute(l->b, l->out, 1, hd);
+            if (!st && qk) st = rope_permute(l->b, l->out, 1, hd, n_rot);
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
@@ -396,6 +397,57 @@ static int cfg_string(const lmp_json *c, const char *what, const char *key, cons
     return lmp_json_get_string(c, key, what, out);
 }
 
+/* ---- which keys of config.json the model may hold --------------------------------------- */
+/* Keys that do not change the forward of an f32 evaluation: bookkeeping, token ids, training
+ * knobs (dropout, initialisation), generation defaults, classification heads, and
+ * PretrainedConfig's generic attributes.  Every other key must be one the family's reader uses:
+ * an unknown key may change the numbers (as transformers 5's rope_parameters did when it was
+ * new), so it is refused by name rather than ignored. */
+static const char *const harmless_keys[] = {
+    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "auto_map",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "initializer_range", "initializer_factor", "use_cache", "attention_dropout", "hidden_dropout", "dropout",
+    "embd_pdrop", "resid_pdrop", "attn_pdrop", "pretraining_tp", "keys_to_ignore_at_inference",
+    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "task_specific_params", "id2label", "label2id", "num_labels", "problem_type", "finetuning_task",
+    "tokenizer_class", "prefix", "return_dict", "use_return_dict", "output_hidden_states", "output_attentions",
+    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "chunk_size_feed_forward",
+    "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size", "add_cross_attention",
+    "tie_encoder_decoder", "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
+    "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", NULL};
+/* The keys parse_llama and parse_gpt2 (and the RoPE and compressed-tensors readers) use. */
+static const char *const llama_keys[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
+    "partial_rotary_factor", "original_max_position_embeddings", "head_dim", "hidden_act", "attention_bias",
+    "mlp_bias", "tie_word_embeddings", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+    "quantization_config", NULL};
+static const char *const gpt2_keys[] = {
+    "n_ctx", "n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner", "layer_norm_epsilon",
+    "activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings",
+    "reorder_and_upcast_attn", /* upcasts a half-precision attention to f32: the f32 forward already is */
+    "quantization_config", NULL};
+
+static int listed(const char *key, const char *const *list)
+{
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(key, list[i])) return 1;
+    return 0;
+}
+
+static int check_config_keys(const lmp_json *c, const char *what, const char *cls, const char *const *read)
+{
+    for (size_t k = 0; k < c->n; k++)
+        if (!listed(c->keys[k], read) && !listed(c->keys[k], harmless_keys))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: key \"%s\" is not read by lmpress for %s; it may change the model's "
+                            "numbers, so the model is refused rather than run without it", what, c->keys[k], cls);
+    return 0;
+}
+
 static int check_heads(const char *what, const lmp_arch *a)
 {
     if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
@@ -419,8 +471,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_int(c, what, "num_key_value_heads", a->n_heads, &a->n_kv_heads)) ||
         (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
         (st = cfg_int(c, what, "max_position_embeddings", default_ctx[s->arch], &a->seq_len)) ||
-        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)) ||
-        (st = cfg_float(c, what, "rope_theta", 10000.0, &a->rope_theta)) || (st = check_heads(what, a)))
+        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)) || (st = check_heads(what, a)))
         return st;
     a->head_dim = a->dim / a->n_heads;
     int64_t hd;
@@ -432,17 +483,32 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if ((st = cfg_string(c, what, "hidden_act", "silu", &act))) return st;
     if (strcmp(act, "silu") != 0)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"silu\")", what, act);
-    const lmp_json *rs = cfg_get(c, "rope_scaling");
-    if (rs) {
-        const lmp_json *type = lmp_json_get(rs, "rope_type");
-        if (!type || type->type != LMP_JSON_STRING) type = lmp_json_get(rs, "type");
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: rope_scaling (%s) is not supported: only plain RoPE is implemented",
-                        what, type && type->type == LMP_JSON_STRING ? type->str : "non-null");
-    }
-    /* Sliding-window attention equals causal attention on windows no longer than the window. */
+    /* rope_theta and rope_scaling (transformers 4) or rope_parameters (5), partial_rotary_factor */
+    if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->seq_len))) return st;
+    a->rope_theta = a->rope.theta;
+    /* Sliding-window attention equals causal attention on windows no longer than the window.
+     * Which layers slide: transformers 5's layer_types, else Mistral all, Qwen2 with
+     * use_sliding_window (some of them: capping the context covers any subset). */
     const lmp_json *sw = cfg_get(c, "sliding_window");
     int use_sw = s->arch == HF_MISTRAL;
     if (s->arch == HF_QWEN2 && (st = cfg_bool(c, what, "use_sliding_window", 0, &use_sw))) return st;
+    const lmp_json *types = cfg_get(c, "layer_types");
+    if (types) {
+        if (types->type != LMP_JSON_ARRAY || (int64_t)types->n != a->n_layers)
+            return lmp_fail(LMP_EINVAL, "%s: layer_types must list num_hidden_layers = %lld entries", what,
+                            (long long)a->n_layers);
+        use_sw = 0;
+        for (size_t i = 0; i < types->n; i++) {
+            const lmp_json *t = &types->items[i];
+            const int sliding = t->type == LMP_JSON_STRING && !strcmp(t->str, "sliding_attention");
+            if (!sliding && !(t->type == LMP_JSON_STRING && !strcmp(t->str, "full_attention")))
+                return lmp_fail(LMP_EUNSUPPORTED, "%s: layer_types[%zu] is not \"full_attention\" or "
+                                "\"sliding_attention\" (not supported)", what, i);
+            use_sw |= sliding;
+        }
+        if (use_sw && !sw)
+            return lmp_fail(LMP_EINVAL, "%s: layer_types has sliding_attention layers but no sliding_window", what);
+    }
     if (sw && use_sw) {
         int64_t w;
         if ((st = cfg_int(c, what, "sliding_window", 0, &w))) return st;
@@ -522,7 +588,8 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
                       hf_arch_name[0], hf_arch_name[1], hf_arch_name[2], hf_arch_name[3]);
         goto done;
     }
-    st = s->arch == HF_GPT2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
+    st = check_config_keys(c, what, name, s->arch == HF_GPT2 ? gpt2_keys : llama_keys);
+    if (!st) st = s->arch == HF_GPT2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
     if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->arch == HF_GPT2, tied);
     const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
     if (qc && s->arch == HF_GPT2)

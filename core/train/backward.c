@@ -202,14 +202,20 @@ static int norm_forward(const lmp_backend *be, const lmp_arch *a, const lmp_norm
 }
 
 /* RoPE's rotation undone on a gradient dx[T, n_heads*head_dim]: RoPE turns each pair by the
- * angle pos * theta^(-2i/head_dim), an orthogonal map, so its gradient turns back by the same
- * angle (the angles as lmp_ref_rope computes them). */
-static void rope_backward(int64_t T, int64_t n_heads, int64_t hd, float theta, float *dx)
+ * angle pos * theta^(-2i/head_dim) (or the table's angle, times its mscale), an orthogonal map
+ * (scaled), so its gradient turns back by the same angle (the angles as lmp_ref_rope and
+ * lmp_ref_rope_table compute them). */
+static void rope_backward(const lmp_arch *a, int64_t T, int64_t n_heads, float *dx)
 {
+    const lmp_rope *r = &a->rope;
+    const int table = r->n_rot && !r->plain;
+    const int64_t hd = a->head_dim, n_rot = table ? r->n_rot : hd;
+    const double m = table ? r->mscale : 1.0; /* rope_table scales the turn: its transpose does too */
     for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < hd / 2; i++) {
-            const double ang = (double)t * pow((double)theta, -2.0 * (double)i / (double)hd);
-            const double c = cos(ang), s = sin(ang);
+        for (int64_t i = 0; i < n_rot / 2; i++) {
+            const double ang = table ? (double)((float)t * r->inv_freq[i])
+                                     : (double)t * pow((double)a->rope_theta, -2.0 * (double)i / (double)hd);
+            const double c = cos(ang) * m, s = sin(ang) * m;
             for (int64_t h = 0; h < n_heads; h++) {
                 float *p = dx + t * n_heads * hd + h * hd + 2 * i;
                 const double g0 = p[0], g1 = p[1];
@@ -287,8 +293,8 @@ int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block
     if (!st) st = lmp_be_attention_backward(be, T, a->n_heads, a->n_kv_heads, a->head_dim, k->q, k->k, k->v, datt, dq, dk, dv);
     if (st) goto done;
     if (!gpt2) {
-        rope_backward(T, a->n_heads, a->head_dim, a->rope_theta, dq);
-        rope_backward(T, a->n_kv_heads, a->head_dim, a->rope_theta, dk);
+        rope_backward(a, T, a->n_heads, dq);
+        rope_backward(a, T, a->n_kv_heads, dk);
     }
     /* q, k, v over xn0 = norm0(x) */
     st = norm_forward(be, a, &blk->norms[0], T, tp->x, xn);

@@ -34,6 +34,10 @@
  * for 4.2 (its vtable ends before it: LMP_BACKEND_I_MIN_SIZE) is still loaded, and the host runs
  * the CPU backend's version of the operations its vtable does not reach.
  *
+ * ABI 4.4: the backend operation rope_table (RoPE from a per-pair frequency table, partial
+ * rotary and an attention factor: the RoPE scalings of Llama 3, YaRN and LongRoPE), appended to
+ * lmp_backend_i; a backend built before it runs the CPU backend's.
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -51,7 +55,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 3
+#define LMP_ABI_MINOR 4
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -1072,7 +1076,16 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
     OP(attention_backward, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,            \
                            const float *q, const float *k, const float *v, const float *dout,     \
                            float *dq, float *dk, float *dv),                                       \
-      (T, n_heads, n_kv_heads, hd, q, k, v, dout, dq, dk, dv), 0)
+      (T, n_heads, n_kv_heads, hd, q, k, v, dout, dq, dk, dv), 0)                                  \
+    /* ABI 4.4.  Rotary embedding from a table, in place on x[T, n_heads*head_dim], row t at       \
+     * position p = pos0+t: the adjacent pairs (2i, 2i+1) with i < n_rot/2 of each head turn by    \
+     * the angle p * inv_freq[i] (the product rounded to f32, as transformers computes it) and are \
+     * scaled by mscale (YaRN's and LongRoPE's attention factor); a head's dims from n_rot on are  \
+     * left as they are (partial rotary).  RoPE scaling (linear, llama3, YaRN, LongRoPE) is only a \
+     * different table; `rope` is inv_freq[i] = theta^(-2i/head_dim), n_rot = head_dim. */          \
+    OP(rope_table, (int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,      \
+                    const float *inv_freq, float mscale, float *x),                                 \
+      (T, n_heads, head_dim, n_rot, pos0, inv_freq, mscale, x), 0)
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
