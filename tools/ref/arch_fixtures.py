@@ -103,31 +103,51 @@ FIXTURES = {
     "mistral": dict(
         model_type="mistral", cls="MistralForCausalLM", seed=3305, tok="spm",
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, sliding_window=SLIDING,
-                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+        # llama.cpp's converter writes no sliding window for MistralForCausalLM (GGUF arch
+        # "llama"), so the GGUF means full causal attention
+        extra=[("logprobs_gguf.f64", T, dict(sliding_window=None),
+                "what model.gguf means to llama.cpp: no sliding window (the converter writes none for "
+                "MistralForCausalLM)")]),
     "gemma": dict(
         model_type="gemma", cls="GemmaForCausalLM", seed=3306, tok="spm", gemma_norm=True,
         config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
                     hidden_activation="gelu_pytorch_tanh",
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # query_pre_attn_scalar = head_dim as in Gemma 2 2B/9B and Gemma 3 1B-12B: the GGUF has no key
+    # for it (llama.cpp derives the scale from head_dim, or hidden/heads for the 27B models)
     "gemma2": dict(
         model_type="gemma2", cls="Gemma2ForCausalLM", seed=3307, tok="spm", gemma_norm=True,
         config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
-                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
                     attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                     sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention"],
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     "gemma3": dict(
         model_type="gemma3_text", cls="Gemma3ForCausalLM", seed=3308, tok="spm", gemma_norm=True,
         config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
-                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
                     attn_logit_softcapping=None, final_logit_softcapping=None,
                     sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention"],
                     rope_parameters=dict(
                         sliding_attention=dict(rope_type="default", rope_theta=10000.0),
-                        full_attention=dict(rope_type="default", rope_theta=1000000.0)))),
+                        full_attention=dict(rope_type="default", rope_theta=1000000.0))),
+        # The converter writes no sliding-window pattern for Gemma3ForCausalLM and llama.cpp then
+        # assumes Gemma 3's 5-local-1-global: with 2 layers both are local (window 16, base 10000)
+        extra=[("logprobs_gguf.f64", T, dict(layer_types=["sliding_attention", "sliding_attention"]),
+                "what model.gguf means to llama.cpp: both layers sliding with the local RoPE base (no "
+                "pattern key in the GGUF, llama.cpp's default pattern 6)")]),
     "phi3": dict(
         model_type="phi3", cls="Phi3ForCausalLM", seed=3309, tok="spm",
+        # original 32 < T: transformers (and llama.cpp at any context > 32) use the long factors
+        # and the attention factor sqrt(1 + ln(256/32) / ln 32); logprobs_short.f64 covers the
+        # short ones.  transformers 5 takes the top-level original_max_position_embeddings over
+        # the one in rope_parameters, so both are given.
+        extra=[("logprobs_short.f64", 32, {},
+                "the first 32 tokens alone: sequence <= original_max_position_embeddings, so "
+                "transformers uses the short factors")],
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, sliding_window=None,
+                    original_max_position_embeddings=32,
                     rope_parameters=dict(
                         rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=32,
                         short_factor=[1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 3.0],
@@ -434,15 +454,14 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
     with open(os.path.join(tmp, "tokens.txt"), "w") as f:
         f.write(" ".join(map(str, tokens)) + "\n")
     extra = []
-    if name == "mistral":
-        # llama.cpp's converter writes no sliding window for MistralForCausalLM (GGUF arch
-        # "llama"), so the GGUF means full causal attention: the golden for that reading.
-        _, lp_full = golden_logprobs(hf5, tokens, sliding_window=None)
-        np.ascontiguousarray(lp_full, dtype="<f8").tofile(os.path.join(tmp, "logprobs_full.f64"))
-        d = np.abs(lp_full - lp).max(axis=1)
-        extra.append(f"logprobs_full.f64 = the same tokens without the sliding window (what the GGUF means); "
-                     f"rows 0..{SLIDING - 1} equal logprobs.f64 (max diff {d[:SLIDING].max():.3g}), "
-                     f"later rows differ by up to {d[SLIDING:].max():.3g}")
+    for fn, n, overrides, what in spec.get("extra", []):
+        # a second golden, same weights: another reading of the same files (see FIXTURES)
+        _, lp2 = golden_logprobs(hf5, tokens[:n], **overrides)
+        np.ascontiguousarray(lp2, dtype="<f8").tofile(os.path.join(tmp, fn))
+        d = np.abs(lp2 - lp[:n]).max(axis=1)
+        same = int(np.argmax(d > 0)) if (d > 0).any() else n
+        extra.append(f"extra {fn} [{n}, {vocab}] {what}; overrides {json.dumps(overrides)}; "
+                     f"rows 0..{same - 1} equal logprobs.f64, max |diff| {d.max():.3g}")
 
     # transformers 4 config; the weights and tokenizer are the same bytes (symbolic links)
     with open(os.path.join(hf5, "config.json")) as f:

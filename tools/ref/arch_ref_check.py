@@ -7,7 +7,9 @@ claim, independently of lmpress.  Run it through `tools/ref/arch_fixtures.sh --c
       [--python4 build/arch-venv4/bin/python] [NAME ...]
 
 For each fixture, against logprobs.f64 (max |difference| over all T x V entries; must be <= 1e-12):
-  hf5   transformers 5 reloads hf5/ in float64 and reruns the forward;
+  hf5   transformers 5 reloads hf5/ in float64 and reruns the forward; the same for each second
+        golden meta.txt lists ("extra" lines: logprobs_gguf.f64, logprobs_short.f64) with its
+        config overrides;
   hf4   transformers 4 (the --python4 interpreter, a subprocess) reloads hf4/ and reruns it;
   gguf  gguf-py (the converter's own) reads model.gguf; its tensors are mapped back to the HF names
         (gguf.get_tensor_name_map) with the converter's documented transforms undone (Llama's q/k
@@ -153,6 +155,23 @@ def check_fixture(name, conv_dir, python4):
     res["hf5"] = d
     ok &= d <= EXACT
 
+    # second goldens (meta.txt "extra FILE [n, V] ...; overrides JSON; ..."): same check
+    res["extra"] = {}
+    with open(os.path.join(folder, "meta.txt")) as f:
+        for line in f:
+            if not line.startswith("extra "):
+                continue
+            fn = line.split()[1]
+            n = int(line.split("[", 1)[1].split(",", 1)[0])
+            overrides = json.loads(line.split("; overrides ", 1)[1].split(";", 1)[0])
+            from transformers import AutoModelForCausalLM
+            m2 = AutoModelForCausalLM.from_pretrained(hf5, dtype=torch.float64, attn_implementation="eager",
+                                                      **overrides).eval()
+            g2 = np.fromfile(os.path.join(folder, fn), dtype="<f8").reshape(n, -1)
+            d2 = float(np.abs(forward(m2, tokens[:n]) - g2).max())
+            res["extra"][fn] = d2
+            ok &= d2 <= EXACT
+
     if python4:
         tmp = os.path.join(folder, ".check4.f64")
         r = subprocess.run([python4, os.path.abspath(__file__), "--worker", os.path.join(folder, "hf4"),
@@ -227,6 +246,7 @@ def main():
         c = r["control"]
         print(f"{'ok  ' if ok else 'FAIL'} {n:11s} T {meta['T']} V {meta['V']}: max|d| hf5 {r['hf5']:.3g}"
               + (f", hf4 {r['hf4']:.3g} (transformers {r.get('hf4_version', '?')})" if "hf4" in r else "")
+              + "".join(f", {fn} {v:.3g}" for fn, v in r["extra"].items())
               + f", gguf weights {r['gguf_weights']:.3g}, gguf forward {r['gguf']:.3g}"
               + f"; control: weakest matrix {c[0]}: max|d|/max|lp| {c[1]:.3g} (max|d| {c[2]:.3g},"
               + f" max|d|/max(|lp|,1) {c[3]:.3g})")
