@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""arch_fixtures.py — tiny random checkpoints of each architecture lmpress reads, with PyPI
+transformers' float64 log-probabilities as golden files, and their GGUF conversions made by
+llama.cpp's own convert_hf_to_gguf.py (issue 33, point 6).
+
+Run it through tools/ref/arch_fixtures.sh, which makes the pinned venv (build/arch-venv) and
+extracts the converter from the llama-cpp-python sdist; by hand:
+
+  build/arch-venv/bin/python tools/ref/arch_fixtures.py --converter DIR [NAME ...]
+
+DIR is the sdist's vendor/llama.cpp with at least convert_hf_to_gguf.py, conversion/ and gguf-py/.
+With no NAME every fixture is (re)made.  Output: tests/fixtures/arch/NAME/ (see the README there):
+
+  hf5/          the folder as transformers 5 save_pretrained writes it: config.json (with
+                rope_parameters, layer_types, ...), model.safetensors (F32), the tokenizer files
+  hf4/          config.json rewritten as transformers 4 writes it (top-level rope_theta and a
+                rope_scaling dict, no rope_parameters); model.safetensors and the tokenizer files
+                are symbolic links to ../hf5/ (the same bytes; the repository stores them once)
+  model.gguf    convert_hf_to_gguf.py --outtype f32 of hf5/
+  tokens.txt    T seeded random token ids, one line, space separated
+  logprobs.f64  log_softmax of transformers' logits for every position, the model run in float64
+                (weights loaded from hf5/ and cast up: the F32 values are exact in float64), raw
+                little-endian float64, row-major [T, V]; row t follows tokens[0..t]
+  meta.txt      T, V, seed, versions, and the config facts that matter
+
+Everything is seeded (numpy default_rng(seed)); rerunning gives the same weights and, with the same
+pinned versions, the same golden numbers.  The weights are random: no licence attaches to them.
+
+Weight scale.  Random checkpoints with the HF default init (std 0.02) have nearly flat output
+distributions, which would let a wrong forward pass a relative test.  Here: embeddings and an
+untied head N(0, 0.35^2) so the logits have std of 2-4; every linear N(0, 1/in_features), so the
+residual stream neither vanishes nor explodes; biases N(0, 0.1^2); norm gains 1 + N(0, 0.15^2)
+(stored as N(0, 0.15^2) for the Gemma families, whose RMSNorm multiplies by 1 + w).  The script
+prints the logits' std and the log-prob spread per fixture.
+
+Tokenizers: each folder gets a tiny tokenizer trained here (the ids in tokens.txt are random, so
+only the converter needs it).  Byte-level BPE families (llama3, qwen2/3, glm, gpt2) get a
+tokenizer.json trained with the `tokenizers` library on the start of data/wikitext-2 using the
+family's real pre-tokenizer regex; llama.cpp's converter recognises a pre-tokenizer by hashing the
+ids of a test string, which no tiny vocabulary reproduces, so the conversion wrapper here
+monkeypatches TextModel.get_vocab_base_pre to return the family's real name ("llama-bpe",
+"qwen2", "gpt-2", "glm4").  SentencePiece families (mistral, gemma 1-3, phi3) get a
+tokenizer.model trained with the `sentencepiece` library (BPE, byte_fallback), which the converter
+reads directly.
+"""
+import argparse
+import copy
+import importlib.metadata as md
+import io
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+OUT_ROOT = os.path.join(ROOT, "tests", "fixtures", "arch")
+CORPUS = os.path.join(ROOT, "data", "wikitext-2", "wiki.test.raw")
+
+T = 48                  # window: longer than every sliding window below (16)
+SLIDING = 16
+DIMS = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, max_position_embeddings=256)
+V_BPE = 320             # byte-level BPE vocabularies: 256 bytes + merges + specials
+V_SPM = 384             # SentencePiece with byte_fallback needs 256 byte pieces + the characters
+
+# The pre-tokenizer regexes of the real families (from their tokenizer.json files).
+RE_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+RE_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Each fixture: transformers model_type and class, config (transformers 5 spelling), tokenizer,
+# the GGUF pre-tokenizer name the converter is told, seed.  Order = the brief's priority order.
+FIXTURES = {
+    "llama3": dict(
+        model_type="llama", cls="LlamaForCausalLM", seed=3301, tok="bpe", regex=RE_LLAMA3,
+        pre="llama-bpe", specials=["<|begin_of_text|>", "<|end_of_text|>"],
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-5, head_dim=16,
+                    rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0,
+                                         low_freq_factor=1.0, high_freq_factor=4.0,
+                                         original_max_position_embeddings=64))),
+    "qwen2": dict(
+        model_type="qwen2", cls="Qwen2ForCausalLM", seed=3302, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, use_sliding_window=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    "qwen2-yarn": dict(
+        model_type="qwen2", cls="Qwen2ForCausalLM", seed=3303, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, use_sliding_window=False,
+                    rope_parameters=dict(rope_type="yarn", rope_theta=1000000.0, factor=4.0,
+                                         original_max_position_embeddings=64))),
+    "qwen3": dict(
+        model_type="qwen3", cls="Qwen3ForCausalLM", seed=3304, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=32, attention_bias=False,
+                    use_sliding_window=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    "mistral": dict(
+        model_type="mistral", cls="MistralForCausalLM", seed=3305, tok="spm",
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, sliding_window=SLIDING,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+        # llama.cpp's converter writes no sliding window for MistralForCausalLM (GGUF arch
+        # "llama"), so the GGUF means full causal attention
+        extra=[("logprobs_gguf.f64", T, dict(sliding_window=None),
+                "what model.gguf means to llama.cpp: no sliding window (the converter writes none for "
+                "MistralForCausalLM)")]),
+    "gemma": dict(
+        model_type="gemma", cls="GemmaForCausalLM", seed=3306, tok="spm", gemma_norm=True,
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
+                    hidden_activation="gelu_pytorch_tanh",
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # query_pre_attn_scalar = head_dim as in Gemma 2 2B/9B and Gemma 3 1B-12B: the GGUF has no key
+    # for it (llama.cpp derives the scale from head_dim, or hidden/heads for the 27B models)
+    "gemma2": dict(
+        model_type="gemma2", cls="Gemma2ForCausalLM", seed=3307, tok="spm", gemma_norm=True,
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
+                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
+                    attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                    sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention"],
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    "gemma3": dict(
+        model_type="gemma3_text", cls="Gemma3ForCausalLM", seed=3308, tok="spm", gemma_norm=True,
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=16,
+                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
+                    attn_logit_softcapping=None, final_logit_softcapping=None,
+                    sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention"],
+                    rope_parameters=dict(
+                        sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                        full_attention=dict(rope_type="default", rope_theta=1000000.0))),
+        # The converter writes no sliding-window pattern for Gemma3ForCausalLM and llama.cpp then
+        # assumes Gemma 3's 5-local-1-global: with 2 layers both are local (window 16, base 10000)
+        extra=[("logprobs_gguf.f64", T, dict(layer_types=["sliding_attention", "sliding_attention"]),
+                "what model.gguf means to llama.cpp: both layers sliding with the local RoPE base (no "
+                "pattern key in the GGUF, llama.cpp's default pattern 6)")]),
+    "phi3": dict(
+        model_type="phi3", cls="Phi3ForCausalLM", seed=3309, tok="spm",
+        # original 32 < T: transformers (and llama.cpp at any context > 32) use the long factors
+        # and the attention factor sqrt(1 + ln(256/32) / ln 32); logprobs_short.f64 covers the
+        # short ones.  transformers 5 takes the top-level original_max_position_embeddings over
+        # the one in rope_parameters, so both are given.
+        extra=[("logprobs_short.f64", 32, {},
+                "the first 32 tokens alone: sequence <= original_max_position_embeddings, so "
+                "transformers uses the short factors")],
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, sliding_window=None,
+                    original_max_position_embeddings=32,
+                    rope_parameters=dict(
+                        rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=32,
+                        short_factor=[1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 3.0],
+                        long_factor=[1.0, 1.1, 1.3, 1.8, 2.5, 4.0, 6.0, 9.0]))),
+    "glm": dict(
+        model_type="glm", cls="GlmForCausalLM", seed=3310, tok="bpe", regex=RE_LLAMA3, pre="glm4",
+        specials=["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|user|>"],
+        # rms_norm_eps 1e-5, not GLM-4-9B's 1.5625e-07: the converter's chatglm path writes
+        # "layernorm_epsilon" or 1e-5, never rms_norm_eps, so only 1e-5 keeps both formats equal
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, attention_bias=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                         partial_rotary_factor=0.5))),
+    "glm4": dict(
+        model_type="glm4", cls="Glm4ForCausalLM", seed=3311, tok="bpe", regex=RE_LLAMA3, pre="glm4",
+        specials=["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|user|>"],
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, attention_bias=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                         partial_rotary_factor=0.5))),
+    "gpt2": dict(
+        model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(n_embd=64, n_layer=2, n_head=4, n_inner=None, n_positions=256, n_ctx=256,
+                    layer_norm_epsilon=1e-5, activation_function="gelu_new",
+                    tie_word_embeddings=True)),
+}
+
+
+def log(msg):
+    print(f"arch_fixtures: {msg}", flush=True)
+
+
+# ---- tokenizers ---------------------------------------------------------------------------------
+
+
+def corpus_lines(n_chars=200_000):
+    """The start of wikitext-2's test split, ASCII lines only (keeps the SentencePiece alphabet
+    small enough for a 384-piece vocabulary)."""
+    out, total = [], 0
+    with open(CORPUS, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or not line.isascii():
+                continue
+            out.append(line)
+            total += len(line)
+            if total >= n_chars:
+                break
+    return out
+
+
+def make_bpe_tokenizer(spec, vocab_size, folder):
+    """A byte-level BPE tokenizer.json with the family's pre-tokenizer, written through
+    transformers' PreTrainedTokenizerFast.save_pretrained (tokenizer.json + tokenizer_config.json)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    if spec.get("regex"):
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(spec["regex"]), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:  # GPT-2: ByteLevel's own regex
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if spec.get("nfc"):
+        tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=spec["specials"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(corpus_lines(), trainer)
+    n = tok.get_vocab_size()
+    if n != vocab_size:
+        raise SystemExit(f"arch_fixtures: BPE training gave {n} tokens, wanted {vocab_size}")
+    sp = spec["specials"]
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=sp[0], eos_token=sp[min(1, len(sp) - 1)],
+                                   model_max_length=DIMS["max_position_embeddings"])
+    fast.save_pretrained(folder)
+    return n
+
+
+def make_spm_tokenizer(vocab_size, folder, gemma=False):
+    """A SentencePiece BPE tokenizer.model with byte fallback (Llama-2 / Mistral / Gemma / Phi-3
+    style); Gemma's special-token ids (pad 0, eos 1, bos 2, unk 3) differ from Llama's."""
+    import sentencepiece as spm
+    model = io.BytesIO()
+    ids = dict(pad_id=0, eos_id=1, bos_id=2, unk_id=3) if gemma else dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(corpus_lines()), model_writer=model, vocab_size=vocab_size,
+        model_type="bpe", byte_fallback=True, character_coverage=1.0, split_digits=True,
+        normalization_rule_name="identity",     # as Llama's: no 240 KB NFKC character map
+        num_threads=1, minloglevel=2, **ids)
+    with open(os.path.join(folder, "tokenizer.model"), "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    if sp.get_piece_size() != vocab_size:
+        raise SystemExit(f"arch_fixtures: SentencePiece training gave {sp.get_piece_size()} pieces, wanted {vocab_size}")
+    return sp.get_piece_size()
+
+
+# ---- model --------------------------------------------------------------------------------------
+
+
+def build_config(name, spec, vocab_size):
+    from transformers import AutoConfig
+    kw = dict(spec["config"])
+    if spec["model_type"] == "gpt2":
+        kw.update(vocab_size=vocab_size, bos_token_id=0, eos_token_id=0)
+    else:
+        kw = {**DIMS, **kw, "vocab_size": vocab_size}
+        if spec["tok"] == "spm":
+            kw.update(dict(pad_token_id=0, eos_token_id=1, bos_token_id=2) if spec.get("gemma_norm")
+                      else dict(bos_token_id=1, eos_token_id=2, pad_token_id=None))
+        else:
+            kw.update(bos_token_id=0, eos_token_id=min(1, len(spec["specials"]) - 1), pad_token_id=None)
+    cfg = AutoConfig.for_model(spec["model_type"], **kw)
+    cfg.architectures = [spec["cls"]]
+    return cfg
+
+
+def randomize(model, spec, seed):
+    """Realistic scales (see the module doc), drawn parameter by parameter in name order."""
+    import torch
+    rng = np.random.default_rng(seed)
+    params = dict(model.named_parameters())   # tied weights appear once
+    for pname in sorted(params):
+        p = params[pname]
+        shape = tuple(p.shape)
+        leaf = pname.rsplit(".", 1)[-1]
+        is_norm = ("norm" in pname or ".ln_" in pname or pname.endswith("ln_f.weight")) and len(shape) == 1
+        if is_norm and leaf == "weight":
+            v = rng.normal(0.0, 0.15, shape)
+            if spec.get("gemma_norm"):
+                # multiples of 2^-20: the converter stores w + 1 in F32, exact only for such w
+                v = np.round(v * 2.0 ** 20) / 2.0 ** 20
+            else:
+                v += 1.0
+        elif leaf == "bias":
+            v = rng.normal(0.0, 0.1, shape)
+        elif "embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head"):
+            v = rng.normal(0.0, 0.35, shape)
+        elif pname.endswith("wpe.weight"):
+            v = rng.normal(0.0, 0.2, shape)
+        elif len(shape) == 2:
+            # nn.Linear stores [out, in]; GPT-2's Conv1D stores [in, out]
+            fan_in = shape[0] if spec["model_type"] == "gpt2" else shape[1]
+            v = rng.normal(0.0, 1.0 / np.sqrt(fan_in), shape)
+        else:
+            raise SystemExit(f"arch_fixtures: no init rule for {pname} {shape}")
+        with torch.no_grad():
+            p.copy_(torch.from_numpy(v.astype(np.float32)))
+
+
+def golden_logprobs(folder, tokens, **overrides):
+    """transformers' log-probs in float64 for the model saved in folder (eager attention, which
+    applies sliding windows and soft-capping exactly as the modelling code defines them)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager",
+                                                 **overrides)
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0]
+    assert logits.dtype == torch.float64
+    return logits, torch.log_softmax(logits, dim=-1).numpy()
+
+
+# ---- transformers 4 config ----------------------------------------------------------------------
+
+
+def v4_config(cfg5, spec):
+    """config.json as transformers 4.5x writes it: rope_theta (and Gemma 3's rope_local_base_freq)
+    at the top level, rope_scaling a dict or null, partial_rotary_factor at the top level, and
+    Phi-3's original_max_position_embeddings at the top level; no rope_parameters."""
+    c = copy.deepcopy(cfg5)
+    rp = c.pop("rope_parameters", None)
+    if rp is not None:
+        if "full_attention" in rp or "sliding_attention" in rp:        # Gemma 3
+            full = dict(rp.get("full_attention", {}))
+            c["rope_theta"] = full.pop("rope_theta")
+            if "sliding_attention" in rp:
+                c["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+            scaling = full
+        else:
+            scaling = dict(rp)
+            c["rope_theta"] = scaling.pop("rope_theta")
+        if "partial_rotary_factor" in scaling:
+            c["partial_rotary_factor"] = scaling.pop("partial_rotary_factor")
+        if spec["model_type"] == "phi3" and "original_max_position_embeddings" in scaling:
+            c["original_max_position_embeddings"] = scaling.pop("original_max_position_embeddings")
+        if scaling.get("rope_type", "default") == "default":
+            c["rope_scaling"] = None
+        else:
+            if spec["model_type"] == "phi3":      # Phi-3's Hub configs spell it "type"
+                scaling["type"] = scaling.pop("rope_type")
+            c["rope_scaling"] = scaling
+    if "dtype" in c:
+        c["torch_dtype"] = c.pop("dtype")
+    c["transformers_version"] = "4"    # replaced when transformers 4 rewrites the file
+    return c
+
+
+V4_ROUND_TRIP = r'''
+import os, sys, tempfile, transformers
+from transformers import AutoConfig
+folder = sys.argv[1]
+cfg = AutoConfig.from_pretrained(folder)
+with tempfile.TemporaryDirectory() as d:
+    cfg.save_pretrained(d)
+    os.replace(os.path.join(d, "config.json"), os.path.join(folder, "config.json"))
+print(transformers.__version__)
+'''
+
+
+# ---- GGUF ---------------------------------------------------------------------------------------
+
+CONVERT_WRAPPER = r'''
+# Runs llama.cpp's convert_hf_to_gguf.py; when a pre-tokenizer name is given, its hash lookup
+# (TextModel.get_vocab_base_pre) is replaced by that name: a tiny trained vocabulary never hashes
+# like the real family's, and the name is what a real checkpoint of the family gets.
+import sys
+conv_dir, pre, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path.insert(0, conv_dir)
+sys.path.insert(1, conv_dir + "/gguf-py")
+import convert_hf_to_gguf as conv
+from conversion import base
+if pre != "-":
+    base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+sys.argv = ["convert_hf_to_gguf.py"] + argv
+conv.main()
+'''
+
+
+def convert_gguf(conv_dir, folder, out, pre):
+    wrapper = os.path.join(os.path.dirname(out), ".convert_wrapper.py")
+    with open(wrapper, "w") as f:
+        f.write(CONVERT_WRAPPER)
+    tmp = out + ".tmp"
+    cmd = [sys.executable, wrapper, conv_dir, pre or "-", "--outtype", "f32", "--outfile", tmp, folder]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    os.unlink(wrapper)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout[-3000:] + r.stderr[-6000:])
+        raise SystemExit(f"arch_fixtures: convert_hf_to_gguf.py failed for {folder}")
+    os.replace(tmp, out)
+
+
+def gguf_summary(path, conv_dir):
+    sys.path.insert(0, os.path.join(conv_dir, "gguf-py"))
+    import gguf
+    rd = gguf.GGUFReader(path)
+    arch = rd.fields["general.architecture"].contents()
+    keys = {}
+    for k, fld in rd.fields.items():
+        if k.startswith(arch + ".") or k in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+            try:
+                keys[k] = fld.contents()
+            except Exception:   # noqa: BLE001 - summary only
+                keys[k] = "?"
+    names = [t.name for t in rd.tensors]
+    return arch, keys, names
+
+
+# ---- driver -------------------------------------------------------------------------------------
+
+
+def versions():
+    out = {}
+    for pkg in ("torch", "transformers", "safetensors", "numpy", "tokenizers", "sentencepiece"):
+        out[pkg] = md.version(pkg)
+    return out
+
+
+def make(name, conv_dir, llama_cpp_python_version, python4):
+    import torch
+    from transformers import AutoModelForCausalLM
+    spec = FIXTURES[name]
+    out = os.path.join(OUT_ROOT, name)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    hf5 = os.path.join(tmp, "hf5")
+    hf4 = os.path.join(tmp, "hf4")
+    os.makedirs(hf5)
+    os.makedirs(hf4)
+
+    # tokenizer first: its size is the model's vocabulary
+    if spec["tok"] == "bpe":
+        vocab = make_bpe_tokenizer(spec, V_BPE, hf5)
+    else:
+        vocab = make_spm_tokenizer(V_SPM, hf5, gemma=spec.get("gemma_norm", False))
+
+    torch.manual_seed(spec["seed"])
+    cfg = build_config(name, spec, vocab)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    model = model.float()
+    randomize(model, spec, spec["seed"])
+    model.save_pretrained(hf5)
+    # save_pretrained may add generation_config.json; keep it (it is part of what v5 writes)
+
+    rng = np.random.default_rng(spec["seed"] + 100000)
+    tokens = [int(x) for x in rng.integers(0, vocab, T)]
+    logits, lp = golden_logprobs(hf5, tokens)
+    lp = np.ascontiguousarray(lp, dtype="<f8")
+    assert lp.shape == (T, vocab)
+    lp.tofile(os.path.join(tmp, "logprobs.f64"))
+    with open(os.path.join(tmp, "tokens.txt"), "w") as f:
+        f.write(" ".join(map(str, tokens)) + "\n")
+    extra = []
+    for fn, n, overrides, what in spec.get("extra", []):
+        # a second golden, same weights: another reading of the same files (see FIXTURES)
+        _, lp2 = golden_logprobs(hf5, tokens[:n], **overrides)
+        np.ascontiguousarray(lp2, dtype="<f8").tofile(os.path.join(tmp, fn))
+        d = np.abs(lp2 - lp[:n]).max(axis=1)
+        same = int(np.argmax(d > 0)) if (d > 0).any() else n
+        extra.append(f"extra {fn} [{n}, {vocab}] {what}; overrides {json.dumps(overrides)}; "
+                     f"rows 0..{same - 1} equal logprobs.f64, max |diff| {d.max():.3g}")
+
+    # transformers 4 config; the weights and tokenizer are the same bytes (symbolic links)
+    with open(os.path.join(hf5, "config.json")) as f:
+        cfg5 = json.load(f)
+    with open(os.path.join(hf4, "config.json"), "w") as f:
+        json.dump(v4_config(cfg5, spec), f, indent=2, sort_keys=True)
+        f.write("\n")
+    hf4_writer = "hand rewrite of hf5/config.json (no transformers 4 interpreter given)"
+    if python4:
+        # let transformers 4 itself write the file: load the rewrite, save it again
+        r = subprocess.run([python4, "-c", V4_ROUND_TRIP, hf4], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr[-4000:])
+            raise SystemExit(f"arch_fixtures: transformers 4 cannot read {hf4}/config.json")
+        hf4_writer = f"transformers {r.stdout.split()[-1]} save_pretrained (AutoConfig round trip of the rewrite)"
+    for fn in sorted(os.listdir(hf5)):
+        if fn != "config.json":
+            os.symlink(os.path.join("..", "hf5", fn), os.path.join(hf4, fn))
+
+    convert_gguf(conv_dir, hf5, os.path.join(tmp, "model.gguf"), spec.get("pre"))
+    arch, gkeys, gnames = gguf_summary(os.path.join(tmp, "model.gguf"), conv_dir)
+
+    ver = versions()
+    std = float(logits.std(dim=-1).mean())
+    spread = float((lp.max(axis=1) - lp.min(axis=1)).mean())
+    with open(os.path.join(tmp, "meta.txt"), "w") as f:
+        f.write(f"name {name}\nT {T}\nV {vocab}\nseed {spec['seed']}\n")
+        f.write(f"class {spec['cls']}\nmodel_type {spec['model_type']}\ngguf_arch {arch}\n")
+        for k, v in ver.items():
+            f.write(f"{k} {v}\n")
+        f.write(f"llama-cpp-python {llama_cpp_python_version} (vendor/llama.cpp convert_hf_to_gguf.py, its gguf-py)\n")
+        f.write(f"hf4_config_written_by {hf4_writer}\n")
+        f.write(f"gguf_pre_tokenizer_forced {spec.get('pre') or 'none (SentencePiece tokenizer.model)'}\n")
+        f.write("logprobs.f64 little-endian float64 [T, V], log_softmax of transformers' logits, model in float64, eager attention\n")
+        f.write(f"logit_std_mean {std:.4f}\nlogprob_spread_mean {spread:.4f}\n")
+        for e in extra:
+            f.write(e + "\n")
+        for k in sorted(gkeys):
+            v = gkeys[k]
+            if isinstance(v, list) and len(v) > 16:
+                v = f"[{len(v)} values]"
+            f.write(f"gguf {k} = {v}\n")
+        f.write(f"gguf_tensors {len(gnames)}: {' '.join(gnames)}\n")
+
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    size = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(out) for fn in fns
+               if not os.path.islink(os.path.join(dp, fn)))
+    log(f"{name}: V {vocab}, logit std {std:.2f}, log-prob spread {spread:.1f} nats, gguf arch {arch}, "
+        f"{size / 1024:.0f} KiB")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--converter", required=True, help="the sdist's vendor/llama.cpp folder")
+    ap.add_argument("--llama-cpp-python", default="?", help="its version, for meta.txt")
+    ap.add_argument("--python4", help="a python with transformers 4, which then writes hf4/config.json")
+    ap.add_argument("names", nargs="*", help=f"fixtures to make (default all: {' '.join(FIXTURES)})")
+    a = ap.parse_args()
+    names = a.names or list(FIXTURES)
+    for n in names:
+        if n not in FIXTURES:
+            raise SystemExit(f"arch_fixtures: unknown fixture {n!r}; known: {' '.join(FIXTURES)}")
+    conv = os.path.abspath(a.converter)
+    if not os.path.isfile(os.path.join(conv, "convert_hf_to_gguf.py")):
+        raise SystemExit(f"arch_fixtures: {conv}/convert_hf_to_gguf.py not found")
+    python4 = a.python4 if a.python4 and os.path.exists(a.python4) else None
+    if not python4:
+        log("no transformers 4 interpreter (--python4): hf4/config.json is the hand rewrite only")
+    os.makedirs(OUT_ROOT, exist_ok=True)
+    for n in names:
+        make(n, conv, a.llama_cpp_python, python4)
+
+
+if __name__ == "__main__":
+    main()

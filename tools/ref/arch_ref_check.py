@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""arch_ref_check.py — check that tests/fixtures/arch/*/ (made by arch_fixtures.py) are what they
+claim, independently of lmpress.  Run it through `tools/ref/arch_fixtures.sh --check [NAME ...]`
+(the pinned venvs), or by hand:
+
+  build/arch-venv/bin/python tools/ref/arch_ref_check.py --converter build/arch-llamacpp/src \
+      [--python4 build/arch-venv4/bin/python] [NAME ...]
+
+For each fixture, against logprobs.f64 (max |difference| over all T x V entries; must be <= 1e-12):
+  hf5   transformers 5 reloads hf5/ in float64 and reruns the forward; the same for each second
+        golden meta.txt lists ("extra" lines: logprobs_gguf.f64, logprobs_short.f64) with its
+        config overrides;
+  hf4   transformers 4 (the --python4 interpreter, a subprocess) reloads hf4/ and reruns it;
+  gguf  gguf-py (the converter's own) reads model.gguf; its tensors are mapped back to the HF names
+        (gguf.get_tensor_name_map) with the converter's documented transforms undone (Llama's q/k
+        row permutation, Gemma's norm + 1, GPT-2's transposes); each tensor must equal hf5's bit
+        for bit, and the forward of transformers 5 on those tensors must reproduce the golden.
+        The GGUF hyper-parameters are printed next to the config values they come from.
+  control  a 0.1 % perturbation of one weight matrix (w *= 1 + 1e-3 * N(0, 1), elementwise, seeded),
+        for every matrix of the model in turn: the smallest resulting change of the log-probs,
+        max|d| / max|logprobs|, must exceed 1e-5 (so a 1e-5 relative tolerance catches any such
+        error).  Also reported: max|d| and max(|d| / max(|logprob|, 1)) for that matrix.
+Exit status 0 when every check passes, 1 otherwise.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FIX_ROOT = os.path.join(ROOT, "tests", "fixtures", "arch")
+EXACT = 1e-12
+CONTROL_MIN = 1e-5
+
+
+def read_meta(folder):
+    meta = {}
+    with open(os.path.join(folder, "meta.txt")) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition(" ")
+            meta.setdefault(k, v)
+    return meta
+
+
+def read_fixture(folder):
+    meta = read_meta(folder)
+    T, V = int(meta["T"]), int(meta["V"])
+    with open(os.path.join(folder, "tokens.txt")) as f:
+        tokens = [int(x) for x in f.read().split()]
+    lp = np.fromfile(os.path.join(folder, "logprobs.f64"), dtype="<f8")
+    if len(tokens) != T or lp.size != T * V:
+        raise SystemExit(f"{folder}: tokens.txt has {len(tokens)} ids, logprobs.f64 {lp.size} values; meta says T {T}, V {V}")
+    return meta, tokens, lp.reshape(T, V)
+
+
+def forward(model, tokens):
+    import torch
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0]
+    return torch.log_softmax(logits.double(), dim=-1).numpy()
+
+
+def load_hf(folder):
+    import torch
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager")
+    return m.eval()
+
+
+def worker(folder, tokens_path, out_path):
+    """Run in the transformers 4 interpreter: reload folder, write float64 log-probs."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+    with open(tokens_path) as f:
+        tokens = [int(x) for x in f.read().split()]
+    m = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float64, attn_implementation="eager").eval()
+    np.ascontiguousarray(forward(m, tokens), dtype="<f8").tofile(out_path)
+    print(transformers.__version__)
+
+
+# ---- GGUF -> HF names ---------------------------------------------------------------------------
+
+
+def unpermute_llama(w, n_head):
+    """Inverse of the converter's LlamaModel.permute (rotate-half rows -> interleaved rows)."""
+    shape = w.shape
+    return w.reshape(n_head, shape[0] // n_head // 2, 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
+
+
+def gguf_state_dict(gguf_path, conv_dir, hf_tensors, cfg):
+    """HF name -> numpy array, from the GGUF, the converter's transforms undone; plus the GGUF
+    tensors that have no HF counterpart (rope_freqs, rope factors) and the reader."""
+    sys.path.insert(0, os.path.join(conv_dir, "gguf-py"))
+    import gguf
+    rd = gguf.GGUFReader(gguf_path)
+    arch_name = rd.fields["general.architecture"].contents()
+    arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch_name)
+    n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+    tmap = gguf.get_tensor_name_map(arch, n_layer)
+    by_name = {t.name: t for t in rd.tensors}
+    out, used = {}, set()
+    n_head = cfg.get("num_attention_heads", cfg.get("n_head"))
+    n_kv = cfg.get("num_key_value_heads", n_head)
+    for hf_name in hf_tensors:
+        g = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        if g is None or g not in by_name:
+            raise SystemExit(f"{gguf_path}: no GGUF tensor for {hf_name} (mapped to {g})")
+        used.add(g)
+        t = by_name[g]
+        a = np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+        if arch_name == "llama" and hf_name.endswith("q_proj.weight"):
+            a = unpermute_llama(a, n_head)
+        elif arch_name == "llama" and hf_name.endswith("k_proj.weight"):
+            a = unpermute_llama(a, n_kv)
+        elif arch_name.startswith("gemma") and hf_name.endswith("norm.weight"):
+            a = a - np.float32(1.0)
+        elif arch_name == "gpt2" and hf_name.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
+            a = a.T
+        out[hf_name] = np.ascontiguousarray(a)
+    extra = {n: np.array(t.data) for n, t in by_name.items() if n not in used}
+    return out, extra, rd, arch_name
+
+
+def gguf_hparams(rd, arch):
+    out = {}
+    for k, fld in rd.fields.items():
+        if k.startswith(arch + "."):
+            try:
+                out[k[len(arch) + 1:]] = fld.contents()
+            except Exception:   # noqa: BLE001 - report only
+                out[k[len(arch) + 1:]] = "?"
+    return out
+
+
+# ---- checks -------------------------------------------------------------------------------------
+
+
+def check_fixture(name, conv_dir, python4):
+    import torch
+    from safetensors.numpy import load_file
+    folder = os.path.join(FIX_ROOT, name)
+    meta, tokens, gold = read_fixture(folder)
+    hf5 = os.path.join(folder, "hf5")
+    with open(os.path.join(hf5, "config.json")) as f:
+        cfg = json.load(f)
+    ok = True
+    res = {}
+
+    model = load_hf(hf5)
+    d = float(np.abs(forward(model, tokens) - gold).max())
+    res["hf5"] = d
+    ok &= d <= EXACT
+
+    # second goldens (meta.txt "extra FILE [n, V] ...; overrides JSON; ..."): same check
+    res["extra"] = {}
+    with open(os.path.join(folder, "meta.txt")) as f:
+        for line in f:
+            if not line.startswith("extra "):
+                continue
+            fn = line.split()[1]
+            n = int(line.split("[", 1)[1].split(",", 1)[0])
+            overrides = json.loads(line.split("; overrides ", 1)[1].split(";", 1)[0])
+            from transformers import AutoModelForCausalLM
+            m2 = AutoModelForCausalLM.from_pretrained(hf5, dtype=torch.float64, attn_implementation="eager",
+                                                      **overrides).eval()
+            g2 = np.fromfile(os.path.join(folder, fn), dtype="<f8").reshape(n, -1)
+            d2 = float(np.abs(forward(m2, tokens[:n]) - g2).max())
+            res["extra"][fn] = d2
+            ok &= d2 <= EXACT
+
+    if python4:
+        tmp = os.path.join(folder, ".check4.f64")
+        r = subprocess.run([python4, os.path.abspath(__file__), "--worker", os.path.join(folder, "hf4"),
+                            os.path.join(folder, "tokens.txt"), tmp], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"  {name}: transformers 4 failed on hf4/:\n{r.stderr[-3000:]}")
+            res["hf4"] = float("nan")
+            ok = False
+        else:
+            lp4 = np.fromfile(tmp, dtype="<f8").reshape(gold.shape)
+            d = float(np.abs(lp4 - gold).max())
+            res["hf4"] = d
+            res["hf4_version"] = r.stdout.strip().splitlines()[-1]
+            ok &= d <= EXACT
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+    hf_tensors = load_file(os.path.join(hf5, "model.safetensors"))
+    sd, extra, rd, arch = gguf_state_dict(os.path.join(folder, "model.gguf"), conv_dir, hf_tensors, cfg)
+    wdiff = max(float(np.abs(sd[k].astype(np.float64) - hf_tensors[k].astype(np.float64)).max()) for k in hf_tensors)
+    res["gguf_weights"] = wdiff
+    ok &= wdiff == 0.0
+    g = load_hf(hf5)
+    g.load_state_dict({k: torch.from_numpy(v).double() for k, v in sd.items()}, strict=False)
+    if getattr(g.config, "tie_word_embeddings", False):
+        g.tie_weights()
+    d = float(np.abs(forward(g, tokens) - gold).max())
+    res["gguf"] = d
+    ok &= d <= EXACT
+    res["gguf_extra"] = {k: np.round(v.astype(np.float64), 6).tolist() for k, v in extra.items()}
+    res["gguf_hparams"] = gguf_hparams(rd, arch)
+
+    # perturbation control
+    rng = np.random.default_rng(12345)
+    base = forward(model, tokens)
+    scale = float(np.abs(base).max())
+    worst = None
+    for pname, p in sorted(model.named_parameters()):
+        if p.dim() != 2:
+            continue
+        saved = p.detach().clone()
+        with torch.no_grad():
+            p.mul_(1.0 + 1e-3 * torch.from_numpy(rng.standard_normal(tuple(p.shape))))
+        dd = np.abs(forward(model, tokens) - base)
+        with torch.no_grad():
+            p.copy_(saved)
+        rel = float(dd.max()) / scale
+        if worst is None or rel < worst[1]:
+            worst = (pname, rel, float(dd.max()), float((dd / np.maximum(np.abs(base), 1.0)).max()))
+    res["control"] = worst
+    ok &= worst[1] > CONTROL_MIN
+    return ok, res, meta
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(*sys.argv[2:5])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--converter", required=True, help="vendor/llama.cpp of the llama-cpp-python sdist (for gguf-py)")
+    ap.add_argument("--python4", help="a python with transformers 4 (skip the hf4 check without it)")
+    ap.add_argument("names", nargs="*")
+    a = ap.parse_args()
+    names = a.names or sorted(n for n in os.listdir(FIX_ROOT) if os.path.isfile(os.path.join(FIX_ROOT, n, "meta.txt")))
+    python4 = a.python4 if a.python4 and os.path.exists(a.python4) else None
+    if not python4:
+        print("arch_ref_check: no transformers 4 interpreter: hf4/ not checked")
+    all_ok = True
+    for n in names:
+        ok, r, meta = check_fixture(n, os.path.abspath(a.converter), python4)
+        all_ok &= ok
+        c = r["control"]
+        print(f"{'ok  ' if ok else 'FAIL'} {n:11s} T {meta['T']} V {meta['V']}: max|d| hf5 {r['hf5']:.3g}"
+              + (f", hf4 {r['hf4']:.3g} (transformers {r.get('hf4_version', '?')})" if "hf4" in r else "")
+              + "".join(f", {fn} {v:.3g}" for fn, v in r["extra"].items())
+              + f", gguf weights {r['gguf_weights']:.3g}, gguf forward {r['gguf']:.3g}"
+              + f"; control: weakest matrix {c[0]}: max|d|/max|lp| {c[1]:.3g} (max|d| {c[2]:.3g},"
+              + f" max|d|/max(|lp|,1) {c[3]:.3g})")
+        hp = r["gguf_hparams"]
+        print("     gguf: " + ", ".join(f"{k}={v}" for k, v in sorted(hp.items())
+                                         if not (isinstance(v, list) and len(v) > 8)))
+        for k, v in r["gguf_extra"].items():
+            print(f"     gguf tensor {k} (no HF weight): {v}")
+    print("arch_ref_check: " + ("all checks passed" if all_ok else "SOME CHECKS FAILED"))
+    sys.exit(0 if all_ok else 1)
+
+
+if __name__ == "__main__":
+    main()
