@@ -72,3 +72,13 @@ int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *b
     if (st) return st;
     return lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, o) : lmp_export_hf(ctx, m, blocks, o);
 }
+
+int lmp_export_check_rope(const lmp_model *m, const char *path)
+{
+    const lmp_rope *r = &m->arch.rope;
+    if (r->n_rot && !r->plain)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with %s RoPE%s, which the exporters do not write yet "
+                        "(the file would run the plain rotation: its numbers would differ from what lmpress "
+                        "evaluated)", path, m->path, r->type, r->n_rot < m->arch.head_dim ? " over part of each head" : "");
+    return 0;
+}

@@ -127,6 +127,118 @@ static int arch_float(const lmp_gguf *g, const char *arch, const char *key, doub
     return 0;
 }
 
+/* ---- which metadata and tensors the file may hold ---------------------------------------- */
+/* The llama.* keys this loader reads, and those that do not change the forward (vocab_size is
+ * checked against the embedding; rope.scaling.finetuned is a note).  Any other llama.* key is
+ * refused by name: it may change the numbers.  Keys of other namespaces than general.,
+ * tokenizer., quantize. and llama. (an adapter's, a vision tower's) are refused too. */
+static const char *const read_keys[] = {
+    "block_count", "embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv",
+    "context_length", "rope.freq_base", "attention.layer_norm_rms_epsilon", "rope.dimension_count",
+    "attention.key_length", "attention.value_length", "rope.scaling.type", "rope.scaling.factor",
+    "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
+    "expert_count", "expert_used_count", NULL};
+
+static int check_keys(const lmp_gguf *g)
+{
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const char *key = g->kv[i].key;
+        if (!strncmp(key, "general.", 8) || !strncmp(key, "tokenizer.", 10) || !strncmp(key, "quantize.", 9) ||
+            !strncmp(key, "lmpress.", 8)) /* provenance lmpress writes */
+            continue;
+        int ok = 0;
+        if (!strncmp(key, "llama.", 6))
+            for (int k = 0; read_keys[k] && !ok; k++) ok = !strcmp(key + 6, read_keys[k]);
+        if (!ok)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
+                            "numbers, so the file is refused rather than run without it", g->path, key);
+    }
+    int64_t experts = 0;
+    if (lmp_gguf_find_kv(g, "llama.expert_count") && lmp_gguf_get_int(g, "llama.expert_count", &experts) == 0 &&
+        experts > 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: a mixture-of-experts model (llama.expert_count = %lld): not supported yet",
+                        g->path, (long long)experts);
+    return 0;
+}
+
+/* Every tensor of the file must be one the model reads: an unknown one (an attention norm of a
+ * newer family, an expert tensor) would otherwise be dropped without a word. */
+static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
+{
+    const lmp_gguf *g = m->src_data;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const char *name = g->tensors[i].name;
+        int ok = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
+                 !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight");
+        long long b;
+        int at = 0;
+        if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
+            const char *leaf = name + at;
+            char want[64];
+            for (int k = 0; k < 2 && !ok; k++) {
+                snprintf(want, sizeof want, "%s.weight", gguf_norm[k]);
+                ok = !strcmp(leaf, want);
+            }
+            for (int k = 0; k < probe->n_linears && !ok; k++) {
+                const char *stem = gguf_linear(probe->linears[k].role);
+                const size_t n = strlen(stem);
+                ok = !strncmp(leaf, stem, n) && (!strcmp(leaf + n, ".weight") || !strcmp(leaf + n, ".bias"));
+            }
+        }
+        if (!ok)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: tensor '%s' is not read by lmpress (the file's model has a part the "
+                            "llama architecture here lacks), so the file is refused rather than run without it",
+                            m->path, name);
+    }
+    return 0;
+}
+
+/* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* and rope_freqs.weight (Llama 3's
+ * per-pair divisors); the context is capped at attention.sliding_window (sliding-window attention
+ * is plain causal attention within it). */
+static int read_rope(lmp_model *m)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_arch *a = &m->arch;
+    int64_t n_rot, key_len, value_len, window;
+    int st;
+    if ((st = arch_int(g, "llama", "rope.dimension_count", a->head_dim, &n_rot)) ||
+        (st = arch_int(g, "llama", "attention.key_length", a->head_dim, &key_len)) ||
+        (st = arch_int(g, "llama", "attention.value_length", a->head_dim, &value_len)) ||
+        (st = arch_int(g, "llama", "attention.sliding_window", a->seq_len, &window)))
+        return st;
+    if (key_len != a->head_dim || value_len != a->head_dim)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: attention.key_length/value_length %lld/%lld differ from "
+                        "embedding_length / head_count = %lld (not supported yet)", m->path, (long long)key_len,
+                        (long long)value_len, (long long)a->head_dim);
+    if (n_rot > a->head_dim || n_rot % 2 || n_rot / 2 > LMP_ROPE_MAX_PAIRS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: llama.rope.dimension_count = %lld (must be even and at most the head "
+                        "size %lld)", m->path, (long long)n_rot, (long long)a->head_dim);
+    if (window < a->seq_len) a->seq_len = window;
+    lmp_rope_default(&a->rope, a->rope_theta, n_rot, a->head_dim);
+    if (lmp_gguf_find_kv(g, "llama.rope.scaling.type")) {
+        const char *type;
+        size_t len;
+        if ((st = lmp_gguf_get_string(g, "llama.rope.scaling.type", &type, &len))) return st;
+        if (len == 6 && !memcmp(type, "linear", 6)) {
+            double factor = 1;
+            if ((st = lmp_gguf_get_float(g, "llama.rope.scaling.factor", &factor))) return st;
+            if (!(factor > 0)) return lmp_fail(LMP_EINVAL, "%s: llama.rope.scaling.factor must be positive", m->path);
+            if (factor != 1) lmp_rope_linear(&a->rope, factor);
+        } else if (!(len == 4 && !memcmp(type, "none", 4))) {
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: llama.rope.scaling.type '%.*s' is not supported (none and linear are)",
+                            m->path, (int)len, type);
+        }
+    }
+    if (lmp_gguf_find_tensor(g, "rope_freqs.weight")) {
+        float *factors;
+        if ((st = load_f32(m, "rope_freqs.weight", 0, n_rot / 2, &factors))) return st;
+        st = lmp_rope_with_factors(&a->rope, m->path, factors, n_rot / 2);
+        free(factors);
+    }
+    return st;
+}
+
 /* Every tensor the model reads present with the right shape and a type lmpress dequantizes,
  * before any work is done on them; appends the linears' storage types to the format name
  * ("GGUF v3 Q4_K/Q6_K mix"), most parameters first. */
@@ -170,6 +282,7 @@ static int check_tensors(lmp_model *m)
             if (k < n_types) type_params[k] += l->out * l->in;
         }
     }
+    if (!st) st = check_no_unread_tensors(m, &probe);
     lmp_block_free_tables(&probe);
     if (!st) lmp_model_format_types(m->format_buf, sizeof m->format_buf, m->format_buf, n_types, type_names, type_params);
     return st;
@@ -190,6 +303,7 @@ int lmp_model_open_gguf(lmp_model *m)
     if (arch_len != 5 || memcmp(arch, "llama", 5) != 0)
         return lmp_fail(LMP_EINVAL, "%s: unknown architecture '%.*s' (supported: llama)", m->path,
                         (int)arch_len, arch);
+    if ((st = check_keys(g))) return st;
     lmp_arch *a = &m->arch;
     a->family = LMP_FAMILY_LLAMA;
     if ((st = arch_int(g, "llama", "block_count", -1, &a->n_layers)) ||
@@ -208,7 +322,12 @@ int lmp_model_open_gguf(lmp_model *m)
     const lmp_gguf_tensor *emb = lmp_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2) return lmp_fail(LMP_EINVAL, "%s: tensor 'token_embd.weight' is missing or not 2-D", m->path);
     a->vocab = emb->ne[1];
-    if ((st = check_tensors(m))) return st;
+    int64_t vocab_size;
+    if ((st = arch_int(g, "llama", "vocab_size", a->vocab, &vocab_size))) return st;
+    if (vocab_size != a->vocab)
+        return lmp_fail(LMP_EINVAL, "%s: llama.vocab_size = %lld but token_embd.weight has %lld rows", m->path,
+                        (long long)vocab_size, (long long)a->vocab);
+    if ((st = check_tensors(m)) || (st = read_rope(m))) return st;
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);

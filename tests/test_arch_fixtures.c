@@ -1,0 +1,228 @@
+/* test_arch_fixtures.c — every architecture fixture (tests/fixtures/arch, made with PyPI
+ * transformers and llama.cpp's own converter by tools/ref/arch_fixtures.py) read from each of its
+ * forms: the Hugging Face folder as transformers 5 writes it (hf5/), as transformers 4 writes it
+ * (hf4/), and llama.cpp's GGUF (model.gguf).
+ *
+ * The rule this suite holds: a form either loads and gives transformers' log-probabilities to
+ * 1e-5 (max |d| / max |logprob|), or is refused with a message that names the file.  A form that
+ * loads and gives other numbers fails, whatever the table below expected: a silently wrong
+ * number is the one outcome never allowed.  The table says which forms lmpress reads today
+ * (MATCH) and which it refuses (REFUSED, with a word the message must hold); a form that starts
+ * to load is then a change to make here on purpose.
+ *
+ * Where the model's context is shorter than the fixture's 48 tokens (a sliding window lmpress
+ * caps the context at), the first `context` rows are compared: within the window, sliding-window
+ * attention is causal attention.  A perturbation control shows that the tolerance sees a 0.1 %
+ * error in one weight matrix. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "plugin/backend.h"
+#include "plugin/host.h"
+#include "plugin/registry.h"
+
+#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
+#define TOLERANCE 1e-5
+
+typedef enum { MATCH, REFUSED } expect;
+typedef struct arch_case {
+    const char *fixture, *form, *golden; /* form: hf5, hf4 or model.gguf */
+    expect want;
+    const char *needle;                  /* REFUSED: a word the message holds */
+} arch_case;
+
+static const arch_case cases[] = {
+    {"llama3", "hf5", "logprobs.f64", MATCH, NULL},
+    {"llama3", "hf4", "logprobs.f64", MATCH, NULL},
+    {"llama3", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"qwen2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"qwen2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"qwen2", "model.gguf", "logprobs.f64", REFUSED, "qwen2"},
+    {"qwen2-yarn", "hf5", "logprobs.f64", MATCH, NULL},
+    {"qwen2-yarn", "hf4", "logprobs.f64", MATCH, NULL},
+    {"qwen2-yarn", "model.gguf", "logprobs.f64", REFUSED, "qwen2"},
+    {"qwen3", "hf5", "logprobs.f64", REFUSED, "Qwen3ForCausalLM"},
+    {"qwen3", "hf4", "logprobs.f64", REFUSED, "Qwen3ForCausalLM"},
+    {"qwen3", "model.gguf", "logprobs.f64", REFUSED, "qwen3"},
+    {"mistral", "hf5", "logprobs.f64", MATCH, NULL},
+    {"mistral", "hf4", "logprobs.f64", MATCH, NULL},
+    /* llama.cpp's converter writes no sliding window for Mistral: the GGUF means full attention */
+    {"mistral", "model.gguf", "logprobs_gguf.f64", MATCH, NULL},
+    {"gemma", "hf5", "logprobs.f64", REFUSED, "GemmaForCausalLM"},
+    {"gemma", "hf4", "logprobs.f64", REFUSED, "GemmaForCausalLM"},
+    {"gemma", "model.gguf", "logprobs.f64", REFUSED, "gemma"},
+    {"gemma2", "hf5", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
+    {"gemma2", "hf4", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
+    {"gemma2", "model.gguf", "logprobs.f64", REFUSED, "gemma2"},
+    {"gemma3", "hf5", "logprobs.f64", REFUSED, "Gemma3ForCausalLM"},
+    {"gemma3", "hf4", "logprobs.f64", REFUSED, "Gemma3ForCausalLM"},
+    {"gemma3", "model.gguf", "logprobs_gguf.f64", REFUSED, "gemma3"},
+    {"phi3", "hf5", "logprobs_short.f64", REFUSED, "Phi3ForCausalLM"},
+    {"phi3", "hf4", "logprobs_short.f64", REFUSED, "Phi3ForCausalLM"},
+    {"phi3", "model.gguf", "logprobs.f64", REFUSED, "phi3"},
+    {"glm", "hf5", "logprobs.f64", REFUSED, "GlmForCausalLM"},
+    {"glm", "hf4", "logprobs.f64", REFUSED, "GlmForCausalLM"},
+    {"glm", "model.gguf", "logprobs.f64", REFUSED, "chatglm"},
+    {"glm4", "hf5", "logprobs.f64", REFUSED, "Glm4ForCausalLM"},
+    {"glm4", "hf4", "logprobs.f64", REFUSED, "Glm4ForCausalLM"},
+    {"glm4", "model.gguf", "logprobs.f64", REFUSED, "glm4"},
+    {"gpt2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gpt2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"gpt2", "model.gguf", "logprobs.f64", REFUSED, "gpt2"},
+};
+enum { N_CASES = sizeof cases / sizeof *cases };
+
+/* ---- the fixture's files ------------------------------------------------------------------ */
+static int32_t *read_tokens(const char *fixture, int64_t *T)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/tokens.txt", FIXTURES, fixture);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    int32_t *tok = malloc(4096 * sizeof *tok);
+    int64_t n = 0;
+    while (n < 4096 && fscanf(f, "%d", &tok[n]) == 1) n++;
+    fclose(f);
+    ck_assert_msg(n > 0, "%s holds no token", path);
+    *T = n;
+    return tok;
+}
+
+/* The golden [rows, V] float64 file; rows = its size / (8 V). */
+static double *read_golden(const char *fixture, const char *name, int64_t V, int64_t *rows)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, fixture, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_msg(size > 0 && size % (long)(8 * V) == 0, "%s: %ld bytes is not rows of %lld doubles", path, size,
+                  (long long)V);
+    double *g = malloc((size_t)size);
+    ck_assert_int_eq(fread(g, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *rows = size / (8 * V);
+    return g;
+}
+
+/* ---- lmpress's log-probabilities ---------------------------------------------------------- */
+static float *log_probs(lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T)
+{
+    lmp_ctx ctx;
+    lmp_ctx_init(&ctx);
+    lmp_host_set_verbosity(&ctx, LMP_LOG_ERROR);
+    lmp_registry reg;
+    lmp_backend be;
+    ck_assert_int_eq(lmp_registry_init(&reg, &ctx, NULL, 0), 0);
+    ck_assert_msg(lmp_backend_open(&ctx, &reg, "cpu", NULL, &be) == 0, "%s", lmp_last_error());
+    float *out = malloc((size_t)(T * m->arch.vocab) * sizeof *out);
+    ck_assert_msg(lmp_forward(&be, m, blocks, tok, T, 1, out) == 0, "%s", lmp_last_error());
+    lmp_backend_close(&be);
+    lmp_registry_free(&reg);
+    lmp_ctx_clear(&ctx);
+    return out;
+}
+
+/* max |a - ref| / max |ref| over n values. */
+static double rel_diff(const float *a, const double *ref, int64_t n)
+{
+    double md = 0, mr = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) md = d; /* NaN propagates */
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return md / mr;
+}
+
+/* ---- the cases ---------------------------------------------------------------------------- */
+START_TEST(each_form_matches_or_is_refused)
+{
+    const arch_case *c = &cases[_i];
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
+    lmp_model *m = NULL;
+    const int st = lmp_model_load(path, &m);
+    if (st) {
+        const char *msg = lmp_last_error();
+        printf("%-10s %-10s refused: %s\n", c->fixture, c->form, msg);
+        ck_assert_msg(c->want == REFUSED, "%s: expected to load, refused: %s", path, msg);
+        ck_assert_msg(strstr(msg, c->fixture) != NULL || strstr(msg, "/tests/fixtures/arch/") != NULL,
+                      "%s: the refusal does not name the file: %s", path, msg);
+        ck_assert_msg(strstr(msg, c->needle) != NULL, "%s: the refusal does not say \"%s\": %s", path, c->needle, msg);
+        return;
+    }
+    int64_t T, rows;
+    int32_t *tok = read_tokens(c->fixture, &T);
+    double *gold = read_golden(c->fixture, c->golden, m->arch.vocab, &rows);
+    ck_assert_int_eq(rows, T);
+    const int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
+    lmp_block *blocks = lmp_model_blocks(m);
+    ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
+    float *lp = log_probs(m, blocks, tok, n);
+    const double rel = rel_diff(lp, gold, n * m->arch.vocab);
+    printf("%-10s %-10s loads: %lld of %lld rows, relative difference %.2e (tolerance %g)%s\n", c->fixture, c->form,
+           (long long)n, (long long)T, rel, TOLERANCE, n < T ? ", context capped at the sliding window" : "");
+    /* A form that loads must be right, whatever the table expected. */
+    ck_assert_msg(rel <= TOLERANCE, "%s loads but differs from transformers: relative %g", path, rel);
+    ck_assert_msg(c->want == MATCH, "%s: expected a refusal, but it loads and matches: update the table", path);
+    free(lp);
+    free(gold);
+    free(tok);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* The control: a 0.1 % error in one matrix (block 0's q, each weight times 1 + 1e-3 u, u uniform
+ * in [-sqrt 3, sqrt 3]) must move the log-probabilities by more than the tolerance. */
+START_TEST(tolerance_sees_a_small_weight_error)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/llama3/hf5", FIXTURES);
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+    int64_t T, rows;
+    int32_t *tok = read_tokens("llama3", &T);
+    double *gold = read_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
+    lmp_block *blocks = lmp_model_blocks(m);
+    ck_assert_ptr_nonnull(blocks);
+    lmp_linear *q = &blocks[0].linears[lmp_block_find(&blocks[0], LMP_ROLE_Q)];
+    uint64_t s = 12345;
+    for (int64_t i = 0; i < q->out * q->in; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = ((double)(s >> 11) / 9007199254740992.0 * 2 - 1) * sqrt(3.0);
+        q->w[i] = (float)(q->w[i] * (1 + 1e-3 * u));
+    }
+    float *lp = log_probs(m, blocks, tok, T);
+    const double rel = rel_diff(lp, gold, T * m->arch.vocab);
+    printf("control: block 0's q with a 0.1 %% error: relative difference %.2e (tolerance %g)\n", rel, TOLERANCE);
+    ck_assert_msg(rel > TOLERANCE, "a 0.1 %% weight error gives only %g: the tolerance cannot see it", rel);
+    free(lp);
+    free(gold);
+    free(tok);
+    lmp_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("arch_fixtures");
+    TCase *tc = tcase_create("forms");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, each_form_matches_or_is_refused, 0, N_CASES);
+    tcase_add_test(tc, tolerance_sees_a_small_weight_error);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    const int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
