@@ -130,6 +130,15 @@ static int yarn_table(lmp_rope *r, const lmp_json *p, const char *what, const ch
     if (att == 0)
         att = mscale && mscale_all ? yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all)
                                    : yarn_get_mscale(factor, 1);
+    lmp_rope_yarn(r, factor, orig, beta_fast, beta_slow, truncate);
+    r->mscale = (float)att;
+    return 0;
+}
+
+double lmp_rope_yarn_mscale(double factor) { return yarn_get_mscale(factor, 1); }
+
+void lmp_rope_yarn(lmp_rope *r, double factor, double orig, double beta_fast, double beta_slow, int truncate)
+{
     const double dim = (double)r->n_rot, base = r->theta;
     double low = dim * log(orig / (beta_fast * 2 * M_PI)) / (2 * log(base));
     double high = dim * log(orig / (beta_slow * 2 * M_PI)) / (2 * log(base));
@@ -146,8 +155,8 @@ static int yarn_table(lmp_rope *r, const lmp_json *p, const char *what, const ch
         const double extra = 1 - ramp, f = r->inv_freq[i];
         r->inv_freq[i] = (float)(f / factor * (1 - extra) + f * extra);
     }
-    r->mscale = (float)att;
-    return 0;
+    snprintf(r->type, sizeof r->type, "yarn");
+    r->plain = 0;
 }
 
 static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, const char *what, const char *where,

@@ -50,6 +50,13 @@ int lmp_rope_from_hf(const struct lmp_json *cfg, const char *what, int64_t head_
  * pair (inv_freq[i] = theta^(-2i/n_rot) / factors[i]). */
 int lmp_rope_with_factors(lmp_rope *r, const char *what, const float *factors, int64_t n);
 
+/* YaRN's table (transformers' and llama.cpp's alike): a ramp between the plain frequencies and
+ * those divided by factor over the pairs whose wavelength lies between beta_fast and beta_slow
+ * turns within `orig` positions; mscale is the caller's.  lmp_rope_yarn_mscale is the default
+ * attention factor 0.1 ln(factor) + 1. */
+void lmp_rope_yarn(lmp_rope *r, double factor, double orig, double beta_fast, double beta_slow, int truncate);
+double lmp_rope_yarn_mscale(double factor);
+
 /* Linear scaling (GGUF rope.scaling.type "linear"): inv_freq /= factor. */
 void lmp_rope_linear(lmp_rope *r, double factor);
 

@@ -14,7 +14,7 @@ int lmp_calib_states_init(lmp_ctx *ctx, lmp_calib_states *cs, const lmp_arch *a,
     cs->n = n;
     cs->T = T;
     cs->dim = a->dim;
-    cs->wide = a->hidden > a->dim ? a->hidden : a->dim;
+    cs->wide = lmp_arch_mid_width(a);
     const char *env = getenv("LMPRESS_FULL_PASSES");
     cs->full_passes = env && *env && strcmp(env, "0") != 0;
     int st = lmp_spill_init(ctx, &cs->x1, n * T * cs->dim, LMP_CALIB_STATES_BUDGET, "the calibration windows' residual states");

@@ -73,9 +73,13 @@ int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *b
     return lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, o) : lmp_export_hf(ctx, m, blocks, o);
 }
 
-int lmp_export_check_rope(const lmp_model *m, const char *path)
+int lmp_export_check_arch(const lmp_model *m, const char *path)
 {
     const lmp_rope *r = &m->arch.rope;
+    if (m->arch.qk_norm || m->arch.head_dim * m->arch.n_heads != m->arch.dim)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model (per-head q/k norms, head_dim %lld): the exporters do "
+                        "not write this architecture yet", path, m->path, m->arch.desc ? m->arch.desc->name : "qk-norm",
+                        (long long)m->arch.head_dim);
     if (r->n_rot && !r->plain)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with %s RoPE%s, which the exporters do not write yet "
                         "(the file would run the plain rotation: its numbers would differ from what lmpress "

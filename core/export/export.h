@@ -52,9 +52,9 @@ int lmp_export_is_gguf(const char *path);
  * path is not a folder; a folder path is not a file).  `what` names the option for messages. */
 int lmp_export_check_path(const char *path, const char *what);
 
-/* A model whose RoPE is not the plain rotation (llama3, YaRN, LongRoPE, linear scaling, partial
- * rotary) is refused: the writers do not carry the scaling yet. */
-int lmp_export_check_rope(const lmp_model *m, const char *path);
+/* What the writers cannot carry yet is refused: a RoPE that is not the plain rotation (llama3,
+ * YaRN, LongRoPE, linear scaling, partial rotary) and per-head q/k norms (Qwen3). */
+int lmp_export_check_arch(const lmp_model *m, const char *path);
 
 /* Before any work: DIR, which will hold one export per variant, is a writable folder (created
  * when missing, its parent must exist). */

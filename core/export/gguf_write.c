@@ -511,7 +511,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: a GPT-2 family model has no GGUF export here (only llama is written): use a Hugging Face "
                         "folder (a path not ending in .gguf)", o->path);
-    int st = lmp_export_check_rope(m, o->path);
+    int st = lmp_export_check_arch(m, o->path);
     if (st) return st;
     lmp_ggml_type emb_type = LMP_GGML_F32;
     if (o->embedding_type && strcmp(o->embedding_type, "f16") == 0) emb_type = LMP_GGML_F16;

@@ -552,7 +552,7 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
         return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama family (Llama, Mistral, Qwen2) is exported as a Hugging "
                                           "Face folder; %s is GPT-2: export a .gguf or keep the original", o->path,
                         m->path);
-    int st = lmp_export_check_rope(m, o->path);
+    int st = lmp_export_check_arch(m, o->path);
     if (!st) st = lmp_export_check_path(o->path, "export");
     if (!st) st = check_destination(o->path);
     if (st) return st;

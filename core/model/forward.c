@@ -88,6 +88,14 @@ static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int
     return 0;
 }
 
+/* x[rows, head_dim] <- rmsnorm(x) * n->w row by row (through work[rows, head_dim]): a q or k norm. */
+static int head_norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t rows, float *x, float *work)
+{
+    int st = lmp_be_rmsnorm(be, rows, a->head_dim, x, n->w, a->norm_eps, work);
+    if (!st) memcpy(x, work, (size_t)(rows * a->head_dim) * sizeof *x);
+    return st;
+}
+
 /* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
 static void input_affine(const lmp_linear *l, int64_t T, float *x)
 {
@@ -125,18 +133,18 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
                          float *x, const lmp_block_state *state, const lmp_block_keep *keep, lmp_observe_fn obs,
                          void *ud)
 {
-    const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden;
-    const int64_t wide = f > d ? f : d;
+    const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden, qd = a->n_heads * a->head_dim;
+    const int64_t wide = lmp_arch_mid_width(a);
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
     int li[LMP_ROLE_COUNT]; /* linear index by role */
     for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
     const lmp_linear *L = blk->linears;
-    /* xn[T,d] q[T,d] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and without
+    /* xn[T,d] q[T,qd] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and without
      * a state mid[T,wide] (x1 is then x itself: the residual stream in place) */
     const int own = !state;
-    float *buf = malloc((size_t)(T * (3 * d + 2 * kv + 2 * f + (own ? 3 : 2) * wide)) * sizeof *buf);
+    float *buf = malloc((size_t)(T * (2 * d + qd + 2 * kv + 2 * f + (own ? 3 : 2) * wide)) * sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
-    float *xn = buf, *q = xn + T * d, *k = q + T * d, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
+    float *xn = buf, *q = xn + T * d, *k = q + T * qd, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
     float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d;
     float *mid = own ? work + T * wide : state->mid, *x1 = own ? x : state->x1;
     float *att = mid, *h = mid; /* the two values `mid` holds in turn, kept apart for a backward */
@@ -155,6 +163,10 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         if (!st) st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q);
         if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
         if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
+        if (!st && a->qk_norm) { /* Qwen3: RMSNorm over each head of q and k, before RoPE */
+            st = head_norm(be, a, &blk->norms[2], T * a->n_heads, q, work);
+            if (!st) st = head_norm(be, a, &blk->norms[3], T * a->n_kv_heads, k, work);
+        }
         if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
             st = lmp_rope_heads(be, a, T, a->n_heads, q);
             if (!st) st = lmp_rope_heads(be, a, T, a->n_kv_heads, k);
@@ -164,7 +176,7 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
     }
     if (from <= 1) { /* segment 1: x1 = x + mid Wo^T */
         in = affine_input(&L[o[0]], T, att, work);
-        st = observe(obs, ud, o, 1, in, T, d);
+        st = observe(obs, ud, o, 1, in, T, qd);
         if (!st) st = run_linear(be, &L[o[0]], T, in, qbuf, y);
         if (st) goto done;
         for (int64_t i = 0; i < T * d; i++) x1[i] = x[i] + y[i];

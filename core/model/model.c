@@ -43,26 +43,58 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     b->index = index;
     b->n_blocks = (int)a->n_layers;
     b->n_linears = gpt2 ? 6 : 7;
-    b->n_norms = 2;
+    b->n_norms = a->qk_norm ? 4 : 2;
     b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
-    b->norms = calloc(2, sizeof *b->norms);
+    b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->linears || !b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
-    const int64_t kv = a->n_kv_heads * a->head_dim;
+    const int64_t kv = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     for (int i = 0; i < b->n_linears; i++) {
         lmp_linear *l = &b->linears[i];
         l->role = layout[i].role;
         l->name = fmt_name(prefix, index, layout[i].leaf);
         l->weight_bits = 32.0;
-        l->in = l->role == LMP_ROLE_DOWN ? a->hidden : a->dim;
+        l->in = l->role == LMP_ROLE_DOWN ? a->hidden : l->role == LMP_ROLE_O ? qd : a->dim;
         l->out = l->role == LMP_ROLE_K || l->role == LMP_ROLE_V ? kv
-                 : l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP ? a->hidden : a->dim;
+                 : l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP ? a->hidden
+                 : l->role == LMP_ROLE_Q ? qd : a->dim;
         if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     b->norms[0] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_1" : "input_layernorm"),
                              .dim = a->dim, .n_fed = 3, .fed = {0, 1, 2}};
     b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_2" : "post_attention_layernorm"),
                              .dim = a->dim, .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
-    if (!b->norms[0].name || !b->norms[1].name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (a->qk_norm) {
+        b->norms[2] = (lmp_norm){.name = fmt_name(prefix, index, "self_attn.q_norm"), .dim = a->head_dim};
+        b->norms[3] = (lmp_norm){.name = fmt_name(prefix, index, "self_attn.k_norm"), .dim = a->head_dim};
+    }
+    for (int i = 0; i < b->n_norms; i++)
+        if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    return 0;
+}
+
+int64_t lmp_arch_mid_width(const lmp_arch *a)
+{
+    const int64_t qd = a->n_heads * a->head_dim, w = a->hidden > a->dim ? a->hidden : a->dim;
+    return qd > w ? qd : w;
+}
+
+/* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head,
+ * over the n_rot rotated dims (partial rotary leaves the rest in place): new row 2i = old row i,
+ * new row 2i+1 = old row i + n_rot/2.  cols = 1 for a bias. */
+int lmp_rope_permute_rows(float *w, int64_t rows, int64_t cols, int64_t hd, int64_t n_rot)
+{
+    float *tmp = malloc((size_t)(n_rot * cols) * sizeof *tmp);
+    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory permuting q/k rows");
+    const size_t row = (size_t)cols * sizeof *w;
+    for (int64_t h = 0; h < rows / hd; h++) {
+        float *head = w + h * hd * cols;
+        for (int64_t i = 0; i < n_rot / 2; i++) {
+            memcpy(tmp + (2 * i) * cols, head + i * cols, row);
+            memcpy(tmp + (2 * i + 1) * cols, head + (i + n_rot / 2) * cols, row);
+        }
+        memcpy(head, tmp, (size_t)n_rot * row);
+    }
+    free(tmp);
     return 0;
 }
 

@@ -8,7 +8,9 @@
  *   GPT2   LayerNorm with bias, learned positions, tanh GELU, biases on every linear.  The fused
  *          c_attn is split into q, k, v ("transformer.h.N.attn.c_attn.q"), then o
  *          ("...attn.c_proj"), up ("...mlp.c_fc"), down ("...mlp.c_proj").
- * In both, norm 0 feeds q, k, v and norm 1 feeds the first MLP linear(s).
+ * In both, norm 0 feeds q, k, v and norm 1 feeds the first MLP linear(s).  With q/k norms
+ * (arch.qk_norm, Qwen3) norms 2 and 3 ("...self_attn.q_norm", "k_norm", [head_dim]) feed no
+ * linear: they act on each head of q and k after the projection, before RoPE.
  *
  * Weights stay in the file (mapped) in its own format.  lmp_model_block_copy() converts one block
  * to f32 (compression and streamed evaluation: one block at a time) and drops the file's mapped
@@ -21,15 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/arch.h"
 #include "arch/rope.h"
 #include "lmpress/plugin.h"
 
-typedef enum { LMP_FAMILY_LLAMA = 0, LMP_FAMILY_GPT2 = 1 } lmp_family;
-
 typedef struct lmp_arch {
-    lmp_family family;
+    lmp_family family;    /* the block's topology (arch/arch.h) */
+    const lmp_arch_desc *desc; /* the family's descriptor; NULL for a hand-made arch (tests) */
     int64_t dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len;
-    int64_t head_dim;     /* dim / n_heads */
+    int64_t head_dim;     /* dim / n_heads unless the file says otherwise (Qwen3) */
+    int qk_norm;          /* an RMSNorm over each head of q and k before RoPE: the block's norms 2, 3 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
     /* The rotation as the file describes it (core/arch/rope.h); n_rot == 0 (never filled) means
@@ -94,12 +97,20 @@ double lmp_model_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 void lmp_model_format_types(char *buf, size_t n, const char *prefix, int k, const char *const *names,
                             const int64_t *params);
 
+/* The widest activation inside a block: max(dim, hidden, n_heads * head_dim). */
+int64_t lmp_arch_mid_width(const lmp_arch *a);
+
 /* Parameters of the linears inside the blocks (what compression acts on). */
 int64_t lmp_model_block_linear_params(const lmp_model *m);
 
 /* Fills the names, roles, shapes and norm->linear map of block `index` for the family; weights
  * stay NULL.  For format loaders. */
 int lmp_block_init(lmp_block *b, int index, const lmp_arch *a);
+/* Rows of w[rows, cols] (rows = heads * hd) from transformers' rotate-half RoPE order to the
+ * adjacent pairs the forward turns, per head, over the first n_rot dims: new row 2i = old row i,
+ * new row 2i+1 = old row i + n_rot/2 (what llama.cpp's converter does for "llama").  q and k get
+ * the same permutation, so every attention score is unchanged.  cols = 1 for a bias or a q/k norm. */
+int lmp_rope_permute_rows(float *w, int64_t rows, int64_t cols, int64_t hd, int64_t n_rot);
 /* Index of the linear with this role in the block, -1 if the family has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
 /* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;

@@ -21,7 +21,9 @@
 
 /* The linears' names are gguf_names.h's (shared with the importance-matrix reader). */
 static const char *gguf_linear(lmp_role role) { return lmp_gguf_linear_stem(LMP_FAMILY_LLAMA, role); }
-static const char *const gguf_norm[2] = {"attn_norm", "ffn_norm"};
+/* The block's norms in lmp_block_init's order: before attention, before the MLP, and the q/k
+ * norms of an arch with LMP_ARCH_QK_NORM. */
+static const char *const gguf_norm[4] = {"attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm"};
 
 /* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0),
  * of a type lmpress can dequantize. */
@@ -62,6 +64,8 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
 
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
+    const lmp_arch *a = &m->arch;
+    const int halves = a->desc->gguf_rope_halves; /* q/k rows in rotate-half order (see arch.h) */
     int st = lmp_block_init(out, (int)b, &m->arch);
     char name[96];
     for (int i = 0; i < out->n_linears && !st; i++) {
@@ -71,10 +75,15 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         /* optional biases (Qwen2's q, k, v; what lmpress's exporter writes for a linear with one) */
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear(l->role));
         if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, l->out, &l->b);
+        if (!st && halves && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K)) {
+            st = lmp_rope_permute_rows(l->w, l->out, l->in, a->head_dim, a->rope.n_rot);
+            if (!st && l->b) st = lmp_rope_permute_rows(l->b, l->out, 1, a->head_dim, a->rope.n_rot);
+        }
     }
-    for (int i = 0; i < 2 && !st; i++) {
+    for (int i = 0; i < out->n_norms && !st; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
-        st = load_f32(m, name, 0, m->arch.dim, &out->norms[i].w);
+        st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
+        if (!st && halves && i >= 2) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -139,25 +148,27 @@ static const char *const read_keys[] = {
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
     "expert_count", "expert_used_count", NULL};
 
-static int check_keys(const lmp_gguf *g)
+static int check_keys(const lmp_gguf *g, const char *prefix)
 {
+    const size_t plen = strlen(prefix);
+    int64_t experts = 0;
+    char key[96];
+    snprintf(key, sizeof key, "%s.expert_count", prefix);
+    if (lmp_gguf_find_kv(g, key) && lmp_gguf_get_int(g, key, &experts) == 0 && experts > 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: a mixture-of-experts model (%s = %lld): not supported yet", g->path, key,
+                        (long long)experts);
     for (uint64_t i = 0; i < g->n_kv; i++) {
-        const char *key = g->kv[i].key;
-        if (!strncmp(key, "general.", 8) || !strncmp(key, "tokenizer.", 10) || !strncmp(key, "quantize.", 9) ||
-            !strncmp(key, "lmpress.", 8)) /* provenance lmpress writes */
+        const char *k = g->kv[i].key;
+        if (!strncmp(k, "general.", 8) || !strncmp(k, "tokenizer.", 10) || !strncmp(k, "quantize.", 9) ||
+            !strncmp(k, "lmpress.", 8)) /* provenance lmpress writes */
             continue;
         int ok = 0;
-        if (!strncmp(key, "llama.", 6))
-            for (int k = 0; read_keys[k] && !ok; k++) ok = !strcmp(key + 6, read_keys[k]);
+        if (!strncmp(k, prefix, plen) && k[plen] == '.')
+            for (int r = 0; read_keys[r] && !ok; r++) ok = !strcmp(k + plen + 1, read_keys[r]);
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
-                            "numbers, so the file is refused rather than run without it", g->path, key);
+                            "numbers, so the file is refused rather than run without it", g->path, k);
     }
-    int64_t experts = 0;
-    if (lmp_gguf_find_kv(g, "llama.expert_count") && lmp_gguf_get_int(g, "llama.expert_count", &experts) == 0 &&
-        experts > 0)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: a mixture-of-experts model (llama.expert_count = %lld): not supported yet",
-                        g->path, (long long)experts);
     return 0;
 }
 
@@ -175,7 +186,7 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
             const char *leaf = name + at;
             char want[64];
-            for (int k = 0; k < 2 && !ok; k++) {
+            for (int k = 0; k < probe->n_norms && !ok; k++) {
                 snprintf(want, sizeof want, "%s.weight", gguf_norm[k]);
                 ok = !strcmp(leaf, want);
             }
@@ -187,47 +198,58 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
         }
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: tensor '%s' is not read by lmpress (the file's model has a part the "
-                            "llama architecture here lacks), so the file is refused rather than run without it",
-                            m->path, name);
+                            "%s architecture here lacks), so the file is refused rather than run without it",
+                            m->path, name, m->arch.desc->gguf_arch);
     }
     return 0;
 }
 
-/* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* and rope_freqs.weight (Llama 3's
- * per-pair divisors); the context is capped at attention.sliding_window (sliding-window attention
- * is plain causal attention within it). */
+/* <prefix>.<key> into buf. */
+static const char *arch_key(char *buf, size_t n, const lmp_model *m, const char *key)
+{
+    snprintf(buf, n, "%s.%s", m->arch.desc->gguf_arch, key);
+    return buf;
+}
+
+/* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* (linear, YaRN) and
+ * rope_freqs.weight (Llama 3's per-pair divisors); the context is capped at
+ * attention.sliding_window (sliding-window attention is plain causal attention within it). */
 static int read_rope(lmp_model *m)
 {
     const lmp_gguf *g = m->src_data;
     lmp_arch *a = &m->arch;
-    int64_t n_rot, key_len, value_len, window;
+    const char *P = a->desc->gguf_arch;
+    int64_t n_rot, window, orig;
+    char key[128];
     int st;
-    if ((st = arch_int(g, "llama", "rope.dimension_count", a->head_dim, &n_rot)) ||
-        (st = arch_int(g, "llama", "attention.key_length", a->head_dim, &key_len)) ||
-        (st = arch_int(g, "llama", "attention.value_length", a->head_dim, &value_len)) ||
-        (st = arch_int(g, "llama", "attention.sliding_window", a->seq_len, &window)))
+    if ((st = arch_int(g, P, "rope.dimension_count", a->head_dim, &n_rot)) ||
+        (st = arch_int(g, P, "attention.sliding_window", a->seq_len, &window)) ||
+        (st = arch_int(g, P, "rope.scaling.original_context_length", a->seq_len, &orig)))
         return st;
-    if (key_len != a->head_dim || value_len != a->head_dim)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: attention.key_length/value_length %lld/%lld differ from "
-                        "embedding_length / head_count = %lld (not supported yet)", m->path, (long long)key_len,
-                        (long long)value_len, (long long)a->head_dim);
     if (n_rot > a->head_dim || n_rot % 2 || n_rot / 2 > LMP_ROPE_MAX_PAIRS)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: llama.rope.dimension_count = %lld (must be even and at most the head "
-                        "size %lld)", m->path, (long long)n_rot, (long long)a->head_dim);
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s = %lld (must be even and at most the head size %lld)", m->path,
+                        arch_key(key, sizeof key, m, "rope.dimension_count"), (long long)n_rot, (long long)a->head_dim);
     if (window < a->seq_len) a->seq_len = window;
     lmp_rope_default(&a->rope, a->rope_theta, n_rot, a->head_dim);
-    if (lmp_gguf_find_kv(g, "llama.rope.scaling.type")) {
+    if (lmp_gguf_find_kv(g, arch_key(key, sizeof key, m, "rope.scaling.type"))) {
         const char *type;
         size_t len;
-        if ((st = lmp_gguf_get_string(g, "llama.rope.scaling.type", &type, &len))) return st;
+        double factor = 1;
+        if ((st = lmp_gguf_get_string(g, key, &type, &len)) ||
+            (!(len == 4 && !memcmp(type, "none", 4)) &&
+             (st = lmp_gguf_get_float(g, arch_key(key, sizeof key, m, "rope.scaling.factor"), &factor))))
+            return st;
+        if (!(factor > 0)) return lmp_fail(LMP_EINVAL, "%s: %s must be positive", m->path, key);
         if (len == 6 && !memcmp(type, "linear", 6)) {
-            double factor = 1;
-            if ((st = lmp_gguf_get_float(g, "llama.rope.scaling.factor", &factor))) return st;
-            if (!(factor > 0)) return lmp_fail(LMP_EINVAL, "%s: llama.rope.scaling.factor must be positive", m->path);
             if (factor != 1) lmp_rope_linear(&a->rope, factor);
+        } else if (len == 4 && !memcmp(type, "yarn", 4)) {
+            /* llama.cpp's YaRN: beta_fast 32, beta_slow 1 (other values come in keys this loader
+             * refuses), cos and sin times attn_factor (1) * (0.1 ln(factor) + 1) */
+            lmp_rope_yarn(&a->rope, factor, (double)orig, 32, 1, 1);
+            a->rope.mscale = (float)lmp_rope_yarn_mscale(factor);
         } else if (!(len == 4 && !memcmp(type, "none", 4))) {
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: llama.rope.scaling.type '%.*s' is not supported (none and linear are)",
-                            m->path, (int)len, type);
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear and yarn "
+                            "are)", m->path, P, (int)len, type);
         }
     }
     if (lmp_gguf_find_tensor(g, "rope_freqs.weight")) {
@@ -261,9 +283,9 @@ static int check_tensors(lmp_model *m)
     int n_types = 0;
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         char name[96];
-        for (int i = 0; i < 2 && !st; i++) {
+        for (int i = 0; i < probe.n_norms && !st; i++) {
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
-            st = find_tensor(m, name, 0, a->dim, &t);
+            st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
         }
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
@@ -300,32 +322,43 @@ int lmp_model_open_gguf(lmp_model *m)
     const char *arch;
     size_t arch_len;
     if ((st = lmp_gguf_get_string(g, "general.architecture", &arch, &arch_len))) return st;
-    if (arch_len != 5 || memcmp(arch, "llama", 5) != 0)
-        return lmp_fail(LMP_EINVAL, "%s: unknown architecture '%.*s' (supported: llama)", m->path,
-                        (int)arch_len, arch);
-    if ((st = check_keys(g))) return st;
     lmp_arch *a = &m->arch;
-    a->family = LMP_FAMILY_LLAMA;
-    if ((st = arch_int(g, "llama", "block_count", -1, &a->n_layers)) ||
-        (st = arch_int(g, "llama", "embedding_length", -1, &a->dim)) ||
-        (st = arch_int(g, "llama", "feed_forward_length", -1, &a->hidden)) ||
-        (st = arch_int(g, "llama", "attention.head_count", -1, &a->n_heads)) ||
-        (st = arch_int(g, "llama", "attention.head_count_kv", a->n_heads, &a->n_kv_heads)) ||
-        (st = arch_int(g, "llama", "context_length", 2048, &a->seq_len)) ||
-        (st = arch_float(g, "llama", "rope.freq_base", 10000.0, &a->rope_theta)) ||
-        (st = arch_float(g, "llama", "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)))
+    a->desc = lmp_arch_by_gguf(arch, arch_len);
+    if (!a->desc) {
+        char list[256];
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%.*s' (supported: %s)", m->path, (int)arch_len,
+                        arch, lmp_arch_list(list, sizeof list, 1));
+    }
+    const char *P = a->desc->gguf_arch;
+    if ((st = check_keys(g, P))) return st;
+    a->family = a->desc->family;
+    a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
+    int64_t key_len, value_len;
+    if ((st = arch_int(g, P, "block_count", -1, &a->n_layers)) ||
+        (st = arch_int(g, P, "embedding_length", -1, &a->dim)) ||
+        (st = arch_int(g, P, "feed_forward_length", -1, &a->hidden)) ||
+        (st = arch_int(g, P, "attention.head_count", -1, &a->n_heads)) ||
+        (st = arch_int(g, P, "attention.head_count_kv", a->n_heads, &a->n_kv_heads)) ||
+        (st = arch_int(g, P, "context_length", 2048, &a->seq_len)) ||
+        (st = arch_float(g, P, "rope.freq_base", 10000.0, &a->rope_theta)) ||
+        (st = arch_float(g, P, "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)) ||
+        (st = arch_int(g, P, "attention.key_length", a->dim / a->n_heads, &key_len)) ||
+        (st = arch_int(g, P, "attention.value_length", key_len, &value_len)))
         return st;
-    if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)
-        return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: dim %lld, heads %lld, kv heads %lld", m->path,
-                        (long long)a->dim, (long long)a->n_heads, (long long)a->n_kv_heads);
-    a->head_dim = a->dim / a->n_heads;
+    /* The head size: key_length (Qwen3's q is wider than the hidden size), else dim / heads. */
+    a->head_dim = key_len;
+    if (value_len != key_len || key_len % 2 || a->n_heads % a->n_kv_heads ||
+        (!a->qk_norm && key_len * a->n_heads != a->dim))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: inconsistent or unsupported shape: embedding_length %lld, heads %lld, "
+                        "kv heads %lld, key_length %lld, value_length %lld", m->path, (long long)a->dim,
+                        (long long)a->n_heads, (long long)a->n_kv_heads, (long long)key_len, (long long)value_len);
     const lmp_gguf_tensor *emb = lmp_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2) return lmp_fail(LMP_EINVAL, "%s: tensor 'token_embd.weight' is missing or not 2-D", m->path);
     a->vocab = emb->ne[1];
     int64_t vocab_size;
-    if ((st = arch_int(g, "llama", "vocab_size", a->vocab, &vocab_size))) return st;
+    if ((st = arch_int(g, P, "vocab_size", a->vocab, &vocab_size))) return st;
     if (vocab_size != a->vocab)
-        return lmp_fail(LMP_EINVAL, "%s: llama.vocab_size = %lld but token_embd.weight has %lld rows", m->path,
+        return lmp_fail(LMP_EINVAL, "%s: %s.vocab_size = %lld but token_embd.weight has %lld rows", m->path, P,
                         (long long)vocab_size, (long long)a->vocab);
     if ((st = check_tensors(m)) || (st = read_rope(m))) return st;
     float *tok = NULL, *head = NULL, *fnorm = NULL;

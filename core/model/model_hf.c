@@ -59,14 +59,11 @@
 #include "model/model.h"
 #include "model/model_hf_quant.h"
 
-typedef enum { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_GPT2, HF_N_ARCH } hf_arch;
-static const char *const hf_arch_name[HF_N_ARCH] = {"LlamaForCausalLM", "MistralForCausalLM",
-                                                    "Qwen2ForCausalLM", "GPT2LMHeadModel"};
 
 typedef struct hf_state {
     lmp_safetensors *st;
     char *where;          /* the checkpoint file named in "missing tensor" messages */
-    hf_arch arch;
+    const lmp_arch_desc *desc; /* the family of config.json's class (core/arch) */
     const char *prefix;   /* GPT-2 tensor names: "transformer." or "" */
     unsigned bias_roles;  /* LLAMA family: bit r set when the linear of role r has a bias */
     lmp_ct *ct;           /* a compressed-tensors quantization_config, or NULL */
@@ -174,26 +171,6 @@ static int load_weight(const hf_state *s, const char *module, const char *cls, i
     return 0;
 }
 
-/* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head,
- * over the n_rot rotated dims (partial rotary leaves the rest in place): new row 2i = old row i,
- * new row 2i+1 = old row i + n_rot/2.  cols = 1 for a bias. */
-static int rope_permute(float *w, int64_t rows, int64_t cols, int64_t hd, int64_t n_rot)
-{
-    float *tmp = malloc((size_t)(n_rot * cols) * sizeof *tmp);
-    if (!tmp) return lmp_fail(LMP_ENOMEM, "out of memory permuting q/k rows");
-    const size_t row = (size_t)cols * sizeof *w;
-    for (int64_t h = 0; h < rows / hd; h++) {
-        float *head = w + h * hd * cols;
-        for (int64_t i = 0; i < n_rot / 2; i++) {
-            memcpy(tmp + (2 * i) * cols, head + i * cols, row);
-            memcpy(tmp + (2 * i + 1) * cols, head + (i + n_rot / 2) * cols, row);
-        }
-        memcpy(head, tmp, (size_t)n_rot * row);
-    }
-    free(tmp);
-    return 0;
-}
-
 /* out[n, rows] = columns [c0, c0+n) of src[rows, cols], transposed (Conv1D [in, out] -> [out, in]). */
 static float *transpose_cols(const float *src, int64_t rows, int64_t cols, int64_t c0, int64_t n)
 {
@@ -223,16 +200,18 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         lmp_linear *l = &out->linears[i];
         const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
         st = load_weight(s, l->name, "Linear", l->out, l->in, &l->w, &l->act);
-        if (!st && qk) st = rope_permute(l->w, l->out, l->in, hd, n_rot);
+        if (!st && qk) st = lmp_rope_permute_rows(l->w, l->out, l->in, hd, n_rot);
         if (!st && (s->bias_roles >> l->role & 1u)) {
             snprintf(name, sizeof name, "%s.bias", l->name);
             st = load(s, name, l->out, 0, &l->b);
-            if (!st && qk) st = rope_permute(l->b, l->out, 1, hd, n_rot);
+            if (!st && qk) st = lmp_rope_permute_rows(l->b, l->out, 1, hd, n_rot);
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
         snprintf(name, sizeof name, "%s.weight", out->norms[i].name);
-        st = load(s, name, m->arch.dim, 0, &out->norms[i].w);
+        st = load(s, name, out->norms[i].dim, 0, &out->norms[i].w);
+        /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
+        if (!st && i >= 2) st = lmp_rope_permute_rows(out->norms[i].w, hd, 1, hd, n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -459,10 +438,9 @@ static int check_heads(const char *what, const lmp_arch *a)
 
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
-    /* Hugging Face's defaults for max_position_embeddings, per configuration class. */
-    static const int64_t default_ctx[HF_N_ARCH] = {[HF_LLAMA] = 2048, [HF_MISTRAL] = 4096 * 32,
-                                                   [HF_QWEN2] = 32768};
+    const lmp_arch_desc *d = s->desc;
     a->family = LMP_FAMILY_LLAMA;
+    a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
     int st;
     if ((st = cfg_int(c, what, "hidden_size", -1, &a->dim)) ||
         (st = cfg_int(c, what, "intermediate_size", -1, &a->hidden)) ||
@@ -470,15 +448,26 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_int(c, what, "num_attention_heads", -1, &a->n_heads)) ||
         (st = cfg_int(c, what, "num_key_value_heads", a->n_heads, &a->n_kv_heads)) ||
         (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
-        (st = cfg_int(c, what, "max_position_embeddings", default_ctx[s->arch], &a->seq_len)) ||
-        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)) || (st = check_heads(what, a)))
+        (st = cfg_int(c, what, "max_position_embeddings", d->hf_default_ctx, &a->seq_len)) ||
+        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)))
         return st;
-    a->head_dim = a->dim / a->n_heads;
-    int64_t hd;
-    if ((st = cfg_int(c, what, "head_dim", a->head_dim, &hd))) return st;
-    if (hd != a->head_dim)
+    /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
+     * hidden / heads. */
+    if (!cfg_get(c, "head_dim")) {
+        if ((st = check_heads(what, a))) return st;
+        a->head_dim = a->dim / a->n_heads;
+    } else if ((st = cfg_int(c, what, "head_dim", 0, &a->head_dim))) {
+        return st;
+    } else if (a->head_dim % 2 || a->n_heads % a->n_kv_heads) {
+        return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: head_dim %lld (must be even), %lld heads, %lld kv heads",
+                        what, (long long)a->head_dim, (long long)a->n_heads, (long long)a->n_kv_heads);
+    } else if (a->head_dim != a->dim / a->n_heads && (d->flags & LMP_ARCH_QK_NORM) == 0) {
+        /* Llama/Mistral/Qwen2 configs carry head_dim too; their exporters and the other families'
+         * checkpoints seen so far keep it at hidden / heads. */
         return lmp_fail(LMP_EUNSUPPORTED, "%s: head_dim %lld differs from hidden_size / num_attention_heads = %lld "
-                                          "(not supported)", what, (long long)hd, (long long)a->head_dim);
+                                          "(not supported for %s)", what, (long long)a->head_dim,
+                        (long long)(a->dim / a->n_heads), d->hf_class);
+    }
     const char *act;
     if ((st = cfg_string(c, what, "hidden_act", "silu", &act))) return st;
     if (strcmp(act, "silu") != 0)
@@ -490,8 +479,8 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
      * Which layers slide: transformers 5's layer_types, else Mistral all, Qwen2 with
      * use_sliding_window (some of them: capping the context covers any subset). */
     const lmp_json *sw = cfg_get(c, "sliding_window");
-    int use_sw = s->arch == HF_MISTRAL;
-    if (s->arch == HF_QWEN2 && (st = cfg_bool(c, what, "use_sliding_window", 0, &use_sw))) return st;
+    int use_sw = d->sliding == LMP_SLIDING_ALWAYS;
+    if (d->sliding == LMP_SLIDING_FLAG && (st = cfg_bool(c, what, "use_sliding_window", 0, &use_sw))) return st;
     const lmp_json *types = cfg_get(c, "layer_types");
     if (types) {
         if (types->type != LMP_JSON_ARRAY || (int64_t)types->n != a->n_layers)
@@ -515,13 +504,15 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         if (w < a->seq_len) a->seq_len = w;
     }
     const unsigned qkv = 1u << LMP_ROLE_Q | 1u << LMP_ROLE_K | 1u << LMP_ROLE_V;
-    if (s->arch == HF_QWEN2) {
+    if (d->bias == LMP_BIAS_QKV) {
         s->bias_roles = qkv;
-    } else if (s->arch == HF_LLAMA) {
+    } else {
         int attn_bias, mlp_bias;
         if ((st = cfg_bool(c, what, "attention_bias", 0, &attn_bias)) ||
             (st = cfg_bool(c, what, "mlp_bias", 0, &mlp_bias)))
             return st;
+        if (mlp_bias && d->bias != LMP_BIAS_CONFIG)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: mlp_bias is not part of %s", what, d->hf_class);
         if (attn_bias) s->bias_roles |= qkv | 1u << LMP_ROLE_O;
         if (mlp_bias) s->bias_roles |= 1u << LMP_ROLE_GATE | 1u << LMP_ROLE_UP | 1u << LMP_ROLE_DOWN;
     }
@@ -582,19 +573,22 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
         goto done;
     }
     const char *name = archs->items[0].str;
-    for (s->arch = 0; s->arch < HF_N_ARCH && strcmp(name, hf_arch_name[s->arch]) != 0; s->arch++) {}
-    if (s->arch == HF_N_ARCH) {
-        st = lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%s' (supported: %s, %s, %s, %s)", what, name,
-                      hf_arch_name[0], hf_arch_name[1], hf_arch_name[2], hf_arch_name[3]);
+    s->desc = lmp_arch_by_hf_class(name);
+    if (!s->desc) {
+        char list[512];
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%s' (supported: %s)", what, name,
+                      lmp_arch_list(list, sizeof list, 0));
         goto done;
     }
-    st = check_config_keys(c, what, name, s->arch == HF_GPT2 ? gpt2_keys : llama_keys);
-    if (!st) st = s->arch == HF_GPT2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
-    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->arch == HF_GPT2, tied);
+    a->desc = s->desc;
+    const int gpt2 = s->desc->family == LMP_FAMILY_GPT2;
+    st = check_config_keys(c, what, name, gpt2 ? gpt2_keys : llama_keys);
+    if (!st) st = gpt2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
+    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", gpt2, tied);
     const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
-    if (qc && s->arch == HF_GPT2)
+    if (qc && gpt2)
         st = lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config is read for the Llama family only, not %s", what,
-                      hf_arch_name[s->arch]);
+                      s->desc->hf_class);
     else if (qc)
         st = lmp_ct_parse(qc, what, &s->ct);
 done:
@@ -666,11 +660,11 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
             if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, l->out, 0, &t);
             else if (!st && lmp_st_find(s->st, name))
                 st = lmp_fail(LMP_EUNSUPPORTED, "%s: unexpected tensor %s (%s with this config.json has no bias there)",
-                              lmp_st_find(s->st, name)->file, name, hf_arch_name[s->arch]);
+                              lmp_st_find(s->st, name)->file, name, s->desc->hf_class);
         }
         for (int i = 0; i < probe.n_norms && !st; i++) {
             snprintf(name, sizeof name, "%s.weight", probe.norms[i].name);
-            st = find(s, name, a->dim, 0, &t);
+            st = find(s, name, probe.norms[i].dim, 0, &t);
         }
         lmp_block_free_tables(&probe);
     }

@@ -36,7 +36,7 @@ static int check_arch(const char *path, const int32_t h[7], lmp_arch *a)
             return lmp_fail(LMP_EINVAL, "%s: not a llama2.c checkpoint: header field %s = %d",
                             path, field[i], h[i]);
     }
-    *a = (lmp_arch){.family = LMP_FAMILY_LLAMA, .dim = h[0], .hidden = h[1], .n_layers = h[2],
+    *a = (lmp_arch){.family = LMP_FAMILY_LLAMA, .desc = lmp_arch_by_name("llama"), .dim = h[0], .hidden = h[1], .n_layers = h[2],
                     .n_heads = h[3], .n_kv_heads = h[4], .vocab = h[5] < 0 ? -(int64_t)h[5] : h[5],
                     .seq_len = h[6], .norm_eps = 1e-5f, .rope_theta = 10000.0f};
     if (a->dim % a->n_heads || a->n_heads % a->n_kv_heads || (a->dim / a->n_heads) % 2)

@@ -44,6 +44,9 @@ void lmp_block_tape_free(lmp_block_tape *tp)
 
 static int check_trainable(const lmp_block *blk)
 {
+    if (blk->n_norms > 2)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: per-head q/k norms (Qwen3) have no backward yet: strategies that learn "
+                        "(autoround, qat) cannot run on this architecture", blk->norms[2].name);
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)

@@ -1,0 +1,45 @@
+/* arch.c — the table of families (see arch.h).  Each family's descriptor lives in its own file. */
+#include "arch/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gpt2;
+
+static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
+                                             &lmp_arch_gpt2};
+enum { N_ARCH = sizeof table / sizeof *table };
+
+const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (!strcmp(table[i]->hf_class, cls)) return table[i];
+    return NULL;
+}
+
+const lmp_arch_desc *lmp_arch_by_gguf(const char *arch, size_t len)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (table[i]->gguf_arch && strlen(table[i]->gguf_arch) == len && !memcmp(table[i]->gguf_arch, arch, len))
+            return table[i];
+    return NULL;
+}
+
+const lmp_arch_desc *lmp_arch_by_name(const char *name)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (!strcmp(table[i]->name, name)) return table[i];
+    return NULL;
+}
+
+const char *lmp_arch_list(char *buf, size_t n, int gguf)
+{
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < N_ARCH && k < n; i++) {
+        const char *s = gguf ? table[i]->gguf_arch : table[i]->hf_class;
+        if (!s || (gguf && lmp_arch_by_gguf(s, strlen(s)) != table[i])) continue; /* once each */
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", s);
+    }
+    return buf;
+}
