@@ -35,7 +35,13 @@ typedef enum {
 } lmp_sliding_rule;
 
 enum {
-    LMP_ARCH_QK_NORM = 1u << 0, /* RMSNorm over each head of q and k before RoPE (Qwen3) */
+    LMP_ARCH_QK_NORM = 1u << 0,     /* RMSNorm over each head of q and k before RoPE (Qwen3) */
+    LMP_ARCH_GEGLU = 1u << 1,       /* the MLP is gelu_tanh(gate) * up, not silu(gate) * up (Gemma) */
+    LMP_ARCH_EMBED_SCALE = 1u << 2, /* the embeddings are multiplied by sqrt(hidden) (Gemma; the tied
+                                     * head reads them unscaled) */
+    LMP_ARCH_NORM_PLUS_ONE = 1u << 3, /* a Hugging Face RMSNorm multiplies by 1 + w (Gemma): the
+                                       * loader adds 1; llama.cpp's converter already did */
+    LMP_ARCH_HEAD_DIM = 1u << 4,    /* head_dim may differ from hidden / heads (Qwen3, Gemma 7B) */
 };
 
 typedef struct lmp_arch_desc {
@@ -52,6 +58,9 @@ typedef struct lmp_arch_desc {
      * architectures keep transformers' rotate-half order (llama.cpp's NEOX rope), which the
      * loader then permutes as it does for Hugging Face files. */
     int gguf_rope_halves;
+    /* Hugging Face files that fuse linears: q,k,v in one [q + 2 kv, hidden] weight, gate and up
+     * in one [2 hidden_ffn, hidden] weight (Phi-3); NULL when separate.  Split at load. */
+    const char *hf_fused_qkv, *hf_fused_gate_up;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),

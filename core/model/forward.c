@@ -190,7 +190,12 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         } else if (!st) {
             st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
             if (!st) st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
-            if (!st) st = lmp_be_swiglu(be, T * f, g, u, h);
+            if (!st && a->geglu) { /* Gemma: gelu_tanh(gate) * up */
+                st = lmp_be_gelu(be, T * f, g, h);
+                for (int64_t i = 0; !st && i < T * f; i++) h[i] *= u[i];
+            } else if (!st) {
+                st = lmp_be_swiglu(be, T * f, g, u, h);
+            }
         }
         if (st) goto done;
     }
@@ -243,6 +248,8 @@ void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
     const int64_t d = m->arch.dim;
     for (int64_t t = 0; t < T; t++) {
         memcpy(x + t * d, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
+        if (m->arch.embed_scale) /* Gemma: the embedding times sqrt(dim); the tied head reads it unscaled */
+            for (int64_t i = 0; i < d; i++) x[t * d + i] *= m->arch.embed_scale;
         if (m->pos_emb) /* GPT-2: learned position t */
             for (int64_t i = 0; i < d; i++) x[t * d + i] += m->pos_emb[t * d + i];
     }

@@ -33,6 +33,8 @@ typedef struct lmp_arch {
     int64_t dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len;
     int64_t head_dim;     /* dim / n_heads unless the file says otherwise (Qwen3) */
     int qk_norm;          /* an RMSNorm over each head of q and k before RoPE: the block's norms 2, 3 */
+    int geglu;            /* the MLP is gelu_tanh(gate) * up (Gemma), else silu(gate) * up */
+    float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
     /* The rotation as the file describes it (core/arch/rope.h); n_rot == 0 (never filled) means

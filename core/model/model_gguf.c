@@ -10,6 +10,7 @@
  * which is the rotation our forward applies, so the weights are used as stored.
  * Weights stay in the mapping in their GGUF type; a block is dequantized when it is copied.
  * The embeddings are dequantized once (the head needs them in f32 anyway when tied). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,8 @@ int lmp_model_open_gguf(lmp_model *m)
     if ((st = check_keys(g, P))) return st;
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
+    a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;
+    /* (LMP_ARCH_NORM_PLUS_ONE: llama.cpp's converter already stored 1 + w) */
     int64_t key_len, value_len;
     if ((st = arch_int(g, P, "block_count", -1, &a->n_layers)) ||
         (st = arch_int(g, P, "embedding_length", -1, &a->dim)) ||
@@ -345,10 +348,11 @@ int lmp_model_open_gguf(lmp_model *m)
         (st = arch_int(g, P, "attention.key_length", a->dim / a->n_heads, &key_len)) ||
         (st = arch_int(g, P, "attention.value_length", key_len, &value_len)))
         return st;
+    if (a->desc->flags & LMP_ARCH_EMBED_SCALE) a->embed_scale = (float)sqrt((double)a->dim);
     /* The head size: key_length (Qwen3's q is wider than the hidden size), else dim / heads. */
     a->head_dim = key_len;
     if (value_len != key_len || key_len % 2 || a->n_heads % a->n_kv_heads ||
-        (!a->qk_norm && key_len * a->n_heads != a->dim))
+        (!(a->desc->flags & LMP_ARCH_HEAD_DIM) && key_len * a->n_heads != a->dim))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: inconsistent or unsupported shape: embedding_length %lld, heads %lld, "
                         "kv heads %lld, key_length %lld, value_length %lld", m->path, (long long)a->dim,
                         (long long)a->n_heads, (long long)a->n_kv_heads, (long long)key_len, (long long)value_len);

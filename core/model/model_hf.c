@@ -190,28 +190,72 @@ static float *dup_range(const float *src, int64_t n)
 }
 
 /* ---- blocks ------------------------------------------------------------------------------ */
+/* Where linear l of block b is stored: its own module (rows = l->out, r0 = 0), or rows
+ * [r0, r0 + l->out) of a fused module of `rows` rows (Phi-3's qkv_proj and gate_up_proj). */
+static void linear_source(const hf_state *s, const lmp_arch *a, int64_t b, const lmp_linear *l, char *module, size_t n,
+                          int64_t *r0, int64_t *rows)
+{
+    const lmp_arch_desc *d = s->desc;
+    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
+    const int qkv = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V;
+    const int gate_up = l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP;
+    *r0 = 0;
+    *rows = l->out;
+    if (qkv && d->hf_fused_qkv) {
+        snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_qkv);
+        *rows = qd + 2 * kv;
+        *r0 = l->role == LMP_ROLE_Q ? 0 : l->role == LMP_ROLE_K ? qd : qd + kv;
+    } else if (gate_up && d->hf_fused_gate_up) {
+        snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_gate_up);
+        *rows = 2 * a->hidden;
+        *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
+    } else {
+        snprintf(module, n, "%s", l->name);
+    }
+}
+
+/* *w (and *bias when the linear has one) of linear l, cut from a fused module where it is one. */
+static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_linear *l)
+{
+    char module[256], name[300];
+    int64_t r0, rows;
+    linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
+    float *w = NULL, *bias = NULL;
+    int st = load_weight(s, module, "Linear", rows, l->in, &w, &l->act);
+    if (!st && (s->bias_roles >> l->role & 1u)) {
+        snprintf(name, sizeof name, "%s.bias", module);
+        st = load(s, name, rows, 0, &bias);
+    }
+    if (!st && rows != l->out) { /* keep rows [r0, r0 + out) */
+        memmove(w, w + r0 * l->in, (size_t)(l->out * l->in) * sizeof *w);
+        if (bias) memmove(bias, bias + r0, (size_t)l->out * sizeof *bias);
+    }
+    l->w = w;
+    l->b = bias;
+    return st;
+}
+
 static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const hf_state *s = m->src_data;
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
+    const int plus_one = (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
         const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
-        st = load_weight(s, l->name, "Linear", l->out, l->in, &l->w, &l->act);
+        st = load_linear(s, &m->arch, b, l);
         if (!st && qk) st = lmp_rope_permute_rows(l->w, l->out, l->in, hd, n_rot);
-        if (!st && (s->bias_roles >> l->role & 1u)) {
-            snprintf(name, sizeof name, "%s.bias", l->name);
-            st = load(s, name, l->out, 0, &l->b);
-            if (!st && qk) st = lmp_rope_permute_rows(l->b, l->out, 1, hd, n_rot);
-        }
+        if (!st && qk && l->b) st = lmp_rope_permute_rows(l->b, l->out, 1, hd, n_rot);
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
-        snprintf(name, sizeof name, "%s.weight", out->norms[i].name);
-        st = load(s, name, out->norms[i].dim, 0, &out->norms[i].w);
+        lmp_norm *nm = &out->norms[i];
+        snprintf(name, sizeof name, "%s.weight", nm->name);
+        st = load(s, name, nm->dim, 0, &nm->w);
+        for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
-        if (!st && i >= 2) st = lmp_rope_permute_rows(out->norms[i].w, hd, 1, hd, n_rot);
+        if (!st && i >= 2) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -295,10 +339,12 @@ static double llama_linear_bits(const lmp_model *m, int64_t b, const lmp_linear 
 {
     const hf_state *s = m->src_data;
     lmp_ct_weight q;
-    if (weight_find(s, l->name, "Linear", l->out, l->in, &q)) return NAN; /* checked at open: not reached */
+    char module[256], name[400];
+    int64_t r0, rows;
+    linear_source(s, &m->arch, b, l, module, sizeof module, &r0, &rows);
+    if (weight_find(s, module, "Linear", rows, l->in, &q)) return NAN; /* checked at open: not reached */
     if (q.quantized) return q.bits;
-    char name[400];
-    snprintf(name, sizeof name, "%s.weight", l->name);
+    snprintf(name, sizeof name, "%s.weight", module);
     return 8.0 * (double)lmp_st_dtype_size(lmp_st_find(s->st, name)->dtype);
 }
 
@@ -404,7 +450,7 @@ static const char *const llama_keys[] = {
     "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
     "partial_rotary_factor", "original_max_position_embeddings", "head_dim", "hidden_act", "attention_bias",
     "mlp_bias", "tie_word_embeddings", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
-    "quantization_config", NULL};
+    "quantization_config", "hidden_activation", "use_bidirectional_attention", NULL};
 static const char *const gpt2_keys[] = {
     "n_ctx", "n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner", "layer_norm_epsilon",
     "activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings",
@@ -441,6 +487,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     const lmp_arch_desc *d = s->desc;
     a->family = LMP_FAMILY_LLAMA;
     a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
+    a->geglu = (d->flags & LMP_ARCH_GEGLU) != 0;
     int st;
     if ((st = cfg_int(c, what, "hidden_size", -1, &a->dim)) ||
         (st = cfg_int(c, what, "intermediate_size", -1, &a->hidden)) ||
@@ -461,17 +508,30 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     } else if (a->head_dim % 2 || a->n_heads % a->n_kv_heads) {
         return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: head_dim %lld (must be even), %lld heads, %lld kv heads",
                         what, (long long)a->head_dim, (long long)a->n_heads, (long long)a->n_kv_heads);
-    } else if (a->head_dim != a->dim / a->n_heads && (d->flags & LMP_ARCH_QK_NORM) == 0) {
+    } else if (a->head_dim != a->dim / a->n_heads && (d->flags & LMP_ARCH_HEAD_DIM) == 0) {
         /* Llama/Mistral/Qwen2 configs carry head_dim too; their exporters and the other families'
          * checkpoints seen so far keep it at hidden / heads. */
         return lmp_fail(LMP_EUNSUPPORTED, "%s: head_dim %lld differs from hidden_size / num_attention_heads = %lld "
                                           "(not supported for %s)", what, (long long)a->head_dim,
                         (long long)(a->dim / a->n_heads), d->hf_class);
     }
-    const char *act;
-    if ((st = cfg_string(c, what, "hidden_act", "silu", &act))) return st;
-    if (strcmp(act, "silu") != 0)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"silu\")", what, act);
+    /* The MLP's activation: SiLU, or Gemma's tanh GELU (hidden_activation, which transformers
+     * prefers, else hidden_act: every one given must name it). */
+    const char *want = a->geglu ? "gelu_pytorch_tanh" : "silu";
+    static const char *const act_keys[2] = {"hidden_act", "hidden_activation"};
+    for (int k = 0; k < 2; k++) {
+        const char *act;
+        if ((st = cfg_string(c, what, act_keys[k], want, &act))) return st;
+        if (strcmp(act, want) != 0)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\")", what,
+                            act_keys[k], act, d->hf_class, want);
+    }
+    int bidirectional = 0;
+    if ((st = cfg_bool(c, what, "use_bidirectional_attention", 0, &bidirectional))) return st;
+    if (bidirectional)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: use_bidirectional_attention is not supported (causal attention only)",
+                        what);
+    if (d->flags & LMP_ARCH_EMBED_SCALE) a->embed_scale = (float)sqrt((double)a->dim);
     /* rope_theta and rope_scaling (transformers 4) or rope_parameters (5), partial_rotary_factor */
     if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->seq_len))) return st;
     a->rope_theta = a->rope.theta;
@@ -639,9 +699,55 @@ static void tally(kind_tally *k, const char *kind, int64_t params)
  * announce or layers beyond n_layers, so a mismatch shows up now rather than mid-run.  A
  * compressed-tensors checkpoint's format name lists its weights' kinds ("compressed-tensors
  * int4-g128/BF16 mix"). */
+/* Whether `name` is a tensor the Llama-family loader reads (at the top, or of a block). */
+static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
+{
+    if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "model.norm.weight") ||
+        !strcmp(name, "lm_head.weight"))
+        return 1;
+    long long b;
+    int at = 0;
+    if (sscanf(name, "model.layers.%lld.%n", &b, &at) != 1 || at == 0 || b < 0 || b >= a->n_layers) return 0;
+    /* rotary_emb.inv_freq: a buffer older checkpoints saved, derived from the config */
+    if (!strcmp(name + at, "self_attn.rotary_emb.inv_freq")) return 1;
+    lmp_block probe;
+    if (lmp_block_init(&probe, (int)b, a)) return 1; /* out of memory: not this check's to report */
+    char want[320], module[256];
+    int found = 0;
+    for (int i = 0; i < probe.n_norms && !found; i++) {
+        snprintf(want, sizeof want, "%s.weight", probe.norms[i].name);
+        found = !strcmp(name, want);
+    }
+    for (int i = 0; i < probe.n_linears && !found; i++) {
+        int64_t r0, rows;
+        linear_source(s, a, b, &probe.linears[i], module, sizeof module, &r0, &rows);
+        snprintf(want, sizeof want, "%s.weight", module);
+        found = !strcmp(name, want);
+        snprintf(want, sizeof want, "%s.bias", module);
+        found = found || !strcmp(name, want);
+    }
+    lmp_block_free_tables(&probe);
+    return found;
+}
+
+/* Every tensor of a dense checkpoint must be one the loader reads: an unknown one (a norm of a
+ * newer variant of the family, an expert) would otherwise be dropped without a word.  (A
+ * compressed-tensors checkpoint's modules hold other tensors; its reader checks them.) */
+static int check_no_unread_tensors(const hf_state *s, const lmp_arch *a)
+{
+    for (size_t i = 0; !s->ct && i < s->st->n_tensors; i++) {
+        const lmp_st_tensor *t = &s->st->tensors[i];
+        if (!read_by_llama(s, a, t->name))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: tensor %s is not read by lmpress for %s (the checkpoint has a part "
+                            "this architecture lacks), so it is refused rather than run without it", t->file, t->name,
+                            s->desc->hf_class);
+    }
+    return 0;
+}
+
 static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
 {
-    char name[256];
+    char name[300];
     int st = 0;
     kind_tally kinds = {.n = 0};
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
@@ -651,13 +757,16 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
             lmp_ct_weight q;
-            st = weight_find(s, l->name, "Linear", l->out, l->in, &q);
+            char module[256];
+            int64_t r0, rows;
+            linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
+            st = weight_find(s, module, "Linear", rows, l->in, &q);
             if (!st) {
-                snprintf(name, sizeof name, "%s.weight", l->name);
+                snprintf(name, sizeof name, "%s.weight", module);
                 tally(&kinds, q.quantized ? q.kind : lmp_st_dtype_name(lmp_st_find(s->st, name)->dtype), l->out * l->in);
             }
-            snprintf(name, sizeof name, "%s.bias", l->name);
-            if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, l->out, 0, &t);
+            snprintf(name, sizeof name, "%s.bias", module);
+            if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, rows, 0, &t);
             else if (!st && lmp_st_find(s->st, name))
                 st = lmp_fail(LMP_EUNSUPPORTED, "%s: unexpected tensor %s (%s with this config.json has no bias there)",
                               lmp_st_find(s->st, name)->file, name, s->desc->hf_class);
@@ -672,6 +781,7 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
     if (!st && lmp_st_find(s->st, name))
         st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
                       (long long)a->n_layers);
+    if (!st) st = check_no_unread_tensors(s, a);
     if (!st && s->ct) {
         lmp_model_format_types(m->format_buf, sizeof m->format_buf, "compressed-tensors", kinds.n, kinds.ptrs,
                                kinds.params);
@@ -733,6 +843,8 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         m->final_norm_b = lmp_model_own(m, p);
     } else {
         if ((st = load(s, "model.norm.weight", a->dim, 0, &p))) return st;
+        if (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) /* Gemma: 1 + w */
+            for (int64_t j = 0; j < a->dim; j++) p[j] += 1.0f;
         m->final_norm_w = lmp_model_own(m, p);
     }
     /* Tied: Hugging Face ties the head to the embeddings and ignores any stored lm_head. */

@@ -62,6 +62,9 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
                             lmp_block_tape *tp)
 {
     int st = check_trainable(blk);
+    if (!st && a->geglu)
+        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: the GELU-gated MLP (Gemma) has no backward yet: strategies that "
+                      "learn (autoround, qat) cannot run on this architecture", blk->index);
     if (st) return st;
     memcpy(tp->x, x, (size_t)(tp->T * a->dim) * sizeof *x);
     return lmp_block_forward_keep(be, a, blk, tp->T, x, &tp->keep);
