@@ -184,13 +184,17 @@ EOF
   cc=$(command -v cc || command -v gcc) || { echo "no C compiler (cc, gcc)"; return 1; }
   CPATH=$(prefix_cpath) "$cc" $cflags -M "$d/probe.c" > "$d/probe.d" || return 1
   for f in cblas.h check.h lapacke.h libconfig.h pcre2.h; do
-    grep -q "$GC_PREFIX/[^ ]*/$f" "$d/probe.d" || { echo "$f does not come from the prefix:"; grep -o "[^ ]*/$f" "$d/probe.d"; return 1; }
+    grep -q "$GC_PREFIX/[^ ]*/$f" "$d/probe.d" || { echo "$f does not come from the prefix but from $(grep -o "[^ ]*/$f" "$d/probe.d")"; return 1; }
   done
   CPATH=$(prefix_cpath) "$cc" $cflags -o "$d/probe" "$d/probe.c" $libs || return 1
   with_prefix "$d/probe" || return 1
-  for f in libconfig.so libpcre2-8.so libopenblas.so liblapacke.so libgfortran.so; do
+  # Every library the probe loads, directly or through another (liblapacke needs libblas.so.3 and
+  # liblapack.so.3 through the alternatives links above), must come from the prefix: on a machine
+  # that has them in /usr (this one, in a dry run) a missing link would otherwise go unseen.
+  for f in libconfig.so libpcre2-8.so libopenblas.so liblapacke.so libblas.so liblapack.so libtmglib.so \
+           libgfortran.so libquadmath.so; do
     with_prefix ldd "$d/probe" | grep "$f" | grep -q "$GC_PREFIX" ||
-      { echo "$f is not loaded from the prefix:"; with_prefix ldd "$d/probe"; return 1; }
+      { with_prefix ldd "$d/probe"; echo "$f is not loaded from the prefix (ldd above)"; return 1; }
   done
   echo "headers and libraries resolve inside $GC_PREFIX"
 }
@@ -294,6 +298,12 @@ step_compare() {
   tag=$(basename "$cfg" .cfg)
   [ -f "$out/$tag-diff.txt" ] && cat "$out/$tag-diff.txt"
   metric compare_within_tolerance "$([ "$st" = 0 ] && echo yes || echo no)"
+  # lmpress diff's summary lines: the largest difference per class, and the count beyond.
+  local class
+  for class in exact rounding solver; do
+    metric "compare_largest_$class" "$(sed -n "s/^largest $class *differences: //p" "$out/$tag-diff.txt" 2>/dev/null | tail -1)"
+  done
+  metric compare_summary "$(grep 'beyond tolerance' "$out/$tag-diff.txt" 2>/dev/null | tail -1)"
   sed 's/ s$//' "$out/times.txt" 2>/dev/null | while read -r what secs; do metric "compare_${what#"$tag"-}_s" "$secs"; done
   return "$st"
 }
@@ -366,8 +376,14 @@ step_peer() {
   ls "$GC_PACK"/wheels/*.whl >/dev/null 2>&1 || { echo "SKIP: no wheels in $GC_PACK/wheels (pack.sh with PACK_WHEELS=1)"; return 77; }
   [ -f "$model/config.json" ] || { echo "SKIP: no synthetic model (the synth step failed)"; return 77; }
   rm -rf "$site"
+  # Installed into a folder of their own, not over the machine's packages; one version of each
+  # (pip stops at two).  The dry run installs them for the GPU machine's CPython 3.12, whatever
+  # python3 runs here, which checks the set (tags, one version each) but cannot import it.
+  local target=()
+  [ "$GC_MODE" = gpu ] || target=(--python-version 3.12 --implementation cp --platform manylinux2014_x86_64)
   "$GC_PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
-    "$GC_PACK"/wheels/*.whl || { echo "the wheels did not install"; return 1; }
+    "${target[@]}" "$GC_PACK"/wheels/*.whl || { echo "the wheels did not install"; return 1; }
+  echo "installed $(find "$site" -maxdepth 1 -name '*.dist-info' | wc -l) wheels into $site"
   PYTHONPATH=$site "$GC_PY" -c 'import torch' 2>/dev/null || { echo "SKIP: $GC_PY has no torch: llm-compressor cannot run here"; return 77; }
   PYTHONPATH=$site "$GC_PY" -c 'import llmcompressor' || { echo "llmcompressor does not import"; return 1; }
   read -r w seq < <(synth_windows)
@@ -440,7 +456,7 @@ run_step() {
       *) status[$name]=failed; note="exit status $st: $(grep -v '^  metric ' "$GC_WORK/step-$name.txt" | tail -n 1 | cut -c1-200)" ;;
     esac
   fi
-  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${status[$name]}" "${secs:-0}" "$budget" "$(echo "$note" | tr '\t\n' '  ')" \
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${status[$name]}" "${secs:-0}" "$budget" "$(printf '%s' "$note" | tr '\t\n' '  ')" \
     >> "$GC_WORK/steps.tsv"
   echo "==== $name: ${status[$name]}${note:+ ($note)}${secs:+, $secs s}"
   write_json 0
