@@ -220,6 +220,7 @@ step_build() {
     # header); the cpu steps run the reused tree's programs.
     [ -n "${GC_REUSE:-}" ] && targets="lmp_backend_cpu"
   fi
+  targets=${GC_TARGETS:-$targets}   # a narrower set, to try the build step alone (e.g. lmp_backend_cuda)
   rm -rf "$b"
   # pkg-config is the prefix's pkgconf, run through a wrapper that sets its search path and the
   # loader path its libpkgconf needs; CPATH and LIBRARY_PATH make gcc (and nvcc's host compiler)
