@@ -87,7 +87,14 @@ step_machine() {
     [ "$GC_MODE" = gpu ] && { echo "no nvidia-smi: is this the GPU machine?"; return 1; }
   fi
   local nvcc
-  nvcc=$(find_nvcc) && { "$nvcc" --version | tail -2; metric nvcc "$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"; }
+  if nvcc=$(find_nvcc); then
+    "$nvcc" --version | tail -2
+    metric nvcc "$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+    # The cuda plugin links cudart, cuBLAS and cuSOLVER from the toolkit: if the build cannot find
+    # them, this line says whether the toolkit has them at all.
+    echo "toolkit libraries: $(find "$(dirname "$(dirname "$(readlink -f "$nvcc")")")"/ -maxdepth 3 \
+      \( -name 'libcublas.so*' -o -name 'libcusolver.so*' -o -name 'libcudart.so*' \) -printf '%f\n' 2>/dev/null | sort -u | tr '\n' ' ')"
+  fi
   for t in cmake ninja gcc cc pkg-config dpkg-deb; do printf '%-10s %s\n' "$t" "$(command -v $t || echo missing)"; done
   "$GC_PY" --version
   "$GC_PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1 || true
@@ -247,11 +254,15 @@ EOF
   with_prefix cmake --build "$b" -j"$GC_NPROC" --target $targets || return 1
   metric build_s "$(elapsed "$t0")"
   # The plugin that links OpenBLAS/LAPACKE must load them from the prefix.
-  with_prefix ldd "$b/plugins/lmp-backend-cpu.so" | grep -E "openblas|lapacke" | tee /dev/stderr | grep -q "$GC_PREFIX" ||
-    { echo "the cpu backend does not load OpenBLAS/LAPACKE from the prefix"; return 1; }
+  local loaded
+  loaded=$(with_prefix ldd "$b/plugins/lmp-backend-cpu.so" | grep -E "libopenblas|liblapacke")
+  echo "$loaded"
+  [ "$(echo "$loaded" | grep -c "=> $GC_PREFIX/")" = 2 ] ||
+    { echo "the cpu backend does not load OpenBLAS and LAPACKE from the prefix (ldd above)"; return 1; }
   if [ "$GC_MODE" = gpu ]; then
     [ -f "$b/plugins/lmp-backend-cuda.so" ] || { echo "the cuda backend was not built (see cmake's output)"; return 1; }
     with_prefix "$b/lmpress" plugins > "$GC_WORK/plugins.txt" 2>&1
+    grep -q '^backend cuda ' "$GC_WORK/plugins.txt" || cat "$GC_WORK/plugins.txt"   # lmpress itself failed
     awk '/^backend cuda /{f=1; print; next} f && /^backend /{exit} f' "$GC_WORK/plugins.txt"
     awk '/^backend cuda /{f=1; next} f && /^backend /{exit} f && /usable here/' "$GC_WORK/plugins.txt" | grep -q '^  usable here' ||
       { echo "the cuda backend is built but not usable here (reason above)"; return 1; }
