@@ -12,9 +12,10 @@
 #
 # Steps, in order of what matters most; each has its own time budget (seconds, below), cut to
 # what is left of the whole run's deadline (--deadline, default 540 s, leaving the device call's
-# 600 s room to send results back), so that a slow step cannot eat the ones after it:
+# 600 s room to send results back; a dry run that builds everything: 1800 s and 1200 s for the
+# build, for a small machine), so that a slow step cannot eat the ones after it:
 #   machine      (10)  GPU, driver, nvcc, CPU, python and torch versions
-#   unpack       (40)  the packs's .debs into WORK/prefix (dpkg-deb -x; Debian's alternatives
+#   unpack       (40)  the pack's .debs into WORK/prefix (dpkg-deb -x; Debian's alternatives
 #                      recreated as links; .pc files pointed at the prefix), then a probe program
 #                      compiled, linked and run against libconfig, PCRE2, OpenBLAS, LAPACKE and
 #                      check, whose headers and libraries must come from the prefix
@@ -31,6 +32,7 @@
 #   synth        (180) a real-width synthetic model (Llama-2-7B's dim 4096 and hidden 11008, 2
 #                      layers, vocab 8192; tools/bench/make_llama7b_shaped.py): GPTQ seconds per
 #                      block (bench_gptq, 16 windows of 512 tokens) and eval tokens/s, cuda and cpu
+#                      ($GC_SYNTH_LAYERS layers instead of 2)
 #   peer         (120) llm-compressor's GPTQ on the same model and windows, if the pack's wheels
 #                      install (tools/bench/llmc_oneshot.py), as a peer timing per block
 # A step that fails is recorded and the next one runs; steps that need a failed step's result
@@ -61,9 +63,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 
 metric() { printf '%s\t%s\n' "$1" "$2" >> "$GC_WORK/metrics.tsv"; echo "  metric $1 = $2"; }
 # with_prefix CMD...: run CMD with the prefix's libraries first on the loader's path.  Only the
-# lmpress programs get them: python (torch, numpy) keeps the machine's own libgfortran & co.
+# lmpress programs (and scripts that run them) get them: torch and numpy keep the machine's own
+# libgfortran & co.
 with_prefix() { LD_LIBRARY_PATH="$GC_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-# seconds CMD...: run CMD, print its wall time in seconds to fd 3 (the caller's capture).
+# now, elapsed T0: wall-clock seconds (date +%s.%N), and the seconds since T0 with two decimals.
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 backends() { if [ "$GC_MODE" = gpu ]; then echo "cuda cpu"; else echo cpu; fi; }
@@ -118,8 +121,10 @@ step_unpack() {
     if command -v dpkg-deb >/dev/null; then
       dpkg-deb -x "$deb" "$p" || return 1
     else # a .deb is an ar archive holding data.tar.*: ar (binutils, beside any C compiler) and tar
-      (cd "$p" && ar p "$deb" "$(ar t "$deb" | grep '^data\.tar')" | tar -x -a -f - 2>/dev/null ||
-        ar p "$deb" "$(ar t "$deb" | grep '^data\.tar')" | tar -xJ) || return 1
+      local member z=""
+      member=$(ar t "$deb" | grep '^data\.tar') || { echo "$deb: no data.tar member"; return 1; }
+      case $member in *.xz) z=-J ;; *.gz) z=-z ;; *.zst) z=--zstd ;; esac
+      ar p "$deb" "$member" | tar -x $z -C "$p" || return 1
     fi
     n=$((n + 1))
   done
@@ -479,7 +484,7 @@ if [ "${1:-}" = __step ]; then
   exit $?
 fi
 
-mode=gpu pack=$root/device-pack out=${OUT:-} work="" reuse="" deadline_s=540
+mode=gpu pack=$root/device-pack out=${OUT:-} work="" reuse="" deadline_s=""
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) mode=dry-run ;;
@@ -496,6 +501,9 @@ done
 [ -n "$reuse" ] && [ "$mode" != dry-run ] && { echo "gpu_check.sh: --reuse-build is for --dry-run only" >&2; exit 2; }
 [ -n "$reuse" ] && { [ -x "$reuse/lmpress" ] || { echo "gpu_check.sh: $reuse/lmpress is not built" >&2; exit 2; }; }
 out=${out:-$root/device-check-out}
+# 540 s on the GPU machine (the device tool's command limit is 600 s); a dry run that builds
+# everything on two cores needs far longer.
+[ -z "$deadline_s" ] && if [ "$mode" = dry-run ] && [ -z "$reuse" ]; then deadline_s=1800; else deadline_s=540; fi
 work=${work:-${TMPDIR:-/tmp}/lmpress-gpu-check$([ "$mode" = dry-run ] && echo -dry)}
 mkdir -p "$out" "$work/details" || exit 2
 pack=$(cd "$pack" 2>/dev/null && pwd) || { echo "gpu_check.sh: no pack folder (run tools/device/pack.sh first)" >&2; exit 2; }
@@ -528,7 +536,8 @@ echo "gpu_check.sh: mode $mode, git $GC_GIT, pack $pack, work $work, out $out, d
 cd "$root" || exit 2
 run_step machine 10
 run_step unpack 40
-run_step build 240 unpack
+# A full build on a small machine (a dry run without --reuse-build) takes minutes, not seconds.
+run_step build "$([ "$mode" = dry-run ] && [ -z "$reuse" ] && echo 1200 || echo 240)" unpack
 run_step conformance 120 build
 run_step compare 150 build
 run_step throughput 90 build
