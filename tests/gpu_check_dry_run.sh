@@ -26,7 +26,7 @@ if ! ls "$pack"/debs/*.deb >/dev/null 2>&1; then
     if ! command -v apt-get >/dev/null; then
       echo "SKIP: no apt-get here to download the Debian packages (tools/device/pack.sh)"; exit 77
     fi
-    if ! PACK_WHEELS=0 "$src/tools/device/pack.sh" "$pack" > "$build/gpu-check-pack.log" 2>&1; then
+    if ! PACK_WHEELS=0 bash "$src/tools/device/pack.sh" "$pack" > "$build/gpu-check-pack.log" 2>&1; then
       echo "SKIP: the Debian packages could not be downloaded (no network or stale apt lists?):"
       tail -n 3 "$build/gpu-check-pack.log"
       exit 77
@@ -36,7 +36,7 @@ fi
 
 out=$build/gpu-check-dry-out
 rm -rf "$out"
-"$src/tools/device/gpu_check.sh" --dry-run --reuse-build "$build" --pack "$pack" --work "$build/gpu-check-dry" \
+bash "$src/tools/device/gpu_check.sh" --dry-run --reuse-build "$build" --pack "$pack" --work "$build/gpu-check-dry" \
   --out "$out" --deadline 240
 st=$?
 echo "gpu_check.sh --dry-run: exit status $st"

@@ -8,7 +8,7 @@
 #   tools/device/gpu_check.sh --dry-run [--reuse-build BUILD_DIR] [...]
 #
 # Run it there as one command under `timeout`, e.g. through the device tool:
-#   timeout 580 tools/device/gpu_check.sh            (with carry: ["device-pack"])
+#   timeout 580 bash tools/device/gpu_check.sh            (with carry: ["device-pack"])
 #
 # Steps, in order of what matters most; each has its own time budget (seconds, below), cut to
 # what is left of the whole run's deadline (--deadline, default 540 s, leaving the device call's
@@ -308,7 +308,7 @@ step_compare() {
   fi
   local t0 st
   t0=$(now)
-  SWITCH_CONFIGS=$cfg SWITCH_REUSE=0 SWITCH_NOISE_SEEDS=$seeds with_prefix "$root/tools/bench/switch_backends.sh" "$name" "$GC_BUILD" "$out"
+  SWITCH_CONFIGS=$cfg SWITCH_REUSE=0 SWITCH_NOISE_SEEDS=$seeds with_prefix bash "$root/tools/bench/switch_backends.sh" "$name" "$GC_BUILD" "$out"
   st=$?
   metric compare_s "$(elapsed "$t0")"
   local tag
@@ -463,7 +463,7 @@ run_step() {
   else
     [ "$budget" -gt "$left" ] && budget=$left
     t0=$(now)
-    timeout -k 5 "$budget" "$self" __step "$name" 2>&1 | tee "$GC_WORK/step-$name.txt"
+    timeout -k 5 "$budget" bash "$self" __step "$name" 2>&1 | tee "$GC_WORK/step-$name.txt"
     st=${PIPESTATUS[0]}
     secs=$(elapsed "$t0")
     case $st in
