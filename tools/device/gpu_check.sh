@@ -404,6 +404,10 @@ step_peer() {
   PYTHONPATH=$site "$GC_PY" -c 'import torch' 2>/dev/null || { echo "SKIP: $GC_PY has no torch: llm-compressor cannot run here"; return 77; }
   PYTHONPATH=$site "$GC_PY" -c 'import llmcompressor' || { echo "llmcompressor does not import"; return 1; }
   read -r w seq < <(synth_windows)
+  # make_llama7b_shaped.py writes tokenizer.json alone; without a tokenizer_config.json naming a
+  # class, AutoTokenizer would build a Llama tokenizer from config.json's model_type instead of
+  # reading that file.  Written only now: the lmpress steps above read the folder as generated.
+  [ -f "$model/tokenizer_config.json" ] || echo '{"tokenizer_class": "PreTrainedTokenizerFast"}' > "$model/tokenizer_config.json"
   PYTHONUNBUFFERED=1 PYTHONPATH=$site "$GC_PY" "$root/tools/bench/llmc_oneshot.py" --model "$model" \
     --text "$root/data/wikitext-2/wiki.valid.tokens" --windows "$w" --seq-len "$seq" --method gptq --bits 4 \
     --strategy channel --actorder none --threads "$GC_NPROC" --json "$GC_WORK/details/llmc.json" || return 1
