@@ -430,7 +430,9 @@ def rows(path):
             return [l.rstrip("\n").split("\t") for l in f if l.strip()]
     except OSError:
         return []
-def value(v):
+def value(key, v):
+    if any(k in key for k in ("nvcc", "driver", "compute_cap", "architectures")):
+        return v  # versions stay strings: 13.10 is not 13.1
     try:
         return float(v) if any(c in v for c in ".eE") else int(v)
     except ValueError:
@@ -441,7 +443,7 @@ doc = {"check": "tools/device/gpu_check.sh", "mode": mode, "finished": finished 
        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
        "git": os.environ.get("GC_GIT", ""),
        "ok": all(s["status"] in ("ok", "skipped") for s in steps),
-       "steps": steps, "metrics": {r[0]: value(r[1]) for r in rows(metrics_f) if len(r) > 1}}
+       "steps": steps, "metrics": {r[0]: value(r[0], r[1]) for r in rows(metrics_f) if len(r) > 1}}
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f, indent=1)
