@@ -69,7 +69,10 @@ with_prefix() { LD_LIBRARY_PATH="$GC_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" 
 # now, elapsed T0: wall-clock seconds (date +%s.%N), and the seconds since T0 with two decimals.
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
-backends() { if [ "$GC_MODE" = gpu ]; then echo "cuda cpu"; else echo cpu; fi; }
+# The device backend under test: cuda.  GC_DEVICE=opencl runs the GPU-mode steps after the build
+# on PoCL instead, to rehearse them (`gpu_check.sh __step NAME`) on a machine without a GPU.
+: "${GC_DEVICE:=cuda}"
+backends() { if [ "$GC_MODE" = gpu ]; then echo "$GC_DEVICE cpu"; else echo cpu; fi; }
 
 step_machine() {
   uname -a; nproc; free -g | head -2
@@ -280,8 +283,8 @@ step_conformance() {
   if [ "$GC_MODE" = gpu ]; then
     (cd "$GC_BUILD" && with_prefix ./tests/test_backend_conformance) 2>&1 | tee "$log"
     local st=${PIPESTATUS[0]}
-    grep -q "conformance: backend cuda .*usable here: tested" "$log" || { echo "cuda was not tested"; return 1; }
-    metric conformance_cuda "$([ "$st" = 0 ] && echo pass || echo fail)"
+    grep -q "conformance: backend $GC_DEVICE .*usable here: tested" "$log" || { echo "$GC_DEVICE was not tested"; return 1; }
+    metric "conformance_$GC_DEVICE" "$([ "$st" = 0 ] && echo pass || echo fail)"
     return "$st"
   fi
   # Dry run: the cpu backend alone, held to cpu_ref.c.  PoCL's OpenCL device (there in a full
@@ -296,7 +299,7 @@ step_conformance() {
 }
 
 step_compare() {
-  local cfg=configs/quickstart.cfg name=cuda out=$GC_WORK/details/compare seeds="1 2"
+  local cfg=configs/quickstart.cfg name=$GC_DEVICE out=$GC_WORK/details/compare seeds="1 2"
   mkdir -p "$out"
   if [ "$GC_MODE" != gpu ]; then
     # Dry run: a quickstart with 2 calibration and 2 evaluation windows and three variants,
