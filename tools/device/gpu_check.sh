@@ -24,7 +24,7 @@
 #                      the steps below run
 #   conformance  (120) tests/test_backend_conformance on cuda (ops, probe, end to end), which
 #                      must report cuda as tested, not skipped
-#   compare      (150) configs/quickstart.cfg on cpu, on cpu with jitter (the noise tables) and
+#   compare      (200) configs/quickstart.cfg on cpu, on cpu with jitter (the noise tables) and
 #                      on cuda: tools/bench/switch_backends.sh, `lmpress diff` within the
 #                      tolerances of docs/backends.md
 #   throughput   (90)  bench_backends GEMM, `lmpress eval` tokens/s and bench_gptq on
@@ -548,7 +548,7 @@ run_step unpack 40
 # A full build on a small machine (a dry run without --reuse-build) takes minutes, not seconds.
 run_step build "$([ "$mode" = dry-run ] && [ -z "$reuse" ] && echo 1200 || echo 240)" unpack
 run_step conformance 120 build
-run_step compare 150 build
+run_step compare 200 build
 run_step throughput 90 build
 run_step synth 180 build
 run_step peer 120 synth
