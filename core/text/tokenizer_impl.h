@@ -44,6 +44,6 @@ int lmp_bpe_adds_bos(const lmp_bpe *t);
 const char *lmp_bpe_gguf_pre(const lmp_bpe *t);
 int lmp_bpe_encode(const lmp_bpe *t, const char *text, size_t len, unsigned flags, int32_t **ids,
                    int64_t *n_ids);
-const char *lmp_bpe_decode(const lmp_bpe *t, int token, size_t *len);
+const char *lmp_bpe_decode(const lmp_bpe *t, int prev, int token, size_t *len);
 
 #endif
