@@ -42,6 +42,10 @@ struct lmp_sp {
     int byte_base;           /* id of the piece for byte 0 ("<0x00>"); byte b -> byte_base + b */
     int dummy_prefix;        /* prepend " " to non-empty text (sentencepiece add_dummy_prefix) */
     int adds_bos;            /* the vocabulary's convention: prepend BOS */
+    int meta_is_space;       /* GGUF: a "\u2581" in the text is a space (sentencepiece escapes spaces
+                              * to it, so the two are one character to it) */
+    int remove_extra_ws;     /* GGUF tokenizer.ggml.remove_extra_whitespaces: sentencepiece's
+                              * normalizer drops leading and trailing spaces and collapses runs */
     char *pool;              /* sum(lens[i] + 1) bytes */
     size_t *off;             /* [V] offset of piece i in pool */
     int32_t *lens;           /* [V] piece length in bytes, >= 0 */
@@ -376,6 +380,10 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
     t->dummy_prefix = lmp_gguf_find_kv(g, "tokenizer.ggml.add_space_prefix")
                           ? lmp_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v) == 0 && v != 0 : 1;
     lmp_clear_error(); /* a malformed optional flag above just means "default" */
+    t->meta_is_space = 1;
+    t->remove_extra_ws = lmp_gguf_find_kv(g, "tokenizer.ggml.remove_extra_whitespaces") &&
+                         lmp_gguf_get_int(g, "tokenizer.ggml.remove_extra_whitespaces", &v) == 0 && v != 0;
+    lmp_clear_error();
 
     /* Byte fallback needs the 256 "<0xXX>" pieces in order. */
     t->byte_base = -1;
@@ -509,8 +517,26 @@ static int push_pair(pair_cache *c, merge_heap *h, const tok_node *nd, int32_t l
     return heap_push(h, (uint64_t)c->t->rank[id] << 32 | (uint32_t)l);
 }
 
+static int sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int32_t **ids, int64_t *n_ids);
+
+/* sentencepiece's remove_extra_whitespaces (normalizer.cc): U+0020 only, as its identity
+ * normalization leaves every other character alone. */
 int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int32_t **ids,
                   int64_t *n_ids)
+{
+    if (!t || !t->remove_extra_ws || !text) return sp_encode(t, text, len, add_bos, ids, n_ids);
+    char *clean = malloc(len + 1);
+    if (!clean) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] != ' ' || (n > 0 && clean[n - 1] != ' ')) clean[n++] = text[i];
+    while (n > 0 && clean[n - 1] == ' ') n--;
+    int rc = sp_encode(t, clean, n, add_bos, ids, n_ids);
+    free(clean);
+    return rc;
+}
+
+static int sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int32_t **ids, int64_t *n_ids)
 {
     if (!t || !ids || !n_ids || (!text && len)) return lmp_fail(LMP_EINVAL, "lmp_tokenize: NULL argument");
     *ids = NULL;
@@ -549,7 +575,8 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
          * bytes in all.  A stray continuation byte starts its own group, as in llama2.c. */
         size_t j = i + 1;
         while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
-        int id = lookup(t, text + i, j - i);
+        int id = t->meta_is_space && j - i == 3 && memcmp(text + i, "\xE2\x96\x81", 3) == 0 ? lookup(t, " ", 1) : -1;
+        if (id < 0) id = lookup(t, text + i, j - i);
         if (id >= 0) {
             nd[n++].tok = id;
         } else {
