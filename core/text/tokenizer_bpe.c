@@ -1,23 +1,30 @@
-/* tokenizer_bpe.c — GPT-2-style byte-level BPE (see tokenizer.h), token for token what Hugging
- * Face `tokenizers` (BPE model + ByteLevel pre-tokenizer/decoder) and llama.cpp produce.
+/* tokenizer_bpe.c — merge-ranked BPE (see tokenizer.h), token for token what Hugging Face
+ * `tokenizers` (BPE model) and llama.cpp produce: byte-level models (GPT-2, SmolLM2, Llama 3,
+ * Qwen2) and SentencePiece-style ones (Llama 2, Mistral, Gemma tokenizer.json).
  *
  * Encoding pipeline, per call:
  *   1. Added tokens are split off the raw text (split_added): leftmost match, longest at that
- *      position; HF's two passes (tokens with normalized=false first, then normalized=true ones
- *      in the remaining pieces — with no normalizer both see the same text); lstrip/rstrip
- *      swallow neighbouring whitespace; single_word matches are discarded when a word character
- *      (Rust regex's \w) touches them.  Special tokens take part only with
- *      LMP_TOKENIZE_PARSE_SPECIAL (see tokenizer.h for why).
- *   2. Each remaining piece is pre-tokenized (pretokenize): with PRE_DIGITS (SmolLM2 "smollm",
- *      "starcoder", ...) every \p{N} character is first cut out as its own piece; then GPT-2's
- *      regex  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+  is
- *      matched by hand (match_gpt2) within each piece — the lookahead sees the piece's end, as
- *      in HF's Sequence pre-tokenizer and llama.cpp's chained regexes.  PRE_LLAMA3 uses Llama
- *      3's regex instead (match_llama3).  HF's ByteLevel add_prefix_space prepends " " to each
- *      piece that does not start with one.
+ *      position; HF's two passes: tokens with normalized=false on the raw text, then each piece
+ *      between them is normalized on its own (normalize_piece, tokenizer_norm.c) and the
+ *      normalized=true tokens are split off that; lstrip/rstrip swallow neighbouring
+ *      whitespace; single_word matches are discarded when a word character (Rust regex's \w)
+ *      touches them.  Special tokens take part only with LMP_TOKENIZE_PARSE_SPECIAL (see
+ *      tokenizer.h for why).
+ *   2. Each remaining piece is pre-tokenized (pretokenize): either Metaspace (" " -> "\u2581",
+ *      the prefix by prepend_scheme, split before each "\u2581"), or a chain of steps (run_steps),
+ *      each splitting the pieces the previous one left, as HF's Sequence pre-tokenizer and
+ *      llama.cpp's chained regexes do (a lookahead sees the piece's end): STEP_DIGITS cuts out
+ *      every \p{N} character; STEP_GPT2 is GPT-2's regex
+ *        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *      matched by hand (match_gpt2), STEP_LLAMA3 Llama 3's (match_llama3), STEP_REGEX any other
+ *      regex by PCRE2 (tokenizer_regex.c; matches and gaps are pieces, "Isolated", or the matches
+ *      dropped, "Removed").  HF's ByteLevel add_prefix_space prepends " " to each piece that does
+ *      not start with one.
  *   3. Each pre-token ("word") is BPE-merged (bpe_word): its bytes become the tokens of their
  *      byte-level characters (GPT-2's bytes_to_unicode; a byte with no token is dropped, as HF
- *      without unk_token and llama.cpp do), then the adjacent pair with the lowest merge rank is
+ *      without unk_token and llama.cpp do) — or, SentencePiece-style, its characters become
+ *      their tokens, else their <0xXX> byte tokens (byte_fallback), else unk (fused runs with
+ *      fuse_unk) — then the adjacent pair with the lowest merge rank is
  *      merged, leftmost first on equal ranks, until no pair has a merge — HF's Word::merge_all
  *      exactly: a min-heap of (rank << 32 | left position) with lazy invalidation (a popped entry
  *      whose left symbol is gone or whose pair changed is skipped; every new adjacent pair is
@@ -27,7 +34,8 @@
  * Vocabulary storage: token strings as the file writes them (byte-level characters), hashed for
  * the lookups loading needs (merges name their parts by string); and each token's decoded bytes
  * (byte-level characters mapped back; an added token, or a token with a character outside the
- * map, keeps its UTF-8 text as is — HF's ByteLevel decoder does the same for the latter).
+ * map, keeps its UTF-8 text as is — HF's ByteLevel decoder does the same for the latter;
+ * SentencePiece-style: "\u2581" as " ", <0xXX> as that byte).
  * Merges: open-addressing table (left id, right id) -> (rank, merged id).  Duplicate merges: the
  * last occurrence's rank wins, as in HF (its merge map is collected from the list in order). */
 #include "text/tokenizer_impl.h"
