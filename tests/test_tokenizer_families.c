@@ -9,7 +9,7 @@
  * emoji, whitespace runs, decomposed accents that NFC composes, NFKC compatibility forms).  All
  * of it is made by tools/ref/tok_fixtures.py; no PyPI package is needed at test time.
  *
- * Also: lmpress reads back the tokenizer.json it exports for a llama2.c model (issue 34, item 16)
+ * Also: a "llama" GGUF whose scores were flattened by the converter is refused; lmpress reads back the tokenizer.json it exports for a llama2.c model (issue 34, item 16)
  * with the same ids as the llama2.c tokenizer; a catastrophic Split regex stops at PCRE2's match
  * limit with a message. */
 #include "base/error.h"
@@ -130,6 +130,23 @@ START_TEST(test_gguf_vocabularies)
     /* tokenizer.ggml.pre "qwen2" / "llama-bpe": the texts already in NFC (llama.cpp has no NFC) */
     ck_assert_int_ge(compare_family("qwen2.gguf", "qwen2.gguf", LMP_TOKENIZE_PARSE_SPECIAL, 0), 18);
     ck_assert_int_ge(compare_family("llama3.gguf", "llama3.gguf", LMP_TOKENIZE_PARSE_SPECIAL, 0), 18);
+}
+END_TEST
+
+/* A "llama" GGUF whose scores are all equal (gguf-py's LlamaHfVocab: a tokenizer.json-only
+ * folder, e.g. a current Mistral, converted by convert_hf_to_gguf.py) has lost its merge order:
+ * refused, naming the key, instead of tokenized differently from the first token on. */
+START_TEST(test_flat_scores_refused)
+{
+    lmp_gguf *g = NULL;
+    ck_assert_msg(lmp_gguf_open(FIX "sp_flat.gguf", &g) == 0, "%s", lmp_last_error());
+    lmp_tokenizer *t = (lmp_tokenizer *)(uintptr_t)1;
+    ck_assert_int_ne(lmp_tokenizer_load_gguf(g, &t), 0);
+    ck_assert_ptr_null(t);
+    const char *msg = lmp_last_error();
+    ck_assert_msg(strstr(msg, "sp_flat.gguf") && strstr(msg, "tokenizer.ggml.scores"), "message: %s", msg);
+    printf("test_tokenizer_families: expected error: %s\n", msg);
+    lmp_gguf_close(g);
 }
 END_TEST
 
@@ -285,6 +302,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_sentencepiece_style_families);
     tcase_add_test(tc, test_gguf_vocabularies);
     tcase_add_test(tc, test_gguf_pre_names);
+    tcase_add_test(tc, test_flat_scores_refused);
     tcase_add_test(tc, test_char_level_decode);
     tcase_add_test(tc, test_regex_match_limit);
     tcase_add_test(tc, test_llama2c_hf_export_reads_back);

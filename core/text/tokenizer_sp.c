@@ -397,6 +397,25 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
         }
         if (ok) t->byte_base = i;
     }
+    /* Scores rank the merges.  gguf-py's LlamaHfVocab (convert_hf_to_gguf.py on a folder with a
+     * tokenizer.json but no tokenizer.model, e.g. a current Mistral) writes -1000 for every token:
+     * the merge order is then lost, and any tokenization of it differs from the model's from the
+     * first token on.  Refuse rather than guess. */
+    int n_multi = 0, distinct = 0;
+    float first = 0;
+    for (int i = 0; i < V; i++) {
+        if (hidden[i] || t->lens[i] < 2) continue;
+        if (n_multi++ == 0) first = t->scores[i];
+        else if (t->scores[i] != first) distinct = 1;
+    }
+    if (n_multi >= 2 && !distinct) {
+        rc = lmp_fail(LMP_EINVAL,
+                      "%s: tokenizer.ggml.scores gives all %d multi-character tokens the same score (%g), so the "
+                      "order of the merges is lost (a \"llama\" vocabulary converted from a tokenizer.json "
+                      "without tokenizer.model): use the model's tokenizer.json (--tokenizer) instead", path,
+                      n_multi, (double)first);
+        goto done;
+    }
     if (sp_finish(t, hidden)) {
         rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
         goto done;

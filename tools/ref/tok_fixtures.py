@@ -18,7 +18,9 @@ files carry:
   llama2_always / llama2_split: Metaspace(prepend_scheme "always", split true), "never"
 
 and a SentencePiece BPE model trained with `sentencepiece` (identity normalization, byte
-fallback, as Llama's tokenizer.model; sp_rws.gguf: with remove_extra_whitespaces) converted to a tokenizer-only GGUF the way llama.cpp's
+fallback, as Llama's tokenizer.model; sp_rws.gguf: with remove_extra_whitespaces; sp_flat.gguf:
+every score -1000, as gguf-py's LlamaHfVocab writes a tokenizer.json-only folder, which lmpress
+must refuse) converted to a tokenizer-only GGUF the way llama.cpp's
 convert_hf_to_gguf.py does (tokens, scores, token types), plus GGUF "gpt2" vocabularies of the
 qwen2 / llama3 fixtures with tokenizer.ggml.pre "qwen2" / "llama-bpe".
 
@@ -203,13 +205,13 @@ def gguf_tokenizer_only(path, fill):
     w.close()
 
 
-def sp_gguf(path, sp, remove_extra_whitespaces=False):
+def sp_gguf(path, sp, remove_extra_whitespaces=False, flat_scores=False):
     # as convert_hf_to_gguf.py's _create_vocab_sentencepiece: piece, score, type per id
     import gguf
     toks, scores, types = [], [], []
     for i in range(sp.vocab_size()):
         toks.append(sp.id_to_piece(i).encode("utf-8"))
-        scores.append(sp.get_score(i))
+        scores.append(-1000.0 if flat_scores else sp.get_score(i))  # flat: gguf-py's LlamaHfVocab
         t = gguf.TokenType.NORMAL
         if sp.is_unknown(i):
             t = gguf.TokenType.UNKNOWN
@@ -284,6 +286,7 @@ def main():
     sp = sentencepiece_model(lines)
     sp_gguf(os.path.join(OUT, "sp.gguf"), sp)
     golden["sp.gguf"] = [sp.encode(t) for t in TEXTS]
+    sp_gguf(os.path.join(OUT, "sp_flat.gguf"), sp, flat_scores=True)  # must be refused
     sp = sentencepiece_model(lines, remove_extra_whitespaces=True)  # sentencepiece's default
     sp_gguf(os.path.join(OUT, "sp_rws.gguf"), sp, remove_extra_whitespaces=True)
     golden["sp_rws.gguf"] = [sp.encode(t) for t in TEXTS]
