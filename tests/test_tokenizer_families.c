@@ -133,6 +133,58 @@ START_TEST(test_gguf_vocabularies)
 }
 END_TEST
 
+static uint64_t fnv1a64_ids(const int32_t *ids, int64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++) {
+            h ^= ((uint32_t)ids[i] >> (8 * k)) & 0xFF;
+            h *= 0x100000001b3ull;
+        }
+    return h;
+}
+
+/* A long text: the first 100 kB of WikiText-2 test, id count and FNV-1a hash of the ids equal to
+ * the reference's (golden.json "wiki100k"): the Llama 2 / Mistral files tokenize it as one word
+ * of 100 k characters (no pre-tokenizer, or Metaspace without split). */
+START_TEST(test_long_text)
+{
+    lmp_json *golden = load_json(FIX "golden.json");
+    const lmp_json *w = lmp_json_get(golden, "wiki100k");
+    ck_assert_ptr_nonnull(w);
+    size_t n;
+    char *wiki = (char *)lmp_test_slurp(WIKI, &n);
+    int64_t len = 0;
+    ck_assert_int_eq(lmp_json_get_int(w, "bytes", "golden.json", &len), 0);
+    ck_assert_int_le(len, (int64_t)n);
+    int checked = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        if (strcmp(w->keys[k], "bytes") == 0) continue;
+        char file[64];
+        snprintf(file, sizeof file, "%s%s", w->keys[k], strstr(w->keys[k], ".gguf") ? "" : ".tokenizer.json");
+        lmp_tokenizer *t = load(file);
+        int32_t *ids;
+        int64_t m;
+        unsigned flags = strstr(file, ".gguf") ? 0u : LMP_TOKENIZE_PARSE_SPECIAL;
+        ck_assert_msg(lmp_tokenize_ex(t, wiki, (size_t)len, flags, &ids, &m) == 0, "%s", lmp_last_error());
+        char hash[32];
+        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a64_ids(ids, m));
+        const lmp_json *want = &w->items[k];
+        ck_assert_msg(m == want->items[0].integer && strcmp(hash, want->items[1].str) == 0,
+                      "%s: %lld ids, hash %s; the reference: %lld, %s", file, (long long)m, hash,
+                      (long long)want->items[0].integer, want->items[1].str);
+        printf("test_tokenizer_families: %s: WikiText-2 100 kB -> %lld ids, hash equal to the reference\n", file,
+               (long long)m);
+        free(ids);
+        lmp_tokenizer_free(t);
+        checked++;
+    }
+    ck_assert_int_eq(checked, 10);
+    free(wiki);
+    lmp_json_free(golden);
+}
+END_TEST
+
 /* A "llama" GGUF whose scores are all equal (gguf-py's LlamaHfVocab: a tokenizer.json-only
  * folder, e.g. a current Mistral, converted by convert_hf_to_gguf.py) has lost its merge order:
  * refused, naming the key, instead of tokenized differently from the first token on. */
@@ -301,6 +353,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_byte_level_families);
     tcase_add_test(tc, test_sentencepiece_style_families);
     tcase_add_test(tc, test_gguf_vocabularies);
+    tcase_add_test(tc, test_long_text);
     tcase_add_test(tc, test_gguf_pre_names);
     tcase_add_test(tc, test_flat_scores_refused);
     tcase_add_test(tc, test_char_level_decode);

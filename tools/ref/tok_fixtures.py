@@ -173,6 +173,23 @@ def sp_style_json(kind, vocab, merges):
     return json.dumps(doc, ensure_ascii=False, indent=1)
 
 
+def fnv1a64_ids(ids):
+    """FNV-1a 64 over the ids as uint32 little-endian bytes (tests/test_tokenizer.c's definition)."""
+    h = 0xcbf29ce484222325
+    for i in ids:
+        for b in (i & 0xFFFFFFFF).to_bytes(4, "little"):
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def wiki_prefix():
+    """The first 100 kB of WikiText-2 test (cut at a line end): a long text for count + hash."""
+    with open(os.path.join(ROOT, "data", "wikitext-2", "wiki.test.raw"), "rb") as f:
+        data = f.read()
+    cut = data.index(b"\n", 100000) + 1
+    return data[:cut].decode("utf-8")
+
+
 def write(name, data):
     path = os.path.join(OUT, name)
     mode = "wb" if isinstance(data, bytes) else "w"
@@ -286,10 +303,21 @@ def main():
     sp = sentencepiece_model(lines)
     sp_gguf(os.path.join(OUT, "sp.gguf"), sp)
     golden["sp.gguf"] = [sp.encode(t) for t in TEXTS]
+    sp_plain = sp
     sp_gguf(os.path.join(OUT, "sp_flat.gguf"), sp, flat_scores=True)  # must be refused
     sp = sentencepiece_model(lines, remove_extra_whitespaces=True)  # sentencepiece's default
     sp_gguf(os.path.join(OUT, "sp_rws.gguf"), sp, remove_extra_whitespaces=True)
     golden["sp_rws.gguf"] = [sp.encode(t) for t in TEXTS]
+    wiki = wiki_prefix()
+    golden["wiki100k"] = {"bytes": len(wiki.encode("utf-8"))}
+    for kind in ("qwen2", "llama3", "nfkc", "llama2", "mistral", "gemma", "llama2_always", "llama2_never"):
+        ids = Tokenizer.from_file(os.path.join(OUT, f"{kind}.tokenizer.json")).encode(
+            wiki, add_special_tokens=False).ids
+        golden["wiki100k"][kind] = [len(ids), "%016x" % fnv1a64_ids(ids)]
+    ids = sp.encode(wiki)  # sp_rws's model; sp.gguf's below
+    golden["wiki100k"]["sp_rws.gguf"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
+    ids = sp_plain.encode(wiki)
+    golden["wiki100k"]["sp.gguf"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
     write("texts.json", json.dumps(TEXTS, ensure_ascii=True, indent=1))
     golden["versions"] = {"tokenizers": tokenizers.__version__, "sentencepiece": spm.__version__}
     write("golden.json", json.dumps(golden, separators=(",", ":")))
