@@ -18,7 +18,8 @@ files carry:
   llama2_always / llama2_split: Metaspace(prepend_scheme "always", split true), "never"
 
 and a SentencePiece BPE model trained with `sentencepiece` (identity normalization, byte
-fallback, as Llama's tokenizer.model; sp_rws.gguf: with remove_extra_whitespaces; sp_flat.gguf:
+fallback, as Llama's tokenizer.model; sp_user.gguf: with user-defined pieces (Gemma has many);
+sp_rws.gguf: with remove_extra_whitespaces; sp_flat.gguf:
 every score -1000, as gguf-py's LlamaHfVocab writes a tokenizer.json-only folder, which lmpress
 must refuse) converted to a tokenizer-only GGUF the way llama.cpp's
 convert_hf_to_gguf.py does (tokens, scores, token types), plus GGUF "gpt2" vocabularies of the
@@ -85,6 +86,7 @@ TEXTS = [
     "a",
     "don't STOP 'RE 'Ll x's",
     "▁already▁meta",
+    "<start_of_turn>user\nHi  there, 12345<end_of_turn>\n",
 ]
 
 
@@ -198,7 +200,7 @@ def write(name, data):
     os.replace(path + ".tmp", path)
 
 
-def sentencepiece_model(lines, remove_extra_whitespaces=False):
+def sentencepiece_model(lines, remove_extra_whitespaces=False, user_defined=()):
     with tempfile.TemporaryDirectory() as d:
         txt = os.path.join(d, "train.txt")
         with open(txt, "w", encoding="utf-8") as f:
@@ -208,7 +210,7 @@ def sentencepiece_model(lines, remove_extra_whitespaces=False):
             character_coverage=0.995, byte_fallback=True, split_digits=True,
             normalization_rule_name="identity", remove_extra_whitespaces=remove_extra_whitespaces, add_dummy_prefix=True,
             allow_whitespace_only_pieces=True, num_threads=1, minloglevel=2,
-            unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, user_defined_symbols=list(user_defined))
         return spm.SentencePieceProcessor(model_file=os.path.join(d, "sp.model"))
 
 
@@ -222,7 +224,7 @@ def gguf_tokenizer_only(path, fill):
     w.close()
 
 
-def sp_gguf(path, sp, remove_extra_whitespaces=False, flat_scores=False):
+def sp_gguf(path, sp, remove_extra_whitespaces=False, flat_scores=False, user_defined=()):
     # as convert_hf_to_gguf.py's _create_vocab_sentencepiece: piece, score, type per id
     import gguf
     toks, scores, types = [], [], []
@@ -236,6 +238,8 @@ def sp_gguf(path, sp, remove_extra_whitespaces=False, flat_scores=False):
             t = gguf.TokenType.CONTROL
         elif sp.is_unused(i):
             t = gguf.TokenType.UNUSED
+        elif sp.id_to_piece(i) in user_defined:  # the converter takes these from the HF files
+            t = gguf.TokenType.USER_DEFINED
         elif sp.is_byte(i):
             t = gguf.TokenType.BYTE
         types.append(t)
@@ -305,6 +309,10 @@ def main():
     golden["sp.gguf"] = [sp.encode(t) for t in TEXTS]
     sp_plain = sp
     sp_gguf(os.path.join(OUT, "sp_flat.gguf"), sp, flat_scores=True)  # must be refused
+    user = ("<start_of_turn>", "<end_of_turn>", "▁▁", "1234")
+    sp = sentencepiece_model(lines, user_defined=user)
+    sp_gguf(os.path.join(OUT, "sp_user.gguf"), sp, user_defined=user)  # user-defined pieces: matched whole, never merged
+    golden["sp_user.gguf"] = [sp.encode(t) for t in TEXTS]
     sp = sentencepiece_model(lines, remove_extra_whitespaces=True)  # sentencepiece's default
     sp_gguf(os.path.join(OUT, "sp_rws.gguf"), sp, remove_extra_whitespaces=True)
     golden["sp_rws.gguf"] = [sp.encode(t) for t in TEXTS]
