@@ -786,12 +786,12 @@ START_TEST(test_errors)
                     "{\"normalizer\":null,\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":\"ByteLevel\"},"
                     "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"cache_capacity\":5}}",
                     "model: option \"cache_capacity\"");
-    expect_hf_error("contiguous.json",
+    expect_hf_error("invert.json",
                     "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
-                    "\"Split\",\"pattern\":{\"Regex\":\"\\\\d+\"},\"behavior\":\"Contiguous\",\"invert\":false},"
+                    "\"Split\",\"pattern\":{\"Regex\":\"\\\\d+\"},\"behavior\":\"Isolated\",\"invert\":true},"
                     BYTELEVEL_PRE "]},\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
                     "{\"a\":0},\"merges\":[]}}",
-                    "behavior \"Contiguous\"");
+                    "invert true is not supported");
     expect_hf_error("badregex.json",
                     "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a\"},"
                     "\"behavior\":\"Isolated\",\"invert\":false},\"decoder\":null,\"model\":{\"type\":\"BPE\","
@@ -978,7 +978,7 @@ static void cleanup(void)
     static const char *const names[] = {"gpt2.json", "gpt2_bos.json", "gpt2_llama3.json", "gpt2_added.json",
                                         "tokenizer.json", "tokenizer_config.json", "wordpiece.json",
                                         "unigram.json", "notjson.json", "nomodel.json", "metaspace.json",
-                                        "nfc.json", "modelkey.json", "contiguous.json", "badregex.json",
+                                        "nfc.json", "modelkey.json", "invert.json", "badregex.json",
                                         "whitespace.json", "bldecoder.json", "badmerge.json", "bad.bpe", "nomerges.gguf", "bert.gguf",
                                         "pre.gguf", "notok.gguf", "tiny.gguf", "tok512.gguf"};
     char p[160];

@@ -2,7 +2,8 @@
  * reference libraries: tests/fixtures/tokenizers/ holds small tokenizer.json files with exactly
  * the normalizer / pre-tokenizer / model options / decoder of Qwen2 (NFC + Split regex +
  * ByteLevel), Llama 3, an NFKC byte-level one, Llama 2 (Prepend + Replace, byte_fallback),
- * Mistral (Metaspace prepend_scheme "first"), Gemma (Replace only) and Metaspace "always"/"never",
+ * Mistral (Metaspace prepend_scheme "first"), Gemma (Replace only), Metaspace "always"/"never",
+ * every Split behaviour before ByteLevel, and Split steps before a SentencePiece-style model,
  * a sentencepiece model as a GGUF "llama" vocabulary (plain, with remove_extra_whitespaces, with
  * user-defined pieces),
  * and GGUF "gpt2" vocabularies with tokenizer.ggml.pre "qwen2" and "llama-bpe"; golden.json has
@@ -104,19 +105,21 @@ static int compare_family(const char *file, const char *key, unsigned flags, int
 START_TEST(test_byte_level_families)
 {
     /* HF encode(add_special_tokens=False) matches added tokens in the text: PARSE_SPECIAL */
-    ck_assert_int_eq(compare_family("qwen2.tokenizer.json", "qwen2", LMP_TOKENIZE_PARSE_SPECIAL, 0), 23);
-    ck_assert_int_eq(compare_family("llama3.tokenizer.json", "llama3", LMP_TOKENIZE_PARSE_SPECIAL, 0), 23);
-    ck_assert_int_eq(compare_family("nfkc.tokenizer.json", "nfkc", LMP_TOKENIZE_PARSE_SPECIAL, 0), 23);
+    ck_assert_int_eq(compare_family("qwen2.tokenizer.json", "qwen2", LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
+    ck_assert_int_eq(compare_family("llama3.tokenizer.json", "llama3", LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
+    ck_assert_int_eq(compare_family("nfkc.tokenizer.json", "nfkc", LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
+    /* Split with MergedWithPrevious, Contiguous, MergedWithNext and Removed, then ByteLevel */
+    ck_assert_int_eq(compare_family("splits.tokenizer.json", "splits", LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
 }
 END_TEST
 
 START_TEST(test_sentencepiece_style_families)
 {
-    static const char *const fams[] = {"llama2", "mistral", "gemma", "llama2_always", "llama2_never"};
+    static const char *const fams[] = {"llama2", "mistral", "gemma", "llama2_always", "llama2_never", "sp_split"};
     for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
         char file[64], key[64];
         snprintf(file, sizeof file, "%s.tokenizer.json", fams[f]);
-        ck_assert_int_eq(compare_family(file, fams[f], LMP_TOKENIZE_PARSE_SPECIAL, 0), 23);
+        ck_assert_int_eq(compare_family(file, fams[f], LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
         snprintf(key, sizeof key, "%s+bos", fams[f]); /* encode() with the post_processor's BOS */
         ck_assert_int_eq(compare_family(file, key, LMP_TOKENIZE_PARSE_SPECIAL, 1), 2);
     }
@@ -126,10 +129,10 @@ END_TEST
 START_TEST(test_gguf_vocabularies)
 {
     /* sentencepiece itself, through the GGUF fields llama.cpp's converter writes */
-    ck_assert_int_eq(compare_family("sp.gguf", "sp.gguf", 0, 0), 23);
-    ck_assert_int_eq(compare_family("sp_rws.gguf", "sp_rws.gguf", 0, 0), 23);
+    ck_assert_int_eq(compare_family("sp.gguf", "sp.gguf", 0, 0), 24);
+    ck_assert_int_eq(compare_family("sp_rws.gguf", "sp_rws.gguf", 0, 0), 24);
     /* user-defined pieces (Gemma has many): matched whole, longest first, never merged */
-    ck_assert_int_eq(compare_family("sp_user.gguf", "sp_user.gguf", 0, 0), 23);
+    ck_assert_int_eq(compare_family("sp_user.gguf", "sp_user.gguf", 0, 0), 24);
     /* tokenizer.ggml.pre "qwen2" / "llama-bpe": the texts already in NFC (llama.cpp has no NFC) */
     ck_assert_int_ge(compare_family("qwen2.gguf", "qwen2.gguf", LMP_TOKENIZE_PARSE_SPECIAL, 0), 18);
     ck_assert_int_ge(compare_family("llama3.gguf", "llama3.gguf", LMP_TOKENIZE_PARSE_SPECIAL, 0), 18);
@@ -182,7 +185,7 @@ START_TEST(test_long_text)
         lmp_tokenizer_free(t);
         checked++;
     }
-    ck_assert_int_eq(checked, 10);
+    ck_assert_int_eq(checked, 12);
     free(wiki);
     lmp_json_free(golden);
 }

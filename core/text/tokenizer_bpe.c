@@ -58,9 +58,11 @@
  * hand-written matchers (fast, and tested against HF); any other regex goes to PCRE2. */
 enum { STEP_GPT2, STEP_LLAMA3, STEP_DIGITS, STEP_REGEX };
 enum { MAX_STEPS = 8 };
+/* HF Split behaviours: what becomes of a match (the "delimiter") and the text between matches. */
+enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS };
 typedef struct {
     int kind;
-    int removed;          /* STEP_REGEX: matches are dropped (HF Split "Removed"), else kept ("Isolated") */
+    int behavior;         /* STEP_REGEX: SPLIT_* */
     lmp_tok_regex *re;    /* STEP_REGEX */
 } pre_step;
 
@@ -950,19 +952,57 @@ static int run_steps(enc *e, const unsigned char *s, size_t a, size_t b, int k)
         }
         return 0;
     }
-    if (st->kind == STEP_REGEX) { /* matches and the gaps between them are pieces (HF Isolated) */
+    if (st->kind == STEP_REGEX) {
+        /* HF's Split: Isolated: gaps and matches are pieces; Removed: the gaps only;
+         * MergedWithPrevious: each match ends the piece before it; MergedWithNext: each match
+         * starts the piece after it; Contiguous: adjacent matches make one piece. */
         if (!e->rx[k] && !(e->rx[k] = lmp_tok_regex_scratch_new(st->re))) return ENC_OOM;
-        size_t i = a, ms, me;
+        size_t i = a, ms, me, run_start = SIZE_MAX; /* run_start: a Contiguous run of matches */
         for (;;) {
             int found = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, i - a, &ms, &me);
             if (found < 0) return ENC_FAILED;
             if (!found) break;
             ms += a;
             me += a;
-            if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
-            if (!st->removed && (rc = run_steps(e, s, ms, me, k + 1)) != 0) return rc;
-            i = me;
+            switch (st->behavior) {
+            case SPLIT_ISOLATED:
+            case SPLIT_REMOVED:
+                if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                if (st->behavior == SPLIT_ISOLATED && (rc = run_steps(e, s, ms, me, k + 1)) != 0) return rc;
+                i = me;
+                break;
+            case SPLIT_MERGED_PREV:
+                if ((rc = run_steps(e, s, i, me, k + 1)) != 0) return rc;
+                i = me;
+                break;
+            case SPLIT_MERGED_NEXT: /* the piece so far ends where the match starts */
+                if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                i = ms;
+                /* the match is in the next piece; search on after it */
+                if ((rc = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, me - a, &ms, &me)) < 0) return ENC_FAILED;
+                while (rc == 1) {
+                    ms += a;
+                    me += a;
+                    if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                    i = ms;
+                    if ((rc = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, me - a, &ms, &me)) < 0)
+                        return ENC_FAILED;
+                }
+                return run_steps(e, s, i, b, k + 1);
+            case SPLIT_CONTIGUOUS:
+                if (run_start != SIZE_MAX && ms != i) { /* a gap ends the run of matches */
+                    if ((rc = run_steps(e, s, run_start, i, k + 1)) != 0) return rc;
+                    run_start = SIZE_MAX;
+                }
+                if (run_start == SIZE_MAX) {
+                    if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                    run_start = ms;
+                }
+                i = me;
+                break;
+            }
         }
+        if (run_start != SIZE_MAX && (rc = run_steps(e, s, run_start, i, k + 1)) != 0) return rc;
         return run_steps(e, s, i, b, k + 1);
     }
     for (size_t i = a; i < b;) {
@@ -1240,12 +1280,12 @@ static const gguf_pre_group *pre_from_gguf(const char *s, size_t n)
 }
 
 /* Appends a pre-tokenizer step; what names the place for messages. */
-static int add_step(lmp_bpe *t, int kind, const char *re, size_t re_len, int literal, int removed, const char *what)
+static int add_step(lmp_bpe *t, int kind, const char *re, size_t re_len, int literal, int behavior, const char *what)
 {
     if (t->n_steps == MAX_STEPS)
         return lmp_fail(LMP_EINVAL, "%s: more than %d pre-tokenizer steps", what, MAX_STEPS);
     pre_step *st = &t->steps[t->n_steps];
-    *st = (pre_step){kind, removed, NULL};
+    *st = (pre_step){kind, behavior, NULL};
     if (kind == STEP_REGEX) {
         int rc = lmp_tok_regex_compile(re, re_len, literal, what, &st->re);
         if (rc) return rc;
@@ -1449,17 +1489,21 @@ static int hf_split(lmp_bpe *t, const lmp_json *sp)
         return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: pattern is not {\"Regex\": ...} or {\"String\": ...}",
                         t->what);
     const char *beh = jstr(sp, "behavior");
-    int removed = beh && strcmp(beh, "Removed") == 0;
-    if (!beh || (!removed && strcmp(beh, "Isolated") != 0))
-        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: behavior \"%s\" is not supported (Isolated, Removed)",
-                        t->what, beh ? beh : "(none)");
+    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    int behavior = -1;
+    for (int k = 0; beh && k < 5; k++)
+        if (strcmp(beh, names[k]) == 0) behavior = k;
+    if (behavior < 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: behavior \"%s\" is not supported (Isolated, Removed, "
+                        "MergedWithPrevious, MergedWithNext, Contiguous)", t->what, beh ? beh : "(none)");
     if (jbool(sp, "invert", 0) != 0)
         return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: invert true is not supported", t->what);
     /* Llama 3's regex has an exact hand matcher (tested against HF); others go to PCRE2 */
-    if (re && !removed && strcmp(p->str, LLAMA3_REGEX) == 0) return add_step(t, STEP_LLAMA3, NULL, 0, 0, 0, t->what);
+    if (re && behavior == SPLIT_ISOLATED && strcmp(p->str, LLAMA3_REGEX) == 0)
+        return add_step(t, STEP_LLAMA3, NULL, 0, 0, 0, t->what);
     char what[4200];
     snprintf(what, sizeof what, "%s: pre_tokenizer Split", t->what);
-    return add_step(t, STEP_REGEX, p->str, p->str_len, lit != NULL, removed, what);
+    return add_step(t, STEP_REGEX, p->str, p->str_len, lit != NULL, behavior, what);
 }
 
 static int hf_metaspace(lmp_bpe *t, const lmp_json *ms)
@@ -1596,7 +1640,7 @@ static const char *hf_gguf_pre_name(const lmp_bpe *t)
     if (t->norm && !nfc) return NULL;
     const pre_step *s = t->steps;
     if (nfc) {
-        if (t->n_steps == 1 && s[0].kind == STEP_REGEX && !s[0].removed && !t->ignore_merges &&
+        if (t->n_steps == 1 && s[0].kind == STEP_REGEX && s[0].behavior == SPLIT_ISOLATED && !t->ignore_merges &&
             strcmp(lmp_tok_regex_pattern(s[0].re), QWEN2_REGEX) == 0)
             return "qwen2";
         return NULL;
@@ -1604,7 +1648,7 @@ static const char *hf_gguf_pre_name(const lmp_bpe *t)
     if (t->n_steps == 1 && s[0].kind == STEP_GPT2 && !t->ignore_merges) return "gpt-2";
     if (t->n_steps == 2 && s[0].kind == STEP_DIGITS && s[1].kind == STEP_GPT2 && !t->ignore_merges) return "smollm";
     if (t->n_steps == 1 && s[0].kind == STEP_LLAMA3) return t->ignore_merges ? "llama-bpe" : "dbrx";
-    if (t->n_steps == 1 && s[0].kind == STEP_REGEX && !s[0].removed && !t->ignore_merges &&
+    if (t->n_steps == 1 && s[0].kind == STEP_REGEX && s[0].behavior == SPLIT_ISOLATED && !t->ignore_merges &&
         strcmp(lmp_tok_regex_pattern(s[0].re), QWEN2_REGEX) == 0)
         return "qwen2";
     return NULL;
@@ -1798,8 +1842,8 @@ int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
         rc = lmp_fail(LMP_EINVAL, "%s: model.byte_fallback with a ByteLevel pre_tokenizer is not supported", path);
         goto done;
     }
-    if (!byte_level && (t->n_steps > 0 || t->add_prefix_space)) {
-        rc = lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split/Digits without ByteLevel is not supported", path);
+    if (!byte_level && t->metaspace && t->n_steps > 0) {
+        rc = lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace with Split/Digits steps is not supported", path);
         goto done;
     }
     if ((rc = hf_decoder(t, lmp_json_get(j, "decoder"), byte_level)) != 0) goto done;

@@ -47,7 +47,8 @@ int lmp_tok_regex_compile(const char *pattern, size_t len, int literal, const ch
     re->pattern[len] = '\0';
     int err;
     PCRE2_SIZE off;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0u);
+    /* (PCRE2_LITERAL takes no PCRE2_UCP: a literal has no classes to widen) */
+    uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     re->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, NULL);
     if (!re->code) {
         PCRE2_UCHAR msg[160];

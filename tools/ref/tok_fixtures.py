@@ -15,7 +15,9 @@ files carry:
            decoder Sequence[Replace, ByteFallback, Fuse, Strip], merges as "a b" strings
   mistral  no normalizer, Metaspace(prepend_scheme "first", split false), merges as [a, b] pairs
   gemma    Replace(" ", "▁") only (no prefix), byte_fallback, decoder without Strip
-  llama2_always / llama2_split: Metaspace(prepend_scheme "always", split true), "never"
+  llama2_always / llama2_never: Metaspace(prepend_scheme "always" / "never", split true)
+  splits   Split with every behaviour (MergedWithPrevious, Contiguous, MergedWithNext, Removed)
+           before ByteLevel;  sp_split: Split steps before a SentencePiece-style model
 
 and a SentencePiece BPE model trained with `sentencepiece` (identity normalization, byte
 fallback, as Llama's tokenizer.model; sp_user.gguf: with user-defined pieces (Gemma has many);
@@ -87,7 +89,12 @@ TEXTS = [
     "don't STOP 'RE 'Ll x's",
     "▁already▁meta",
     "<start_of_turn>user\nHi  there, 12345<end_of_turn>\n",
+    "the-final--countdown: wait... what?! it's 3-2-1 o'clock",
 ]
+
+
+FAMILIES = ("qwen2", "llama3", "nfkc", "splits", "llama2", "mistral", "gemma", "llama2_always", "llama2_never",
+            "sp_split")
 
 
 def training_text():
@@ -102,7 +109,14 @@ def byte_level_tokenizer(kind, lines):
         tok.normalizer = normalizers.NFC()
     if kind == "nfkc":
         tok.normalizer = normalizers.NFKC()
-    if kind in ("qwen2", "llama3"):
+    if kind == "splits":  # every Split behaviour, in a chain ending in GPT-2's regex
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(r"[.,;:!?]+"), behavior="merged_with_previous"),
+            pre_tokenizers.Split(tokenizers.Regex(r"-"), behavior="contiguous"),
+            pre_tokenizers.Split(tokenizers.Regex(r"\d"), behavior="merged_with_next"),
+            pre_tokenizers.Split("'", behavior="removed"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    elif kind in ("qwen2", "llama3"):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(tokenizers.Regex(QWEN2_RE if kind == "qwen2" else LLAMA3_RE),
                                  behavior="isolated", invert=False),
@@ -149,6 +163,11 @@ def sp_style_json(kind, vocab, merges):
             {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
     elif kind == "gemma":
         normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+    elif kind == "sp_split":  # Split steps before a SentencePiece-style model
+        normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"String": "▁"}, "behavior": "MergedWithNext", "invert": False},
+            {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Isolated", "invert": False}]}
     else:
         scheme, split = {"mistral": ("first", False), "llama2_always": ("always", True),
                          "llama2_never": ("never", True)}[kind]
@@ -286,14 +305,14 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     lines = training_text()
     golden = {}
-    for kind in ("qwen2", "llama3", "nfkc"):
+    for kind in ("qwen2", "llama3", "nfkc", "splits"):
         tok = byte_level_tokenizer(kind, lines)
         write(f"{kind}.tokenizer.json", tok.to_str())
     vocab, merges = sp_style_vocab(lines)
-    for kind in ("llama2", "mistral", "gemma", "llama2_always", "llama2_never"):
+    for kind in ("llama2", "mistral", "gemma", "llama2_always", "llama2_never", "sp_split"):
         write(f"{kind}.tokenizer.json", sp_style_json(kind, vocab, merges))
     # golden ids: from the files just written, read back by the library
-    for kind in ("qwen2", "llama3", "nfkc", "llama2", "mistral", "gemma", "llama2_always", "llama2_never"):
+    for kind in FAMILIES:
         tok = Tokenizer.from_file(os.path.join(OUT, f"{kind}.tokenizer.json"))
         golden[kind] = [tok.encode(t, add_special_tokens=False).ids for t in TEXTS]
         golden[kind + "+bos"] = [tok.encode(t).ids for t in TEXTS[:2]]
@@ -318,7 +337,7 @@ def main():
     golden["sp_rws.gguf"] = [sp.encode(t) for t in TEXTS]
     wiki = wiki_prefix()
     golden["wiki100k"] = {"bytes": len(wiki.encode("utf-8"))}
-    for kind in ("qwen2", "llama3", "nfkc", "llama2", "mistral", "gemma", "llama2_always", "llama2_never"):
+    for kind in FAMILIES:
         ids = Tokenizer.from_file(os.path.join(OUT, f"{kind}.tokenizer.json")).encode(
             wiki, add_special_tokens=False).ids
         golden["wiki100k"][kind] = [len(ids), "%016x" % fnv1a64_ids(ids)]
