@@ -122,6 +122,11 @@ START_TEST(test_sentencepiece_style_families)
         ck_assert_int_eq(compare_family(file, fams[f], LMP_TOKENIZE_PARSE_SPECIAL, 0), 24);
         snprintf(key, sizeof key, "%s+bos", fams[f]); /* encode() with the post_processor's BOS */
         ck_assert_int_eq(compare_family(file, key, LMP_TOKENIZE_PARSE_SPECIAL, 1), 2);
+        lmp_tokenizer *t = load(file); /* <s> and </s> without a tokenizer_config.json */
+        ck_assert_int_eq(lmp_tokenizer_bos(t), 1);
+        ck_assert_int_eq(lmp_tokenizer_eos(t), 2);
+        ck_assert_int_eq(lmp_tokenizer_adds_bos(t), 1);
+        lmp_tokenizer_free(t);
     }
 }
 END_TEST

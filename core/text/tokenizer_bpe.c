@@ -1952,6 +1952,10 @@ int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
     t->gguf_pre = hf_gguf_pre_name(t);
     hf_post_processor(t, lmp_json_get(j, "post_processor"));
     hf_config(t, path);
+    if (t->char_level) { /* SentencePiece's names: Llama 2 / Mistral "<s>" "</s>", Gemma "<bos>" "<eos>" */
+        if (t->bos_id < 0) t->bos_id = hf_token_id(t, "<s>") >= 0 ? hf_token_id(t, "<s>") : hf_token_id(t, "<bos>");
+        if (t->eos_id < 0) t->eos_id = hf_token_id(t, "</s>") >= 0 ? hf_token_id(t, "</s>") : hf_token_id(t, "<eos>");
+    }
     if (t->eos_id < 0 || t->bos_id < 0) { /* GPT-2's convention: <|endoftext|> is both */
         int id = hf_token_id(t, "<|endoftext|>");
         if (t->eos_id < 0) t->eos_id = id;
