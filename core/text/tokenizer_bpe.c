@@ -1512,11 +1512,15 @@ static int hf_metaspace(lmp_bpe *t, const lmp_json *ms)
                                        "str_rep", NULL};
     int rc = only_keys(t, ms, keys, "pre_tokenizer Metaspace");
     if (rc) return rc;
+    const lmp_json *rj = lmp_json_get(ms, "replacement");
     const char *rep = jstr(ms, "replacement");
-    if (rep && strcmp(rep, META) != 0)
+    if ((rj && !rep) || (rep && strcmp(rep, META) != 0))
         return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: replacement \"%.16s\" is not supported (only "
-                        "\"\\u2581\")", t->what, rep);
+                        "\"\\u2581\")", t->what, rep ? rep : "(not a string)");
     const char *scheme = jstr(ms, "prepend_scheme");
+    const lmp_json *sj = lmp_json_get(ms, "prepend_scheme");
+    if (sj && sj->type != LMP_JSON_NULL && !scheme)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: prepend_scheme is not a string", t->what);
     int aps = jbool(ms, "add_prefix_space", 1), split = jbool(ms, "split", 1);
     if (aps < 0 || split < 0)
         return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: add_prefix_space or split is not a boolean", t->what);
