@@ -805,6 +805,14 @@ START_TEST(test_errors)
                     "{\"normalizer\":null,\"pre_tokenizer\":null,\"decoder\":{\"type\":\"WordPiece\"},"
                     "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":0},\"merges\":[]}}",
                     "decoder \"WordPiece\"");
+    expect_hf_error("metarep.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":5},\"decoder\":null,"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "replacement");
+    expect_hf_error("normseq.json",
+                    "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":5},\"pre_tokenizer\":null,\"decoder\":null,"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "\"normalizers\" array");
     expect_hf_error("badmerge.json",
                     "{\"normalizer\":null,\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":\"ByteLevel\"},"
                     "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}",
@@ -979,7 +987,8 @@ static void cleanup(void)
                                         "tokenizer.json", "tokenizer_config.json", "wordpiece.json",
                                         "unigram.json", "notjson.json", "nomodel.json", "metaspace.json",
                                         "nfc.json", "modelkey.json", "invert.json", "badregex.json",
-                                        "whitespace.json", "bldecoder.json", "badmerge.json", "bad.bpe", "nomerges.gguf", "bert.gguf",
+                                        "whitespace.json", "bldecoder.json", "metarep.json", "normseq.json",
+                                        "badmerge.json", "bad.bpe", "nomerges.gguf", "bert.gguf",
                                         "pre.gguf", "notok.gguf", "tiny.gguf", "tok512.gguf"};
     char p[160];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
