@@ -11,9 +11,10 @@
  * emoji, whitespace runs, decomposed accents that NFC composes, NFKC compatibility forms).  All
  * of it is made by tools/ref/tok_fixtures.py; no PyPI package is needed at test time.
  *
- * Also: a "llama" GGUF whose scores were flattened by the converter is refused; lmpress reads back the tokenizer.json it exports for a llama2.c model (issue 34, item 16)
- * with the same ids as the llama2.c tokenizer; a catastrophic Split regex stops at PCRE2's match
- * limit with a message. */
+ * Also: a "llama" GGUF whose scores were flattened by the converter is refused; lmpress reads
+ * back the tokenizer.json it exports for a llama2.c model (issue 34, item 16) with the same ids
+ * as the llama2.c tokenizer; a catastrophic Split regex stops at PCRE2's match limit with a
+ * message. */
 #include "base/error.h"
 #include "export/hf_tokenizer.h"
 #include "export/out_dir.h"

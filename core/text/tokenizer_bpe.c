@@ -1200,7 +1200,8 @@ int lmp_bpe_encode(const lmp_bpe *t, const char *text, size_t len, unsigned flag
     if (rc) {
         free(e.out);
         if (rc == ENC_FAILED) return lmp_fail_prefix(LMP_EINVAL, "lmp_tokenize");
-        if (rc == ENC_HEAP) return lmp_fail(LMP_EINVAL, "lmp_tokenize: %s: internal error (merge heap overflow)", t->what);
+        if (rc == ENC_HEAP)
+            return lmp_fail(LMP_EINVAL, "lmp_tokenize: %s: internal error (merge heap overflow)", t->what);
         return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
     }
     if (e.n_out == 0) { /* a valid malloc'd pointer even for no tokens */
@@ -1559,7 +1560,8 @@ static int hf_pre_tokenizer(lmp_bpe *t, const lmp_json *pt, int *byte_level)
         for (size_t k = 0; k < seq->n; k++) {
             const lmp_json *it = &seq->items[k];
             if (*byte_level)
-                return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Sequence: a step after ByteLevel is not supported", path);
+                return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Sequence: a step after ByteLevel is not supported",
+                                path);
             if (jtype_is(it, "ByteLevel")) {
                 *byte_level = 1;
                 rc = hf_byte_level(t, it, 0);
