@@ -197,6 +197,62 @@ START_TEST(test_long_text)
 }
 END_TEST
 
+/* Long runs of one class (a million spaces, 300 k "!", a repeated mix): the regex match limit lets
+ * linear patterns through (Qwen2's \s*[\r\n]+ rescans a whitespace run), and the ids equal the
+ * reference's (golden.json "runs"). */
+static char *make_run(const char *name, size_t *n)
+{
+    char *s = malloc(1100000);
+    ck_assert_ptr_nonnull(s);
+    size_t k = 0;
+    if (strcmp(name, "spaces") == 0) {
+        memset(s, ' ', 1000000);
+        k = 1000000;
+        s[k++] = 'x';
+    } else if (strcmp(name, "bangs") == 0) {
+        memset(s, '!', 300000);
+        memset(s + 300000, '\n', 1000);
+        k = 301000;
+    } else {
+        for (int i = 0; i < 50000; i++, k += 6) memcpy(s + k, "ab1 !\t", 6);
+    }
+    *n = k;
+    return s;
+}
+
+START_TEST(test_long_runs)
+{
+    lmp_json *golden = load_json(FIX "golden.json");
+    const lmp_json *runs = lmp_json_get(golden, "runs");
+    ck_assert_ptr_nonnull(runs);
+    ck_assert_int_eq((int)runs->n, 9);
+    for (size_t k = 0; k < runs->n; k++) {
+        char kind[64], file[96];
+        const char *slash = strchr(runs->keys[k], '/');
+        ck_assert_ptr_nonnull(slash);
+        snprintf(kind, sizeof kind, "%.*s", (int)(slash - runs->keys[k]), runs->keys[k]);
+        snprintf(file, sizeof file, "%s.tokenizer.json", kind);
+        size_t n;
+        char *text = make_run(slash + 1, &n);
+        lmp_tokenizer *t = load(file);
+        int32_t *ids;
+        int64_t m;
+        ck_assert_msg(lmp_tokenize(t, text, n, 0, &ids, &m) == 0, "%s: %s", runs->keys[k], lmp_last_error());
+        char hash[32];
+        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a64_ids(ids, m));
+        const lmp_json *want = &runs->items[k];
+        ck_assert_msg(m == want->items[0].integer && strcmp(hash, want->items[1].str) == 0,
+                      "%s: %lld ids, hash %s; the reference: %lld, %s", runs->keys[k], (long long)m, hash,
+                      (long long)want->items[0].integer, want->items[1].str);
+        free(ids);
+        free(text);
+        lmp_tokenizer_free(t);
+    }
+    printf("test_tokenizer_families: 9 long runs equal to the reference\n");
+    lmp_json_free(golden);
+}
+END_TEST
+
 /* A "llama" GGUF whose scores are all equal (gguf-py's LlamaHfVocab: a tokenizer.json-only
  * folder, e.g. a current Mistral, converted by convert_hf_to_gguf.py) has lost its merge order:
  * refused, naming the key, instead of tokenized differently from the first token on. */
@@ -366,6 +422,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_sentencepiece_style_families);
     tcase_add_test(tc, test_gguf_vocabularies);
     tcase_add_test(tc, test_long_text);
+    tcase_add_test(tc, test_long_runs);
     tcase_add_test(tc, test_gguf_pre_names);
     tcase_add_test(tc, test_flat_scores_refused);
     tcase_add_test(tc, test_char_level_decode);

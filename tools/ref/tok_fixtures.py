@@ -345,6 +345,14 @@ def main():
     golden["wiki100k"]["sp_rws.gguf"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
     ids = sp_plain.encode(wiki)
     golden["wiki100k"]["sp.gguf"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
+    # long runs (the regex match limit must let linear patterns through), made the same way in C
+    runs = {"spaces": " " * 1000000 + "x", "bangs": "!" * 300000 + "\n" * 1000, "mixed": "ab1 !\t" * 50000}
+    golden["runs"] = {}
+    for kind in ("qwen2", "splits", "llama2"):
+        tok = Tokenizer.from_file(os.path.join(OUT, f"{kind}.tokenizer.json"))
+        for name, text in runs.items():
+            ids = tok.encode(text, add_special_tokens=False).ids
+            golden["runs"][f"{kind}/{name}"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
     write("texts.json", json.dumps(TEXTS, ensure_ascii=True, indent=1))
     golden["versions"] = {"tokenizers": tokenizers.__version__, "sentencepiece": spm.__version__}
     write("golden.json", json.dumps(golden, separators=(",", ":")))
