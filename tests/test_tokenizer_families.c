@@ -24,6 +24,7 @@
 #include "plugin/host.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_open.h"
+#include "text/tokenizer_regex.h"
 
 #include <check.h>
 #include <stdint.h>
@@ -253,6 +254,47 @@ START_TEST(test_long_runs)
 }
 END_TEST
 
+/* Split pieces (Isolated) of regexes on text with whitespace beyond ASCII, equal to `tokenizers`'
+ * (U+0085, U+00A0, U+2028, U+3000: Unicode White_Space in both Oniguruma and PCRE2). */
+START_TEST(test_regex_spaces_as_oniguruma)
+{
+    static const struct { const char *name, *re; } cases[] = {
+        {"qwen2", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                  "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+        {"s", "\\s+"}, {"S", "\\S+"}, {"class", "[^\\s\\p{L}]+"}};
+    lmp_json *golden = load_json(FIX "golden.json");
+    const lmp_json *text = lmp_json_get(golden, "splits_text"), *all = lmp_json_get(golden, "split_pieces");
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(all);
+    const unsigned char *s = (const unsigned char *)text->str;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const lmp_json *want = lmp_json_get(all, cases[c].name);
+        ck_assert_ptr_nonnull(want);
+        lmp_tok_regex *re;
+        ck_assert_msg(lmp_tok_regex_compile(cases[c].re, strlen(cases[c].re), 0, "test", &re) == 0, "%s",
+                      lmp_last_error());
+        lmp_tok_regex_scratch *m = lmp_tok_regex_scratch_new(re);
+        ck_assert_ptr_nonnull(m);
+        size_t got[64][2], n = 0, i = 0, ms, me;
+        while (lmp_tok_regex_find(re, m, s, text->str_len, i, &ms, &me) == 1) {
+            if (ms > i) got[n][0] = i, got[n++][1] = ms;
+            got[n][0] = ms, got[n++][1] = me;
+            i = me;
+        }
+        if (i < text->str_len) got[n][0] = i, got[n++][1] = text->str_len;
+        int same = n == want->n;
+        for (size_t k = 0; same && k < n; k++)
+            same = (int64_t)got[k][0] == want->items[k].items[0].integer &&
+                   (int64_t)got[k][1] == want->items[k].items[1].integer;
+        ck_assert_msg(same, "regex %s: %zu pieces, the reference %zu (or their offsets differ)", cases[c].name, n,
+                      want->n);
+        lmp_tok_regex_scratch_free(m);
+        lmp_tok_regex_free(re);
+    }
+    lmp_json_free(golden);
+}
+END_TEST
+
 /* A "llama" GGUF whose scores are all equal (gguf-py's LlamaHfVocab: a tokenizer.json-only
  * folder, e.g. a current Mistral, converted by convert_hf_to_gguf.py) has lost its merge order:
  * refused, naming the key, instead of tokenized differently from the first token on. */
@@ -427,6 +469,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_flat_scores_refused);
     tcase_add_test(tc, test_char_level_decode);
     tcase_add_test(tc, test_regex_match_limit);
+    tcase_add_test(tc, test_regex_spaces_as_oniguruma);
     tcase_add_test(tc, test_llama2c_hf_export_reads_back);
     suite_add_tcase(s, tc);
     return s;

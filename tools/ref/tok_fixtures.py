@@ -353,6 +353,14 @@ def main():
         for name, text in runs.items():
             ids = tok.encode(text, add_special_tokens=False).ids
             golden["runs"][f"{kind}/{name}"] = [len(ids), "%016x" % fnv1a64_ids(ids)]
+    # Split pieces (byte offsets) of regexes on whitespace beyond ASCII (U+0085, U+00A0, U+2028, U+3000)
+    split_text = "!\u0085! a\u0085\u0085b \u0085x\u00a0y\u2028z\u3000 w\t\u0085"
+    golden["splits_text"] = split_text
+    golden["split_pieces"] = {}
+    for name, rx in (("qwen2", QWEN2_RE), ("s", r"\s+"), ("S", r"\S+"), ("class", r"[^\s\p{L}]+")):
+        pieces = pre_tokenizers.Split(tokenizers.Regex(rx), behavior="isolated").pre_tokenize_str(split_text)
+        golden["split_pieces"][name] = [[len(split_text[:a].encode()), len(split_text[:b].encode())]
+                                        for _, (a, b) in pieces]
     write("texts.json", json.dumps(TEXTS, ensure_ascii=True, indent=1))
     golden["versions"] = {"tokenizers": tokenizers.__version__, "sentencepiece": spm.__version__}
     write("golden.json", json.dumps(golden, separators=(",", ":")))
