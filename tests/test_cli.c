@@ -209,11 +209,50 @@ END_TEST
 START_TEST(help_everywhere)
 {
     const char *cmds[] = {"--help", "compare --help", "run --help", "check --help", "eval --help",
-                          "generate --help", "plugins --help"};
+                          "generate --help", "plugins --help", "tokenize --help"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         ck_assert_int_eq(run(cmds[i]), 0);
         ck_assert_ptr_nonnull(strstr(output, "usage: lmpress"));
     }
+}
+END_TEST
+
+/* `lmpress tokenize`: the ids of tests/fixtures/tokenizers/golden.json (PyPI tokenizers, made by
+ * tools/ref/tok_fixtures.py), text from the command line or a file, and its usage errors. */
+#define TOKFIX LMP_SOURCE_DIR "/tests/fixtures/tokenizers/"
+START_TEST(tokenize_command)
+{
+    /* golden.json "qwen2"[2] and "mistral"[2]: texts.json[2] */
+    ck_assert_int_eq(run("tokenize --tokenizer " TOKFIX "qwen2.tokenizer.json --no-bos 'Hello  world   with    spaces'"), 0);
+    ck_assert_str_eq(output, "40 516 79 221 267 273 407 221 221 355 221 221 221 491 312 274\n");
+    ck_assert_int_eq(run("tokenize --json --tokenizer " TOKFIX "mistral.tokenizer.json 'Hello  world   with    spaces'"), 0);
+    ck_assert_str_eq(output, "[1, 659, 835, 336, 473, 580, 586, 725, 473, 473, 670, 473, 473, 473, 809, 626, 587]\n");
+    /* the bundled model's tokenizer (llama2.c): BOS by its convention, --no-bos without */
+    ck_assert_int_eq(run("tokenize 'Once upon a time'"), 0);
+    ck_assert_msg(strncmp(output, "1 ", 2) == 0, "%s", output);
+    static char with_bos[sizeof output];
+    memcpy(with_bos, output, sizeof output);
+    ck_assert_int_eq(run("tokenize --no-bos " MODEL " 'Once upon a time'"), 0);
+    ck_assert_str_eq(output, with_bos + 2);
+    ck_assert_int_eq(run("tokenize --tokenizer " TOK " 'Once upon a time'"), 0); /* sized by the default model */
+    ck_assert_str_eq(output, with_bos);
+    /* --file: any bytes; the whole file */
+    const char *text = write_file("tok.txt", "Once upon a time", 16);
+    char args[1024];
+    snprintf(args, sizeof args, "tokenize --file %s", text);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_str_eq(output, with_bos);
+    /* errors: one message naming the file or key */
+    expect_error("tokenize", 2, "TEXT or --file F is required", NULL);
+    expect_error("tokenize --tokenizer " TOKFIX "qwen2.tokenizer.json " MODEL " hi", 2, "not both", NULL);
+    expect_error("tokenize a b c", 2, "unexpected argument", NULL);
+    expect_error("tokenize --tokenizer /nonexistent/tokenizer.json hi", 1, "/nonexistent/tokenizer.json", NULL);
+    expect_error("tokenize --file /nonexistent/t.txt", 1, "/nonexistent/t.txt", NULL);
+    const char *bad = write_file("tokenizer.json",
+                                 "{\"normalizer\":{\"type\":\"Lowercase\"},\"pre_tokenizer\":null,\"decoder\":null,"
+                                 "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", 122);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s hi", bad);
+    expect_error(args, 1, bad, "normalizer \"Lowercase\" is not supported");
 }
 END_TEST
 
@@ -398,6 +437,7 @@ int main(void)
     tcase_add_test(tc, lambada_only_config);
     tcase_add_test(tc, run_needs_a_variant);
     tcase_add_test(tc, good_config_runs);
+    tcase_add_test(tc, tokenize_command);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -772,13 +772,47 @@ START_TEST(test_errors)
     expect_hf_error("notjson.json", "{\"model\": ", NULL);
     expect_hf_error("nomodel.json", "{\"version\":\"1.0\"}", "model");
     expect_hf_error("metaspace.json",
-                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\"},"
-                    "\"decoder\":{\"type\":\"Metaspace\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
-                    "Metaspace");
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+                    "\"prepend_scheme\":\"sometimes\"},\"decoder\":{\"type\":\"Metaspace\"},\"model\":{\"type\":"
+                    "\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "prepend_scheme \"sometimes\"");
     expect_hf_error("nfc.json",
-                    "{\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":"
+                    "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":"
+                    "\"Lowercase\"}]},\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":"
                     "\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
-                    "NFC");
+                    "normalizer \"Lowercase\"");
+    /* options this reader does not implement are refused by name */
+    expect_hf_error("modelkey.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":\"ByteLevel\"},"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"cache_capacity\":5}}",
+                    "model: option \"cache_capacity\"");
+    expect_hf_error("invert.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                    "\"Split\",\"pattern\":{\"Regex\":\"\\\\d+\"},\"behavior\":\"Isolated\",\"invert\":true},"
+                    BYTELEVEL_PRE "]},\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
+                    "{\"a\":0},\"merges\":[]}}",
+                    "invert true is not supported");
+    expect_hf_error("badregex.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a\"},"
+                    "\"behavior\":\"Isolated\",\"invert\":false},\"decoder\":null,\"model\":{\"type\":\"BPE\","
+                    "\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "does not compile");
+    expect_hf_error("whitespace.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"decoder\":null,"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "pre_tokenizer \"Whitespace\"");
+    expect_hf_error("bldecoder.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":null,\"decoder\":{\"type\":\"WordPiece\"},"
+                    "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "decoder \"WordPiece\"");
+    expect_hf_error("metarep.json",
+                    "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":5},\"decoder\":null,"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "replacement");
+    expect_hf_error("normseq.json",
+                    "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":5},\"pre_tokenizer\":null,\"decoder\":null,"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                    "\"normalizers\" array");
     expect_hf_error("badmerge.json",
                     "{\"normalizer\":null,\"pre_tokenizer\":" BYTELEVEL_PRE ",\"decoder\":{\"type\":\"ByteLevel\"},"
                     "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}",
@@ -952,7 +986,9 @@ static void cleanup(void)
     static const char *const names[] = {"gpt2.json", "gpt2_bos.json", "gpt2_llama3.json", "gpt2_added.json",
                                         "tokenizer.json", "tokenizer_config.json", "wordpiece.json",
                                         "unigram.json", "notjson.json", "nomodel.json", "metaspace.json",
-                                        "nfc.json", "badmerge.json", "bad.bpe", "nomerges.gguf", "bert.gguf",
+                                        "nfc.json", "modelkey.json", "invert.json", "badregex.json",
+                                        "whitespace.json", "bldecoder.json", "metarep.json", "normseq.json",
+                                        "badmerge.json", "bad.bpe", "nomerges.gguf", "bert.gguf",
                                         "pre.gguf", "notok.gguf", "tiny.gguf", "tok512.gguf"};
     char p[160];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {

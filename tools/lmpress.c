@@ -27,6 +27,7 @@
 #include "plugin/host.h"
 #include "plugin/registry.h"
 #include "report/table_diff.h"
+#include "formats/gguf.h"
 #include "text/tokenizer_open.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
@@ -43,6 +44,7 @@ static const char *const usage_main =
     "  check CONFIG      validate CONFIG and its plugins' parameters without running\n"
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
+    "  tokenize [MODEL] TEXT  print the token ids of TEXT (or of --file F)\n"
     "  plugins           list the plugins found, with their parameters\n"
     "  diff A.json B.json  do two tables of one config agree (e.g. on two backends)?\n"
     "\n"
@@ -163,6 +165,25 @@ static const char *const usage_generate =
     "\n"
     "Greedy generation (argmax at every step) from BOS and the prompt, N steps in all\n"
     "(default 256), printed as llama2.c's run prints it.\n" TRUST_USAGE;
+
+static const char *const usage_tokenize =
+    "usage: lmpress tokenize [--tokenizer FILE | MODEL] (TEXT | --file F) [--json] [--no-bos]\n"
+    "                        [--parse-special]\n"
+    "\n"
+    "Prints the token ids of TEXT (or of the whole file F) on one line, separated by spaces, or as\n"
+    "a JSON array with --json: the ids eval and compare feed the model, so they can be checked\n"
+    "against another tool (Hugging Face tokenizers, sentencepiece, llama.cpp) without C.\n"
+    "The tokenizer is --tokenizer FILE when FILE is a Hugging Face tokenizer.json or a GGUF (its\n"
+    "vocabulary), else MODEL's (default: the bundled stories260K) as eval finds it: a GGUF's own\n"
+    "vocabulary, the tokenizer.json of a Hugging Face folder, tokenizer.bin beside a llama2.c model,\n"
+    "or a llama2.c --tokenizer FILE read with MODEL's vocabulary size.  Supported: byte-level BPE\n"
+    "(GPT-2, SmolLM2, Llama 3, Qwen2: any Split regex, NFC/NFKC), SentencePiece-style BPE\n"
+    "(Llama 2, Mistral, Gemma tokenizer.json with byte_fallback; GGUF \"llama\" vocabularies;\n"
+    "llama2.c); see docs/tokenizers.md.\n"
+    "BOS is prepended when the tokenizer's convention says so (as eval does); --no-bos leaves it\n"
+    "out (Hugging Face's add_special_tokens=False).  --parse-special also matches special tokens\n"
+    "such as <|endoftext|> written in the text (Hugging Face's encode() does; by default text is\n"
+    "data, as in llama.cpp's perplexity).\n";
 
 static const char *const usage_plugins =
     "usage: lmpress plugins [--plugin-path DIR]... [--allow-plugin DIR]...\n"
@@ -1037,6 +1058,96 @@ static int cmd_generate(lmp_ctx *ctx, int argc, char **argv)
     return st ? fail() : 0;
 }
 
+/* ---- tokenize ------------------------------------------------------------------------------ */
+
+/* A tokenizer.json or GGUF given alone needs no model. */
+static int standalone_tokenizer(const char *path, lmp_tokenizer **out, int *done)
+{
+    *done = 0;
+    size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".json") == 0) {
+        *done = 1;
+        return lmp_tokenizer_load_hf(path, out);
+    }
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    int is_gguf = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (f) fclose(f);
+    if (!is_gguf) return 0;
+    *done = 1;
+    lmp_gguf *g = NULL;
+    int st = lmp_gguf_open(path, &g);
+    if (!st) st = lmp_tokenizer_load_gguf(g, out);
+    lmp_gguf_close(g);
+    return st;
+}
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *tokenizer = NULL, *file = NULL, *text = NULL;
+    int json = 0, no_bos = 0, special = 0, bad = 0;
+    if (wants_help(argc, argv)) {
+        fputs(usage_tokenize, stdout);
+        return 0;
+    }
+    const char *pos[2];
+    int n_pos = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--tokenizer") == 0) tokenizer = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--file") == 0) file = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--no-bos") == 0) no_bos = 1;
+        else if (strcmp(argv[i], "--parse-special") == 0) special = 1;
+        else if (strcmp(argv[i], "--") == 0) { /* the rest is TEXT, even if it starts with '-' */
+            for (i++; i < argc; i++) {
+                if (n_pos == 2) return usage_error(usage_tokenize, "unexpected argument %s", argv[i]);
+                pos[n_pos++] = argv[i];
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) return usage_error(usage_tokenize, "unknown option %s", argv[i]);
+        else if (n_pos == 2) return usage_error(usage_tokenize, "unexpected argument %s", argv[i]);
+        else pos[n_pos++] = argv[i];
+    }
+    if (bad) return 2;
+    /* TEXT is the last positional argument unless --file gives the text; MODEL comes before it */
+    int want_text = file == NULL;
+    if (n_pos > want_text + 1) return usage_error(usage_tokenize, "unexpected argument %s", pos[n_pos - 1]);
+    if (want_text && n_pos == 0) return usage_error(usage_tokenize, "%s", "TEXT or --file F is required");
+    if (want_text) text = pos[n_pos - 1];
+    if (n_pos > want_text) model = pos[0];
+    if (model && tokenizer)
+        return usage_error(usage_tokenize, "give --tokenizer FILE or MODEL, not both (%s)", model);
+
+    lmp_tokenizer *tok = NULL;
+    lmp_model *m = NULL;
+    int done = 0, st = tokenizer ? standalone_tokenizer(tokenizer, &tok, &done) : 0;
+    if (!st && !done) { /* the model's tokenizer, or a llama2.c file sized by the model */
+        st = lmp_model_load(model ? model : DEFAULT_MODEL, &m);
+        if (!st) st = lmp_open_tokenizer(m, tokenizer, &tok);
+    }
+    char *data = NULL;
+    size_t len = 0;
+    if (!st && file) st = lmp_read_file(file, &data, &len);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (!st) {
+        unsigned flags = (!no_bos && lmp_tokenizer_adds_bos(tok) ? LMP_TOKENIZE_ADD_BOS : 0u) |
+                         (special ? LMP_TOKENIZE_PARSE_SPECIAL : 0u);
+        st = lmp_tokenize_ex(tok, file ? data : text, file ? len : strlen(text), flags, &ids, &n);
+        if (st && file) lmp_fail_prefix(st, "%s", file);
+    }
+    if (!st) {
+        fputs(json ? "[" : "", stdout);
+        for (int64_t i = 0; i < n; i++) printf(i ? (json ? ", %d" : " %d") : "%d", (int)ids[i]);
+        fputs(json ? "]\n" : "\n", stdout);
+        if (fflush(stdout) || ferror(stdout)) st = lmp_fail(LMP_EIO, "cannot write the ids to standard output");
+    }
+    free(ids);
+    free(data);
+    lmp_tokenizer_free(tok);
+    lmp_model_free(m);
+    return st ? fail() : 0;
+}
+
 /* ---- plugins ------------------------------------------------------------------------------- */
 static const char *type_name(lmp_param_type t)
 {
@@ -1145,6 +1256,7 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv)
     if (strcmp(cmd, "eval") == 0) return cmd_eval(ctx, argc, argv);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(ctx, argc, argv);
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
     return usage_error(usage_main, "unknown command '%s'", cmd);
 }

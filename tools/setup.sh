@@ -5,13 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build tools and the libraries docs/design.md chooses: libconfig (configs), PCRE2 (the configs'
-# "re:" patterns), check + subunit (tests),
+# "re:" patterns, tokenizer.json Split regexes), utf8proc (NFC/NFKC normalizers), check + subunit (tests),
 # OpenBLAS + LAPACKE (CPU backend), an OpenCL ICD loader + headers, CLBlast and PoCL (the opencl
 # backend, run on the CPU by PoCL where there is no GPU); python3-numpy runs the reference scripts
 # some tests call; Open MPI spreads compare and analyze over processes and machines (optional:
 # without it lmpress builds as one process, and tests/test_mpi skips).  The cuda backend is built
 # when the CUDA toolkit (nvcc) is already there.
-packages=(gcc make cmake pkg-config libconfig-dev libpcre2-dev check libsubunit-dev libopenblas-dev liblapacke-dev
+packages=(gcc make cmake pkg-config libconfig-dev libpcre2-dev libutf8proc-dev check libsubunit-dev libopenblas-dev liblapacke-dev
           ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo
           python3 python3-numpy python3-pip libopenmpi-dev openmpi-bin)
 

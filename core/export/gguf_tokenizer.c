@@ -177,8 +177,10 @@ static int hf(const char *path, int64_t vocab, lmp_gguf_meta *b)
     lmp_tokenizer_free(t);
     if (!pre)
         return lmp_fail(LMP_EINVAL,
-                        "%s: its pre-tokenization (ByteLevel add_prefix_space, or ignore_merges without Llama 3's "
-                        "regex) has no tokenizer.ggml.pre that llama.cpp reads the same way", path);
+                        "%s: its normalizer or pre-tokenization (a SentencePiece-style model, ByteLevel "
+                        "add_prefix_space, a normalizer other than Qwen2's NFC, a regex llama.cpp has no name for, "
+                        "or ignore_merges without Llama 3's regex) has no tokenizer.ggml.pre that llama.cpp reads "
+                        "the same way", path);
     if (bos < 0) bos = config_id(path, "bos_token_id");
     if (eos < 0) eos = config_id(path, "eos_token_id");
 

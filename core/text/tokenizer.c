@@ -155,5 +155,5 @@ const char *lmp_tokenizer_decode(lmp_tokenizer *t, int prev, int token, size_t *
         return "";
     }
     if (t->sp) return lmp_sp_decode(t->sp, prev, token, len);
-    return lmp_bpe_decode(t->bpe, token, len);
+    return lmp_bpe_decode(t->bpe, prev, token, len);
 }

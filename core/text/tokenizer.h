@@ -10,13 +10,16 @@
  *   score, leftmost on ties.  Implemented with a heap over a linked list: O(n log n) rather than
  *   llama2.c's O(n^2).  (core/text/tokenizer_sp.c)
  *
- * LMP_TOKENIZER_BPE: GPT-2-style byte-level BPE (GPT-2, SmolLM2, ...), from a GGUF "gpt2"
- *   vocabulary, a Hugging Face tokenizer.json, or GPT-2's encoder.json + vocab.bpe.  Encoding is
- *   token for token what Hugging Face `tokenizers` produces: added tokens are split off first,
- *   the rest is pre-tokenized by GPT-2's regex (hand-written matcher, Unicode classes from
- *   core/text/unicode_tables.c; "smollm"/"starcoder" pre-tokenizers first isolate every \p{N} digit),
- *   each piece's bytes are mapped to their byte-level characters and merged by rank.  No BOS is
- *   added unless asked for.  (core/text/tokenizer_bpe.c)
+ * LMP_TOKENIZER_BPE: merge-ranked BPE as Hugging Face `tokenizers` runs it, from a GGUF "gpt2"
+ *   vocabulary, a tokenizer.json, or GPT-2's encoder.json + vocab.bpe.  Encoding is token for
+ *   token what `tokenizers` produces: added tokens are split off first, each piece between them
+ *   is normalized (NFC/NFKC, Replace, Prepend: tokenizer_norm.c), pre-tokenized (GPT-2's and
+ *   Llama 3's regexes by hand-written matchers, any other Split regex by PCRE2
+ *   (tokenizer_regex.c), digits isolated, or Metaspace) and merged by rank.  Byte-level models
+ *   (GPT-2, SmolLM2, Llama 3, Qwen2) map each word's bytes to their byte-level characters;
+ *   SentencePiece-style ones (Llama 2, Mistral, Gemma tokenizer.json: no ByteLevel step) start
+ *   from UTF-8 characters with byte_fallback to <0xXX> tokens.  No BOS is added unless asked
+ *   for.  (core/text/tokenizer_bpe.c; docs/tokenizers.md lists what is read and refused.)
  *
  * Added / special tokens (BPE): the tokens of tokenizer.json "added_tokens" and the GGUF tokens
  * of type CONTROL, USER_DEFINED or UNKNOWN are matched in the raw text before pre-tokenization
@@ -49,15 +52,18 @@ int lmp_tokenizer_load_llama2c(const char *path, int vocab_size, lmp_tokenizer *
 
 /* The tokenizer stored in a GGUF file's metadata.  tokenizer.ggml.model "gpt2": byte-level BPE
  * from tokenizer.ggml.tokens / merges / token_type, pre-tokenizer tokenizer.ggml.pre ("gpt-2",
- * "smollm", "starcoder", ... ; missing = GPT-2's regex; unknown = error), bos/eos ids,
- * add_bos_token (default no).  "llama": llama2.c's algorithm on tokens + scores (pieces'
- * "\u2581" read as " "; control/byte/unused tokens never produced from text; add_bos_token and
- * add_space_prefix default yes).  Anything else is an "unsupported tokenizer model" error. */
+ * "smollm", "llama-bpe", "qwen2", ... as llama.cpp maps them (docs/tokenizers.md); missing =
+ * GPT-2's regex; unknown = error naming it), bos/eos ids, add_bos_token (default no).  "llama":
+ * sentencepiece's BPE on tokens + scores (llama2.c's algorithm; "\u2581" in pieces and text read
+ * as " "; control/byte/unused tokens never produced from text; add_bos_token and
+ * add_space_prefix default yes; remove_extra_whitespaces as sentencepiece).  Anything else is an "unsupported tokenizer model" error. */
 int lmp_tokenizer_load_gguf(const lmp_gguf *g, lmp_tokenizer **out);
 
-/* A Hugging Face tokenizer.json with model.type "BPE", no normalizer, a ByteLevel pre-tokenizer
- * (or Sequence[Digits(individual_digits), ByteLevel], SmolLM2's) and a ByteLevel decoder.
- * Anything else (WordPiece, Unigram, ...) is an error naming the file and what it found.
+/* A Hugging Face tokenizer.json with model.type "BPE": byte-level (a ByteLevel pre-tokenizer,
+ * alone or after Split/Digits steps, and a ByteLevel decoder) or SentencePiece-style
+ * (Metaspace or no pre-tokenizer, byte_fallback), with the normalizers of tokenizer_norm.h.
+ * Anything else (WordPiece, Unigram, an unknown normalizer, pre-tokenizer, decoder or model
+ * option, ...) is an error naming the file and the key.
  * BOS: a TemplateProcessing post_processor that starts with a special token sets it and
  * lmp_tokenizer_adds_bos(); otherwise bos/eos come from a tokenizer_config.json in the same
  * folder ("bos_token"/"eos_token") if there is one, else from an "<|endoftext|>" added token. */
@@ -79,9 +85,10 @@ int lmp_tokenizer_eos(const lmp_tokenizer *t); /* 2 for llama2.c vocabularies; -
 int lmp_tokenizer_adds_bos(const lmp_tokenizer *t);
 
 /* BPE: the name of this tokenizer's pre-tokenization as GGUF's tokenizer.ggml.pre gives it
- * ("gpt-2", "smollm", "llama-bpe"), one that llama.cpp and lmp_tokenizer_load_gguf read back as
- * the same pre-tokenization; NULL when none does (a ByteLevel add_prefix_space, ignore_merges
- * without Llama 3's regex) or for a SentencePiece tokenizer. */
+ * ("gpt-2", "smollm", "llama-bpe", "dbrx", "qwen2"), one that llama.cpp and lmp_tokenizer_load_gguf
+ * read back as the same pre-tokenization (Qwen2's NFC aside: GGUF has no normalizer, llama.cpp's
+ * converter drops it too); NULL when none does (a ByteLevel add_prefix_space, another
+ * normalizer or regex, ignore_merges without Llama 3's regex, a SentencePiece-style model). */
 const char *lmp_tokenizer_gguf_pre(const lmp_tokenizer *t);
 
 /* Tokenizes text[0..len) (any bytes; NUL is an ordinary byte).  add_bos: prepend BOS (pass

@@ -1,23 +1,30 @@
-/* tokenizer_bpe.c — GPT-2-style byte-level BPE (see tokenizer.h), token for token what Hugging
- * Face `tokenizers` (BPE model + ByteLevel pre-tokenizer/decoder) and llama.cpp produce.
+/* tokenizer_bpe.c — merge-ranked BPE (see tokenizer.h), token for token what Hugging Face
+ * `tokenizers` (BPE model) and llama.cpp produce: byte-level models (GPT-2, SmolLM2, Llama 3,
+ * Qwen2) and SentencePiece-style ones (Llama 2, Mistral, Gemma tokenizer.json).
  *
  * Encoding pipeline, per call:
  *   1. Added tokens are split off the raw text (split_added): leftmost match, longest at that
- *      position; HF's two passes (tokens with normalized=false first, then normalized=true ones
- *      in the remaining pieces — with no normalizer both see the same text); lstrip/rstrip
- *      swallow neighbouring whitespace; single_word matches are discarded when a word character
- *      (Rust regex's \w) touches them.  Special tokens take part only with
- *      LMP_TOKENIZE_PARSE_SPECIAL (see tokenizer.h for why).
- *   2. Each remaining piece is pre-tokenized (pretokenize): with PRE_DIGITS (SmolLM2 "smollm",
- *      "starcoder", ...) every \p{N} character is first cut out as its own piece; then GPT-2's
- *      regex  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+  is
- *      matched by hand (match_gpt2) within each piece — the lookahead sees the piece's end, as
- *      in HF's Sequence pre-tokenizer and llama.cpp's chained regexes.  PRE_LLAMA3 uses Llama
- *      3's regex instead (match_llama3).  HF's ByteLevel add_prefix_space prepends " " to each
- *      piece that does not start with one.
+ *      position; HF's two passes: tokens with normalized=false on the raw text, then each piece
+ *      between them is normalized on its own (normalize_piece, tokenizer_norm.c) and the
+ *      normalized=true tokens are split off that; lstrip/rstrip swallow neighbouring
+ *      whitespace; single_word matches are discarded when a word character (Rust regex's \w)
+ *      touches them.  Special tokens take part only with LMP_TOKENIZE_PARSE_SPECIAL (see
+ *      tokenizer.h for why).
+ *   2. Each remaining piece is pre-tokenized (pretokenize): either Metaspace (" " -> "\u2581",
+ *      the prefix by prepend_scheme, split before each "\u2581"), or a chain of steps (run_steps),
+ *      each splitting the pieces the previous one left, as HF's Sequence pre-tokenizer and
+ *      llama.cpp's chained regexes do (a lookahead sees the piece's end): STEP_DIGITS cuts out
+ *      every \p{N} character; STEP_GPT2 is GPT-2's regex
+ *        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *      matched by hand (match_gpt2), STEP_LLAMA3 Llama 3's (match_llama3), STEP_REGEX any other
+ *      regex by PCRE2 (tokenizer_regex.c; matches and gaps are pieces, "Isolated", or the matches
+ *      dropped, "Removed").  HF's ByteLevel add_prefix_space prepends " " to each piece that does
+ *      not start with one.
  *   3. Each pre-token ("word") is BPE-merged (bpe_word): its bytes become the tokens of their
  *      byte-level characters (GPT-2's bytes_to_unicode; a byte with no token is dropped, as HF
- *      without unk_token and llama.cpp do), then the adjacent pair with the lowest merge rank is
+ *      without unk_token and llama.cpp do) — or, SentencePiece-style, its characters become
+ *      their tokens, else their <0xXX> byte tokens (byte_fallback), else unk (fused runs with
+ *      fuse_unk) — then the adjacent pair with the lowest merge rank is
  *      merged, leftmost first on equal ranks, until no pair has a merge — HF's Word::merge_all
  *      exactly: a min-heap of (rank << 32 | left position) with lazy invalidation (a popped entry
  *      whose left symbol is gone or whose pair changed is skipped; every new adjacent pair is
@@ -27,7 +34,8 @@
  * Vocabulary storage: token strings as the file writes them (byte-level characters), hashed for
  * the lookups loading needs (merges name their parts by string); and each token's decoded bytes
  * (byte-level characters mapped back; an added token, or a token with a character outside the
- * map, keeps its UTF-8 text as is — HF's ByteLevel decoder does the same for the latter).
+ * map, keeps its UTF-8 text as is — HF's ByteLevel decoder does the same for the latter;
+ * SentencePiece-style: "\u2581" as " ", <0xXX> as that byte).
  * Merges: open-addressing table (left id, right id) -> (rank, merged id).  Duplicate merges: the
  * last occurrence's rank wins, as in HF (its merge map is collected from the list in order). */
 #include "text/tokenizer_impl.h"
@@ -35,6 +43,8 @@
 #include "base/error.h"
 #include "formats/gguf.h"
 #include "formats/json.h"
+#include "text/tokenizer_norm.h"
+#include "text/tokenizer_regex.h"
 #include "text/unicode_tables.h"
 
 #include <limits.h>
@@ -43,7 +53,20 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { PRE_GPT2 = 0, PRE_DIGITS = 1, PRE_LLAMA3 = 2 };
+/* One pre-tokenizer step: each splits every piece the previous step left (HF's Sequence of
+ * pre-tokenizers, llama.cpp's chain of regexes).  GPT-2's and Llama 3's regexes have exact
+ * hand-written matchers (fast, and tested against HF); any other regex goes to PCRE2. */
+enum { STEP_GPT2, STEP_LLAMA3, STEP_DIGITS, STEP_REGEX };
+enum { MAX_STEPS = 8 };
+/* HF Split behaviours: what becomes of a match (the "delimiter") and the text between matches. */
+enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS };
+typedef struct {
+    int kind;
+    int behavior;         /* STEP_REGEX: SPLIT_* */
+    lmp_tok_regex *re;    /* STEP_REGEX */
+} pre_step;
+
+enum { META_NEVER, META_ALWAYS, META_FIRST };
 
 typedef struct {
     int32_t id;
@@ -74,8 +97,19 @@ struct lmp_bpe {
     char *added_pool;
     int first_idx[257];         /* added[first_idx[c] .. first_idx[c+1]) start with byte c */
     int has_normalized_added;   /* some added token has normalized=true: run HF's second pass */
-    int pre;                    /* PRE_* */
+    pre_step steps[MAX_STEPS];  /* pre-tokenization (byte-level models) */
+    int n_steps;
+    const char *gguf_pre;       /* lmp_bpe_gguf_pre's answer */
     int add_prefix_space;       /* HF ByteLevel add_prefix_space */
+    lmp_tok_norm *norm;         /* tokenizer.json normalizer, or NULL */
+    int char_level;             /* SentencePiece-style: symbols are UTF-8 characters, not byte-level ones */
+    int byte_fallback;          /* char_level: a character not in the vocabulary becomes <0xXX> tokens */
+    int byte_tok_sp[256];       /* the <0xXX> tokens, -1 if missing */
+    int fuse_unk;               /* consecutive unknown characters make one unk token */
+    int metaspace;              /* Metaspace pre-tokenizer: " " -> "\u2581", prefix, split */
+    int meta_prepend;           /* META_* */
+    int meta_split;
+    int strip_after_bos;        /* decoder: the first space after BOS is dropped (Strip / Metaspace) */
     int ignore_merges;          /* HF BPE ignore_merges: a word in the vocabulary is one token */
     int unk_id, bos_id, eos_id; /* -1: none */
     int adds_bos;
@@ -231,6 +265,8 @@ void lmp_bpe_free(lmp_bpe *t)
     free(t->mnew);
     free(t->added);
     free(t->added_pool);
+    for (int k = 0; k < t->n_steps; k++) lmp_tok_regex_free(t->steps[k].re);
+    lmp_tok_norm_free(t->norm);
     free(t);
 }
 
@@ -502,27 +538,21 @@ int lmp_bpe_bos(const lmp_bpe *t) { return t->bos_id; }
 int lmp_bpe_eos(const lmp_bpe *t) { return t->eos_id; }
 int lmp_bpe_adds_bos(const lmp_bpe *t) { return t->adds_bos; }
 
-const char *lmp_bpe_gguf_pre(const lmp_bpe *t)
-{
-    /* A GGUF reader (llama.cpp's, pre_from_gguf here) adds no prefix space and ignores merges
-     * only for Llama 3's regex, so a tokenizer that differs there has no name that keeps it. */
-    if (t->add_prefix_space || t->ignore_merges != (t->pre == PRE_LLAMA3)) return NULL;
-    switch (t->pre) {
-    case PRE_GPT2: return "gpt-2";
-    case PRE_DIGITS: return "smollm";
-    case PRE_LLAMA3: return "llama-bpe";
-    }
-    return NULL;
-}
+const char *lmp_bpe_gguf_pre(const lmp_bpe *t) { return t->gguf_pre; }
 
-const char *lmp_bpe_decode(const lmp_bpe *t, int token, size_t *len)
+const char *lmp_bpe_decode(const lmp_bpe *t, int prev, int token, size_t *len)
 {
     if (token < 0 || token >= t->n_vocab) {
         *len = 0;
         return "";
     }
     *len = t->raw_len[token];
-    return t->raw_pool + t->raw_off[token];
+    const char *p = t->raw_pool + t->raw_off[token];
+    if (t->strip_after_bos && prev == t->bos_id && prev >= 0 && *len && p[0] == ' ') {
+        p++;
+        (*len)--;
+    }
+    return p;
 }
 
 /* ---- pre-tokenizers ------------------------------------------------------------------------- */
@@ -655,7 +685,11 @@ typedef struct {
     size_t cache_mask, cache_used;
     char *arena;
     size_t arena_len, arena_cap;
+    lmp_tok_regex_scratch *rx[MAX_STEPS]; /* match data of STEP_REGEX steps, made on first use */
 } enc;
+
+/* Error codes of the encoding helpers (0 = fine). */
+enum { ENC_OOM = -1, ENC_HEAP = -2, ENC_FAILED = -3 /* the message is already set */ };
 
 static int push_id(enc *e, int32_t id)
 {
@@ -731,22 +765,60 @@ static int bpe_word(enc *e, const unsigned char *w, size_t n)
 {
     const lmp_bpe *t = e->t;
     if (t->ignore_merges) { /* HF: a word that is a token needs no merging */
-        if (reserve_tmp(e, 2 * n)) return -1;
-        size_t m = 0;
-        for (size_t k = 0; k < n; k++) {
-            memcpy(e->tmp + m, t->byte_utf8[w[k]], 2);
-            m += t->byte_utf8_len[w[k]];
+        int id;
+        if (t->char_level) {
+            id = lookup(t, (const char *)w, n);
+        } else {
+            if (reserve_tmp(e, 2 * n)) return -1;
+            size_t m = 0;
+            for (size_t k = 0; k < n; k++) {
+                memcpy(e->tmp + m, t->byte_utf8[w[k]], 2);
+                m += t->byte_utf8_len[w[k]];
+            }
+            id = lookup(t, (const char *)e->tmp, m);
         }
-        int id = lookup(t, (const char *)e->tmp, m);
         if (id >= 0) return push_id(e, id);
     }
     if (reserve_scratch(e, n)) return -1;
     int32_t *sym = e->sym, *prv = e->prv, *nxt = e->nxt;
     size_t m = 0;
-    for (size_t k = 0; k < n; k++) {
-        int32_t id = t->byte_tok[w[k]];
-        if (id < 0) id = t->unk_id;
-        if (id >= 0) sym[m++] = id; /* no token and no unk: the byte is dropped (HF, llama.cpp) */
+    if (t->char_level) {
+        /* HF BPE::merge_word: each character's token; else (byte_fallback) one <0xXX> token per
+         * byte when all of them exist; else unk, consecutive ones fused with fuse_unk. */
+        int pending_unk = 0;
+        for (size_t k = 0; k < n;) {
+            size_t cl;
+            uint32_t cp;
+            decode_char(w, k, n, &cp, &cl);
+            int id = lookup(t, (const char *)w + k, cl);
+            if (id < 0 && t->byte_fallback) {
+                int all = 1;
+                for (size_t q = k; q < k + cl; q++) all &= t->byte_tok_sp[w[q]] >= 0;
+                if (all) {
+                    if (pending_unk) sym[m++] = t->unk_id;
+                    pending_unk = 0;
+                    for (size_t q = k; q < k + cl; q++) sym[m++] = t->byte_tok_sp[w[q]];
+                    k += cl;
+                    continue;
+                }
+            }
+            if (id >= 0) {
+                if (pending_unk) sym[m++] = t->unk_id;
+                pending_unk = 0;
+                sym[m++] = id;
+            } else if (t->unk_id >= 0) { /* no unk token: the character is dropped, as HF does */
+                if (pending_unk && !t->fuse_unk) sym[m++] = t->unk_id;
+                pending_unk = 1;
+            }
+            k += cl;
+        }
+        if (pending_unk) sym[m++] = t->unk_id;
+    } else {
+        for (size_t k = 0; k < n; k++) {
+            int32_t id = t->byte_tok[w[k]];
+            if (id < 0) id = t->unk_id;
+            if (id >= 0) sym[m++] = id; /* no token and no unk: the byte is dropped (HF, llama.cpp) */
+        }
     }
     if (m <= 1) return m ? push_id(e, sym[0]) : 0;
     size_t hn = 0;
@@ -796,7 +868,7 @@ static int bpe_word(enc *e, const unsigned char *w, size_t n)
 static int encode_word(enc *e, const unsigned char *w, size_t n)
 {
     const lmp_bpe *t = e->t;
-    if (n == 1 && !t->ignore_merges) { /* the commonest word: one byte, one token (or none) */
+    if (n == 1 && !t->ignore_merges && !t->char_level) { /* the commonest word: one byte, one token */
         int32_t id = t->byte_tok[w[0]];
         if (id < 0) id = t->unk_id;
         return id >= 0 ? push_id(e, id) : 0;
@@ -856,45 +928,148 @@ static int encode_word(enc *e, const unsigned char *w, size_t n)
     return 0;
 }
 
-/* Pre-tokenizes s[a..b) (no added tokens in it) and encodes every word. */
-static int pretokenize_run(enc *e, const unsigned char *s, size_t a, size_t b)
+/* Splits s[a..b) by pre-tokenizer step k and passes each piece on to step k + 1; after the last
+ * step each piece is a word to encode. */
+static int run_steps(enc *e, const unsigned char *s, size_t a, size_t b, int k)
 {
     const lmp_bpe *t = e->t;
-    size_t i = a;
-    while (i < b) {
-        size_t end = b;
-        if (t->pre == PRE_DIGITS) {
-            /* every \p{N} character is a piece of its own; the regex runs between them */
-            size_t n;
+    if (a >= b) return 0;
+    if (k == t->n_steps) return encode_word(e, s + a, b - a);
+    const pre_step *st = &t->steps[k];
+    int rc;
+    if (st->kind == STEP_DIGITS) { /* every \p{N} character is a piece of its own */
+        size_t i = a;
+        while (i < b) {
+            size_t n, end;
             if (class_at(s, i, b, &n) == LMP_UC_NUMBER) {
-                if (encode_word(e, s + i, n)) return -1;
-                i += n;
-                continue;
+                end = i + n;
+            } else {
+                end = i + n;
+                while (end < b && class_at(s, end, b, &n) != LMP_UC_NUMBER) end += n;
             }
-            end = i + n;
-            while (end < b && class_at(s, end, b, &n) != LMP_UC_NUMBER) end += n;
+            if ((rc = run_steps(e, s, i, end, k + 1)) != 0) return rc;
+            i = end;
         }
-        while (i < end) {
-            size_t j = t->pre == PRE_LLAMA3 ? match_llama3(s, i, end) : match_gpt2(s, i, end);
-            int rc = encode_word(e, s + i, j - i);
-            if (rc) return rc;
-            i = j;
+        return 0;
+    }
+    if (st->kind == STEP_REGEX) {
+        /* HF's Split: Isolated: gaps and matches are pieces; Removed: the gaps only;
+         * MergedWithPrevious: each match ends the piece before it; MergedWithNext: each match
+         * starts the piece after it; Contiguous: adjacent matches make one piece. */
+        if (!e->rx[k] && !(e->rx[k] = lmp_tok_regex_scratch_new(st->re))) return ENC_OOM;
+        size_t i = a, ms, me, run_start = SIZE_MAX; /* run_start: a Contiguous run of matches */
+        for (;;) {
+            int found = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, i - a, &ms, &me);
+            if (found < 0) return ENC_FAILED;
+            if (!found) break;
+            ms += a;
+            me += a;
+            switch (st->behavior) {
+            case SPLIT_ISOLATED:
+            case SPLIT_REMOVED:
+                if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                if (st->behavior == SPLIT_ISOLATED && (rc = run_steps(e, s, ms, me, k + 1)) != 0) return rc;
+                i = me;
+                break;
+            case SPLIT_MERGED_PREV:
+                if ((rc = run_steps(e, s, i, me, k + 1)) != 0) return rc;
+                i = me;
+                break;
+            case SPLIT_MERGED_NEXT: /* the piece so far ends where the match starts */
+                if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                i = ms;
+                /* the match is in the next piece; search on after it */
+                if ((rc = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, me - a, &ms, &me)) < 0) return ENC_FAILED;
+                while (rc == 1) {
+                    ms += a;
+                    me += a;
+                    if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                    i = ms;
+                    if ((rc = lmp_tok_regex_find(st->re, e->rx[k], s + a, b - a, me - a, &ms, &me)) < 0)
+                        return ENC_FAILED;
+                }
+                return run_steps(e, s, i, b, k + 1);
+            case SPLIT_CONTIGUOUS:
+                if (run_start != SIZE_MAX && ms != i) { /* a gap ends the run of matches */
+                    if ((rc = run_steps(e, s, run_start, i, k + 1)) != 0) return rc;
+                    run_start = SIZE_MAX;
+                }
+                if (run_start == SIZE_MAX) {
+                    if ((rc = run_steps(e, s, i, ms, k + 1)) != 0) return rc;
+                    run_start = ms;
+                }
+                i = me;
+                break;
+            }
         }
+        if (run_start != SIZE_MAX && (rc = run_steps(e, s, run_start, i, k + 1)) != 0) return rc;
+        return run_steps(e, s, i, b, k + 1);
+    }
+    for (size_t i = a; i < b;) {
+        size_t j = st->kind == STEP_LLAMA3 ? match_llama3(s, i, b) : match_gpt2(s, i, b);
+        if ((rc = run_steps(e, s, i, j, k + 1)) != 0) return rc;
+        i = j;
     }
     return 0;
 }
 
-static int pretokenize(enc *e, const unsigned char *s, size_t a, size_t b)
+#define META "\xE2\x96\x81" /* U+2581, SentencePiece's visible space */
+
+/* HF's Metaspace pre-tokenizer on s[a..b): " " becomes U+2581; a U+2581 is prepended (always, or
+ * for the piece that starts the text with prepend_scheme "first") unless the piece starts with
+ * one; with split, each U+2581 starts a new word (MergedWithNext). */
+static int metaspace(enc *e, const unsigned char *s, size_t a, size_t b, int at_text_start)
+{
+    const lmp_bpe *t = e->t;
+    size_t spaces = 0;
+    for (size_t i = a; i < b; i++) spaces += s[i] == ' ';
+    unsigned char *w = malloc(b - a + 2 * spaces + 4);
+    if (!w) return ENC_OOM;
+    size_t n = 0;
+    int starts_meta = (b - a >= 3 && memcmp(s + a, META, 3) == 0) || s[a] == ' ';
+    if (!starts_meta && (t->meta_prepend == META_ALWAYS || (t->meta_prepend == META_FIRST && at_text_start))) {
+        memcpy(w, META, 3);
+        n = 3;
+    }
+    for (size_t i = a; i < b; i++) {
+        if (s[i] == ' ') {
+            memcpy(w + n, META, 3);
+            n += 3;
+        } else {
+            w[n++] = s[i];
+        }
+    }
+    int rc = 0;
+    if (!t->meta_split) {
+        rc = encode_word(e, w, n);
+    } else {
+        size_t start = 0;
+        for (size_t i = 1; i + 3 <= n && !rc; i++)
+            if (memcmp(w + i, META, 3) == 0) {
+                rc = encode_word(e, w + start, i - start);
+                start = i;
+                i += 2;
+            }
+        if (!rc && start < n) rc = encode_word(e, w + start, n - start);
+    }
+    free(w);
+    return rc;
+}
+
+/* Pre-tokenizes s[a..b) (normalized; no added tokens in it) and encodes every word.
+ * at_text_start: the piece starts at the beginning of the original text. */
+static int pretokenize(enc *e, const unsigned char *s, size_t a, size_t b, int at_text_start)
 {
     if (a >= b) return 0;
-    if (!e->t->add_prefix_space || s[a] == ' ') return pretokenize_run(e, s, a, b);
+    if (e->t->metaspace) return metaspace(e, s, a, b, at_text_start);
+    if (!e->t->add_prefix_space || s[a] == ' ') return run_steps(e, s, a, b, 0);
     /* HF ByteLevel add_prefix_space: the piece gets a leading space (the cache copies words,
      * so a temporary buffer is fine) */
     unsigned char *copy = malloc(b - a + 1);
-    if (!copy) return -1;
+    if (!copy) return ENC_OOM;
     copy[0] = ' ';
     memcpy(copy + 1, s + a, b - a);
-    int rc = pretokenize_run(e, copy, 0, b - a + 1);
+    int rc = run_steps(e, copy, 0, b - a + 1, 0);
     free(copy);
     return rc;
 }
@@ -939,13 +1114,28 @@ static const added_token *find_added(const enc *e, const unsigned char *s, size_
     return NULL;
 }
 
-/* Splits s[a..b) on the added tokens of `pass` (0: normalized=false, 1: normalized=true),
- * HF's AddedVocabulary::find_matches; the pieces between go to the next pass or the
- * pre-tokenizer. */
-static int split_added(enc *e, const unsigned char *s, size_t a, size_t b, int pass)
+static int split_added(enc *e, const unsigned char *s, size_t a, size_t b, int pass, int at_text_start);
+
+/* A piece of the raw text between non-normalized added tokens: normalized (HF normalizes each
+ * such piece on its own), then split on the normalized added tokens. */
+static int normalize_piece(enc *e, const unsigned char *s, size_t a, size_t b, int at_text_start)
+{
+    if (!e->t->norm) return split_added(e, s, a, b, 1, at_text_start);
+    unsigned char *nb;
+    size_t nn;
+    if (lmp_tok_norm_apply(e->t->norm, s + a, b - a, &nb, &nn)) return ENC_OOM;
+    int rc = split_added(e, nb, 0, nn, 1, at_text_start);
+    free(nb);
+    return rc;
+}
+
+/* Splits s[a..b) on the added tokens of `pass` (0: normalized=false, on the raw text; 1:
+ * normalized=true, on normalized text), HF's AddedVocabulary::extract_and_normalize; the pieces
+ * between go to normalization (after pass 0) or the pre-tokenizer (after pass 1). */
+static int split_added(enc *e, const unsigned char *s, size_t a, size_t b, int pass, int at_text_start)
 {
     const lmp_bpe *t = e->t;
-    if (pass == 1 && !t->has_normalized_added) return pretokenize(e, s, a, b);
+    if (pass == 1 && !t->has_normalized_added) return pretokenize(e, s, a, b, at_text_start);
     size_t pos = a, done = a;
     const added_token *tok;
     size_t ms;
@@ -967,13 +1157,17 @@ static int split_added(enc *e, const unsigned char *s, size_t a, size_t b, int p
             while (en < b && class_at(s, en, b, &n) == LMP_UC_SPACE) en += n;
         }
         if (done < st) {
-            int rc = pass == 0 ? split_added(e, s, done, st, 1) : pretokenize(e, s, done, st);
+            int first = at_text_start && done == a;
+            int rc = pass == 0 ? normalize_piece(e, s, done, st, first) : pretokenize(e, s, done, st, first);
             if (rc) return rc;
         }
-        if (push_id(e, tok->id)) return -1;
+        if (push_id(e, tok->id)) return ENC_OOM;
         done = pos = en;
     }
-    if (done < b) return pass == 0 ? split_added(e, s, done, b, 1) : pretokenize(e, s, done, b);
+    if (done < b) {
+        int first = at_text_start && done == a;
+        return pass == 0 ? normalize_piece(e, s, done, b, first) : pretokenize(e, s, done, b, first);
+    }
     return 0;
 }
 
@@ -994,7 +1188,8 @@ int lmp_bpe_encode(const lmp_bpe *t, const char *text, size_t len, unsigned flag
     int rc = 0;
     if (!e.out || !e.cache) rc = -1;
     if (!rc && (flags & LMP_TOKENIZE_ADD_BOS)) rc = push_id(&e, t->bos_id);
-    if (!rc) rc = split_added(&e, (const unsigned char *)text, 0, len, 0);
+    if (!rc) rc = split_added(&e, (const unsigned char *)text, 0, len, 0, 1);
+    for (int k = 0; k < MAX_STEPS; k++) lmp_tok_regex_scratch_free(e.rx[k]);
     free(e.sym);
     free(e.prv);
     free(e.nxt);
@@ -1004,7 +1199,9 @@ int lmp_bpe_encode(const lmp_bpe *t, const char *text, size_t len, unsigned flag
     free(e.arena);
     if (rc) {
         free(e.out);
-        if (rc == -2) return lmp_fail(LMP_EINVAL, "lmp_tokenize: %s: internal error (merge heap overflow)", t->what);
+        if (rc == ENC_FAILED) return lmp_fail_prefix(LMP_EINVAL, "lmp_tokenize");
+        if (rc == ENC_HEAP)
+            return lmp_fail(LMP_EINVAL, "lmp_tokenize: %s: internal error (merge heap overflow)", t->what);
         return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
     }
     if (e.n_out == 0) { /* a valid malloc'd pointer even for no tokens */
@@ -1033,20 +1230,69 @@ static int name_is(const char *s, size_t n, const char *name)
     return n == strlen(name) && memcmp(s, name, n) == 0;
 }
 
-/* llama.cpp's tokenizer.ggml.pre names, grouped by the regexes llama.cpp uses for them (only the
- * groups implemented here: GPT-2's regex; \p{N} split + GPT-2's regex; Llama 3's regex). */
-static int pre_from_gguf(const char *s, size_t n, int *pre)
+/* Regexes of llama.cpp's pre-tokenizers (src/llama-vocab.cpp, llm_tokenizer_bpe), as it writes
+ * them: llama.cpp spells Qwen2's (?i:...) out as [sS] classes.  (Llama 3's regex has a hand
+ * matcher with ASCII case folding, as llama.cpp spells it: match_llama3.) */
+#define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+static const char QWEN2_RE_LLAMA_CPP[] =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* Qwen2's regex as its tokenizer.json writes it (after JSON unescaping). */
+static const char QWEN2_REGEX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* llama.cpp's tokenizer.ggml.pre names, by the pre-tokenization llama.cpp gives them.  Each
+ * group: the names, the chain of steps (a hand matcher, or a regex for PCRE2), and whether
+ * llama.cpp sets ignore_merges.  Names not listed here are refused by name: llama.cpp falls back
+ * to its "default" regexes for them, which would tokenize those models differently. */
+typedef struct {
+    const char *names[16];
+    int kinds[4];           /* STEP_*, -1 ends */
+    const char *regexes[4]; /* for STEP_REGEX */
+    int ignore_merges;
+} gguf_pre_group;
+
+static const gguf_pre_group GGUF_PRE[] = {
+    {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat",
+      "a.x-4.0", "mellum", "exaone4", "trillion", "granite-docling", NULL},
+     {STEP_GPT2, -1}, {NULL}, 0},
+    {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", NULL},
+     {STEP_DIGITS, STEP_GPT2, -1}, {NULL}, 0},
+    {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", NULL},
+     {STEP_LLAMA3, -1}, {NULL}, 1},
+    {{"dbrx", "smaug-bpe", "glm4", "chatglm-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0},
+    {{"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", NULL},
+     {STEP_REGEX, -1}, {QWEN2_RE_LLAMA_CPP}, 0},
+    {{"default", NULL},
+     {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX},
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}, 0},
+    {{"falcon", NULL},
+     {STEP_REGEX, STEP_GPT2, STEP_REGEX, -1}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", NULL, "[0-9][0-9][0-9]"}, 0},
+};
+
+
+static const gguf_pre_group *pre_from_gguf(const char *s, size_t n)
 {
-    static const char *const gpt2[] = {"gpt-2", "mpt", "olmo", "jais"};
-    static const char *const digits[] = {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone"};
-    static const char *const llama3[] = {"llama3", "llama-v3", "llama-bpe"};
-    for (size_t k = 0; k < sizeof gpt2 / sizeof *gpt2; k++)
-        if (name_is(s, n, gpt2[k])) return *pre = PRE_GPT2, 0;
-    for (size_t k = 0; k < sizeof digits / sizeof *digits; k++)
-        if (name_is(s, n, digits[k])) return *pre = PRE_DIGITS, 0;
-    for (size_t k = 0; k < sizeof llama3 / sizeof *llama3; k++)
-        if (name_is(s, n, llama3[k])) return *pre = PRE_LLAMA3, 0;
-    return -1;
+    for (size_t g = 0; g < sizeof GGUF_PRE / sizeof *GGUF_PRE; g++)
+        for (const char *const *q = GGUF_PRE[g].names; *q; q++)
+            if (name_is(s, n, *q)) return &GGUF_PRE[g];
+    return NULL;
+}
+
+/* Appends a pre-tokenizer step; what names the place for messages. */
+static int add_step(lmp_bpe *t, int kind, const char *re, size_t re_len, int literal, int behavior, const char *what)
+{
+    if (t->n_steps == MAX_STEPS)
+        return lmp_fail(LMP_EINVAL, "%s: more than %d pre-tokenizer steps", what, MAX_STEPS);
+    pre_step *st = &t->steps[t->n_steps];
+    *st = (pre_step){kind, behavior, NULL};
+    if (kind == STEP_REGEX) {
+        int rc = lmp_tok_regex_compile(re, re_len, literal, what, &st->re);
+        if (rc) return rc;
+    }
+    t->n_steps++;
+    return 0;
 }
 
 int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
@@ -1071,16 +1317,19 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
     if (ty && (ty->type != LMP_GGUF_ARRAY || ty->arr_type != LMP_GGUF_INT32 || ty->n != tok->n))
         return lmp_fail(LMP_EINVAL, "%s: tokenizer.ggml.token_type is not %llu int32 values", path,
                         (unsigned long long)tok->n);
-    int pre_mode = PRE_GPT2; /* no tokenizer.ggml.pre (old files): GPT-2's own regex */
+    const gguf_pre_group *group = &GGUF_PRE[0]; /* no tokenizer.ggml.pre (old files): GPT-2's own regex */
+    const char *pre_name = "gpt-2";
     if (pre) {
         if (pre->type != LMP_GGUF_STRING)
             return lmp_fail(LMP_EINVAL, "%s: tokenizer.ggml.pre is not a string", path);
         size_t n = (size_t)pre->str_lens[0];
-        if (pre_from_gguf(pre->strs[0], n, &pre_mode))
+        if (!(group = pre_from_gguf(pre->strs[0], n)))
             return lmp_fail(LMP_EINVAL,
-                            "%s: unsupported pre-tokenizer \"%.*s\" (tokenizer.ggml.pre; supported: gpt-2, "
-                            "mpt, olmo, jais, smollm, starcoder, refact, command-r, codeshell, exaone, "
-                            "llama3, llama-bpe)", path, (int)(n > 64 ? 64 : n), pre->strs[0]);
+                            "%s: unsupported pre-tokenizer \"%.*s\" (tokenizer.ggml.pre; supported: gpt-2 and "
+                            "its aliases, smollm, starcoder, refact, command-r, codeshell, exaone, llama3, "
+                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, default, falcon: see docs/tokenizers.md)",
+                            path, (int)(n > 64 ? 64 : n), pre->strs[0]);
+        pre_name = group->names[0];
     }
 
     int V = (int)tok->n, rc = 0;
@@ -1092,8 +1341,14 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
         rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading the tokenizer", path);
         goto done;
     }
-    t->pre = pre_mode;
-    t->ignore_merges = pre_mode == PRE_LLAMA3; /* as llama.cpp does for Llama 3 */
+    for (int k = 0; k < 4 && group->kinds[k] >= 0; k++) {
+        const char *re = group->regexes[k];
+        char what[256];
+        snprintf(what, sizeof what, "%s: tokenizer.ggml.pre \"%s\"", path, pre_name);
+        if ((rc = add_step(t, group->kinds[k], re, re ? strlen(re) : 0, 0, 0, what)) != 0) goto done;
+    }
+    t->ignore_merges = group->ignore_merges; /* as llama.cpp does for Llama 3 */
+    t->gguf_pre = pre_name;
     for (int i = 0; i < V; i++) {
         strs[i] = tok->strs[i];
         lens[i] = (size_t)tok->str_lens[i];
@@ -1192,48 +1447,217 @@ static const char *jdesc(const lmp_json *o)
     return s ? s : "(no type)";
 }
 
-/* Recognizes the pre_tokenizer: sets t->pre and t->add_prefix_space, or fails naming it. */
-static int hf_pre_tokenizer(lmp_bpe *t, const lmp_json *pt)
+/* Refuses a member of object o other than the listed ones (NULL-terminated): an option this
+ * reader does not implement may change the ids.  what: "pre_tokenizer Split", ... */
+static int only_keys(const lmp_bpe *t, const lmp_json *o, const char *const *keys, const char *what)
+{
+    for (size_t k = 0; o && o->type == LMP_JSON_OBJECT && k < o->n; k++) {
+        int ok = 0;
+        for (const char *const *q = keys; *q && !ok; q++) ok = strcmp(o->keys[k], *q) == 0;
+        if (!ok)
+            return lmp_fail(LMP_EINVAL, "%s: %s: option \"%.64s\" is not supported", t->what, what, o->keys[k]);
+    }
+    return 0;
+}
+
+/* ByteLevel as a pre-tokenizer: its GPT-2 regex step when use_regex. */
+static int hf_byte_level(lmp_bpe *t, const lmp_json *bl, int alone)
+{
+    static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
+    int rc = only_keys(t, bl, keys, "pre_tokenizer ByteLevel");
+    if (rc) return rc;
+    int ur = jbool(bl, "use_regex", 1), aps = jbool(bl, "add_prefix_space", 1); /* HF's defaults */
+    if (ur < 0 || aps < 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer ByteLevel: use_regex or add_prefix_space is not a boolean",
+                        t->what);
+    if (aps && !alone)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer ByteLevel inside a Sequence with add_prefix_space true is "
+                        "not supported", t->what);
+    t->add_prefix_space = aps;
+    return ur ? add_step(t, STEP_GPT2, NULL, 0, 0, 0, t->what) : 0;
+}
+
+static int hf_split(lmp_bpe *t, const lmp_json *sp)
+{
+    static const char *const keys[] = {"type", "pattern", "behavior", "invert", NULL};
+    int rc = only_keys(t, sp, keys, "pre_tokenizer Split");
+    if (rc) return rc;
+    const lmp_json *pat = lmp_json_get(sp, "pattern");
+    const lmp_json *re = pat && pat->type == LMP_JSON_OBJECT ? lmp_json_get(pat, "Regex") : NULL;
+    const lmp_json *lit = pat && pat->type == LMP_JSON_OBJECT ? lmp_json_get(pat, "String") : NULL;
+    const lmp_json *p = re ? re : lit;
+    if (!p || p->type != LMP_JSON_STRING || p->str_len == 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: pattern is not {\"Regex\": ...} or {\"String\": ...}",
+                        t->what);
+    const char *beh = jstr(sp, "behavior");
+    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    int behavior = -1;
+    for (int k = 0; beh && k < 5; k++)
+        if (strcmp(beh, names[k]) == 0) behavior = k;
+    if (behavior < 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: behavior \"%s\" is not supported (Isolated, Removed, "
+                        "MergedWithPrevious, MergedWithNext, Contiguous)", t->what, beh ? beh : "(none)");
+    if (jbool(sp, "invert", 0) != 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Split: invert true is not supported", t->what);
+    /* Llama 3's regex has an exact hand matcher (tested against HF); others go to PCRE2 */
+    if (re && behavior == SPLIT_ISOLATED && strcmp(p->str, LLAMA3_REGEX) == 0)
+        return add_step(t, STEP_LLAMA3, NULL, 0, 0, 0, t->what);
+    char what[4200];
+    snprintf(what, sizeof what, "%s: pre_tokenizer Split", t->what);
+    return add_step(t, STEP_REGEX, p->str, p->str_len, lit != NULL, behavior, what);
+}
+
+static int hf_metaspace(lmp_bpe *t, const lmp_json *ms)
+{
+    static const char *const keys[] = {"type", "replacement", "prepend_scheme", "split", "add_prefix_space",
+                                       "str_rep", NULL};
+    int rc = only_keys(t, ms, keys, "pre_tokenizer Metaspace");
+    if (rc) return rc;
+    const lmp_json *rj = lmp_json_get(ms, "replacement");
+    const char *rep = jstr(ms, "replacement");
+    if ((rj && !rep) || (rep && strcmp(rep, META) != 0))
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: replacement \"%.16s\" is not supported (only "
+                        "\"\\u2581\")", t->what, rep ? rep : "(not a string)");
+    const char *scheme = jstr(ms, "prepend_scheme");
+    const lmp_json *sj = lmp_json_get(ms, "prepend_scheme");
+    if (sj && sj->type != LMP_JSON_NULL && !scheme)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: prepend_scheme is not a string", t->what);
+    int aps = jbool(ms, "add_prefix_space", 1), split = jbool(ms, "split", 1);
+    if (aps < 0 || split < 0)
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: add_prefix_space or split is not a boolean", t->what);
+    if (!scheme) t->meta_prepend = aps ? META_ALWAYS : META_NEVER; /* files before tokenizers 0.14 */
+    else if (strcmp(scheme, "always") == 0) t->meta_prepend = META_ALWAYS;
+    else if (strcmp(scheme, "first") == 0) t->meta_prepend = META_FIRST;
+    else if (strcmp(scheme, "never") == 0) t->meta_prepend = META_NEVER;
+    else
+        return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace: prepend_scheme \"%.32s\" is not supported", t->what,
+                        scheme);
+    t->metaspace = 1;
+    t->meta_split = split;
+    return 0;
+}
+
+/* Reads the pre_tokenizer into t->steps (byte-level models) or t->metaspace (SentencePiece-style
+ * ones); *byte_level receives whether a ByteLevel step was there. */
+static int hf_pre_tokenizer(lmp_bpe *t, const lmp_json *pt, int *byte_level)
 {
     const char *path = t->what;
+    *byte_level = 0;
+    if (!pt || pt->type == LMP_JSON_NULL) return 0;
     if (jtype_is(pt, "ByteLevel")) {
-        if (jbool(pt, "use_regex", 1) != 1)
-            return lmp_fail(LMP_EINVAL, "%s: ByteLevel pre_tokenizer without use_regex is not supported", path);
-        int aps = jbool(pt, "add_prefix_space", 1); /* HF's default is true */
-        if (aps < 0) return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer add_prefix_space is not a boolean", path);
-        t->pre = PRE_GPT2;
-        t->add_prefix_space = aps;
+        *byte_level = 1;
+        return hf_byte_level(t, pt, 1);
+    }
+    if (jtype_is(pt, "Metaspace")) return hf_metaspace(t, pt);
+    if (jtype_is(pt, "Split")) return hf_split(t, pt);
+    if (jtype_is(pt, "Sequence")) {
+        static const char *const keys[] = {"type", "pretokenizers", NULL};
+        int rc = only_keys(t, pt, keys, "pre_tokenizer Sequence");
+        if (rc) return rc;
+        const lmp_json *seq = lmp_json_get(pt, "pretokenizers");
+        if (!seq || seq->type != LMP_JSON_ARRAY)
+            return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Sequence has no \"pretokenizers\" array", path);
+        for (size_t k = 0; k < seq->n; k++) {
+            const lmp_json *it = &seq->items[k];
+            if (*byte_level)
+                return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Sequence: a step after ByteLevel is not supported",
+                                path);
+            if (jtype_is(it, "ByteLevel")) {
+                *byte_level = 1;
+                rc = hf_byte_level(t, it, 0);
+            } else if (jtype_is(it, "Split")) {
+                rc = hf_split(t, it);
+            } else if (jtype_is(it, "Digits")) {
+                static const char *const dkeys[] = {"type", "individual_digits", NULL};
+                if ((rc = only_keys(t, it, dkeys, "pre_tokenizer Digits")) != 0) return rc;
+                if (jbool(it, "individual_digits", 0) != 1)
+                    return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Digits without individual_digits is not supported",
+                                    path);
+                rc = add_step(t, STEP_DIGITS, NULL, 0, 0, 0, path);
+            } else {
+                return lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Sequence: pre-tokenizer \"%s\" is not supported "
+                                "(ByteLevel, Split, Digits)", path, jdesc(it));
+            }
+            if (rc) return rc;
+        }
         return 0;
     }
-    if (jtype_is(pt, "Sequence")) {
-        const lmp_json *seq = lmp_json_get(pt, "pretokenizers");
-        if (seq && seq->type == LMP_JSON_ARRAY && seq->n == 2 && jtype_is(&seq->items[1], "ByteLevel") &&
-            jbool(&seq->items[1], "add_prefix_space", 1) == 0) {
-            const lmp_json *first = &seq->items[0], *bl = &seq->items[1];
-            /* SmolLM2 / StarCoder: Digits(individual_digits) then GPT-2's regex */
-            if (jtype_is(first, "Digits") && jbool(first, "individual_digits", 0) == 1 &&
-                jbool(bl, "use_regex", 1) == 1) {
-                t->pre = PRE_DIGITS;
-                return 0;
-            }
-            /* Llama 3: Split(Llama 3's regex, Isolated) then ByteLevel without its regex */
-            const lmp_json *pat = jtype_is(first, "Split") ? lmp_json_get(first, "pattern") : NULL;
-            const char *re = pat && pat->type == LMP_JSON_OBJECT ? jstr(pat, "Regex") : NULL;
-            const char *beh = jstr(first, "behavior");
-            if (re && strcmp(re, LLAMA3_REGEX) == 0 && beh && strcmp(beh, "Isolated") == 0 &&
-                jbool(first, "invert", 0) == 0 && jbool(bl, "use_regex", 1) == 0) {
-                t->pre = PRE_LLAMA3;
-                return 0;
-            }
-        }
-        return lmp_fail(LMP_EINVAL,
-                        "%s: pre_tokenizer Sequence is not one of the supported ones (ByteLevel; "
-                        "Sequence[Digits(individual_digits), ByteLevel]; Sequence[Split(Llama 3 regex), "
-                        "ByteLevel])", path);
-    }
     return lmp_fail(LMP_EINVAL,
-                    "%s: pre_tokenizer \"%s\" is not supported (a byte-level BPE tokenizer.json has a "
-                    "ByteLevel pre_tokenizer)", path, jdesc(pt));
+                    "%s: pre_tokenizer \"%s\" is not supported (ByteLevel, Metaspace, Split, Sequence of "
+                    "ByteLevel/Split/Digits)", path, jdesc(pt));
+}
+
+/* The decoder must undo what the model and pre-tokenizer did: ByteLevel for byte-level models;
+ * for SentencePiece-style ones Metaspace, or a Sequence of Replace("\u2581", " "), ByteFallback,
+ * Fuse and Strip(" ", n, 0) (Llama 2's).  Sets t->strip_after_bos. */
+static int hf_decoder(lmp_bpe *t, const lmp_json *dec, int byte_level)
+{
+    const char *path = t->what;
+    if (byte_level) {
+        if (!jtype_is(dec, "ByteLevel"))
+            return lmp_fail(LMP_EINVAL, "%s: decoder \"%s\" is not supported with a ByteLevel pre_tokenizer "
+                            "(expected ByteLevel)", path, jdesc(dec));
+        return 0;
+    }
+    if (!dec || dec->type == LMP_JSON_NULL) return 0;
+    if (jtype_is(dec, "Metaspace")) {
+        t->strip_after_bos = t->meta_prepend != META_NEVER;
+        return 0;
+    }
+    const lmp_json *seq = jtype_is(dec, "Sequence") ? lmp_json_get(dec, "decoders") : NULL;
+    if (!seq || seq->type != LMP_JSON_ARRAY)
+        return lmp_fail(LMP_EINVAL, "%s: decoder \"%s\" is not supported for a SentencePiece-style BPE (Metaspace, "
+                        "or a Sequence of Replace, ByteFallback, Fuse, Strip)", path, jdesc(dec));
+    for (size_t k = 0; k < seq->n; k++) {
+        const lmp_json *d = &seq->items[k];
+        if (jtype_is(d, "ByteFallback") || jtype_is(d, "Fuse")) continue;
+        if (jtype_is(d, "Replace")) {
+            const lmp_json *pat = lmp_json_get(d, "pattern");
+            const char *from = pat && pat->type == LMP_JSON_OBJECT ? jstr(pat, "String") : NULL;
+            const char *to = jstr(d, "content");
+            if (from && to && strcmp(from, META) == 0 && strcmp(to, " ") == 0) continue;
+        } else if (jtype_is(d, "Strip")) {
+            const char *c = jstr(d, "content");
+            const lmp_json *st = lmp_json_get(d, "start"), *sp = lmp_json_get(d, "stop");
+            if (c && strcmp(c, " ") == 0 && st && st->type == LMP_JSON_NUMBER && st->is_integer &&
+                st->integer <= 1 && sp && sp->type == LMP_JSON_NUMBER && sp->integer == 0) {
+                t->strip_after_bos = st->integer == 1;
+                continue;
+            }
+        } else if (jtype_is(d, "Metaspace")) {
+            t->strip_after_bos = 1;
+            continue;
+        }
+        return lmp_fail(LMP_EINVAL, "%s: decoder Sequence: decoder \"%s\" (decoders[%zu]) is not supported", path,
+                        jdesc(d), k);
+    }
+    return 0;
+}
+
+/* What lmp_bpe_gguf_pre answers: the tokenizer.ggml.pre name that llama.cpp and
+ * lmp_bpe_load_gguf read back as this pre-tokenization, or NULL. */
+static const char *hf_gguf_pre_name(const lmp_bpe *t)
+{
+    /* llama.cpp adds no prefix space and ignores merges only for Llama 3's regex */
+    if (t->char_level || t->add_prefix_space) return NULL;
+    /* GGUF has no normalizer; llama.cpp's converter writes "qwen2" for Qwen2's NFC + regex and
+     * llama.cpp skips the NFC, which changes nothing on text already in NFC (docs/tokenizers.md) */
+    int nfc = lmp_tok_norm_is_nfc_only(t->norm);
+    if (t->norm && !nfc) return NULL;
+    const pre_step *s = t->steps;
+    if (nfc) {
+        if (t->n_steps == 1 && s[0].kind == STEP_REGEX && s[0].behavior == SPLIT_ISOLATED && !t->ignore_merges &&
+            strcmp(lmp_tok_regex_pattern(s[0].re), QWEN2_REGEX) == 0)
+            return "qwen2";
+        return NULL;
+    }
+    if (t->n_steps == 1 && s[0].kind == STEP_GPT2 && !t->ignore_merges) return "gpt-2";
+    if (t->n_steps == 2 && s[0].kind == STEP_DIGITS && s[1].kind == STEP_GPT2 && !t->ignore_merges) return "smollm";
+    if (t->n_steps == 1 && s[0].kind == STEP_LLAMA3) return t->ignore_merges ? "llama-bpe" : "dbrx";
+    if (t->n_steps == 1 && s[0].kind == STEP_REGEX && s[0].behavior == SPLIT_ISOLATED && !t->ignore_merges &&
+        strcmp(lmp_tok_regex_pattern(s[0].re), QWEN2_REGEX) == 0)
+        return "qwen2";
+    return NULL;
 }
 
 /* The id of `name` as an added token or vocabulary string, or -1. */
@@ -1311,6 +1735,58 @@ static void hf_config(lmp_bpe *t, const char *json_path)
     free(cfg);
 }
 
+/* SentencePiece-style vocabularies: the <0xXX> byte tokens, and each token's decoded bytes
+ * ("\u2581" is a space, <0xXX> that byte when byte_fallback; added tokens keep their text), in a
+ * new pool (the byte-level decoding bpe_set_vocab made does not apply). */
+static int bpe_char_level_decoding(lmp_bpe *t)
+{
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->byte_tok_sp[b] = lookup(t, name, 6);
+    }
+    size_t total = 1;
+    for (int i = 0; i < t->n_vocab; i++) total += t->str_len[i] == UINT32_MAX ? 0 : t->str_len[i];
+    for (int k = 0; k < t->n_added; k++) total += t->added[k].len;
+    char *pool = malloc(total);
+    if (!pool) return oom(t);
+    size_t ro = 0;
+    for (int i = 0; i < t->n_vocab; i++) {
+        t->raw_off[i] = ro;
+        t->raw_len[i] = 0;
+        if (t->str_len[i] == UINT32_MAX) continue;
+        const char *src = t->str_pool + t->str_off[i];
+        size_t n = t->str_len[i], r = 0;
+        char *dst = pool + ro;
+        unsigned v;
+        if (t->byte_fallback && n == 6 && memcmp(src, "<0x", 3) == 0 && src[5] == '>' &&
+            sscanf(src + 3, "%2X", &v) == 1 && t->byte_tok_sp[v & 0xFF] == i) {
+            dst[r++] = (char)v;
+        } else {
+            for (size_t k = 0; k < n;) {
+                if (n - k >= 3 && memcmp(src + k, META, 3) == 0) {
+                    dst[r++] = ' ';
+                    k += 3;
+                } else {
+                    dst[r++] = src[k++];
+                }
+            }
+        }
+        t->raw_len[i] = (uint32_t)r;
+        ro += r;
+    }
+    for (int k = 0; k < t->n_added; k++) { /* added tokens decode to their text */
+        const added_token *a = &t->added[k];
+        memcpy(pool + ro, t->added_pool + a->off, a->len);
+        t->raw_off[a->id] = ro;
+        t->raw_len[a->id] = a->len;
+        ro += a->len;
+    }
+    free(t->raw_pool);
+    t->raw_pool = pool;
+    return 0;
+}
+
 int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
 {
     *out = NULL;
@@ -1340,35 +1816,43 @@ int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
     }
     if (strcmp(mtype, "BPE") != 0) {
         rc = lmp_fail(LMP_EINVAL,
-                      "%s: tokenizer model type \"%s\" is not supported (only byte-level \"BPE\" "
-                      "tokenizer.json files are)", path, mtype);
+                      "%s: tokenizer model type \"%s\" is not supported (only \"BPE\" tokenizer.json files "
+                      "are: byte-level, or SentencePiece-style with byte_fallback)", path, mtype);
         goto done;
     }
-    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix",
-                                              "byte_fallback"};
+    static const char *const model_keys[] = {"type", "dropout", "unk_token", "continuing_subword_prefix",
+                                             "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+                                             "vocab", "merges", NULL};
+    if ((rc = only_keys(t, model, model_keys, "model")) != 0) goto done;
+    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
         if (!junset(model, unsupported[k])) {
             rc = lmp_fail(LMP_EINVAL, "%s: BPE model option \"%s\" is not supported", path, unsupported[k]);
             goto done;
         }
-    const lmp_json *norm = lmp_json_get(j, "normalizer");
-    if (norm && norm->type != LMP_JSON_NULL) {
-        rc = lmp_fail(LMP_EINVAL, "%s: normalizer \"%s\" is not supported (byte-level BPE has none)", path,
-                      jdesc(norm));
-        goto done;
-    }
-    if ((rc = hf_pre_tokenizer(t, lmp_json_get(j, "pre_tokenizer"))) != 0) goto done;
-    const lmp_json *dec = lmp_json_get(j, "decoder");
-    if (!jtype_is(dec, "ByteLevel")) {
-        rc = lmp_fail(LMP_EINVAL, "%s: decoder \"%s\" is not supported (expected ByteLevel)", path, jdesc(dec));
-        goto done;
-    }
-    int im = jbool(model, "ignore_merges", 0);
-    if (im < 0) {
-        rc = lmp_fail(LMP_EINVAL, "%s: model.ignore_merges is not a boolean", path);
+    int im = jbool(model, "ignore_merges", 0), bf = jbool(model, "byte_fallback", 0), fu = jbool(model, "fuse_unk", 0);
+    if (im < 0 || bf < 0 || fu < 0) {
+        rc = lmp_fail(LMP_EINVAL, "%s: model.ignore_merges, byte_fallback or fuse_unk is not a boolean", path);
         goto done;
     }
     t->ignore_merges = im;
+    t->byte_fallback = bf;
+    t->fuse_unk = fu;
+    if ((rc = lmp_tok_norm_parse(lmp_json_get(j, "normalizer"), path, &t->norm)) != 0) goto done;
+    int byte_level;
+    if ((rc = hf_pre_tokenizer(t, lmp_json_get(j, "pre_tokenizer"), &byte_level)) != 0) goto done;
+    /* Without a ByteLevel pre-tokenizer the model's symbols are characters (SentencePiece-style:
+     * Llama 2, Mistral, Gemma); a byte-level model needs no byte fallback. */
+    t->char_level = !byte_level;
+    if (byte_level && bf) {
+        rc = lmp_fail(LMP_EINVAL, "%s: model.byte_fallback with a ByteLevel pre_tokenizer is not supported", path);
+        goto done;
+    }
+    if (!byte_level && t->metaspace && t->n_steps > 0) {
+        rc = lmp_fail(LMP_EINVAL, "%s: pre_tokenizer Metaspace with Split/Digits steps is not supported", path);
+        goto done;
+    }
+    if ((rc = hf_decoder(t, lmp_json_get(j, "decoder"), byte_level)) != 0) goto done;
 
     /* vocabulary: ids from model.vocab and added_tokens */
     const lmp_json *vocab = lmp_json_get(model, "vocab");
@@ -1470,8 +1954,14 @@ int lmp_bpe_load_hf(const char *path, lmp_bpe **out)
     if ((rc = bpe_added_decode_as_text(t)) != 0) goto done;
     const char *unk = jstr(model, "unk_token");
     if (unk) t->unk_id = hf_token_id(t, unk);
+    if (t->char_level && (rc = bpe_char_level_decoding(t)) != 0) goto done;
+    t->gguf_pre = hf_gguf_pre_name(t);
     hf_post_processor(t, lmp_json_get(j, "post_processor"));
     hf_config(t, path);
+    if (t->char_level) { /* SentencePiece's names: Llama 2 / Mistral "<s>" "</s>", Gemma "<bos>" "<eos>" */
+        if (t->bos_id < 0) t->bos_id = hf_token_id(t, "<s>") >= 0 ? hf_token_id(t, "<s>") : hf_token_id(t, "<bos>");
+        if (t->eos_id < 0) t->eos_id = hf_token_id(t, "</s>") >= 0 ? hf_token_id(t, "</s>") : hf_token_id(t, "<eos>");
+    }
     if (t->eos_id < 0 || t->bos_id < 0) { /* GPT-2's convention: <|endoftext|> is both */
         int id = hf_token_id(t, "<|endoftext|>");
         if (t->eos_id < 0) t->eos_id = id;
@@ -1538,6 +2028,8 @@ int lmp_bpe_load_gpt2_files(const char *encoder_json, const char *vocab_bpe, lmp
         lens[id] = j->key_lens[k];
     }
     if ((rc = bpe_set_vocab(t, V, strs, lens)) != 0) goto done;
+    if ((rc = add_step(t, STEP_GPT2, NULL, 0, 0, 0, encoder_json)) != 0) goto done; /* GPT-2's regex */
+    t->gguf_pre = "gpt-2";
 
     /* vocab.bpe: "#version: 0.2" first, then "a b" per line; merge errors name this file */
     size_t n_lines = 1;

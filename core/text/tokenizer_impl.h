@@ -2,8 +2,10 @@
  *
  *   tokenizer_sp.c   lmp_sp:  SentencePiece-style BPE with llama2.c's semantics (score-ranked
  *                             merges of codepoint pieces, dummy " " prefix, byte fallback)
- *   tokenizer_bpe.c  lmp_bpe: GPT-2-style byte-level BPE (regex pre-tokenizer, byte-to-unicode
- *                             map, ranked merges), as Hugging Face tokenizers and llama.cpp do it
+ *   tokenizer_bpe.c  lmp_bpe: merge-ranked BPE as Hugging Face tokenizers and llama.cpp run it:
+ *                             byte-level (regex pre-tokenizer, byte-to-unicode map) or
+ *                             SentencePiece-style (Metaspace, characters, byte fallback), with
+ *                             tokenizer_norm.c's normalizers and tokenizer_regex.c's regexes
  *
  * tokenizer.c holds `struct lmp_tokenizer` (a kind tag and one engine) and forwards every public
  * call.  Engine functions get valid, non-NULL arguments; tokenizer.c checks them. */
@@ -44,6 +46,6 @@ int lmp_bpe_adds_bos(const lmp_bpe *t);
 const char *lmp_bpe_gguf_pre(const lmp_bpe *t);
 int lmp_bpe_encode(const lmp_bpe *t, const char *text, size_t len, unsigned flags, int32_t **ids,
                    int64_t *n_ids);
-const char *lmp_bpe_decode(const lmp_bpe *t, int token, size_t *len);
+const char *lmp_bpe_decode(const lmp_bpe *t, int prev, int token, size_t *len);
 
 #endif

@@ -42,6 +42,14 @@ struct lmp_sp {
     int byte_base;           /* id of the piece for byte 0 ("<0x00>"); byte b -> byte_base + b */
     int dummy_prefix;        /* prepend " " to non-empty text (sentencepiece add_dummy_prefix) */
     int adds_bos;            /* the vocabulary's convention: prepend BOS */
+    int meta_is_space;       /* GGUF: a "\u2581" in the text is a space (sentencepiece escapes spaces
+                              * to it, so the two are one character to it) */
+    unsigned char *user;     /* GGUF: [V] 1 for a USER_DEFINED piece (NULL: none): sentencepiece
+                              * matches these whole, longest first, and never merges them */
+    int32_t max_user_len;
+    unsigned char user_first[256]; /* first bytes of user-defined pieces */
+    int remove_extra_ws;     /* GGUF tokenizer.ggml.remove_extra_whitespaces: sentencepiece's
+                              * normalizer drops leading and trailing spaces and collapses runs */
     char *pool;              /* sum(lens[i] + 1) bytes */
     size_t *off;             /* [V] offset of piece i in pool */
     int32_t *lens;           /* [V] piece length in bytes, >= 0 */
@@ -365,6 +373,15 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
         memcpy(&t->scores[i], &bits, 4);
         int type = ty ? (int)(int32_t)ld_u32((const unsigned char *)ty->data + 4 * (size_t)i) : TT_NORMAL;
         hidden[i] = type != TT_NORMAL && type != TT_USER_DEFINED;
+        if (type == TT_USER_DEFINED && t->lens[i] > 0) {
+            if (!t->user && !(t->user = calloc((size_t)V, 1))) {
+                rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
+                goto done;
+            }
+            t->user[i] = 1;
+            t->user_first[(unsigned char)t->pool[t->off[i]]] = 1;
+            if (t->lens[i] > t->max_user_len) t->max_user_len = t->lens[i];
+        }
     }
 
     int64_t v;
@@ -376,6 +393,10 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
     t->dummy_prefix = lmp_gguf_find_kv(g, "tokenizer.ggml.add_space_prefix")
                           ? lmp_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v) == 0 && v != 0 : 1;
     lmp_clear_error(); /* a malformed optional flag above just means "default" */
+    t->meta_is_space = 1;
+    t->remove_extra_ws = lmp_gguf_find_kv(g, "tokenizer.ggml.remove_extra_whitespaces") &&
+                         lmp_gguf_get_int(g, "tokenizer.ggml.remove_extra_whitespaces", &v) == 0 && v != 0;
+    lmp_clear_error();
 
     /* Byte fallback needs the 256 "<0xXX>" pieces in order. */
     t->byte_base = -1;
@@ -388,6 +409,25 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
             ok = t->lens[i + b] == 6 && memcmp(t->pool + t->off[i + b], want, 6) == 0;
         }
         if (ok) t->byte_base = i;
+    }
+    /* Scores rank the merges.  gguf-py's LlamaHfVocab (convert_hf_to_gguf.py on a folder with a
+     * tokenizer.json but no tokenizer.model, e.g. a current Mistral) writes -1000 for every token:
+     * the merge order is then lost, and any tokenization of it differs from the model's from the
+     * first token on.  Refuse rather than guess. */
+    int n_multi = 0, distinct = 0;
+    float first = 0;
+    for (int i = 0; i < V; i++) {
+        if (hidden[i] || t->lens[i] < 2) continue;
+        if (n_multi++ == 0) first = t->scores[i];
+        else if (t->scores[i] != first) distinct = 1;
+    }
+    if (n_multi >= 2 && !distinct) {
+        rc = lmp_fail(LMP_EINVAL,
+                      "%s: tokenizer.ggml.scores gives all %d multi-character tokens the same score (%g), so the "
+                      "order of the merges is lost (a \"llama\" vocabulary converted from a tokenizer.json "
+                      "without tokenizer.model): use the model's tokenizer.json (--tokenizer) instead", path,
+                      n_multi, (double)first);
+        goto done;
     }
     if (sp_finish(t, hidden)) {
         rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
@@ -409,6 +449,7 @@ void lmp_sp_free(lmp_sp *t)
     free(t->scores);
     free(t->rank);
     free(t->slots);
+    free(t->user);
     free(t);
 }
 
@@ -499,18 +540,47 @@ static int pair_id(pair_cache *c, int a, int b)
 /* One list node per initial token; tok = -1 marks a node absorbed into its predecessor. */
 typedef struct {
     int32_t tok, prev, next; /* prev/next: node indices, -1 at the ends */
+    int32_t frozen;          /* a user-defined piece: never merged (sentencepiece's Symbol::freeze) */
 } tok_node;
 
 /* Pushes the key of the pair starting at node l if it is mergeable. */
 static int push_pair(pair_cache *c, merge_heap *h, const tok_node *nd, int32_t l)
 {
+    if (nd[l].frozen || nd[nd[l].next].frozen) return 0;
     int id = pair_id(c, nd[l].tok, nd[nd[l].next].tok);
     if (id < 0) return 0;
     return heap_push(h, (uint64_t)c->t->rank[id] << 32 | (uint32_t)l);
 }
 
+static int sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int dummy_prefix, int32_t **ids,
+                     int64_t *n_ids);
+
+/* sentencepiece's remove_extra_whitespaces (normalizer.cc): U+0020 only, as its identity
+ * normalization leaves every other character alone. */
 int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int32_t **ids,
                   int64_t *n_ids)
+{
+    if (!t || !text || (!t->remove_extra_ws && !t->user)) return sp_encode(t, text, len, add_bos, 1, ids, n_ids);
+    /* The dummy prefix goes into the text itself: a user-defined piece may start with it
+     * (sentencepiece matches "\u2581\u2581" across it). */
+    char *clean = malloc(len + 2);
+    if (!clean) return lmp_fail(LMP_ENOMEM, "lmp_tokenize: out of memory (%zu bytes of text)", len);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (!t->remove_extra_ws || text[i] != ' ' || (n > 0 && clean[n - 1] != ' ')) clean[n++] = text[i];
+    while (t->remove_extra_ws && n > 0 && clean[n - 1] == ' ') n--;
+    int prefix = n > 0 && t->dummy_prefix && t->user;
+    if (prefix) {
+        memmove(clean + 1, clean, n++);
+        clean[0] = ' ';
+    }
+    int rc = sp_encode(t, clean, n, add_bos, !prefix, ids, n_ids);
+    free(clean);
+    return rc;
+}
+
+static int sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, int dummy_prefix, int32_t **ids,
+                     int64_t *n_ids)
 {
     if (!t || !ids || !n_ids || (!text && len)) return lmp_fail(LMP_EINVAL, "lmp_tokenize: NULL argument");
     *ids = NULL;
@@ -532,8 +602,8 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
 
     /* ---- initial tokens: BOS, dummy prefix, codepoints or bytes ---- */
     int32_t n = 0; /* invariant: n <= 2 + bytes consumed <= cap */
-    if (add_bos) nd[n++].tok = t->bos_id;
-    if (len > 0 && t->dummy_prefix) {
+    if (add_bos) nd[n++] = (tok_node){t->bos_id, 0, 0, 0};
+    if (len > 0 && t->dummy_prefix && dummy_prefix) {
         int sp = lookup(t, " ", 1);
         if (sp < 0) /* llama2.c assumes " " exists; its byte piece is the next best thing */
             sp = t->byte_base >= 0 && t->byte_base + ' ' < V ? t->byte_base + ' ' : -1;
@@ -541,7 +611,7 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
             rc = lmp_fail(LMP_EINVAL, "lmp_tokenize: vocabulary has no \" \" token for the dummy prefix");
             goto done;
         }
-        nd[n++].tok = sp;
+        nd[n++] = (tok_node){sp, 0, 0, 0};
     }
     const unsigned char *u = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
@@ -549,9 +619,23 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
          * bytes in all.  A stray continuation byte starts its own group, as in llama2.c. */
         size_t j = i + 1;
         while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
-        int id = lookup(t, text + i, j - i);
+        if (t->user && t->user_first[u[i]]) { /* the longest user-defined piece here, whole */
+            int uid = -1;
+            size_t ul = len - i < (size_t)t->max_user_len ? len - i : (size_t)t->max_user_len;
+            for (; ul > 0 && uid < 0; ul--) {
+                int c = lookup(t, text + i, ul);
+                if (c >= 0 && t->user[c]) uid = c;
+            }
+            if (uid >= 0) {
+                nd[n++] = (tok_node){uid, 0, 0, 1};
+                i += (size_t)t->lens[uid];
+                continue;
+            }
+        }
+        int id = t->meta_is_space && j - i == 3 && memcmp(text + i, "\xE2\x96\x81", 3) == 0 ? lookup(t, " ", 1) : -1;
+        if (id < 0) id = lookup(t, text + i, j - i);
         if (id >= 0) {
-            nd[n++].tok = id;
+            nd[n++] = (tok_node){id, 0, 0, 0};
         } else {
             for (size_t k = i; k < j; k++) {
                 if (t->byte_base < 0 || t->byte_base + u[k] >= V) {
@@ -560,7 +644,7 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
                                   "fallback (vocab_size %d)", u[k], k, V);
                     goto done;
                 }
-                nd[n++].tok = t->byte_base + u[k];
+                nd[n++] = (tok_node){t->byte_base + u[k], 0, 0, 0};
             }
         }
         i = j;
@@ -582,6 +666,7 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
         if (!pc.key || !pc.id || !heap.a) goto oom;
         /* Initial candidates, then heapify (O(n)). */
         for (int32_t i = 0; i + 1 < n; i++) {
+            if (nd[i].frozen || nd[i + 1].frozen) continue;
             int id = pair_id(&pc, nd[i].tok, nd[i + 1].tok);
             if (id >= 0) heap.a[heap.n++] = (uint64_t)t->rank[id] << 32 | (uint32_t)i;
         }
@@ -595,7 +680,8 @@ int lmp_sp_encode(const lmp_sp *t, const char *text, size_t len, int add_bos, in
 #endif
         int32_t a = (int32_t)(uint32_t)key, b = nd[a].next;
         uint32_t r = (uint32_t)(key >> 32);
-        if (nd[a].tok < 0 || b < 0) continue;          /* stale: a absorbed, or now last */
+        if (nd[a].tok < 0 || b < 0 || nd[b].frozen) continue; /* stale: a absorbed, now last, or before a
+                                                                * user-defined piece */
         int id = pair_id(&pc, nd[a].tok, nd[b].tok);
         if (id < 0 || t->rank[id] != r) continue;      /* stale: the pair at a changed */
         int32_t c = nd[b].next;
