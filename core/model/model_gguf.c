@@ -1,13 +1,19 @@
-/* model_gguf.c — Llama-architecture models from llama.cpp GGUF files.
+/* model_gguf.c — models from llama.cpp GGUF files, for the architectures core/arch has a
+ * descriptor for (llama, qwen2, qwen3, gemma).
  *
- * Metadata: general.architecture ("llama"), <arch>.block_count, .embedding_length,
- * .feed_forward_length, .attention.head_count(_kv), .context_length, .rope.freq_base,
- * .attention.layer_norm_rms_epsilon.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has
- * ne = {in, out}): token_embd, output_norm, output (absent: tied to token_embd), and per block N
- * blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, and
- * a linear's blk.N.<name>.bias where the file has one.
- * llama.cpp's converter already permuted the rows of attn_q / attn_k for RoPE on adjacent pairs,
- * which is the rotation our forward applies, so the weights are used as stored.
+ * Metadata: general.architecture, and under its prefix block_count, embedding_length,
+ * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
+ * context_length, rope.freq_base, rope.dimension_count, rope.scaling.* (none, linear, yarn),
+ * attention.layer_norm_rms_epsilon, attention.sliding_window (caps the context).  Any other key of
+ * the architecture, or of a namespace but general., tokenizer., quantize. and lmpress., is
+ * refused by name.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has ne = {in, out}):
+ * token_embd, output_norm, output (absent: tied to token_embd), rope_freqs (Llama 3's per-pair
+ * divisors), and per block N blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
+ * ffn_gate, ffn_up, ffn_down}, attn_q_norm / attn_k_norm (Qwen3), and a linear's blk.N.<name>.bias
+ * where the file has one; any other tensor is refused by name.
+ * llama.cpp's converter permutes the rows of attn_q / attn_k for RoPE on adjacent pairs for
+ * "llama" only; the other architectures keep rotate-half order and are permuted here, as a
+ * Hugging Face folder is.
  * Weights stay in the mapping in their GGUF type; a block is dequantized when it is copied.
  * The embeddings are dequantized once (the head needs them in f32 anyway when tied). */
 #include <math.h>

@@ -2,20 +2,22 @@
  * model.safetensors.index.json and its shards).  m->path is the folder, or a *.safetensors file
  * with config.json beside it.
  *
- * config.json "architectures"[0] picks the family:
- *   LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM -> LMP_FAMILY_LLAMA
+ * config.json "architectures"[0] picks the family's descriptor (core/arch: Llama, Mistral, Qwen2,
+ * Qwen3, Gemma, Phi-3, GPT-2; docs/architectures.md).  Every key of config.json must be one this
+ * reader uses or one that cannot change an f32 forward (harmless_keys); any other is refused by
+ * name.  The Llama block's families read:
  *       hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *       num_key_value_heads (default: the heads), vocab_size, max_position_embeddings (default
- *       Hugging Face's per architecture), rms_norm_eps (default 1e-6), rope_theta (default 10000),
- *       tie_word_embeddings (default false; an absent lm_head.weight also means tied).
- *       Refused with a message: hidden_act other than "silu", head_dim != hidden/heads, a
- *       non-null rope_scaling (Llama 3.1 "llama3", YaRN, linear/dynamic NTK: the forward applies
- *       plain RoPE only).  Biases: Qwen2 always has q/k/v biases; Llama has q/k/v/o biases when
- *       attention_bias and gate/up/down biases when mlp_bias; a bias tensor the config does not
- *       announce is an error rather than silently dropped.
- *       sliding_window is not implemented: with Mistral (or Qwen2 with use_sliding_window) the
- *       model's context (arch.seq_len) is capped at sliding_window, and within that window
- *       sliding-window attention is plain causal attention, so results stay exact.
+ *       transformers' per class), rms_norm_eps (default 1e-6), head_dim (Qwen3 and Gemma may
+ *       differ from hidden/heads), RoPE as core/arch/rope.c reads it (rope_theta + rope_scaling,
+ *       or rope_parameters; partial_rotary_factor), hidden_act / hidden_activation (SiLU, or
+ *       Gemma's tanh GELU), tie_word_embeddings (default false; an absent lm_head.weight also
+ *       means tied).  Biases per the descriptor: Qwen2 always q/k/v; Llama q/k/v/o when
+ *       attention_bias and gate/up/down when mlp_bias; a bias tensor the config does not announce
+ *       is an error rather than silently dropped.  Sliding windows (Mistral; Qwen2/3 with
+ *       use_sliding_window; layer_types' sliding_attention) cap the model's context
+ *       (arch.seq_len) at sliding_window: within that window sliding-window attention is plain
+ *       causal attention, so results stay exact.
  *   GPT2LMHeadModel -> LMP_FAMILY_GPT2
  *       n_embd, n_layer, n_head, vocab_size, n_positions (else n_ctx, else 1024),
  *       layer_norm_epsilon (1e-5), n_inner (null: 4*n_embd), activation_function "gelu_new" or

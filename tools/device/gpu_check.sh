@@ -160,7 +160,7 @@ prefix_cpath() { echo "$GC_PREFIX/usr/include:$GC_PREFIX/usr/include/x86_64-linu
 # (gcc -M) and its libraries (ldd) must resolve inside the prefix.  On the GPU machine this fails
 # in seconds, with the missing piece named, instead of minutes into the build.
 probe_prefix() {
-  local d=$GC_WORK/probe mods="libconfig libpcre2-8 openblas lapacke check" f
+  local d=$GC_WORK/probe mods="libconfig libpcre2-8 libutf8proc openblas lapacke check" f
   mkdir -p "$d"
   cat > "$d/probe.c" <<'EOF'
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -170,6 +170,8 @@ probe_prefix() {
 #include <libconfig.h>
 #include <pcre2.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <utf8proc.h>
 int main(void)
 {
     config_t cfg;
@@ -186,7 +188,10 @@ int main(void)
     ok = ok && y[0] == 6 && y[1] == 5;
     ok = ok && LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', 2, a, 2) == 0 && a[0] == 2;
     ok = ok && srunner_create(suite_create("probe")) != NULL;
-    printf("probe: libconfig, PCRE2, OpenBLAS, LAPACKE, check %s\n", ok ? "work" : "FAILED");
+    utf8proc_uint8_t *nfc = utf8proc_NFC((const utf8proc_uint8_t *)"e\xcc\x81"); /* e + U+0301 -> U+00E9 */
+    ok = ok && nfc && nfc[0] == 0xc3 && nfc[1] == 0xa9 && nfc[2] == 0;
+    free(nfc);
+    printf("probe: libconfig, PCRE2, utf8proc, OpenBLAS, LAPACKE, check %s\n", ok ? "work" : "FAILED");
     return !ok;
 }
 EOF
@@ -198,7 +203,7 @@ EOF
   local cc
   cc=$(command -v cc || command -v gcc) || { echo "no C compiler (cc, gcc)"; return 1; }
   CPATH=$(prefix_cpath) "$cc" $cflags -M "$d/probe.c" > "$d/probe.d" || return 1
-  for f in cblas.h check.h lapacke.h libconfig.h pcre2.h; do
+  for f in cblas.h check.h lapacke.h libconfig.h pcre2.h utf8proc.h; do
     grep -q "$GC_PREFIX/[^ ]*/$f" "$d/probe.d" || { echo "$f does not come from the prefix but from $(grep -o "[^ ]*/$f" "$d/probe.d")"; return 1; }
   done
   CPATH=$(prefix_cpath) "$cc" $cflags -o "$d/probe" "$d/probe.c" $libs || return 1
@@ -206,7 +211,7 @@ EOF
   # Every library the probe loads, directly or through another (liblapacke needs libblas.so.3 and
   # liblapack.so.3 through the alternatives links above), must come from the prefix: on a machine
   # that has them in /usr (this one, in a dry run) a missing link would otherwise go unseen.
-  for f in libconfig.so libpcre2-8.so libopenblas.so liblapacke.so libblas.so liblapack.so libtmglib.so \
+  for f in libconfig.so libpcre2-8.so libutf8proc.so libopenblas.so liblapacke.so libblas.so liblapack.so libtmglib.so \
            libgfortran.so libquadmath.so; do
     with_prefix ldd "$d/probe" | grep "$f" | grep -q "$GC_PREFIX" ||
       { with_prefix ldd "$d/probe"; echo "$f is not loaded from the prefix (ldd above)"; return 1; }

@@ -30,10 +30,11 @@ pack=${1:-device-pack}
 limit_bytes=$((64 * 1024 * 1024))
 
 # The Debian packages, worked out with `apt-cache depends --no-recommends` from the libraries
-# CMakeLists.txt asks pkg-config for (libconfig, libpcre2-8, openblas, lapacke, check):
+# CMakeLists.txt asks pkg-config for (libconfig, libpcre2-8, libutf8proc, openblas, lapacke, check):
 #   libconfig-dev -> libconfig9 (+ pkg-config: pkgconf below)
 #   libpcre2-dev  -> libpcre2-8-0, -16-0, -32-0, libpcre2-posix3 (only -8 is used; the -dev
 #                    package's .so links point at all four, so all four come)
+#   libutf8proc-dev -> libutf8proc2 (tokenizer.json's NFC/NFKC normalizers)
 #   check         -> libsubunit-dev -> libsubunit0 (check's .pc Requires libsubunit)
 #   libopenblas-dev -> libopenblas0, libopenblas-pthread-dev -> libopenblas0-pthread
 #                    -> libgfortran5 -> libquadmath0  (the pthread variant, as setup.sh gets)
@@ -46,6 +47,7 @@ limit_bytes=$((64 * 1024 * 1024))
 # libgcc-s1, gcc-12-base (documentation only), mawk (check's checkmk script, unused).
 debs=(libconfig-dev libconfig9
       libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+      libutf8proc-dev libutf8proc2
       check libsubunit-dev libsubunit0
       libopenblas-dev libopenblas0 libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
       liblapacke-dev liblapacke libtmglib-dev libtmglib3
