@@ -591,7 +591,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
                 kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail_on(ctx);
-    else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
+    else if (r && r->n_failed) {
+        fprintf(stderr, "lmpress: error: %d variant%s failed (see above); the report holds the others\n",
+                r->n_failed, r->n_failed == 1 ? "" : "s");
+        rc = 1;
+    } else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
         fprintf(stderr, "lmpress: error: --output %s: nothing was written: the variant was not compressed in this run "
                         "(another tool's file, or taken from --resume)\n", out.output);
         rc = 1;
@@ -768,11 +772,13 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
     /* The model's header gives its linears' names: a pattern that matches none is a typo that
      * would otherwise leave a variant silently unquantized. */
     lmp_model *m = NULL;
+    lmp_tokenizer *tok = NULL;
     int st = lmp_model_load(c->model_path, &m);
-    if (!st) st = lmp_config_check_model_patterns(c, m);
-    for (int i = 0; i < c->n_variants && !st; i++) /* an imatrix of another model, or none where one is asked for */
-        if ((st = lmp_imatrix_check_variant(ctx, m, &c->variants[i])))
-            lmp_fail_prefix(st, "%s: variant '%s'", cfg_path, c->variants[i].name);
+    /* what compare refuses before any work: patterns, contexts, imatrix, block formats ... */
+    if (!st) st = lmp_run_check_model(ctx, c, m, NULL);
+    /* and a tokenizer whose ids do not fit the model (tokenizer_open.h) */
+    if (!st) st = lmp_open_tokenizer(m, c->tokenizer_path, &tok);
+    lmp_tokenizer_free(tok);
     lmp_model_free(m);
     if (st) {
         lmp_config_free(c);

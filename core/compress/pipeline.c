@@ -336,6 +336,14 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
             if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
             if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states);
             if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
+            /* a stage that leaves a NaN or an infinity (an overflowing importance, a broken
+             * solver) fails the variant here rather than giving a ppl of nan */
+            char bad[512];
+            int64_t at;
+            float value;
+            if (!st && lmp_block_find_nonfinite(blk, bad, sizeof bad, &at, &value))
+                st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) left a non-finite value in %s (%g at element %lld)", s,
+                              v->stages[s].plugin->desc->name, bad, (double)value, (long long)at);
         }
         if (!st && !keep_original && x_base) x_base = cloned && lmp_block_same(blk, &original);
         const lmp_block *next_inputs_from = keep_original ? &original : blk;

@@ -1,0 +1,312 @@
+/* test_hostile_inputs2.c — hostile and unlucky inputs, round two (issue 34):
+ *
+ *  - item 1: a tokenizer.json with more tokens than the model's vocabulary (given with
+ *    --tokenizer, or found in a Hugging Face folder) is refused at load by `eval` and `check`,
+ *    naming both files; before, `eval` read past the embedding (a crash, or a ppl with exit 0);
+ *  - item 3: a NaN in a model's weights is refused at load naming the tensor; an importance
+ *    matrix of 1e38s (finite, but its sums overflow) fails its variant with a message, not a
+ *    "nan" row with exit 0;
+ * Each case runs the real `lmpress` binary, never a mock. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+#define TOK LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
+#define EVAL_TEXT LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt"
+#define CALIB_TEXT LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-calib.txt"
+#define GPT2_TINY LMP_SOURCE_DIR "/tests/golden/gpt2-tiny"
+
+static char tmpdir[256];
+static char output[65536];
+static char args[8192];
+#define ARGS(...) (snprintf(args, sizeof args, __VA_ARGS__), args)
+
+static void setup(void) { lmp_test_tmpdir(tmpdir, sizeof tmpdir, "hostile2"); }
+static void teardown(void) { lmp_test_rmtree(tmpdir); }
+
+static const char *tmp_path(const char *name)
+{
+    static char path[8][512];
+    static int slot;
+    char *p = path[slot++ % 8];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static const char *write_file(const char *name, const void *content, size_t len)
+{
+    const char *p = tmp_path(name);
+    lmp_test_spit(p, content, len);
+    return p;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* Runs `lmpress ARGS` bounded by `timeout 60`, stdout+stderr into output; the exit code (a
+ * crash: 128 + the signal, as the shell reports it). */
+static int run(const char *a)
+{
+    static char cmd[16384];
+    snprintf(cmd, sizeof cmd, "sh -c 'exec timeout 60 %s %s' 2>&1", LMP_CLI, a);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(output, 1, sizeof output - 1, p);
+    output[got] = 0;
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "lmpress %s did not exit normally\n%s", a, output);
+    return WEXITSTATUS(status);
+}
+
+/* Exit 1, exactly one error line, naming needle1 (and needle2). */
+static void expect_error(const char *a, const char *needle1, const char *needle2)
+{
+    int rc = run(a);
+    ck_assert_msg(rc == 1, "lmpress %s: exit %d, expected 1\n%s", a, rc, output);
+    ck_assert_msg(count(output, "lmpress: error:") == 1, "not exactly one error line:\n%s", output);
+    ck_assert_msg(strstr(output, needle1), "'%s' missing from:\n%s", needle1, output);
+    if (needle2) ck_assert_msg(strstr(output, needle2), "'%s' missing from:\n%s", needle2, output);
+}
+
+/* ---- item 1: a tokenizer larger than the model ------------------------------------------- */
+
+/* GPT-2's byte-to-character map (the printable bytes stand for themselves, the others are
+ * moved to U+0100 and up), as a JSON string for byte b. */
+static void byte_char(int b, char *out)
+{
+    static int map[256], made;
+    if (!made) {
+        int n = 0;
+        for (int c = 0; c < 256; c++) {
+            int printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+            map[c] = printable ? c : 256 + n++;
+        }
+        made = 1;
+    }
+    int u = map[b];
+    if (u == '"' || u == '\\') sprintf(out, "\\%c", u);
+    else sprintf(out, "\\u%04x", u);
+}
+
+/* A byte-level BPE tokenizer.json: the 256 byte tokens, then `extra` tokens "x0", "x1", ...
+ * that no merge makes (ids up to 255 + extra). */
+static const char *big_tokenizer(const char *name, int extra)
+{
+    size_t cap = 64 * (size_t)(256 + extra) + 4096, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                          "\"trim_offsets\":true,\"use_regex\":true},\"decoder\":{\"type\":\"ByteLevel\"},"
+                          "\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        char c[16];
+        byte_char(b, c);
+        n += (size_t)snprintf(j + n, cap - n, "%s\"%s\":%d", b ? "," : "", c, b);
+    }
+    for (int i = 0; i < extra; i++) n += (size_t)snprintf(j + n, cap - n, ",\"x%d\":%d", i, 256 + i);
+    n += (size_t)snprintf(j + n, cap - n, "},\"merges\":[]}}");
+    const char *p = write_file(name, j, n);
+    free(j);
+    return p;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = lmp_test_slurp(from, &n);
+    lmp_test_spit(to, b, n);
+    free(b);
+}
+
+START_TEST(tokenizer_larger_than_model_refused)
+{
+    /* stories260K has 512 tokens; this tokenizer 656 (ids 0..655) */
+    const char *big = big_tokenizer("big-tokenizer.json", 400);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", MODEL, big, EVAL_TEXT), big, "vocabulary of 512");
+    ck_assert_msg(strstr(output, "655"), "the largest id is not named:\n%s", output);
+
+    /* a Hugging Face folder (gpt2-tiny: 96 tokens) whose own tokenizer.json has 256 + 4 */
+    const char *dir = tmp_path("gpt2-tiny-bigtok");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    char from[512], to[600];
+    const char *const files[] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(from, sizeof from, "%s/%s", GPT2_TINY, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        copy_file(from, to);
+    }
+    const char *tok = big_tokenizer("gpt2-tiny-bigtok/tokenizer.json", 4);
+    expect_error(ARGS("eval %s --text %s", dir, EVAL_TEXT), tok, "vocabulary of 96");
+
+    /* `check` refuses it as well (it passed before) */
+    char cfg[4096];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model = { path = \"%s\"; };\n"
+                     "eval = { texts = [ \"%s\" ]; seq_len = 32; max_windows = 2; };\n"
+                     "variants = ( { name = \"fp32\"; } );\n",
+                     dir, EVAL_TEXT);
+    const char *c = write_file("bigtok.cfg", cfg, (size_t)n);
+    expect_error(ARGS("check %s", c), tok, "vocabulary of 96");
+    expect_error(ARGS("compare %s", c), tok, "vocabulary of 96");
+}
+END_TEST
+
+/* The same model with its own tokenizer still runs (the check refuses only what does not fit). */
+START_TEST(tokenizer_that_fits_still_runs)
+{
+    int rc = run(ARGS("eval %s --tokenizer %s --text %s --max-windows 1", MODEL, TOK, EVAL_TEXT));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    ck_assert_msg(strstr(output, "ppl"), "no ppl in:\n%s", output);
+}
+END_TEST
+
+/* ---- item 3: non-finite numbers -------------------------------------------------------- */
+
+/* A copy of stories260K with the float at byte `offset` replaced by `value`. */
+static const char *poked_model(const char *name, size_t offset, float value)
+{
+    size_t n;
+    unsigned char *b = lmp_test_slurp(MODEL, &n);
+    ck_assert(offset + 4 <= n);
+    memcpy(b + offset, &value, 4);
+    const char *p = write_file(name, b, n);
+    free(b);
+    return p;
+}
+
+START_TEST(nonfinite_weights_refused_at_load)
+{
+    /* llama2.c v0: 7 int32 of header, then the token embedding [512, 64], then the attention
+     * norms [layers, 64] */
+    const size_t emb = 28, norm0 = 28 + 512 * 64 * 4;
+    const char *a = poked_model("nan-emb.bin", emb + 4 * 70, NAN);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", a, TOK, EVAL_TEXT), "token embedding", "non-finite");
+    ck_assert_msg(strstr(output, a) && strstr(output, "element 70"), "%s", output);
+    const char *b = poked_model("inf-norm.bin", norm0 + 4 * 3, INFINITY);
+    expect_error(ARGS("eval %s --tokenizer %s --text %s", b, TOK, EVAL_TEXT),
+                 "model.layers.0.input_layernorm.weight", "non-finite");
+    ck_assert_msg(strstr(output, "element 3"), "%s", output);
+}
+END_TEST
+
+static void put32(unsigned char *p, int32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)((uint32_t)v >> (8 * i));
+}
+
+/* A legacy llama.cpp imatrix with one entry, blk.0.attn_q.weight: 64 values of `v`. */
+static const char *imatrix_of(const char *name, float v)
+{
+    static const char entry[] = "blk.0.attn_q.weight";
+    unsigned char buf[1024];
+    size_t at = 0;
+    put32(buf + at, 1), at += 4;
+    put32(buf + at, (int32_t)sizeof entry - 1), at += 4;
+    memcpy(buf + at, entry, sizeof entry - 1), at += sizeof entry - 1;
+    put32(buf + at, 1), at += 4;  /* ncall */
+    put32(buf + at, 64), at += 4; /* nval */
+    for (int i = 0; i < 64; i++) memcpy(buf + at, &v, 4), at += 4;
+    put32(buf + at, 1), at += 4; /* trailer: last call, then the dataset name */
+    put32(buf + at, 4), at += 4;
+    memcpy(buf + at, "test", 4), at += 4;
+    return write_file(name, buf, at);
+}
+
+START_TEST(overflowing_imatrix_fails_its_variant)
+{
+    const char *im = imatrix_of("huge.dat", 1e38f);
+    char cfg[4096];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+                     "eval = { texts = [ \"%s\" ]; seq_len = 32; max_windows = 2; };\n"
+                     "variants = ( { name = \"fp32\"; },\n"
+                     "  { name = \"huge-imp\"; imatrix = \"%s\";\n"
+                     "    pipeline = ( { strategy = \"rtn\"; targets = [ \"re:layers\\\\.0\\\\.self_attn\\\\.q_proj$\" ];\n"
+                     "                   params = { format = \"q4_0\"; importance = \"imatrix\"; }; } ); },\n"
+                     "  { name = \"after\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 8; }; } ); } );\n",
+                     MODEL, TOK, EVAL_TEXT, im);
+    const char *c = write_file("huge-imp.cfg", cfg, (size_t)n);
+    const char *json = tmp_path("huge-imp.json");
+    int rc = run(ARGS("compare %s --json %s", c, json));
+    ck_assert_msg(rc == 1, "exit %d, expected 1\n%s", rc, output);
+    ck_assert_msg(!strstr(output, "\nhuge-imp "), "a row is printed for the failed variant:\n%s", output);
+    ck_assert_msg(strstr(output, "huge-imp") && strstr(output, "non-finite"), "%s", output);
+    ck_assert_msg(!strstr(output, "variant 'huge-imp': variant 'huge-imp'"), "the prefix twice:\n%s", output);
+    /* item 11: the failure is reported and the variant after it still runs */
+    ck_assert_msg(strstr(output, "\nafter "), "the variant after the failed one did not run:\n%s", output);
+    ck_assert_msg(strstr(output, "1 variant failed"), "%s", output);
+    size_t len;
+    char *j = (char *)lmp_test_slurp(json, &len);
+    ck_assert_msg(strstr(j, "\"after\"") && !strstr(j, "\"huge-imp\""), "%s", j);
+    free(j);
+}
+END_TEST
+
+/* ---- item 2: --resume across changed inputs ---------------------------------------------- */
+
+/* A report resumed after the evaluation text, the tokenizer or the imatrix changed (same config
+ * bytes) is refused: before, its rows were taken as they were (a ppl ratio of 1.18 for 1.01). */
+START_TEST(resume_refuses_other_inputs)
+{
+    const char *text = tmp_path("eval.txt"), *tok = tmp_path("tok.bin"), *json = tmp_path("r.json");
+    copy_file(EVAL_TEXT, text);
+    copy_file(TOK, tok);
+    char cfg[4096];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+                     "eval = { texts = [ \"%s\" ]; seq_len = 32; max_windows = 2; };\n"
+                     "variants = ( { name = \"fp32\"; } );\n",
+                     MODEL, tok, text);
+    const char *c = write_file("resume.cfg", cfg, (size_t)n);
+    int rc = run(ARGS("compare %s --json %s", c, json));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    rc = run(ARGS("compare %s --json %s --resume", c, json)); /* nothing changed: resumed */
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    /* the text: a few words replaced, same size */
+    size_t len;
+    unsigned char *b = lmp_test_slurp(text, &len);
+    ck_assert(len > 100);
+    memcpy(b + 10, "zzzz zzzz", 9);
+    lmp_test_spit(text, b, len);
+    free(b);
+    expect_error(ARGS("compare %s --json %s --resume", c, json), json, "written by another run");
+    ck_assert_msg(strstr(output, "input file"), "%s", output);
+    copy_file(EVAL_TEXT, text); /* back: resumed again */
+    rc = run(ARGS("compare %s --json %s --resume", c, json));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    /* the tokenizer: one score changed */
+    b = lmp_test_slurp(tok, &len);
+    b[len - 20] ^= 1;
+    lmp_test_spit(tok, b, len);
+    free(b);
+    expect_error(ARGS("compare %s --json %s --resume", c, json), json, "written by another run");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("hostile_inputs2");
+    TCase *tc = tcase_create("hostile_inputs2");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, tokenizer_larger_than_model_refused);
+    tcase_add_test(tc, tokenizer_that_fits_still_runs);
+    tcase_add_test(tc, nonfinite_weights_refused_at_load);
+    tcase_add_test(tc, overflowing_imatrix_fails_its_variant);
+    tcase_add_test(tc, resume_refuses_other_inputs);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}
