@@ -296,6 +296,49 @@ START_TEST(resume_refuses_other_inputs)
 }
 END_TEST
 
+/* ---- item 11: `check` refuses what compare would refuse ---------------------------------- */
+
+static const char *config_with(const char *name, int64_t eval_seq_len, int64_t calib_seq_len, const char *variants)
+{
+    char cfg[8192];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+                     "calibration = { text = \"%s\"; samples = 4; seq_len = %lld; };\n"
+                     "eval = { texts = [ \"%s\" ]; seq_len = %lld; max_windows = 2; };\n"
+                     "variants = ( %s );\n",
+                     MODEL, TOK, CALIB_TEXT, (long long)calib_seq_len, EVAL_TEXT, (long long)eval_seq_len, variants);
+    return write_file(name, cfg, (size_t)n);
+}
+
+START_TEST(check_refuses_what_compare_refuses)
+{
+    /* stories260K's down_proj has 172 inputs: no q4_0 block grid fits them (nor q4_k's fallback) */
+    const char *g = config_with("grid.cfg", 32, 32,
+                                "{ name = \"fp32\"; }, { name = \"q4\"; pipeline = ( { strategy = \"rtn\"; "
+                                "params = { format = \"q4_k\"; }; } ); }");
+    expect_error(ARGS("check %s", g), "variant 'q4'", "model.layers.0.mlp.down_proj to format q5_0");
+    ck_assert_msg(strstr(output, "blocks of 32 inputs; its rows have 172"), "%s", output);
+    expect_error(ARGS("compare %s", g), "variant 'q4'", "rows have 172"); /* before any variant runs */
+    ck_assert_msg(!strstr(output, "\nfp32 "), "compare ran a variant first:\n%s", output);
+    /* leaving the down_proj out makes it fine */
+    const char *ok = config_with("grid-ok.cfg", 32, 32,
+                                 "{ name = \"q4\"; pipeline = ( { strategy = \"rtn\"; ignore = [ \"re:down_proj$\" ]; "
+                                 "params = { format = \"q4_0\"; }; } ); }");
+    int rc = run(ARGS("check %s", ok));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    /* the contexts: stories260K's is 512 */
+    expect_error(ARGS("check %s", config_with("eval-ctx.cfg", 600, 32, "{ name = \"fp32\"; }")),
+                 "eval.seq_len 600 exceeds the model's context of 512", NULL);
+    expect_error(ARGS("check %s", config_with("calib-ctx.cfg", 32, 1024, "{ name = \"fp32\"; }")),
+                 "calibration.seq_len 1024 exceeds the model's context of 512", NULL);
+    /* a qat stage's sequences longer than the calibration windows they are cut from */
+    const char *q = config_with("qat.cfg", 32, 32,
+                                "{ name = \"qat\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 8; }; }, "
+                                "{ strategy = \"qat\"; params = { steps = 1; seq_len = 64; }; } ); }");
+    expect_error(ARGS("check %s", q), "variant 'qat'", "seq_len 64 is longer than the calibration windows");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostile_inputs2");
@@ -307,6 +350,7 @@ int main(void)
     tcase_add_test(tc, nonfinite_weights_refused_at_load);
     tcase_add_test(tc, overflowing_imatrix_fails_its_variant);
     tcase_add_test(tc, resume_refuses_other_inputs);
+    tcase_add_test(tc, check_refuses_what_compare_refuses);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }
