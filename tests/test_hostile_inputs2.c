@@ -339,6 +339,49 @@ START_TEST(check_refuses_what_compare_refuses)
 }
 END_TEST
 
+/* ---- item 17: messages and records ----------------------------------------------------- */
+
+/* A pattern that backtracks exponentially is refused within the match limit, with a message
+ * that says so (before: 12.7 s, then "matches no linear"). */
+START_TEST(regex_match_limit_reported)
+{
+    const char *c = config_with("re.cfg", 32, 32,
+                                "{ name = \"r\"; pipeline = ( { strategy = \"rtn\"; targets = [ \"re:^(.+)+\\\\d$\" ]; "
+                                "params = { bits = 8; }; } ); }");
+    expect_error(ARGS("check %s", c), "gave up on model.layers.0", "match limit");
+    ck_assert_msg(!strstr(output, "matches no linear"), "%s", output);
+}
+END_TEST
+
+/* The JSON's calibration "samples" is the number of windows used, not the number asked for. */
+START_TEST(json_records_samples_used)
+{
+    char cfg[4096];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+                     "calibration = { text = \"%s\"; samples = 1000000; seq_len = 256; };\n"
+                     "eval = { texts = [ \"%s\" ]; seq_len = 32; max_windows = 2; };\n"
+                     "variants = ( { name = \"fp32\"; } );\n",
+                     MODEL, TOK, CALIB_TEXT, EVAL_TEXT);
+    const char *c = write_file("samples.cfg", cfg, (size_t)n);
+    const char *json = tmp_path("samples.json");
+    int rc = run(ARGS("compare %s --json %s", c, json));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    size_t len;
+    char *j = (char *)lmp_test_slurp(json, &len);
+    const char *at = strstr(j, "\"samples\": ");
+    ck_assert_msg(at, "%s", j);
+    long long used = atoll(at + 11);
+    ck_assert_msg(used > 0 && used < 1000000, "samples %lld\n%s", used, j);
+    ck_assert_msg(strstr(j, "\"samples_requested\": 1000000"), "%s", j);
+    /* the warning says the same number */
+    char said[64];
+    snprintf(said, sizeof said, "using %lld (asked for 1000000)", used);
+    ck_assert_msg(strstr(output, said), "'%s' not in:\n%s", said, output);
+    free(j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostile_inputs2");
@@ -351,6 +394,8 @@ int main(void)
     tcase_add_test(tc, overflowing_imatrix_fails_its_variant);
     tcase_add_test(tc, resume_refuses_other_inputs);
     tcase_add_test(tc, check_refuses_what_compare_refuses);
+    tcase_add_test(tc, regex_match_limit_reported);
+    tcase_add_test(tc, json_records_samples_used);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -286,6 +286,7 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
                                  c->calib_text, &run->calib);
         free(ids);
         if (st) return st;
+        r->calib_windows = run->calib.n;
     }
     run->n_windows = calloc((size_t)c->n_eval_texts + 1, sizeof *run->n_windows);
     run->ref_scores = calloc((size_t)c->n_eval_texts + 1, sizeof *run->ref_scores);

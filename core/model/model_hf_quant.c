@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/regex_limit.h"
 
 typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP } ct_strategy;
 
@@ -356,14 +357,11 @@ void lmp_ct_free(lmp_ct *ct)
 }
 
 /* ---- matching ---------------------------------------------------------------------------- */
+/* 1, 0, or -1 when PCRE2 gave up on the name (regex_limit.h). */
 static int name_match(const ct_pattern *p, const char *name)
 {
     if (!p->re) return strcmp(p->text, name) == 0;
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return 0;
-    int rc = pcre2_match(p->re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return rc >= 0;
+    return lmp_re_search(p->re, name);
 }
 
 /* A class-name target: the module's class or one it derives from (every module is a "Module"). */
@@ -372,16 +370,36 @@ static int class_match(const ct_pattern *p, const char *cls)
     return !p->re && (strcmp(p->text, cls) == 0 || strcmp(p->text, "Module") == 0);
 }
 
-/* The group quantizing the module, NULL when it is ignored or no target matches it. */
-static const ct_scheme *scheme_for(const lmp_ct *ct, const char *module, const char *cls)
+static int gave_up(const lmp_ct *ct, const ct_pattern *p, const char *module)
 {
-    for (int i = 0; i < ct->n_ignore; i++)
-        if (name_match(&ct->ignore[i], module) || class_match(&ct->ignore[i], cls)) return NULL;
+    return lmp_fail(LMP_EINVAL, "%s: pattern \"%s\" gave up on %s: PCRE2's match limit (%d steps) was reached, so "
+                    "whether it matches is unknown (a nested repetition such as (.+)+ backtracks exponentially)",
+                    ct->what, p->text, module, LMP_RE_MATCH_LIMIT);
+}
+
+/* The group quantizing the module into *out, NULL when it is ignored or no target matches it. */
+static int scheme_for(const lmp_ct *ct, const char *module, const char *cls, const ct_scheme **out)
+{
+    *out = NULL;
+    for (int i = 0; i < ct->n_ignore; i++) {
+        const int r = name_match(&ct->ignore[i], module);
+        if (r < 0) return gave_up(ct, &ct->ignore[i], module);
+        if (r || class_match(&ct->ignore[i], cls)) return 0;
+    }
+    for (int i = 0; i < ct->n_targets; i++) {
+        const int r = name_match(&ct->targets[i], module);
+        if (r < 0) return gave_up(ct, &ct->targets[i], module);
+        if (r) {
+            *out = &ct->schemes[ct->targets[i].scheme];
+            return 0;
+        }
+    }
     for (int i = 0; i < ct->n_targets; i++)
-        if (name_match(&ct->targets[i], module)) return &ct->schemes[ct->targets[i].scheme];
-    for (int i = 0; i < ct->n_targets; i++)
-        if (class_match(&ct->targets[i], cls)) return &ct->schemes[ct->targets[i].scheme];
-    return NULL;
+        if (class_match(&ct->targets[i], cls)) {
+            *out = &ct->schemes[ct->targets[i].scheme];
+            return 0;
+        }
+    return 0;
 }
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -516,8 +534,9 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
                 const char *cls, int64_t out, int64_t in, lmp_ct_weight *w)
 {
     memset(w, 0, sizeof *w);
-    const ct_scheme *s = scheme_for(ct, module, cls);
-    if (!s) return 0;
+    const ct_scheme *s;
+    int sr = scheme_for(ct, module, cls, &s);
+    if (sr || !s) return sr;
     w->act = s->act;
     int r = s->act.mode == LMP_ACT_STATIC_TENSOR ? input_scale(st, where, module, &w->act) : 0;
     if (r || !s->has_weights) return r;
