@@ -58,10 +58,10 @@ static int count(const char *hay, const char *needle)
 
 /* Runs `lmpress ARGS` bounded by `timeout 60`, stdout+stderr into output; the exit code (a
  * crash: 128 + the signal, as the shell reports it). */
-static int run(const char *a)
+static int run_env(const char *env, const char *a)
 {
     static char cmd[16384];
-    snprintf(cmd, sizeof cmd, "sh -c 'exec timeout 60 %s %s' 2>&1", LMP_CLI, a);
+    snprintf(cmd, sizeof cmd, "sh -c 'exec env %s timeout 60 %s %s' 2>&1", env, LMP_CLI, a);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t got = fread(output, 1, sizeof output - 1, p);
@@ -70,6 +70,8 @@ static int run(const char *a)
     ck_assert_msg(WIFEXITED(status), "lmpress %s did not exit normally\n%s", a, output);
     return WEXITSTATUS(status);
 }
+
+static int run(const char *a) { return run_env("", a); }
 
 /* Exit 1, exactly one error line, naming needle1 (and needle2). */
 static void expect_error(const char *a, const char *needle1, const char *needle2)
@@ -382,6 +384,26 @@ START_TEST(json_records_samples_used)
 }
 END_TEST
 
+/* ---- item 13: an unusable $TMPDIR under --output-dir ------------------------------------ */
+
+START_TEST(unusable_tmpdir_refused_before_work)
+{
+    const char *c = config_with("tmpdir.cfg", 32, 32,
+                                "{ name = \"fp32\"; }, { name = \"w8\"; pipeline = ( { strategy = \"rtn\"; "
+                                "params = { bits = 8; }; } ); }");
+    const char *out = tmp_path("exports");
+    int rc = run_env("TMPDIR=/nonexistent-lmpress-tmp", ARGS("compare %s --output-dir %s", c, out));
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, output);
+    ck_assert_msg(count(output, "lmpress: error:") == 1, "not exactly one error line:\n%s", output);
+    ck_assert_msg(strstr(output, "$TMPDIR /nonexistent-lmpress-tmp: cannot create a temporary file there") &&
+                      strstr(output, "MB of the blocks of each variant to export"), "%s", output);
+    ck_assert_msg(!strstr(output, "\nfp32 ") && !strstr(output, "written to"), "work was done first:\n%s", output);
+    /* without an export nothing is kept there for so small a run: it runs */
+    rc = run_env("TMPDIR=/nonexistent-lmpress-tmp", ARGS("compare %s", c));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostile_inputs2");
@@ -396,6 +418,7 @@ int main(void)
     tcase_add_test(tc, check_refuses_what_compare_refuses);
     tcase_add_test(tc, regex_match_limit_reported);
     tcase_add_test(tc, json_records_samples_used);
+    tcase_add_test(tc, unusable_tmpdir_refused_before_work);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -16,6 +16,7 @@
 #include "base/file_hash.h"
 #include "base/hash.h"
 #include "base/input_file.h"
+#include "base/spill.h"
 #include "base/textfile.h"
 #include "compress/calib_states.h"
 #include "compress/imatrix_map.h"
@@ -85,6 +86,25 @@ static int fold_inputs(const lmp_run_state *run, char fingerprint[17])
     }
     snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
     return st;
+}
+
+/* The temporary files the run will need, checked before any work: the reference's
+ * log-probabilities beyond their memory budget, and for an export each variant's blocks (at most
+ * their f32 size: codes take less).  An unusable $TMPDIR is refused here rather than after the
+ * first variant. */
+static int check_tmpdir(const lmp_run_state *run, const lmp_report *r)
+{
+    const lmp_model *m = run->m;
+    double bytes = 0;
+    for (int t = 0; t < r->n_texts; t++) {
+        const double ref = (double)r->texts[t].windows * (double)run->c->eval_seq_len * (double)m->arch.vocab * 4.0;
+        if (ref > (double)LMP_REF_MEMORY_BUDGET) bytes += ref;
+    }
+    double blocks = run->hooks->compressed ? (double)lmp_model_block_linear_params(m) * 4.0 : 0;
+    if (bytes + blocks <= 0) return 0;
+    return lmp_spill_check_dir(bytes + blocks, blocks > 0 ? "the blocks of each variant to export and the "
+                                                              "reference's log-probabilities"
+                                                            : "the reference's log-probabilities");
 }
 
 /* ---- stage 1: prepare ------------------------------------------------------------------------ */
@@ -730,6 +750,7 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     lmp_dist *dist = lmp_host_dist(ctx);
     const int lead = lmp_dist_rank(dist) == 0;
     if (!st) st = lmp_run_prepare(&run, r);
+    if (!st) st = check_tmpdir(&run, r);
     if (!st && lead) st = fold_inputs(&run, r->fingerprint);
     if (!st && lead && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
     if (!st && lead && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
