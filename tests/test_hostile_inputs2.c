@@ -384,6 +384,34 @@ START_TEST(json_records_samples_used)
 }
 END_TEST
 
+/* ---- item 12: calibration windows capped --------------------------------------------- */
+
+START_TEST(calibration_memory_capped)
+{
+    char cfg[4096];
+    const char *const modes[] = {"random", "sequential"};
+    for (int k = 0; k < 2; k++) {
+        int n = snprintf(cfg, sizeof cfg,
+                         "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+                         "calibration = { text = \"%s\"; samples = 2000; seq_len = 64; sampling = \"%s\"; };\n"
+                         "eval = { texts = [ \"%s\" ]; seq_len = 32; max_windows = 2; };\n"
+                         "variants = ( { name = \"g\"; pipeline = ( { strategy = \"gptq\"; params = { bits = 4; }; } ); } );\n",
+                         MODEL, TOK, CALIB_TEXT, modes[k], EVAL_TEXT);
+        const char *c = write_file(k ? "seq.cfg" : "random.cfg", cfg, (size_t)n);
+        /* 2000 windows of 64 tokens: 33 MB of block inputs, over a budget of 8 MB */
+        if (k == 0) { /* random: exactly `samples` windows, refused by check as well */
+            int rc = run_env("LMPRESS_CALIB_MB=8", ARGS("check %s", c));
+            ck_assert_msg(rc == 1 && strstr(output, "2000 windows of 64 tokens") &&
+                              strstr(output, "lower calibration.samples"), "exit %d\n%s", rc, output);
+        }
+        int rc = run_env("LMPRESS_CALIB_MB=8", ARGS("compare %s", c));
+        ck_assert_msg(rc == 1 && strstr(output, "windows of 64 tokens keep") && strstr(output, "LMPRESS_CALIB_MB"),
+                      "%s: exit %d\n%s", modes[k], rc, output);
+        ck_assert_msg(!strstr(output, "\ng "), "a variant ran:\n%s", output);
+    }
+}
+END_TEST
+
 /* ---- item 13: an unusable $TMPDIR under --output-dir ------------------------------------ */
 
 START_TEST(unusable_tmpdir_refused_before_work)
@@ -419,6 +447,7 @@ int main(void)
     tcase_add_test(tc, regex_match_limit_reported);
     tcase_add_test(tc, json_records_samples_used);
     tcase_add_test(tc, unusable_tmpdir_refused_before_work);
+    tcase_add_test(tc, calibration_memory_capped);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -252,6 +252,22 @@ static int check_variant_stages(const lmp_run_config *c, const lmp_model *m, con
     return st;
 }
 
+/* The calibration windows' block inputs X[n, T, dim] (and their tokens) stay in memory while a
+ * variant compresses: n windows of T tokens must fit the budget, half of this machine's memory
+ * unless LMPRESS_CALIB_MB says otherwise.  Refused before any work, naming the setting. */
+static int check_calib_memory(const lmp_run_config *c, const lmp_model *m, int64_t n)
+{
+    const double need = (double)n * (double)c->calib_seq_len * ((double)m->arch.dim * 4.0 + 4.0);
+    const char *env = getenv("LMPRESS_CALIB_MB");
+    double budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 2.0;
+    if (env && *env) budget = atof(env) * 1048576.0;
+    if (budget <= 0 || need <= budget) return 0;
+    return lmp_fail(LMP_EINVAL, "%s: calibration: %lld windows of %lld tokens keep %.0f MB of block inputs in memory, "
+                    "more than the budget of %.0f MB (%s): lower calibration.samples or seq_len", c->path,
+                    (long long)n, (long long)c->calib_seq_len, need / 1e6, budget / 1e6,
+                    env && *env ? "LMPRESS_CALIB_MB" : "half of this machine's memory; LMPRESS_CALIB_MB sets it");
+}
+
 int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *m, const lmp_report *r)
 {
     int st = lmp_config_check_model_patterns(c, m);
@@ -261,6 +277,9 @@ int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *
     if (!st && c->calib_text && c->calib_seq_len > m->arch.seq_len)
         st = lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld", c->path,
                       (long long)c->calib_seq_len, (long long)m->arch.seq_len);
+    /* random sampling cuts exactly `samples` windows (sequential: at most that many, as the text
+     * allows: checked once it is tokenized) */
+    if (!st && c->calib_text && c->calib_random) st = check_calib_memory(c, m, c->calib_samples);
     for (int i = 0; i < (r ? r->n_results : c->n_variants) && !st; i++) {
         const lmp_variant *v = r ? r->results[i].v : &c->variants[i];
         /* an importance matrix that does not fit a linear it is meant for */
@@ -301,6 +320,8 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         st = lmp_tokenize_file(run->tok, c->calib_text, &ids, &n_ids);
+        const int64_t fit = n_ids / c->calib_seq_len;
+        if (!st && !c->calib_random) st = check_calib_memory(c, m, fit < c->calib_samples ? fit : c->calib_samples);
         if (!st)
             st = lmp_windows_cut(run->ctx, ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
                                  c->calib_text, &run->calib);
@@ -583,7 +604,7 @@ static int share_calibration(lmp_run_state *run, const int *todo, int n, lmp_dis
             lmp_block blk;
             double share = 0;
             if (!(local = lmp_model_block_copy(m, b, &blk))) {
-                local = lmp_calib_pass(NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
+                local = lmp_calib_pass(run->ctx, NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
                                        run->calib.T, &share);
                 lmp_block_free(&blk);
             }

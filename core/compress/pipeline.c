@@ -112,7 +112,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
                     : lmp_fail(LMP_EINVAL, "%s: the stage asks for an importance matrix, and none is set", l->name);
     }
     double t0 = lmp_now_s();
-    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
+    if (!st && targeted && any && !(st = lmp_block_stats_collect(ctx, be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
         ctx->times.forwards += bs.forward_share;
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
@@ -304,7 +304,10 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         X = malloc((size_t)(calib->n * per) * sizeof *X);
         if (!X) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
     }
-    for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+    for (int64_t w = 0; w < calib->n && !st; w++) {
+        if ((w & 1023) == 0 && (st = lmp_host_stop_if_interrupted(ctx))) break;
+        lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+    }
     /* What each pass over a block leaves for the next (none when a watcher observes every forward:
      * it must see all of them). */
     lmp_calib_states states_store, *states = NULL;
@@ -353,7 +356,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
                 st = lmp_calib_cache_get(cache, b + 1, X, x_floats);
             } else if (!st && calib->n) {
                 double share = 0; /* from the states the statistics passes left, where they apply */
-                st = lmp_calib_pass(states, be, &m->arch, next_inputs_from, X, X, 4, 4, watch->observe, watch->ud,
+                st = lmp_calib_pass(ctx, states, be, &m->arch, next_inputs_from, X, X, 4, 4, watch->observe, watch->ud,
                                     calib->n, calib->T, &share);
                 if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
                 if (!st) ctx->times.forwards += share;
