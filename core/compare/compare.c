@@ -283,7 +283,7 @@ int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *
     for (int i = 0; i < (r ? r->n_results : c->n_variants) && !st; i++) {
         const lmp_variant *v = r ? r->results[i].v : &c->variants[i];
         /* an importance matrix that does not fit a linear it is meant for */
-        if ((st = lmp_imatrix_check_variant(ctx, m, v)) || (st = check_variant_stages(c, m, v)))
+        if ((st = lmp_compress_check_variant(ctx, m, v, c->calib_text != NULL)) || (st = check_variant_stages(c, m, v)))
             lmp_fail_prefix(st, "%s: variant '%s'", c->path, v->name);
     }
     return st;

@@ -80,7 +80,8 @@ typedef struct lmp_run_state {
 int lmp_run_prepare(lmp_run_state *run, lmp_report *r);
 /* Everything about the config that m's header can refute, for every variant of the config, so
  * that `lmpress check` refuses what compare would refuse: the patterns, the context lengths
- * (eval and calibration seq_len), each variant's importance matrix, a block format (q4_0 ...)
+ * (eval and calibration seq_len), each variant's stages (lmp_compress_check_variant: importance
+ * matrix, whole-model stage, calibration statistics without a text), a block format (q4_0 ...)
  * on a linear whose rows are not whole blocks, a learning stage's seq_len longer than the
  * calibration windows.  r: the variants of its results (lmp_run_prepare's part); NULL: all of the
  * config's. */

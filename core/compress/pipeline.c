@@ -210,6 +210,39 @@ static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *co
     return 0;
 }
 
+static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole);
+
+static int calibration_missing(void)
+{
+    return lmp_fail(LMP_EINVAL, "a stage needs calibration statistics: set calibration.text in the config");
+}
+
+int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration)
+{
+    if (!v->n_stages) return 0;
+    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    int made = 0;
+    for (; made < v->n_stages && !st; made++) {
+        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
+        if (!vt->create) continue;
+        lmp_host_clear_error(ctx);
+        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
+            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
+    }
+    int whole = 0, observes = 0;
+    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
+    if (!st) st = whole_model_stage(m, v, selves, &whole);
+    if (!st) st = any_stage_observes(m, v, selves, &observes);
+    if (!st && observes && !has_calibration) st = calibration_missing();
+    for (int s = 0; selves && s < made; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
+    }
+    free(selves);
+    return st;
+}
+
 /* Whether the variant ends with a stage that works on the whole model (LMP_NEED_WHOLE_MODEL);
  * refused when such a stage is not the last, or has no finish(). */
 static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole)
@@ -294,8 +327,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     int observes = 0;
     if (!st) st = any_stage_observes(m, v, selves, &observes);
     if (!st && observes && !calib->n)
-        st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
-                      "calibration.text in the config", v->name);
+        st = calibration_missing();
     if (!st && !observes && watch->observe && calib->n && v->n_stages) observes = 1; /* the watcher's observer needs them */
     lmp_windows none = {0};
     if (!observes) calib = &none;
