@@ -135,9 +135,13 @@ static const char *const usage_check =
     "\n"
     "Parses CONFIG, loads the plugins it names, validates every stage against its plugin's\n"
     "parameter schema, checks every file it names (exists, readable, the right kind) and, from\n"
-    "the model's header, that every targets/ignore/overrides pattern matches a linear and that an\n"
-    "importance matrix (imatrix) has an entry of the right width for every linear quantized with it:\n"
-    "all that compare does before any work.  Prints the variants.  A plugin file is checked before it is\n"
+    "the model's header, that every targets/ignore/overrides pattern matches a linear, that an\n"
+    "importance matrix (imatrix) has an entry of the right width for every linear quantized with it,\n"
+    "that the seq_lens fit the model's context (and a learning stage's the calibration windows), that\n"
+    "a block format (q4_0, q4_k ...) divides every row it quantizes, that a stage needing statistics\n"
+    "has a calibration text, that random calibration windows fit the memory budget, and that the\n"
+    "tokenizer's ids fit the model's vocabulary: all that compare does before any work.  Prints the\n"
+    "variants.  A plugin file is checked before it is\n"
     "opened: inside a trusted folder, and an ELF shared object exporting lmp_plugin_entry (read\n"
     "from its symbol table, so a file that is not a plugin runs nothing).\n" TRUST_USAGE;
 
