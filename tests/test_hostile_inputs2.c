@@ -5,8 +5,17 @@
  *    naming both files; before, `eval` read past the embedding (a crash, or a ppl with exit 0);
  *  - item 3: a NaN in a model's weights is refused at load naming the tensor; an importance
  *    matrix of 1e38s (finite, but its sums overflow) fails its variant with a message, not a
- *    "nan" row with exit 0;
- * Each case runs the real `lmpress` binary, never a mock. */
+ *    "nan" row with exit 0 (the compressed-tensors values are in test_model_ct.c);
+ *  - item 2: `--resume` refuses a report made from another evaluation text or tokenizer;
+ *  - item 11: `check` refuses a block format on rows it does not divide, seq_lens beyond the
+ *    model's context and a qat seq_len beyond the calibration windows; a variant that fails
+ *    mid-run is reported and the next one still runs (exit 1);
+ *  - item 12: calibration windows beyond the memory budget are refused before work; a SIGTERM
+ *    during a calibration pass is answered within one window;
+ *  - item 13: an unusable $TMPDIR under --output-dir is refused before any work;
+ *  - item 17: "variant 'x':" once, PCRE2's match limit reported as such, the JSON's samples
+ *    are the windows used.
+ * The CLI cases run the real `lmpress` binary, never a mock. */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
