@@ -410,7 +410,7 @@ static void dump_sqsum(const lmp_model *m, const char *dir)
         lmp_block_stats bs;
         memset(&bs, 0, sizeof bs);
         for (int i = 0; i < blk->n_linears; i++) bs.needs[i] = LMP_STAT_SQSUM;
-        ck_assert_msg(lmp_block_stats_collect(&be, &m->arch, blk, X, n, T, NULL, &bs) == 0, "%s", lmp_last_error());
+        ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, n, T, NULL, &bs) == 0, "%s", lmp_last_error());
         for (int i = 0; i < blk->n_linears; i++) {
             char name[64];
             ck_assert_int_eq(bs.stats[i].n_tokens, n * T);

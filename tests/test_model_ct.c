@@ -384,6 +384,53 @@ START_TEST(bad_tensors_refused)
 }
 END_TEST
 
+/* Issue 34, items 3 and 4: values no scheme can hold are refused at load, naming the tensor and
+ * the element, where before they were read as they came: a g_idx with one -1 among groups (read
+ * as "no activation order"), an int4 code of 127 stored in an int8, a zero-point outside int4, a
+ * NaN, infinite or negative scale (a NaN scale printed "ppl nan" with exit 0). */
+START_TEST(bad_values_refused)
+{
+    /* bit patterns by scale dtype: [0] NaN, [1] +inf, [2] -1 */
+    static const int64_t f16[3] = {0x7e00, 0x7c00, 0xbc00}, bf16[3] = {0x7fc0, 0x7f80, 0xbf80},
+                         f32[3] = {0x7fc00000, 0x7f800000, 0xbf800000};
+    static const struct {
+        const char *fixture, *leaf;
+        int64_t index, value; /* value < 0 for a scale: -1 - (pattern number above) */
+        const char *needle;
+    } cases[] = {
+        {"w4-actorder", "q_proj.weight_g_idx", 3, -1, ".weight_g_idx[3] = -1 is not a group (0 to 3)"},
+        {"w4-naive", "q_proj.weight", 5, 127, "q_proj.weight[0, 5] = 127 is not an int4 code (-8 to 7)"},
+        {"w4-naive", "q_proj.weight", 70, -9, "q_proj.weight[1, 6] = -9 is not an int4 code"},
+        {"w4-naive", "q_proj.weight_zero_point", 2, 8, "q_proj.weight_zero_point[2] = 8 is not an int4 zero-point"},
+        {"w4-g32", "q_proj.weight_scale", 2, -1, "q_proj.weight_scale[2] = nan is not a finite scale"},
+        {"w4-asym", "q_proj.weight_scale", 1, -2, "q_proj.weight_scale[1] = inf is not a finite scale"},
+        {"w4-naive", "q_proj.weight_scale", 3, -3, "q_proj.weight_scale[3] = -1 is not a scale (negative)"},
+        {"w4-g32", "q_proj.weight_scale", 0, -3, "q_proj.weight_scale[0] = -1 is not a scale (negative)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char name[256], src[512];
+        snprintf(name, sizeof name, "model.layers.1.self_attn.%s", cases[k].leaf);
+        int64_t value = cases[k].value;
+        if (strstr(cases[k].leaf, "scale")) {
+            lmp_safetensors *st = NULL;
+            snprintf(src, sizeof src, "%s/%s/model.safetensors", fxdir, cases[k].fixture);
+            ck_assert_int_eq(lmp_st_open(src, &st), 0);
+            const lmp_st_tensor *t = lmp_st_find(st, name);
+            ck_assert_msg(t != NULL, "%s: no %s", src, name);
+            const int64_t *pat = t->dtype == LMP_ST_F16 ? f16 : t->dtype == LMP_ST_BF16 ? bf16 : f32;
+            value = pat[-1 - value];
+            lmp_st_close(st);
+        }
+        const char *d = patched(cases[k].fixture, name, cases[k].index, value, 100 + (int)k);
+        lmp_model *m = NULL;
+        lmp_clear_error();
+        ck_assert_msg(lmp_model_load(d, &m) != 0, "case %zu: %s loaded", k, d);
+        const char *e = lmp_last_error();
+        ck_assert_msg(strstr(e, d) && strstr(e, name) && strstr(e, cases[k].needle), "case %zu: %s", k, e);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model_ct");
@@ -395,6 +442,7 @@ int main(void)
     tcase_add_test(tc, compare_evaluates_external_ct);
     tcase_add_test(tc, unsupported_configs_refused);
     tcase_add_test(tc, bad_tensors_refused);
+    tcase_add_test(tc, bad_values_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

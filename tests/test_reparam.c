@@ -141,7 +141,7 @@ static void collect(calib_inputs *ci, const lmp_block *blk, int64_t S, lmp_block
         bs->needs[i] = LMP_STAT_ABSMAX | LMP_STAT_SAMPLE;
         bs->n_sample[i] = S;
     }
-    ck_assert_int_eq(lmp_block_stats_collect(&be, &ci->m->arch, blk, ci->X, ci->w.n, ci->w.T, NULL, bs), 0);
+    ck_assert_int_eq(lmp_block_stats_collect(NULL, &be, &ci->m->arch, blk, ci->X, ci->w.n, ci->w.T, NULL, bs), 0);
 }
 
 /* The group's weights W[O, C]: the rows of every linear in lins[]. */

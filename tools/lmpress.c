@@ -137,9 +137,13 @@ static const char *const usage_check =
     "\n"
     "Parses CONFIG, loads the plugins it names, validates every stage against its plugin's\n"
     "parameter schema, checks every file it names (exists, readable, the right kind) and, from\n"
-    "the model's header, that every targets/ignore/overrides pattern matches a linear and that an\n"
-    "importance matrix (imatrix) has an entry of the right width for every linear quantized with it:\n"
-    "all that compare does before any work.  Prints the variants.  A plugin file is checked before it is\n"
+    "the model's header, that every targets/ignore/overrides pattern matches a linear, that an\n"
+    "importance matrix (imatrix) has an entry of the right width for every linear quantized with it,\n"
+    "that the seq_lens fit the model's context (and a learning stage's the calibration windows), that\n"
+    "a block format (q4_0, q4_k ...) divides every row it quantizes, that a stage needing statistics\n"
+    "has a calibration text, that random calibration windows fit the memory budget, and that the\n"
+    "tokenizer's ids fit the model's vocabulary: all that compare does before any work.  Prints the\n"
+    "variants.  A plugin file is checked before it is\n"
     "opened: inside a trusted folder, and an ELF shared object exporting lmp_plugin_entry (read\n"
     "from its symbol table, so a file that is not a plugin runs nothing).\n" TRUST_USAGE;
 
@@ -612,7 +616,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
                 kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail_on(ctx);
-    else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
+    else if (r && r->n_failed) {
+        fprintf(stderr, "lmpress: error: %d variant%s failed (see above); the report holds the others\n",
+                r->n_failed, r->n_failed == 1 ? "" : "s");
+        rc = 1;
+    } else if (out.output && !out.exported) { /* another tool's file, or taken from --resume: nothing ran */
         fprintf(stderr, "lmpress: error: --output %s: nothing was written: the variant was not compressed in this run "
                         "(another tool's file, or taken from --resume)\n", out.output);
         rc = 1;
@@ -789,11 +797,13 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
     /* The model's header gives its linears' names: a pattern that matches none is a typo that
      * would otherwise leave a variant silently unquantized. */
     lmp_model *m = NULL;
+    lmp_tokenizer *tok = NULL;
     int st = lmp_model_load(c->model_path, &m);
-    if (!st) st = lmp_config_check_model_patterns(c, m);
-    for (int i = 0; i < c->n_variants && !st; i++) /* an imatrix of another model, or none where one is asked for */
-        if ((st = lmp_imatrix_check_variant(ctx, m, &c->variants[i])))
-            lmp_fail_prefix(st, "%s: variant '%s'", cfg_path, c->variants[i].name);
+    /* what compare refuses before any work: patterns, contexts, imatrix, block formats ... */
+    if (!st) st = lmp_run_check_model(ctx, c, m, NULL);
+    /* and a tokenizer whose ids do not fit the model (tokenizer_open.h) */
+    if (!st) st = lmp_open_tokenizer(m, c->tokenizer_path, &tok);
+    lmp_tokenizer_free(tok);
     lmp_model_free(m);
     if (st) {
         lmp_config_free(c);

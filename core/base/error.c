@@ -23,6 +23,10 @@ int lmp_fail_prefix(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    /* Two layers that both name the same thing (the pipeline and the compare run both say
+     * "variant 'x'") give it once: a message that already starts with the prefix keeps it. */
+    size_t p = strlen(prefix);
+    if (strncmp(last_error, prefix, p) == 0 && (last_error[p] == ':' || last_error[p] == ' ')) return status;
     size_t n = strlen(last_error);
     if (n >= sizeof old) n = sizeof old - 1; /* keep the head of a very long message */
     memcpy(old, last_error, n);

@@ -22,7 +22,7 @@
 
 /* Records the message and returns status (so: return lmp_fail(LMP_EINVAL, "...")). */
 int lmp_fail(int status, const char *fmt, ...) LMP_PRINTF(2, 3);
-/* Prepends "prefix: " to the recorded message and returns status. */
+/* Prepends "prefix: " to the recorded message (unless it already starts so) and returns status. */
 int lmp_fail_prefix(int status, const char *fmt, ...) LMP_PRINTF(2, 3);
 const char *lmp_last_error(void);
 void lmp_clear_error(void);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -34,7 +35,10 @@ int lmp_spill_tmpfile(lmp_ctx *ctx, double bytes, const char *what)
     snprintf(path, sizeof path, "%s/lmpress-spill-XXXXXX", dir);
     const int fd = mkstemp(path);
     if (fd < 0) {
-        lmp_fail(LMP_EIO, "%s: cannot create a file for %.0f MB of %s: %s", path, bytes / 1e6, what, strerror(errno));
+        char size[48] = ""; /* a store that grows as it is written (bytes 0) has no size yet */
+        if (bytes > 0) snprintf(size, sizeof size, "%.0f MB of ", bytes / 1e6);
+        lmp_fail(LMP_EIO, "%s: cannot create a temporary file for %s%s: %s (set TMPDIR to a writable folder)", path,
+                 size, what, strerror(errno));
         return -1;
     }
     unlink(path);
@@ -87,4 +91,28 @@ int lmp_spill_write(lmp_spill *s, int64_t off, int64_t count, const float *buf)
         return 0;
     }
     return file_io(s, 1, (float *)buf, off, count);
+}
+
+int lmp_spill_check_dir(double bytes, const char *what)
+{
+    const char *env = getenv("TMPDIR");
+    const char *dir = env && *env ? env : "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lmpress-spill-XXXXXX", dir);
+    const int fd = mkstemp(path);
+    if (fd < 0)
+        return lmp_fail(LMP_EIO, "%s%s: cannot create a temporary file there: %s; the run keeps about %.0f MB of %s "
+                        "in it: set TMPDIR to a writable folder with room", env && *env ? "$TMPDIR " : "", dir,
+                        strerror(errno), bytes / 1e6, what);
+    unlink(path);
+    struct statvfs vfs;
+    int st = 0;
+    if (fstatvfs(fd, &vfs) == 0) {
+        const double room = (double)vfs.f_bavail * (double)vfs.f_frsize;
+        if (room < bytes)
+            st = lmp_fail(LMP_EIO, "%s%s: %.0f MB free, but the run keeps about %.0f MB of %s there: set TMPDIR to a "
+                          "folder with room", env && *env ? "$TMPDIR " : "", dir, room / 1e6, bytes / 1e6, what);
+    }
+    close(fd);
+    return st;
 }

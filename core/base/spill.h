@@ -33,6 +33,9 @@ int lmp_spill_write(lmp_spill *s, int64_t off, int64_t count, const float *buf);
 /* An unlinked temporary file in $TMPDIR (or /tmp) for about `bytes` of `what`: its descriptor,
  * or -1 with the error set.  For stores that grow as they are written (block_store.h). */
 int lmp_spill_tmpfile(lmp_ctx *ctx, double bytes, const char *what);
+/* Before any work: that a temporary file can be made in $TMPDIR (or /tmp) and that its
+ * filesystem has `bytes` free for `what`; otherwise an error naming the folder and the size. */
+int lmp_spill_check_dir(double bytes, const char *what);
 /* Reads (writing 0) or writes bytes at offset `at` of fd, all of them or an error naming what. */
 int lmp_spill_fd_io(int fd, int writing, void *buf, size_t bytes, int64_t at, const char *what);
 

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file_hash.h"
 #include "base/hash.h"
 #include "base/input_file.h"
+#include "base/spill.h"
 #include "base/textfile.h"
 #include "compress/calib_states.h"
 #include "compress/imatrix_map.h"
@@ -58,6 +60,51 @@ void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fin
     h = lmp_fnv1a64(h, c->backend_name, strlen(c->backend_name) + 1);
     h = lmp_fnv1a64(h, LMP_VERSION, sizeof LMP_VERSION);
     snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
+}
+
+/* The run's fingerprint (hex) with the content of every file the run reads folded in: the
+ * model, the tokenizer (given or found beside it), the evaluation, calibration and LAMBADA texts,
+ * the importance matrices and the external variants' models.  A report of other inputs is then
+ * not resumed (file_hash.h says what of a large file is read). */
+static int fold_inputs(const lmp_run_state *run, char fingerprint[17])
+{
+    const lmp_run_config *c = run->c;
+    uint64_t h = strtoull(fingerprint, NULL, 16);
+    int st = lmp_file_hash_fold(c->model_path, &h);
+    char beside[4096];
+    const char *tok = c->tokenizer_path;
+    if (!tok && strncmp(run->m->format, "GGUF", 4) != 0 && lmp_tokenizer_beside(run->m, beside, sizeof beside) == 0)
+        tok = beside;
+    if (!st) st = lmp_file_hash_fold(tok, &h);
+    for (int t = 0; t < c->n_eval_texts && !st; t++) st = lmp_file_hash_fold(c->eval_texts[t], &h);
+    if (!st) st = lmp_file_hash_fold(c->calib_text, &h);
+    if (!st) st = lmp_file_hash_fold(c->lambada, &h);
+    if (!st) st = lmp_file_hash_fold(c->imatrix_path, &h);
+    for (int i = 0; i < c->n_variants && !st; i++) {
+        st = lmp_file_hash_fold(c->variants[i].imatrix_path, &h);
+        if (!st) st = lmp_file_hash_fold(c->variants[i].model_path, &h);
+    }
+    snprintf(fingerprint, 17, "%016llx", (unsigned long long)h);
+    return st;
+}
+
+/* The temporary files the run will need, checked before any work: the reference's
+ * log-probabilities beyond their memory budget, and for an export each variant's blocks (at most
+ * their f32 size: codes take less).  An unusable $TMPDIR is refused here rather than after the
+ * first variant. */
+static int check_tmpdir(const lmp_run_state *run, const lmp_report *r)
+{
+    const lmp_model *m = run->m;
+    double bytes = 0;
+    for (int t = 0; t < r->n_texts; t++) {
+        const double ref = (double)r->texts[t].windows * (double)run->c->eval_seq_len * (double)m->arch.vocab * 4.0;
+        if (ref > (double)LMP_REF_MEMORY_BUDGET) bytes += ref;
+    }
+    double blocks = run->hooks->compressed ? (double)lmp_model_block_linear_params(m) * 4.0 : 0;
+    if (bytes + blocks <= 0) return 0;
+    return lmp_spill_check_dir(bytes + blocks, blocks > 0 ? "the blocks of each variant to export and the "
+                                                              "reference's log-probabilities"
+                                                            : "the reference's log-probabilities");
 }
 
 /* ---- stage 1: prepare ------------------------------------------------------------------------ */
@@ -151,6 +198,97 @@ static int check_externals(lmp_run_state *run, const lmp_report *r)
     return 0;
 }
 
+/* The GGUF (or NF4) block format a stage's "format" parameter names for a linear, after
+ * llama-quantize's fallback for a k-quant on a row it does not fit; LMP_WFORMAT_INT when the
+ * stage has no such parameter. */
+static lmp_wformat stage_block_format(const lmp_stage *stage, const lmp_value *p, int64_t cols)
+{
+    const lmp_plugin_desc *d = stage->plugin->desc;
+    for (uint32_t k = 0; k < d->n_params; k++) {
+        if (strcmp(d->params[k].name, "format") != 0 || !p[k].str) continue;
+        for (int f = 1; f < 64; f++)
+            if (lmp_wformat_name((lmp_wformat)f) && strcmp(lmp_wformat_name((lmp_wformat)f), p[k].str) == 0)
+                return lmp_wformat_fallback((lmp_wformat)f, cols);
+    }
+    return LMP_WFORMAT_INT;
+}
+
+/* What a stage asks of every linear it targets that the model's shapes can tell now: a block
+ * format's rows are whole blocks (32 inputs; 256 for a k-quant with no fallback), and a stage
+ * that learns over calibration sequences (its "seq_len") cuts them from windows of
+ * calibration.seq_len tokens. */
+static int check_variant_stages(const lmp_run_config *c, const lmp_model *m, const lmp_variant *v)
+{
+    int st = 0;
+    for (int s = 0; s < v->n_stages && !st; s++) {
+        const lmp_stage *stage = &v->stages[s];
+        const lmp_plugin_desc *d = stage->plugin->desc;
+        for (uint32_t k = 0; k < d->n_params && !st; k++)
+            if (strcmp(d->params[k].name, "seq_len") == 0 && d->params[k].type == LMP_PARAM_INT && stage->params &&
+                c->calib_text && stage->params[k].num > (double)c->calib_seq_len)
+                st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s): seq_len %.0f is longer than the calibration windows "
+                              "(calibration.seq_len %lld) it is cut from", s, d->name, stage->params[k].num,
+                              (long long)c->calib_seq_len);
+    }
+    for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
+        lmp_block blk; /* names and shapes: no weight is read */
+        if ((st = lmp_block_init(&blk, (int)b, &m->arch))) {
+            lmp_block_free_tables(&blk);
+            break;
+        }
+        for (int s = 0; s < v->n_stages && !st; s++)
+            for (int i = 0; i < blk.n_linears && !st; i++) {
+                const lmp_linear *l = &blk.linears[i];
+                const lmp_value *p = lmp_stage_params_for(&v->stages[s], l->name);
+                lmp_wformat f = p ? stage_block_format(&v->stages[s], p, l->in) : LMP_WFORMAT_INT;
+                if (f != LMP_WFORMAT_INT && l->in % lmp_wformat_span(f))
+                    st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) quantizes %s to format %s, which stores rows in "
+                                  "blocks of %lld inputs; its rows have %lld: leave it out (ignore = [...]) or "
+                                  "override its format", s, v->stages[s].plugin->desc->name, l->name,
+                                  lmp_wformat_name(f), (long long)lmp_wformat_span(f), (long long)l->in);
+            }
+        lmp_block_free_tables(&blk);
+    }
+    return st;
+}
+
+/* The calibration windows' block inputs X[n, T, dim] (and their tokens) stay in memory while a
+ * variant compresses: n windows of T tokens must fit the budget, half of this machine's memory
+ * unless LMPRESS_CALIB_MB says otherwise.  Refused before any work, naming the setting. */
+static int check_calib_memory(const lmp_run_config *c, const lmp_model *m, int64_t n)
+{
+    const double need = (double)n * (double)c->calib_seq_len * ((double)m->arch.dim * 4.0 + 4.0);
+    const char *env = getenv("LMPRESS_CALIB_MB");
+    double budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 2.0;
+    if (env && *env) budget = atof(env) * 1048576.0;
+    if (budget <= 0 || need <= budget) return 0;
+    return lmp_fail(LMP_EINVAL, "%s: calibration: %lld windows of %lld tokens keep %.0f MB of block inputs in memory, "
+                    "more than the budget of %.0f MB (%s): lower calibration.samples or seq_len", c->path,
+                    (long long)n, (long long)c->calib_seq_len, need / 1e6, budget / 1e6,
+                    env && *env ? "LMPRESS_CALIB_MB" : "half of this machine's memory; LMPRESS_CALIB_MB sets it");
+}
+
+int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *m, const lmp_report *r)
+{
+    int st = lmp_config_check_model_patterns(c, m);
+    if (!st && c->eval_seq_len > m->arch.seq_len)
+        st = lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
+                      (long long)c->eval_seq_len, (long long)m->arch.seq_len);
+    if (!st && c->calib_text && c->calib_seq_len > m->arch.seq_len)
+        st = lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld", c->path,
+                      (long long)c->calib_seq_len, (long long)m->arch.seq_len);
+    /* random sampling cuts exactly `samples` windows (sequential: at most that many, as the text
+     * allows: checked once it is tokenized) */
+    if (!st && c->calib_text && c->calib_random) st = check_calib_memory(c, m, c->calib_samples);
+    for (int i = 0; i < (r ? r->n_results : c->n_variants) && !st; i++) {
+        const lmp_variant *v = r ? r->results[i].v : &c->variants[i];
+        /* an importance matrix that does not fit a linear it is meant for */
+        if ((st = lmp_compress_check_variant(ctx, m, v, c->calib_text != NULL)) || (st = check_variant_stages(c, m, v)))
+            lmp_fail_prefix(st, "%s: variant '%s'", c->path, v->name);
+    }
+    return st;
+}
+
 int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
 {
     const lmp_run_config *c = run->c;
@@ -159,20 +297,10 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
     lmp_host_set_backend(run->ctx, &run->be);
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
     r->model = run->m;
-    if ((st = lmp_config_check_model_patterns(c, run->m))) return st;
-    /* an importance matrix that does not fit a linear it is meant for: before any variant runs */
-    for (int i = 0; i < r->n_results && !st; i++)
-        if ((st = lmp_imatrix_check_variant(run->ctx, run->m, r->results[i].v)))
-            return lmp_fail_prefix(st, "%s: variant '%s'", c->path, r->results[i].v->name);
+    if ((st = lmp_run_check_model(run->ctx, c, run->m, r))) return st; /* before any variant runs */
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
     if ((st = check_externals(run, r))) return st;
     const lmp_model *m = run->m;
-    if (c->eval_seq_len > m->arch.seq_len)
-        return lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds the model's context of %lld", c->path,
-                        (long long)c->eval_seq_len, (long long)m->arch.seq_len);
-    if (c->calib_text && c->calib_seq_len > m->arch.seq_len)
-        return lmp_fail(LMP_EINVAL, "%s: calibration.seq_len %lld exceeds the model's context of %lld",
-                        c->path, (long long)c->calib_seq_len, (long long)m->arch.seq_len);
     if ((st = text_keys(c, r->texts))) return st;
     /* Every evaluation text is read and tokenized now, before any variant is compressed. */
     for (int t = 0; t < c->n_eval_texts; t++) {
@@ -192,11 +320,14 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         st = lmp_tokenize_file(run->tok, c->calib_text, &ids, &n_ids);
+        const int64_t fit = n_ids / c->calib_seq_len;
+        if (!st && !c->calib_random) st = check_calib_memory(c, m, fit < c->calib_samples ? fit : c->calib_samples);
         if (!st)
             st = lmp_windows_cut(run->ctx, ids, n_ids, c->calib_samples, c->calib_seq_len, c->calib_random,
                                  c->calib_text, &run->calib);
         free(ids);
         if (st) return st;
+        r->calib_windows = run->calib.n;
     }
     run->n_windows = calloc((size_t)c->n_eval_texts + 1, sizeof *run->n_windows);
     run->ref_scores = calloc((size_t)c->n_eval_texts + 1, sizeof *run->ref_scores);
@@ -276,9 +407,28 @@ int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
     for (int t = 0; t < c->n_eval_texts && !st; t++)
         st = lmp_ref_logprobs_init(run->ctx, &run->ref[t], r->texts[t].windows, c->eval_seq_len * run->m->arch.vocab);
     if (!st) st = lmp_stream_model(&s, run->m, run->ref, 1, run->ref_scores, &run->ref_lambada);
+    for (int t = 0; t < c->n_eval_texts && !st; t++)
+        if (!isfinite(run->ref_scores[t].nll_sum))
+            st = lmp_fail(LMP_EINVAL, "%s: the unmodified model's evaluation on %s gave a non-finite negative "
+                          "log-likelihood (%g): no reference to compare with", c->model_path, c->eval_texts[t],
+                          run->ref_scores[t].nll_sum);
     lmp_stream_free(&s);
     if (!st) run->ref_done = 1;
     return st;
+}
+
+/* A NaN or an infinity in a variant's sums is no result: it is an error for that variant (a
+ * row of "nan" would read as a number).  The scores' ppl, KL divergence and top-1 are all
+ * worked out from these sums. */
+static int check_scores_finite(const lmp_run_config *c, const lmp_report *r, const lmp_variant_result *res)
+{
+    for (int t = 0; t < c->n_eval_texts; t++)
+        if (!isfinite(res->scores[t].nll_sum) || !isfinite(res->scores[t].kld_sum))
+            return lmp_fail(LMP_EINVAL, "its evaluation on %s gave a non-finite %s (%g): no result to report",
+                            r->texts[t].key ? r->texts[t].key : c->eval_texts[t],
+                            isfinite(res->scores[t].nll_sum) ? "KL divergence" : "negative log-likelihood",
+                            isfinite(res->scores[t].nll_sum) ? res->scores[t].kld_sum : res->scores[t].nll_sum);
+    return 0;
 }
 
 /* Compresses (or reads an external file) and evaluates, one block at a time: a block is
@@ -358,6 +508,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     lmp_block_store_free(tally.kept);
     double t1 = lmp_now_s();
     if (!st) st = lmp_stream_finish(&s, run->ref, 0, res->scores, &res->lambada);
+    if (!st) st = check_scores_finite(c, r, res);
     /* an external variant's blocks are read, not compressed: all of its time is evaluation */
     res->eval_seconds = ref_s + (x ? t1 - t0 : tally.stream_s) + (lmp_now_s() - t1);
     res->peak_rss_mb = lmp_peak_rss_mb();
@@ -453,7 +604,7 @@ static int share_calibration(lmp_run_state *run, const int *todo, int n, lmp_dis
             lmp_block blk;
             double share = 0;
             if (!(local = lmp_model_block_copy(m, b, &blk))) {
-                local = lmp_calib_pass(NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
+                local = lmp_calib_pass(run->ctx, NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
                                        run->calib.T, &share);
                 lmp_block_free(&blk);
             }
@@ -620,6 +771,8 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     lmp_dist *dist = lmp_host_dist(ctx);
     const int lead = lmp_dist_rank(dist) == 0;
     if (!st) st = lmp_run_prepare(&run, r);
+    if (!st) st = check_tmpdir(&run, r);
+    if (!st && lead) st = fold_inputs(&run, r->fingerprint);
     if (!st && lead && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
     if (!st && lead && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
     int to_run = 0;
@@ -643,6 +796,14 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
         double t0 = lmp_now_s();
         st = run_variant(&run, r, res);
         spent += lmp_now_s() - t0;
+        /* A variant that fails is reported and the others still run (the exit status says it):
+         * unless the run itself cannot go on (no reference, or an interrupt). */
+        if (st && run.ref_done && !lmp_host_interrupted(ctx)) {
+            lmp_log(ctx, LMP_LOG_ERROR, "%s", lmp_last_error());
+            r->n_failed++;
+            st = 0;
+            continue;
+        }
         if (st) break;
         res->done = 1;
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);

@@ -78,6 +78,14 @@ typedef struct lmp_run_state {
  * windows.  lmp_run_release frees what it made and the text_ids and ref arrays (not the
  * model, which r owns). */
 int lmp_run_prepare(lmp_run_state *run, lmp_report *r);
+/* Everything about the config that m's header can refute, for every variant of the config, so
+ * that `lmpress check` refuses what compare would refuse: the patterns, the context lengths
+ * (eval and calibration seq_len), each variant's stages (lmp_compress_check_variant: importance
+ * matrix, whole-model stage, calibration statistics without a text), a block format (q4_0 ...)
+ * on a linear whose rows are not whole blocks, a learning stage's seq_len longer than the
+ * calibration windows.  r: the variants of its results (lmp_run_prepare's part); NULL: all of the
+ * config's. */
+int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *m, const lmp_report *r);
 void lmp_run_release(lmp_run_state *run);
 /* The reference pass, once per run (later calls do nothing): the unmodified model streamed with
  * its blocks read from the file one at a time, its log-probabilities kept in run->ref for every
@@ -96,8 +104,9 @@ int lmp_run_share_reference(lmp_run_state *run, const lmp_report *r);
 int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out);
 
 /* config_hash: FNV-1a 64 of the config file's bytes as loaded; fingerprint: of those bytes, the backend's
- * name and the lmpress version.  Both as 16 hex digits.  A report written by one run can be
- * resumed only by a run with the same fingerprint. */
+ * name and the lmpress version.  Both as 16 hex digits.  A compare run's report folds in the
+ * content of every input file as well (the model, tokenizer, texts, importance matrices:
+ * base/file_hash.h), and can be resumed only by a run with the same fingerprint. */
 void lmp_run_fingerprint(const lmp_run_config *c, char config_hash[17], char fingerprint[17]);
 
 /* Peak resident memory, in MB: since the last lmp_peak_rss_reset (Linux's /proc/self/clear_refs;

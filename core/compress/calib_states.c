@@ -89,7 +89,7 @@ static int state_save(lmp_calib_states *cs, int64_t w, int from, int stop, const
     return st;
 }
 
-int lmp_calib_pass(lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                    const float *X, float *out, int first, int stop, lmp_observe_fn obs, void *ud,
                    int64_t n, int64_t T, double *share)
 {
@@ -105,6 +105,8 @@ int lmp_calib_pass(lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *
     float *tmp = out ? NULL : malloc((size_t)per * sizeof *tmp);
     int st = out || tmp ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     for (int64_t w = 0; w < n && !st; w++) {
+        /* a pass over many windows takes long: SIGINT / SIGTERM stop it at the next window */
+        if (ctx && (st = lmp_host_stop_if_interrupted(ctx))) break;
         float *x = out ? out + w * per : tmp;
         if (x != X + w * per) memcpy(x, X + w * per, (size_t)per * sizeof *x);
         lmp_block_state s;

@@ -50,8 +50,9 @@ static inline void lmp_calib_states_forget(lmp_calib_states *cs)
  * every window at input group `stop` (lmp_input_group; 4: runs the whole block), observing
  * nothing before group `first` (4: nothing).  With out, the block's outputs go to
  * out[n, T, dim] (may be X), else X is left as it is.  cs may be NULL: every window from the
- * input.  *share: the block-forward equivalents it computed (lmp_block_flops). */
-int lmp_calib_pass(lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+ * input.  *share: the block-forward equivalents it computed (lmp_block_flops).  ctx (may be
+ * NULL): its interrupt flag is polled at every window (LMP_EABORTED). */
+int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                    const float *X, float *out, int first, int stop, lmp_observe_fn obs, void *ud,
                    int64_t n, int64_t T, double *share);
 

@@ -211,7 +211,7 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     return 0;
 }
 
-int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                             const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
                             lmp_block_stats *bs)
 {
@@ -222,7 +222,7 @@ int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_
         if (bs->needs[i] && g > c.last_group) c.last_group = g;
         if (bs->needs[i] && g < first) first = g;
     }
-    int st = lmp_calib_pass(cs, be, a, blk, X, NULL, first, c.last_group, observe_input, &c, n_windows, T,
+    int st = lmp_calib_pass(ctx, cs, be, a, blk, X, NULL, first, c.last_group, observe_input, &c, n_windows, T,
                             &bs->forward_share);
     /* The rows still stacked, then the stacks: every stack is freed, also after a failure. */
     for (int i = 0; i < blk->n_linears; i++) {

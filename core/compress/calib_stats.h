@@ -38,8 +38,9 @@ static inline int64_t lmp_hessian_stack_rows(int64_t T)
 /* Runs blk over X[n_windows, T, dim] (left unchanged) and fills bs->stats from bs->needs and
  * bs->n_sample.  Means are divided by the token counts before it returns.  cs (may be NULL):
  * the states of the block's last pass over X, to start from where they still apply
- * (calib_states.h); this pass leaves its own there. */
-int lmp_block_stats_collect(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+ * (calib_states.h); this pass leaves its own there.  ctx (may be NULL): its interrupt flag is
+ * polled at every window. */
+int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                             const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
                             lmp_block_stats *bs);
 void lmp_block_stats_free(lmp_block_stats *bs, int n_linears);

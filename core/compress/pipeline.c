@@ -112,7 +112,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
                     : lmp_fail(LMP_EINVAL, "%s: the stage asks for an importance matrix, and none is set", l->name);
     }
     double t0 = lmp_now_s();
-    if (!st && targeted && any && !(st = lmp_block_stats_collect(be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
+    if (!st && targeted && any && !(st = lmp_block_stats_collect(ctx, be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
         ctx->times.forwards += bs.forward_share;
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
@@ -210,6 +210,39 @@ static int any_stage_observes(const lmp_model *m, const lmp_variant *v, void *co
     return 0;
 }
 
+static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole);
+
+static int calibration_missing(void)
+{
+    return lmp_fail(LMP_EINVAL, "a stage needs calibration statistics: set calibration.text in the config");
+}
+
+int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration)
+{
+    if (!v->n_stages) return 0;
+    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    int made = 0;
+    for (; made < v->n_stages && !st; made++) {
+        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
+        if (!vt->create) continue;
+        lmp_host_clear_error(ctx);
+        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
+            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
+    }
+    int whole = 0, observes = 0;
+    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
+    if (!st) st = whole_model_stage(m, v, selves, &whole);
+    if (!st) st = any_stage_observes(m, v, selves, &observes);
+    if (!st && observes && !has_calibration) st = calibration_missing();
+    for (int s = 0; selves && s < made; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
+    }
+    free(selves);
+    return st;
+}
+
 /* Whether the variant ends with a stage that works on the whole model (LMP_NEED_WHOLE_MODEL);
  * refused when such a stage is not the last, or has no finish(). */
 static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole)
@@ -294,8 +327,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     int observes = 0;
     if (!st) st = any_stage_observes(m, v, selves, &observes);
     if (!st && observes && !calib->n)
-        st = lmp_fail(LMP_EINVAL, "variant '%s' has a stage that needs calibration statistics: set "
-                      "calibration.text in the config", v->name);
+        st = calibration_missing();
     if (!st && !observes && watch->observe && calib->n && v->n_stages) observes = 1; /* the watcher's observer needs them */
     lmp_windows none = {0};
     if (!observes) calib = &none;
@@ -304,7 +336,10 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         X = malloc((size_t)(calib->n * per) * sizeof *X);
         if (!X) st = lmp_fail(LMP_ENOMEM, "out of memory for %lld cached windows", (long long)calib->n);
     }
-    for (int64_t w = 0; w < calib->n && !st; w++) lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+    for (int64_t w = 0; w < calib->n && !st; w++) {
+        if ((w & 1023) == 0 && (st = lmp_host_stop_if_interrupted(ctx))) break;
+        lmp_embed(m, calib->tokens + w * calib->T, calib->T, X + w * per);
+    }
     /* What each pass over a block leaves for the next (none when a watcher observes every forward:
      * it must see all of them). */
     lmp_calib_states states_store, *states = NULL;
@@ -336,6 +371,14 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
             if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
             if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states);
             if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
+            /* a stage that leaves a NaN or an infinity (an overflowing importance, a broken
+             * solver) fails the variant here rather than giving a ppl of nan */
+            char bad[512];
+            int64_t at;
+            float value;
+            if (!st && lmp_block_find_nonfinite(blk, bad, sizeof bad, &at, &value))
+                st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) left a non-finite value in %s (%g at element %lld)", s,
+                              v->stages[s].plugin->desc->name, bad, (double)value, (long long)at);
         }
         if (!st && !keep_original && x_base) x_base = cloned && lmp_block_same(blk, &original);
         const lmp_block *next_inputs_from = keep_original ? &original : blk;
@@ -345,7 +388,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
                 st = lmp_calib_cache_get(cache, b + 1, X, x_floats);
             } else if (!st && calib->n) {
                 double share = 0; /* from the states the statistics passes left, where they apply */
-                st = lmp_calib_pass(states, be, &m->arch, next_inputs_from, X, X, 4, 4, watch->observe, watch->ud,
+                st = lmp_calib_pass(ctx, states, be, &m->arch, next_inputs_from, X, X, 4, 4, watch->observe, watch->ud,
                                     calib->n, calib->T, &share);
                 if (st == LMP_FORWARD_STOP) st = lmp_fail(LMP_EINVAL, "a compression watcher stopped a forward");
                 if (!st) ctx->times.forwards += share;

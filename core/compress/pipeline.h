@@ -57,6 +57,12 @@ typedef struct lmp_compress_watch {
     void *ud;
 } lmp_compress_watch;
 
+/* What lmp_compress checks before its first block, for a check before any work (`lmpress check`,
+ * compare's preparation): the stages can be created with their parameters, the importance
+ * matrix fits every linear a stage quantizes with it, a whole-model stage is the last, and a
+ * stage that needs calibration statistics has them (has_calibration: a calibration text). */
+int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration);
+
 /* lmp_compress with a watch (NULL: none).  out NULL: nothing is kept; each block is read from
  * the model when its turn comes, handed to watch->block_done and freed, so memory holds one
  * block (the unmodified model's blocks are never all converted). */

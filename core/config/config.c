@@ -17,6 +17,7 @@
 #include <pcre2.h>
 
 #include "base/error.h"
+#include "base/regex_limit.h"
 #include "base/input_file.h"
 
 /* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
@@ -237,16 +238,10 @@ static pcre2_code *compile_re(const char *expr, char *msg, size_t n)
     return re;
 }
 
-static int re_search(const pcre2_code *re, const char *name)
-{
-    /* Match data per call (one pair is enough for a yes/no answer): a stage may be matched from
-     * several threads at once. */
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return 0;
-    int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return rc >= 0;
-}
+/* Whether re matches name; a search PCRE2 gave up on (regex_limit.h) is no match here: the
+ * patterns are checked against the model's names before any work (check_one_pattern), where
+ * that is refused. */
+static int re_search(const pcre2_code *re, const char *name) { return lmp_re_search(re, name) == 1; }
 
 static int glob_match(const char *glob, const char *name)
 {
@@ -791,9 +786,18 @@ static const char *nearest_name(const char *expr, const char *const *names, int 
 
 static int check_one_pattern(const lmp_run_config *c, const lmp_pattern *p, const char *const *names, int n)
 {
-    if (!p->text || p->optional) return 0;
-    for (int i = 0; i < n; i++)
-        if (pattern_hit(p, names[i])) return 0;
+    if (!p->text) return 0;
+    int hit = 0;
+    for (int i = 0; i < n; i++) {
+        const int r = p->re ? lmp_re_search(p->re, names[i]) : glob_match(p->expr, names[i]);
+        if (r < 0)
+            return bad_at(c, &p->at,
+                          "pattern '%s' gave up on %s: PCRE2's match limit (%d steps) was reached, so whether it "
+                          "matches is unknown; a nested repetition such as (.+)+ backtracks exponentially: "
+                          "simplify the pattern", p->text, names[i], LMP_RE_MATCH_LIMIT);
+        hit = hit || r;
+    }
+    if (hit || p->optional) return 0;
     return bad_at(c, &p->at,
                   "pattern '%s' matches no linear of the model (e.g. %s); prefix it with '%s' if that is intended",
                   p->text, nearest_name(p->expr, names, n), OPTIONAL_PREFIX);

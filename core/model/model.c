@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,10 +229,59 @@ float *lmp_model_own(lmp_model *m, float *buf)
     return buf;
 }
 
+/* The first non-finite element of x[n], or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+int lmp_block_find_nonfinite(const lmp_block *b, char *name, size_t size, int64_t *at, float *value)
+{
+    for (int i = 0; i < b->n_linears + b->n_norms; i++) {
+        const int lin = i < b->n_linears;
+        const lmp_linear *l = lin ? &b->linears[i] : NULL;
+        const lmp_norm *nm = lin ? NULL : &b->norms[i - b->n_linears];
+        const float *t[2] = {lin ? l->w : nm->w, lin ? l->b : nm->b};
+        const int64_t n[2] = {lin ? l->out * l->in : nm->dim, lin ? l->out : nm->dim};
+        for (int k = 0; k < 2; k++) {
+            int64_t j = first_nonfinite(t[k], n[k]);
+            if (j < 0) continue;
+            snprintf(name, size, "%s.%s", lin ? l->name : nm->name, k ? "bias" : "weight");
+            *at = j;
+            *value = t[k][j];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A NaN or infinity in a weight makes every number computed from it meaningless (a ppl of nan
+ * printed as a result), so a model holding one is refused, naming the tensor and the place. */
+static int nonfinite_error(const lmp_model *m, const char *name, int64_t at, float value)
+{
+    return lmp_fail(LMP_EINVAL, "%s: tensor %s holds a non-finite value (%g at element %lld): the model's weights "
+                    "must be finite numbers", m->path, name, (double)value, (long long)at);
+}
+
+static int check_finite(const lmp_model *m, const float *x, int64_t n, const char *name)
+{
+    int64_t at = first_nonfinite(x, n);
+    return at < 0 ? 0 : nonfinite_error(m, name, at, x[at]);
+}
+
 int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     int st = m->src->block_copy(m, b, out);
     if (m->src->release_pages) m->src->release_pages(m);
+    char name[512];
+    int64_t at;
+    float value;
+    if (!st && lmp_block_find_nonfinite(out, name, sizeof name, &at, &value)) {
+        lmp_block_free(out);
+        st = nonfinite_error(m, name, at, value);
+    }
     return st;
 }
 
@@ -363,6 +413,13 @@ int lmp_model_load(const char *path, lmp_model **out)
         }
     }
     if (fd >= 0) close(fd);
+    /* the tensors outside the blocks (the blocks' own are checked as each is converted) */
+    const int64_t d = m->arch.dim;
+    if (!st) st = check_finite(m, m->tok_emb, m->arch.vocab * d, "(the token embedding)");
+    if (!st) st = check_finite(m, m->pos_emb, m->arch.seq_len * d, "(the position embedding)");
+    if (!st) st = check_finite(m, m->final_norm_w, d, "(the final norm's weight)");
+    if (!st) st = check_finite(m, m->final_norm_b, d, "(the final norm's bias)");
+    if (!st && m->lm_head != m->tok_emb) st = check_finite(m, m->lm_head, m->arch.vocab * d, "(the output head)");
     if (st) {
         lmp_model_free(m);
         return st;

@@ -85,8 +85,12 @@ lmp_block *lmp_model_blocks(lmp_model *m);
 /* Frees the f32 blocks lmp_model_blocks converted (views into a mapping stay); the next
  * lmp_model_blocks converts them again. */
 void lmp_model_blocks_release(lmp_model *m);
-/* An owned f32 copy of block b: a variant's working weights. */
+/* An owned f32 copy of block b: a variant's working weights.  A block holding a NaN or an
+ * infinity is refused, naming the tensor (as the tensors outside the blocks are at load). */
 int lmp_model_block_copy(const lmp_model *m, int64_t b, lmp_block *out);
+/* Whether any weight or bias of b (linears and norms) is NaN or infinite: the first one's
+ * tensor name ("<linear>.weight") into name[size], its element and value. */
+int lmp_block_find_nonfinite(const lmp_block *b, char *name, size_t size, int64_t *at, float *value);
 
 /* Storage bits per weight of linear l of block b in the model's file: every byte of the tensors
  * the weight is rebuilt from (codes, scales, zero-points, group indices; a GGUF type's blocks,

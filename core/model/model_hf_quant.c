@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/regex_limit.h"
 
 typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP } ct_strategy;
 
@@ -356,14 +357,11 @@ void lmp_ct_free(lmp_ct *ct)
 }
 
 /* ---- matching ---------------------------------------------------------------------------- */
+/* 1, 0, or -1 when PCRE2 gave up on the name (regex_limit.h). */
 static int name_match(const ct_pattern *p, const char *name)
 {
     if (!p->re) return strcmp(p->text, name) == 0;
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return 0;
-    int rc = pcre2_match(p->re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return rc >= 0;
+    return lmp_re_search(p->re, name);
 }
 
 /* A class-name target: the module's class or one it derives from (every module is a "Module"). */
@@ -372,16 +370,36 @@ static int class_match(const ct_pattern *p, const char *cls)
     return !p->re && (strcmp(p->text, cls) == 0 || strcmp(p->text, "Module") == 0);
 }
 
-/* The group quantizing the module, NULL when it is ignored or no target matches it. */
-static const ct_scheme *scheme_for(const lmp_ct *ct, const char *module, const char *cls)
+static int gave_up(const lmp_ct *ct, const ct_pattern *p, const char *module)
 {
-    for (int i = 0; i < ct->n_ignore; i++)
-        if (name_match(&ct->ignore[i], module) || class_match(&ct->ignore[i], cls)) return NULL;
+    return lmp_fail(LMP_EINVAL, "%s: pattern \"%s\" gave up on %s: PCRE2's match limit (%d steps) was reached, so "
+                    "whether it matches is unknown (a nested repetition such as (.+)+ backtracks exponentially)",
+                    ct->what, p->text, module, LMP_RE_MATCH_LIMIT);
+}
+
+/* The group quantizing the module into *out, NULL when it is ignored or no target matches it. */
+static int scheme_for(const lmp_ct *ct, const char *module, const char *cls, const ct_scheme **out)
+{
+    *out = NULL;
+    for (int i = 0; i < ct->n_ignore; i++) {
+        const int r = name_match(&ct->ignore[i], module);
+        if (r < 0) return gave_up(ct, &ct->ignore[i], module);
+        if (r || class_match(&ct->ignore[i], cls)) return 0;
+    }
+    for (int i = 0; i < ct->n_targets; i++) {
+        const int r = name_match(&ct->targets[i], module);
+        if (r < 0) return gave_up(ct, &ct->targets[i], module);
+        if (r) {
+            *out = &ct->schemes[ct->targets[i].scheme];
+            return 0;
+        }
+    }
     for (int i = 0; i < ct->n_targets; i++)
-        if (name_match(&ct->targets[i], module)) return &ct->schemes[ct->targets[i].scheme];
-    for (int i = 0; i < ct->n_targets; i++)
-        if (class_match(&ct->targets[i], cls)) return &ct->schemes[ct->targets[i].scheme];
-    return NULL;
+        if (class_match(&ct->targets[i], cls)) {
+            *out = &ct->schemes[ct->targets[i].scheme];
+            return 0;
+        }
+    return 0;
 }
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -473,12 +491,52 @@ static int input_scale(const lmp_safetensors *st, const char *where, const char 
     return 0;
 }
 
+/* The weight scales: finite, and not negative (every compressed-tensors scheme computes a scale
+ * as a range over a positive number of steps; a negative one is corrupt data, not a mirror). */
+static int check_scales(const lmp_st_tensor *t, int64_t n)
+{
+    float v[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        const int64_t k = n - i < 256 ? n - i : 256;
+        int r = lmp_st_to_f32(t, i, k, v);
+        if (r) return r;
+        for (int64_t j = 0; j < k; j++)
+            if (!isfinite(v[j]) || v[j] < 0)
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld] = %g is not a %s", t->file, t->name, (long long)(i + j),
+                                (double)v[j], isfinite(v[j]) ? "scale (negative)" : "finite scale");
+    }
+    return 0;
+}
+
+/* Zero-points stored unpacked: integers within the codes' range, floats finite. */
+static int check_zero_points(const lmp_st_tensor *t, int64_t n, int bits)
+{
+    const int64_t lo = -((int64_t)1 << (bits - 1)), hi = ((int64_t)1 << (bits - 1)) - 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (is_int(t->dtype)) {
+            int64_t v = int_at(t, i);
+            if (v < lo || v > hi)
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld] = %lld is not an int%d zero-point (%lld to %lld)", t->file,
+                                t->name, (long long)i, (long long)v, bits, (long long)lo, (long long)hi);
+        } else {
+            float v;
+            int r = lmp_st_to_f32(t, i, 1, &v);
+            if (r) return r;
+            if (!isfinite(v))
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld] = %g is not a finite zero-point", t->file, t->name,
+                                (long long)i, (double)v);
+        }
+    }
+    return 0;
+}
+
 int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *module,
                 const char *cls, int64_t out, int64_t in, lmp_ct_weight *w)
 {
     memset(w, 0, sizeof *w);
-    const ct_scheme *s = scheme_for(ct, module, cls);
-    if (!s) return 0;
+    const ct_scheme *s;
+    int sr = scheme_for(ct, module, cls, &s);
+    if (sr || !s) return sr;
     w->act = s->act;
     int r = s->act.mode == LMP_ACT_STATIC_TENSOR ? input_scale(st, where, module, &w->act) : 0;
     if (r || !s->has_weights) return r;
@@ -504,6 +562,15 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
         if (!(w->codes = tensor(st, module, "weight"))) return missing(ct, s, where, module, "weight");
         snprintf(exp, sizeof exp, "I8 [%lld, %lld] (int%d codes)", (long long)out, (long long)in, s->bits);
         if (w->codes->dtype != LMP_ST_I8 || !is_2d(w->codes, out, in)) return bad_tensor(w->codes, exp);
+        /* an int8 holds any 8-bit code; narrower codes stored one per byte must fit their width */
+        const int64_t lo = -((int64_t)1 << (s->bits - 1)), hi = ((int64_t)1 << (s->bits - 1)) - 1;
+        for (int64_t i = 0; s->bits < 8 && i < out * in; i++) {
+            int64_t v = int_at(w->codes, i);
+            if (v < lo || v > hi)
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld, %lld] = %lld is not an int%d code (%lld to %lld)",
+                                w->codes->file, w->codes->name, (long long)(i / in), (long long)(i % in),
+                                (long long)v, s->bits, (long long)lo, (long long)hi);
+        }
     }
     /* the scales and zero-points: one per tensor, row or group of a row */
     const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
@@ -511,6 +578,7 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
     if (!(w->scale = tensor(st, module, "weight_scale"))) return missing(ct, s, where, module, "weight_scale");
     snprintf(exp, sizeof exp, "F32, F16 or BF16 [%lld, %lld]", (long long)rows, (long long)groups);
     if (!is_float(w->scale->dtype) || !is_grid(w->scale, rows, groups)) return bad_tensor(w->scale, exp);
+    if ((r = check_scales(w->scale, rows * groups))) return r;
     w->zero = tensor(st, module, "weight_zero_point");
     if (!w->zero && !s->sym) return missing(ct, s, where, module, "weight_zero_point");
     if (w->zero) {
@@ -521,6 +589,7 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
                  s->packed && s->strategy != CT_TENSOR ? ", or I32 packed down the rows" : "");
         if (!w->zero_packed && (!(is_int(w->zero->dtype) || is_float(w->zero->dtype)) || !is_grid(w->zero, rows, groups)))
             return bad_tensor(w->zero, exp);
+        if (!w->zero_packed && (r = check_zero_points(w->zero, rows * groups, s->bits))) return r;
     }
     /* GPTQ's activation order: column j belongs to group g_idx[j]; all groups stay full */
     const lmp_st_tensor *g = s->strategy == CT_GROUP ? tensor(st, module, "weight_g_idx") : NULL;
@@ -528,8 +597,10 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
         snprintf(exp, sizeof exp, "I32 or I64 [%lld]", (long long)in);
         if ((g->dtype != LMP_ST_I32 && g->dtype != LMP_ST_I64) || g->ndim != 1 || g->shape[0] != in)
             return bad_tensor(g, exp);
-        int column_order = 0;
-        for (int64_t j = 0; j < in && !column_order; j++) column_order = int_at(g, j) == -1;
+        /* all -1: no activation order was used (the columns stay in order); a -1 among groups is
+         * no group and is refused below like any other value out of range */
+        int column_order = 1;
+        for (int64_t j = 0; j < in && column_order; j++) column_order = int_at(g, j) == -1;
         if (!column_order) {
             int64_t *count = calloc((size_t)groups, sizeof *count);
             if (!count) return lmp_fail(LMP_ENOMEM, "out of memory");

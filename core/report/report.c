@@ -263,8 +263,12 @@ void lmp_report_json(const lmp_report *r, FILE *f)
     if (c->calib_text) {
         fputs("{\"text\": ", f);
         json_string(f, c->calib_text);
-        fprintf(f, ", \"samples\": %lld, \"seq_len\": %lld, \"sampling\": \"%s\", \"inputs\": \"%s\"}",
-                (long long)c->calib_samples, (long long)c->calib_seq_len, c->calib_random ? "random" : "sequential",
+        /* samples: the windows used (a text shorter than asked for gives fewer), beside the
+         * number the config asked for */
+        fprintf(f, ", \"samples\": %lld, \"samples_requested\": %lld, \"seq_len\": %lld, \"sampling\": \"%s\", "
+                "\"inputs\": \"%s\"}",
+                (long long)r->calib_windows, (long long)c->calib_samples, (long long)c->calib_seq_len,
+                c->calib_random ? "random" : "sequential",
                 lmp_calib_inputs_name(c->calib_inputs));
     } else fputs("null", f);
     fprintf(f, ",\n \"eval\": {\"seq_len\": %lld, \"max_windows\": %lld, \"texts\": [", (long long)c->eval_seq_len,

@@ -56,6 +56,10 @@ typedef struct lmp_report {
     char config_hash[17];      /* FNV-1a 64 of the config file's bytes */
     char fingerprint[17];      /* lmp_run_fingerprint of the run */
     double started;            /* lmp_now_s() when the run began */
+    int64_t calib_windows;     /* calibration windows cut (calibration.samples, or fewer when
+                                * the text is shorter) */
+    int n_failed;              /* variants that failed in this run: each reported as it failed,
+                                * left out of the report; the others ran */
 } lmp_report;
 
 void lmp_report_free(lmp_report *r);

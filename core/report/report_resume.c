@@ -40,7 +40,8 @@ int lmp_report_resume(lmp_report *r, const lmp_json *doc, const char *path)
     if (st) return st;
     if (strcmp(fp, r->fingerprint) != 0)
         return lmp_fail(LMP_EINVAL, "%s: written by another run (fingerprint %s, this run's %s): the config, the "
-                        "backend or the lmpress version differ; remove it or run without --resume",
+                        "backend, the lmpress version or an input file (the model, a text, the tokenizer, an "
+                        "imatrix) differ; remove it or run without --resume",
                         path, fp, r->fingerprint);
     const lmp_json *vs = lmp_json_get(doc, "variants");
     if (!vs || vs->type != LMP_JSON_ARRAY) return lmp_fail(LMP_EINVAL, "%s: no \"variants\" array", path);

@@ -12,11 +12,42 @@
 #include "base/textfile.h"
 #include "formats/gguf.h"
 
-/* An explicit path: a Hugging Face tokenizer.json, or a llama2.c tokenizer file.  Without one:
- * the GGUF file's own vocabulary; for a Hugging Face folder (or a .safetensors file) the
- * tokenizer.json in that folder; else tokenizer.bin or tok<vocab>.bin beside the model. */
+/* Every id the tokenizer can produce (its vocabulary, BOS and EOS) indexes the model's embedding
+ * rows and its head's logits, so none may reach the model's vocabulary size: one check for every
+ * tokenizer source, before any text is encoded.  A tokenizer smaller than the model is fine (HF
+ * models often pad their embedding). */
+static int check_ids_fit_model(const lmp_model *m, const char *tok_path, lmp_tokenizer **out)
+{
+    int64_t max_id = (int64_t)lmp_tokenizer_vocab_size(*out) - 1;
+    int64_t bos = lmp_tokenizer_bos(*out), eos = lmp_tokenizer_eos(*out);
+    if (bos > max_id) max_id = bos;
+    if (eos > max_id) max_id = eos;
+    if (max_id < m->arch.vocab) return 0;
+    int st = lmp_fail(LMP_EINVAL,
+                      "%s: the tokenizer's ids go up to %lld (%d tokens), but the model %s has a vocabulary of "
+                      "%lld: a larger id would read past its embedding; use the model's own tokenizer",
+                      tok_path, (long long)max_id, lmp_tokenizer_vocab_size(*out), m->path, (long long)m->arch.vocab);
+    lmp_tokenizer_free(*out);
+    *out = NULL;
+    return st;
+}
+
+static int open_unchecked(const lmp_model *m, const char *path, lmp_tokenizer **out, char *used, size_t used_size);
+
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out)
 {
+    char used[4096];
+    int st = open_unchecked(m, path, out, used, sizeof used);
+    return st ? st : check_ids_fit_model(m, used, out);
+}
+
+/* An explicit path: a Hugging Face tokenizer.json, or a llama2.c tokenizer file.  Without one:
+ * the GGUF file's own vocabulary; for a Hugging Face folder (or a .safetensors file) the
+ * tokenizer.json in that folder; else tokenizer.bin or tok<vocab>.bin beside the model.  The file
+ * read goes into used[used_size] for the messages. */
+static int open_unchecked(const lmp_model *m, const char *path, lmp_tokenizer **out, char *used, size_t used_size)
+{
+    snprintf(used, used_size, "%s", path ? path : m->path);
     size_t n = path ? strlen(path) : 0;
     /* By content first: a GGUF given as the tokenizer lends its own vocabulary (whatever its
      * name).  The peek opens regular files only, without blocking (input_file.h); anything else
@@ -45,14 +76,18 @@ int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out
     if (path) return lmp_tokenizer_load_llama2c(path, (int)m->arch.vocab, out);
     if (m->src_data && strncmp(m->format, "GGUF", 4) == 0) {
         int st = lmp_tokenizer_load_gguf(m->src_data, out);
-        if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab)
+        if (!st && lmp_tokenizer_vocab_size(*out) != m->arch.vocab) {
             st = lmp_fail(LMP_EINVAL, "%s: the tokenizer has %d tokens, the model %lld", m->path,
                           lmp_tokenizer_vocab_size(*out), (long long)m->arch.vocab);
+            lmp_tokenizer_free(*out);
+            *out = NULL;
+        }
         return st;
     }
     char file[4096];
     int st = lmp_tokenizer_beside(m, file, sizeof file);
     if (st) return st;
+    snprintf(used, used_size, "%s", file);
     size_t fn = strlen(file);
     if (fn > 5 && strcmp(file + fn - 5, ".json") == 0) return lmp_tokenizer_load_hf(file, out);
     return lmp_tokenizer_load_llama2c(file, (int)m->arch.vocab, out);

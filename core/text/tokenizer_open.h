@@ -5,7 +5,9 @@
 #include "model/model.h"
 #include "text/tokenizer.h"
 
-/* path: a tokenizer file given by the user (NULL: look beside the model, see the .c). */
+/* path: a tokenizer file given by the user (NULL: look beside the model, see the .c).  Refuses a
+ * tokenizer that can produce an id (token, BOS or EOS) at or past the model's vocabulary size,
+ * whatever its source: such an id would index past the embedding and the head. */
 int lmp_open_tokenizer(const lmp_model *m, const char *path, lmp_tokenizer **out);
 /* The tokenizer file lmp_open_tokenizer uses when given none and the model is not a GGUF: the
  * tokenizer.json of a Hugging Face model's folder, else tokenizer.bin or tok<vocab>.bin beside
