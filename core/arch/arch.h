@@ -23,6 +23,7 @@ typedef enum {
     LMP_BIAS_CONFIG,      /* Llama: q,k,v,o when attention_bias, gate,up,down when mlp_bias */
     LMP_BIAS_QKV,         /* Qwen2: always q, k and v */
     LMP_BIAS_ATTN_CONFIG, /* Qwen3: q,k,v,o when attention_bias */
+    LMP_BIAS_QKV_CONFIG,  /* GLM: q,k,v when attention_bias (o never) */
     LMP_BIAS_ALL,         /* GPT-2: every linear */
 } lmp_bias_rule;
 
@@ -42,7 +43,13 @@ enum {
     LMP_ARCH_NORM_PLUS_ONE = 1u << 3, /* a Hugging Face RMSNorm multiplies by 1 + w (Gemma): the
                                        * loader adds 1; llama.cpp's converter already did */
     LMP_ARCH_HEAD_DIM = 1u << 4,    /* head_dim may differ from hidden / heads (Qwen3, Gemma 7B) */
+    LMP_ARCH_POST_NORMS = 1u << 5,  /* RMSNorms on the attention's and the MLP's outputs before each
+                                     * residual add ("sandwich": GLM-4, Gemma 2/3) */
 };
+
+/* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
+ * LMP_ARCH_QK_NORM), then after attention and after the MLP (with LMP_ARCH_POST_NORMS). */
+enum { LMP_NORM_ATTN, LMP_NORM_MLP, LMP_NORM_Q, LMP_NORM_K, LMP_NORM_POST_ATTN, LMP_NORM_POST_MLP, LMP_NORM_KINDS };
 
 typedef struct lmp_arch_desc {
     const char *name;                /* "llama", "mistral", "qwen2", "qwen3", "gpt2" */
@@ -61,6 +68,14 @@ typedef struct lmp_arch_desc {
     /* Hugging Face files that fuse linears: q,k,v in one [q + 2 kv, hidden] weight, gate and up
      * in one [2 hidden_ffn, hidden] weight (Phi-3); NULL when separate.  Split at load. */
     const char *hf_fused_qkv, *hf_fused_gate_up;
+    /* llama.cpp fuses gate and up into ffn_up [2 hidden_ffn, hidden] for this arch (GLM, Phi-3). */
+    int gguf_fused_gate_up;
+    /* The Hugging Face checkpoint already turns adjacent pairs (GLM's interleaved rotary): its q/k
+     * rows are used as stored. */
+    int hf_rope_adjacent;
+    /* The norms' names after "model.layers.N." by LMP_NORM_*; NULL: Llama's (input_layernorm,
+     * post_attention_layernorm, self_attn.q_norm, self_attn.k_norm). */
+    const char *const *hf_norms;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),

@@ -96,6 +96,15 @@ static int head_norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n
     return st;
 }
 
+/* y[T, dim] <- norm(y) (through work[T, dim]): a norm on the attention's or the MLP's output
+ * before the residual add (GLM-4, Gemma 2/3). */
+static int post_norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T, float *y, float *work)
+{
+    int st = norm(be, a, n, T, y, work);
+    if (!st) memcpy(y, work, (size_t)(T * a->dim) * sizeof *y);
+    return st;
+}
+
 /* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
 static void input_affine(const lmp_linear *l, int64_t T, float *x)
 {
@@ -164,8 +173,8 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
         if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
         if (!st && a->qk_norm) { /* Qwen3: RMSNorm over each head of q and k, before RoPE */
-            st = head_norm(be, a, &blk->norms[2], T * a->n_heads, q, work);
-            if (!st) st = head_norm(be, a, &blk->norms[3], T * a->n_kv_heads, k, work);
+            st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_Q)], T * a->n_heads, q, work);
+            if (!st) st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_K)], T * a->n_kv_heads, k, work);
         }
         if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
             st = lmp_rope_heads(be, a, T, a->n_heads, q);
@@ -178,6 +187,7 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         in = affine_input(&L[o[0]], T, att, work);
         st = observe(obs, ud, o, 1, in, T, qd);
         if (!st) st = run_linear(be, &L[o[0]], T, in, qbuf, y);
+        if (!st && a->post_norms) st = post_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_POST_ATTN)], T, y, work);
         if (st) goto done;
         for (int64_t i = 0; i < T * d; i++) x1[i] = x[i] + y[i];
     }
@@ -203,6 +213,7 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
     in = affine_input(&L[dn[0]], T, h, work);
     st = observe(obs, ud, dn, 1, in, T, f);
     if (!st) st = run_linear(be, &L[dn[0]], T, in, qbuf, y);
+    if (!st && a->post_norms) st = post_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_POST_MLP)], T, y, work);
     if (!st)
         for (int64_t i = 0; i < T * d; i++) x[i] = x1[i] + y[i];
 done:

@@ -44,7 +44,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     b->index = index;
     b->n_blocks = (int)a->n_layers;
     b->n_linears = gpt2 ? 6 : 7;
-    b->n_norms = a->qk_norm ? 4 : 2;
+    b->n_norms = 2 + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0);
     b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->linears || !b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -64,13 +64,38 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
                              .dim = a->dim, .n_fed = 3, .fed = {0, 1, 2}};
     b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_2" : "post_attention_layernorm"),
                              .dim = a->dim, .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
-    if (a->qk_norm) {
-        b->norms[2] = (lmp_norm){.name = fmt_name(prefix, index, "self_attn.q_norm"), .dim = a->head_dim};
-        b->norms[3] = (lmp_norm){.name = fmt_name(prefix, index, "self_attn.k_norm"), .dim = a->head_dim};
+    static const char *const llama_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
+                                                            "self_attn.q_norm", "self_attn.k_norm"};
+    const char *const *names = a->desc && a->desc->hf_norms ? a->desc->hf_norms : llama_norms;
+    if (!gpt2 && names != llama_norms) {
+        free((char *)b->norms[0].name);
+        free((char *)b->norms[1].name);
+        b->norms[0].name = fmt_name(prefix, index, names[LMP_NORM_ATTN]);
+        b->norms[1].name = fmt_name(prefix, index, names[LMP_NORM_MLP]);
+    }
+    for (int k = LMP_NORM_Q; k < LMP_NORM_KINDS; k++) {
+        const int i = lmp_norm_index(a, k);
+        if (i < 0) continue;
+        b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, names[k]),
+                                 .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim : a->dim};
     }
     for (int i = 0; i < b->n_norms; i++)
         if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
     return 0;
+}
+
+int lmp_norm_index(const lmp_arch *a, int k)
+{
+    const int qk = a->qk_norm != 0;
+    switch (k) {
+    case LMP_NORM_ATTN: return 0;
+    case LMP_NORM_MLP: return 1;
+    case LMP_NORM_Q: return qk ? 2 : -1;
+    case LMP_NORM_K: return qk ? 3 : -1;
+    case LMP_NORM_POST_ATTN: return a->post_norms ? 2 + 2 * qk : -1;
+    case LMP_NORM_POST_MLP: return a->post_norms ? 3 + 2 * qk : -1;
+    default: return -1;
+    }
 }
 
 int64_t lmp_arch_mid_width(const lmp_arch *a)

@@ -34,6 +34,7 @@ typedef struct lmp_arch {
     int64_t head_dim;     /* dim / n_heads unless the file says otherwise (Qwen3) */
     int qk_norm;          /* an RMSNorm over each head of q and k before RoPE: the block's norms 2, 3 */
     int geglu;            /* the MLP is gelu_tanh(gate) * up (Gemma), else silu(gate) * up */
+    int post_norms;       /* RMSNorms on the attention's and MLP's outputs (LMP_ARCH_POST_NORMS) */
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
@@ -102,6 +103,9 @@ double lmp_model_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
  * format loaders. */
 void lmp_model_format_types(char *buf, size_t n, const char *prefix, int k, const char *const *names,
                             const int64_t *params);
+
+/* Index in lmp_block.norms of the norm of kind k (LMP_NORM_*), -1 when the architecture has none. */
+int lmp_norm_index(const lmp_arch *a, int k);
 
 /* The widest activation inside a block: max(dim, hidden, n_heads * head_dim). */
 int64_t lmp_arch_mid_width(const lmp_arch *a);

@@ -30,7 +30,16 @@
 static const char *gguf_linear(lmp_role role) { return lmp_gguf_linear_stem(LMP_FAMILY_LLAMA, role); }
 /* The block's norms in lmp_block_init's order: before attention, before the MLP, and the q/k
  * norms of an arch with LMP_ARCH_QK_NORM. */
-static const char *const gguf_norm[4] = {"attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm"};
+static const char *const gguf_norm_kind[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
+                                                            "attn_q_norm", "attn_k_norm",
+                                                            "post_attention_norm", "post_ffw_norm"};
+/* The GGUF name of the block's norm i. */
+static const char *gguf_norm(const lmp_arch *a, int i)
+{
+    for (int k = 0; k < LMP_NORM_KINDS; k++)
+        if (lmp_norm_index(a, k) == i) return gguf_norm_kind[k];
+    return "?";
+}
 
 /* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0),
  * of a type lmpress can dequantize. */
@@ -69,6 +78,20 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
     return 0;
 }
 
+/* The tensor stem holding linear l and where: rows [r0, r0 + l->out) of a tensor of `rows` rows
+ * (gate and up in one ffn_up of twice the width, for an arch that fuses them: GLM). */
+static const char *linear_source(const lmp_arch *a, const lmp_linear *l, int64_t *r0, int64_t *rows)
+{
+    *r0 = 0;
+    *rows = l->out;
+    if (a->desc->gguf_fused_gate_up && (l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP)) {
+        *rows = 2 * a->hidden;
+        *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
+        return gguf_linear(LMP_ROLE_UP);
+    }
+    return gguf_linear(l->role);
+}
+
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const lmp_arch *a = &m->arch;
@@ -77,20 +100,27 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     char name[96];
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
-        st = load_f32(m, name, l->out, l->in, &l->w);
+        int64_t r0, rows;
+        const char *stem = linear_source(a, l, &r0, &rows);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
+        st = load_f32(m, name, rows, l->in, &l->w);
         /* optional biases (Qwen2's q, k, v; what lmpress's exporter writes for a linear with one) */
-        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear(l->role));
-        if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, l->out, &l->b);
+        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
+        if (!st && lmp_gguf_find_tensor(m->src_data, name)) st = load_f32(m, name, 0, rows, &l->b);
+        if (!st && rows != l->out) { /* keep rows [r0, r0 + out) of the fused tensor */
+            memmove(l->w, l->w + r0 * l->in, (size_t)(l->out * l->in) * sizeof *l->w);
+            if (l->b) memmove(l->b, l->b + r0, (size_t)l->out * sizeof *l->b);
+        }
         if (!st && halves && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K)) {
             st = lmp_rope_permute_rows(l->w, l->out, l->in, a->head_dim, a->rope.n_rot);
             if (!st && l->b) st = lmp_rope_permute_rows(l->b, l->out, 1, a->head_dim, a->rope.n_rot);
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
         st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
-        if (!st && halves && i >= 2) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
+        const int qk_norm = i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K);
+        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -103,9 +133,10 @@ static void gguf_release_pages(const lmp_model *m) { lmp_gguf_release_pages(m->s
 static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 {
     char name[96];
-    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
+    int64_t r0, rows;
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, linear_source(&m->arch, l, &r0, &rows));
     const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
-    return t && l->out * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(l->out * l->in) : 32.0;
+    return t && rows * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(rows * l->in) : 32.0;
 }
 
 static const lmp_model_source gguf_source = {
@@ -194,7 +225,7 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
             const char *leaf = name + at;
             char want[64];
             for (int k = 0; k < probe->n_norms && !ok; k++) {
-                snprintf(want, sizeof want, "%s.weight", gguf_norm[k]);
+                snprintf(want, sizeof want, "%s.weight", gguf_norm(&m->arch, k));
                 ok = !strcmp(leaf, want);
             }
             for (int k = 0; k < probe->n_linears && !ok; k++) {
@@ -291,15 +322,17 @@ static int check_tensors(lmp_model *m)
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         char name[96];
         for (int i = 0; i < probe.n_norms && !st; i++) {
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm[i]);
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
             st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
         }
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
-            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_linear(l->role));
-            if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, l->out, &t))) break;
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_linear(l->role));
-            if ((st = find_tensor(m, name, l->out, l->in, &t))) break;
+            int64_t r0, rows;
+            const char *stem = linear_source(a, l, &r0, &rows);
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
+            if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, rows, &t))) break;
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
+            if ((st = find_tensor(m, name, rows, l->in, &t))) break;
             int k = 0;
             while (k < n_types && types[k] != t->type) k++;
             if (k == n_types && n_types < MAX_TYPES) {
@@ -341,6 +374,7 @@ int lmp_model_open_gguf(lmp_model *m)
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;
+    a->post_norms = (a->desc->flags & LMP_ARCH_POST_NORMS) != 0;
     /* (LMP_ARCH_NORM_PLUS_ONE: llama.cpp's converter already stored 1 + w) */
     int64_t key_len, value_len;
     if ((st = arch_int(g, P, "block_count", -1, &a->n_layers)) ||

@@ -242,11 +242,12 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     const hf_state *s = m->src_data;
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
     const int plus_one = (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
+    const int halves = !s->desc->hf_rope_adjacent; /* transformers' rotate-half order, but GLM's */
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
-        const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
+        const int qk = halves && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K);
         st = load_linear(s, &m->arch, b, l);
         if (!st && qk) st = lmp_rope_permute_rows(l->w, l->out, l->in, hd, n_rot);
         if (!st && qk && l->b) st = lmp_rope_permute_rows(l->b, l->out, 1, hd, n_rot);
@@ -257,7 +258,8 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         st = load(s, name, nm->dim, 0, &nm->w);
         for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
-        if (!st && i >= 2) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
+        const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
+        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -490,6 +492,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->family = LMP_FAMILY_LLAMA;
     a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (d->flags & LMP_ARCH_GEGLU) != 0;
+    a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
     int st;
     if ((st = cfg_int(c, what, "hidden_size", -1, &a->dim)) ||
         (st = cfg_int(c, what, "intermediate_size", -1, &a->hidden)) ||
@@ -568,6 +571,10 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     const unsigned qkv = 1u << LMP_ROLE_Q | 1u << LMP_ROLE_K | 1u << LMP_ROLE_V;
     if (d->bias == LMP_BIAS_QKV) {
         s->bias_roles = qkv;
+    } else if (d->bias == LMP_BIAS_QKV_CONFIG) {
+        int attn_bias;
+        if ((st = cfg_bool(c, what, "attention_bias", 0, &attn_bias))) return st;
+        if (attn_bias) s->bias_roles = qkv;
     } else {
         int attn_bias, mlp_bias;
         if ((st = cfg_bool(c, what, "attention_bias", 0, &attn_bias)) ||

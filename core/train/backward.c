@@ -45,8 +45,9 @@ void lmp_block_tape_free(lmp_block_tape *tp)
 static int check_trainable(const lmp_block *blk)
 {
     if (blk->n_norms > 2)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: per-head q/k norms (Qwen3) have no backward yet: strategies that learn "
-                        "(autoround, qat) cannot run on this architecture", blk->norms[2].name);
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: norms beyond the two before attention and the MLP (per-head q/k norms, "
+                        "norms on outputs) have no backward yet: strategies that learn (autoround, qat) cannot run on "
+                        "this architecture", blk->norms[2].name);
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)
@@ -62,6 +63,10 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
                             lmp_block_tape *tp)
 {
     int st = check_trainable(blk);
+    if (!st && a->post_norms)
+        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: norms on the attention's and MLP's outputs (GLM-4, Gemma 2/3) have "
+                      "no backward yet: strategies that learn (autoround, qat) cannot run on this architecture",
+                      blk->index);
     if (!st && a->geglu)
         st = lmp_fail(LMP_EUNSUPPORTED, "block %d: the GELU-gated MLP (Gemma) has no backward yet: strategies that "
                       "learn (autoround, qat) cannot run on this architecture", blk->index);
