@@ -60,9 +60,11 @@ static const arch_case cases[] = {
     {"gemma2", "hf5", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
     {"gemma2", "hf4", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
     {"gemma2", "model.gguf", "logprobs.f64", REFUSED, "gemma2"},
-    {"gemma3", "hf5", "logprobs.f64", REFUSED, "Gemma3ForCausalLM"},
-    {"gemma3", "hf4", "logprobs.f64", REFUSED, "Gemma3ForCausalLM"},
-    {"gemma3", "model.gguf", "logprobs_gguf.f64", REFUSED, "gemma3"},
+    {"gemma3", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gemma3", "hf4", "logprobs.f64", MATCH, NULL},
+    /* llama.cpp's converter writes no sliding pattern: llama.cpp assumes 5 local : 1 global, so
+     * both layers are local (logprobs_gguf.f64) */
+    {"gemma3", "model.gguf", "logprobs_gguf.f64", MATCH, NULL},
     /* LongRoPE's long factors apply past original_max_position_embeddings (32): lmpress caps the
      * context there, where transformers uses the short factors (logprobs_short.f64) */
     {"phi3", "hf5", "logprobs_short.f64", MATCH, NULL},

@@ -76,6 +76,11 @@ typedef struct lmp_arch_desc {
     /* The norms' names after "model.layers.N." by LMP_NORM_*; NULL: Llama's (input_layernorm,
      * post_attention_layernorm, self_attn.q_norm, self_attn.k_norm). */
     const char *const *hf_norms;
+    /* What llama.cpp assumes of this arch's GGUF where the file says nothing (Gemma 3): every
+     * layer but each gguf_swa_pattern-th slides and turns with base gguf_swa_base (unless the
+     * file has rope.freq_base_swa); 0: no such layers. */
+    int gguf_swa_pattern;
+    double gguf_swa_base;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),

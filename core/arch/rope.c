@@ -193,24 +193,17 @@ static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, c
     return 0;
 }
 
-int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,
-                     int64_t *ctx)
+/* One set of RoPE parameters: p (rope_parameters, or one layer type's entry of it, with its own
+ * rope_theta: has_theta; or transformers 4's rope_scaling, the base then being config.json's
+ * rope_theta), named `where` in messages; p may be NULL (the default rotation). */
+static int rope_from_params(const lmp_json *cfg, const lmp_json *p, int has_theta, const char *where, const char *what,
+                            int64_t head_dim, int64_t max_pos, lmp_rope *r, int64_t *ctx)
 {
-    const lmp_json *rp = member(cfg, "rope_parameters"), *rs = member(cfg, "rope_scaling");
-    const lmp_json *p = rp ? rp : rs;
-    const char *where = rp ? "rope_parameters" : "rope_scaling";
-    if (rp && rs)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: has both rope_parameters and rope_scaling (which one applies is "
-                        "ambiguous)", what);
     if (p && p->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object", what, where);
-    for (size_t k = 0; p && k < p->n; k++)
-        if (p->items[k].type == LMP_JSON_OBJECT)
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.%s: RoPE parameters per layer type (Gemma 3's local and "
-                            "global bases) are not supported yet", what, where, p->keys[k]);
     double theta = 10000, prf = 1;
     int st;
     if ((st = number(cfg, what, "config.json", "rope_theta", 10000, &theta)) ||
-        (rp && (st = number(rp, what, where, "rope_theta", theta, &theta))) ||
+        (has_theta && (st = number(p, what, where, "rope_theta", theta, &theta))) ||
         (st = number(cfg, what, "config.json", "partial_rotary_factor", 1, &prf)) ||
         (p && (st = number(p, what, where, "partial_rotary_factor", prf, &prf))))
         return st;
@@ -258,5 +251,41 @@ int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, in
         return st;
     }
     snprintf(r->type, sizeof r->type, "%s", name);
+    return 0;
+}
+
+int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,
+                     lmp_rope *local, int64_t *ctx)
+{
+    const lmp_json *rp = member(cfg, "rope_parameters"), *rs = member(cfg, "rope_scaling");
+    if (rp && rs)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: has both rope_parameters and rope_scaling (which one applies is "
+                        "ambiguous)", what);
+    memset(local, 0, sizeof *local);
+    int per_type = 0;
+    for (size_t k = 0; rp && rp->type == LMP_JSON_OBJECT && k < rp->n; k++)
+        per_type |= rp->items[k].type == LMP_JSON_OBJECT;
+    if (!per_type) {
+        int st = rope_from_params(cfg, rp ? rp : rs, rp != NULL, rp ? "rope_parameters" : "rope_scaling", what,
+                                  head_dim, max_pos, r, ctx);
+        /* transformers 4's Gemma 3: the sliding layers' base beside the global one */
+        double local_base = 0;
+        if (!st && (st = number(cfg, what, "config.json", "rope_local_base_freq", 0, &local_base)) == 0 && local_base)
+            lmp_rope_default(local, (float)local_base, r->n_rot, head_dim);
+        return st;
+    }
+    /* transformers 5: one set per layer type (Gemma 3's global and local bases) */
+    for (size_t k = 0; k < rp->n; k++) {
+        const int full = !strcmp(rp->keys[k], "full_attention"), sliding = !strcmp(rp->keys[k], "sliding_attention");
+        if ((!full && !sliding) || rp->items[k].type != LMP_JSON_OBJECT)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: rope_parameters.%s: only full_attention and sliding_attention "
+                            "entries are read", what, rp->keys[k]);
+        char where[64];
+        snprintf(where, sizeof where, "rope_parameters.%s", rp->keys[k]);
+        int st = rope_from_params(cfg, &rp->items[k], 1, where, what, head_dim, max_pos, full ? r : local, ctx);
+        if (st) return st;
+    }
+    if (!member(rp, "full_attention"))
+        return lmp_fail(LMP_EINVAL, "%s: rope_parameters has no full_attention entry", what);
     return 0;
 }

@@ -42,9 +42,11 @@ void lmp_rope_default(lmp_rope *r, float theta, int64_t n_rot, int64_t head_dim)
 /* From config.json `cfg` (named `what` in messages): rope_parameters (transformers 5), else
  * rope_theta and rope_scaling (transformers 4), and partial_rotary_factor.  max_pos is
  * max_position_embeddings; *ctx is lowered to where the table stops being exact (longrope,
- * dynamic).  Refuses unknown types and keys, per-layer-type parameters (Gemma 3) for now. */
+ * dynamic).  *local gets the sliding-window layers' own rotation where the config has one
+ * (Gemma 3: rope_parameters per layer type, or transformers 4's rope_local_base_freq), else
+ * n_rot 0.  Refuses unknown types and keys. */
 int lmp_rope_from_hf(const struct lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,
-                     int64_t *ctx);
+                     lmp_rope *local, int64_t *ctx);
 
 /* Llama 3's table as llama.cpp's converter stores it: GGUF rope_freqs.weight, one divisor per
  * pair (inv_freq[i] = theta^(-2i/n_rot) / factors[i]). */

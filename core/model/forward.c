@@ -129,10 +129,11 @@ static const float *affine_input(const lmp_linear *l, int64_t T, const float *in
     return work;
 }
 
-int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t T, int64_t n_heads, float *x)
+int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x)
 {
-    const lmp_rope *r = &a->rope;
-    if (!r->n_rot || r->plain) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, a->rope_theta, x);
+    const lmp_rope *r = lmp_arch_rope(a, layer);
+    if (!r->n_rot) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, a->rope_theta, x);
+    if (r->plain) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, r->theta, x);
     return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, r->inv_freq, r->mscale, x);
 }
 
@@ -177,8 +178,11 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
             if (!st) st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_K)], T * a->n_kv_heads, k, work);
         }
         if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
-            st = lmp_rope_heads(be, a, T, a->n_heads, q);
-            if (!st) st = lmp_rope_heads(be, a, T, a->n_kv_heads, k);
+            st = lmp_rope_heads(be, a, blk->index, T, a->n_heads, q);
+            if (!st) st = lmp_rope_heads(be, a, blk->index, T, a->n_kv_heads, k);
+        }
+        if (!st && a->q_scale && a->q_scale != 1.0f) { /* scores scaled by 1/sqrt(query_pre_attn_scalar) */
+            for (int64_t i = 0; i < T * qd; i++) q[i] *= a->q_scale;
         }
         if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
         if (st) goto done;

@@ -58,9 +58,9 @@ int lmp_block_forward_keep(const lmp_backend *be, const lmp_arch *a, const lmp_b
  * block-forward equivalents (lmp_compress_times.forwards). */
 double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
 
-/* RoPE on x[T, n_heads*head_dim] at positions 0..T-1 as the architecture says (a->rope): the
+/* RoPE on x[T, n_heads*head_dim] at positions 0..T-1 as the architecture says for `layer`: the
  * classic `rope` op, or `rope_table` for a scaled or partial rotation. */
-int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t T, int64_t n_heads, float *x);
+int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x);
 
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);

@@ -84,6 +84,12 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     return 0;
 }
 
+const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer)
+{
+    const int local = a->rope_local.n_rot && layer >= 0 && layer < LMP_MAX_LAYERS && a->local_layer[layer];
+    return local ? &a->rope_local : &a->rope;
+}
+
 int lmp_norm_index(const lmp_arch *a, int k)
 {
     const int qk = a->qk_norm != 0;

@@ -27,6 +27,8 @@
 #include "arch/rope.h"
 #include "lmpress/plugin.h"
 
+#define LMP_MAX_LAYERS 1024
+
 typedef struct lmp_arch {
     lmp_family family;    /* the block's topology (arch/arch.h) */
     const lmp_arch_desc *desc; /* the family's descriptor; NULL for a hand-made arch (tests) */
@@ -41,7 +43,16 @@ typedef struct lmp_arch {
     /* The rotation as the file describes it (core/arch/rope.h); n_rot == 0 (never filled) means
      * the classic rotation over the whole head with rope_theta. */
     lmp_rope rope;
+    /* Gemma 3: the sliding-window layers turn with their own base; layer l uses rope_local when
+     * local_layer[l] (rope_local.n_rot 0: no such layers). */
+    lmp_rope rope_local;
+    unsigned char local_layer[LMP_MAX_LAYERS];
+    float q_scale;        /* q is multiplied by it before attention (Gemma's query_pre_attn_scalar:
+                           * sqrt(head_dim / scalar)); 0 = 1 */
 } lmp_arch;
+
+/* The rotation layer l turns q and k with. */
+const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer);
 
 typedef struct lmp_model lmp_model;
 

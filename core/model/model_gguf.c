@@ -184,6 +184,7 @@ static const char *const read_keys[] = {
     "context_length", "rope.freq_base", "attention.layer_norm_rms_epsilon", "rope.dimension_count",
     "attention.key_length", "attention.value_length", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
+    "rope.freq_base_swa",
     "expert_count", "expert_used_count", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
@@ -289,6 +290,17 @@ static int read_rope(lmp_model *m)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear and yarn "
                             "are)", m->path, P, (int)len, type);
         }
+    }
+    if (a->desc->gguf_swa_pattern) { /* llama.cpp's Gemma 3: local layers with their own base */
+        float base;
+        if ((st = arch_float(g, P, "rope.freq_base_swa", a->desc->gguf_swa_base, &base))) return st;
+        if (a->n_layers > LMP_MAX_LAYERS)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with local and global RoPE", m->path, LMP_MAX_LAYERS);
+        lmp_rope_default(&a->rope_local, base, n_rot, a->head_dim);
+        for (int64_t l = 0; l < a->n_layers; l++) a->local_layer[l] = (l + 1) % a->desc->gguf_swa_pattern != 0;
+        /* llama.cpp's attention scale: 1/sqrt(hidden/heads) for the 27B model (62 layers), else
+         * 1/sqrt(head_dim), as it has no key for query_pre_attn_scalar */
+        if (a->n_layers == 62) a->q_scale = (float)sqrt((double)a->head_dim / (double)(a->dim / a->n_heads));
     }
     if (lmp_gguf_find_tensor(g, "rope_freqs.weight")) {
         float *factors;

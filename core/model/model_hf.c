@@ -408,6 +408,16 @@ static int cfg_float(const lmp_json *c, const char *what, const char *key, doubl
     return 0;
 }
 
+/* cfg[key] as a positive number, 0 when absent or null. */
+static int cfg_number_or_zero(const lmp_json *c, const char *what, const char *key, double *out)
+{
+    *out = 0;
+    if (!cfg_get(c, key)) return 0;
+    int st = lmp_json_get_number(c, key, what, out);
+    if (!st && !(*out > 0)) return lmp_fail(LMP_EINVAL, "%s: \"%s\" = %g must be positive", what, key, *out);
+    return st;
+}
+
 static int cfg_bool(const lmp_json *c, const char *what, const char *key, int def, int *out)
 {
     const lmp_json *v = cfg_get(c, key);
@@ -454,7 +464,10 @@ static const char *const llama_keys[] = {
     "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
     "partial_rotary_factor", "original_max_position_embeddings", "head_dim", "hidden_act", "attention_bias",
     "mlp_bias", "tie_word_embeddings", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
-    "quantization_config", "hidden_activation", "use_bidirectional_attention", NULL};
+    "quantization_config", "hidden_activation", "use_bidirectional_attention", "query_pre_attn_scalar",
+    "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
+    "sliding_window_pattern", "_sliding_window_pattern", /* layer_types says the same, and is required */
+    NULL};
 static const char *const gpt2_keys[] = {
     "n_ctx", "n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner", "layer_norm_epsilon",
     "activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings",
@@ -538,8 +551,17 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
                         what);
     if (d->flags & LMP_ARCH_EMBED_SCALE) a->embed_scale = (float)sqrt((double)a->dim);
     /* rope_theta and rope_scaling (transformers 4) or rope_parameters (5), partial_rotary_factor */
-    if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->seq_len))) return st;
+    if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->rope_local, &a->seq_len))) return st;
     a->rope_theta = a->rope.theta;
+    /* Gemma's attention scale 1/sqrt(query_pre_attn_scalar), as q times sqrt(head_dim / scalar);
+     * soft-capping of the scores or the logits is not implemented: refused. */
+    double qpas = 0;
+    if ((st = cfg_number_or_zero(c, what, "query_pre_attn_scalar", &qpas))) return st;
+    if (qpas && qpas != (double)a->head_dim) a->q_scale = (float)sqrt((double)a->head_dim / qpas);
+    static const char *const softcaps[2] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    for (int k = 0; k < 2; k++)
+        if (cfg_get(c, softcaps[k]))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported yet (Gemma 2's soft-capping)", what, softcaps[k]);
     /* Sliding-window attention equals causal attention on windows no longer than the window.
      * Which layers slide: transformers 5's layer_types, else Mistral all, Qwen2 with
      * use_sliding_window (some of them: capping the context covers any subset). */
@@ -559,10 +581,15 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
                 return lmp_fail(LMP_EUNSUPPORTED, "%s: layer_types[%zu] is not \"full_attention\" or "
                                 "\"sliding_attention\" (not supported)", what, i);
             use_sw |= sliding;
+            if (i < LMP_MAX_LAYERS) a->local_layer[i] = (unsigned char)sliding;
         }
         if (use_sw && !sw)
             return lmp_fail(LMP_EINVAL, "%s: layer_types has sliding_attention layers but no sliding_window", what);
     }
+    if (a->rope_local.n_rot && !types)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: a local RoPE base but no layer_types saying which layers slide", what);
+    if (a->rope_local.n_rot && a->n_layers > LMP_MAX_LAYERS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with local and global RoPE", what, LMP_MAX_LAYERS);
     if (sw && use_sw) {
         int64_t w;
         if ((st = cfg_int(c, what, "sliding_window", 0, &w))) return st;

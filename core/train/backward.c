@@ -63,6 +63,9 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
                             lmp_block_tape *tp)
 {
     int st = check_trainable(blk);
+    if (!st && a->q_scale && a->q_scale != 1.0f)
+        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: query_pre_attn_scalar other than head_dim has no backward yet",
+                      blk->index);
     if (!st && a->post_norms)
         st = lmp_fail(LMP_EUNSUPPORTED, "block %d: norms on the attention's and MLP's outputs (GLM-4, Gemma 2/3) have "
                       "no backward yet: strategies that learn (autoround, qat) cannot run on this architecture",
@@ -216,16 +219,16 @@ static int norm_forward(const lmp_backend *be, const lmp_arch *a, const lmp_norm
  * angle pos * theta^(-2i/head_dim) (or the table's angle, times its mscale), an orthogonal map
  * (scaled), so its gradient turns back by the same angle (the angles as lmp_ref_rope and
  * lmp_ref_rope_table compute them). */
-static void rope_backward(const lmp_arch *a, int64_t T, int64_t n_heads, float *dx)
+static void rope_backward(const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *dx)
 {
-    const lmp_rope *r = &a->rope;
+    const lmp_rope *r = lmp_arch_rope(a, layer);
     const int table = r->n_rot && !r->plain;
     const int64_t hd = a->head_dim, n_rot = table ? r->n_rot : hd;
     const double m = table ? r->mscale : 1.0; /* rope_table scales the turn: its transpose does too */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < n_rot / 2; i++) {
-            const double ang = table ? (double)((float)t * r->inv_freq[i])
-                                     : (double)t * pow((double)a->rope_theta, -2.0 * (double)i / (double)hd);
+            const double theta = r->n_rot ? r->theta : a->rope_theta;
+            const double ang = table ? (double)((float)t * r->inv_freq[i]) : (double)t * pow(theta, -2.0 * (double)i / (double)hd);
             const double c = cos(ang) * m, s = sin(ang) * m;
             for (int64_t h = 0; h < n_heads; h++) {
                 float *p = dx + t * n_heads * hd + h * hd + 2 * i;
@@ -304,8 +307,8 @@ int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block
     if (!st) st = lmp_be_attention_backward(be, T, a->n_heads, a->n_kv_heads, a->head_dim, k->q, k->k, k->v, datt, dq, dk, dv);
     if (st) goto done;
     if (!gpt2) {
-        rope_backward(a, T, a->n_heads, dq);
-        rope_backward(a, T, a->n_kv_heads, dk);
+        rope_backward(a, blk->index, T, a->n_heads, dq);
+        rope_backward(a, blk->index, T, a->n_kv_heads, dk);
     }
     /* q, k, v over xn0 = norm0(x) */
     st = norm_forward(be, a, &blk->norms[0], T, tp->x, xn);
