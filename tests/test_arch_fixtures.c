@@ -57,9 +57,9 @@ static const arch_case cases[] = {
     {"gemma", "hf5", "logprobs.f64", MATCH, NULL},
     {"gemma", "hf4", "logprobs.f64", MATCH, NULL},
     {"gemma", "model.gguf", "logprobs.f64", MATCH, NULL},
-    {"gemma2", "hf5", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
-    {"gemma2", "hf4", "logprobs.f64", REFUSED, "Gemma2ForCausalLM"},
-    {"gemma2", "model.gguf", "logprobs.f64", REFUSED, "gemma2"},
+    {"gemma2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gemma2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"gemma2", "model.gguf", "logprobs.f64", MATCH, NULL},
     {"gemma3", "hf5", "logprobs.f64", MATCH, NULL},
     {"gemma3", "hf4", "logprobs.f64", MATCH, NULL},
     /* llama.cpp's converter writes no sliding pattern: llama.cpp assumes 5 local : 1 global, so

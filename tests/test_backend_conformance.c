@@ -175,6 +175,11 @@ static int r_layernorm(void *s, int64_t T, int64_t C, const float *x, const floa
     return lmp_ref_layernorm(T, C, x, w, b, eps, out);
 }
 static int r_gelu(void *s, int64_t n, const float *x, float *out) { return lmp_ref_gelu(n, x, out); }
+static int r_attention_window(void *s, int64_t T, int64_t nh, int64_t nkv, int64_t hd, int64_t window, float softcap,
+                              const float *q, const float *k, const float *v, float *out)
+{
+    return lmp_ref_attention_window(T, nh, nkv, hd, window, softcap, q, k, v, out);
+}
 static int r_rope_table(void *s, int64_t T, int64_t nh, int64_t hd, int64_t n_rot, int64_t pos0, const float *inv_freq,
                         float mscale, float *x)
 {
@@ -190,6 +195,7 @@ static const lmp_backend_i ref_vtable = {
     .layernorm = r_layernorm,
     .gelu = r_gelu,
     .rope_table = r_rope_table,
+    .attention_window = r_attention_window,
 };
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
@@ -662,6 +668,52 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* attention_window 1e-10, as attention: a sliding window shorter than, equal to and longer than
+ * the key chunk (64 rows), with and without soft-capped scores; the window crossing the whole
+ * sequence and no softcap are `attention` bit for bit on the CPU backend; a negative window or
+ * softcap is refused. */
+START_TEST(test_attention_window)
+{
+    open_backend(_i);
+    const struct { int64_t T, nh, nkv, hd, window; float softcap, amp; } cases[] = {
+        {37, 6, 2, 16, 5, 0.0f, 2.0f}, {150, 4, 4, 8, 70, 0.0f, 3.0f}, {150, 4, 2, 8, 64, 5.0f, 6.0f},
+        {70, 3, 1, 12, 1, 0.0f, 1.0f},  {20, 2, 1, 8, 0, 2.0f, 6.0f},   {33, 2, 2, 8, 500, 0.0f, 2.0f}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv, hd = cases[c].hd;
+        float *q = rand_mat(T * nh * hd, -cases[c].amp, cases[c].amp), *k = rand_mat(T * nkv * hd, -cases[c].amp, cases[c].amp);
+        float *v = rand_mat(T * nkv * hd, -1, 1);
+        float *r = rand_mat(T * nh * hd, 0, 1), *g = rand_mat(T * nh * hd, 0, 1), *plain = rand_mat(T * nh * hd, 0, 1);
+        int st;
+        ck_assert_int_eq(REF(attention_window, T, nh, nkv, hd, cases[c].window, cases[c].softcap, q, k, v, r), LMP_OK);
+        CAND(st, attention_window, T, nh, nkv, hd, cases[c].window, cases[c].softcap, q, k, v, g);
+        ck_assert_int_eq(st, LMP_OK);
+        char what[96];
+        snprintf(what, sizeof what, "attention_window T=%lld window=%lld softcap=%g", (long long)T,
+                 (long long)cases[c].window, (double)cases[c].softcap);
+        check_nmse(what, r, g, T, nh * hd, nh * hd, 1e-10);
+        ck_assert_int_eq(CPU(attention, T, nh, nkv, hd, q, k, v, plain), LMP_OK);
+        double differ = 0;
+        for (int64_t i = 0; i < T * nh * hd; i++) differ += g[i] != plain[i];
+        const int same = cases[c].window == 0 || cases[c].window >= T;
+        if (same && cases[c].softcap == 0 && !strcmp(g_name, "cpu"))
+            ck_assert_msg(differ == 0, "%s: differs from attention in %g values", what, differ);
+        else if (!same || cases[c].softcap > 0)
+            ck_assert_msg(differ > 0, "%s: no different from attention: the window or softcap did nothing", what);
+        free(q);
+        free(k);
+        free(v);
+        free(r);
+        free(g);
+        free(plain);
+    }
+    float z[8] = {0};
+    int st;
+    CAND(st, attention_window, 1, 1, 1, 4, -1, 0.0f, z, z, z, z);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    close_backend();
+}
+END_TEST
+
 /* swiglu, gelu 1e-12: elementwise, a few f32 roundings plus exp/tanh (OpenCL allows 3-5 ulp:
  * ~(5u)^2 ~ 1e-13 at worst, measured ~1e-15). */
 START_TEST(test_activations)
@@ -1055,6 +1107,7 @@ START_TEST(test_fallback)
     if (!vt->gelu) null_ops[n_null++] = "gelu";
     if (!LMP_BACKEND_I_HAS(vt, attention_backward)) null_ops[n_null++] = "attention_backward";
     if (!LMP_BACKEND_I_HAS(vt, rope_table)) null_ops[n_null++] = "rope_table";
+    if (!LMP_BACKEND_I_HAS(vt, attention_window)) null_ops[n_null++] = "attention_window";
     printf("  [%s] entries left to the CPU backend:", g_name);
     for (int i = 0; i < n_null; i++) printf(" %s", null_ops[i]);
     printf("%s\n", n_null ? "" : " none");
@@ -1255,6 +1308,7 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_norms, 0, g_n);
     tcase_add_loop_test(tc, test_rope, 0, g_n);
     tcase_add_loop_test(tc, test_rope_table, 0, g_n);
+    tcase_add_loop_test(tc, test_attention_window, 0, g_n);
     tcase_add_loop_test(tc, test_attention, 0, g_n);
     tcase_add_loop_test(tc, test_activations, 0, g_n);
     tcase_add_loop_test(tc, test_log_softmax, 0, g_n);

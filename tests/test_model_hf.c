@@ -562,13 +562,15 @@ START_TEST(malformed_checkpoints)
     write_tiny_llama(dir, ", \"hidden_act\": \"gelu\"", NULL, NULL, NULL);
     load_fails(dir, "config.json", "hidden_act", NULL);
 
-    /* Mistral's sliding window caps the context */
+    /* Mistral's sliding window: every layer attends to the 16 latest positions; the context stays */
     write_tiny_llama(dir, NULL, NULL, NULL, NULL);
     write_text(cfg_file, "{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 8, \"intermediate_size\": 16,"
                          " \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1,"
                          " \"vocab_size\": 10, \"max_position_embeddings\": 32, \"sliding_window\": 16}");
     m = load_ok(dir);
-    ck_assert_int_eq(m->arch.seq_len, 16);
+    ck_assert_int_eq(m->arch.seq_len, 32);
+    ck_assert_int_eq(m->arch.window, 16);
+    ck_assert_int_eq(lmp_arch_window(&m->arch, 0), 16);
     ck_assert_float_eq(m->arch.norm_eps, 1e-6f);
     lmp_model_free(m);
 

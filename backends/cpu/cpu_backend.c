@@ -399,6 +399,8 @@ static void softmax_row(float *S, int64_t n)
 
 typedef struct attention_args {
     int64_t T, hd, qdim, kvdim, group, bs;
+    int64_t window;       /* attention_window: query t reads keys after t - window; 0: all */
+    float softcap;        /* attention_window: scores through softcap * tanh(s / softcap); 0: none */
     float scale;
     const float *q, *k, *v;
     float *out, *S; /* S: one [bs, T] score block per part */
@@ -423,7 +425,11 @@ static int attention_heads(void *p, int part, int64_t h0, int64_t h1)
             for (int64_t r = 0; r < m; r++) {
                 float *Sr = S + r * nk;
                 int64_t nv = t0 + r + 1; /* query t0+r sees keys 0..t0+r */
-                softmax_row(Sr, nv);
+                const int64_t lo = a->window && nv - a->window > 0 ? nv - a->window : 0; /* ... from lo */
+                if (a->softcap > 0)
+                    for (int64_t j = lo; j < nv; j++) Sr[j] = a->softcap * tanhf(Sr[j] / a->softcap);
+                softmax_row(Sr + lo, nv - lo);
+                for (int64_t j = 0; j < lo; j++) Sr[j] = 0.0f;
                 for (int64_t j = nv; j < nk; j++) Sr[j] = 0.0f;
             }
             /* O[t0:t0+m, :] = P[m, nk] V[0:nk, :] */
@@ -455,15 +461,19 @@ static int attention_shapes(cpu_backend *be, const char *op, int64_t T, int64_t 
 /* Heads are independent: while each head's products are small enough for one OpenBLAS thread
  * (SMALL_GEMM_MACS), the heads are shared among the backend's threads, each head computed as on
  * one thread; larger products keep OpenBLAS's threads and the heads in turn. */
-static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                         const float *q, const float *k, const float *v, float *out)
+static int attention_run(cpu_backend *be, const char *op, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                         int64_t window, float softcap, const float *q, const float *k, const float *v, float *out)
 {
-    cpu_backend *be = self;
     attention_args a;
-    int st = attention_shapes(be, "attention", T, n_heads, n_kv_heads, hd, q, k, v, &a);
+    int st = attention_shapes(be, op, T, n_heads, n_kv_heads, hd, q, k, v, &a);
     if (st) return st > 0 ? LMP_OK : st;
-    if (!out) return FAIL(be, LMP_EINVAL, "attention: NULL operand");
+    if (!out) return FAIL(be, LMP_EINVAL, "%s: NULL operand", op);
+    if (window < 0 || !(softcap >= 0))
+        return FAIL(be, LMP_EINVAL, "%s: window %lld and softcap %g must not be negative", op, (long long)window,
+                    (double)softcap);
     a.out = out;
+    a.window = window;
+    a.softcap = softcap;
     const double macs = (double)a.bs * (double)T * (double)hd; /* the largest GEMM */
     const int threads = macs < SMALL_GEMM_MACS && n_heads > 1 ? own_threads(be) : 1;
     a.S = be->host->alloc(be->hctx, (size_t)threads * (size_t)a.bs * (size_t)T * sizeof *a.S);
@@ -474,6 +484,18 @@ static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_he
     be->host->free(be->hctx, a.S);
     jitter(be, out, T, a.qdim, a.qdim, 0);
     return LMP_OK;
+}
+
+static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                         const float *q, const float *k, const float *v, float *out)
+{
+    return attention_run(self, "attention", T, n_heads, n_kv_heads, hd, 0, 0.0f, q, k, v, out);
+}
+
+static int cpu_attention_window(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                float softcap, const float *q, const float *k, const float *v, float *out)
+{
+    return attention_run(self, "attention_window", T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out);
 }
 
 typedef struct attention_bwd_args {
@@ -705,6 +727,7 @@ static const lmp_backend_i cpu_vtable = {
     .gelu = cpu_gelu,
     .attention_backward = cpu_attention_backward,
     .rope_table = cpu_rope_table,
+    .attention_window = cpu_attention_window,
 };
 
 static const lmp_param_spec cpu_params[] = {

@@ -199,7 +199,13 @@ int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_r
 int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, const float *q,
                       const float *k, const float *v, float *out)
 {
-    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0)
+    return lmp_ref_attention_window(T, n_heads, n_kv_heads, hd, 0, 0.0f, q, k, v, out);
+}
+
+int lmp_ref_attention_window(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                             float softcap, const float *q, const float *k, const float *v, float *out)
+{
+    if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0 || window < 0 || softcap < 0)
         return LMP_EINVAL;
     if (T == 0 || n_heads == 0) return LMP_OK;
     if (!q || !k || !v || !out) return LMP_EINVAL;
@@ -217,20 +223,22 @@ int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd
         for (int64_t t = 0; t < T; t++) {
             const float *qt = q + t * qdim + h * hd;
             double mx = -INFINITY;
-            for (int64_t j = 0; j <= t; j++) { /* causal: keys 0..t */
+            const int64_t lo = window && t - window + 1 > 0 ? t - window + 1 : 0; /* keys lo..t */
+            for (int64_t j = lo; j <= t; j++) {
                 const float *kj = k + j * kvdim + kh * hd;
                 double s = 0.0;
                 for (int64_t d = 0; d < hd; d++) s += (double)qt[d] * kj[d];
                 p[j] = s * scale;
+                if (softcap > 0) p[j] = softcap * tanh(p[j] / softcap);
                 if (p[j] > mx) mx = p[j];
             }
             double sum = 0.0;
-            for (int64_t j = 0; j <= t; j++) { /* subtract the max so exp cannot overflow */
+            for (int64_t j = lo; j <= t; j++) { /* subtract the max so exp cannot overflow */
                 p[j] = exp(p[j] - mx);
                 sum += p[j];
             }
             for (int64_t d = 0; d < hd; d++) acc[d] = 0.0;
-            for (int64_t j = 0; j <= t; j++) {
+            for (int64_t j = lo; j <= t; j++) {
                 const float *vj = v + j * kvdim + kh * hd;
                 for (int64_t d = 0; d < hd; d++) acc[d] += p[j] * vj[d];
             }

@@ -76,11 +76,15 @@ typedef struct lmp_arch_desc {
     /* The norms' names after "model.layers.N." by LMP_NORM_*; NULL: Llama's (input_layernorm,
      * post_attention_layernorm, self_attn.q_norm, self_attn.k_norm). */
     const char *const *hf_norms;
-    /* What llama.cpp assumes of this arch's GGUF where the file says nothing (Gemma 3): every
-     * layer but each gguf_swa_pattern-th slides and turns with base gguf_swa_base (unless the
-     * file has rope.freq_base_swa); 0: no such layers. */
+    /* What llama.cpp assumes of this arch's GGUF where the file says nothing (Gemma 2, 3): every
+     * layer but each gguf_swa_pattern-th slides (0: all slide when the file has a window), and
+     * turns with base gguf_swa_base (0: the global base; the file's rope.freq_base_swa wins);
+     * the attention is scaled by 1/sqrt(hidden/heads) rather than 1/sqrt(head_dim) for a model
+     * of gguf_scale_by_width_layers layers (the 27B ones: llama.cpp has no key for Gemma's
+     * query_pre_attn_scalar). */
     int gguf_swa_pattern;
     double gguf_swa_base;
+    int64_t gguf_scale_by_width_layers;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),

@@ -13,4 +13,4 @@ const lmp_arch_desc lmp_arch_gemma3 = {
     .flags = LMP_ARCH_QK_NORM | LMP_ARCH_GEGLU | LMP_ARCH_EMBED_SCALE | LMP_ARCH_NORM_PLUS_ONE | LMP_ARCH_HEAD_DIM |
              LMP_ARCH_POST_NORMS,
     .gguf_arch = "gemma3", .gguf_rope_halves = 1, .hf_norms = gemma3_norms, .gguf_swa_pattern = 6,
-    .gguf_swa_base = 10000.0};
+    .gguf_swa_base = 10000.0, .gguf_scale_by_width_layers = 62};

@@ -6,6 +6,7 @@
  *   x += gelu(xn Wfc^T + bfc) Wproj^T + bproj. */
 #include "model/forward.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,7 +185,12 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         if (!st && a->q_scale && a->q_scale != 1.0f) { /* scores scaled by 1/sqrt(query_pre_attn_scalar) */
             for (int64_t i = 0; i < T * qd; i++) q[i] *= a->q_scale;
         }
-        if (!st) st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
+        const int64_t window = lmp_arch_window(a, blk->index);
+        if (!st && (window || a->attn_softcap))
+            st = lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, window, a->attn_softcap, q, k,
+                                         v, att);
+        else if (!st)
+            st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
         if (st) goto done;
     }
     if (from <= 1) { /* segment 1: x1 = x + mid Wo^T */
@@ -282,6 +288,8 @@ int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *
     if (st) goto done;
     st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
     if (st) goto done;
+    const float cap = m->arch.final_softcap; /* Gemma 2: logits through cap tanh(z / cap) */
+    for (int64_t i = 0; cap > 0 && i < T * V; i++) out[i] = cap * tanhf(out[i] / cap);
     if (normalize) st = lmp_be_log_softmax(be, T, V, out, out);
 done:
     free(xn);

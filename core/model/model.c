@@ -84,9 +84,14 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     return 0;
 }
 
+int64_t lmp_arch_window(const lmp_arch *a, int64_t layer)
+{
+    return layer >= 0 && layer < LMP_MAX_LAYERS && a->sliding_layer[layer] ? a->window : 0;
+}
+
 const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer)
 {
-    const int local = a->rope_local.n_rot && layer >= 0 && layer < LMP_MAX_LAYERS && a->local_layer[layer];
+    const int local = a->rope_local.n_rot && layer >= 0 && layer < LMP_MAX_LAYERS && a->sliding_layer[layer];
     return local ? &a->rope_local : &a->rope;
 }
 

@@ -43,14 +43,20 @@ typedef struct lmp_arch {
     /* The rotation as the file describes it (core/arch/rope.h); n_rot == 0 (never filled) means
      * the classic rotation over the whole head with rope_theta. */
     lmp_rope rope;
-    /* Gemma 3: the sliding-window layers turn with their own base; layer l uses rope_local when
-     * local_layer[l] (rope_local.n_rot 0: no such layers). */
+    /* Sliding-window attention: layer l with sliding_layer[l] attends to the `window` latest
+     * positions (window 0: none); with rope_local.n_rot (Gemma 3) those layers also turn with
+     * their own RoPE base. */
+    int64_t window;
+    unsigned char sliding_layer[LMP_MAX_LAYERS];
     lmp_rope rope_local;
-    unsigned char local_layer[LMP_MAX_LAYERS];
+    float attn_softcap;   /* Gemma 2: scores through c tanh(s / c) (0: none) */
+    float final_softcap;  /* Gemma 2: logits likewise */
     float q_scale;        /* q is multiplied by it before attention (Gemma's query_pre_attn_scalar:
                            * sqrt(head_dim / scalar)); 0 = 1 */
 } lmp_arch;
 
+/* The sliding window layer l attends within (0: all earlier positions). */
+int64_t lmp_arch_window(const lmp_arch *a, int64_t layer);
 /* The rotation layer l turns q and k with. */
 const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer);
 

@@ -184,7 +184,7 @@ static const char *const read_keys[] = {
     "context_length", "rope.freq_base", "attention.layer_norm_rms_epsilon", "rope.dimension_count",
     "attention.key_length", "attention.value_length", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
-    "rope.freq_base_swa",
+    "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping",
     "expert_count", "expert_used_count", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
@@ -268,7 +268,12 @@ static int read_rope(lmp_model *m)
     if (n_rot > a->head_dim || n_rot % 2 || n_rot / 2 > LMP_ROPE_MAX_PAIRS)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s = %lld (must be even and at most the head size %lld)", m->path,
                         arch_key(key, sizeof key, m, "rope.dimension_count"), (long long)n_rot, (long long)a->head_dim);
-    if (window < a->seq_len) a->seq_len = window;
+    if (window < a->seq_len) { /* every layer slides, unless the arch's pattern says otherwise below */
+        a->window = window;
+        if (a->n_layers > LMP_MAX_LAYERS)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with sliding windows", m->path, LMP_MAX_LAYERS);
+        for (int64_t l = 0; l < a->n_layers; l++) a->sliding_layer[l] = 1;
+    }
     lmp_rope_default(&a->rope, a->rope_theta, n_rot, a->head_dim);
     if (lmp_gguf_find_kv(g, arch_key(key, sizeof key, m, "rope.scaling.type"))) {
         const char *type;
@@ -291,17 +296,21 @@ static int read_rope(lmp_model *m)
                             "are)", m->path, P, (int)len, type);
         }
     }
-    if (a->desc->gguf_swa_pattern) { /* llama.cpp's Gemma 3: local layers with their own base */
+    const lmp_arch_desc *d = a->desc;
+    if (d->gguf_swa_pattern) /* llama.cpp's Gemma 2 and 3: each pattern-th layer is global */
+        for (int64_t l = 0; l < a->n_layers; l++) a->sliding_layer[l] = (l + 1) % d->gguf_swa_pattern != 0;
+    if (d->gguf_swa_base) { /* Gemma 3: the sliding layers' own base */
         float base;
-        if ((st = arch_float(g, P, "rope.freq_base_swa", a->desc->gguf_swa_base, &base))) return st;
-        if (a->n_layers > LMP_MAX_LAYERS)
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with local and global RoPE", m->path, LMP_MAX_LAYERS);
+        if ((st = arch_float(g, P, "rope.freq_base_swa", d->gguf_swa_base, &base))) return st;
         lmp_rope_default(&a->rope_local, base, n_rot, a->head_dim);
-        for (int64_t l = 0; l < a->n_layers; l++) a->local_layer[l] = (l + 1) % a->desc->gguf_swa_pattern != 0;
-        /* llama.cpp's attention scale: 1/sqrt(hidden/heads) for the 27B model (62 layers), else
-         * 1/sqrt(head_dim), as it has no key for query_pre_attn_scalar */
-        if (a->n_layers == 62) a->q_scale = (float)sqrt((double)a->head_dim / (double)(a->dim / a->n_heads));
     }
+    if (d->gguf_scale_by_width_layers && a->n_layers == d->gguf_scale_by_width_layers)
+        a->q_scale = (float)sqrt((double)a->head_dim / (double)(a->dim / a->n_heads));
+    float cap;
+    if ((st = arch_float(g, P, "attn_logit_softcapping", 0, &cap))) return st;
+    a->attn_softcap = cap;
+    if ((st = arch_float(g, P, "final_logit_softcapping", 0, &cap))) return st;
+    a->final_softcap = cap;
     if (lmp_gguf_find_tensor(g, "rope_freqs.weight")) {
         float *factors;
         if ((st = load_f32(m, "rope_freqs.weight", 0, n_rot / 2, &factors))) return st;

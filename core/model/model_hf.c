@@ -558,13 +558,14 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     double qpas = 0;
     if ((st = cfg_number_or_zero(c, what, "query_pre_attn_scalar", &qpas))) return st;
     if (qpas && qpas != (double)a->head_dim) a->q_scale = (float)sqrt((double)a->head_dim / qpas);
-    static const char *const softcaps[2] = {"attn_logit_softcapping", "final_logit_softcapping"};
-    for (int k = 0; k < 2; k++)
-        if (cfg_get(c, softcaps[k]))
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported yet (Gemma 2's soft-capping)", what, softcaps[k]);
-    /* Sliding-window attention equals causal attention on windows no longer than the window.
-     * Which layers slide: transformers 5's layer_types, else Mistral all, Qwen2 with
-     * use_sliding_window (some of them: capping the context covers any subset). */
+    /* Gemma 2's soft-capping of the attention scores and of the logits */
+    double cap;
+    if ((st = cfg_number_or_zero(c, what, "attn_logit_softcapping", &cap))) return st;
+    a->attn_softcap = (float)cap;
+    if ((st = cfg_number_or_zero(c, what, "final_logit_softcapping", &cap))) return st;
+    a->final_softcap = (float)cap;
+    /* Sliding-window attention.  Which layers slide: transformers 5's layer_types, else
+     * Mistral's all, Qwen2's from max_window_layers on when use_sliding_window. */
     const lmp_json *sw = cfg_get(c, "sliding_window");
     int use_sw = d->sliding == LMP_SLIDING_ALWAYS;
     if (d->sliding == LMP_SLIDING_FLAG && (st = cfg_bool(c, what, "use_sliding_window", 0, &use_sw))) return st;
@@ -581,7 +582,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
                 return lmp_fail(LMP_EUNSUPPORTED, "%s: layer_types[%zu] is not \"full_attention\" or "
                                 "\"sliding_attention\" (not supported)", what, i);
             use_sw |= sliding;
-            if (i < LMP_MAX_LAYERS) a->local_layer[i] = (unsigned char)sliding;
+            if (i < LMP_MAX_LAYERS) a->sliding_layer[i] = (unsigned char)sliding;
         }
         if (use_sw && !sw)
             return lmp_fail(LMP_EINVAL, "%s: layer_types has sliding_attention layers but no sliding_window", what);
@@ -591,9 +592,12 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if (a->rope_local.n_rot && a->n_layers > LMP_MAX_LAYERS)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with local and global RoPE", what, LMP_MAX_LAYERS);
     if (sw && use_sw) {
-        int64_t w;
-        if ((st = cfg_int(c, what, "sliding_window", 0, &w))) return st;
-        if (w < a->seq_len) a->seq_len = w;
+        if ((st = cfg_int(c, what, "sliding_window", 0, &a->window))) return st;
+        if (a->n_layers > LMP_MAX_LAYERS)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers with sliding windows", what, LMP_MAX_LAYERS);
+        int64_t from = 0;
+        if (!types && d->sliding == LMP_SLIDING_FLAG && (st = cfg_int(c, what, "max_window_layers", 0, &from))) return st;
+        for (int64_t l = from; !types && l < a->n_layers; l++) a->sliding_layer[l] = 1;
     }
     const unsigned qkv = 1u << LMP_ROLE_Q | 1u << LMP_ROLE_K | 1u << LMP_ROLE_V;
     if (d->bias == LMP_BIAS_QKV) {

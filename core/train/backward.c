@@ -63,6 +63,10 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
                             lmp_block_tape *tp)
 {
     int st = check_trainable(blk);
+    /* Within the window, sliding-window attention is causal attention: its backward is exact. */
+    if (!st && (a->attn_softcap || (lmp_arch_window(a, blk->index) && tp->T > lmp_arch_window(a, blk->index))))
+        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: attention %s has no backward yet", blk->index,
+                      a->attn_softcap ? "with soft-capped scores (Gemma 2)" : "over more positions than its sliding window");
     if (!st && a->q_scale && a->q_scale != 1.0f)
         st = lmp_fail(LMP_EUNSUPPORTED, "block %d: query_pre_attn_scalar other than head_dim has no backward yet",
                       blk->index);
@@ -332,6 +336,8 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
                       float *dx, float *dnorm_w, float *dlm_head)
 {
     const int64_t d = m->arch.dim, V = m->arch.vocab;
+    if (m->arch.final_softcap)
+        return lmp_fail(LMP_EUNSUPPORTED, "the head's backward does not take Gemma 2's soft-capped logits yet");
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for the LLaMA family only");
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;

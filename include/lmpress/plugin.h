@@ -34,9 +34,10 @@
  * for 4.2 (its vtable ends before it: LMP_BACKEND_I_MIN_SIZE) is still loaded, and the host runs
  * the CPU backend's version of the operations its vtable does not reach.
  *
- * ABI 4.4: the backend operation rope_table (RoPE from a per-pair frequency table, partial
- * rotary and an attention factor: the RoPE scalings of Llama 3, YaRN and LongRoPE), appended to
- * lmp_backend_i; a backend built before it runs the CPU backend's.
+ * ABI 4.4: the backend operations rope_table (RoPE from a per-pair frequency table, partial
+ * rotary and an attention factor: the RoPE scalings of Llama 3, YaRN and LongRoPE) and
+ * attention_window (sliding-window attention and Gemma 2's soft-capped scores), appended to
+ * lmp_backend_i; a backend built before them runs the CPU backend's.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -1085,7 +1086,14 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * different table; `rope` is inv_freq[i] = theta^(-2i/head_dim), n_rot = head_dim. */          \
     OP(rope_table, (int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,      \
                     const float *inv_freq, float mscale, float *x),                                 \
-      (T, n_heads, head_dim, n_rot, pos0, inv_freq, mscale, x), 0)
+      (T, n_heads, head_dim, n_rot, pos0, inv_freq, mscale, x), 0)                                 \
+    /* ABI 4.4.  `attention` with a sliding window and soft-capped scores: query t reads keys j   \
+     * with t - window < j <= t (window 0: every j <= t), each score s (already scaled by          \
+     * 1/sqrt(hd)) taken as softcap * tanh(s / softcap) before the softmax (softcap 0: as is).    \
+     * With window 0 and softcap 0 it is `attention`. */                                            \
+    OP(attention_window, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
+                          float softcap, const float *q, const float *k, const float *v, float *out),  \
+      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
