@@ -529,8 +529,11 @@ START_TEST(malformed_checkpoints)
     write_tiny_llama(dir, ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"beta_fast\": 4}", NULL,
                      NULL, NULL);
     load_fails(dir, "config.json", "rope_parameters.beta_fast is not read for rope type \"linear\"", NULL);
-    write_tiny_llama(dir, ", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}", NULL, NULL, NULL);
-    load_fails(dir, "config.json", "rope_parameters.full_attention", "not supported yet");
+    write_tiny_llama(dir, ", \"rope_parameters\": {\"chunked_attention\": {\"rope_type\": \"default\"}}", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "rope_parameters.chunked_attention", "only full_attention and sliding_attention");
+    write_tiny_llama(dir, ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, \"sliding_attention\":"
+                          " {\"rope_theta\": 1e4}}", NULL, NULL, NULL);
+    load_fails(dir, "config.json", "no layer_types saying which layers slide", NULL);
     write_tiny_llama(dir, ", \"rope_parameters\": {\"rope_type\": \"default\"}, \"rope_scaling\": {\"type\": \"linear\"}",
                      NULL, NULL, NULL);
     load_fails(dir, "config.json", "both rope_parameters and rope_scaling", NULL);
