@@ -76,6 +76,9 @@ typedef struct lmp_arch_desc {
     /* The norms' names after "model.layers.N." by LMP_NORM_*; NULL: Llama's (input_layernorm,
      * post_attention_layernorm, self_attn.q_norm, self_attn.k_norm). */
     const char *const *hf_norms;
+    /* config.json keys this family reads beyond the Llama block's (NULL-terminated; NULL: none):
+     * the same key in another family's config is refused, since its class would ignore it. */
+    const char *const *hf_extra_keys;
     /* What llama.cpp assumes of this arch's GGUF where the file says nothing (Gemma 2, 3): every
      * layer but each gguf_swa_pattern-th slides (0: all slide when the file has a window), and
      * turns with base gguf_swa_base (0: the global base; the file's rope.freq_base_swa wins);

@@ -464,10 +464,7 @@ static const char *const llama_keys[] = {
     "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
     "partial_rotary_factor", "original_max_position_embeddings", "head_dim", "hidden_act", "attention_bias",
     "mlp_bias", "tie_word_embeddings", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
-    "quantization_config", "hidden_activation", "use_bidirectional_attention", "query_pre_attn_scalar",
-    "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
-    "sliding_window_pattern", "_sliding_window_pattern", /* layer_types says the same, and is required */
-    NULL};
+    "quantization_config", NULL};
 static const char *const gpt2_keys[] = {
     "n_ctx", "n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner", "layer_norm_epsilon",
     "activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings",
@@ -481,10 +478,11 @@ static int listed(const char *key, const char *const *list)
     return 0;
 }
 
-static int check_config_keys(const lmp_json *c, const char *what, const char *cls, const char *const *read)
+static int check_config_keys(const lmp_json *c, const char *what, const char *cls, const char *const *read,
+                             const char *const *extra)
 {
     for (size_t k = 0; k < c->n; k++)
-        if (!listed(c->keys[k], read) && !listed(c->keys[k], harmless_keys))
+        if (!listed(c->keys[k], read) && !listed(c->keys[k], harmless_keys) && !(extra && listed(c->keys[k], extra)))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: key \"%s\" is not read by lmpress for %s; it may change the model's "
                             "numbers, so the model is refused rather than run without it", what, c->keys[k], cls);
     return 0;
@@ -581,6 +579,9 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
             if (!sliding && !(t->type == LMP_JSON_STRING && !strcmp(t->str, "full_attention")))
                 return lmp_fail(LMP_EUNSUPPORTED, "%s: layer_types[%zu] is not \"full_attention\" or "
                                 "\"sliding_attention\" (not supported)", what, i);
+            if (sliding && d->sliding == LMP_SLIDING_NONE)
+                return lmp_fail(LMP_EUNSUPPORTED, "%s: layer_types[%zu] is sliding_attention, which %s does not have",
+                                what, i, d->hf_class);
             use_sw |= sliding;
             if (i < LMP_MAX_LAYERS) a->sliding_layer[i] = (unsigned char)sliding;
         }
@@ -682,7 +683,7 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     }
     a->desc = s->desc;
     const int gpt2 = s->desc->family == LMP_FAMILY_GPT2;
-    st = check_config_keys(c, what, name, gpt2 ? gpt2_keys : llama_keys);
+    st = check_config_keys(c, what, name, gpt2 ? gpt2_keys : llama_keys, s->desc->hf_extra_keys);
     if (!st) st = gpt2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
     if (!st) st = cfg_bool(c, what, "tie_word_embeddings", gpt2, tied);
     const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
