@@ -13,15 +13,18 @@
 
 #include "base/error.h"
 #include "base/outfile.h"
+#include "base/outlock.h"
 #include "analyze/analyze.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
 #include "distrib/distrib.h"
 #include "compress/imatrix_map.h"
 #include "config/config.h"
+#include "config/config_inputs.h"
 #include "eval/lambada.h"
 #include "eval/stream.h"
 #include "export/export.h"
+#include "export/out_dir.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
@@ -394,6 +397,72 @@ static int on_finished(const lmp_report *r, int i, void *ud)
     return write_outputs(r, o, 0);
 }
 
+/* Where a variant is exported: --output PATH, or DIR/<its file name>.gguf (or DIR/<file name>/
+ * with --output-format hf), the name through out_dir.h's one safe mapping. */
+static void export_path(const compare_outputs *o, const lmp_variant *v, char *path, size_t n)
+{
+    char file[LMP_VARIANT_FILE_MAX + 1];
+    if (o->output) snprintf(path, n, "%s", o->output);
+    else snprintf(path, n, "%s/%s%s", o->output_dir, lmp_variant_file_name(v->name, file, sizeof file),
+                  o->output_hf ? "" : ".gguf");
+}
+
+/* Every file the run writes is its own: not an input of the run (the config, the model, a
+ * text, ...), not another output (--json X --md X; two variants' exports).  Checked once the
+ * config is loaded, before any work; which[n_which] the variants exported (NULL: the first
+ * n_which). */
+static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config *c, const int *which, int n_which)
+{
+    const int n_exports = o->output ? 1 : o->output_dir ? n_which : 0;
+    const int max_in = lmp_config_inputs_max(c);
+    lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in);
+    lmp_named_path *outs = calloc((size_t)n_exports + 4, sizeof *outs);
+    char (*paths)[4400] = calloc((size_t)n_exports + 1, sizeof *paths);
+    char (*whats)[256] = calloc((size_t)n_exports + 1, sizeof *whats);
+    int st = in && outs && paths && whats ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    int n_out = 0;
+    for (int k = 0; k < 3 && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
+    for (int i = 0; i < n_exports && !st; i++) {
+        const lmp_variant *v = &c->variants[which ? which[i] : i];
+        if (v->model_path && !o->output) continue; /* another tool's file: not exported */
+        export_path(o, v, paths[i], sizeof paths[i]);
+        if (o->output) snprintf(whats[i], sizeof whats[i], "--output");
+        else snprintf(whats[i], sizeof whats[i], "--output-dir: variant '%.200s' to", v->name);
+        outs[n_out++] = (lmp_named_path){paths[i], whats[i]};
+    }
+    if (!st) st = lmp_outfile_distinct(outs, n_out, in, lmp_config_inputs(c, in, max_in));
+    free(in);
+    free(outs);
+    free(paths);
+    free(whats);
+    return st;
+}
+
+/* --resume with --output / --output-dir: a variant the report already holds was not compressed
+ * in this run, so it would not be exported.  Those the user chose (by --variant, or all) whose
+ * export is not there yet are run again (rerun[k] = 1, k indexing which[]); with --output always
+ * (the user asks for that file now).  Another tool's file is never exported. */
+static void exports_to_rerun(lmp_ctx *ctx, const compare_outputs *o, const lmp_run_config *c, const int *which,
+                             int n_which, const char *const *globs, int n_globs, uint8_t *rerun)
+{
+    for (int k = 0; k < n_which; k++) {
+        const lmp_variant *v = &c->variants[which[k]];
+        int asked = n_globs == 0;
+        for (int g = 0; g < n_globs && !asked; g++) asked = fnmatch(globs[g], v->name, 0) == 0;
+        if (!asked || v->model_path || (!o->output && !o->output_dir)) continue;
+        char path[4400];
+        export_path(o, v, path, sizeof path);
+        lmp_outdir_state state = LMP_OUTDIR_ABSENT;
+        if (!o->output && lmp_outdir_state_of(path, &state) == 0 &&
+            (o->output_hf ? state == LMP_OUTDIR_FULL : state == LMP_OUTDIR_OTHER))
+            continue; /* exported by the run that wrote the report */
+        rerun[k] = 1;
+        if (!o->output)
+            lmp_log(ctx, LMP_LOG_INFO, "variant %s: not at %s yet: compressed again to export it (not taken from --resume)",
+                    v->name, path);
+    }
+}
+
 /* Writes the variant where --output / --output-dir say.  With --output the run stops on a
  * failure; with --output-dir the failure is reported, the other variants still run and the
  * exit status says that one failed. */
@@ -401,10 +470,9 @@ static int on_compressed(const lmp_model *m, const lmp_variant_result *res, cons
 {
     compare_outputs *o = ud;
     if (!o->output && !o->output_dir) return 0;
-    char path[4096], *pipeline = NULL;
+    char path[4400], *pipeline = NULL;
     size_t pipeline_len = 0;
-    if (o->output) snprintf(path, sizeof path, "%s", o->output);
-    else snprintf(path, sizeof path, "%s/%s%s", o->output_dir, res->v->name, o->output_hf ? "" : ".gguf");
+    export_path(o, res->v, path, sizeof path);
     FILE *mem = open_memstream(&pipeline, &pipeline_len);
     if (mem) {
         lmp_report_json_stages(res->v, mem);
@@ -562,12 +630,20 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
+    uint8_t *rerun = NULL;
+    lmp_outlock locks[3] = {{.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
+    if (!st) st = check_outputs_distinct(&out, c, NULL, c->n_variants);
+    /* one run per report at a time: taken before --resume reads it (base/outlock.h) */
+    for (int k = 0; k < 3 && !st; k++)
+        if (out.path[k] && !lmp_outfile_is_stdout(out.path[k])) st = lmp_outlock_take(&locks[k], out.path[k], output_options[k]);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
     else if (!st && resume && out.path[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
     if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st) st = choose_variants(c, globs, n_globs, single, prior, which, &n_which);
+    if (!st && !(rerun = calloc((size_t)n_which + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st && prior) exports_to_rerun(ctx, &out, c, which, n_which, globs, n_globs, rerun);
     if (dist) { /* rank 0's choice, which --resume may have widened, for every rank */
         st = dist_same_config(ctx, st, c);
         if (!st) st = lmp_dist_bcast(dist, &n_which, sizeof n_which);
@@ -578,6 +654,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         catch_interrupts(ctx);
         out.cfg = c;
         lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
+                                 .rerun = rerun,
                                  .hooks = {on_prepared, out.output || out.output_dir ? on_compressed : NULL,
                                            on_finished, &out}};
         st = lmp_run_compare(ctx, c, &opts, &r);
@@ -603,6 +680,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     lmp_report_free(r);
     lmp_json_free(prior);
     free(which);
+    free(rerun);
+    for (int k = 0; k < 3; k++) lmp_outlock_release(&locks[k]);
     lmp_config_free(c);
     return rc;
 }
@@ -705,14 +784,27 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (o.keep_params && !o.have_target && !o.skip_top && !o.n_curve)
         return usage_error(usage_analyze, "%s", "--keep-params goes with --skip-top, --target or --curve");
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
+    int to_stdout = 0;
+    for (int k = 0; k < 4; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
+    if (to_stdout > 1) return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg and --write-config can be \"-\"");
     const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
     for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
     int st = 0; /* through st, as in cmd_compare: rank 0's output files are checked on rank 0 only */
     for (int k = 0; k < 4 && !st; k++)
-        if (paths[k]) st = lmp_outfile_check(paths[k], path_opts[k]);
+        if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outfile_check(paths[k], path_opts[k]);
     lmp_run_config *c = NULL;
+    lmp_outlock locks[4] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
+    if (!st) { /* no output is an input or another output (base/outfile.h) */
+        const int max_in = lmp_config_inputs_max(c);
+        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[4];
+        for (int k = 0; k < 4; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
+        st = in ? lmp_outfile_distinct(outs, 4, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
+        free(in);
+    }
+    for (int k = 0; k < 4 && !st; k++) /* one run per output file at a time (base/outlock.h) */
+        if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outlock_take(&locks[k], paths[k], path_opts[k]);
     st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */
         o.variant = -1;
@@ -731,12 +823,19 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         catch_interrupts(ctx);
         st = lmp_analyze(ctx, c, &o, &a);
     }
-    if (!st && lead) lmp_analysis_table(a, stdout, (int)top);
+    /* "-": that output alone on standard output; the table then goes to standard error */
+    if (!st && lead) lmp_analysis_table(a, to_stdout ? stderr : stdout, (int)top);
     for (int k = 0; k < 4 && !st; k++) {
         if (!paths[k]) continue;
+        if (lmp_outfile_is_stdout(paths[k])) {
+            fns[k](a, stdout);
+            fflush(stdout);
+            continue;
+        }
         analysis_writer w = {fns[k], a};
         st = lmp_outfile_write(paths[k], call_analysis_writer, &w);
     }
+    for (int k = 0; k < 4; k++) lmp_outlock_release(&locks[k]);
     int rc = 0;
     if (interrupt_signal) {
         fprintf(stderr, "lmpress: error: stopped by %s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM");
