@@ -85,7 +85,10 @@ static const char *const usage_compare =
     "Each row of the table is printed as its variant finishes.\n"
     "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
     "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
-    "format alone to standard output at the end (the table then goes to standard error).\n"
+    "format alone to standard output at the end (the table then goes to standard error).  An output\n"
+    "path must hold nothing or a regular file: a link, FIFO, device or folder is refused, as is an\n"
+    "output that is an input of the run or another output.  A second run on the same report is\n"
+    "refused while the first holds its lock (REPORT.lock).\n"
     "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
@@ -97,10 +100,13 @@ static const char *const usage_compare =
     "files; linears on an int grid as int-quantized / pack-quantized).  The file holds the codes and\n"
     "scales the strategy chose: each weight is checked to read back bit for bit as evaluated.\n"
     "--output-dir DIR: the same for every variant run, as DIR/<variant>.gguf (or DIR/<variant>/\n"
-    "with --output-format hf); a variant that cannot be written is reported and the run goes on.\n"
+    "with --output-format hf; outside letters, digits and . _ - + = , @ : each byte of the name,\n"
+    "and a leading '.', becomes '_'); a variant that cannot be written is reported and the run goes\n"
+    "on.  With --resume, a variant whose export is missing is compressed again to write it.\n"
     "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
     "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
-    "Files are written under a temporary name and renamed when complete.\n" TRUST_USAGE;
+    "Files are written under a temporary name (PATH.tmp-HOST-PID-*) and renamed when complete; a later\n"
+    "run removes those a killed run left.\n" TRUST_USAGE;
 
 static const char *const usage_analyze =
     "usage: lmpress analyze CONFIG [--variant NAME] [--mode restore-one|quantize-one]\n"
@@ -131,7 +137,8 @@ static const char *const usage_analyze =
     "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
     "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
     "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role): written through\n"
-    "a temporary file.  docs/analyze.md has the details.\n" TRUST_USAGE;
+    "a temporary file; \"-\" writes one of them to standard output (the table then goes to standard\n"
+    "error).  docs/analyze.md has the details.\n" TRUST_USAGE;
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG [--allow-plugin DIR]... [--plugin-path DIR]...\n"
