@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.h"
+#include "formats/json.h"
 #include "base/outfile.h"
 #include "base/outlock.h"
 #include "base/tmpname.h"
@@ -392,6 +394,127 @@ START_TEST(cli_resume_exports_the_resumed_variants)
 }
 END_TEST
 
+/* ---- issue 34 item 15: analyze keeps finished units; targets checked up front --------------- */
+
+#define W4 "{ name = \"w4\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; }; } ); }"
+
+START_TEST(cli_analyze_impossible_targets_refused)
+{
+    const char *cfg = config("c.cfg", W4);
+    ck_assert_int_eq(cli("analyze %s --target kld=-1", cfg), 2);
+    ck_assert_msg(strstr(out, "never negative"), "%s", out);
+    ck_assert_int_eq(cli("analyze %s --target top1=50", cfg), 2);
+    ck_assert_msg(strstr(out, "fraction between 0 and 1"), "%s", out);
+    ck_assert_int_eq(cli("analyze %s --target ppl=0.5", cfg), 2);
+    ck_assert_msg(strstr(out, "at least 1"), "%s", out);
+    ck_assert_int_eq(cli("analyze %s --target lambada=-0.1", cfg), 2);
+}
+END_TEST
+
+static lmp_json *read_json(const char *path)
+{
+    size_t n;
+    unsigned char *text = lmp_test_slurp(path, &n);
+    lmp_json *j = NULL;
+    ck_assert_msg(lmp_json_parse((char *)text, n, path, &j) == 0, "%s", lmp_last_error());
+    free(text);
+    return j;
+}
+
+START_TEST(cli_analyze_target_already_met_is_zero_units)
+{
+    const char *cfg = config("c.cfg", W4);
+    ck_assert_int_eq(cli("analyze %s --per block --target kld=1000 --json %s", cfg, tmp("a.json")), 0);
+    ck_assert_msg(strstr(out, "0 units skipped"), "%s", out);
+    lmp_json *j = read_json(tmp("a.json"));
+    int64_t k = -1;
+    ck_assert_int_eq(lmp_json_get_int(lmp_json_get(j, "skip"), "k", "skip", &k), 0);
+    ck_assert_int_eq(k, 0);
+    lmp_json_free(j);
+}
+END_TEST
+
+/* The unit `name`'s kld sum in an analysis JSON (complete or partial). */
+static double unit_kld_sum(const lmp_json *j, const char *name)
+{
+    const lmp_json *us = lmp_json_get(j, "units");
+    ck_assert_ptr_nonnull(us);
+    for (size_t i = 0; i < us->n; i++) {
+        const char *n;
+        ck_assert_int_eq(lmp_json_get_string(&us->items[i], "name", "unit", &n), 0);
+        if (strcmp(n, name) != 0) continue;
+        double x;
+        ck_assert_int_eq(lmp_json_get_number(lmp_json_get(&us->items[i], "result"), "kld_sum", "unit", &x), 0);
+        return x;
+    }
+    ck_abort_msg("unit %s missing", name);
+    return NAN;
+}
+
+/* SIGTERM in the middle of the unit scan: the finished units are in --json already, and
+ * --resume evaluates only the others, ending with the numbers of an uninterrupted run. */
+START_TEST(cli_analyze_interrupted_scan_resumes)
+{
+    const char *cfg = config("c.cfg", W4);
+    ck_assert_int_eq(cli("analyze %s --json %s", cfg, tmp("full.json")), 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec %s analyze %s --json %s > %s 2>&1", LMP_CLI, cfg, tmp("part.json"), tmp("log"));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the first finished unit in the file, then stop the run */
+    int seen = 0;
+    for (int i = 0; i < 60000 && !seen; i++) {
+        FILE *f = fopen(tmp("part.json"), "r");
+        if (f) {
+            char buf[256] = "";
+            size_t got = fread(buf, 1, sizeof buf - 1, f);
+            buf[got] = 0;
+            fclose(f);
+            seen = strstr(buf, "\"partial\": true") != NULL;
+        }
+        if (!seen) usleep(1000);
+    }
+    ck_assert_msg(seen, "no partial --json file appeared");
+    kill(pid, SIGTERM);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    size_t n;
+    char *log = (char *)lmp_test_slurp(tmp("log"), &n);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM, "status %d: %s", status, log);
+    ck_assert_msg(strstr(log, "finished units are kept in") && strstr(log, "--resume"), "%s", log);
+    free(log);
+    lmp_json *part = read_json(tmp("part.json"));
+    int64_t done = 0, total = 0;
+    ck_assert_int_eq(lmp_json_get_int(part, "units_finished", "partial", &done), 0);
+    ck_assert_int_eq(lmp_json_get_int(part, "units_total", "partial", &total), 0);
+    ck_assert_msg(done >= 1 && done < total, "%lld of %lld units", (long long)done, (long long)total);
+    lmp_json_free(part);
+    ck_assert_int_eq(cli("--verbose analyze %s --json %s --resume", cfg, tmp("part.json")), 0);
+    char taken[64];
+    snprintf(taken, sizeof taken, "%lld of %lld units taken", (long long)done, (long long)total);
+    ck_assert_msg(strstr(out, taken), "'%s' missing:\n%s", taken, out);
+    lmp_json *full = read_json(tmp("full.json")), *resumed = read_json(tmp("part.json"));
+    const lmp_json *us = lmp_json_get(full, "units");
+    ck_assert_int_eq((int)us->n, (int)total);
+    for (size_t i = 0; i < us->n; i++) {
+        const char *name;
+        ck_assert_int_eq(lmp_json_get_string(&us->items[i], "name", "unit", &name), 0);
+        double a = unit_kld_sum(full, name), b = unit_kld_sum(resumed, name);
+        ck_assert_msg(fabs(a - b) <= 1e-9 * fabs(a), "%s: %.17g vs %.17g", name, a, b);
+    }
+    lmp_json_free(full);
+    lmp_json_free(resumed);
+    /* another metric is another analysis: refused */
+    ck_assert_int_eq(cli("analyze %s --metric ppl --json %s --resume", cfg, tmp("part.json")), 1);
+    ck_assert_msg(strstr(out, "--metric"), "%s", out);
+    ck_assert_int_eq(cli("analyze %s --resume", cfg), 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("outputs_safety");
@@ -414,6 +537,13 @@ static Suite *suite(void)
     tcase_add_test(t, folder_replace_fallback);
     tcase_add_test(t, cli_resume_exports_the_resumed_variants);
     suite_add_tcase(s, t);
+    TCase *an = tcase_create("analyze");
+    tcase_add_checked_fixture(an, setup, teardown);
+    tcase_set_timeout(an, 300);
+    tcase_add_test(an, cli_analyze_impossible_targets_refused);
+    tcase_add_test(an, cli_analyze_target_already_met_is_zero_units);
+    tcase_add_test(an, cli_analyze_interrupted_scan_resumes);
+    suite_add_tcase(s, an);
     return s;
 }
 

@@ -113,7 +113,7 @@ static const char *const usage_analyze =
     "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
     "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
     "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
-    "                              [--json FILE] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
+    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
     "                              [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Per-layer sensitivity of one variant of CONFIG (--variant; needed when CONFIG has several\n"
@@ -129,7 +129,12 @@ static const char *const usage_analyze =
     "and measured sensitivity.\n"
     "--skip-top K: evaluate the variant with its K most sensitive units left in float.\n"
     "--target METRIC=X (kld or ppl: at most X; top1 or lambada: at least X, a fraction): the\n"
-    "smallest K in rank order that reaches X, found by doubling K, then bisecting.\n"
+    "smallest K in rank order that reaches X, found by doubling K, then bisecting (0 when the\n"
+    "variant already reaches it; a target none can reach, kld < 0, ppl < 1, a fraction outside\n"
+    "[0, 1], is refused before any work).\n"
+    "--json FILE is rewritten after every unit with the units finished so far; --resume takes\n"
+    "them from FILE (same config, backend, variant, --mode, --per and --metric) and evaluates only\n"
+    "the others.\n"
     "--keep-params TEXT (e.g. \"bits = 8;\"): skipped units get these stage parameters instead of\n"
     "float (mixed precision); the variant is compressed a second time with them.\n"
     "--write-config FILE: a ready config with the variant and the variant with its skip list as\n"
@@ -723,6 +728,15 @@ static int parse_curve(const char *s, int *counts, int max)
     return n;
 }
 
+/* analyze --json FILE: rewritten after every unit with the units finished so far, so an
+ * interrupted scan keeps them (--resume takes them back). */
+static void call_progress_writer(const void *arg, FILE *f) { lmp_analysis_progress_json(arg, f); }
+
+static int write_unit_progress(const lmp_analysis *a, void *ud)
+{
+    return lmp_outfile_write(ud, call_progress_writer, a);
+}
+
 static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
 {
     enum { MAX_CURVE = 64 };
@@ -731,7 +745,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     void (*const fns[4])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
                                                           lmp_analysis_config};
     lmp_analyze_opts o = {.curve_seeds = 3};
-    int curve[MAX_CURVE], bad = 0, seeds_given = 0;
+    int curve[MAX_CURVE], bad = 0, seeds_given = 0, resume = 0;
     int64_t top = 20, num;
     if (wants_help(argc, argv)) {
         fputs(usage_analyze, stdout);
@@ -745,6 +759,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         else if (strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--keep-params") == 0) o.keep_params = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--resume") == 0) resume = 1;
         else if (strcmp(argv[i], "--mode") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.mode = lmp_an_mode_by_name(v)) < 0)
                 return usage_error(usage_analyze, "--mode %s: expected restore-one or quantize-one", v);
@@ -777,6 +792,8 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
                 !isfinite(o.target))
                 return usage_error(usage_analyze, "--target %s: expected METRIC=X, METRIC kld, ppl, top1 or lambada "
                                                   "(top1 and lambada as fractions: lambada=0.3)", v);
+            if (lmp_an_check_target(o.target_metric, o.target)) /* one no skip list can reach: before any work */
+                return usage_error(usage_analyze, "%s", lmp_last_error());
             o.have_target = 1;
         } else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_analyze, "unknown option %s", argv[i]);
@@ -791,6 +808,8 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (o.keep_params && !o.have_target && !o.skip_top && !o.n_curve)
         return usage_error(usage_analyze, "%s", "--keep-params goes with --skip-top, --target or --curve");
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
+    if (resume && (!paths[0] || lmp_outfile_is_stdout(paths[0])))
+        return usage_error(usage_analyze, "%s", "--resume needs --json FILE: the analysis it resumes");
     int to_stdout = 0;
     for (int k = 0; k < 4; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
     if (to_stdout > 1) return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg and --write-config can be \"-\"");
@@ -812,6 +831,15 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     }
     for (int k = 0; k < 4 && !st; k++) /* one run per output file at a time (base/outlock.h) */
         if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outlock_take(&locks[k], paths[k], path_opts[k]);
+    lmp_json *prior = NULL;
+    if (!st && resume && paths[0] && access(paths[0], F_OK) == 0) st = read_table(paths[0], &prior);
+    else if (!st && resume && paths[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume", paths[0]);
+    o.resume = prior;
+    o.resume_path = paths[0];
+    if (paths[0] && !lmp_outfile_is_stdout(paths[0])) { /* each finished unit kept at once */
+        o.unit_done = write_unit_progress;
+        o.ud = (void *)paths[0];
+    }
     st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */
         o.variant = -1;
@@ -845,10 +873,14 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     for (int k = 0; k < 4; k++) lmp_outlock_release(&locks[k]);
     int rc = 0;
     if (interrupt_signal) {
-        fprintf(stderr, "lmpress: error: stopped by %s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        const char *kept = o.unit_done ? paths[0] : NULL;
+        fprintf(stderr, "lmpress: error: stopped by %s; %s%s%s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                kept ? "the finished units are kept in " : "nothing is kept (--json FILE keeps each finished unit)",
+                kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail_on(ctx);
     lmp_analysis_free(a);
+    lmp_json_free(prior);
     lmp_config_free(c);
     return rc;
 }
