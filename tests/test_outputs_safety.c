@@ -455,10 +455,12 @@ static double unit_kld_sum(const lmp_json *j, const char *name)
  * --resume evaluates only the others, ending with the numbers of an uninterrupted run. */
 START_TEST(cli_analyze_interrupted_scan_resumes)
 {
-    const char *cfg = config("c.cfg", W4);
+    char cfg[512], part[512]; /* own copies: tmp()'s buffers are reused by the polling below */
+    snprintf(cfg, sizeof cfg, "%s", config("c.cfg", W4));
+    snprintf(part, sizeof part, "%s", tmp("part.json"));
     ck_assert_int_eq(cli("analyze %s --json %s", cfg, tmp("full.json")), 0);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "exec %s analyze %s --json %s > %s 2>&1", LMP_CLI, cfg, tmp("part.json"), tmp("log"));
+    snprintf(cmd, sizeof cmd, "exec %s analyze %s --json %s > %s 2>&1", LMP_CLI, cfg, part, tmp("log"));
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -468,7 +470,7 @@ START_TEST(cli_analyze_interrupted_scan_resumes)
     /* wait for the first finished unit in the file, then stop the run */
     int seen = 0;
     for (int i = 0; i < 60000 && !seen; i++) {
-        FILE *f = fopen(tmp("part.json"), "r");
+        FILE *f = fopen(part, "r");
         if (f) {
             char buf[256] = "";
             size_t got = fread(buf, 1, sizeof buf - 1, f);
@@ -487,17 +489,17 @@ START_TEST(cli_analyze_interrupted_scan_resumes)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM, "status %d: %s", status, log);
     ck_assert_msg(strstr(log, "finished units are kept in") && strstr(log, "--resume"), "%s", log);
     free(log);
-    lmp_json *part = read_json(tmp("part.json"));
+    lmp_json *pj = read_json(part);
     int64_t done = 0, total = 0;
-    ck_assert_int_eq(lmp_json_get_int(part, "units_finished", "partial", &done), 0);
-    ck_assert_int_eq(lmp_json_get_int(part, "units_total", "partial", &total), 0);
+    ck_assert_int_eq(lmp_json_get_int(pj, "units_finished", "partial", &done), 0);
+    ck_assert_int_eq(lmp_json_get_int(pj, "units_total", "partial", &total), 0);
     ck_assert_msg(done >= 1 && done < total, "%lld of %lld units", (long long)done, (long long)total);
-    lmp_json_free(part);
-    ck_assert_int_eq(cli("--verbose analyze %s --json %s --resume", cfg, tmp("part.json")), 0);
+    lmp_json_free(pj);
+    ck_assert_msg(cli("--verbose analyze %s --json %s --resume", cfg, part) == 0, "%s", out);
     char taken[64];
     snprintf(taken, sizeof taken, "%lld of %lld units taken", (long long)done, (long long)total);
     ck_assert_msg(strstr(out, taken), "'%s' missing:\n%s", taken, out);
-    lmp_json *full = read_json(tmp("full.json")), *resumed = read_json(tmp("part.json"));
+    lmp_json *full = read_json(tmp("full.json")), *resumed = read_json(part);
     const lmp_json *us = lmp_json_get(full, "units");
     ck_assert_int_eq((int)us->n, (int)total);
     for (size_t i = 0; i < us->n; i++) {
@@ -509,7 +511,7 @@ START_TEST(cli_analyze_interrupted_scan_resumes)
     lmp_json_free(full);
     lmp_json_free(resumed);
     /* another metric is another analysis: refused */
-    ck_assert_int_eq(cli("analyze %s --metric ppl --json %s --resume", cfg, tmp("part.json")), 1);
+    ck_assert_int_eq(cli("analyze %s --metric ppl --json %s --resume", cfg, part), 1);
     ck_assert_msg(strstr(out, "--metric"), "%s", out);
     ck_assert_int_eq(cli("analyze %s --resume", cfg), 2);
 }
