@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -376,6 +377,71 @@ END_TEST
 START_TEST(folder_replace_fallback) { replace_folder(1); }
 END_TEST
 
+/* While a full folder is replaced over and over, another thread looks at the path: with
+ * RENAME_EXCHANGE it always finds a folder (the swap is one step).  The two-rename fallback
+ * leaves the path empty between its renames, which a kill there would make permanent; the
+ * looker usually sees that window (counted, printed, not asserted: it is a race). */
+typedef struct looker {
+    const char *path;
+    volatile int stop;
+    long absent, looks;
+} looker;
+
+static void *look(void *arg)
+{
+    looker *l = arg;
+    struct stat sb;
+    while (!l->stop) {
+        l->looks++;
+        if (lstat(l->path, &sb) != 0) l->absent++;
+    }
+    return NULL;
+}
+
+static long replace_watched(int fallback, long *looks)
+{
+    if (fallback) setenv("LMP_TEST_NO_RENAME_EXCHANGE", "1", 1);
+    else unsetenv("LMP_TEST_NO_RENAME_EXCHANGE");
+    lmp_outdir od;
+    FILE *f;
+    ck_assert_int_eq(lmp_outdir_begin(&od, tmp("w")), 0);
+    ck_assert_int_eq(lmp_outdir_create(&od, "f", &f), 0);
+    ck_assert_int_eq(lmp_outdir_close(&od, "f", f), 0);
+    ck_assert_int_eq(lmp_outdir_commit(&od), 0);
+    looker l = {.path = tmp("w")};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, look, &l), 0);
+    for (int round = 0; round < 200; round++) {
+        ck_assert_int_eq(lmp_outdir_begin(&od, tmp("w")), 0);
+        ck_assert_int_eq(lmp_outdir_create(&od, "f", &f), 0);
+        ck_assert_int_eq(lmp_outdir_close(&od, "f", f), 0);
+        ck_assert_msg(lmp_outdir_commit(&od) == 0, "%s", lmp_last_error());
+    }
+    l.stop = 1;
+    pthread_join(t, NULL);
+    unsetenv("LMP_TEST_NO_RENAME_EXCHANGE");
+    *looks = l.looks;
+    return l.absent;
+}
+
+START_TEST(folder_replace_never_leaves_the_path_empty)
+{
+    /* a filesystem without RENAME_EXCHANGE takes the fallback: nothing to check here then */
+    ck_assert_int_eq(mkdir(tmp("x1"), 0755), 0);
+    ck_assert_int_eq(mkdir(tmp("x2"), 0755), 0);
+    if (renameat2(AT_FDCWD, tmp("x1"), AT_FDCWD, tmp("x2"), RENAME_EXCHANGE) != 0) {
+        lmp_test_skip("SKIPPED folder_replace_never_leaves_the_path_empty: %s has no RENAME_EXCHANGE", tmpdir);
+        return;
+    }
+    long looks, absent = replace_watched(0, &looks);
+    ck_assert_msg(looks > 0, "the looker never ran");
+    ck_assert_msg(absent == 0, "the path was absent %ld times of %ld looks", absent, looks);
+    long looks2, absent2 = replace_watched(1, &looks2);
+    printf("folder replace: absent %ld of %ld looks with RENAME_EXCHANGE, %ld of %ld with two renames\n", absent,
+           looks, absent2, looks2);
+}
+END_TEST
+
 /* ---- item 10: --resume with exports ------------------------------------------------------- */
 
 START_TEST(cli_resume_exports_the_resumed_variants)
@@ -537,6 +603,7 @@ static Suite *suite(void)
     tcase_add_test(t, cli_export_sweeps_a_killed_runs_leftovers);
     tcase_add_test(t, folder_replace_exchange);
     tcase_add_test(t, folder_replace_fallback);
+    tcase_add_test(t, folder_replace_never_leaves_the_path_empty);
     tcase_add_test(t, cli_resume_exports_the_resumed_variants);
     suite_add_tcase(s, t);
     TCase *an = tcase_create("analyze");
