@@ -93,7 +93,7 @@ static inline float ggml_ref_block_m(const char *type, const unsigned char *byte
 static inline int ggml_ref_available(const char *test)
 {
     if (access(GGML_REF_HARNESS, X_OK) == 0) return 1;
-    printf("SKIPPED %s: %s is missing (tools/ref/ggml_quant_ref.sh builds it)\n", test, GGML_REF_HARNESS);
+    lmp_test_skip("SKIPPED %s: %s is missing (tools/ref/ggml_quant_ref.sh builds it)\n", test, GGML_REF_HARNESS);
     return 0;
 }
 

@@ -103,7 +103,7 @@ static void find_backends(void)
                 snprintf(g_names[g_n++], sizeof g_names[0], "%s", name);
             printf("conformance: backend %-8s usable here: tested\n", name);
         } else {
-            printf("conformance: backend %-8s SKIPPED: %s\n", name, why);
+            lmp_test_skip("conformance: backend %-8s SKIPPED: %s\n", name, why);
         }
     }
     if (in) fclose(in);
@@ -1215,7 +1215,7 @@ START_TEST(test_e2e)
         char so[1024];
         snprintf(so, sizeof so, "%s/lmp-strategy-%s.so", PLUGIN_DIR, needs);
         if (access(so, R_OK) != 0) {
-            printf("  [%s] e2e %s: SKIPPED, the %s plugin is not built\n", g_name, cfg, needs);
+            lmp_test_skip("  [%s] e2e %s: SKIPPED, the %s plugin is not built\n", g_name, cfg, needs);
             return;
         }
     }

@@ -659,7 +659,7 @@ END_TEST
 static int have_smol(const char *test)
 {
     if (access(SMOL, R_OK) == 0) return 1;
-    printf("SKIPPED %s: %s is missing (tools/fetch_smollm2.sh fetches it)\n", test, SMOL);
+    lmp_test_skip("SKIPPED %s: %s is missing (tools/fetch_smollm2.sh fetches it)\n", test, SMOL);
     return 0;
 }
 

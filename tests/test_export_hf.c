@@ -410,14 +410,14 @@ static const char *ct_python(const char *test)
 {
     const char *py = getenv("LMP_CT_PYTHON");
     if (!py || !*py) {
-        printf("SKIPPED %s (compressed-tensors side): LMP_CT_PYTHON is not set (an interpreter with "
+        lmp_test_skip("SKIPPED %s (compressed-tensors side): LMP_CT_PYTHON is not set (an interpreter with "
                "compressed-tensors, torch and safetensors, e.g. a venv's bin/python)\n", test);
         return NULL;
     }
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s' -c 'import compressed_tensors, torch, safetensors' >/dev/null 2>&1", py);
     if (system(cmd) != 0) {
-        printf("SKIPPED %s (compressed-tensors side): %s cannot import compressed_tensors, torch and safetensors\n",
+        lmp_test_skip("SKIPPED %s (compressed-tensors side): %s cannot import compressed_tensors, torch and safetensors\n",
                test, py);
         return NULL;
     }
@@ -452,7 +452,7 @@ static void check_made_tokenizer(const lmp_model *m, const char *tokenizer, cons
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import tokenizers' >/dev/null 2>&1", PYDEPS, lmp_test_python());
     if (system(cmd) != 0) {
-        printf("SKIPPED %s (tokenizers side): %s cannot import the PyPI tokenizers package (tools/test.sh unpacks "
+        lmp_test_skip("SKIPPED %s (tokenizers side): %s cannot import the PyPI tokenizers package (tools/test.sh unpacks "
                "it into %s)\n", test, lmp_test_python(), PYDEPS);
         return;
     }
@@ -618,7 +618,7 @@ START_TEST(exports_read_back_and_by_compressed_tensors)
     run_check(py, NULL, "--transformers", dirs);
     struct stat sb;
     if (stat(LEGACY "/compressed_tensors", &sb) == 0) run_check(py, LEGACY, "--transformers", dirs);
-    else printf("SKIPPED the act-order export under an older compressed-tensors: %s has none (tools/test.sh "
+    else lmp_test_skip("SKIPPED the act-order export under an older compressed-tensors: %s has none (tools/test.sh "
                 "unpacks compressed-tensors 0.17.1 there)\n", LEGACY);
 }
 END_TEST
@@ -785,7 +785,7 @@ START_TEST(smollm2)
 {
     struct stat sb;
     if (stat(SMOLLM2, &sb) != 0) {
-        printf("SKIPPED smollm2: %s is missing (tools/fetch_smollm2.sh)\n", SMOLLM2);
+        lmp_test_skip("SKIPPED smollm2: %s is missing (tools/fetch_smollm2.sh)\n", SMOLLM2);
         return;
     }
     lmp_model *m;

@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #ifndef LMP_SOURCE_DIR
 #error "LMP_SOURCE_DIR must be defined"
 #endif
@@ -990,7 +992,7 @@ static float *dequant_all(const lmp_gguf_tensor *t, int64_t *nel)
 START_TEST(test_golden_smollm2)
 {
     if (!file_exists(SMOLLM2)) {
-        printf("test_gguf: SmolLM2 golden check skipped: run tools/fetch_smollm2.sh\n");
+        lmp_test_skip("SKIPPED test_gguf: SmolLM2 golden check: run tools/fetch_smollm2.sh\n");
         fflush(stdout);
         return;
     }
@@ -1037,7 +1039,7 @@ END_TEST
 START_TEST(test_smollm2_speed)
 {
     if (!file_exists(SMOLLM2)) {
-        printf("test_gguf: SmolLM2 speed check skipped: run tools/fetch_smollm2.sh\n");
+        lmp_test_skip("SKIPPED test_gguf: SmolLM2 speed check: run tools/fetch_smollm2.sh\n");
         fflush(stdout);
         return;
     }
@@ -1118,11 +1120,4 @@ static Suite *gguf_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(gguf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return lmp_test_run(srunner_create(gguf_suite())); }

@@ -356,7 +356,7 @@ END_TEST
 START_TEST(smollm2_matches_reference)
 {
     if (access(SMOLLM2, R_OK) != 0) {
-        printf("skipped: %s not fetched (tools/fetch_smollm2.sh)\n", SMOLLM2);
+        lmp_test_skip("SKIPPED gptq on SmolLM2: %s not fetched (tools/fetch_smollm2.sh)\n", SMOLLM2);
         return;
     }
     layer_data ld;

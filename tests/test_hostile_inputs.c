@@ -396,7 +396,7 @@ START_TEST(config_get_strings_leak)
     snprintf(cmd, sizeof cmd, "%s check %s 2>&1", LMP_CLI, c);
 #else
     if (system("valgrind --version > /dev/null 2>&1") != 0) {
-        fprintf(stderr, "config_get_strings_leak: skipped (no valgrind)\n");
+        lmp_test_skip("SKIPPED config_get_strings_leak: no valgrind\n");
         return;
     }
     snprintf(cmd, sizeof cmd,

@@ -156,7 +156,7 @@ START_TEST(one_block_at_a_time)
 #endif
     }
 #if defined(__SANITIZE_ADDRESS__)
-    printf("SKIPPED the peak RSS bound: AddressSanitizer's quarantine keeps freed blocks resident\n");
+    lmp_test_skip("SKIPPED the peak RSS bound: AddressSanitizer's quarantine keeps freed blocks resident\n");
 #endif
     lmp_json_free(j);
     free(text);
@@ -197,7 +197,7 @@ START_TEST(analyze_one_block_at_a_time)
     const double peak = (double)ru.ru_maxrss / 1024.0, blocks_f32_mb = (double)LAYERS * (4.0 * DIM * DIM + 3.0 * DIM * HIDDEN) * 4.0 / 1048576.0;
     printf("analyze --per block: peak RSS %.1f MB (every block in f32: %.1f MB)\n", peak, blocks_f32_mb);
 #if defined(__SANITIZE_ADDRESS__)
-    printf("SKIPPED the peak RSS bound: AddressSanitizer's quarantine keeps freed blocks resident\n");
+    lmp_test_skip("SKIPPED the peak RSS bound: AddressSanitizer's quarantine keeps freed blocks resident\n");
 #else
     ck_assert_msg(peak < blocks_f32_mb / 2, "analyze: peak RSS %.1f MB, not under half of the blocks' %.1f MB", peak,
                   blocks_f32_mb);

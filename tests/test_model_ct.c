@@ -52,6 +52,9 @@ static void make_fixtures(void)
     int rc = pclose(p);
     fputs(output, stdout); /* says whether compressed-tensors cross-checked the files */
     ck_assert_msg(rc == 0, "tools/ref/ct_fixtures.py failed:\n%s", output);
+    for (const char *line = output; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, "SKIPPED", 7) == 0) /* the cross-check did not run: the suite says so to ctest */
+            lmp_test_skip("%.*s", (int)(strchr(line, '\n') ? strchr(line, '\n') - line : (long)strlen(line)), line);
 }
 
 static void drop_fixtures(void) { lmp_test_rmtree(fxdir); }

@@ -264,13 +264,13 @@ static void expect_same_logits(lmp_model *ref, lmp_model *hf, const int32_t *tok
 START_TEST(smollm2_matches_gguf)
 {
     if (access(SMOLLM2_GGUF, R_OK) != 0) {
-        printf("SKIPPED smollm2_matches_gguf: %s is missing (run tools/fetch_smollm2.sh)\n", SMOLLM2_GGUF);
+        lmp_test_skip("SKIPPED smollm2_matches_gguf: %s is missing (run tools/fetch_smollm2.sh)\n", SMOLLM2_GGUF);
         return;
     }
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' -c 'import numpy, gguf' >/dev/null 2>&1", PYDEPS, lmp_test_python());
     if (system(cmd) != 0) {
-        printf("SKIPPED smollm2_matches_gguf: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh "
+        lmp_test_skip("SKIPPED smollm2_matches_gguf: %s cannot import numpy and gguf with PYTHONPATH=%s (tools/test.sh "
                "unpacks the PyPI gguf package there; it needs numpy and PyYAML)\n", lmp_test_python(), PYDEPS);
         return;
     }

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "formats/json.h"
 #include "testutil.h"
@@ -228,6 +230,32 @@ START_TEST(a_failing_rank_is_named_and_finished_variants_kept)
 }
 END_TEST
 
+/* Rank 1 stops (SIGSTOP, from fail-on-request) in its first job: with LMP_MPI_TIMEOUT=3, rank 0
+ * names it and ends the job instead of waiting forever; the variants finished by then are in
+ * the report.  Before the heartbeat this hung until the suite's timeout. */
+START_TEST(a_silent_rank_is_named_and_the_job_ends)
+{
+    const char *cfg = write_config("s.cfg", "{ strategy = \"fail-on-request\"; }, ");
+    const char *json = lmp_test_path(tmpdir, "s.json");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "timeout -s KILL 240 " MPIRUN " -x LMP_MPI_TIMEOUT=3 -n 1 %s compare %s --plugin-path %s --json %s : -n 1 env "
+             "LMP_TEST_STOP_HERE=1 %s compare %s --plugin-path %s --json %s 2>&1",
+             LMP_CLI, cfg, LMP_TEST_FAIL_PLUGIN_DIR, json, LMP_CLI, cfg, LMP_TEST_FAIL_PLUGIN_DIR, json);
+    const int status = shell(cmd), rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ck_assert_msg(rc != 0 && rc != 137, "the run should end with an error, not hang (exit %d):\n%s", rc, output);
+    ck_assert_msg(strstr(output, "rank 1 has not answered for") && strstr(output, "LMP_MPI_TIMEOUT=3"),
+                  "no message naming rank 1:\n%s", output);
+    /* what rank 0 finished is kept: the report, if one was written, is a complete document */
+    if (access(json, F_OK) == 0) {
+        lmp_json *j = read_json(json);
+        ck_assert_ptr_nonnull(lmp_json_get(j, "variants"));
+        ck_assert_int_eq(lmp_json_get(j, "complete")->boolean, 0);
+        lmp_json_free(j);
+    }
+}
+END_TEST
+
 /* Runs `mpirun -n 2 lmpress ARGS`, expecting a failure whose message (containing `says`) is
  * printed once, by rank 0; a hang would end in the suite's timeout. */
 static void refused_on_two_ranks(const char *args, const char *says)
@@ -272,6 +300,7 @@ int main(void)
     tcase_add_test(tc, analyze_on_two_ranks_equals_one_process);
     tcase_add_test(tc, a_failing_rank_is_named_and_finished_variants_kept);
     tcase_add_test(tc, refusals_end_every_rank_with_one_message);
+    tcase_add_test(tc, a_silent_rank_is_named_and_the_job_ends);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

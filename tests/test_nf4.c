@@ -63,7 +63,7 @@ START_TEST(equals_bitsandbytes)
     const char *test = "equals_bitsandbytes";
     const char *py = getenv("LMP_CT_PYTHON");
     if (!py || !*py) {
-        printf("SKIPPED %s: LMP_CT_PYTHON is not set (an interpreter with torch and bitsandbytes runs "
+        lmp_test_skip("SKIPPED %s: LMP_CT_PYTHON is not set (an interpreter with torch and bitsandbytes runs "
                "tools/ref/nf4_check.py)\n", test);
         return;
     }
@@ -85,7 +85,7 @@ START_TEST(equals_bitsandbytes)
     out[fread(out, 1, sizeof out - 1, p)] = 0;
     const int rc = pclose(p);
     if (rc != 0 && strstr(out, "No module named")) {
-        printf("SKIPPED %s: %s lacks torch or bitsandbytes: %s", test, py, out);
+        lmp_test_skip("SKIPPED %s: %s lacks torch or bitsandbytes: %s", test, py, out);
         lmp_test_rmtree(dir);
         return;
     }

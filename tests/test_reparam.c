@@ -103,7 +103,7 @@ END_TEST
 START_TEST(transforms_keep_smollm2)
 {
     if (access(SMOLLM2, R_OK) != 0) {
-        printf("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", SMOLLM2);
+        lmp_test_skip("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", SMOLLM2);
         return;
     }
     check_invariance(SMOLLM2, 2, 32, "re:layers\\.0\\.");

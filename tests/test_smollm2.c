@@ -18,7 +18,7 @@
 static FILE *golden_or_skip(void)
 {
     if (access(GGUF, R_OK) != 0) {
-        printf("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", GGUF);
+        lmp_test_skip("SKIPPED: %s is missing (run tools/fetch_smollm2.sh)\n", GGUF);
         return NULL;
     }
     FILE *f = fopen(LMP_SOURCE_DIR "/tests/golden/smollm2_ref.txt", "r");

@@ -68,7 +68,7 @@ static double now_s(void)
 static int have_smollm2(void)
 {
     if (access(SMOLLM2_GGUF, R_OK) == 0) return 1;
-    fprintf(stderr, "test_tokenizer_bpe: SKIPPED SmolLM2 checks: %s is absent (run tools/fetch_smollm2.sh)\n",
+    lmp_test_skip("test_tokenizer_bpe: SKIPPED SmolLM2 checks: %s is absent (run tools/fetch_smollm2.sh)\n",
             SMOLLM2_GGUF);
     return 0;
 }

@@ -436,7 +436,7 @@ END_TEST
 START_TEST(smollm2_blocks_match_reference)
 {
     if (access(SMOLLM2, R_OK) != 0) {
-        printf("SKIPPED smollm2_blocks_match_reference: %s not fetched (tools/fetch_smollm2.sh)\n", SMOLLM2);
+        lmp_test_skip("SKIPPED smollm2_blocks_match_reference: %s not fetched (tools/fetch_smollm2.sh)\n", SMOLLM2);
         return;
     }
     lmp_model *m;

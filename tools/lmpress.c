@@ -13,15 +13,18 @@
 
 #include "base/error.h"
 #include "base/outfile.h"
+#include "base/outlock.h"
 #include "analyze/analyze.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
 #include "distrib/distrib.h"
 #include "compress/imatrix_map.h"
 #include "config/config.h"
+#include "config/config_inputs.h"
 #include "eval/lambada.h"
 #include "eval/stream.h"
 #include "export/export.h"
+#include "export/out_dir.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "plugin/host.h"
@@ -84,7 +87,10 @@ static const char *const usage_compare =
     "Each row of the table is printed as its variant finishes.\n"
     "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
     "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
-    "format alone to standard output at the end (the table then goes to standard error).\n"
+    "format alone to standard output at the end (the table then goes to standard error).  An output\n"
+    "path must hold nothing or a regular file: a link, FIFO, device or folder is refused, as is an\n"
+    "output that is an input of the run or another output.  A second run on the same report is\n"
+    "refused while the first holds its lock (REPORT.lock).\n"
     "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
@@ -96,17 +102,20 @@ static const char *const usage_compare =
     "files; linears on an int grid as int-quantized / pack-quantized).  The file holds the codes and\n"
     "scales the strategy chose: each weight is checked to read back bit for bit as evaluated.\n"
     "--output-dir DIR: the same for every variant run, as DIR/<variant>.gguf (or DIR/<variant>/\n"
-    "with --output-format hf); a variant that cannot be written is reported and the run goes on.\n"
+    "with --output-format hf; outside letters, digits and . _ - + = , @ : each byte of the name,\n"
+    "and a leading '.', becomes '_'); a variant that cannot be written is reported and the run goes\n"
+    "on.  With --resume, a variant whose export is missing is compressed again to write it.\n"
     "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
     "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
-    "Files are written under a temporary name and renamed when complete.\n" TRUST_USAGE;
+    "Files are written under a temporary name (PATH.tmp-HOST-PID-*) and renamed when complete; a later\n"
+    "run removes those a killed run left.\n" TRUST_USAGE;
 
 static const char *const usage_analyze =
     "usage: lmpress analyze CONFIG [--variant NAME] [--mode restore-one|quantize-one]\n"
     "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
     "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
     "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
-    "                              [--json FILE] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
+    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
     "                              [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Per-layer sensitivity of one variant of CONFIG (--variant; needed when CONFIG has several\n"
@@ -122,7 +131,12 @@ static const char *const usage_analyze =
     "and measured sensitivity.\n"
     "--skip-top K: evaluate the variant with its K most sensitive units left in float.\n"
     "--target METRIC=X (kld or ppl: at most X; top1 or lambada: at least X, a fraction): the\n"
-    "smallest K in rank order that reaches X, found by doubling K, then bisecting.\n"
+    "smallest K in rank order that reaches X, found by doubling K, then bisecting (0 when the\n"
+    "variant already reaches it; a target none can reach, kld < 0, ppl < 1, a fraction outside\n"
+    "[0, 1], is refused before any work).\n"
+    "--json FILE is rewritten after every unit with the units finished so far; --resume takes\n"
+    "them from FILE (same config, backend, variant, --mode, --per and --metric) and evaluates only\n"
+    "the others.\n"
     "--keep-params TEXT (e.g. \"bits = 8;\"): skipped units get these stage parameters instead of\n"
     "float (mixed precision); the variant is compressed a second time with them.\n"
     "--write-config FILE: a ready config with the variant and the variant with its skip list as\n"
@@ -130,7 +144,8 @@ static const char *const usage_analyze =
     "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
     "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
     "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role): written through\n"
-    "a temporary file.  docs/analyze.md has the details.\n" TRUST_USAGE;
+    "a temporary file; \"-\" writes one of them to standard output (the table then goes to standard\n"
+    "error).  docs/analyze.md has the details.\n" TRUST_USAGE;
 
 static const char *const usage_check =
     "usage: lmpress check CONFIG [--allow-plugin DIR]... [--plugin-path DIR]...\n"
@@ -419,6 +434,72 @@ static int on_finished(const lmp_report *r, int i, void *ud)
     return write_outputs(r, o, 0);
 }
 
+/* Where a variant is exported: --output PATH, or DIR/<its file name>.gguf (or DIR/<file name>/
+ * with --output-format hf), the name through out_dir.h's one safe mapping. */
+static void export_path(const compare_outputs *o, const lmp_variant *v, char *path, size_t n)
+{
+    char file[LMP_VARIANT_FILE_MAX + 1];
+    if (o->output) snprintf(path, n, "%s", o->output);
+    else snprintf(path, n, "%s/%s%s", o->output_dir, lmp_variant_file_name(v->name, file, sizeof file),
+                  o->output_hf ? "" : ".gguf");
+}
+
+/* Every file the run writes is its own: not an input of the run (the config, the model, a
+ * text, ...), not another output (--json X --md X; two variants' exports).  Checked once the
+ * config is loaded, before any work; which[n_which] the variants exported (NULL: the first
+ * n_which). */
+static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config *c, const int *which, int n_which)
+{
+    const int n_exports = o->output ? 1 : o->output_dir ? n_which : 0;
+    const int max_in = lmp_config_inputs_max(c);
+    lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in);
+    lmp_named_path *outs = calloc((size_t)n_exports + 4, sizeof *outs);
+    char (*paths)[4400] = calloc((size_t)n_exports + 1, sizeof *paths);
+    char (*whats)[256] = calloc((size_t)n_exports + 1, sizeof *whats);
+    int st = in && outs && paths && whats ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    int n_out = 0;
+    for (int k = 0; k < 3 && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
+    for (int i = 0; i < n_exports && !st; i++) {
+        const lmp_variant *v = &c->variants[which ? which[i] : i];
+        if (v->model_path && !o->output) continue; /* another tool's file: not exported */
+        export_path(o, v, paths[i], sizeof paths[i]);
+        if (o->output) snprintf(whats[i], sizeof whats[i], "--output");
+        else snprintf(whats[i], sizeof whats[i], "--output-dir: variant '%.200s' to", v->name);
+        outs[n_out++] = (lmp_named_path){paths[i], whats[i]};
+    }
+    if (!st) st = lmp_outfile_distinct(outs, n_out, in, lmp_config_inputs(c, in, max_in));
+    free(in);
+    free(outs);
+    free(paths);
+    free(whats);
+    return st;
+}
+
+/* --resume with --output / --output-dir: a variant the report already holds was not compressed
+ * in this run, so it would not be exported.  Those the user chose (by --variant, or all) whose
+ * export is not there yet are run again (rerun[k] = 1, k indexing which[]); with --output always
+ * (the user asks for that file now).  Another tool's file is never exported. */
+static void exports_to_rerun(lmp_ctx *ctx, const compare_outputs *o, const lmp_run_config *c, const int *which,
+                             int n_which, const char *const *globs, int n_globs, uint8_t *rerun)
+{
+    for (int k = 0; k < n_which; k++) {
+        const lmp_variant *v = &c->variants[which[k]];
+        int asked = n_globs == 0;
+        for (int g = 0; g < n_globs && !asked; g++) asked = fnmatch(globs[g], v->name, 0) == 0;
+        if (!asked || v->model_path || (!o->output && !o->output_dir)) continue;
+        char path[4400];
+        export_path(o, v, path, sizeof path);
+        lmp_outdir_state state = LMP_OUTDIR_ABSENT;
+        if (!o->output && lmp_outdir_state_of(path, &state) == 0 &&
+            (o->output_hf ? state == LMP_OUTDIR_FULL : state == LMP_OUTDIR_OTHER))
+            continue; /* exported by the run that wrote the report */
+        rerun[k] = 1;
+        if (!o->output)
+            lmp_log(ctx, LMP_LOG_INFO, "variant %s: not at %s yet: compressed again to export it (not taken from --resume)",
+                    v->name, path);
+    }
+}
+
 /* Writes the variant where --output / --output-dir say.  With --output the run stops on a
  * failure; with --output-dir the failure is reported, the other variants still run and the
  * exit status says that one failed. */
@@ -426,10 +507,9 @@ static int on_compressed(const lmp_model *m, const lmp_variant_result *res, cons
 {
     compare_outputs *o = ud;
     if (!o->output && !o->output_dir) return 0;
-    char path[4096], *pipeline = NULL;
+    char path[4400], *pipeline = NULL;
     size_t pipeline_len = 0;
-    if (o->output) snprintf(path, sizeof path, "%s", o->output);
-    else snprintf(path, sizeof path, "%s/%s%s", o->output_dir, res->v->name, o->output_hf ? "" : ".gguf");
+    export_path(o, res->v, path, sizeof path);
     FILE *mem = open_memstream(&pipeline, &pipeline_len);
     if (mem) {
         lmp_report_json_stages(res->v, mem);
@@ -587,12 +667,20 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
+    uint8_t *rerun = NULL;
+    lmp_outlock locks[3] = {{.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
+    if (!st) st = check_outputs_distinct(&out, c, NULL, c->n_variants);
+    /* one run per report at a time: taken before --resume reads it (base/outlock.h) */
+    for (int k = 0; k < 3 && !st; k++)
+        if (out.path[k] && !lmp_outfile_is_stdout(out.path[k])) st = lmp_outlock_take(&locks[k], out.path[k], output_options[k]);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
     else if (!st && resume && out.path[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
     if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st) st = choose_variants(c, globs, n_globs, single, prior, which, &n_which);
+    if (!st && !(rerun = calloc((size_t)n_which + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st && prior) exports_to_rerun(ctx, &out, c, which, n_which, globs, n_globs, rerun);
     if (dist) { /* rank 0's choice, which --resume may have widened, for every rank */
         st = dist_same_config(ctx, st, c);
         if (!st) st = lmp_dist_bcast(dist, &n_which, sizeof n_which);
@@ -603,6 +691,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
         catch_interrupts(ctx);
         out.cfg = c;
         lmp_compare_opts opts = {.which = which, .n_which = n_which, .resume = prior, .resume_path = out.path[0],
+                                 .rerun = rerun,
                                  .hooks = {on_prepared, out.output || out.output_dir ? on_compressed : NULL,
                                            on_finished, &out}};
         st = lmp_run_compare(ctx, c, &opts, &r);
@@ -632,6 +721,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     lmp_report_free(r);
     lmp_json_free(prior);
     free(which);
+    free(rerun);
+    for (int k = 0; k < 3; k++) lmp_outlock_release(&locks[k]);
     lmp_config_free(c);
     return rc;
 }
@@ -666,6 +757,15 @@ static int parse_curve(const char *s, int *counts, int max)
     return n;
 }
 
+/* analyze --json FILE: rewritten after every unit with the units finished so far, so an
+ * interrupted scan keeps them (--resume takes them back). */
+static void call_progress_writer(const void *arg, FILE *f) { lmp_analysis_progress_json(arg, f); }
+
+static int write_unit_progress(const lmp_analysis *a, void *ud)
+{
+    return lmp_outfile_write(ud, call_progress_writer, a);
+}
+
 static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
 {
     enum { MAX_CURVE = 64 };
@@ -674,7 +774,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     void (*const fns[4])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
                                                           lmp_analysis_config};
     lmp_analyze_opts o = {.curve_seeds = 3};
-    int curve[MAX_CURVE], bad = 0, seeds_given = 0;
+    int curve[MAX_CURVE], bad = 0, seeds_given = 0, resume = 0;
     int64_t top = 20, num;
     if (wants_help(argc, argv)) {
         fputs(usage_analyze, stdout);
@@ -688,6 +788,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         else if (strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--keep-params") == 0) o.keep_params = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--resume") == 0) resume = 1;
         else if (strcmp(argv[i], "--mode") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.mode = lmp_an_mode_by_name(v)) < 0)
                 return usage_error(usage_analyze, "--mode %s: expected restore-one or quantize-one", v);
@@ -720,6 +821,8 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
                 !isfinite(o.target))
                 return usage_error(usage_analyze, "--target %s: expected METRIC=X, METRIC kld, ppl, top1 or lambada "
                                                   "(top1 and lambada as fractions: lambada=0.3)", v);
+            if (lmp_an_check_target(o.target_metric, o.target)) /* one no skip list can reach: before any work */
+                return usage_error(usage_analyze, "%s", lmp_last_error());
             o.have_target = 1;
         } else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_analyze, "unknown option %s", argv[i]);
@@ -734,14 +837,38 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
     if (o.keep_params && !o.have_target && !o.skip_top && !o.n_curve)
         return usage_error(usage_analyze, "%s", "--keep-params goes with --skip-top, --target or --curve");
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
+    if (resume && (!paths[0] || lmp_outfile_is_stdout(paths[0])))
+        return usage_error(usage_analyze, "%s", "--resume needs --json FILE: the analysis it resumes");
+    int to_stdout = 0;
+    for (int k = 0; k < 4; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
+    if (to_stdout > 1) return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg and --write-config can be \"-\"");
     const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
     for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
     int st = 0; /* through st, as in cmd_compare: rank 0's output files are checked on rank 0 only */
     for (int k = 0; k < 4 && !st; k++)
-        if (paths[k]) st = lmp_outfile_check(paths[k], path_opts[k]);
+        if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outfile_check(paths[k], path_opts[k]);
     lmp_run_config *c = NULL;
+    lmp_outlock locks[4] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
+    if (!st) { /* no output is an input or another output (base/outfile.h) */
+        const int max_in = lmp_config_inputs_max(c);
+        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[4];
+        for (int k = 0; k < 4; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
+        st = in ? lmp_outfile_distinct(outs, 4, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
+        free(in);
+    }
+    for (int k = 0; k < 4 && !st; k++) /* one run per output file at a time (base/outlock.h) */
+        if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outlock_take(&locks[k], paths[k], path_opts[k]);
+    lmp_json *prior = NULL;
+    if (!st && resume && paths[0] && access(paths[0], F_OK) == 0) st = read_table(paths[0], &prior);
+    else if (!st && resume && paths[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume", paths[0]);
+    o.resume = prior;
+    o.resume_path = paths[0];
+    if (paths[0] && !lmp_outfile_is_stdout(paths[0])) { /* each finished unit kept at once */
+        o.unit_done = write_unit_progress;
+        o.ud = (void *)paths[0];
+    }
     st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */
         o.variant = -1;
@@ -760,18 +887,29 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         catch_interrupts(ctx);
         st = lmp_analyze(ctx, c, &o, &a);
     }
-    if (!st && lead) lmp_analysis_table(a, stdout, (int)top);
+    /* "-": that output alone on standard output; the table then goes to standard error */
+    if (!st && lead) lmp_analysis_table(a, to_stdout ? stderr : stdout, (int)top);
     for (int k = 0; k < 4 && !st; k++) {
         if (!paths[k]) continue;
+        if (lmp_outfile_is_stdout(paths[k])) {
+            fns[k](a, stdout);
+            fflush(stdout);
+            continue;
+        }
         analysis_writer w = {fns[k], a};
         st = lmp_outfile_write(paths[k], call_analysis_writer, &w);
     }
+    for (int k = 0; k < 4; k++) lmp_outlock_release(&locks[k]);
     int rc = 0;
     if (interrupt_signal) {
-        fprintf(stderr, "lmpress: error: stopped by %s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        const char *kept = o.unit_done ? paths[0] : NULL;
+        fprintf(stderr, "lmpress: error: stopped by %s; %s%s%s\n", interrupt_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                kept ? "the finished units are kept in " : "nothing is kept (--json FILE keeps each finished unit)",
+                kept ? kept : "", kept ? " (run again with --resume to finish)" : "");
         rc = 128 + interrupt_signal;
     } else if (st) rc = fail_on(ctx);
     lmp_analysis_free(a);
+    lmp_json_free(prior);
     lmp_config_free(c);
     return rc;
 }

@@ -453,6 +453,12 @@ static int search_target(lmp_analysis *a, lmp_bcache *bc, sets *s)
     int lo = 0, hi = -1, st = 0;
     lmp_bcache_result r, best;
     char what[96];
+    if (reached(&a->o, &a->variant_res)) { /* the variant as it is: no unit needs skipping */
+        a->skip = (lmp_an_point){.order = "measured", .k = 0, .res = a->variant_res,
+                                 .value = lmp_an_value(a->o.target_metric, &a->variant_res)};
+        a->skip_reached = 1;
+        return 0;
+    }
     for (int k = 1; !st; k = k * 2 > a->n_units ? a->n_units : k * 2) {
         snprintf(what, sizeof what, "analyze: target, %d skipped", k);
         pick_skip(s, a, a->order, k);
@@ -551,6 +557,8 @@ static void unit_eta(lmp_ctx *ctx, int k, int n, double spent)
 typedef struct unit_jobs {
     lmp_ctx *ctx;
     lmp_analysis *a;
+    const int *todo;           /* job j evaluates unit todo[j]: those --resume did not give */
+    int n_todo;
     lmp_bcache *bc;
     sets *s;
     int alt;
@@ -564,11 +572,12 @@ typedef struct unit_wire {
     int64_t forwards, naive_forwards, evals;
 } unit_wire;
 
-static int unit_run(void *ud, int u, void **out, size_t *bytes)
+static int unit_run(void *ud, int j, void **out, size_t *bytes)
 {
     unit_jobs *uj = ud;
+    int u = uj->todo[j];
     lmp_an_unit *un = &uj->a->units[u];
-    unit_eta(uj->ctx, u, uj->a->n_units, lmp_now_s() - uj->t0);
+    unit_eta(uj->ctx, j, uj->n_todo, lmp_now_s() - uj->t0);
     char what[256];
     snprintf(what, sizeof what, "analyze %s", un->name);
     pick_units(uj->s, uj->a, &u, 1, uj->alt);
@@ -587,21 +596,27 @@ static int unit_run(void *ud, int u, void **out, size_t *bytes)
 /* Rank 0 (under the scheduler's lock, maybe on its answering thread): a unit's numbers from
  * another rank; its cost is added to the cache's counters after the jobs, not while rank 0's
  * own evaluation updates them. */
-static int unit_take(void *ud, int u, int rank, int st, const char *msg, const void *in, size_t bytes)
+static int unit_take(void *ud, int j, int rank, int st, const char *msg, const void *in, size_t bytes)
 {
     unit_jobs *uj = ud;
+    const int u = uj->todo[j];
+    lmp_analysis *a = uj->a;
     if (st) return 0; /* the scheduler keeps the first failure */
-    if (uj->back[u]++) return lmp_fail(LMP_EINVAL, "MPI: unit %s came back twice (now from rank %d)", uj->a->units[u].name, rank);
-    if (rank == 0) return 0;
-    if (bytes != sizeof(unit_wire))
-        return lmp_fail(LMP_EIO, "MPI: unit %s: a result of %zu bytes from rank %d", uj->a->units[u].name, bytes, rank);
-    unit_wire w;
-    memcpy(&w, in, sizeof w);
-    uj->a->units[u].res = w.res;
-    uj->forwards += w.forwards;
-    uj->naive_forwards += w.naive_forwards;
-    uj->evals += w.evals;
-    return 0;
+    if (uj->back[u]++) return lmp_fail(LMP_EINVAL, "MPI: unit %s came back twice (now from rank %d)", a->units[u].name, rank);
+    if (rank != 0) {
+        if (bytes != sizeof(unit_wire))
+            return lmp_fail(LMP_EIO, "MPI: unit %s: a result of %zu bytes from rank %d", a->units[u].name, bytes, rank);
+        unit_wire w;
+        memcpy(&w, in, sizeof w);
+        a->units[u].res = w.res;
+        uj->forwards += w.forwards;
+        uj->naive_forwards += w.naive_forwards;
+        uj->evals += w.evals;
+    }
+    /* in: kept by the caller at once (an interrupted scan keeps it) */
+    a->unit_finished[u] = 1;
+    a->n_finished++;
+    return a->o.unit_done ? a->o.unit_done(a, a->o.ud) : 0;
 }
 
 int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *opts, lmp_analysis **out)
@@ -619,6 +634,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     a->c = c;
     a->o = *opts;
     a->v = &c->variants[opts->variant];
+    lmp_run_fingerprint(c, (char[17]){0}, a->fingerprint);
     r->cfg = c;
     r->n_texts = c->n_eval_texts;
     r->texts = calloc((size_t)c->n_eval_texts + 1, sizeof *r->texts);
@@ -632,6 +648,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     if (!st && !a->v->n_stages)
         st = lmp_fail(LMP_EINVAL, "variant '%s' has no pipeline: it is the unmodified model, nothing to analyze",
                       a->v->name);
+    if (!st && opts->have_target) st = lmp_an_check_target(opts->target_metric, opts->target);
     if (!st && a->v->n_stages > 32)
         st = lmp_fail(LMP_EINVAL, "variant '%s': more than 32 stages", a->v->name);
     if (!st && (opts->metric == LMP_AN_LAMBADA || (opts->have_target && opts->target_metric == LMP_AN_LAMBADA)) &&
@@ -711,17 +728,30 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     lmp_dist *dist = lmp_host_dist(ctx);
     unit_jobs uj = {.ctx = ctx, .a = a, .bc = &bc, .s = &s, .alt = opts->mode == LMP_AN_RESTORE_ONE ? PICK_F : PICK_Q,
                     .t0 = t0};
+    int *todo = NULL;
     if (!st && !(uj.back = calloc((size_t)a->n_units + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st && !(a->unit_finished = calloc((size_t)a->n_units + 1, 1))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st && !(todo = malloc(((size_t)a->n_units + 1) * sizeof *todo))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    /* --resume: rank 0 reads the earlier file; every rank learns which units are left */
+    if (!st && opts->resume && lmp_dist_rank(dist) == 0) st = lmp_analysis_resume(a, opts->resume, opts->resume_path);
     st = lmp_dist_agree(dist, st);
-    if (!st) st = lmp_dist_run_jobs(dist, &(lmp_dist_jobs){.n = a->n_units, .run = unit_run, .take = unit_take, .ud = &uj});
+    if (!st && dist) st = lmp_dist_bcast(dist, a->unit_finished, a->n_units);
+    for (int u = 0; u < a->n_units && !st; u++)
+        if (!a->unit_finished[u]) todo[uj.n_todo++] = u;
+    uj.todo = todo;
+    if (!st && a->n_resumed)
+        lmp_log(ctx, LMP_LOG_INFO, "analyze: %d of %d units taken from %s, %d to evaluate", a->n_resumed, a->n_units,
+                opts->resume_path, uj.n_todo);
+    if (!st) st = lmp_dist_run_jobs(dist, &(lmp_dist_jobs){.n = uj.n_todo, .run = unit_run, .take = unit_take, .ud = &uj});
     bc.forwards += uj.forwards;
     bc.naive_forwards += uj.naive_forwards;
     bc.evals += uj.evals;
     /* the rest (ranks, skip search, curves) is rank 0's */
     const int stop_here = lmp_dist_rank(dist) > 0;
     for (int u = 0; u < a->n_units && !st && !stop_here; u++)
-        if (!uj.back[u]) st = lmp_fail(LMP_EINVAL, "MPI: unit %s never came back", a->units[u].name);
+        if (!a->unit_finished[u]) st = lmp_fail(LMP_EINVAL, "MPI: unit %s never came back", a->units[u].name);
     free(uj.back);
+    free(todo);
     for (int u = 0; u < a->n_units && !st && !stop_here; u++) {
         lmp_an_unit *un = &a->units[u];
         un->value = lmp_an_value(opts->metric, &un->res);
@@ -826,5 +856,6 @@ void lmp_analysis_free(lmp_analysis *a)
     for (int64_t g = 0; a->lin_names && g < a->n_layers * a->n_lin; g++) free((char *)a->lin_names[g]);
     free(a->lin_names);
     free(a->skip_list);
+    free(a->unit_finished);
     free(a);
 }

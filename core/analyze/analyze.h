@@ -30,6 +30,7 @@
 
 #include "analyze/bcache.h"
 #include "config/config.h"
+#include "formats/json.h"
 #include "plugin/host.h"
 
 typedef enum { LMP_AN_RESTORE_ONE = 0, LMP_AN_QUANTIZE_ONE = 1 } lmp_an_mode;
@@ -49,6 +50,8 @@ double lmp_an_value(lmp_an_metric m, const lmp_bcache_result *r);
 /* 1 when lower is better (kld, ppl). */
 int lmp_an_lower_better(lmp_an_metric m);
 
+struct lmp_analysis;
+
 typedef struct lmp_analyze_opts {
     int variant;               /* index into the config's variants */
     lmp_an_mode mode;
@@ -66,6 +69,16 @@ typedef struct lmp_analyze_opts {
     const int *curve;          /* skip counts for the curves (measured, proxy, random order) */
     int n_curve;
     int curve_seeds;           /* random orders in the curve */
+    /* Keeping finished units (lmpress analyze --json FILE, --resume).  unit_done, when set, is
+     * called on rank 0 after each unit's numbers are in (a->unit_finished says which): the CLI
+     * rewrites FILE with them (lmp_analysis_progress_json), so an interrupted scan keeps them.
+     * resume: such a file (or a complete --json) of the same config, backend, lmpress version,
+     * variant, mode, granularity and metric (else refused, naming what differs): its units'
+     * numbers are taken as they are and only the others are evaluated. */
+    int (*unit_done)(const struct lmp_analysis *a, void *ud);
+    void *ud;
+    const lmp_json *resume;
+    const char *resume_path;
 } lmp_analyze_opts;
 
 typedef struct lmp_an_unit {
@@ -90,6 +103,9 @@ typedef struct lmp_an_point {
 
 typedef struct lmp_analysis {
     const lmp_run_config *c;
+    char fingerprint[17];      /* lmp_run_fingerprint: config, backend, lmpress version */
+    uint8_t *unit_finished;    /* [n_units]: 1 once the unit's numbers are in */
+    int n_finished, n_resumed; /* units finished (in this run or taken from --resume); of them resumed */
     const lmp_variant *v;
     lmp_analyze_opts o;
     int64_t n_layers;
@@ -118,6 +134,17 @@ typedef struct lmp_analysis {
     const char **lin_names;    /* [n_layers * n_lin], owned */
     int *skip_list;            /* units of the skip answer, k of them (rank order) */
 } lmp_analysis;
+
+/* Checks that `doc` (an earlier --json of this analysis, path for messages) was written by the
+ * same analysis, and takes its units' numbers: a->unit_finished set for each (analyze_resume.c). */
+int lmp_analysis_resume(lmp_analysis *a, const lmp_json *doc, const char *path);
+
+/* The finished units so far as a JSON document lmp_analysis_resume reads ("partial": true). */
+void lmp_analysis_progress_json(const lmp_analysis *a, FILE *f);
+
+/* A target that no result can reach (kld < 0, ppl < 1, top1 or lambada outside [0, 1]): an
+ * error naming it, else 0. */
+int lmp_an_check_target(lmp_an_metric m, double target);
 
 /* Runs the analysis of opts->variant of c on ctx (whose progress line and interrupt flag it
  * uses).  *out is the caller's (lmp_analysis_free). */

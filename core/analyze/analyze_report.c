@@ -12,7 +12,7 @@
 /* A result's numbers, sums at full precision (so a test can hold them to compare's). */
 static void json_result(FILE *f, const lmp_analysis *a, const lmp_bcache_result *r)
 {
-    fprintf(f, "{\"scored\": %lld, \"nll_sum\": ", (long long)r->score.scored);
+    fprintf(f, "{\"windows\": %lld, \"scored\": %lld, \"nll_sum\": ", (long long)r->score.windows, (long long)r->score.scored);
     lmp_jw_double(f, r->score.nll_sum);
     fputs(", \"kld_sum\": ", f);
     lmp_jw_double(f, r->score.kld_sum);
@@ -99,7 +99,7 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
 
 void lmp_analysis_json(const lmp_analysis *a, FILE *f)
 {
-    fprintf(f, "{\"lmpress\": \"%s\", \"config\": ", LMP_VERSION);
+    fprintf(f, "{\"lmpress\": \"%s\", \"fingerprint\": \"%s\", \"config\": ", LMP_VERSION, a->fingerprint);
     lmp_jw_string(f, a->c->path);
     fputs(", \"variant\": ", f);
     lmp_jw_string(f, a->v->name);

@@ -774,6 +774,8 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
     if (!st) st = check_tmpdir(&run, r);
     if (!st && lead) st = fold_inputs(&run, r->fingerprint);
     if (!st && lead && o->resume) st = lmp_report_resume(r, o->resume, o->resume_path);
+    for (int i = 0; i < n && !st && lead && o->rerun; i++)
+        if (o->rerun[i] && r->results[i].done) r->results[i].done = 0, r->results[i].prior = NULL;
     if (!st && lead && o->hooks.prepared) st = o->hooks.prepared(r, o->hooks.ud);
     int to_run = 0;
     for (int i = 0; i < n && !st && lead; i++) {

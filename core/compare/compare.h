@@ -45,6 +45,8 @@ typedef struct lmp_compare_opts {
     const lmp_json *resume;    /* an earlier JSON report of this run (same fingerprint): its
                                 * finished variants are taken as they are, not run again */
     const char *resume_path;   /* its file, for messages */
+    const uint8_t *rerun;      /* [n_which] or NULL: 1 where a variant the resumed report holds
+                                * is run again all the same (its export is missing) */
     lmp_compare_hooks hooks;   /* an MPI run (lmp_host_dist(ctx), distrib.h) calls them on rank 0
                                 * only, one call at a time but from either of its two threads */
 } lmp_compare_opts;

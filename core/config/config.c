@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/regex_limit.h"
 #include "base/input_file.h"
+#include "export/out_dir.h"
 
 /* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
 /* The config file a setting was read from: lmp_config_load hangs its path on the root setting,
@@ -681,9 +682,19 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
         int st;
         if (!config_setting_is_group(v)) return bad(v, "a variant must be a group { name = ...; }");
         if ((st = check_keys(v, keys)) || (st = get_string(v, "name", 1, &var->name))) return st;
-        for (int j = 0; j < i; j++)
+        char file[LMP_VARIANT_FILE_MAX + 1], other[LMP_VARIANT_FILE_MAX + 1];
+        lmp_variant_file_name(var->name, file, sizeof file);
+        for (int j = 0; j < i; j++) {
             if (strcmp(c->variants[j].name, var->name) == 0)
                 return bad(config_setting_get_member(v, "name"), "variant name \"%s\" is used twice", var->name);
+            /* an export under --output-dir is DIR/<file name>: one file for two variants would
+             * have the second silently replace the first */
+            if (strcmp(lmp_variant_file_name(c->variants[j].name, other, sizeof other), file) == 0)
+                return bad(config_setting_get_member(v, "name"),
+                           "variants \"%s\" and \"%s\" map to one export file name, \"%s\" (outside letters, digits "
+                           "and . _ - + = , @ : every byte becomes '_', as does a leading '.'): rename one",
+                           c->variants[j].name, var->name, file);
+        }
         const config_setting_t *p = config_setting_get_member(v, "pipeline");
         const config_setting_t *mp = config_setting_get_member(v, "model");
         if ((st = load_variant_calibration(c, v, p != NULL, var)) || (st = load_variant_imatrix(c, v, p != NULL, var)))

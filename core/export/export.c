@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/outfile.h"
 
 int lmp_export_is_gguf(const char *path)
 {
@@ -36,6 +37,13 @@ int lmp_export_check_path(const char *path, const char *what)
     trimmed[n] = 0;
     struct stat st;
     const int gguf = lmp_export_is_gguf(trimmed);
+    if (lmp_outfile_is_stdout(path))
+        return lmp_fail(LMP_EINVAL, "%s: a model is written to a file or a folder, not to standard output (\"-\")", what);
+    /* A link, a FIFO or a device is never replaced (base/outfile.h): a GGUF must be nothing or a
+     * regular file, a folder nothing or a real folder. */
+    if (lstat(trimmed, &st) == 0 && S_ISLNK(st.st_mode))
+        return lmp_fail(LMP_EINVAL, "%s %s: is a symbolic link: lmpress does not replace or follow a link at an output "
+                        "path; name its target instead", what, trimmed);
     if (stat(trimmed, &st) == 0) {
         if (gguf && S_ISDIR(st.st_mode))
             return lmp_fail(LMP_EINVAL, "%s: %s is a folder; a .gguf path names a file", what, trimmed);
@@ -44,6 +52,7 @@ int lmp_export_check_path(const char *path, const char *what)
                             "%s: %s exists and is not a folder; a path not ending in .gguf names a Hugging Face folder",
                             what, trimmed);
     }
+    if (gguf && lmp_outfile_check_kind(trimmed, what)) return LMP_EINVAL;
     parent_of(trimmed, parent, sizeof parent);
     if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
         return lmp_fail(LMP_EINVAL, "%s: %s: the folder %s does not exist", what, trimmed, parent);
@@ -56,6 +65,8 @@ int lmp_export_check_dir(const char *dir, const char *what)
 {
     struct stat st;
     if (!dir || !*dir) return lmp_fail(LMP_EINVAL, "%s: the path is empty", what);
+    if (lmp_outfile_is_stdout(dir))
+        return lmp_fail(LMP_EINVAL, "%s: models are written to a folder, not to standard output (\"-\")", what);
     if (stat(dir, &st) != 0) {
         if (errno != ENOENT || mkdir(dir, 0777) != 0)
             return lmp_fail(LMP_EIO, "%s: cannot create the folder %s: %s", what, dir, strerror(errno));

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/outfile.h"
+#include "base/tmpname.h"
 #include "base/error.h"
 #include "base/textfile.h"
 #include "export/gguf_kquants.h"
@@ -474,9 +476,9 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
                       const lmp_block_source *src)
 {
     char tmp[4200], what[300];
-    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
     snprintf(what, sizeof what, "writing %s", lmp_basename(path));
-    const int fd = mkstemp(tmp);
+    lmp_tmpname_sweep(path); /* what killed runs left beside it (base/tmpname.h) */
+    const int fd = lmp_tmpname_create(path, "tmp", 0, tmp, sizeof tmp);
     if (fd < 0) return lmp_fail(LMP_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
     FILE *f = fdopen(fd, "wb");
     if (!f) {
@@ -496,6 +498,10 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
         fchmod(fd, 0666 & ~mask);
     }
     if (fclose(f) != 0 && !st) st = LMP_EIO, e = errno, io = 1;
+    if (!st && lmp_outfile_check_kind(path, "export")) { /* put there since the check: not replaced */
+        unlink(tmp);
+        return LMP_EINVAL;
+    }
     if (!st && rename(tmp, path) != 0) st = LMP_EIO, e = errno, io = 1;
     if (st) {
         unlink(tmp);

@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,8 +63,8 @@ int lmp_outdir_begin(lmp_outdir *od, const char *dest)
     if (n == 0 || n >= sizeof od->dest - 1) return lmp_fail(LMP_EINVAL, "%s: the path is empty or too long", dest);
     memcpy(od->dest, dest, n);
     od->dest[n] = 0;
-    snprintf(od->tmp, sizeof od->tmp, "%s.tmp-XXXXXX", od->dest);
-    if (!mkdtemp(od->tmp)) {
+    lmp_tmpname_sweep(od->dest); /* what killed runs left beside it (base/tmpname.h) */
+    if (lmp_tmpname_create(od->dest, "tmp", 1, od->tmp, sizeof od->tmp) != 0) {
         int e = errno;
         od->tmp[0] = 0;
         return lmp_fail(LMP_EIO, "%s: cannot create a temporary folder beside it: %s", od->dest, strerror(e));
@@ -143,6 +142,21 @@ int lmp_outdir_copy(lmp_outdir *od, const char *src, const char *name)
     return st ? st : cst;
 }
 
+/* Swaps the two folders in one step (renameat2's RENAME_EXCHANGE, Linux 3.15, on the local
+ * filesystems: ext4, xfs, btrfs, tmpfs, ...).  -1 where the kernel or the filesystem has no such
+ * rename (ENOSYS, EINVAL) or it fails: the caller falls back to two renames. */
+static int exchange(const char *a, const char *b)
+{
+#if defined(__linux__) && defined(RENAME_EXCHANGE)
+    if (getenv("LMP_TEST_NO_RENAME_EXCHANGE")) return -1; /* the tests' way to the fallback */
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0 ? 0 : -1;
+#else
+    (void)a;
+    (void)b;
+    return -1;
+#endif
+}
+
 int lmp_outdir_commit(lmp_outdir *od)
 {
     char parent[4096], old[4200] = "";
@@ -152,11 +166,16 @@ int lmp_outdir_commit(lmp_outdir *od)
     if (!st) st = lmp_outdir_state_of(od->dest, &state);
     if (!st && state == LMP_OUTDIR_OTHER)
         st = lmp_fail(LMP_EINVAL, "%s: exists and is not a folder", od->dest);
-    if (!st && state == LMP_OUTDIR_FULL) {
-        /* rename() replaces only an empty folder, so the earlier one steps aside first, onto an
-         * empty folder of a unique name */
-        snprintf(old, sizeof old, "%s.old-XXXXXX", od->dest);
-        if (!mkdtemp(old)) {
+    if (!st && state == LMP_OUTDIR_FULL && exchange(od->tmp, od->dest) == 0) {
+        /* one atomic step: the new folder is at dest, the earlier one where the new one was */
+        snprintf(old, sizeof old, "%s", od->tmp);
+        od->tmp[0] = 0;
+    } else if (!st && state == LMP_OUTDIR_FULL) {
+        /* no RENAME_EXCHANGE here (an old kernel, a filesystem without it): rename() replaces
+         * only an empty folder, so the earlier one steps aside first, onto an empty folder of a
+         * unique name; a kill between the two renames leaves the earlier export there, as
+         * DEST.old-HOST-PID-*, which the next run's sweep removes (out_dir.h) */
+        if (lmp_tmpname_create(od->dest, "old", 1, old, sizeof old) != 0) {
             st = lmp_fail(LMP_EIO, "%s: cannot create a folder beside it: %s", od->dest, strerror(errno));
             old[0] = 0;
         } else if (rename(od->dest, old) != 0) {
@@ -165,7 +184,7 @@ int lmp_outdir_commit(lmp_outdir *od)
             old[0] = 0;
         }
     }
-    if (!st && rename(od->tmp, od->dest) != 0) {
+    if (!st && od->tmp[0] && rename(od->tmp, od->dest) != 0) {
         st = lmp_fail(LMP_EIO, "%s: cannot rename the finished folder into place: %s", od->dest, strerror(errno));
         if (old[0] && rename(old, od->dest) == 0) old[0] = 0; /* put the earlier one back */
     }
@@ -188,18 +207,18 @@ void lmp_outdir_abort(lmp_outdir *od)
     od->tmp[0] = 0;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+const char *lmp_variant_file_name(const char *name, char *buf, size_t n)
 {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path) != 0 ? -1 : 0;
-}
-
-int lmp_rmtree(const char *path)
-{
-    /* FTW_DEPTH: a folder after its contents; FTW_PHYS: a link is removed, never followed */
-    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        return lmp_fail(LMP_EIO, "%s: cannot remove it: %s", path, strerror(errno));
-    return 0;
+    if (n == 0) return buf;
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < n && k < LMP_VARIANT_FILE_MAX; p++) {
+        const unsigned char c = (unsigned char)*p;
+        const int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         strchr("._-+=,@:", c) != NULL;
+        buf[k] = keep && !(k == 0 && c == '.') ? (char)c : '_';
+        k++;
+    }
+    if (k == 0 && n > 1) buf[k++] = '_';
+    buf[k] = 0;
+    return buf;
 }

@@ -1,18 +1,24 @@
 /* out_dir.h — writing a folder so that its path only ever holds a complete one (base/outfile.h
  * does the same for one file).
  *
- * Every file goes into a temporary folder beside the destination, DEST.tmp-XXXXXX (mkdtemp, so
- * two exports never share one), each flushed and fsync'd as it is closed.  Commit renames the
- * temporary folder onto DEST: when DEST is absent or an empty folder that is one rename; when it
- * holds an earlier export (the caller decides that it may be replaced) it is first renamed aside
- * to DEST.old-XXXXXX, then the new folder takes its place, then the old one is removed, and if the
- * second rename fails the old folder is put back.  Abort removes the temporary folder with
- * everything in it.  A process killed outright (SIGKILL, power loss) can leave a DEST.tmp-* or
- * DEST.old-* folder behind, never a half-written DEST. */
+ * Every file goes into a temporary folder beside the destination, DEST.tmp-HOST-PID-XXXXXX
+ * (base/tmpname.h; mkdtemp, so two exports never share one), each flushed and fsync'd as it is
+ * closed.  Commit puts the temporary folder at DEST: when DEST is absent or an empty folder that
+ * is one rename; when it holds an earlier export (the caller decides that it may be replaced) the
+ * two folders are swapped in one step with renameat2(RENAME_EXCHANGE) and the earlier one, now
+ * under the temporary name, is removed.  Where the kernel or filesystem has no RENAME_EXCHANGE
+ * the earlier folder is first renamed aside to DEST.old-HOST-PID-XXXXXX, then the new one takes
+ * its place (if that fails the old folder is put back), then the old one is removed: a kill
+ * between those two renames leaves no DEST, only DEST.old-* (and DEST.tmp-*).  Abort removes
+ * the temporary folder with everything in it.  A process killed outright (SIGKILL, power loss)
+ * can leave a DEST.tmp-* or DEST.old-* folder behind, never a half-written DEST; the next export
+ * to DEST removes those whose process is gone (lmp_tmpname_sweep). */
 #ifndef LMP_CORE_OUT_DIR_H
 #define LMP_CORE_OUT_DIR_H
 
 #include <stdio.h>
+
+#include "base/tmpname.h" /* lmp_rmtree */
 
 typedef struct lmp_outdir {
     char dest[4096];           /* the destination, without trailing slashes */
@@ -49,7 +55,16 @@ int lmp_outdir_commit(lmp_outdir *od);
 /* Removes the temporary folder (if any) and everything in it. */
 void lmp_outdir_abort(lmp_outdir *od);
 
-/* Removes path and, if it is a folder, everything under it (links are removed, not followed). */
-int lmp_rmtree(const char *path);
+
+/* The file name (no folder, no extension) a variant's export gets under --output-dir:
+ * DIR/<this>.gguf or DIR/<this>/.  Variant names are free text, so this is the one mapping from
+ * a name to a path: letters, digits and . _ - + = , @ : stay; every other byte ('/', a space,
+ * a control or non-ASCII byte) becomes '_'; a leading '.' becomes '_' (so ".", "..", "../x" and
+ * "./x" can neither leave the folder nor hide in it); an empty name is "_"; at most
+ * LMP_VARIANT_FILE_MAX bytes are kept (the temporary names beside it must fit NAME_MAX).  Two
+ * names that map to one file ("a/b" and "a_b") are refused when the config is loaded.  Returns
+ * buf. */
+#define LMP_VARIANT_FILE_MAX 160
+const char *lmp_variant_file_name(const char *name, char *buf, size_t n);
 
 #endif

@@ -1,7 +1,8 @@
 /* fail_plugin.c — strategy "fail-on-request": leaves the block as it is, or fails when the
  * environment has LMP_TEST_FAIL_HERE.  tests/test_mpi.c sets it for one rank of an MPI run only,
  * to see that rank's failure reported, the other ranks' finished variants kept, and a non-zero
- * exit. */
+ * exit.  With LMP_TEST_STOP_HERE it stops its own process (SIGSTOP): a rank that goes silent. */
+#include <signal.h>
 #include <stdlib.h>
 
 #include "lmpress/plugin.h"
@@ -21,6 +22,7 @@ static uint32_t fail_needs(void *self, const lmp_value *p)
 static int fail_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk)
 {
     (void)self;
+    if (getenv("LMP_TEST_STOP_HERE")) raise(SIGSTOP); /* a rank that stops answering (test_mpi) */
     if (getenv("LMP_TEST_FAIL_HERE"))
         return host->set_error(hctx, LMP_EINVAL, "fail-on-request: block %d: LMP_TEST_FAIL_HERE is set", blk->index);
     return LMP_OK;
