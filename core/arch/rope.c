@@ -159,13 +159,26 @@ void lmp_rope_yarn(lmp_rope *r, double factor, double orig, double beta_fast, do
     r->plain = 0;
 }
 
-static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, const char *what, const char *where,
-                          int64_t max_pos, int64_t *ctx)
+/* table[i] /= the n_rot/2 positive numbers of p[key]. */
+static int divide_by_factors(lmp_rope *r, float *table, const lmp_json *p, const char *key, const char *what,
+                             const char *where)
 {
-    const lmp_json *sf = member(p, "short_factor");
-    if (!sf || sf->type != LMP_JSON_ARRAY || (int64_t)sf->n != r->n_rot / 2)
-        return lmp_fail(LMP_EINVAL, "%s: %s.short_factor must be a list of %lld numbers", what, where,
+    const lmp_json *f = member(p, key);
+    if (!f || f->type != LMP_JSON_ARRAY || (int64_t)f->n != r->n_rot / 2)
+        return lmp_fail(LMP_EINVAL, "%s: %s.%s must be a list of %lld numbers", what, where, key,
                         (long long)(r->n_rot / 2));
+    for (int64_t i = 0; i < r->n_rot / 2; i++) {
+        const lmp_json *v = &f->items[i];
+        if (v->type != LMP_JSON_NUMBER || !(v->number > 0))
+            return lmp_fail(LMP_EINVAL, "%s: %s.%s[%lld] must be a positive number", what, where, key, (long long)i);
+        table[i] = (float)((double)table[i] / v->number);
+    }
+    return 0;
+}
+
+static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, const char *what, const char *where,
+                          int64_t max_pos)
+{
     /* Phi-3 keeps original_max_position_embeddings at the top of config.json. */
     double orig = 0, att = 0;
     int st;
@@ -181,15 +194,12 @@ static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, c
         if ((st = number(p, what, where, "factor", 1, &factor))) return st;
     }
     if (att == 0) att = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
-    for (int64_t i = 0; i < r->n_rot / 2; i++) {
-        const lmp_json *v = &sf->items[i];
-        if (v->type != LMP_JSON_NUMBER || !(v->number > 0))
-            return lmp_fail(LMP_EINVAL, "%s: %s.short_factor[%lld] must be a positive number", what, where, (long long)i);
-        r->inv_freq[i] = (float)((double)r->inv_freq[i] / v->number);
-    }
+    memcpy(r->inv_freq_long, r->inv_freq, sizeof r->inv_freq);
+    if ((st = divide_by_factors(r, r->inv_freq, p, "short_factor", what, where)) ||
+        (st = divide_by_factors(r, r->inv_freq_long, p, "long_factor", what, where)))
+        return st;
+    r->long_after = (int64_t)orig;
     r->mscale = (float)att;
-    /* The long factors take over past `orig`: the short table is exact up to there. */
-    if ((int64_t)orig < *ctx) *ctx = (int64_t)orig;
     return 0;
 }
 
@@ -247,7 +257,7 @@ static int rope_from_params(const lmp_json *cfg, const lmp_json *p, int has_thet
         llama3_table(r, factor, low, high, orig);
     } else if (!strcmp(name, "yarn")) {
         if ((st = yarn_table(r, p, what, where, max_pos))) return st;
-    } else if ((st = longrope_table(r, cfg, p, what, where, max_pos, ctx))) {
+    } else if ((st = longrope_table(r, cfg, p, what, where, max_pos))) {
         return st;
     }
     snprintf(r->type, sizeof r->type, "%s", name);

@@ -9,9 +9,9 @@
  *   linear    default / factor
  *   llama3    default, long wavelengths / factor, a smooth ramp between (Llama 3.1-3.3)
  *   yarn      a ramp between default and default / factor; mscale 0.1 ln(factor) + 1 (Qwen2.5)
- *   longrope  default / short_factor[i], mscale sqrt(1 + ln(s)/ln(original)) (Phi-3); the long
- *             factors apply only past original_max_position_embeddings, so the model's context is
- *             capped there and the short table is exact within it
+ *   longrope  default / short_factor[i] up to original_max_position_embeddings positions,
+ *             default / long_factor[i] for a longer window; mscale sqrt(1 + ln(s)/ln(original))
+ *             (Phi-3)
  *   dynamic   default up to max_position_embeddings (it changes only past it): capped likewise
  * Any other type, or a key of the scaling this reader does not know, is refused by name: a
  * number that is silently wrong is worse than none. */
@@ -32,7 +32,18 @@ typedef struct lmp_rope {
      * otherwise the `rope_table` op with inv_freq. */
     int plain;
     float inv_freq[LMP_ROPE_MAX_PAIRS];
+    /* LongRoPE: a window of more than long_after positions turns with inv_freq_long instead (as
+     * transformers picks the long factors for a sequence past original_max_position_embeddings,
+     * and llama.cpp for a context past it); 0: one table. */
+    int64_t long_after;
+    float inv_freq_long[LMP_ROPE_MAX_PAIRS];
 } lmp_rope;
+
+/* The table a window of T positions turns with. */
+static inline const float *lmp_rope_table_for(const lmp_rope *r, int64_t T)
+{
+    return r->long_after && T > r->long_after ? r->inv_freq_long : r->inv_freq;
+}
 
 struct lmp_json;
 
@@ -41,8 +52,7 @@ void lmp_rope_default(lmp_rope *r, float theta, int64_t n_rot, int64_t head_dim)
 
 /* From config.json `cfg` (named `what` in messages): rope_parameters (transformers 5), else
  * rope_theta and rope_scaling (transformers 4), and partial_rotary_factor.  max_pos is
- * max_position_embeddings; *ctx is lowered to where the table stops being exact (longrope,
- * dynamic).  *local gets the sliding-window layers' own rotation where the config has one
+ * max_position_embeddings; *ctx is lowered to where the table stops being exact (dynamic).  *local gets the sliding-window layers' own rotation where the config has one
  * (Gemma 3: rope_parameters per layer type, or transformers 4's rope_local_base_freq), else
  * n_rot 0.  Refuses unknown types and keys. */
 int lmp_rope_from_hf(const struct lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,

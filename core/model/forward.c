@@ -135,7 +135,7 @@ int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int6
     const lmp_rope *r = lmp_arch_rope(a, layer);
     if (!r->n_rot) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, a->rope_theta, x);
     if (r->plain) return lmp_be_rope(be, T, n_heads, a->head_dim, 0, r->theta, x);
-    return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, r->inv_freq, r->mscale, x);
+    return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, lmp_rope_table_for(r, T), r->mscale, x);
 }
 
 /* lmp_block_forward_from, and with keep != NULL (from 0, no state) lmp_block_forward_keep: the

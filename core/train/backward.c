@@ -232,7 +232,8 @@ static void rope_backward(const lmp_arch *a, int64_t layer, int64_t T, int64_t n
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < n_rot / 2; i++) {
             const double theta = r->n_rot ? r->theta : a->rope_theta;
-            const double ang = table ? (double)((float)t * r->inv_freq[i]) : (double)t * pow(theta, -2.0 * (double)i / (double)hd);
+            const double ang = table ? (double)((float)t * lmp_rope_table_for(r, T)[i])
+                                     : (double)t * pow(theta, -2.0 * (double)i / (double)hd);
             const double c = cos(ang) * m, s = sin(ang) * m;
             for (int64_t h = 0; h < n_heads; h++) {
                 float *p = dx + t * n_heads * hd + h * hd + 2 * i;
