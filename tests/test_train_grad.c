@@ -4,10 +4,15 @@
  *  - a block's backward against central finite differences of the production forward, along random
  *    directions (f32, so to 2 %);
  *  - every gradient of a block (stories260K's real blocks, SmolLM2's first and last, a LLaMA block
- *    with biases and GQA, a GPT-2 block) and of the head with cross-entropy and KL against tools/ref/block_grad_ref.py,
- *    a generic reverse-mode autodiff in numpy float64 (to 1e-4 in norm);
+ *    with biases and GQA, a GPT-2 block, LLaMA blocks with the newer architectures' features: q/k
+ *    norm with head_dim 2x dim/heads, GeGLU, a partial RoPE table with mscale, all three; block 0
+ *    of the Qwen3 and Gemma fixtures) and of the head with cross-entropy and KL against
+ *    tools/ref/block_grad_ref.py, a generic reverse-mode autodiff in numpy float64 (to 1e-4 in norm);
+ *  - the same feature blocks against finite differences;
  *  - the whole model's loss (cross-entropy, distillation KL) and its gradient through every block
- *    against finite differences of the production forward;
+ *    against finite differences of the production forward (stories260K, the Qwen3 and Gemma
+ *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head);
+ *  LMP_TEST_VERBOSE=1 prints each comparison's figures;
  *  - a block the backward cannot take is refused naming the linear. */
 #include <check.h>
 #include <math.h>
@@ -381,6 +386,7 @@ static void expect_grad(const char *dir, const char *name, const float *ours, in
         norm += ref[i] * ref[i];
     }
     diff = sqrt(diff), norm = sqrt(norm);
+    if (getenv("LMP_TEST_VERBOSE")) printf("%s: %s relative error %.3g\n", label, name, diff / (norm > 0 ? norm : 1));
     ck_assert_msg(diff <= tol * norm + 1e-5, "%s: gradient of %s differs from the reference by %.3g (its norm %.3g)", label,
                   name, diff, norm);
     free(ref);
