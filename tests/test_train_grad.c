@@ -13,7 +13,7 @@
  *    against finite differences of the production forward (stories260K, the Qwen3 and Gemma
  *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head);
  *  LMP_TEST_VERBOSE=1 prints each comparison's figures;
- *  - a block the backward cannot take is refused naming the linear. */
+ *  - a block the backward cannot take is refused naming the linear or the norm. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -784,6 +784,26 @@ START_TEST(input_affine_is_refused)
 }
 END_TEST
 
+/* A norm the forward does not take on this architecture (a third norm on a block without q/k
+ * norms: Gemma 2's sandwich norms would be one) is refused by name, not silently left out. */
+START_TEST(unknown_norm_is_refused)
+{
+    synth s;
+    synth_make_with(&s, LMP_FAMILY_LLAMA, 0, SYNTH_QK_NORM);
+    s.a.qk_norm = 0; /* norms 2 and 3 are there, the architecture does not say what they do */
+    s.norms[2].name = "model.layers.0.post_attention_norm";
+    const int64_t T = 8;
+    float *x = rand_array(T * s.a.dim, 1.0);
+    lmp_block_tape tp;
+    ck_assert_int_eq(lmp_block_tape_init(&tp, &s.a, T), 0);
+    ck_assert_int_eq(lmp_block_forward_train(&g_be, &s.a, &s.blk, x, &tp), LMP_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "model.layers.0.post_attention_norm"));
+    lmp_block_tape_free(&tp);
+    free(x);
+    synth_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train_grad");
@@ -804,6 +824,7 @@ int main(void)
     tcase_add_test(tc, model_gradient_matches_finite_differences);
     tcase_add_test(tc, fixture_model_gradients_match_finite_differences);
     tcase_add_test(tc, input_affine_is_refused);
+    tcase_add_test(tc, unknown_norm_is_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }
