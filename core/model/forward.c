@@ -175,6 +175,10 @@ static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_blo
         if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
         if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
         if (!st && a->qk_norm) { /* Qwen3: RMSNorm over each head of q and k, before RoPE */
+            if (keep) { /* the norms' backward reads their input */
+                memcpy(keep->q_lin, q, (size_t)(T * qd) * sizeof *q);
+                memcpy(keep->k_lin, k, (size_t)(T * kv) * sizeof *k);
+            }
             st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_Q)], T * a->n_heads, q, work);
             if (!st) st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_K)], T * a->n_kv_heads, k, work);
         }

@@ -40,13 +40,16 @@ typedef struct lmp_block_state {
 int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
                            float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud);
 
-/* What a block's backward (train/block_grad.h) reads of its forward, kept in these buffers
+/* What a block's backward (train/backward.h) reads of its forward, kept in these buffers
  * (all required): q[T, nh*hd] and k[T, nkv*hd] after RoPE, v[T, nkv*hd], att[T, nh*hd] (o's
  * input before its affine), x1[T, dim], g[T, hidden] and u[T, hidden] the gate and up outputs
- * (GPT-2: u the fc output before gelu; g unused), h[T, hidden] down's input.  x[T, dim] <- the
- * block's output, bit for bit lmp_block_forward's. */
+ * (GPT-2: u the fc output before gelu; g unused), h[T, hidden] down's input; and with q/k norms
+ * (arch.qk_norm) q_lin[T, nh*hd], k_lin[T, nkv*hd], q and k as the linears made them, before
+ * the norms (required then, unused otherwise: the norm's backward reads its input).
+ * x[T, dim] <- the block's output, bit for bit lmp_block_forward's. */
 typedef struct lmp_block_keep {
     float *q, *k, *v, *att, *x1, *g, *u, *h;
+    float *q_lin, *k_lin;
 } lmp_block_keep;
 int lmp_block_forward_keep(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, float *x,
                            const lmp_block_keep *keep);

@@ -1,10 +1,12 @@
 /* backward.c — see backward.h.  The block's forward (model/forward.c), read bottom up:
  *   y  = x1 + h Wd^T + bd                      dx1 = dy, dh = dy Wd, dWd += dy^T h
  *   h  = silu(g) * u  (GPT-2: gelu(u))         dg = dh u silu'(g), du = dh silu(g)
+ *        (Gemma: gelu(g) * u)                  dg = dh u gelu'(g), du = dh gelu(g)
  *   g, u = xn1 Wg^T + bg, xn1 Wu^T + bu        dxn1 = dg Wg + du Wu
  *   xn1 = norm1(x1)                            dx1 += norm1'(dxn1)
  *   x1 = x + att Wo^T + bo                     dx = dx1, datt = dx1 Wo
  *   att = attention(rope(q), rope(k), v)       backend attention_backward, RoPE turned back
+ *   q, k = qnorm(q_lin), knorm(k_lin) (Qwen3)  per-head RMSNorm backward over head_dim
  *   q, k, v = xn0 W^T + b                      dxn0 = dq Wq + dk Wk + dv Wv
  *   xn0 = norm0(x)                             dx += norm0'(dxn0)
  * The norms' outputs are recomputed with the forward's own operation rather than kept. */
@@ -19,8 +21,9 @@
 int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T)
 {
     const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
+    const int64_t lin = a->qk_norm ? qd + kv : 0; /* q_lin, k_lin */
     memset(tp, 0, sizeof *tp);
-    tp->buf = malloc((size_t)(T * (2 * d + 2 * qd + 2 * kv + 3 * f)) * sizeof *tp->buf);
+    tp->buf = malloc((size_t)(T * (2 * d + 2 * qd + 2 * kv + 3 * f + lin)) * sizeof *tp->buf);
     if (!tp->buf) return lmp_fail(LMP_ENOMEM, "out of memory for a block's training tape (%lld tokens)", (long long)T);
     tp->T = T;
     float *p = tp->buf;
@@ -32,7 +35,11 @@ int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T)
     tp->keep.v = p, p += T * kv;
     tp->keep.g = p, p += T * f;
     tp->keep.u = p, p += T * f;
-    tp->keep.h = p;
+    tp->keep.h = p, p += T * f;
+    if (a->qk_norm) {
+        tp->keep.q_lin = p, p += T * qd;
+        tp->keep.k_lin = p;
+    }
     return 0;
 }
 
@@ -42,12 +49,19 @@ void lmp_block_tape_free(lmp_block_tape *tp)
     memset(tp, 0, sizeof *tp);
 }
 
-static int check_trainable(const lmp_block *blk)
+/* What the forward computes is what the backward follows: norms 0, 1 and, with q/k norms, 2 and 3
+ * (a norm beyond them, such as Gemma 2's sandwich norms, the forward does not take either). */
+static int check_trainable(const lmp_arch *a, const lmp_block *blk)
 {
-    if (blk->n_norms > 2)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: norms beyond the two before attention and the MLP (per-head q/k norms, "
-                        "norms on outputs) have no backward yet: strategies that learn (autoround, qat) cannot run on "
-                        "this architecture", blk->norms[2].name);
+    const int n_norms = a->qk_norm ? 4 : 2;
+    if (blk->n_norms > n_norms)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: a block norm the backward does not know: strategies that learn "
+                        "(autoround, qat) cannot run on this architecture", blk->norms[n_norms].name);
+    if (blk->n_norms < n_norms)
+        return lmp_fail(LMP_EINVAL, "block %d has %d norms, its architecture %d", blk->index, blk->n_norms, n_norms);
+    if (a->qk_norm && (blk->norms[2].dim != a->head_dim || blk->norms[3].dim != a->head_dim))
+        return lmp_fail(LMP_EINVAL, "%s: a q/k norm of %lld, head_dim is %lld", blk->norms[2].name,
+                        (long long)blk->norms[2].dim, (long long)a->head_dim);
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)
@@ -62,9 +76,9 @@ static int check_trainable(const lmp_block *blk)
 int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, float *x,
                             lmp_block_tape *tp)
 {
-    int st = check_trainable(blk);
+    int st = 0;
     /* Within the window, sliding-window attention is causal attention: its backward is exact. */
-    if (!st && (a->attn_softcap || (lmp_arch_window(a, blk->index) && tp->T > lmp_arch_window(a, blk->index))))
+    if (a->attn_softcap || (lmp_arch_window(a, blk->index) && tp->T > lmp_arch_window(a, blk->index)))
         st = lmp_fail(LMP_EUNSUPPORTED, "block %d: attention %s has no backward yet", blk->index,
                       a->attn_softcap ? "with soft-capped scores (Gemma 2)" : "over more positions than its sliding window");
     if (!st && a->q_scale && a->q_scale != 1.0f)
@@ -74,10 +88,11 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
         st = lmp_fail(LMP_EUNSUPPORTED, "block %d: norms on the attention's and MLP's outputs (GLM-4, Gemma 2/3) have "
                       "no backward yet: strategies that learn (autoround, qat) cannot run on this architecture",
                       blk->index);
-    if (!st && a->geglu)
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: the GELU-gated MLP (Gemma) has no backward yet: strategies that "
-                      "learn (autoround, qat) cannot run on this architecture", blk->index);
+    if (!st) st = check_trainable(a, blk);
     if (st) return st;
+    if (a->qk_norm && (!tp->keep.q_lin || !tp->keep.k_lin))
+        return lmp_fail(LMP_EINVAL, "block %d: a training tape made for an architecture without q/k norms",
+                        blk->index);
     memcpy(tp->x, x, (size_t)(tp->T * a->dim) * sizeof *x);
     return lmp_block_forward_keep(be, a, blk, tp->T, x, &tp->keep);
 }
@@ -97,7 +112,7 @@ int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, uint32_t lin
         ok = (g->dw[i] = calloc((size_t)(l->out * l->in), sizeof(float))) != NULL;
         if (ok && l->b) ok = (g->db[i] = calloc((size_t)l->out, sizeof(float))) != NULL;
     }
-    for (int n = 0; ok && norms && n < blk->n_norms && n < 2; n++) {
+    for (int n = 0; ok && norms && n < blk->n_norms && n < LMP_BLOCK_GRAD_NORMS; n++) {
         ok = (g->dnorm_w[n] = calloc((size_t)blk->norms[n].dim, sizeof(float))) != NULL;
         if (ok && blk->norms[n].b) ok = (g->dnorm_b[n] = calloc((size_t)blk->norms[n].dim, sizeof(float))) != NULL;
     }
@@ -113,7 +128,7 @@ void lmp_block_grads_zero(lmp_block_grads *g, const lmp_block *blk)
         if (g->dw[i]) memset(g->dw[i], 0, (size_t)(l->out * l->in) * sizeof(float));
         if (g->db[i]) memset(g->db[i], 0, (size_t)l->out * sizeof(float));
     }
-    for (int n = 0; n < 2 && n < blk->n_norms; n++) {
+    for (int n = 0; n < LMP_BLOCK_GRAD_NORMS && n < blk->n_norms; n++) {
         if (g->dnorm_w[n]) memset(g->dnorm_w[n], 0, (size_t)blk->norms[n].dim * sizeof(float));
         if (g->dnorm_b[n]) memset(g->dnorm_b[n], 0, (size_t)blk->norms[n].dim * sizeof(float));
     }
@@ -127,7 +142,7 @@ void lmp_block_grads_free(lmp_block_grads *g)
     }
     free(g->dw);
     free(g->db);
-    for (int n = 0; n < 2; n++) {
+    for (int n = 0; n < LMP_BLOCK_GRAD_NORMS; n++) {
         free(g->dnorm_w[n]);
         free(g->dnorm_b[n]);
     }
@@ -265,12 +280,25 @@ static void gelu_backward(int64_t n, const float *u, const float *dh, float *du)
     }
 }
 
+/* h = gelu(g) * u (Gemma's GeGLU, tanh form): dg = dh u gelu'(g), du = dh gelu(g). */
+static void geglu_backward(int64_t n, const float *g, const float *u, const float *dh, float *dg, float *du)
+{
+    const double c = sqrt(2.0 / 3.14159265358979323846), k = 0.044715;
+    for (int64_t i = 0; i < n; i++) {
+        const double x = g[i], th = tanh(c * (x + k * x * x * x));
+        const double gelu = 0.5 * x * (1.0 + th);
+        const double dgelu = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * k * x * x);
+        dg[i] = (float)((double)dh[i] * u[i] * dgelu);
+        du[i] = (float)((double)dh[i] * gelu);
+    }
+}
+
 /* ---- the block ---------------------------------------------------------------------------- */
 
 int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_tape *tp,
                        const float *dy, float *dx_out, lmp_block_grads *g)
 {
-    int st = check_trainable(blk);
+    int st = check_trainable(a, blk);
     if (st) return st;
     const int64_t T = tp->T, d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim,
                   kv = a->n_kv_heads * a->head_dim, wide = f > qd ? (f > d ? f : d) : (qd > d ? qd : d);
@@ -279,12 +307,14 @@ int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block
     const lmp_linear *L = blk->linears;
     int li[LMP_ROLE_COUNT];
     for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
-    /* xn[T,d] qbuf[T,wide] dx[T,d] dx1[T,d] dxn[T,d] dh[T,f] dg[T,f] du[T,f] datt[T,qd] dq[T,qd] dk, dv[T,kv] */
-    float *buf = malloc((size_t)(T * (4 * d + wide + 3 * f + 2 * qd + 2 * kv)) * sizeof *buf);
+    /* xn[T,d] qbuf[T,wide] dx[T,d] dx1[T,d] dxn[T,d] dh[T,f] dg[T,f] du[T,f] datt[T,qd] dq[T,qd] dk, dv[T,kv],
+     * and with q/k norms dq_lin[T,qd] dk_lin[T,kv] */
+    const int64_t lin = a->qk_norm ? qd + kv : 0;
+    float *buf = malloc((size_t)(T * (4 * d + wide + 3 * f + 2 * qd + 2 * kv + lin)) * sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d backward", blk->index);
     float *xn = buf, *qbuf = xn + T * d, *dx = qbuf + T * wide, *dx1 = dx + T * d, *dxn = dx1 + T * d;
     float *dh = dxn + T * d, *dg = dh + T * f, *du = dg + T * f, *datt = du + T * f, *dq = datt + T * qd;
-    float *dk = dq + T * qd, *dv = dk + T * kv;
+    float *dk = dq + T * qd, *dv = dk + T * kv, *dq_lin = dv + T * kv, *dk_lin = dq_lin + T * qd;
 #define DW(role) (g ? g->dw[li[role]] : NULL)
 #define DB(role) (g ? g->db[li[role]] : NULL)
     /* y = x1 + h Wd^T + bd */
@@ -296,7 +326,8 @@ int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block
         gelu_backward(T * f, k->u, dh, du);
         st = linear_backward(be, &L[li[LMP_ROLE_UP]], T, xn, qbuf, du, dxn, 0.0f, DW(LMP_ROLE_UP), DB(LMP_ROLE_UP));
     } else if (!st) {
-        swiglu_backward(T * f, k->g, k->u, dh, dg, du);
+        if (a->geglu) geglu_backward(T * f, k->g, k->u, dh, dg, du);
+        else swiglu_backward(T * f, k->g, k->u, dh, dg, du);
         st = linear_backward(be, &L[li[LMP_ROLE_GATE]], T, xn, qbuf, dg, dxn, 0.0f, DW(LMP_ROLE_GATE),
                              DB(LMP_ROLE_GATE));
         if (!st)
@@ -314,6 +345,14 @@ int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block
     if (!gpt2) {
         rope_backward(a, blk->index, T, a->n_heads, dq);
         rope_backward(a, blk->index, T, a->n_kv_heads, dk);
+    }
+    if (a->qk_norm) { /* q = qnorm(q_lin) per head over head_dim (no bias), k likewise */
+        memset(dq_lin, 0, (size_t)(T * lin) * sizeof *dq_lin);
+        norm_backward(0, a->norm_eps, T * a->n_heads, a->head_dim, k->q_lin, blk->norms[2].w, dq, dq_lin,
+                      g ? g->dnorm_w[2] : NULL, NULL);
+        norm_backward(0, a->norm_eps, T * a->n_kv_heads, a->head_dim, k->k_lin, blk->norms[3].w, dk, dk_lin,
+                      g ? g->dnorm_w[3] : NULL, NULL);
+        dq = dq_lin, dk = dk_lin;
     }
     /* q, k, v over xn0 = norm0(x) */
     st = norm_forward(be, a, &blk->norms[0], T, tp->x, xn);

@@ -3,8 +3,9 @@
  * A block's training forward keeps what its backward reads (lmp_block_tape); the backward turns
  * the gradient of the block's output into the gradients of its input and of every weight, bias
  * and norm parameter asked for.  Heavy work goes through the backend (the GEMMs, attention's
- * backward); the rest (norms, RoPE, SwiGLU, GELU) is O(T·dim) and computed here in double per
- * element.
+ * backward); the rest (norms, the per-head q/k norms, RoPE whether classic or from a table,
+ * SwiGLU, GeGLU, GELU) is O(T·dim) and computed here in double per element.  head_dim may differ
+ * from dim / n_heads (o's input is n_heads·head_dim wide).
  *
  * Simulated activation quantization (lmp_linear.act) is taken through the straight-through
  * estimator: the forward quantizes a linear's input as the variant does, the backward passes the
@@ -21,7 +22,7 @@
 typedef struct lmp_block_tape {
     int64_t T;
     float *x;            /* [T, d] the block's input */
-    lmp_block_keep keep; /* q, k, v, att, x1, g, u, h (forward.h) */
+    lmp_block_keep keep; /* q, k, v, att, x1, g, u, h, and q_lin, k_lin with q/k norms (forward.h) */
     float *buf;          /* owns all of them */
 } lmp_block_tape;
 
@@ -35,11 +36,13 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
 
 /* Gradients, added to (a caller sums over windows, and zeroes them itself).  Every array may be
  * NULL: not wanted.  dw[i] [out, in] and db[i] [out] belong to blk->linears[i] (db only where the
- * linear has a bias); dnorm_w[n], dnorm_b[n] [d] to blk->norms[n] (dnorm_b where it has a bias). */
+ * linear has a bias); dnorm_w[n], dnorm_b[n] [norms[n].dim] to blk->norms[n] (dnorm_b where it has
+ * a bias): norms 0 and 1 [d], and with q/k norms (Qwen3) 2 and 3 [head_dim]. */
+#define LMP_BLOCK_GRAD_NORMS 4
 typedef struct lmp_block_grads {
     int n_linears;
     float **dw, **db;
-    float *dnorm_w[2], *dnorm_b[2];
+    float *dnorm_w[LMP_BLOCK_GRAD_NORMS], *dnorm_b[LMP_BLOCK_GRAD_NORMS];
 } lmp_block_grads;
 
 /* Zeroed arrays for the weight and bias of every linear i of blk whose bit i is set in

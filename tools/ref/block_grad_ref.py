@@ -31,6 +31,12 @@ meta.txt: `key = value` lines (spaces optional; `#` starts a comment; a key may 
   eps        float (both modes)
   theta      float (llama blocks)
   loss       dot | mse (mode block), ce | kl (mode head)
+  llama-family features (mode block; optional, the defaults first; gpt2 takes only the defaults):
+  qk_norm    no | yes       per-head RMSNorm of q and k before RoPE (Qwen3): norm2_w, norm3_w
+  mlp        swiglu | geglu silu(gate) * up, or gelu_tanh(gate) * up (Gemma)
+  rope       theta | table  classic RoPE from theta, or a frequency table: inv_freq.f32, n_rot, mscale
+  n_rot      int, even, <= head_dim (rope table): the dims of each head that turn
+  mscale     float (rope table): cos and sin are multiplied by it
   Known keys that the mode does not use are accepted and ignored; any other key is an error.
 Arrays: raw little-endian row-major float32 `NAME.f32`, int32 `NAME.i32`; the byte count must
 match the shape exactly.  An optional array is present iff its file exists.
@@ -39,7 +45,9 @@ match the shape exactly.  An optional array is present iff its file exists.
     x [T, dim]; norm0_w, norm1_w [dim]; wq [q_dim, dim], wk [kv_dim, dim], wv [kv_dim, dim],
     wo [dim, q_dim]; optional bq [q_dim], bk, bv [kv_dim], bo [dim]; wu [hidden, dim],
     wd [dim, hidden]; optional bu [hidden], bd [dim].
-    llama: optional norm0_b, norm1_b [dim]; wg [hidden, dim], optional bg [hidden].
+    llama: optional norm0_b, norm1_b [dim]; wg [hidden, dim], optional bg [hidden];
+           qk_norm yes: norm2_w, norm3_w [head_dim]; rope table: inv_freq.f32 [n_rot/2] (a
+           constant input: no gradient is written for it).
     gpt2:  norm0_b, norm1_b [dim] required; no wg/bg.
     loss dot: gy.f32 [T, dim], L = sum(y * gy)
     loss mse: target.f32 [T, dim], L = mean over T*dim of (y - target)^2
@@ -60,6 +68,10 @@ Forward (float64 throughout; inputs are converted with astype(float64))
     causal attention, head h uses kv head h // (n_heads / n_kv_heads), scores / sqrt(head_dim),
     softmax over j <= t; heads concatenated -> a [T, q_dim]; x1 = x + a Wo^T + bo;
     xn2 = n1(x1); y = x1 + (silu(xn2 Wg^T + bg) * (xn2 Wu^T + bu)) Wd^T + bd, silu(z) = z s(z).
+    qk_norm yes: after the linears, q and k are RMS-normalized over each head of head_dim
+    (no bias, eps as the block's) times norm2_w (q) and norm3_w (k), before RoPE.
+    rope table: pair i < n_rot/2 of each head turns by t * inv_freq[i] (float64), cos and sin
+    times mscale; dims n_rot..head_dim-1 pass unchanged.  mlp geglu: gelu_tanh(gate) * up.
   gpt2 block: LayerNorm (x - mean) / sqrt(biased var + eps) * w + b; no RoPE; same attention;
     y = x1 + gelu(xn2 Wu^T + bu) Wd^T + bd,
     gelu(z) = 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
@@ -74,8 +86,10 @@ Outputs, written into DIR (raw little-endian float64, each atomically: temp name
 
 selftest: per-primitive gradient checks (with broadcasting); hand-checked values of RoPE (angles
 and pair layout: a position offset would cancel in q.k, so neither the plain forward nor finite
-differences could see it), the GQA head -> kv head map, gelu and silu; then tiny seeded cases for
-llama and gpt2 blocks (MHA, GQA, multi-query; biases absent, some, all; both losses) and the head
+differences could see it; a RoPE table with partial rotary and mscale), the per-head q/k norm, the
+GQA head -> kv head map, gelu and silu; then tiny seeded cases for llama and gpt2 blocks (MHA,
+GQA, multi-query; biases absent, some, all; both losses; q/k norm with head_dim != dim/heads,
+GeGLU, a RoPE table, all three) and the head
 (ce, kl): forward against the plain-numpy forward (rel. 1e-12), every gradient entry against
 central finite differences (max error / largest gradient entry of the case < 1e-6; ~1e-9 seen);
 then dumps written to a temp dir and run through the `grad` command line (outputs compared with the
@@ -377,6 +391,29 @@ def rope(x, n, head_dim, theta):
     return stack([a * cos - b * sin, a * sin + b * cos], axis=3).reshape((T, n * head_dim))
 
 
+def rope_table(x, n, head_dim, inv_freq, n_rot, mscale):
+    """RoPE from a frequency table (scaled RoPE, partial rotary): in each head of x [T, n*head_dim]
+    the adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims turn by t*inv_freq[i], cos and
+    sin times mscale; dims n_rot.. pass unchanged."""
+    T = x.shape[0]
+    half = n_rot // 2
+    ang = np.arange(T, dtype=F64)[:, None] * np.asarray(inv_freq, F64)[None, :]  # [T, half]
+    cos, sin = (mscale * np.cos(ang))[:, None, :], (mscale * np.sin(ang))[:, None, :]
+    x3 = x.reshape((T, n, head_dim))
+    xr = x3[:, :, :n_rot].reshape((T, n, half, 2))
+    a, b = xr[:, :, :, 0], xr[:, :, :, 1]
+    turned = stack([a * cos - b * sin, a * sin + b * cos], axis=3).reshape((T, n, n_rot))
+    if n_rot < head_dim:
+        turned = concat([turned, x3[:, :, n_rot:]], axis=2)
+    return turned.reshape((T, n * head_dim))
+
+
+def head_rmsnorm(x, n, head_dim, w, eps):
+    """RMSNorm over each head of x [T, n*head_dim] with one weight [head_dim] (Qwen3's q/k norm)."""
+    T = x.shape[0]
+    return rmsnorm(x.reshape((T, n, head_dim)), w, None, eps).reshape((T, n * head_dim))
+
+
 def causal_attention(q, k, v, n_heads, n_kv_heads, head_dim):
     T = q.shape[0]
     group = n_heads // n_kv_heads
@@ -402,8 +439,9 @@ def gelu_tanh(z):
     return 0.5 * z * (1.0 + tanh(c * (z + 0.044715 * (z * z * z))))
 
 
-def block_forward(m, P):
-    """P: name -> Var (absent optional arrays are simply not in P).  Returns y [T, dim]."""
+def block_forward(m, P, aux):
+    """P: name -> Var (absent optional arrays are simply not in P); aux: the constant inputs
+    (inv_freq).  Returns y [T, dim]."""
     g = P.get
     llama = m["family"] == "llama"
     norm = rmsnorm if llama else layernorm
@@ -412,20 +450,27 @@ def block_forward(m, P):
     q = linear(xn, P["wq"], g("bq"))
     k = linear(xn, P["wk"], g("bk"))
     v = linear(xn, P["wv"], g("bv"))
-    if llama:
+    if llama and m["qk_norm"] == "yes":
+        q = head_rmsnorm(q, m["n_heads"], m["head_dim"], P["norm2_w"], m["eps"])
+        k = head_rmsnorm(k, m["n_kv_heads"], m["head_dim"], P["norm3_w"], m["eps"])
+    if llama and m["rope"] == "table":
+        q = rope_table(q, m["n_heads"], m["head_dim"], aux["inv_freq"], m["n_rot"], m["mscale"])
+        k = rope_table(k, m["n_kv_heads"], m["head_dim"], aux["inv_freq"], m["n_rot"], m["mscale"])
+    elif llama:
         q = rope(q, m["n_heads"], m["head_dim"], m["theta"])
         k = rope(k, m["n_kv_heads"], m["head_dim"], m["theta"])
     a = causal_attention(q, k, v, m["n_heads"], m["n_kv_heads"], m["head_dim"])
     x1 = x + linear(a, P["wo"], g("bo"))
     xn2 = norm(x1, P["norm1_w"], g("norm1_b"), m["eps"])
     if llama:
-        hmid = silu(linear(xn2, P["wg"], g("bg"))) * linear(xn2, P["wu"], g("bu"))
+        act = gelu_tanh if m["mlp"] == "geglu" else silu
+        hmid = act(linear(xn2, P["wg"], g("bg"))) * linear(xn2, P["wu"], g("bu"))
     else:
         hmid = gelu_tanh(linear(xn2, P["wu"], g("bu")))
     return x1 + linear(hmid, P["wd"], g("bd"))
 
 
-def head_forward(m, P):
+def head_forward(m, P, aux):
     return linear(rmsnorm(P["x"], P["norm_w"], None, m["eps"]), P["lm_head"])
 
 
@@ -455,7 +500,7 @@ def loss_of(m, y, aux):
 def compute(m, arrays, aux):
     """arrays: name -> float64 ndarray (x and parameters).  Returns (L, y, {name: grad})."""
     P = {name: leaf(a) for name, a in arrays.items()}
-    y = (block_forward if m["mode"] == "block" else head_forward)(m, P)
+    y = (block_forward if m["mode"] == "block" else head_forward)(m, P, aux)
     L = loss_of(m, y, aux)
     L.backward()
     grads = {name: (v.grad if v.grad is not None else np.zeros_like(v.value))
@@ -471,14 +516,16 @@ class InputError(Exception):
     pass
 
 
-INT_KEYS = ("T", "dim", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab")
-FLOAT_KEYS = ("eps", "theta")
+INT_KEYS = ("T", "dim", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab", "n_rot")
+FLOAT_KEYS = ("eps", "theta", "mscale")
 STR_KEYS = {"mode": ("block", "head"), "family": ("llama", "gpt2"),
-            "loss": ("dot", "mse", "ce", "kl")}
+            "loss": ("dot", "mse", "ce", "kl"), "qk_norm": ("no", "yes"),
+            "mlp": ("swiglu", "geglu"), "rope": ("theta", "table")}
+FEATURE_DEFAULTS = {"qk_norm": "no", "mlp": "swiglu", "rope": "theta"}
 LOSS_AUX = {"dot": ("gy", "f32"), "mse": ("target", "f32"),
             "ce": ("targets", "i32"), "kl": ("ref_logits", "f32")}
-ALL_PARAM_NAMES = ("x norm0_w norm0_b norm1_w norm1_b wq wk wv wo bq bk bv bo wg wu wd bg bu bd "
-                   "norm_w norm_b lm_head").split()
+ALL_PARAM_NAMES = ("x norm0_w norm0_b norm1_w norm1_b norm2_w norm3_w wq wk wv wo bq bk bv bo wg wu "
+                   "wd bg bu bd norm_w norm_b lm_head inv_freq").split()
 
 
 def parse_meta(path):
@@ -528,11 +575,21 @@ def check_meta(m, path="meta.txt"):
     need("mode")
     if m["mode"] == "block":
         need("family", "T", "dim", "hidden", "n_heads", "n_kv_heads", "head_dim", "eps", "loss")
+        for k, v in FEATURE_DEFAULTS.items():
+            if m["family"] == "gpt2" and m.get(k, v) != v:
+                raise InputError("%s: key %r: %s is a llama-family feature, not gpt2's"
+                                 % (path, k, m[k]))
+            m.setdefault(k, v)
         if m["family"] == "llama":
             need("theta")
             if m["head_dim"] % 2:
                 raise InputError("%s: key 'head_dim' must be even for RoPE, got %d"
                                  % (path, m["head_dim"]))
+            if m["rope"] == "table":
+                need("n_rot", "mscale")
+                if m["n_rot"] % 2 or m["n_rot"] > m["head_dim"]:
+                    raise InputError("%s: key 'n_rot' must be even and <= head_dim (%d), got %d"
+                                     % (path, m["head_dim"], m["n_rot"]))
         if m["n_heads"] % m["n_kv_heads"]:
             raise InputError("%s: key 'n_kv_heads' (%d) must divide n_heads (%d)"
                              % (path, m["n_kv_heads"], m["n_heads"]))
@@ -573,9 +630,18 @@ def array_specs(m):
             params += [("wg", (hid, dim), True), ("bg", (hid,), False)]
         params += [("wu", (hid, dim), True), ("bu", (hid,), False),
                    ("wd", (dim, hid), True), ("bd", (dim,), False)]
+        if m.get("qk_norm") == "yes":
+            params += [("norm2_w", (hd,), True), ("norm3_w", (hd,), True)]
         aux_shape = (T, dim)
     name, ext = LOSS_AUX[m["loss"]]
     return params, (name, ext, aux_shape)
+
+
+def const_specs(m):
+    """[(name, shape)]: constant inputs (no gradient), all required when listed."""
+    if m["mode"] == "block" and m.get("rope") == "table":
+        return [("inv_freq", (m["n_rot"] // 2,))]
+    return []
 
 
 def read_array(d, name, ext, shape):
@@ -614,6 +680,12 @@ def read_dump(d):
     if not os.path.isfile(aux_path):
         raise InputError("%s: missing (required for loss %s)" % (aux_path, m["loss"]))
     aux = {aux_name: read_array(d, aux_name, aux_ext, aux_shape)}
+    for name, shape in const_specs(m):
+        path = os.path.join(d, name + ".f32")
+        used.add(name + ".f32")
+        if not os.path.isfile(path):
+            raise InputError("%s: missing (required for rope table)" % path)
+        aux[name] = read_array(d, name, "f32", shape)
     if m["loss"] == "ce":
         t = aux["targets"]
         bad = (t < 0) | (t >= m["vocab"])
@@ -668,7 +740,7 @@ def _np_sigmoid(z):
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def plain_block(m, A):
+def plain_block(m, A, aux):
     g = A.get
     T, nh, nkv, hd = m["T"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
     llama = m["family"] == "llama"
@@ -684,16 +756,27 @@ def plain_block(m, A):
     def lin(x, w, b):
         return np.einsum("ti,oi->to", x, w) + (0.0 if b is None else b)
 
-    def rope_c(x, n):  # complex form: (a + ib) * exp(i t f_i)
-        xc = x.reshape(T, n, hd // 2, 2)
+    table = m["rope"] == "table"
+    n_rot = m["n_rot"] if table else hd
+
+    def rope_c(x, n):  # complex form: (a + ib) * mscale exp(i t f_i) on the first n_rot dims
+        x = x.reshape(T, n, hd).copy()
+        xc = x[:, :, :n_rot].reshape(T, n, n_rot // 2, 2)
         z = xc[..., 0] + 1j * xc[..., 1]
-        f = np.exp(-np.log(m["theta"]) * np.arange(0, hd, 2) / hd)
-        z = z * np.exp(1j * np.outer(np.arange(T), f))[:, None, :]
-        return np.stack([z.real, z.imag], axis=-1).reshape(T, n * hd)
+        f = aux["inv_freq"] if table else np.exp(-np.log(m["theta"]) * np.arange(0, hd, 2) / hd)
+        z = z * (m["mscale"] if table else 1.0) * np.exp(1j * np.outer(np.arange(T), f))[:, None, :]
+        x[:, :, :n_rot] = np.stack([z.real, z.imag], axis=-1).reshape(T, n, n_rot)
+        return x.reshape(T, n * hd)
+
+    def head_norm(x, n, w):
+        xh = x.reshape(T, n, hd)
+        return (xh / np.sqrt(np.mean(xh ** 2, axis=2, keepdims=True) + m["eps"]) * w).reshape(T, n * hd)
 
     x = A["x"]
     xn = norm(x, A["norm0_w"], g("norm0_b"))
     q, k, v = lin(xn, A["wq"], g("bq")), lin(xn, A["wk"], g("bk")), lin(xn, A["wv"], g("bv"))
+    if llama and m["qk_norm"] == "yes":
+        q, k = head_norm(q, nh, A["norm2_w"]), head_norm(k, nkv, A["norm3_w"])
     if llama:
         q, k = rope_c(q, nh), rope_c(k, nkv)
     qh = q.reshape(T, nh, hd).transpose(1, 0, 2)
@@ -708,7 +791,11 @@ def plain_block(m, A):
     xn2 = norm(x1, A["norm1_w"], g("norm1_b"))
     if llama:
         zg = lin(xn2, A["wg"], g("bg"))
-        hmid = zg * _np_sigmoid(zg) * lin(xn2, A["wu"], g("bu"))
+        if m["mlp"] == "geglu":  # erf-free tanh form, written out again
+            act = 0.5 * zg * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (zg + 0.044715 * zg ** 3)))
+        else:
+            act = zg * _np_sigmoid(zg)
+        hmid = act * lin(xn2, A["wu"], g("bu"))
     else:
         z = lin(xn2, A["wu"], g("bu"))
         hmid = 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z ** 3)))
@@ -722,7 +809,7 @@ def plain_head(m, A):
 
 
 def plain_loss(m, A, aux):
-    y = (plain_block if m["mode"] == "block" else plain_head)(m, A)
+    y = plain_block(m, A, aux) if m["mode"] == "block" else plain_head(m, A)
     T = m["T"]
     if m["loss"] == "dot":
         L = float(np.sum(y * aux["gy"]))
@@ -765,6 +852,10 @@ def make_case(m, biases, seed, f32=False):
         aux = {aux_name: rng.integers(0, m["vocab"], size=aux_shape)}
     else:
         aux = {aux_name: rng.standard_normal(aux_shape) * (2.0 if aux_name == "ref_logits" else 1)}
+    for name, shape in const_specs(m):  # a table no plain theta gives: slowed pairs
+        n_rot = 2 * shape[0]
+        aux[name] = (m["theta"] ** (-2.0 * np.arange(shape[0]) / n_rot)
+                     / (1.0 + 0.5 * np.arange(shape[0])))
     if f32:  # what a dump can hold exactly
         A = {k: v.astype(np.float32).astype(F64) for k, v in A.items()}
         aux = {k: (v.astype(np.float32).astype(F64) if v.dtype.kind == "f" else v)
@@ -889,6 +980,17 @@ def check_known_values():
     p = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
     ok = rel_err(a[0], want0, 1.0) < 1e-15 and rel_err(a[2, 6:8], p @ v[:, 2:4], 1.0) < 1e-14
     out.append((ok, "known attention: causal row 0, GQA head 3 -> kv head 1"))
+    # RoPE table: head_dim 4, n_rot 2, inv_freq [0.5], mscale 2: pair 0 turns by t/2, scaled by
+    # 2; dims 2, 3 pass unchanged
+    x = np.tile(np.array([1.0, 0.0, 3.0, 4.0]), (3, 1))
+    r = rope_table(Var(x), 1, 4, np.array([0.5]), 2, 2.0).value
+    want = np.array([[2 * math.cos(t / 2), 2 * math.sin(t / 2), 3.0, 4.0] for t in range(3)])
+    out.append((rel_err(r, want, 1.0) < 1e-15, "known RoPE table: partial rotary, mscale"))
+    # q/k norm: each head of width 2 normalized on its own, weight [2] shared by the heads
+    x = np.array([[3.0, 4.0, 0.0, 2.0]])
+    r = head_rmsnorm(Var(x), 2, 2, Var(np.array([1.0, 10.0])), 0.0).value
+    want = np.array([[3 / math.sqrt(12.5), 40 / math.sqrt(12.5), 0.0, 10 * math.sqrt(2.0)]])
+    out.append((rel_err(r, want, 1.0) < 1e-14, "known q/k norm: per head, one weight"))
     # gelu(1) (tanh form) and silu(1)
     ge = float(gelu_tanh(Var(1.0)).value)
     si = float(silu(Var(1.0)).value)
@@ -969,6 +1071,13 @@ def check_cli_errors(tmp):
         A["norm0_b"], A["norm1_b"] = A["norm0_w"] - 1.0, A["norm1_w"] - 1.0
     case("gpt2 with wg", llama_dump_as_gpt2, "wg.f32: not an input")
     case("missing gy", lambda d, m, A, aux: aux.pop("gy"), "gy.f32: missing")
+    table = dict(base, rope="table", n_rot=2, mscale=1.0)
+    case("missing inv_freq", lambda d, m, A, aux: aux.pop("inv_freq"), "inv_freq.f32: missing",
+         meta=table)
+    case("n_rot odd", lambda d, m, A, aux: m.__setitem__("n_rot", 1), "key 'n_rot' must be even",
+         meta=table)
+    case("qk norm missing", lambda d, m, A, aux: A.pop("norm3_w"), "norm3_w.f32: missing",
+         meta=dict(base, qk_norm="yes"))
     case("nan input", lambda d, m, A, aux: A["x"].__setitem__((1, 2), np.nan),
          "x.f32: 1 non-finite values")
     case("target out of range", lambda d, m, A, aux: aux["targets"].__setitem__(2, 5),
@@ -998,6 +1107,13 @@ def selftest():
          ("bq", "bk", "bv")),
         ("llama GQA 4/2 mse, norm+mlp biases", dict(L4, T=3, theta=50.0, loss="mse"),
          ("norm0_b", "norm1_b", "bg", "bu", "bd", "bo")),
+        ("llama q/k norm, head_dim 2x dim/heads, dot", dict(L4, head_dim=4, n_heads=3, n_kv_heads=1,
+                                                             qk_norm="yes"), ()),
+        ("llama q/k norm GQA mse, all biases", dict(L4, head_dim=6, qk_norm="yes", loss="mse"), "all"),
+        ("llama GeGLU dot, mlp biases", dict(L4, mlp="geglu"), ("bg", "bu", "bd")),
+        ("llama RoPE table n_rot 2 of 4, mscale 1.2", dict(L4, rope="table", n_rot=2, mscale=1.2), ()),
+        ("llama all features mse", dict(L4, head_dim=8, qk_norm="yes", mlp="geglu", rope="table",
+                                        n_rot=4, mscale=0.9, loss="mse"), ("bq", "bk")),
         ("gpt2 MHA 2/2 dot, all biases", dict(G2, n_heads=2, n_kv_heads=2), "all"),
         ("gpt2 GQA 4/2 mse, no linear biases", dict(G2, loss="mse"), ()),
         ("gpt2 T=1 dot, all biases", dict(G2, T=1, n_heads=2, n_kv_heads=1), "all"),
@@ -1015,6 +1131,9 @@ def selftest():
         results.append(check_cli_roundtrip("cli llama GQA mse biases", dict(L4, loss="mse"),
                                            ("bq", "bk", "bv", "bo", "norm1_b"), 201, tmp))
         results.append(check_cli_roundtrip("cli gpt2 dot", G2, "all", 202, tmp))
+        results.append(check_cli_roundtrip(
+            "cli llama features", dict(L4, head_dim=4, qk_norm="yes", mlp="geglu", rope="table",
+                                       n_rot=2, mscale=1.2), (), 205, tmp))
         results.append(check_cli_roundtrip("cli head ce", H, (), 203, tmp))
         results.append(check_cli_roundtrip("cli head kl", dict(H, loss="kl"), (), 204, tmp))
         results += check_cli_errors(tmp)
