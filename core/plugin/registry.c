@@ -16,6 +16,12 @@
 #include "plugin/elf_check.h"
 #include "plugin/host.h"
 
+/* Set by CMake from the install layout (GNUInstallDirs); this default for other builds
+ * (tests/fuzz/README.md's). */
+#ifndef LMP_INSTALLED_PLUGIN_RELDIR
+#define LMP_INSTALLED_PLUGIN_RELDIR "../lib/lmpress/plugins"
+#endif
+
 const char *lmp_kind_name(int kind)
 {
     return kind == LMP_PLUGIN_STRATEGY ? "strategy" : kind == LMP_PLUGIN_BACKEND ? "backend" : "?";
@@ -194,17 +200,27 @@ int lmp_registry_init(lmp_registry *reg, lmp_ctx *ctx, const char *const *extra,
             st = add_user_dir(reg, d);
         free(copy);
     }
+    /* <exe dir>/plugins, then: an installed lmpress (`cmake --install`, any --prefix) finds its
+     * plugins at <exe dir>/LMP_INSTALLED_PLUGIN_RELDIR (../lib/lmpress/plugins) and leaves the
+     * build tree's folder alone (it may be gone, or rebuilt with another ABI); a binary run from
+     * the build tree has no such folder next to it and uses the build's (LMP_PLUGIN_DIR). */
+    int installed = 0;
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - sizeof LMP_INSTALLED_PLUGIN_RELDIR - 16);
     if (n > 0 && !st) {
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) {
             strcpy(slash, "/plugins");
             st = add_user_dir(reg, exe);
+            strcpy(slash + 1, LMP_INSTALLED_PLUGIN_RELDIR);
+            char real[PATH_MAX]; /* listed as <prefix>/lib/lmpress/plugins, not .../bin/../lib/... */
+            struct stat sb;
+            installed = realpath(exe, real) && stat(real, &sb) == 0 && S_ISDIR(sb.st_mode);
+            if (installed && !st) st = add_user_dir(reg, real);
         }
     }
-    if (!st) st = add_user_dir(reg, LMP_PLUGIN_DIR);
+    if (!st && !installed) st = add_user_dir(reg, LMP_PLUGIN_DIR);
     if (st) lmp_registry_free(reg);
     return st;
 }
