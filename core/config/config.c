@@ -3,6 +3,7 @@
 #include "base/hash.h"
 #include "config/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -1025,6 +1026,59 @@ static int scan_config_text(const char *file, const char *text, size_t len, char
     return 0;
 }
 
+/* The token of line `line` (1-based) of text where libconfig's parser stopped, quoted with its
+ * column, into tok (or "the end of the file" when nothing follows that line): libconfig
+ * 1.5 says only "syntax error" and the line.  The parser stops at the first token it cannot
+ * place, so the text cut after a token it accepted, followed by a few lines and a sentinel that
+ * can follow nothing ("= = ;"), fails on the sentinel's line; cut after the offending token it
+ * fails on `line`.  The tokens are the config scanner's: names, numbers, strings, punctuation.
+ * 0 when found, -1 otherwise (a token spanning lines, an error in an @included file). */
+static int syntax_error_token(const char *text, int line, char *tok, size_t size)
+{
+    const char *p = text;
+    for (int l = 1; l < line && p; l++) p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+    if (!p || !p[strspn(p, " \t\r\n")]) { /* past the last token: something is still open */
+        snprintf(tok, size, "the end of the file (a string, group, list or array is not closed)");
+        return 0;
+    }
+    const char *eol = strchr(p, '\n');
+    if (!eol) eol = p + strlen(p);
+    const size_t head = (size_t)(p - text);
+    char *buf = malloc(head + (size_t)(eol - p) + 32);
+    if (!buf) return -1;
+    memcpy(buf, text, head);
+    int found = -1;
+    for (const char *t = p; t < eol && found < 0;) {
+        if (*t == ' ' || *t == '\t' || *t == '\r') {
+            t++;
+            continue;
+        }
+        if (*t == '#' || (*t == '/' && (t[1] == '/' || t[1] == '*'))) break; /* a comment: no token */
+        const char *e = t + 1;
+        if (*t == '"') {
+            while (e < eol && *e != '"') e += *e == '\\' && e + 1 < eol ? 2 : 1;
+            if (e >= eol) break; /* the string goes on past the line */
+            e++;
+        } else if (isalnum((unsigned char)*t) || *t == '_' || *t == '-' || *t == '+' || *t == '.' || *t == '*') {
+            while (e < eol && (isalnum((unsigned char)*e) || strchr("_-+.*", *e))) e++;
+        }
+        const size_t cut = head + (size_t)(e - p);
+        memcpy(buf + head, p, (size_t)(e - p));
+        memcpy(buf + cut, "\n\n\n= = ;\n", 10);
+        config_t probe;
+        config_init(&probe);
+        if (!config_read_string(&probe, buf) && config_error_line(&probe) == line &&
+            !config_error_file(&probe)) {
+            snprintf(tok, size, "'%.*s' (column %d)", (int)(e - t > 60 ? 60 : e - t), t, (int)(t - p) + 1);
+            found = 0;
+        }
+        config_destroy(&probe);
+        t = e;
+    }
+    free(buf);
+    return found;
+}
+
 /* Reads and parses the config file (see above) into c->cfg. */
 static int read_config_file(lmp_run_config *c, const char *path)
 {
@@ -1038,18 +1092,28 @@ static int read_config_file(lmp_run_config *c, const char *path)
     }
     c->text_fnv1a = lmp_fnv1a64(LMP_FNV1A64_INIT, text, len); /* read once: the path may be a pipe */
     st = scan_config_text(path, text, len, &patched, 0);
-    free(text);
-    if (st) return st;
-    int ok = config_read_string(&c->cfg, patched ? patched : "");
+    if (st) {
+        free(text);
+        return st;
+    }
+    const char *parsed = patched ? patched : "";
+    int ok = config_read_string(&c->cfg, parsed);
+    /* libconfig's text is "syntax error" for almost everything: say so once, and name the token
+     * it stopped at (syntax_error_token), e.g. "x.cfg:2: syntax error at ';' (column 13)". */
+    const char *why = config_error_text(&c->cfg);
+    char detail[256] = "", tok[128];
+    if (!ok && why && strcmp(why, "syntax error") != 0) snprintf(detail, sizeof detail, ": %s", why);
+    const char *in = ok ? NULL : config_error_file(&c->cfg);
+    if (!ok && !(in && strcmp(in, path) != 0) && !syntax_error_token(parsed, config_error_line(&c->cfg), tok, sizeof tok))
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), " at %s", tok);
     free(patched);
+    free(text);
     if (ok) return 0;
     /* A syntax error in an @included file names that file. */
-    const char *in = config_error_file(&c->cfg);
     if (in && strcmp(in, path) != 0)
-        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s (in a file @included by %s)", in,
-                        config_error_line(&c->cfg), config_error_text(&c->cfg), path);
-    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
-                    config_error_text(&c->cfg));
+        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error%s (in a file @included by %s)", in,
+                        config_error_line(&c->cfg), detail, path);
+    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error%s", path, config_error_line(&c->cfg), detail);
 }
 
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)

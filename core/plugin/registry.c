@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/suggest.h"
 #include "plugin/elf_check.h"
 #include "plugin/host.h"
 
@@ -414,6 +415,36 @@ static int is_path(const char *s)
     return strchr(s, '/') || (n > 3 && strcmp(s + n - 3, ".so") == 0);
 }
 
+/* " (did you mean 'gptq'?)" into hint when a plugin of this kind in the search path has a name
+ * close to `name` (base/suggest.h); the names are the files' (lmp-<kind>-<name>.so), so nothing
+ * is opened.  Empty otherwise. */
+static void suggest_name(const lmp_registry *reg, int kind, const char *name, char *hint, size_t size)
+{
+    enum { MAX_NAMES = 256 };
+    char prefix[32], *names[MAX_NAMES];
+    size_t n = 0;
+    snprintf(prefix, sizeof prefix, "lmp-%s-", lmp_kind_name(kind));
+    const size_t plen = strlen(prefix);
+    for (int i = 0; i < reg->n_search && n < MAX_NAMES; i++) {
+        DIR *d = opendir(reg->search[i]);
+        for (struct dirent *e = d ? readdir(d) : NULL; e && n < MAX_NAMES; e = readdir(d)) {
+            const size_t len = strlen(e->d_name);
+            if (len > plen + 3 && strncmp(e->d_name, prefix, plen) == 0 && strcmp(e->d_name + len - 3, ".so") == 0 &&
+                (names[n] = strndup(e->d_name + plen, len - plen - 3)))
+                n++;
+        }
+        if (d) closedir(d);
+    }
+    for (int i = 0; i < reg->n; i++) /* loaded by path under another file name */
+        if (n < MAX_NAMES && reg->items[i]->desc->kind == (lmp_plugin_kind)kind &&
+            (names[n] = strdup(reg->items[i]->desc->name)))
+            n++;
+    const char *best = lmp_suggest(name, (const char *const *)names, n);
+    hint[0] = 0;
+    if (best) snprintf(hint, size, " (did you mean '%s'?)", best);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+}
+
 int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
                          const lmp_plugin **out)
 {
@@ -456,8 +487,10 @@ int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
             return lmp_fail(LMP_EINVAL, "'%s' is a %s plugin (%s), not a %s", name_or_path, other, path,
                             lmp_kind_name(kind));
     }
-    return lmp_fail(LMP_EINVAL, "unknown %s plugin '%s': no lmp-%s-%s.so in %s",
-                    lmp_kind_name(kind), name_or_path, lmp_kind_name(kind), name_or_path,
+    char hint[256] = "";
+    suggest_name(reg, kind, name_or_path, hint, sizeof hint);
+    return lmp_fail(LMP_EINVAL, "unknown %s plugin '%s'%s: no lmp-%s-%s.so in %s",
+                    lmp_kind_name(kind), name_or_path, hint, lmp_kind_name(kind), name_or_path,
                     tried[0] ? tried : "(empty search path)");
 }
 
