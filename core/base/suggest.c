@@ -43,8 +43,9 @@ const char *lmp_suggest(const char *word, const char *const *cands, size_t n)
         const size_t d = lmp_edit_distance(word, cands[i]);
         /* Lengths without an option's leading dashes: "--ab" is not near "--cd". */
         const size_t la = strlen(word + strspn(word, "-")), lb = strlen(cands[i] + strspn(cands[i], "-"));
-        const size_t longer = la > lb ? la : lb;
-        if (d <= (longer + 2) / 3 && d < best_d) best = cands[i], best_d = d;
+        const size_t longer = la > lb ? la : lb, shorter = la < lb ? la : lb;
+        /* d < shorter: one letter is not a typo of another ("-x" is not "-o"). */
+        if (d <= (longer + 2) / 3 && d < shorter && d < best_d) best = cands[i], best_d = d;
     }
     return best;
 }

@@ -12,7 +12,7 @@ size_t lmp_edit_distance(const char *a, const char *b);
 
 /* The candidate nearest `word` (ties: the first) if its distance is at most a third of the
  * longer length without leading dashes, rounded up (so "--jsn" finds "--json", "compre"
- * "compare", "gtpq" "gptq"), and the
+ * "compare", "gtpq" "gptq") and less than the shorter length (no one-letter guesses), and the
  * word is not itself a candidate; else NULL.  cands holds n strings (NULLs are skipped). */
 const char *lmp_suggest(const char *word, const char *const *cands, size_t n);
 
