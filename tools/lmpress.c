@@ -55,9 +55,9 @@ static const char *const usage_main =
     "(the CPU's threads: OpenBLAS's and the cpu backend's, over a config's backend.params.threads;\n"
     "default: OPENBLAS_NUM_THREADS or every core), before or after the command\n"
     "\n"
-    "Plugins load only from trusted folders: the build's plugin folder (installed: <prefix>/lib/\n"
-    "lmpress/plugins), <lmpress dir>/plugins,\n"
-    "$LMP_PLUGIN_PATH, and the folders given with --allow-plugin DIR or --plugin-path DIR.  A\n"
+    "Plugins load only from trusted folders: the build's plugin folder (installed:\n"
+    "<prefix>/lib/lmpress/plugins), <lmpress dir>/plugins, $LMP_PLUGIN_PATH, and the folders\n"
+    "given with --allow-plugin DIR or --plugin-path DIR.  A\n"
     "config that names a plugin or a plugins.search_path folder elsewhere is refused before\n"
     "anything is loaded: a plugin runs code as soon as it is opened.\n";
 
@@ -199,9 +199,10 @@ static const char *const usage_plugins =
     "\n"
     "Lists every lmp-*.so plugin in the search path (the --plugin-path and --allow-plugin\n"
     "folders, then $LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then the build's plugin\n"
-    "folder, or an installed lmpress's <prefix>/lib/lmpress/plugins; these are the trusted folders): kind, version, ABI, whether it can run here, and\n"
-    "its full parameter schema.  Files that fail to load are reported with the reason.  Each\n"
-    "file's ELF symbol table is read before it is opened: a file that is not an lmpress plugin\n"
+    "folder, or an installed lmpress's <prefix>/lib/lmpress/plugins; these are the trusted\n"
+    "folders): kind, version, ABI, whether it can run here, and its full parameter schema.\n"
+    "Files that fail to load are reported with the reason.  Each file's ELF symbol table is\n"
+    "read before it is opened: a file that is not an lmpress plugin\n"
     "(no exported lmp_plugin_entry) and a link that leads out of the trusted folders are\n"
     "reported without being loaded, so none of their code runs.\n";
 
@@ -269,7 +270,7 @@ static const char *suggest_option(const char *usage, const char *given, char *bu
     size_t n = 0;
     for (const char *p = usage; *p && n < MAX_OPTS; p++) {
         if (*p != '-' || (p > usage && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))) continue;
-        size_t len = strspn(p, "-") ;
+        size_t len = strspn(p, "-");
         if (len > 2 || !isalpha((unsigned char)p[len])) continue;
         len += strspn(p + len, "abcdefghijklmnopqrstuvwxyz0123456789-");
         if (len >= sizeof names[0]) continue;
