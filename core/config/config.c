@@ -1026,13 +1026,27 @@ static int scan_config_text(const char *file, const char *text, size_t len, char
     return 0;
 }
 
+/* Does libconfig's parser stop on `line` when the text is cut after `cut` bytes and followed by
+ * a few empty lines and a sentinel that can follow nothing ("= = ;")?  Yes when the cut is at or
+ * after the token it cannot place; no when the tokens up to the cut are a viable start (it then
+ * stops on the sentinel's line).  buf holds the text up to the end of `line` and 16 bytes more. */
+static int stops_on_line(char *buf, const char *text, size_t cut, int line)
+{
+    memcpy(buf, text, cut);
+    memcpy(buf + cut, "\n\n\n= = ;\n", 10);
+    config_t probe;
+    config_init(&probe);
+    const int stops = !config_read_string(&probe, buf) && config_error_line(&probe) == line && !config_error_file(&probe);
+    config_destroy(&probe);
+    return stops;
+}
+
 /* The token of line `line` (1-based) of text where libconfig's parser stopped, quoted with its
- * column, into tok (or "the end of the file" when nothing follows that line): libconfig
- * 1.5 says only "syntax error" and the line.  The parser stops at the first token it cannot
- * place, so the text cut after a token it accepted, followed by a few lines and a sentinel that
- * can follow nothing ("= = ;"), fails on the sentinel's line; cut after the offending token it
- * fails on `line`.  The tokens are the config scanner's: names, numbers, strings, punctuation.
- * 0 when found, -1 otherwise (a token spanning lines, an error in an @included file). */
+ * column, into tok (or "the end of the file" when nothing follows that line): libconfig 1.5
+ * says only "syntax error" and the line.  stops_on_line is false for a cut before that token and
+ * true from it on, so a binary search over the line's tokens (the config scanner's: names,
+ * numbers, strings, punctuation) finds it in a few parses.  0 when found, -1 otherwise (a token
+ * spanning lines, an error in an @included file). */
 static int syntax_error_token(const char *text, int line, char *tok, size_t size)
 {
     const char *p = text;
@@ -1043,12 +1057,10 @@ static int syntax_error_token(const char *text, int line, char *tok, size_t size
     }
     const char *eol = strchr(p, '\n');
     if (!eol) eol = p + strlen(p);
-    const size_t head = (size_t)(p - text);
-    char *buf = malloc(head + (size_t)(eol - p) + 32);
-    if (!buf) return -1;
-    memcpy(buf, text, head);
-    int found = -1;
-    for (const char *t = p; t < eol && found < 0;) {
+    enum { MAX_TOKENS = 4096 };
+    const char *starts[MAX_TOKENS], *ends[MAX_TOKENS];
+    int n = 0;
+    for (const char *t = p; t < eol && n < MAX_TOKENS;) {
         if (*t == ' ' || *t == '\t' || *t == '\r') {
             t++;
             continue;
@@ -1062,18 +1074,23 @@ static int syntax_error_token(const char *text, int line, char *tok, size_t size
         } else if (isalnum((unsigned char)*t) || *t == '_' || *t == '-' || *t == '+' || *t == '.' || *t == '*') {
             while (e < eol && (isalnum((unsigned char)*e) || strchr("_-+.*", *e))) e++;
         }
-        const size_t cut = head + (size_t)(e - p);
-        memcpy(buf + head, p, (size_t)(e - p));
-        memcpy(buf + cut, "\n\n\n= = ;\n", 10);
-        config_t probe;
-        config_init(&probe);
-        if (!config_read_string(&probe, buf) && config_error_line(&probe) == line &&
-            !config_error_file(&probe)) {
-            snprintf(tok, size, "'%.*s' (column %d)", (int)(e - t > 60 ? 60 : e - t), t, (int)(t - p) + 1);
-            found = 0;
-        }
-        config_destroy(&probe);
+        starts[n] = t, ends[n++] = e;
         t = e;
+    }
+    const size_t head = (size_t)(p - text);
+    char *buf = n ? malloc(head + (size_t)(eol - p) + 16) : NULL;
+    if (!buf) return -1;
+    /* The first token k with stops_on_line(after k), if the last one has it at all. */
+    int lo = 0, hi = n - 1, found = -1;
+    if (stops_on_line(buf, text, head + (size_t)(ends[hi] - p), line)) {
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            if (stops_on_line(buf, text, head + (size_t)(ends[mid] - p), line)) hi = mid;
+            else lo = mid + 1;
+        }
+        snprintf(tok, size, "'%.*s' (column %d)", (int)(ends[lo] - starts[lo] > 60 ? 60 : ends[lo] - starts[lo]),
+                 starts[lo], (int)(starts[lo] - p) + 1);
+        found = 0;
     }
     free(buf);
     return found;
