@@ -247,6 +247,11 @@ START_TEST(did_you_mean)
                  NULL);
     expect_error(ARGS("--quiet compare %s --backend cpv", p), 1, "unknown backend plugin 'cpv' (did you mean 'cpu'?)",
                  NULL);
+    /* and a stage's parameters and the config's settings */
+    p = config("{ name = \"a\";\n pipeline = ( { strategy = \"rtn\";\n params = { bitz = 4; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "unknown parameter of strategy 'rtn' (did you mean 'bits'?)", "test.cfg:8");
+    p = config("{ name = \"a\"; }", "calibrtion = { samples = 2; };");
+    expect_error(ARGS("check %s", p), 1, "calibrtion: unknown setting (did you mean 'calibration'?)", NULL);
 }
 END_TEST
 

@@ -1,6 +1,7 @@
 /* config.c — see config.h.  Parsing, plugin loading, schema validation, pattern compilation and
  * file checks, in that order, so that a bad config is refused before the model is touched. */
 #include "base/hash.h"
+#include "base/suggest.h"
 #include "config/config.h"
 
 #include <ctype.h>
@@ -77,10 +78,13 @@ static int check_keys(const config_setting_t *group, const char *const *allowed)
         for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, name) == 0;
         if (!ok) {
             char list[512] = "";
-            for (const char *const *a = allowed; *a; a++)
+            size_t n = 0;
+            for (const char *const *a = allowed; *a; a++, n++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                          a == allowed ? "" : ", ", *a);
-            return bad(m, "unknown setting (expected one of: %s)", list);
+            const char *near = lmp_suggest(name, allowed, n);
+            return bad(m, "unknown setting%s%s%s (expected one of: %s)", near ? " (did you mean '" : "",
+                       near ? near : "", near ? "'?)" : "", list);
         }
     }
     return 0;
@@ -379,11 +383,17 @@ static int parse_params(const config_setting_t *g, const config_setting_t *owner
         while (k < desc->n_params && strcmp(desc->params[k].name, name) != 0) k++;
         if (k == desc->n_params) {
             char list[512] = "";
-            for (uint32_t j = 0; j < desc->n_params; j++)
+            const char *names[256];
+            size_t n_names = 0;
+            for (uint32_t j = 0; j < desc->n_params; j++) {
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
                          desc->params[j].name);
-            return bad(m, "unknown parameter of %s '%s' (its parameters: %s)",
-                       lmp_kind_name(desc->kind), desc->name, desc->n_params ? list : "none");
+                if (n_names < 256) names[n_names++] = desc->params[j].name;
+            }
+            const char *near = lmp_suggest(name, names, n_names);
+            return bad(m, "unknown parameter of %s '%s'%s%s%s (its parameters: %s)",
+                       lmp_kind_name(desc->kind), desc->name, near ? " (did you mean '" : "", near ? near : "",
+                       near ? "'?)" : "", desc->n_params ? list : "none");
         }
         if ((st = set_param(m, &desc->params[k], &(*out)[k]))) return st;
     }
