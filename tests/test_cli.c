@@ -195,14 +195,92 @@ START_TEST(seq_len_beyond_context)
 }
 END_TEST
 
+/* A usage error is one line (not the whole usage text) that names the command's --help. */
+static void expect_usage_error(const char *args, const char *needle1, const char *needle2)
+{
+    expect_error(args, 2, needle1, needle2);
+    ck_assert_msg(count(output, "\n") == 1, "lmpress %s: not one line:\n%s", args, output);
+    ck_assert_msg(strstr(output, " --help'"), "lmpress %s: no pointer to --help:\n%s", args, output);
+    ck_assert_msg(!strstr(output, "usage:"), "lmpress %s: the usage text was reprinted:\n%s", args, output);
+}
+
 START_TEST(usage_errors)
 {
-    expect_error("frobnicate", 2, "unknown command 'frobnicate'", "usage:");
+    expect_usage_error("frobnicate", "unknown command 'frobnicate'", "'lmpress --help'");
+    ck_assert_msg(!strstr(output, "did you mean"), "no command is near frobnicate:\n%s", output);
+    expect_usage_error("eval --frob", "unknown option --frob", "'lmpress eval --help'");
+    expect_usage_error("compare", "a CONFIG file is required", "'lmpress compare --help'");
+    expect_usage_error("--bogus", "unknown option --bogus", "'lmpress --help'");
     expect_error("eval --frob", 2, "unknown option --frob", NULL);
     expect_error("eval " MODEL, 2, "--text FILE or --lambada FILE is required", NULL);
     expect_error("eval --text x --seq-len abc", 2, "--seq-len wants an integer", NULL);
     expect_error("compare", 2, "a CONFIG file is required", NULL);
     ck_assert_int_eq(run(""), 2);
+}
+END_TEST
+
+/* "did you mean": options (of the command's usage text), commands, strategies, backends and
+ * variants, by edit distance; nothing when no candidate is near. */
+START_TEST(did_you_mean)
+{
+    expect_usage_error("compre x.cfg", "unknown command 'compre' (did you mean compare?)", NULL);
+    expect_usage_error("pluigns", "(did you mean plugins?)", NULL);
+    expect_usage_error("compare x.cfg --jsn out.json", "unknown option --jsn (did you mean --json?)",
+                       "'lmpress compare --help'");
+    expect_usage_error("compare x.cfg --output-dri d", "(did you mean --output-dir?)", NULL);
+    expect_usage_error("--verbos plugins", "unknown option --verbos (did you mean --verbose?)", NULL);
+    expect_usage_error("eval --seqlen 64", "(did you mean --seq-len?)", NULL);
+    expect_usage_error("analyze x.cfg --metrc kld", "(did you mean --metric?)", "'lmpress analyze --help'");
+    expect_usage_error("eval --zzzzzz", "unknown option --zzzzzz", NULL);
+    ck_assert_msg(!strstr(output, "did you mean"), "nothing is near --zzzzzz:\n%s", output);
+    const char *p = config("{ name = \"a\";\n pipeline = ( { strategy = \"gtpq\"; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "unknown strategy plugin 'gtpq' (did you mean 'gptq'?)", "test.cfg:7");
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"rtn_msq\"; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "(did you mean 'rtn_mse'?)", NULL);
+    p = config("{ name = \"a\"; pipeline = ( { strategy = \"zzzzzz\"; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "unknown strategy plugin 'zzzzzz': no lmp-strategy-zzzzzz.so", NULL);
+    p = config("{ name = \"w4-g32\"; pipeline = ( { strategy = \"rtn\"; } ); },\n{ name = \"fp32\"; }", "");
+    expect_error(ARGS("--quiet run %s --variant w4-g23", p), 1, "no variant named 'w4-g23' (did you mean 'w4-g32'?)",
+                 NULL);
+    expect_error(ARGS("--quiet compare %s --variant fp23", p), 1, "(did you mean 'fp32'?)", NULL);
+    expect_error(ARGS("--quiet analyze %s --variant w4g32", p), 1, "no variant named 'w4g32' (did you mean 'w4-g32'?)",
+                 NULL);
+    expect_error(ARGS("--quiet compare %s --backend cpv", p), 1, "unknown backend plugin 'cpv' (did you mean 'cpu'?)",
+                 NULL);
+    /* and a stage's parameters and the config's settings */
+    p = config("{ name = \"a\";\n pipeline = ( { strategy = \"rtn\";\n params = { bitz = 4; }; } ); }", "");
+    expect_error(ARGS("check %s", p), 1, "unknown parameter of strategy 'rtn' (did you mean 'bits'?)", "test.cfg:8");
+    p = config("{ name = \"a\"; }", "calibrtion = { samples = 2; };");
+    expect_error(ARGS("check %s", p), 1, "calibrtion: unknown setting (did you mean 'calibration'?)", NULL);
+}
+END_TEST
+
+/* -o is run's --output; --threads N sets the cpu backend's threads over the config's, before or
+ * after the command, and is checked. */
+START_TEST(short_output_and_threads)
+{
+    const char *p = config("{ name = \"w8\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 8; }; } ); }",
+                           "backend = { name = \"cpu\"; params = { threads = 1; }; };");
+    char gguf[600];
+    snprintf(gguf, sizeof gguf, "%s/w8.gguf", tmpdir);
+    int rc = run(ARGS("--quiet run %s -o %s", p, gguf));
+    ck_assert_msg(rc == 0, "run -o: exit %d\n%s", rc, output);
+    struct stat sb;
+    ck_assert_int_eq(stat(gguf, &sb), 0);
+    ck_assert_int_gt((int)sb.st_size, 100000);
+    expect_usage_error(ARGS("compare %s -o %s", p, gguf), "unknown option -o", NULL); /* run's alone */
+    rc = run(ARGS("--quiet compare %s --threads 3 --json -", p));
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, output);
+    ck_assert_msg(strstr(output, "\"threads\": 3"), "--threads 3 not in the backend's params:\n%s", output);
+    rc = run(ARGS("--threads 2 --quiet compare %s --json -", p));
+    ck_assert_msg(rc == 0 && strstr(output, "\"threads\": 2"), "--threads before the command:\n%s", output);
+    rc = run(ARGS("--quiet compare %s --json -", p));
+    ck_assert_msg(rc == 0 && strstr(output, "\"threads\": 1"), "the config's threads without --threads:\n%s", output);
+    expect_error("eval --threads 0 --text x", 2, "--threads wants an integer >= 1, not \"0\"", NULL);
+    expect_error("eval --threads 999 --text x", 2, "--threads 999: at most 256", NULL);
+    expect_error("eval --threads", 2, "option --threads needs a value", NULL);
+    rc = run("eval " MODEL " --text " EVAL_TEXT " --seq-len 64 --max-windows 2 --threads 1 --json");
+    ck_assert_msg(rc == 0 && strstr(output, "\"ppl\": "), "eval --threads 1: exit %d\n%s", rc, output);
 }
 END_TEST
 
@@ -264,8 +342,14 @@ END_TEST
 
 START_TEST(config_syntax_error)
 {
+    /* libconfig says only "syntax error" and the line: the message adds the token and column. */
     const char *p = write_file("bad.cfg", "model = { path = \"x\" \nvariants = ( ;\n", 37);
-    expect_error(ARGS("check %s", p), 1, "bad.cfg:2: syntax error", NULL);
+    expect_error(ARGS("check %s", p), 1, "bad.cfg:2: syntax error at ';' (column 14)", NULL);
+    ck_assert_msg(!strstr(output, "syntax error: syntax error"), "libconfig's text repeated:\n%s", output);
+    p = write_file("bad2.cfg", "seed = 1;\nvariants = ( { name = w4; } );\n", 41);
+    expect_error(ARGS("check %s", p), 1, "bad2.cfg:2: syntax error at 'w4' (column 23)", NULL);
+    p = write_file("bad3.cfg", "seed = 1;\nmodel = { path = \"a; }\n", 33);
+    expect_error(ARGS("check %s", p), 1, "bad3.cfg:3: syntax error at the end of the file", "not closed");
 }
 END_TEST
 
@@ -423,6 +507,8 @@ int main(void)
     tcase_add_test(tc, text_any_bytes);
     tcase_add_test(tc, seq_len_beyond_context);
     tcase_add_test(tc, usage_errors);
+    tcase_add_test(tc, did_you_mean);
+    tcase_add_test(tc, short_output_and_threads);
     tcase_add_test(tc, help_everywhere);
     tcase_add_test(tc, missing_config);
     tcase_add_test(tc, config_syntax_error);

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/outfile.h"
 #include "base/outlock.h"
+#include "base/suggest.h"
 #include "analyze/analyze.h"
 #include "base/textfile.h"
 #include "compare/compare.h"
@@ -53,10 +54,13 @@ static const char *const usage_main =
     "\n"
     "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
     "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
-    "options: --quiet (errors only), --verbose (debug messages), --version, --help\n"
+    "options: --quiet (errors only), --verbose (debug messages), --version, --help, and --threads N\n"
+    "(the CPU's threads: OpenBLAS's and the cpu backend's, over a config's backend.params.threads;\n"
+    "default: OPENBLAS_NUM_THREADS or every core), before or after the command\n"
     "\n"
-    "Plugins load only from trusted folders: the build's plugin folder, <lmpress dir>/plugins,\n"
-    "$LMP_PLUGIN_PATH, and the folders given with --allow-plugin DIR or --plugin-path DIR.  A\n"
+    "Plugins load only from trusted folders: the build's plugin folder (installed:\n"
+    "<prefix>/lib/lmpress/plugins), <lmpress dir>/plugins, $LMP_PLUGIN_PATH, and the folders\n"
+    "given with --allow-plugin DIR or --plugin-path DIR.  A\n"
     "config that names a plugin or a plugins.search_path folder elsewhere is refused before\n"
     "anything is loaded: a plugin runs code as soon as it is opened.\n";
 
@@ -64,8 +68,9 @@ static const char *const usage_main =
 #define TRUST_USAGE \
     "--allow-plugin DIR trusts the plugins in DIR (and below it), so a config may name them or\n" \
     "list DIR in plugins.search_path; --plugin-path DIR also searches DIR for plugins named by\n" \
-    "name (both repeatable).  Without them, plugins load only from the build's plugin folder,\n" \
-    "<lmpress dir>/plugins and $LMP_PLUGIN_PATH: a config naming another is refused before\n" \
+    "name (both repeatable).  Without them, plugins load only from the build's plugin folder (an\n" \
+    "installed lmpress: <prefix>/lib/lmpress/plugins), <lmpress dir>/plugins and\n" \
+    "$LMP_PLUGIN_PATH: a config naming another is refused before\n" \
     "any of its code runs.\n"
 
 static const char *const usage_compare =
@@ -73,7 +78,7 @@ static const char *const usage_compare =
     "                              [--csv FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
     "                              [--embedding-type f32|f16|q8_0]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
-    "       lmpress run CONFIG [--variant GLOB]... [--output PATH] (and the options of compare)\n"
+    "       lmpress run CONFIG [--variant GLOB]... [-o|--output PATH] (and the options of compare)\n"
     "\n"
     "compare runs every variant of the libconfig file CONFIG, or those whose names match a\n"
     "--variant glob (repeatable: --variant 'gptq-*' --variant fp32); run is the same but needs\n"
@@ -96,7 +101,7 @@ static const char *const usage_compare =
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
     "--backend NAME replaces the config's backend (with that backend's default parameters), as\n"
     "editing backend.name would.  See configs/quickstart.cfg.\n"
-    "--output PATH (run): write the variant as PATH: a GGUF file when PATH ends in .gguf (llama.cpp;\n"
+    "-o / --output PATH (run): write the variant as PATH: a GGUF file when PATH ends in .gguf (llama.cpp;\n"
     "linears on a GGUF grid (q8_0, q4_0, ...) in that type, the others F32), otherwise a Hugging Face folder\n"
     "(config.json with a compressed-tensors quantization_config, model.safetensors, the tokenizer\n"
     "files; linears on an int grid as int-quantized / pack-quantized).  The file holds the codes and\n"
@@ -209,9 +214,10 @@ static const char *const usage_plugins =
     "\n"
     "Lists every lmp-*.so plugin in the search path (the --plugin-path and --allow-plugin\n"
     "folders, then $LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then the build's plugin\n"
-    "folder; these are the trusted folders): kind, version, ABI, whether it can run here, and\n"
-    "its full parameter schema.  Files that fail to load are reported with the reason.  Each\n"
-    "file's ELF symbol table is read before it is opened: a file that is not an lmpress plugin\n"
+    "folder, or an installed lmpress's <prefix>/lib/lmpress/plugins; these are the trusted\n"
+    "folders): kind, version, ABI, whether it can run here, and its full parameter schema.\n"
+    "Files that fail to load are reported with the reason.  Each file's ELF symbol table is\n"
+    "read before it is opened: a file that is not an lmpress plugin\n"
     "(no exported lmp_plugin_entry) and a link that leads out of the trusted folders are\n"
     "reported without being loaded, so none of their code runs.\n";
 
@@ -260,11 +266,55 @@ static int dist_same_config(lmp_ctx *ctx, int st, const lmp_run_config *c)
     return lmp_dist_agree(d, local);
 }
 
+/* "lmpress compare" from a usage text's first line ("usage: lmpress compare CONFIG ..."), or
+ * "lmpress" for the main one ("usage: lmpress [--quiet ..."). */
+static void usage_command(const char *usage, char *cmd, size_t size)
+{
+    const char *p = strncmp(usage, "usage: lmpress ", 15) == 0 ? usage + 15 : "";
+    size_t n = islower((unsigned char)*p) ? strcspn(p, " \n") : 0;
+    snprintf(cmd, size, "lmpress%s%.*s", n ? " " : "", (int)n, p);
+}
+
+/* The option of `usage` (every --name and -x it mentions) nearest the unknown `given`, into
+ * buf; NULL when none is near (base/suggest.h). */
+static const char *suggest_option(const char *usage, const char *given, char *buf, size_t size)
+{
+    enum { MAX_OPTS = 96 };
+    char names[MAX_OPTS][40];
+    const char *cands[MAX_OPTS];
+    size_t n = 0;
+    for (const char *p = usage; *p && n < MAX_OPTS; p++) {
+        if (*p != '-' || (p > usage && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))) continue;
+        size_t len = strspn(p, "-");
+        if (len > 2 || !isalpha((unsigned char)p[len])) continue;
+        len += strspn(p + len, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        if (len >= sizeof names[0]) continue;
+        memcpy(names[n], p, len);
+        names[n][len] = 0;
+        cands[n] = names[n];
+        n++;
+        p += len - 1;
+    }
+    /* "--json=x": the name before '='. */
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(given, "="), given);
+    const char *best = lmp_suggest(name, cands, n);
+    if (!best) return NULL;
+    snprintf(buf, size, "%s", best);
+    return buf;
+}
+
+/* A usage error: one line, the message (an unknown option with the nearest one the usage text
+ * names), then where the full usage is.  Exit status 2. */
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
+    char cmd[64], near[64];
+    usage_command(usage, cmd, sizeof cmd);
     fprintf(stderr, "lmpress: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n%s", usage);
+    if (strncmp(fmt, "unknown option", 14) == 0 && suggest_option(usage, arg, near, sizeof near))
+        fprintf(stderr, " (did you mean %s?)", near);
+    fprintf(stderr, "; see '%s --help'\n", cmd);
     return 2;
 }
 
@@ -568,6 +618,32 @@ static int override_backend(lmp_run_config *c, const char *name)
     return 0;
 }
 
+/* --threads N (0: not given) over a config whose backend is cpu: its `threads` parameter, the
+ * command line's word over the config's.  Any other backend's CPU fallback, and eval and
+ * generate, take N from OPENBLAS_NUM_THREADS, which run_args set before any plugin loaded
+ * OpenBLAS (the cpu backend's threads = 0 keeps OpenBLAS's default, and its own threads follow
+ * OpenBLAS's count). */
+static int apply_threads(lmp_run_config *c, int64_t threads)
+{
+    if (threads <= 0 || strcmp(c->backend_name, "cpu") != 0) return 0;
+    const lmp_plugin *p = lmp_registry_find(&c->reg, LMP_PLUGIN_BACKEND, "cpu");
+    for (uint32_t k = 0; p && k < p->desc->n_params; k++)
+        if (strcmp(p->desc->params[k].name, "threads") == 0) c->backend_params[k].num = (double)threads;
+    return 0;
+}
+
+/* " (did you mean 'w4-g32'?)" into hint when a variant of c is near `name`; else "". */
+static void variant_hint(const lmp_run_config *c, const char *name, char *hint, size_t size)
+{
+    enum { MAX_NAMES = 256 };
+    const char *cands[MAX_NAMES];
+    size_t n = 0;
+    for (int i = 0; i < c->n_variants && n < MAX_NAMES; i++) cands[n++] = c->variants[i].name;
+    const char *best = lmp_suggest(name, cands, n);
+    hint[0] = 0;
+    if (best) snprintf(hint, size, " (did you mean '%s'?)", best);
+}
+
 /* The variants to run, in config order: those matching any --variant glob (each glob must
  * match one), or all (`run`: the only one), plus those an earlier report to resume holds. */
 static int choose_variants(const lmp_run_config *c, const char *const *globs, int n_globs, int single,
@@ -581,7 +657,9 @@ static int choose_variants(const lmp_run_config *c, const char *const *globs, in
     for (int g = 0; g < n_globs; g++) {
         int hit = 0;
         for (int i = 0; i < c->n_variants && !hit; i++) hit = fnmatch(globs[g], c->variants[i].name, 0) == 0;
-        if (!hit) return lmp_fail(LMP_EINVAL, "%s: no variant named '%s' (nor matching it as a glob); its variants: %s", c->path, globs[g], names);
+        char hint[160] = "";
+        variant_hint(c, globs[g], hint, sizeof hint);
+        if (!hit) return lmp_fail(LMP_EINVAL, "%s: no variant named '%s'%s (nor matching it as a glob); its variants: %s", c->path, globs[g], hint, names);
     }
     const lmp_json *done = resume ? lmp_json_get(resume, "variants") : NULL;
     *n_which = 0;
@@ -597,7 +675,7 @@ static int choose_variants(const lmp_run_config *c, const char *const *globs, in
     return 0;
 }
 
-static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
+static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t threads)
 {
     enum { MAX_GLOBS = 64 };
     const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS], *output_format = NULL;
@@ -617,7 +695,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
             if (v) globs[n_globs++] = v;
         } else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--resume") == 0) resume = 1;
-        else if (single && strcmp(argv[i], "--output") == 0) out.output = opt_value(argc, argv, &i, &bad);
+        else if (single && (strcmp(argv[i], "--output") == 0 || strcmp(argv[i], "-o") == 0))
+            out.output = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-dir") == 0) out.output_dir = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-format") == 0) output_format = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--embedding-type") == 0) out.embedding_type = opt_value(argc, argv, &i, &bad);
@@ -675,6 +754,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single)
     /* one run per report at a time: taken before --resume reads it (base/outlock.h) */
     for (int k = 0; k < 3 && !st; k++)
         if (out.path[k] && !lmp_outfile_is_stdout(out.path[k])) st = lmp_outlock_take(&locks[k], out.path[k], output_options[k]);
+    if (!st) st = apply_threads(c, threads);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
     else if (!st && resume && out.path[0]) lmp_log(ctx, LMP_LOG_INFO, "%s does not exist yet: nothing to resume, running every variant", out.path[0]);
     if (!st && !(which = malloc((size_t)c->n_variants * sizeof *which))) st = lmp_fail(LMP_ENOMEM, "out of memory");
@@ -766,7 +846,7 @@ static int write_unit_progress(const lmp_analysis *a, void *ud)
     return lmp_outfile_write(ud, call_progress_writer, a);
 }
 
-static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
+static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
 {
     enum { MAX_CURVE = 64 };
     const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
@@ -869,6 +949,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         o.unit_done = write_unit_progress;
         o.ud = (void *)paths[0];
     }
+    if (!st) st = apply_threads(c, threads);
     st = dist_same_config(ctx, st, c);
     if (!st) { /* the variant: named, or the only one with a pipeline */
         o.variant = -1;
@@ -879,8 +960,11 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv)
         }
         if (!variant && pipelines != 1)
             st = lmp_fail(LMP_EINVAL, "%s: %d variants with a pipeline: choose one with --variant NAME", cfg_path, pipelines);
-        else if (o.variant < 0)
-            st = lmp_fail(LMP_EINVAL, "%s: no variant named '%s'", cfg_path, variant);
+        else if (o.variant < 0) {
+            char hint[160];
+            variant_hint(c, variant, hint, sizeof hint);
+            st = lmp_fail(LMP_EINVAL, "%s: no variant named '%s'%s", cfg_path, variant, hint);
+        }
     }
     lmp_analysis *a = NULL;
     if (!st) {
@@ -1395,26 +1479,52 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
     return failures ? 1 : 0;
 }
 
-static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv)
+static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int64_t threads)
 {
-    if (strcmp(cmd, "compare") == 0) return cmd_compare(ctx, argc, argv, 0);
-    if (strcmp(cmd, "run") == 0) return cmd_compare(ctx, argc, argv, 1);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(ctx, argc, argv, 0, threads);
+    if (strcmp(cmd, "run") == 0) return cmd_compare(ctx, argc, argv, 1, threads);
     if (strcmp(cmd, "check") == 0) return cmd_check(ctx, argc, argv);
-    if (strcmp(cmd, "analyze") == 0) return cmd_analyze(ctx, argc, argv);
+    if (strcmp(cmd, "analyze") == 0) return cmd_analyze(ctx, argc, argv, threads);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(ctx, argc, argv);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(ctx, argc, argv);
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
-    return usage_error(usage_main, "unknown command '%s'", cmd);
+    static const char *const commands[] = {"compare", "run",     "check",    "analyze", "eval",
+                                           "generate", "plugins", "tokenize", "diff"};
+    const char *near = lmp_suggest(cmd, commands, sizeof commands / sizeof *commands);
+    char msg[160];
+    snprintf(msg, sizeof msg, "unknown command '%.60s'%s%s%s", cmd, near ? " (did you mean " : "", near ? near : "",
+             near ? "?)" : "");
+    return usage_error(usage_main, "%s", msg);
+}
+
+/* --threads N (argv[*i]; the value is consumed): into *threads, and OPENBLAS_NUM_THREADS for
+ * the plugins that load OpenBLAS later (apply_threads).  Returns 0, or 2 after a message. */
+static int threads_option(int argc, char **argv, int *i, int64_t *threads)
+{
+    int bad = 0;
+    const char *v = opt_value(argc, argv, i, &bad);
+    if (bad || parse_count(v, "--threads", 1, threads)) return 2;
+    if (*threads > 256) {
+        fprintf(stderr, "lmpress: --threads %s: at most 256 (the cpu backend's limit)\n", v);
+        return 2;
+    }
+    char n[24];
+    snprintf(n, sizeof n, "%lld", (long long)*threads);
+    setenv("OPENBLAS_NUM_THREADS", n, 1);
+    return 0;
 }
 
 /* The global options, then the command. */
 static int run_args(lmp_ctx *ctx, int argc, char **argv)
 {
     int i = 1;
+    int64_t threads = 0;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
+        if (strcmp(argv[i], "--threads") == 0) {
+            if (threads_option(argc, argv, &i, &threads)) return 2;
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_DEBUG);
         else if (strcmp(argv[i], "--version") == 0) {
             printf("lmpress %s (plugin ABI %d.%d)\n", LMP_VERSION, LMP_ABI_MAJOR, LMP_ABI_MINOR);
@@ -1428,10 +1538,12 @@ static int run_args(lmp_ctx *ctx, int argc, char **argv)
     const char *cmd = argv[i];
     int sub_argc = argc - i - 1;
     char **sub_argv = argv + i + 1;
-    /* --quiet / --verbose are also accepted after the command. */
+    /* --quiet / --verbose / --threads N are also accepted after the command. */
     int k = 0;
     for (int j = 0; j < sub_argc; j++) {
-        if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
+        if (strcmp(sub_argv[j], "--threads") == 0) {
+            if (threads_option(sub_argc, sub_argv, &j, &threads)) return 2;
+        } else if (strcmp(sub_argv[j], "--quiet") == 0 || strcmp(sub_argv[j], "-q") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_ERROR);
         else if (strcmp(sub_argv[j], "--verbose") == 0 || strcmp(sub_argv[j], "-v") == 0) lmp_host_set_verbosity(ctx, LMP_LOG_DEBUG);
         else sub_argv[k++] = sub_argv[j];
     }
@@ -1440,7 +1552,7 @@ static int run_args(lmp_ctx *ctx, int argc, char **argv)
     if (dist && strcmp(cmd, "compare") != 0 && strcmp(cmd, "analyze") != 0)
         return lmp_dist_rank(dist) > 0 ? 2 : usage_error(usage_main, "only compare and analyze run over MPI ranks, "
                                                          "not '%s': run it without mpirun or srun", cmd);
-    return run_command(ctx, cmd, sub_argc, sub_argv);
+    return run_command(ctx, cmd, sub_argc, sub_argv, threads);
 }
 
 int main(int argc, char **argv)

@@ -1,8 +1,10 @@
 /* config.c — see config.h.  Parsing, plugin loading, schema validation, pattern compilation and
  * file checks, in that order, so that a bad config is refused before the model is touched. */
 #include "base/hash.h"
+#include "base/suggest.h"
 #include "config/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -77,10 +79,13 @@ static int check_keys(const config_setting_t *group, const char *const *allowed)
         for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, name) == 0;
         if (!ok) {
             char list[512] = "";
-            for (const char *const *a = allowed; *a; a++)
+            size_t n = 0;
+            for (const char *const *a = allowed; *a; a++, n++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                          a == allowed ? "" : ", ", *a);
-            return bad(m, "unknown setting (expected one of: %s)", list);
+            const char *near = lmp_suggest(name, allowed, n);
+            return bad(m, "unknown setting%s%s%s (expected one of: %s)", near ? " (did you mean '" : "",
+                       near ? near : "", near ? "'?)" : "", list);
         }
     }
     return 0;
@@ -379,11 +384,17 @@ static int parse_params(const config_setting_t *g, const config_setting_t *owner
         while (k < desc->n_params && strcmp(desc->params[k].name, name) != 0) k++;
         if (k == desc->n_params) {
             char list[512] = "";
-            for (uint32_t j = 0; j < desc->n_params; j++)
+            const char *names[256];
+            size_t n_names = 0;
+            for (uint32_t j = 0; j < desc->n_params; j++) {
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
                          desc->params[j].name);
-            return bad(m, "unknown parameter of %s '%s' (its parameters: %s)",
-                       lmp_kind_name(desc->kind), desc->name, desc->n_params ? list : "none");
+                if (n_names < 256) names[n_names++] = desc->params[j].name;
+            }
+            const char *near = lmp_suggest(name, names, n_names);
+            return bad(m, "unknown parameter of %s '%s'%s%s%s (its parameters: %s)",
+                       lmp_kind_name(desc->kind), desc->name, near ? " (did you mean '" : "", near ? near : "",
+                       near ? "'?)" : "", desc->n_params ? list : "none");
         }
         if ((st = set_param(m, &desc->params[k], &(*out)[k]))) return st;
     }
@@ -1036,6 +1047,76 @@ static int scan_config_text(const char *file, const char *text, size_t len, char
     return 0;
 }
 
+/* Does libconfig's parser stop on `line` when the text is cut after `cut` bytes and followed by
+ * a few empty lines and a sentinel that can follow nothing ("= = ;")?  Yes when the cut is at or
+ * after the token it cannot place; no when the tokens up to the cut are a viable start (it then
+ * stops on the sentinel's line).  buf holds the text up to the end of `line` and 16 bytes more. */
+static int stops_on_line(char *buf, const char *text, size_t cut, int line)
+{
+    memcpy(buf, text, cut);
+    memcpy(buf + cut, "\n\n\n= = ;\n", 10);
+    config_t probe;
+    config_init(&probe);
+    const int stops = !config_read_string(&probe, buf) && config_error_line(&probe) == line && !config_error_file(&probe);
+    config_destroy(&probe);
+    return stops;
+}
+
+/* The token of line `line` (1-based) of text where libconfig's parser stopped, quoted with its
+ * column, into tok (or "the end of the file" when nothing follows that line): libconfig 1.5
+ * says only "syntax error" and the line.  stops_on_line is false for a cut before that token and
+ * true from it on, so a binary search over the line's tokens (the config scanner's: names,
+ * numbers, strings, punctuation) finds it in a few parses.  0 when found, -1 otherwise (a token
+ * spanning lines, an error in an @included file). */
+static int syntax_error_token(const char *text, int line, char *tok, size_t size)
+{
+    const char *p = text;
+    for (int l = 1; l < line && p; l++) p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+    if (!p || !p[strspn(p, " \t\r\n")]) { /* past the last token: something is still open */
+        snprintf(tok, size, "the end of the file (a string, group, list or array is not closed)");
+        return 0;
+    }
+    const char *eol = strchr(p, '\n');
+    if (!eol) eol = p + strlen(p);
+    enum { MAX_TOKENS = 4096 };
+    const char *starts[MAX_TOKENS], *ends[MAX_TOKENS];
+    int n = 0;
+    for (const char *t = p; t < eol && n < MAX_TOKENS;) {
+        if (*t == ' ' || *t == '\t' || *t == '\r') {
+            t++;
+            continue;
+        }
+        if (*t == '#' || (*t == '/' && (t[1] == '/' || t[1] == '*'))) break; /* a comment: no token */
+        const char *e = t + 1;
+        if (*t == '"') {
+            while (e < eol && *e != '"') e += *e == '\\' && e + 1 < eol ? 2 : 1;
+            if (e >= eol) break; /* the string goes on past the line */
+            e++;
+        } else if (isalnum((unsigned char)*t) || *t == '_' || *t == '-' || *t == '+' || *t == '.' || *t == '*') {
+            while (e < eol && (isalnum((unsigned char)*e) || strchr("_-+.*", *e))) e++;
+        }
+        starts[n] = t, ends[n++] = e;
+        t = e;
+    }
+    const size_t head = (size_t)(p - text);
+    char *buf = n ? malloc(head + (size_t)(eol - p) + 16) : NULL;
+    if (!buf) return -1;
+    /* The first token k with stops_on_line(after k), if the last one has it at all. */
+    int lo = 0, hi = n - 1, found = -1;
+    if (stops_on_line(buf, text, head + (size_t)(ends[hi] - p), line)) {
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            if (stops_on_line(buf, text, head + (size_t)(ends[mid] - p), line)) hi = mid;
+            else lo = mid + 1;
+        }
+        snprintf(tok, size, "'%.*s' (column %d)", (int)(ends[lo] - starts[lo] > 60 ? 60 : ends[lo] - starts[lo]),
+                 starts[lo], (int)(starts[lo] - p) + 1);
+        found = 0;
+    }
+    free(buf);
+    return found;
+}
+
 /* Reads and parses the config file (see above) into c->cfg. */
 static int read_config_file(lmp_run_config *c, const char *path)
 {
@@ -1049,18 +1130,28 @@ static int read_config_file(lmp_run_config *c, const char *path)
     }
     c->text_fnv1a = lmp_fnv1a64(LMP_FNV1A64_INIT, text, len); /* read once: the path may be a pipe */
     st = scan_config_text(path, text, len, &patched, 0);
-    free(text);
-    if (st) return st;
-    int ok = config_read_string(&c->cfg, patched ? patched : "");
+    if (st) {
+        free(text);
+        return st;
+    }
+    const char *parsed = patched ? patched : "";
+    int ok = config_read_string(&c->cfg, parsed);
+    /* libconfig's text is "syntax error" for almost everything: say so once, and name the token
+     * it stopped at (syntax_error_token), e.g. "x.cfg:2: syntax error at ';' (column 13)". */
+    const char *why = config_error_text(&c->cfg);
+    char detail[256] = "", tok[128];
+    if (!ok && why && strcmp(why, "syntax error") != 0) snprintf(detail, sizeof detail, ": %s", why);
+    const char *in = ok ? NULL : config_error_file(&c->cfg);
+    if (!ok && !(in && strcmp(in, path) != 0) && !syntax_error_token(parsed, config_error_line(&c->cfg), tok, sizeof tok))
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), " at %s", tok);
     free(patched);
+    free(text);
     if (ok) return 0;
     /* A syntax error in an @included file names that file. */
-    const char *in = config_error_file(&c->cfg);
     if (in && strcmp(in, path) != 0)
-        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s (in a file @included by %s)", in,
-                        config_error_line(&c->cfg), config_error_text(&c->cfg), path);
-    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error: %s", path, config_error_line(&c->cfg),
-                    config_error_text(&c->cfg));
+        return lmp_fail(LMP_EINVAL, "%s:%d: syntax error%s (in a file @included by %s)", in,
+                        config_error_line(&c->cfg), detail, path);
+    return lmp_fail(LMP_EINVAL, "%s:%d: syntax error%s", path, config_error_line(&c->cfg), detail);
 }
 
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)

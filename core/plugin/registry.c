@@ -13,8 +13,15 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/suggest.h"
 #include "plugin/elf_check.h"
 #include "plugin/host.h"
+
+/* Set by CMake from the install layout (GNUInstallDirs); this default for other builds
+ * (tests/fuzz/README.md's). */
+#ifndef LMP_INSTALLED_PLUGIN_RELDIR
+#define LMP_INSTALLED_PLUGIN_RELDIR "../lib/lmpress/plugins"
+#endif
 
 const char *lmp_kind_name(int kind)
 {
@@ -194,17 +201,27 @@ int lmp_registry_init(lmp_registry *reg, lmp_ctx *ctx, const char *const *extra,
             st = add_user_dir(reg, d);
         free(copy);
     }
+    /* <exe dir>/plugins, then: an installed lmpress (`cmake --install`, any --prefix) finds its
+     * plugins at <exe dir>/LMP_INSTALLED_PLUGIN_RELDIR (../lib/lmpress/plugins) and leaves the
+     * build tree's folder alone (it may be gone, or rebuilt with another ABI); a binary run from
+     * the build tree has no such folder next to it and uses the build's (LMP_PLUGIN_DIR). */
+    int installed = 0;
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - sizeof LMP_INSTALLED_PLUGIN_RELDIR - 16);
     if (n > 0 && !st) {
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) {
             strcpy(slash, "/plugins");
             st = add_user_dir(reg, exe);
+            strcpy(slash + 1, LMP_INSTALLED_PLUGIN_RELDIR);
+            char real[PATH_MAX]; /* listed as <prefix>/lib/lmpress/plugins, not .../bin/../lib/... */
+            struct stat sb;
+            installed = realpath(exe, real) && stat(real, &sb) == 0 && S_ISDIR(sb.st_mode);
+            if (installed && !st) st = add_user_dir(reg, real);
         }
     }
-    if (!st) st = add_user_dir(reg, LMP_PLUGIN_DIR);
+    if (!st && !installed) st = add_user_dir(reg, LMP_PLUGIN_DIR);
     if (st) lmp_registry_free(reg);
     return st;
 }
@@ -399,6 +416,36 @@ static int is_path(const char *s)
     return strchr(s, '/') || (n > 3 && strcmp(s + n - 3, ".so") == 0);
 }
 
+/* " (did you mean 'gptq'?)" into hint when a plugin of this kind in the search path has a name
+ * close to `name` (base/suggest.h); the names are the files' (lmp-<kind>-<name>.so), so nothing
+ * is opened.  Empty otherwise. */
+static void suggest_name(const lmp_registry *reg, int kind, const char *name, char *hint, size_t size)
+{
+    enum { MAX_NAMES = 256 };
+    char prefix[32], *names[MAX_NAMES];
+    size_t n = 0;
+    snprintf(prefix, sizeof prefix, "lmp-%s-", lmp_kind_name(kind));
+    const size_t plen = strlen(prefix);
+    for (int i = 0; i < reg->n_search && n < MAX_NAMES; i++) {
+        DIR *d = opendir(reg->search[i]);
+        for (struct dirent *e = d ? readdir(d) : NULL; e && n < MAX_NAMES; e = readdir(d)) {
+            const size_t len = strlen(e->d_name);
+            if (len > plen + 3 && strncmp(e->d_name, prefix, plen) == 0 && strcmp(e->d_name + len - 3, ".so") == 0 &&
+                (names[n] = strndup(e->d_name + plen, len - plen - 3)))
+                n++;
+        }
+        if (d) closedir(d);
+    }
+    for (int i = 0; i < reg->n; i++) /* loaded by path under another file name */
+        if (n < MAX_NAMES && reg->items[i]->desc->kind == (lmp_plugin_kind)kind &&
+            (names[n] = strdup(reg->items[i]->desc->name)))
+            n++;
+    const char *best = lmp_suggest(name, (const char *const *)names, n);
+    hint[0] = 0;
+    if (best) snprintf(hint, size, " (did you mean '%s'?)", best);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+}
+
 int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
                          const lmp_plugin **out)
 {
@@ -441,8 +488,10 @@ int lmp_registry_require(lmp_registry *reg, int kind, const char *name_or_path,
             return lmp_fail(LMP_EINVAL, "'%s' is a %s plugin (%s), not a %s", name_or_path, other, path,
                             lmp_kind_name(kind));
     }
-    return lmp_fail(LMP_EINVAL, "unknown %s plugin '%s': no lmp-%s-%s.so in %s",
-                    lmp_kind_name(kind), name_or_path, lmp_kind_name(kind), name_or_path,
+    char hint[256] = "";
+    suggest_name(reg, kind, name_or_path, hint, sizeof hint);
+    return lmp_fail(LMP_EINVAL, "unknown %s plugin '%s'%s: no lmp-%s-%s.so in %s",
+                    lmp_kind_name(kind), name_or_path, hint, lmp_kind_name(kind), name_or_path,
                     tried[0] ? tried : "(empty search path)");
 }
 

@@ -3,7 +3,9 @@
  * Trust.  Loading a shared object runs its code (its constructors run inside dlopen, before any
  * check), so a file is only opened when its real path (realpath(): no "..", no symlink leads
  * out) lies inside a trusted folder:
- *   - the build's plugin folder (LMP_PLUGIN_DIR) and <directory of the lmpress binary>/plugins;
+ *   - <directory of the lmpress binary>/plugins, and either the install's plugin folder
+ *     <directory of the binary>/../lib/lmpress/plugins when it exists (an installed lmpress,
+ *     `cmake --install`), or else the build's plugin folder (LMP_PLUGIN_DIR);
  *   - the folders of $LMP_PLUGIN_PATH (colon-separated: the user's own environment);
  *   - the folders the caller passes to lmp_registry_init (the command line's --plugin-path), to
  *     lmp_registry_trust_dir, or for the whole run to lmp_registry_allow_dir (the command
@@ -18,7 +20,7 @@
  * A plugin is found by path (any string with a '/' or ending in ".so") or by name, as the file
  * lmp-<kind>-<name>.so in the search path: the config's plugins.search_path, then the caller's
  * folders, then $LMP_PLUGIN_PATH, then <directory of the lmpress binary>/plugins, then the
- * build's plugin folder.  Loading checks, each failure with its own message (see plugin.h):
+ * install's or the build's plugin folder.  Loading checks, each failure with its own message (see plugin.h):
  * the file is trusted, it is an ELF plugin, it opens, the entry symbol exists and returns a
  * descriptor, ABI major equal, minor not newer, descriptor and vtable sizes, the kind, a unique
  * name, and the probe.  Every lookup checks the kind: a backend is never handed out as a
