@@ -68,8 +68,9 @@ typedef struct lmp_arch_desc {
     /* Hugging Face files that fuse linears: q,k,v in one [q + 2 kv, hidden] weight, gate and up
      * in one [2 hidden_ffn, hidden] weight (Phi-3); NULL when separate.  Split at load. */
     const char *hf_fused_qkv, *hf_fused_gate_up;
-    /* llama.cpp fuses gate and up into ffn_up [2 hidden_ffn, hidden] for this arch (GLM, Phi-3). */
-    int gguf_fused_gate_up;
+    /* llama.cpp fuses gate and up into ffn_up [2 hidden_ffn, hidden] for this arch (GLM, Phi-3),
+     * and q, k, v into attn_qkv [q + 2 kv, hidden] (Phi-3, GPT-2). */
+    int gguf_fused_gate_up, gguf_fused_qkv;
     /* The Hugging Face checkpoint already turns adjacent pairs (GLM's interleaved rotary): its q/k
      * rows are used as stored. */
     int hf_rope_adjacent;

@@ -4,4 +4,4 @@
 
 const lmp_arch_desc lmp_arch_gpt2 = {
     .name = "gpt2", .family = LMP_FAMILY_GPT2, .hf_class = "GPT2LMHeadModel", .hf_default_ctx = 1024,
-    .bias = LMP_BIAS_ALL, .sliding = LMP_SLIDING_NONE, .gguf_arch = NULL};
+    .bias = LMP_BIAS_ALL, .sliding = LMP_SLIDING_NONE, .gguf_arch = "gpt2", .gguf_fused_qkv = 1};

@@ -27,7 +27,7 @@
 #include "model/model.h"
 
 /* The linears' names are gguf_names.h's (shared with the importance-matrix reader). */
-static const char *gguf_linear(lmp_role role) { return lmp_gguf_linear_stem(LMP_FAMILY_LLAMA, role); }
+static const char *gguf_linear(const lmp_arch *a, lmp_role role) { return lmp_gguf_linear_stem(a->family, role); }
 /* The block's norms in lmp_block_init's order: before attention, before the MLP, and the q/k
  * norms of an arch with LMP_ARCH_QK_NORM. */
 static const char *const gguf_norm_kind[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
@@ -79,17 +79,24 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
 }
 
 /* The tensor stem holding linear l and where: rows [r0, r0 + l->out) of a tensor of `rows` rows
- * (gate and up in one ffn_up of twice the width, for an arch that fuses them: GLM). */
+ * (gate and up in one ffn_up of twice the width: GLM, Phi-3; q, k, v in one attn_qkv: Phi-3,
+ * GPT-2). */
 static const char *linear_source(const lmp_arch *a, const lmp_linear *l, int64_t *r0, int64_t *rows)
 {
+    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
     *r0 = 0;
     *rows = l->out;
     if (a->desc->gguf_fused_gate_up && (l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP)) {
         *rows = 2 * a->hidden;
         *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
-        return gguf_linear(LMP_ROLE_UP);
+        return "ffn_up";
     }
-    return gguf_linear(l->role);
+    if (a->desc->gguf_fused_qkv && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V)) {
+        *rows = qd + 2 * kv;
+        *r0 = l->role == LMP_ROLE_Q ? 0 : l->role == LMP_ROLE_K ? qd : qd + kv;
+        return "attn_qkv";
+    }
+    return gguf_linear(a, l->role);
 }
 
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
@@ -119,6 +126,8 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     for (int i = 0; i < out->n_norms && !st; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
         st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
+        snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
+        if (!st && a->family == LMP_FAMILY_GPT2) st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].b);
         const int qk_norm = i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K);
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
     }
@@ -184,7 +193,8 @@ static const char *const read_keys[] = {
     "context_length", "rope.freq_base", "attention.layer_norm_rms_epsilon", "rope.dimension_count",
     "attention.key_length", "attention.value_length", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
-    "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping",
+    "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
+    "attention.layer_norm_epsilon",
     "expert_count", "expert_used_count", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
@@ -218,8 +228,11 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
     const lmp_gguf *g = m->src_data;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
+        const int gpt2 = m->arch.family == LMP_FAMILY_GPT2;
         int ok = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
-                 !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight");
+                 !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight") ||
+                 !strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight") ||
+                 (gpt2 && (!strcmp(name, "position_embd.weight") || !strcmp(name, "output_norm.bias")));
         long long b;
         int at = 0;
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
@@ -228,9 +241,12 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
             for (int k = 0; k < probe->n_norms && !ok; k++) {
                 snprintf(want, sizeof want, "%s.weight", gguf_norm(&m->arch, k));
                 ok = !strcmp(leaf, want);
+                snprintf(want, sizeof want, "%s.bias", gguf_norm(&m->arch, k));
+                ok = ok || (m->arch.family == LMP_FAMILY_GPT2 && !strcmp(leaf, want));
             }
             for (int k = 0; k < probe->n_linears && !ok; k++) {
-                const char *stem = gguf_linear(probe->linears[k].role);
+                int64_t r0, rows;
+                const char *stem = linear_source(&m->arch, &probe->linears[k], &r0, &rows);
                 const size_t n = strlen(stem);
                 ok = !strncmp(leaf, stem, n) && (!strcmp(leaf + n, ".weight") || !strcmp(leaf + n, ".bias"));
             }
@@ -250,6 +266,36 @@ static const char *arch_key(char *buf, size_t n, const lmp_model *m, const char 
     return buf;
 }
 
+/* LongRoPE as llama.cpp's Phi-3 reads it: rope_factors_short / _long divide the frequencies,
+ * the long ones for a window past rope.scaling.original_context_length; cos and sin times
+ * rope.scaling.attn_factor. */
+static int read_longrope(lmp_model *m, int64_t n_rot, int64_t orig)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_rope *r = &m->arch.rope;
+    float *f[2] = {NULL, NULL}, mscale = 1.0f;
+    static const char *const names[2] = {"rope_factors_short.weight", "rope_factors_long.weight"};
+    int st = arch_float(g, m->arch.desc->gguf_arch, "rope.scaling.attn_factor", 1.0, &mscale);
+    for (int k = 0; k < 2 && !st; k++) st = load_f32(m, names[k], 0, n_rot / 2, &f[k]);
+    for (int64_t i = 0; !st && i < n_rot / 2; i++)
+        if (!(f[0][i] > 0) || !(f[1][i] > 0))
+            st = lmp_fail(LMP_EINVAL, "%s: rope_factors_short/long[%lld] must be positive", m->path, (long long)i);
+    if (!st) {
+        memcpy(r->inv_freq_long, r->inv_freq, sizeof r->inv_freq);
+        for (int64_t i = 0; i < n_rot / 2; i++) {
+            r->inv_freq[i] = (float)((double)r->inv_freq[i] / f[0][i]);
+            r->inv_freq_long[i] = (float)((double)r->inv_freq_long[i] / f[1][i]);
+        }
+        snprintf(r->type, sizeof r->type, "longrope");
+        r->plain = 0;
+        r->long_after = orig;
+        r->mscale = mscale;
+    }
+    free(f[0]);
+    free(f[1]);
+    return st;
+}
+
 /* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* (linear, YaRN) and
  * rope_freqs.weight (Llama 3's per-pair divisors); the context is capped at
  * attention.sliding_window (sliding-window attention is plain causal attention within it). */
@@ -258,13 +304,18 @@ static int read_rope(lmp_model *m)
     const lmp_gguf *g = m->src_data;
     lmp_arch *a = &m->arch;
     const char *P = a->desc->gguf_arch;
-    int64_t n_rot, window, orig;
+    int64_t n_rot, window = 0, orig;
     char key[128];
     int st;
     if ((st = arch_int(g, P, "rope.dimension_count", a->head_dim, &n_rot)) ||
-        (st = arch_int(g, P, "attention.sliding_window", a->seq_len, &window)) ||
         (st = arch_int(g, P, "rope.scaling.original_context_length", a->seq_len, &orig)))
         return st;
+    /* attention.sliding_window: 0 (Phi-3's converter writes it so) means none */
+    if (lmp_gguf_find_kv(g, arch_key(key, sizeof key, m, "attention.sliding_window")) &&
+        (st = lmp_gguf_get_int(g, key, &window)))
+        return st;
+    if (window < 0) return lmp_fail(LMP_EINVAL, "%s: %s = %lld is negative", m->path, key, (long long)window);
+    if (window == 0) window = a->seq_len;
     if (n_rot > a->head_dim || n_rot % 2 || n_rot / 2 > LMP_ROPE_MAX_PAIRS)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s = %lld (must be even and at most the head size %lld)", m->path,
                         arch_key(key, sizeof key, m, "rope.dimension_count"), (long long)n_rot, (long long)a->head_dim);
@@ -317,6 +368,7 @@ static int read_rope(lmp_model *m)
         st = lmp_rope_with_factors(&a->rope, m->path, factors, n_rot / 2);
         free(factors);
     }
+    if (!st && lmp_gguf_find_tensor(g, "rope_factors_short.weight")) st = read_longrope(m, n_rot, orig);
     return st;
 }
 
@@ -405,7 +457,8 @@ int lmp_model_open_gguf(lmp_model *m)
         (st = arch_int(g, P, "attention.head_count_kv", a->n_heads, &a->n_kv_heads)) ||
         (st = arch_int(g, P, "context_length", 2048, &a->seq_len)) ||
         (st = arch_float(g, P, "rope.freq_base", 10000.0, &a->rope_theta)) ||
-        (st = arch_float(g, P, "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)) ||
+        (st = arch_float(g, P, a->family == LMP_FAMILY_GPT2 ? "attention.layer_norm_epsilon"
+                                                            : "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)) ||
         (st = arch_int(g, P, "attention.key_length", a->dim / a->n_heads, &key_len)) ||
         (st = arch_int(g, P, "attention.value_length", key_len, &value_len)))
         return st;
@@ -431,6 +484,13 @@ int lmp_model_open_gguf(lmp_model *m)
     m->tok_emb = lmp_model_own(m, tok);
     if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
     m->final_norm_w = lmp_model_own(m, fnorm);
+    if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm's bias and the learned positions */
+        float *p = NULL;
+        if ((st = load_f32(m, "output_norm.bias", 0, a->dim, &p))) return st;
+        m->final_norm_b = lmp_model_own(m, p);
+        if ((st = load_f32(m, "position_embd.weight", a->seq_len, a->dim, &p))) return st;
+        m->pos_emb = lmp_model_own(m, p);
+    }
     if (lmp_gguf_find_tensor(g, "output.weight")) {
         if ((st = load_f32(m, "output.weight", a->vocab, a->dim, &head))) return st;
         m->lm_head = lmp_model_own(m, head);
