@@ -25,6 +25,7 @@
 #include "plugin/backend.h"
 #include "plugin/host.h"
 #include "plugin/registry.h"
+#include "testutil.h"
 
 #define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 #define TOLERANCE 1e-5
@@ -220,6 +221,56 @@ START_TEST(tolerance_sees_a_small_weight_error)
 }
 END_TEST
 
+/* What a real GGUF can hold that changes the numbers, added to the llama3 fixture's file by the
+ * PyPI gguf package (tools/ref/gguf_mutate.py): each is refused, naming it.  The control, a
+ * harmless general.* key, loads and still matches transformers, so the copy itself is faithful. */
+START_TEST(gguf_additions_are_refused)
+{
+    if (!lmp_test_have_gguf("gguf_additions_are_refused")) return;
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "arch-gguf");
+    const struct { const char *mutation, *needle; } cases[] = {
+        {"key:general.note=1", NULL},
+        {"key:llama.attention.scale_hint=3", "metadata 'llama.attention.scale_hint' is not read"},
+        {"key:llama.expert_count=8", "mixture-of-experts model (llama.expert_count = 8)"},
+        {"key:adapter.lora.alpha=16", "metadata 'adapter.lora.alpha' is not read"},
+        {"tensor:blk.0.attn_q_norm.weight=16x1", "tensor 'blk.0.attn_q_norm.weight' is not read"},
+        {"tensor:blk.1.ffn_gate_exps.weight=8x64", "tensor 'blk.1.ffn_gate_exps.weight' is not read"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char out[128], cmd[2048];
+        snprintf(out, sizeof out, "%s/m%zu.gguf", dir, c);
+        snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_mutate.py' '%s/llama3/model.gguf' '%s' '%s'",
+                 LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, FIXTURES, out, cases[c].mutation);
+        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+        lmp_model *m = NULL;
+        const int st = lmp_model_load(out, &m);
+        printf("gguf + %-40s %s\n", cases[c].mutation, st ? lmp_last_error() : "loads");
+        if (!cases[c].needle) {
+            ck_assert_msg(st == 0, "%s: %s", cases[c].mutation, lmp_last_error());
+            int64_t T, rows;
+            int32_t *tok = read_tokens("llama3", &T);
+            double *gold = read_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
+            lmp_block *blocks = lmp_model_blocks(m);
+            ck_assert_ptr_nonnull(blocks);
+            float *lp = log_probs(m, blocks, tok, T);
+            ck_assert(rel_diff(lp, gold, T * m->arch.vocab) <= TOLERANCE);
+            free(lp);
+            free(gold);
+            free(tok);
+            lmp_model_free(m);
+        } else {
+            ck_assert_msg(st != 0, "%s: loaded", cases[c].mutation);
+            ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), out),
+                          "%s: the refusal does not say \"%s\" and the file: %s", cases[c].mutation, cases[c].needle,
+                          lmp_last_error());
+        }
+        unlink(out);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("arch_fixtures");
@@ -227,10 +278,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, each_form_matches_or_is_refused, 0, N_CASES);
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
+    tcase_add_test(tc, gguf_additions_are_refused);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    const int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lmp_test_main(s);
 }

@@ -517,6 +517,15 @@ START_TEST(malformed_checkpoints)
     /* a bias the config does not announce is not silently dropped */
     write_tiny_llama(dir, NULL, NULL, NULL, "model.layers.0.self_attn.o_proj.bias");
     load_fails(dir, st_file, "model.layers.0.self_attn.o_proj.bias", NULL);
+    /* a tensor the loader does not read (a q/k norm Llama lacks, an expert) is refused by name */
+    write_tiny_llama(dir, NULL, NULL, NULL, "model.layers.0.self_attn.q_norm.weight");
+    load_fails(dir, st_file, "tensor model.layers.0.self_attn.q_norm.weight is not read by lmpress for LlamaForCausalLM",
+               NULL);
+    write_tiny_llama(dir, NULL, NULL, NULL, "model.layers.0.mlp.experts.0.up_proj.weight");
+    load_fails(dir, st_file, "model.layers.0.mlp.experts.0.up_proj.weight is not read", NULL);
+    write_tiny_llama(dir, NULL, NULL, NULL, "model.layers.0.self_attn.rotary_emb.inv_freq");
+    m = load_ok(dir); /* a derived buffer older checkpoints saved */
+    lmp_model_free(m);
     /* ... but is used when it does (Llama's attention_bias: q, k, v and o) */
     write_tiny_llama(dir, ", \"attention_bias\": true", NULL, NULL, NULL);
     load_fails(dir, "model.safetensors", "model.layers.0.self_attn.q_proj.bias", "missing");
