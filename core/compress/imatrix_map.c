@@ -64,25 +64,3 @@ int lmp_imatrix_check_stages(const lmp_model *m, const lmp_variant *v, void *con
     }
     return st;
 }
-
-int lmp_imatrix_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v)
-{
-    if (!v->n_stages) return 0;
-    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
-    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    int made = 0;
-    for (; made < v->n_stages && !st; made++) {
-        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
-        if (!vt->create) continue;
-        lmp_host_clear_error(ctx);
-        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
-            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
-    }
-    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
-    for (int s = 0; selves && s < made; s++) {
-        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
-        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
-    }
-    free(selves);
-    return st;
-}

@@ -25,9 +25,6 @@ int lmp_imatrix_for_linear(const lmp_imatrix *im, lmp_family family, int64_t blo
  * or, when v has no imatrix, the setting to add.  Only m's header is used. */
 int lmp_imatrix_check_stages(const lmp_model *m, const lmp_variant *v, void *const *selves);
 
-/* The same for a variant before its run: its stages are created on ctx for the check and
- * destroyed again.  For whatever checks a config against its model before working (compare's
- * preparation, `lmpress check`). */
-int lmp_imatrix_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v);
+/* (A whole variant is checked before its run by lmp_compress_check_variant, pipeline.h.) */
 
 #endif
