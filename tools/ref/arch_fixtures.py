@@ -39,7 +39,7 @@ tokenizer.json trained with the `tokenizers` library on the start of data/wikite
 family's real pre-tokenizer regex; llama.cpp's converter recognises a pre-tokenizer by hashing the
 ids of a test string, which no tiny vocabulary reproduces, so the conversion wrapper here
 monkeypatches TextModel.get_vocab_base_pre to return the family's real name ("llama-bpe",
-"qwen2", "gpt-2", "glm4").  SentencePiece families (mistral, gemma 1-3, phi3) get a
+"qwen2", "gpt-2", "glm4").  SentencePiece families (mistral, gemma 1-3, phi3, ernie4_5) get a
 tokenizer.model trained with the `sentencepiece` library (BPE, byte_fallback), which the converter
 reads directly.
 """
