@@ -21,8 +21,8 @@
 #define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 #define TEXTS LMP_SOURCE_DIR "/models/stories260K"
 
-static const char *const fixtures[] = {"llama3", "qwen2",  "qwen2-yarn", "qwen3", "mistral", "gemma",
-                                       "gemma2", "gemma3", "phi3",       "glm",   "glm4",    "gpt2"};
+static const char *const fixtures[] = {"llama3", "qwen2",  "qwen2-yarn", "qwen3", "mistral", "gemma", "gemma2",
+                                       "gemma3", "phi3",   "glm",        "glm4",  "gpt2",    "ernie4_5"};
 enum { N_FIXTURES = sizeof fixtures / sizeof *fixtures };
 
 static const char *const variants[] = {"fp32", "rtn-w4-g32", "gptq-w4-g32", "sq-w8a8"};

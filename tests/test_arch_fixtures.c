@@ -83,6 +83,9 @@ static const arch_case cases[] = {
     {"gpt2", "hf5", "logprobs.f64", MATCH, NULL},
     {"gpt2", "hf4", "logprobs.f64", MATCH, NULL},
     {"gpt2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"ernie4_5", "hf5", "logprobs.f64", MATCH, NULL},
+    {"ernie4_5", "hf4", "logprobs.f64", MATCH, NULL},
+    {"ernie4_5", "model.gguf", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

@@ -39,7 +39,7 @@ tokenizer.json trained with the `tokenizers` library on the start of data/wikite
 family's real pre-tokenizer regex; llama.cpp's converter recognises a pre-tokenizer by hashing the
 ids of a test string, which no tiny vocabulary reproduces, so the conversion wrapper here
 monkeypatches TextModel.get_vocab_base_pre to return the family's real name ("llama-bpe",
-"qwen2", "gpt-2", "glm4").  SentencePiece families (mistral, gemma 1-3, phi3) get a
+"qwen2", "gpt-2", "glm4").  SentencePiece families (mistral, gemma 1-3, phi3, ernie4_5) get a
 tokenizer.model trained with the `sentencepiece` library (BPE, byte_fallback), which the converter
 reads directly.
 """
@@ -166,6 +166,13 @@ FIXTURES = {
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, attention_bias=True,
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0,
                                          partial_rotary_factor=0.5))),
+    # ERNIE 4.5 dense: RoPE over interleaved pairs on the whole head (GLM's style at full width; the
+    # converter keeps the rows as stored), head_dim 32 != 64 / 4, use_bias false as in the released
+    # models, tied head; SentencePiece vocabulary (the converter reads tokenizer.model)
+    "ernie4_5": dict(
+        model_type="ernie4_5", cls="Ernie4_5ForCausalLM", seed=3313, tok="spm",
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-5, head_dim=32, use_bias=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=500000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
