@@ -56,6 +56,8 @@ typedef struct lmp_arch_desc {
     lmp_family family;               /* the block's topology */
     const char *hf_class;            /* config.json "architectures"[0] */
     int64_t hf_default_ctx;          /* transformers' default max_position_embeddings */
+    int hf_tied_default;             /* transformers' default tie_word_embeddings (a tied class
+                                      * ignores a stored lm_head.weight) */
     lmp_bias_rule bias;
     lmp_sliding_rule sliding;
     unsigned flags;                  /* LMP_ARCH_* */

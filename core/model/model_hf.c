@@ -685,7 +685,7 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     const int gpt2 = s->desc->family == LMP_FAMILY_GPT2;
     st = check_config_keys(c, what, name, gpt2 ? gpt2_keys : llama_keys, s->desc->hf_extra_keys);
     if (!st) st = gpt2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
-    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", gpt2, tied);
+    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->desc->hf_tied_default, tied);
     const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
     if (qc && gpt2)
         st = lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config is read for the Llama family only, not %s", what,
