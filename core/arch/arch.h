@@ -48,6 +48,7 @@ typedef struct lmp_arch_desc {
     const char *name;                /* "llama", "mistral", "qwen2", "qwen3", "gpt2" */
     lmp_family family;               /* the block's topology */
     const char *hf_class;            /* config.json "architectures"[0] */
+    const char *hf_model_type;       /* config.json "model_type" (what an exporter writes) */
     int64_t hf_default_ctx;          /* transformers' default max_position_embeddings */
     lmp_bias_rule bias;
     lmp_sliding_rule sliding;

@@ -1,6 +1,13 @@
-/* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or a
- * synthesized LlamaConfig, with torch_dtype, tie_word_embeddings, Llama's bias switches,
- * compressed-tensors' quantization_config (and its sparsity_config) and lmpress's own record. */
+/* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or one made
+ * for the family (its class and model_type from core/arch), with torch_dtype, tie_word_embeddings,
+ * the family's bias switches, compressed-tensors' quantization_config (and its sparsity_config)
+ * and lmpress's own record.
+ *
+ * RoPE in a config made here: top-level rope_theta and rope_scaling (null, or {"rope_type":
+ * "linear" | "yarn", ...}), transformers 4's form, which transformers 5 still reads (it moves
+ * them into rope_parameters when it loads the config); rope_parameters alone would be ignored by
+ * transformers 4.  export.c refuses what this form cannot say (llama3 from a GGUF's rope_freqs,
+ * partial rotary). */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,9 +30,18 @@ static const char *torch_dtype(lmp_st_dtype d)
     return d == LMP_ST_BF16 ? "bfloat16" : d == LMP_ST_F16 ? "float16" : "float32";
 }
 
-static int is_llama(const hf_plan *p)
+/* The family's bias switches (hf_write.c's plan_biases): Llama has attention_bias and mlp_bias,
+ * Qwen3 and Gemma attention_bias, Qwen2 and Mistral neither. */
+static int has_attn_switch(const hf_plan *p)
 {
-    return strcmp(p->arch, "Qwen2ForCausalLM") != 0 && strcmp(p->arch, "MistralForCausalLM") != 0;
+    return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
+                                            : p->desc->bias == LMP_BIAS_ATTN_CONFIG;
+}
+
+static int has_mlp_switch(const hf_plan *p)
+{
+    return p->desc->bias == LMP_BIAS_CONFIG && strcmp(p->desc->name, "mistral") != 0 &&
+           strcmp(p->desc->name, "gemma") != 0;
 }
 
 /* Members of the source's config.json this writer sets itself. */
@@ -35,7 +51,7 @@ static int replaced(const hf_plan *p, const char *k)
                                        "tie_word_embeddings", "lmpress"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(k, keys[i]) == 0) return 1;
-    return is_llama(p) && (strcmp(k, "attention_bias") == 0 || strcmp(k, "mlp_bias") == 0);
+    return (has_attn_switch(p) && strcmp(k, "attention_bias") == 0) || (has_mlp_switch(p) && strcmp(k, "mlp_bias") == 0);
 }
 
 /* bos and eos of a llama2.c vocabulary (1, 2) or a GGUF's metadata; -1 when unknown. */
@@ -59,10 +75,14 @@ static void special_ids(const lmp_model *m, int64_t *bos, int64_t *eos)
 static void synthesized(const hf_plan *p, FILE *f, int *n)
 {
     const lmp_arch *a = &p->m->arch;
+    const lmp_arch_desc *d = p->desc;
+    const lmp_rope *r = &a->rope;
     key(f, n, 1, "architectures");
-    fputs("[\"LlamaForCausalLM\"]", f);
+    fputc('[', f);
+    lmp_jw_string(f, d->hf_class);
+    fputc(']', f);
     key(f, n, 1, "model_type");
-    fputs("\"llama\"", f);
+    lmp_jw_string(f, d->hf_model_type);
     const struct { const char *k; int64_t v; } ints[] = {
         {"hidden_size", a->dim},          {"intermediate_size", a->hidden},
         {"num_hidden_layers", a->n_layers}, {"num_attention_heads", a->n_heads},
@@ -72,20 +92,49 @@ static void synthesized(const hf_plan *p, FILE *f, int *n)
         key(f, n, 1, ints[i].k);
         fprintf(f, "%lld", (long long)ints[i].v);
     }
+    const char *act = a->geglu ? "gelu_pytorch_tanh" : "silu";
     key(f, n, 1, "hidden_act");
-    fputs("\"silu\"", f);
+    lmp_jw_string(f, act);
+    if (a->geglu) { /* Gemma: transformers reads hidden_activation first */
+        key(f, n, 1, "hidden_activation");
+        lmp_jw_string(f, act);
+    }
     key(f, n, 1, "rms_norm_eps");
     lmp_jw_float(f, a->norm_eps);
     key(f, n, 1, "rope_theta");
-    lmp_jw_float(f, a->rope_theta);
+    lmp_jw_float(f, r->n_rot > 0 ? r->theta : a->rope_theta);
     key(f, n, 1, "rope_scaling");
-    fputs("null", f);
+    if (r->n_rot > 0 && !r->plain && (!strcmp(r->type, "linear") || !strcmp(r->type, "yarn"))) {
+        int rn = 0;
+        fputc('{', f);
+        key(f, &rn, 2, "rope_type");
+        lmp_jw_string(f, r->type);
+        key(f, &rn, 2, "factor");
+        lmp_jw_double(f, r->factor);
+        if (!strcmp(r->type, "yarn")) { /* max_position_embeddings / this is the factor transformers uses */
+            key(f, &rn, 2, "original_max_position_embeddings");
+            fprintf(f, "%lld", (long long)r->orig_ctx);
+        }
+        lmp_jw_indent(f, 1);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    if (d->sliding == LMP_SLIDING_ALWAYS) { /* Mistral: a GGUF says no window, so there is none */
+        key(f, n, 1, "sliding_window");
+        fputs("null", f);
+    } else if (d->sliding == LMP_SLIDING_FLAG) {
+        key(f, n, 1, "use_sliding_window");
+        fputs("false", f);
+    }
     key(f, n, 1, "attention_dropout");
     fputs("0.0", f);
     key(f, n, 1, "initializer_range");
     fputs("0.02", f);
-    key(f, n, 1, "pretraining_tp");
-    fputs("1", f);
+    if (!strcmp(d->name, "llama")) {
+        key(f, n, 1, "pretraining_tp");
+        fputs("1", f);
+    }
     key(f, n, 1, "use_cache");
     fputs("true", f);
     int64_t bos, eos;
@@ -279,9 +328,11 @@ int hf_write_config(const hf_plan *p, FILE *f)
     }
     key(f, &n, 1, "tie_word_embeddings");
     fputs(p->m->lm_head == p->m->tok_emb ? "true" : "false", f);
-    if (is_llama(p)) {
+    if (has_attn_switch(p)) {
         key(f, &n, 1, "attention_bias");
         fputs(p->attn_bias ? "true" : "false", f);
+    }
+    if (has_mlp_switch(p)) {
         key(f, &n, 1, "mlp_bias");
         fputs(p->mlp_bias ? "true" : "false", f);
     }

@@ -11,12 +11,21 @@
 #include "export/st_write.h"
 
 /* The row of the weight (or bias) that HF row r is: q and k rows go back from adjacent pairs
- * (2i, 2i+1) to rotate-half order (i, i + hd/2) within each head (hf_plan.h). */
+ * (2i, 2i+1) to rotate-half order (i, i + n_rot/2) within each head (hf_plan.h). */
 static int64_t src_row(const hf_linear *h, int64_t r)
 {
     if (!h || !h->head_dim) return r;
-    const int64_t hd = h->head_dim, half = hd / 2, i = r % hd;
-    return r - i + (i < half ? 2 * i : 2 * (i - half) + 1);
+    return lmp_rope_halves_row(r, h->head_dim, h->n_rot);
+}
+
+/* A block norm's or the final norm's values as the file holds them: Gemma's 1 + w less 1, Qwen3's
+ * q/k norms back in rotate-half order; into out[n]. */
+static void norm_values(const hf_tensor *t, const float *w, int64_t n, float *out)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float v = w[t->halves_hd ? lmp_rope_halves_row(j, t->halves_hd, t->n_rot) : j];
+        out[j] = t->minus_one ? v - 1.0f : v;
+    }
 }
 
 static void put16(unsigned char *b, uint16_t v)
@@ -137,7 +146,20 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     for (int64_t r = 0; r < rows && !st; r++) {
         const int64_t sr = src_row(h, r);
         switch (t->kind) {
-        case HF_T_DENSE: st = encode_floats(t, dense + r * cols, cols, e.buf, rounded); break;
+        case HF_T_DENSE:
+            if (t->minus_one || t->halves_hd) { /* a norm (one row) */
+                float *v = malloc((size_t)cols * sizeof *v);
+                if (!v) {
+                    st = lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+                    break;
+                }
+                norm_values(t, dense, cols, v);
+                st = encode_floats(t, v, cols, e.buf, rounded);
+                free(v);
+            } else {
+                st = encode_floats(t, dense + r * cols, cols, e.buf, rounded);
+            }
+            break;
         case HF_T_WEIGHT: st = encode_floats(t, l->w + sr * l->in, l->in, e.buf, rounded); break;
         case HF_T_BIAS:
             for (int64_t c = 0; c < cols && !st; c++) {
