@@ -7,7 +7,10 @@
  * "linear" | "yarn", ...}), transformers 4's form, which transformers 5 still reads (it moves
  * them into rope_parameters when it loads the config); rope_parameters alone would be ignored by
  * transformers 4.  export.c refuses what this form cannot say (llama3 from a GGUF's rope_freqs,
- * partial rotary). */
+ * partial rotary).  A source's config.json in transformers 5's form (rope_parameters) is written
+ * in the older form too, so that transformers 4 reads it right as well: rope_parameters.rope_theta
+ * becomes rope_theta, partial_rotary_factor a top-level key, the rest rope_scaling (null for the
+ * default rotation).  Per-layer-type parameters (nested objects) are copied as they are. */
 #include <stdio.h>
 #include <string.h>
 
@@ -304,6 +307,47 @@ static void quantization_config(const hf_plan *p, FILE *f)
     fputc('}', f);
 }
 
+/* Whether rope_parameters is one set of parameters (not one per layer type). */
+static int flat_rope_parameters(const lmp_json *rp)
+{
+    if (!rp || rp->type != LMP_JSON_OBJECT) return 0;
+    for (size_t i = 0; i < rp->n; i++)
+        if (rp->items[i].type == LMP_JSON_OBJECT) return 0;
+    return 1;
+}
+
+/* rope_parameters written as transformers 4's rope_theta, partial_rotary_factor, rope_scaling. */
+static void legacy_rope(FILE *f, int *n, const lmp_json *rp)
+{
+    int others = 0;
+    for (size_t i = 0; i < rp->n; i++) {
+        const char *k = rp->keys[i];
+        if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) {
+            key(f, n, 1, k);
+            lmp_jw_tree(f, &rp->items[i], 1);
+        } else if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+            others += !(rp->items[i].type == LMP_JSON_STRING && !strcmp(rp->items[i].str, "default"));
+        } else {
+            others++;
+        }
+    }
+    key(f, n, 1, "rope_scaling");
+    if (!others) {
+        fputs("null", f);
+        return;
+    }
+    int sn = 0;
+    fputc('{', f);
+    for (size_t i = 0; i < rp->n; i++) {
+        const char *k = rp->keys[i];
+        if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) continue;
+        key(f, &sn, 2, k);
+        lmp_jw_tree(f, &rp->items[i], 2);
+    }
+    lmp_jw_indent(f, 1);
+    fputc('}', f);
+}
+
 static void opt_string(FILE *f, const char *s)
 {
     if (s) lmp_jw_string(f, s);
@@ -317,9 +361,18 @@ int hf_write_config(const hf_plan *p, FILE *f)
     int had_dtype = 0;
     if (p->src_config) {
         const lmp_json *c = p->src_config;
+        const lmp_json *rp = lmp_json_get(c, "rope_parameters");
+        const int legacy = flat_rope_parameters(rp);
         for (size_t i = 0; i < c->n; i++) {
             had_dtype |= strcmp(c->keys[i], "dtype") == 0;
             if (replaced(p, c->keys[i])) continue;
+            if (legacy && !strcmp(c->keys[i], "rope_parameters")) {
+                legacy_rope(f, &n, rp);
+                continue;
+            }
+            /* (a top-level partial_rotary_factor beside rope_parameters: the one inside wins) */
+            if (legacy && !strcmp(c->keys[i], "partial_rotary_factor") && lmp_json_get(rp, "partial_rotary_factor"))
+                continue;
             key(f, &n, 1, c->keys[i]);
             lmp_jw_tree(f, &c->items[i], 1);
         }

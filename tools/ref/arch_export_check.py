@@ -216,6 +216,10 @@ def check_hf(path, ref_path, quantized, cls):
     act = lambda c: c.get("hidden_activation") or c.get("hidden_act")
     if act(cfg) != act(ref):
         problem(f"activation {act(cfg)!r}, the reference's {act(ref)!r}")
+    rp = cfg.get("rope_parameters")
+    if isinstance(rp, dict) and not any(isinstance(v, dict) for v in rp.values()):
+        problem("config.json keeps RoPE in rope_parameters only, which transformers 4 ignores (it would run "
+                "rope_theta's default); rope_theta + rope_scaling are read by transformers 4 and 5")
     (t1, s1), (t2, s2) = rope_of(cfg), rope_of(ref)
     if abs(t1 - t2) > 1e-6 * t2:
         problem(f"rope theta {t1}, the reference's {t2}")
