@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "export/export.h"
@@ -352,6 +353,70 @@ START_TEST(compressed_variant_reads_back)
 }
 END_TEST
 
+/* ---- what cannot be written is refused by name ------------------------------------------- */
+/* Each a fixture loaded and changed as another model would differ (so each refusal is reached by
+ * a real model's state); nothing may be left at the path. */
+typedef enum { MUT_YARN_ATTN, MUT_LLAMA3_ON_QWEN2, MUT_GEMMA_UNTIED, MUT_PARTIAL_ROTARY, MUT_YARN_CTX,
+               MUT_LONGROPE } mutation;
+typedef struct refusal_case {
+    const char *fixture, *form, *out;
+    mutation mut;
+    const char *needle;
+} refusal_case;
+
+static const refusal_case rcases[] = {
+    /* a YaRN attention_factor other than 0.1 ln(factor) + 1: GGUF has no key for it */
+    {"qwen2-yarn", "hf5", "x.gguf", MUT_YARN_ATTN, "YaRN"},
+    /* rope_freqs is llama's only */
+    {"llama3", "hf5", "x.gguf", MUT_LLAMA3_ON_QWEN2, "llama3"},
+    /* llama.cpp's gemma has no output tensor */
+    {"gemma", "hf5", "x.gguf", MUT_GEMMA_UNTIED, "head of its own"},
+    /* a config.json made from a GGUF says no partial rotary */
+    {"qwen2", "model.gguf", "x-hf", MUT_PARTIAL_ROTARY, "partial rotary"},
+    /* transformers reads YaRN's factor as max_position_embeddings / original: 128 / 64 is not 4 */
+    {"qwen2-yarn", "model.gguf", "x-hf", MUT_YARN_CTX, "YaRN"},
+    /* LongRoPE on a family that is written otherwise */
+    {"phi3", "hf5", "x.gguf", MUT_LONGROPE, "LongRoPE"},
+    {"phi3", "hf5", "x-hf", MUT_LONGROPE, "LongRoPE"},
+};
+enum { N_RCASES = sizeof rcases / sizeof *rcases };
+
+START_TEST(what_cannot_be_written_is_refused)
+{
+    const refusal_case *c = &rcases[_i];
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
+    snprintf(out, sizeof out, "%s/%s", tmpdir, c->out);
+    lmp_model *m = load(src_path);
+    float *head = NULL;
+    switch (c->mut) {
+    case MUT_YARN_ATTN: m->arch.rope.mscale *= 1.01f; break;
+    case MUT_LLAMA3_ON_QWEN2: m->arch.desc = lmp_arch_by_name("qwen2"); break;
+    case MUT_GEMMA_UNTIED:
+        head = malloc((size_t)(m->arch.vocab * m->arch.dim) * sizeof *head);
+        memcpy(head, m->tok_emb, (size_t)(m->arch.vocab * m->arch.dim) * sizeof *head);
+        m->lm_head = head;
+        break;
+    case MUT_PARTIAL_ROTARY:
+        lmp_rope_default(&m->arch.rope, m->arch.rope.theta, m->arch.head_dim / 2, m->arch.head_dim);
+        break;
+    case MUT_YARN_CTX: m->arch.seq_len = 128; break;
+    case MUT_LONGROPE: m->arch.desc = lmp_arch_by_name("llama"); break;
+    }
+    const lmp_block_source src = lmp_block_source_model(m);
+    const int st = export_to(m, &src, out, c->fixture, NULL);
+    const char *msg = lmp_last_error();
+    printf("%-10s %-10s -> %-6s refused: %s\n", c->fixture, c->form, c->out, st ? msg : "(not refused)");
+    ck_assert_msg(st != 0, "%s -> %s: exported, but the file cannot say what lmpress evaluated", src_path, c->out);
+    ck_assert_msg(strstr(msg, c->needle) != NULL && strstr(msg, src_path) != NULL,
+                  "the refusal does not name the model and \"%s\": %s", c->needle, msg);
+    ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
+    if (head) m->lm_head = m->tok_emb;
+    free(head);
+    lmp_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_arch");
@@ -360,6 +425,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_fixture, close_fixture);
     tcase_add_loop_test(tc, each_export_matches_or_is_refused, 0, N_CASES);
     tcase_add_loop_test(tc, compressed_variant_reads_back, 0, N_QCASES);
+    tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
