@@ -14,7 +14,8 @@
  * SKIPPED; the Hugging Face ones need only numpy.
  *
  * Compressed variants (RTN on Q8_0 blocks for GGUF, 4-bit groups of 32 for compressed-tensors'
- * pack-quantized) of Llama 3, Qwen3 and Gemma are exported and read back: lmpress's log-probs of
+ * pack-quantized) of Llama 3, Qwen3 and Gemma, and of Phi-3 (4-bit groups, 8-bit asymmetric
+ * channels) in its fused modules, are exported and read back: lmpress's log-probs of
  * the file equal those of the variant it evaluated, and every dequantized weight lies within
  * 0.6 of a grid step of the reference's (a wrong row order or norm offset cannot).
  *
@@ -90,8 +91,10 @@ static const export_case cases[] = {
     {"gemma", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"gemma", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gemma", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    /* Phi-3: fused qkv_proj / gate_up_proj in a folder whose config (LongRoPE) is the source's;
+     * lmpress caps the context at original_max_position_embeddings (32): the short factors */
     {"phi3", "hf5", "gguf", "logprobs_short.f64", REFUSED, "Phi-3", ""},
-    {"phi3", "hf5", "hf", "logprobs_short.f64", REFUSED, "Phi-3", ""},
+    {"phi3", "hf5", "hf", "logprobs_short.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-2", ""},
     {"gpt2", "hf5", "hf", "logprobs.f64", REFUSED, "GPT-2", ""},
 };
@@ -301,6 +304,9 @@ static const quant_case qcases[] = {
     {"llama3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
     {"qwen3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
     {"gemma", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    /* Phi-3's parts joined into qkv_proj / gate_up_proj, scales and codes row by row */
+    {"phi3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    {"phi3", "hf", {"bits=8", "granularity=channel", "sym=false", NULL}},
 };
 enum { N_QCASES = sizeof qcases / sizeof *qcases };
 
@@ -333,7 +339,8 @@ START_TEST(compressed_variant_reads_back)
     ck_assert_msg(rel <= TOLERANCE, "%s read back differs from the variant: relative %g", out, rel);
     /* and the variant really differs from the unmodified model (the grid was written) */
     int64_t rows;
-    double *gold = read_golden(c->fixture, "logprobs.f64", m->arch.vocab, &rows);
+    double *gold = read_golden(c->fixture, strcmp(c->fixture, "phi3") ? "logprobs.f64" : "logprobs_short.f64",
+                               m->arch.vocab, &rows);
     const double moved = rel_diff(got, gold, n * m->arch.vocab);
     printf("%-10s rtn -> %-4s differs from the unmodified model by %.2e\n", c->fixture, c->out, moved);
     ck_assert_msg(moved > TOLERANCE, "%s: the quantized export gives the unmodified numbers", out);
@@ -349,6 +356,30 @@ START_TEST(compressed_variant_reads_back)
     free(tok);
     lmp_blocks_free(var, m->arch.n_layers);
     lmp_model_free(e);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* Phi-3's q, k and v are one module in the file: quantized unlike each other, they are refused,
+ * naming the part. */
+START_TEST(fused_parts_quantized_unlike_are_refused)
+{
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/phi3/hf5", FIXTURES);
+    snprintf(out, sizeof out, "%s/phi3-q-only", tmpdir);
+    lmp_model *m = load(src_path);
+    const char *const set[] = {"bits=4", "granularity=group", "group_size=32", NULL};
+    lmp_block *var = compress_stage(m, "rtn", set, "q_proj", 0);
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(var, m->arch.n_layers, &store);
+    const int st = export_to(m, &src, out, "q-only", NULL);
+    const char *msg = lmp_last_error();
+    printf("phi3 rtn on q_proj only -> hf refused: %s\n", st ? msg : "(not refused)");
+    ck_assert_msg(st != 0 && strstr(msg, "quantized differently") && strstr(msg, "qkv_proj"),
+                  "expected a refusal naming the fused module: %s", st ? msg : "exported");
+    ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
+    lmp_block_store_free(store);
+    lmp_blocks_free(var, m->arch.n_layers);
     lmp_model_free(m);
 }
 END_TEST
@@ -377,7 +408,6 @@ static const refusal_case rcases[] = {
     {"qwen2-yarn", "model.gguf", "x-hf", MUT_YARN_CTX, "YaRN"},
     /* LongRoPE on a family that is written otherwise */
     {"phi3", "hf5", "x.gguf", MUT_LONGROPE, "LongRoPE"},
-    {"phi3", "hf5", "x-hf", MUT_LONGROPE, "LongRoPE"},
 };
 enum { N_RCASES = sizeof rcases / sizeof *rcases };
 
@@ -426,6 +456,7 @@ int main(void)
     tcase_add_loop_test(tc, each_export_matches_or_is_refused, 0, N_CASES);
     tcase_add_loop_test(tc, compressed_variant_reads_back, 0, N_QCASES);
     tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
+    tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -97,13 +97,17 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     static const char *const written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
     int ok = 0;
     for (size_t i = 0; i < sizeof written / sizeof *written; i++) ok |= !strcmp(d->name, written[i]);
-    if (!strcmp(d->name, "phi3"))
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Phi-3 model (Phi3ForCausalLM): the exporters do not write it yet "
-                        "(its fused qkv_proj / gate_up_proj and LongRoPE; docs/architectures.md)", path, m->path);
+    /* Phi-3: its fused modules are written in a Hugging Face folder whose config.json (LongRoPE
+     * included) is the source's own; llama.cpp's phi3 is not written */
+    ok |= !strcmp(d->name, "phi3") && !gguf && from_hf;
+    if (!strcmp(d->name, "phi3") && !ok)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Phi-3 model (Phi3ForCausalLM): the GGUF writer does not write "
+                        "llama.cpp's phi3 yet (fused attn_qkv / ffn_up, LongRoPE factors; docs/architectures.md)",
+                        path, m->path);
     if (!ok)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: the exporters do not write this architecture yet "
                         "(docs/architectures.md)", path, m->path, d->name);
-    if (rotated && !strcmp(r->type, "longrope"))
+    if (rotated && !strcmp(r->type, "longrope") && (gguf || !from_hf))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with LongRoPE, which the exporters do not write yet "
                         "(the file would run another rotation than the one lmpress evaluated)", path, m->path);
     if (gguf) {

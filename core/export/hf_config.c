@@ -37,6 +37,7 @@ static const char *torch_dtype(lmp_st_dtype d)
  * Qwen3 and Gemma attention_bias, Qwen2 and Mistral neither. */
 static int has_attn_switch(const hf_plan *p)
 {
+    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
     return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
                                             : p->desc->bias == LMP_BIAS_ATTN_CONFIG;
 }
@@ -44,7 +45,7 @@ static int has_attn_switch(const hf_plan *p)
 static int has_mlp_switch(const hf_plan *p)
 {
     return p->desc->bias == LMP_BIAS_CONFIG && strcmp(p->desc->name, "mistral") != 0 &&
-           strcmp(p->desc->name, "gemma") != 0;
+           strcmp(p->desc->name, "gemma") != 0 && !p->desc->hf_fused_qkv;
 }
 
 /* Members of the source's config.json this writer sets itself. */
@@ -235,7 +236,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputc('[', f);
         int nt = 0;
         for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].scheme == s) {
+            if (p->lins[i].scheme == s && !p->lins[i].merged) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 5);
                 lmp_jw_string(f, p->lins[i].name);
@@ -261,7 +262,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
     key(f, &n, 2, "ignore");
     fputc('[', f);
     for (int i = 0; i < p->n_lins && p->n_schemes; i++) /* without groups nothing needs ignoring */
-        if (p->lins[i].scheme < 0) {
+        if (p->lins[i].scheme < 0 && !p->lins[i].merged) {
             if (n_dense++) fputc(',', f);
             lmp_jw_indent(f, 3);
             lmp_jw_string(f, p->lins[i].name);
@@ -291,7 +292,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputc('[', f);
         int nt = 0;
         for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].masked) {
+            if (p->lins[i].masked && !p->lins[i].merged) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 4);
                 lmp_jw_string(f, p->lins[i].name);

@@ -38,7 +38,9 @@
  * weights, go back from lmpress's adjacent-pair RoPE order to Hugging Face's rotate-half order
  * over the n_rot rotated dims of each head: HF row h*hd + i is row h*hd + 2i, HF row
  * h*hd + n_rot/2 + i is row h*hd + 2i + 1 (lmp_rope_halves_row, the inverse of model_hf.c's load).
- * Gemma's RMSNorm weights are held as 1 + w and written as w. */
+ * Gemma's RMSNorm weights are held as 1 + w and written as w.  Phi-3's fused qkv_proj and
+ * gate_up_proj are the parts' rows one after the other (q, k, v; gate, up), each part's rows as
+ * above, on one scheme (channel or group scales, which are per row). */
 #ifndef LMP_CORE_HF_PLAN_H
 #define LMP_CORE_HF_PLAN_H
 
@@ -75,6 +77,11 @@ typedef struct hf_linear {
     int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
     int64_t n_rot;             /* ... over the first n_rot rows of each head */
     int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
+    /* A fused module (Phi-3's qkv_proj, gate_up_proj): this entry is written under the fused name
+     * with `out` the members' rows together, members[k] the block's linear index of each part in
+     * order (q, k, v or gate, up); the parts' own entries are `merged` and write nothing. */
+    int n_members, members[3];
+    int merged;
 } hf_linear;
 
 /* A block's norm (its weights read again when written). */

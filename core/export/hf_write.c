@@ -196,6 +196,7 @@ static int plan_biases(hf_plan *p)
 {
     const int qwen2 = p->desc->bias == LMP_BIAS_QKV, mistral = !strcmp(p->desc->name, "mistral");
     const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || !strcmp(p->desc->name, "gemma");
+    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
         if (!l->has_b) continue;
@@ -250,6 +251,7 @@ static lmp_st_dtype scale_dtype(lmp_scale_type t)
 static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
 {
     int st = 0;
+    if (h->merged) return 0; /* written with its fused module */
     if (h->scheme < 0) {
         st = add_tensor(p, cap, h->name, ".weight", HF_T_WEIGHT, p->dtype, 2, h->out, h->in, h, NULL);
     } else {
@@ -402,6 +404,54 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
     return 0;
 }
 
+/* Phi-3's fused modules: the block's entries for `roles` (in that order) become one entry named
+ * model.layers.N.<module> whose rows are theirs one after the other (hf_plan.h).  The parts must
+ * be on one scheme whose scales are per row (channel or group), without act-order groups, static
+ * input scales or biases: a fused module has one of each. */
+static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_role *roles, int n)
+{
+    int at[3];
+    for (int k = 0; k < n; k++) {
+        at[k] = -1;
+        for (int i = first; i < p->n_lins; i++)
+            if (p->lins[i].role == roles[k]) at[k] = i;
+        if (at[k] < 0) return lmp_fail(LMP_EINVAL, "block %lld has no part of its fused %s", (long long)b, module);
+    }
+    hf_linear *f = &p->lins[at[0]];
+    for (int k = 0; k < n; k++) {
+        const hf_linear *h = &p->lins[at[k]];
+        const hf_scheme *sc = h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
+        if (h->has_b)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s's fused %s has no place for", h->name, p->arch,
+                            module);
+        if (h->scheme != f->scheme || h->scale_type != f->scale_type)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: is quantized differently from %s, but %s stores them as one module "
+                            "(%s): quantize them alike", h->name, f->name, p->arch, module);
+        if (sc && (sc->gran == LMP_GRAN_TENSOR || sc->g_idx || sc->act == LMP_ACT_STATIC_TENSOR))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: its %s cannot be joined with the other parts of %s's fused %s (one "
+                            "per module): use channel or group scales%s", h->name,
+                            sc->gran == LMP_GRAN_TENSOR ? "per-tensor scale" : sc->g_idx ? "act-order groups"
+                                                                              : "static input scale",
+                            p->arch, module, sc->g_idx ? " without act_order" : "");
+    }
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)b, module);
+    char *fused = strdup(name);
+    if (!fused) return lmp_fail(LMP_ENOMEM, "out of memory");
+    free(f->name);
+    f->name = fused;
+    f->n_members = n;
+    for (int k = 0; k < n; k++) {
+        f->members[k] = p->lins[at[k]].index;
+        f->masked |= p->lins[at[k]].masked;
+        if (k) {
+            f->out += p->lins[at[k]].out;
+            p->lins[at[k]].merged = 1;
+        }
+    }
+    return 0;
+}
+
 /* The first pass: every block read once (from p->blocks, one at a time) and planned. */
 static int build_plan(lmp_ctx *ctx, hf_plan *p)
 {
@@ -425,7 +475,11 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
         if (blk.n_linears != per_lin || blk.n_norms != per_norm)
             st = lmp_fail(LMP_EINVAL, "block %lld has %d linears and %d norms, not the architecture's %lld and %lld",
                           (long long)b, blk.n_linears, blk.n_norms, (long long)per_lin, (long long)per_norm);
+        const int first = p->n_lins;
         if (!st) st = plan_block(ctx, p, b, &blk, &n_quant, &n_bf16, &n_f16, &pruned, &total);
+        static const lmp_role qkv[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, gate_up[2] = {LMP_ROLE_GATE, LMP_ROLE_UP};
+        if (!st && p->desc->hf_fused_qkv) st = fuse(p, first, b, p->desc->hf_fused_qkv, qkv, 3);
+        if (!st && p->desc->hf_fused_gate_up) st = fuse(p, first, b, p->desc->hf_fused_gate_up, gate_up, 2);
         lmp_block_free(&blk);
     }
     if (st) return st;
@@ -582,10 +636,14 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
     }
     if (!st) {
         int n_packed = 0, n_int = 0;
-        for (int i = 0; i < p.n_lins; i++)
+        int n_written = 0;
+        for (int i = 0; i < p.n_lins; i++) {
+            if (p.lins[i].merged) continue;
+            n_written++;
             if (p.lins[i].scheme >= 0) *(p.schemes[p.lins[i].scheme].fmt == HF_FMT_PACK ? &n_packed : &n_int) += 1;
+        }
         lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
-                                   "unquantized tensors in %s", o->path, n_packed, n_int, p.n_lins - n_packed - n_int,
+                                   "unquantized tensors in %s", o->path, n_packed, n_int, n_written - n_packed - n_int,
                 p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));
         if (p.dtype != LMP_ST_F32)
             lmp_log(ctx, LMP_LOG_INFO, "%s: every grid's scales are %s, so the model is: the embedding, norms, head, "

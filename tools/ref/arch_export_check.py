@@ -175,7 +175,8 @@ def rope_of(cfg):
 
 
 def unpack_ct(tensors, module, cfg):
-    """A compressed-tensors pack-quantized module's weights dequantized, and its step (scale) per weight."""
+    """A compressed-tensors pack-quantized module's weights dequantized (symmetric, or asymmetric with
+    channel or group zero points), and its step (scale) per weight."""
     packed = tensors[module + ".weight_packed"].astype(np.uint32)
     out_dim, in_dim = (int(x) for x in tensors[module + ".weight_shape"])
     scale = tensors[module + ".weight_scale"].astype(np.float64)
@@ -190,11 +191,17 @@ def unpack_ct(tensors, module, cfg):
     vals = np.zeros((out_dim, packed.shape[1] * per), dtype=np.int64)
     for k in range(per):
         vals[:, k::per] = (packed >> (k * bits)) & ((1 << bits) - 1)
-    q = vals[:, :in_dim] - (1 << (bits - 1))
-    if not sym:
-        raise ValueError(f"{module}: asymmetric grids are not checked here")
+    q = vals[:, :in_dim]  # unsigned: the signed code + 2^(b-1)
     step = np.repeat(scale, in_dim // scale.shape[1], axis=1) if scale.ndim == 2 else np.full((out_dim, in_dim), scale[0])
-    return q * step, step
+    if sym:
+        return (q - (1 << (bits - 1))) * step, step
+    # asymmetric: the zero points, packed down the columns of [out, groups] (as the codes, unsigned)
+    zpk = tensors[module + ".weight_zero_point"].astype(np.uint32)
+    z = np.zeros((zpk.shape[0] * per, zpk.shape[1]), dtype=np.int64)
+    for k in range(per):
+        z[k::per, :] = (zpk >> (k * bits)) & ((1 << bits) - 1)
+    z = np.repeat(z[:out_dim], in_dim // z.shape[1], axis=1)
+    return (q - z) * step, step
 
 
 def check_hf(path, ref_path, quantized, cls):
