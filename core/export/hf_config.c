@@ -317,12 +317,23 @@ static int flat_rope_parameters(const lmp_json *rp)
     return 1;
 }
 
-/* rope_parameters written as transformers 4's rope_theta, partial_rotary_factor, rope_scaling. */
-static void legacy_rope(FILE *f, int *n, const lmp_json *rp)
+/* rope_parameters written as transformers 4's rope_theta, partial_rotary_factor, rope_scaling.
+ * LongRoPE as transformers 4's Phi-3 reads it (and writes it): rope_scaling holds exactly "type",
+ * short_factor and long_factor, original_max_position_embeddings is a top-level key. */
+static void legacy_rope(FILE *f, int *n, const lmp_json *rp, const lmp_json *cfg)
 {
+    const lmp_json *type = lmp_json_get(rp, "rope_type");
+    const int longrope = type && type->type == LMP_JSON_STRING && !strcmp(type->str, "longrope");
     int others = 0;
     for (size_t i = 0; i < rp->n; i++) {
         const char *k = rp->keys[i];
+        if (longrope && !strcmp(k, "original_max_position_embeddings")) {
+            if (!lmp_json_get(cfg, k)) { /* (a top-level one wins in transformers 5 too) */
+                key(f, n, 1, k);
+                lmp_jw_tree(f, &rp->items[i], 1);
+            }
+            continue;
+        }
         if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) {
             key(f, n, 1, k);
             lmp_jw_tree(f, &rp->items[i], 1);
@@ -342,7 +353,8 @@ static void legacy_rope(FILE *f, int *n, const lmp_json *rp)
     for (size_t i = 0; i < rp->n; i++) {
         const char *k = rp->keys[i];
         if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) continue;
-        key(f, &sn, 2, k);
+        if (longrope && !strcmp(k, "original_max_position_embeddings")) continue;
+        key(f, &sn, 2, longrope && !strcmp(k, "rope_type") ? "type" : k);
         lmp_jw_tree(f, &rp->items[i], 2);
     }
     lmp_jw_indent(f, 1);
@@ -368,7 +380,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
             had_dtype |= strcmp(c->keys[i], "dtype") == 0;
             if (replaced(p, c->keys[i])) continue;
             if (legacy && !strcmp(c->keys[i], "rope_parameters")) {
-                legacy_rope(f, &n, rp);
+                legacy_rope(f, &n, rp, c);
                 continue;
             }
             /* (a top-level partial_rotary_factor beside rope_parameters: the one inside wins) */

@@ -171,6 +171,9 @@ def rope_of(cfg):
     if "type" in sc and "rope_type" not in sc:
         sc["rope_type"] = sc.pop("type")
     sc.setdefault("rope_type", "default")
+    if sc["rope_type"] == "longrope" and cfg.get("original_max_position_embeddings"):
+        # Phi-3 keeps it at the top (transformers 4's form); transformers 5 lets that one win
+        sc["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
     return float(theta), {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in sc.items()}
 
 
