@@ -53,7 +53,8 @@ int lmp_export_is_gguf(const char *path);
 int lmp_export_check_path(const char *path, const char *what);
 
 /* What the writer for path (.gguf or a folder) cannot carry is refused, naming it: families
- * other than Llama, Mistral, Qwen2, Qwen3 and Gemma (Phi-3 by name); LongRoPE; in a GGUF, llama3
+ * other than Llama, Mistral, Qwen2, Qwen3, Gemma, and Phi-3 from a Hugging Face folder to one
+ * (Phi-3 otherwise by name); LongRoPE but in a copied config.json; in a GGUF, llama3
  * RoPE outside the llama architecture, YaRN with other than llama.cpp's default betas and factor,
  * an untied Gemma head; in a config.json made here (a GGUF or llama2.c source), llama3 RoPE (its
  * parameters are not in a GGUF), a YaRN that max_position_embeddings cannot say, partial rotary.
