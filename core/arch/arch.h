@@ -55,6 +55,7 @@ typedef struct lmp_arch_desc {
     const char *name;                /* "llama", "mistral", "qwen2", "qwen3", "gpt2" */
     lmp_family family;               /* the block's topology */
     const char *hf_class;            /* config.json "architectures"[0] */
+    const char *hf_model_type;       /* config.json "model_type" (what an exporter writes) */
     int64_t hf_default_ctx;          /* transformers' default max_position_embeddings */
     int hf_tied_default;             /* transformers' default tie_word_embeddings (a tied class
                                       * ignores a stored lm_head.weight) */

@@ -12,7 +12,7 @@
 static const char *const ernie4_5_keys[] = {"use_bias", NULL};
 
 const lmp_arch_desc lmp_arch_ernie4_5 = {
-    .name = "ernie4_5", .family = LMP_FAMILY_LLAMA, .hf_class = "Ernie4_5ForCausalLM",
+    .name = "ernie4_5", .family = LMP_FAMILY_LLAMA, .hf_class = "Ernie4_5ForCausalLM", .hf_model_type = "ernie4_5",
     .hf_tied_default = 1, .hf_default_ctx = 131072,
     .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE, .flags = LMP_ARCH_HEAD_DIM, .gguf_arch = "ernie4_5",
     .hf_rope_adjacent = 1, .hf_extra_keys = ernie4_5_keys};

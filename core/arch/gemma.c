@@ -6,7 +6,7 @@
 static const char *const gemma_keys[] = {"hidden_activation", "use_bidirectional_attention", NULL};
 
 const lmp_arch_desc lmp_arch_gemma = {
-    .name = "gemma", .family = LMP_FAMILY_LLAMA, .hf_class = "GemmaForCausalLM",
+    .name = "gemma", .family = LMP_FAMILY_LLAMA, .hf_class = "GemmaForCausalLM", .hf_model_type = "gemma",
     .hf_tied_default = 1, .hf_default_ctx = 8192,
     .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE,
     .flags = LMP_ARCH_GEGLU | LMP_ARCH_EMBED_SCALE | LMP_ARCH_NORM_PLUS_ONE | LMP_ARCH_HEAD_DIM,

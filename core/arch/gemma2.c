@@ -10,7 +10,7 @@ static const char *const gemma2_keys[] = {"hidden_activation", "query_pre_attn_s
                                           "final_logit_softcapping", "use_bidirectional_attention", NULL};
 
 const lmp_arch_desc lmp_arch_gemma2 = {
-    .name = "gemma2", .family = LMP_FAMILY_LLAMA, .hf_class = "Gemma2ForCausalLM",
+    .name = "gemma2", .family = LMP_FAMILY_LLAMA, .hf_class = "Gemma2ForCausalLM", .hf_model_type = "gemma2",
     .hf_tied_default = 1, .hf_default_ctx = 8192,
     .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_ALWAYS,
     .flags = LMP_ARCH_GEGLU | LMP_ARCH_EMBED_SCALE | LMP_ARCH_NORM_PLUS_ONE | LMP_ARCH_HEAD_DIM | LMP_ARCH_POST_NORMS,

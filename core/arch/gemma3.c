@@ -14,7 +14,7 @@ static const char *const gemma3_keys[] = {
     NULL};
 
 const lmp_arch_desc lmp_arch_gemma3 = {
-    .name = "gemma3", .family = LMP_FAMILY_LLAMA, .hf_class = "Gemma3ForCausalLM",
+    .name = "gemma3", .family = LMP_FAMILY_LLAMA, .hf_class = "Gemma3ForCausalLM", .hf_model_type = "gemma3_text",
     .hf_tied_default = 1, .hf_default_ctx = 131072,
     .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_ALWAYS,
     .flags = LMP_ARCH_QK_NORM | LMP_ARCH_GEGLU | LMP_ARCH_EMBED_SCALE | LMP_ARCH_NORM_PLUS_ONE | LMP_ARCH_HEAD_DIM |

@@ -5,6 +5,6 @@
 #include "arch/arch.h"
 
 const lmp_arch_desc lmp_arch_glm = {
-    .name = "glm", .family = LMP_FAMILY_LLAMA, .hf_class = "GlmForCausalLM", .hf_default_ctx = 131072,
+    .name = "glm", .family = LMP_FAMILY_LLAMA, .hf_class = "GlmForCausalLM", .hf_model_type = "glm", .hf_default_ctx = 131072,
     .bias = LMP_BIAS_QKV_CONFIG, .sliding = LMP_SLIDING_NONE, .gguf_arch = "chatglm", .hf_fused_gate_up = "mlp.gate_up_proj",
     .gguf_fused_gate_up = 1, .hf_rope_adjacent = 1};

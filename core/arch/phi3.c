@@ -4,7 +4,7 @@
 #include "arch/arch.h"
 
 const lmp_arch_desc lmp_arch_phi3 = {
-    .name = "phi3", .family = LMP_FAMILY_LLAMA, .hf_class = "Phi3ForCausalLM", .hf_default_ctx = 4096,
+    .name = "phi3", .family = LMP_FAMILY_LLAMA, .hf_class = "Phi3ForCausalLM", .hf_model_type = "phi3", .hf_default_ctx = 4096,
     .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_ALWAYS, .hf_fused_qkv = "self_attn.qkv_proj",
     .hf_fused_gate_up = "mlp.gate_up_proj", .gguf_arch = "phi3", .gguf_rope_halves = 1, .gguf_fused_qkv = 1,
     .gguf_fused_gate_up = 1};

@@ -25,6 +25,7 @@ void lmp_rope_linear(lmp_rope *r, double factor)
 {
     snprintf(r->type, sizeof r->type, "linear");
     r->plain = 0;
+    r->factor = factor;
     for (int64_t i = 0; i < r->n_rot / 2; i++) r->inv_freq[i] = (float)((double)r->inv_freq[i] / factor);
 }
 
@@ -157,6 +158,8 @@ void lmp_rope_yarn(lmp_rope *r, double factor, double orig, double beta_fast, do
     }
     snprintf(r->type, sizeof r->type, "yarn");
     r->plain = 0;
+    r->factor = factor;
+    r->orig_ctx = orig;
 }
 
 /* table[i] /= the n_rot/2 positive numbers of p[key]. */

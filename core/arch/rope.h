@@ -31,6 +31,9 @@ typedef struct lmp_rope {
      * factor: then the forward runs the `rope` op, bit for bit what lmpress always computed;
      * otherwise the `rope_table` op with inv_freq. */
     int plain;
+    /* What the table was made from, for the exporters to write it back: linear's and YaRN's
+     * factor (the one applied), YaRN's original context (0 when not recorded). */
+    double factor, orig_ctx;
     float inv_freq[LMP_ROPE_MAX_PAIRS];
     /* LongRoPE: a window of more than long_after positions turns with inv_freq_long instead (as
      * transformers picks the long factors for a sequence past original_max_position_embeddings,

@@ -52,8 +52,13 @@ int lmp_export_is_gguf(const char *path);
  * path is not a folder; a folder path is not a file).  `what` names the option for messages. */
 int lmp_export_check_path(const char *path, const char *what);
 
-/* What the writers cannot carry yet is refused: a RoPE that is not the plain rotation (llama3,
- * YaRN, LongRoPE, linear scaling, partial rotary) and per-head q/k norms (Qwen3). */
+/* What the writer for path (.gguf or a folder) cannot carry is refused, naming it: families
+ * other than Llama, Mistral, Qwen2, Qwen3, Gemma, and Phi-3 from a Hugging Face folder to one
+ * (Phi-3 otherwise by name); LongRoPE but in a copied config.json; in a GGUF, llama3
+ * RoPE outside the llama architecture, YaRN with other than llama.cpp's default betas and factor,
+ * an untied Gemma head; in a config.json made here (a GGUF or llama2.c source), llama3 RoPE (its
+ * parameters are not in a GGUF), a YaRN that max_position_embeddings cannot say, partial rotary.
+ * A Hugging Face source's own config.json is copied, so its RoPE is carried whatever it is. */
 int lmp_export_check_arch(const lmp_model *m, const char *path);
 
 /* Before any work: DIR, which will hold one export per variant, is a writable folder (created

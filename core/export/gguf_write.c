@@ -1,5 +1,6 @@
-/* gguf_write.c — see export.h: a variant as a GGUF v3 file llama.cpp loads (architecture
- * "llama").
+/* gguf_write.c — see export.h: a variant as a GGUF v3 file llama.cpp loads, under the model's
+ * llama.cpp architecture (core/arch: general.architecture = llama, qwen2, qwen3 or gemma, and the
+ * hyper-parameters under that prefix, as llama.cpp's convert_hf_to_gguf.py writes them).
  *
  * Order of work: a first pass over the blocks (read one at a time from the block source) checks
  * everything that can be refused (check_linear: every code) and plans every tensor's type, size
@@ -10,11 +11,18 @@
  * Tensors (llama.cpp's names; ne[0] is the input dimension, so a [out, in] weight has
  * ne = {in, out}): token_embd, output_norm, output (left out when the head is the embedding),
  * and per block N blk.N.{attn_norm, ffn_norm} and blk.N.{attn_q, attn_k, attn_v, attn_output,
- * ffn_gate, ffn_up, ffn_down}.weight with their .bias where the linear has one.  Embeddings,
- * norms and biases are F32.  A linear on a GGUF grid is stored in that type from the codes
- * grid_codes.h recovers (checked to give back every weight bit for bit); any other linear is
- * F32, exactly the weights lmpress evaluated.  q and k rows are already in GGUF's RoPE order
- * (model.h), so nothing is permuted. */
+ * ffn_gate, ffn_up, ffn_down}.weight with their .bias where the linear has one, and Qwen3's
+ * blk.N.{attn_q_norm, attn_k_norm}.weight; rope_freqs.weight (F32, one divisor per rotated pair)
+ * for Llama 3's RoPE.  Embeddings, norms and biases are F32.  A linear on a GGUF grid is stored in
+ * that type from the codes grid_codes.h recovers (checked to give back every weight bit for bit);
+ * any other linear is F32, exactly the weights lmpress evaluated.
+ *
+ * q and k rows: lmpress turns adjacent pairs (model.h), which is llama.cpp's order for "llama";
+ * its other architectures (desc->gguf_rope_halves) turn rotate-half pairs (NEOX), so the rows of
+ * attn_q / attn_k, their biases and Qwen3's q/k norm weights are written back in that order
+ * (lmp_rope_halves_row), a row at a time, codes and scales with their row.  Gemma's norms are
+ * held as 1 + w, which is what its GGUF stores; its embedding scale is implied by the
+ * architecture. */
 #include "export/export.h"
 
 #include <errno.h>
@@ -45,7 +53,8 @@ enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MO
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
        FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
 
-static const char *const norm_name[2] = {"attn_norm", "ffn_norm"};
+/* lmp_block_init's norm order: before attention, before the MLP, Qwen3's q and k norms. */
+static const char *const norm_name[4] = {"attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm"};
 
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
@@ -186,6 +195,8 @@ typedef struct tensor_plan {
     const float *f32;          /* T_MODEL: the values ([ne1, ne0]) */
     int64_t block;             /* the others: the block, and its norm or linear `index` */
     int index;
+    int64_t halves_hd, n_rot;  /* rows (or a vector's values) go back to rotate-half order in heads
+                                * of halves_hd, over the first n_rot of each; 0: as they are */
 } tensor_plan;
 
 typedef struct plan_list {
@@ -194,6 +205,8 @@ typedef struct plan_list {
     uint64_t data_bytes;
     int n_int, n_act;          /* warned about: linears on int grids, with activation quantization */
     char *int_name, *act_name; /* the first of each (owned) */
+    int64_t halves_hd, n_rot;  /* the architecture's q/k order (tensor_plan), 0 for llama */
+    float rope_freqs[LMP_ROPE_MAX_PAIRS]; /* Llama 3's divisors, when written */
 } plan_list;
 
 /* The bytes of a tensor of t's type and shape; a quantized weight's, of its linear l. */
@@ -229,19 +242,49 @@ static int plan_block(plan_list *p, int64_t b, const lmp_block *blk, int32_t *co
                             "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's llama "
                             "norms do not have: export a variant without a shift or shift_smoothquant stage",
                             blk->norms[i].name);
+        if (i >= 4) return lmp_fail(LMP_EINVAL, "%s: a norm GGUF has no name for here", blk->norms[i].name);
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
         add_tensor(p, name, T_NORM, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
+        if (i >= 2) { /* q/k norms act on each head before RoPE: their values follow q/k's rows */
+            p->t[p->n - 1].halves_hd = p->halves_hd;
+            p->t[p->n - 1].n_rot = p->n_rot;
+        }
     }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         int st = check_linear(l, codes, kblocks, &p->n_int, &p->int_name, &p->n_act, &p->act_name);
         if (st) return st;
         lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
+        const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
         add_tensor(p, name, T_WEIGHT, b, i, NULL, l->in, l->out, linear_type(l), l);
+        if (qk) p->t[p->n - 1].halves_hd = p->halves_hd, p->t[p->n - 1].n_rot = p->n_rot;
         if (l->b) {
             lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
             add_tensor(p, name, T_BIAS, b, i, NULL, l->out, 0, LMP_GGML_F32, NULL);
+            if (qk) p->t[p->n - 1].halves_hd = p->halves_hd, p->t[p->n - 1].n_rot = p->n_rot;
         }
+    }
+    return 0;
+}
+
+/* Llama 3's table as llama.cpp's converter stores it: rope_freqs.weight, one divisor per pair of
+ * the plain frequencies theta^(-2i/n_rot).  Each divisor is the float whose quotient, as the
+ * reader computes it (model_gguf.c, lmp_rope_with_factors), gives back the evaluated frequency
+ * bit for bit: f / inv_freq rounded, or its neighbour when rounding the quotient lands an ulp off. */
+static int llama3_divisors(const lmp_rope *r, float *out, const char *what)
+{
+    lmp_rope plain;
+    lmp_rope_default(&plain, r->theta, r->n_rot, r->n_rot);
+    for (int64_t i = 0; i < r->n_rot / 2; i++) {
+        const double f = plain.inv_freq[i];
+        const float d0 = (float)(f / (double)r->inv_freq[i]);
+        const float cand[3] = {d0, nextafterf(d0, 0.0f), nextafterf(d0, INFINITY)};
+        int found = 0;
+        for (int k = 0; k < 3 && !found; k++)
+            if ((float)(f / (double)cand[k]) == r->inv_freq[i]) out[i] = cand[k], found = 1;
+        if (!found)
+            return lmp_fail(LMP_EINVAL, "%s: RoPE frequency %lld (%g) has no rope_freqs divisor that gives it back "
+                            "exactly", what, (long long)i, (double)r->inv_freq[i]);
     }
     return 0;
 }
@@ -270,6 +313,10 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
     if (m->lm_head != m->tok_emb)
         add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, emb_type, NULL);
+    if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "llama3")) {
+        if ((st = llama3_divisors(&a->rope, p->rope_freqs, m->path))) return st;
+        add_tensor(p, "rope_freqs.weight", T_MODEL, -1, 0, p->rope_freqs, a->rope.n_rot / 2, 0, LMP_GGML_F32, NULL);
+    }
     uint64_t off = 0;
     for (int i = 0; i < p->n; i++) {
         p->t[i].offset = off;
@@ -310,21 +357,37 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     const char *name = o->variant && *o->variant ? o->variant : lmp_basename(o->path);
     int quantized = 0;
     for (int i = 0; i < p->n; i++) quantized |= p->t[i].type != LMP_GGML_F32;
-    lmp_gguf_kv_str(kv, "general.architecture", "llama", 5);
+    const char *P = a->desc ? a->desc->gguf_arch : "llama";
+    char key[128];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", P, suffix), key)
+    lmp_gguf_kv_str(kv, "general.architecture", P, strlen(P));
     lmp_gguf_kv_str(kv, "general.name", name, strlen(name));
     lmp_gguf_kv_u32(kv, "general.alignment", ALIGNMENT);
     lmp_gguf_kv_u32(kv, "general.file_type", file_type(p));
     if (quantized) lmp_gguf_kv_u32(kv, "general.quantization_version", 2); /* ggml's QK layouts of today */
-    lmp_gguf_kv_u32(kv, "llama.vocab_size", (uint32_t)a->vocab);
-    lmp_gguf_kv_u32(kv, "llama.context_length", (uint32_t)a->seq_len);
-    lmp_gguf_kv_u32(kv, "llama.embedding_length", (uint32_t)a->dim);
-    lmp_gguf_kv_u32(kv, "llama.block_count", (uint32_t)a->n_layers);
-    lmp_gguf_kv_u32(kv, "llama.feed_forward_length", (uint32_t)a->hidden);
-    lmp_gguf_kv_u32(kv, "llama.attention.head_count", (uint32_t)a->n_heads);
-    lmp_gguf_kv_u32(kv, "llama.attention.head_count_kv", (uint32_t)a->n_kv_heads);
-    lmp_gguf_kv_f32(kv, "llama.attention.layer_norm_rms_epsilon", a->norm_eps);
-    lmp_gguf_kv_f32(kv, "llama.rope.freq_base", a->rope_theta);
-    lmp_gguf_kv_u32(kv, "llama.rope.dimension_count", (uint32_t)a->head_dim);
+    const lmp_rope *r = &a->rope;
+    lmp_gguf_kv_u32(kv, K("vocab_size"), (uint32_t)a->vocab);
+    lmp_gguf_kv_u32(kv, K("context_length"), (uint32_t)a->seq_len);
+    lmp_gguf_kv_u32(kv, K("embedding_length"), (uint32_t)a->dim);
+    lmp_gguf_kv_u32(kv, K("block_count"), (uint32_t)a->n_layers);
+    lmp_gguf_kv_u32(kv, K("feed_forward_length"), (uint32_t)a->hidden);
+    lmp_gguf_kv_u32(kv, K("attention.head_count"), (uint32_t)a->n_heads);
+    lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+    /* the head size (llama.cpp's default is embedding_length / head_count; Qwen3's differs) */
+    lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)a->head_dim);
+    lmp_gguf_kv_u32(kv, K("attention.value_length"), (uint32_t)a->head_dim);
+    lmp_gguf_kv_f32(kv, K("attention.layer_norm_rms_epsilon"), a->norm_eps);
+    lmp_gguf_kv_f32(kv, K("rope.freq_base"), r->n_rot > 0 ? r->theta : a->rope_theta);
+    lmp_gguf_kv_u32(kv, K("rope.dimension_count"), (uint32_t)(r->n_rot > 0 ? r->n_rot : a->head_dim));
+    if (r->n_rot > 0 && !r->plain && (!strcmp(r->type, "linear") || !strcmp(r->type, "yarn"))) {
+        /* as convert_hf_to_gguf.py writes them (llama3 is rope_freqs.weight; dynamic is the plain
+         * table within the context, which context_length keeps) */
+        lmp_gguf_kv_str(kv, K("rope.scaling.type"), r->type, strlen(r->type));
+        lmp_gguf_kv_f32(kv, K("rope.scaling.factor"), (float)r->factor);
+        if (!strcmp(r->type, "yarn"))
+            lmp_gguf_kv_u32(kv, K("rope.scaling.original_context_length"), (uint32_t)r->orig_ctx);
+    }
+#undef K
     lmp_gguf_kv_str(kv, "lmpress.version", LMP_VERSION, strlen(LMP_VERSION));
     lmp_gguf_kv_str(kv, "lmpress.variant", name, strlen(name));
     if (o->pipeline) lmp_gguf_kv_str(kv, "lmpress.pipeline", o->pipeline, strlen(o->pipeline));
@@ -423,7 +486,8 @@ static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l)
     int32_t *codes = malloc((size_t)l->in * sizeof *codes);
     unsigned char *row = malloc(row_bytes);
     int st = codes && row ? 0 : lmp_fail(LMP_ENOMEM, "%s: out of memory", l->name);
-    for (int64_t r = 0; r < l->out && !st; r++) {
+    for (int64_t i = 0; i < l->out && !st; i++) {
+        const int64_t r = t->halves_hd ? lmp_rope_halves_row(i, t->halves_hd, t->n_rot) : i;
         if ((st = lmp_grid_codes_row(l, r, codes))) break;
         if (lmp_wformat_is_k(l->grid->spec.format)) st = lmp_gguf_pack_k_row(l, r, codes, row);
         else pack_row(l, r, codes, t->type, row);
@@ -435,6 +499,17 @@ static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l)
 }
 
 /* One tensor's data: a model tensor from the model, a block's from the block cursor holds. */
+/* A vector's values (bias, q/k norm) gathered back to rotate-half order, then written. */
+static int write_halves_vector(FILE *f, const tensor_plan *t, const float *v)
+{
+    float *g = malloc((size_t)t->ne[0] * sizeof *g);
+    if (!g) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    for (int64_t j = 0; j < t->ne[0]; j++) g[j] = v[lmp_rope_halves_row(j, t->halves_hd, t->n_rot)];
+    const int st = write_f32(f, g, (uint64_t)t->ne[0]) ? LMP_EIO : 0;
+    free(g);
+    return st;
+}
+
 static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
 {
     if (t->kind == T_MODEL) {
@@ -446,6 +521,13 @@ static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
     const lmp_linear *l = &blk->linears[t->index];
     if (t->kind == T_WEIGHT && t->type != LMP_GGML_F32) return write_quantized(f, t, l);
     const float *v = t->kind == T_NORM ? blk->norms[t->index].w : t->kind == T_BIAS ? l->b : l->w;
+    if (t->halves_hd && t->kind != T_WEIGHT) return write_halves_vector(f, t, v);
+    if (t->halves_hd) { /* an F32 q or k weight, row by row in rotate-half order */
+        for (int64_t r = 0; r < t->ne[1]; r++)
+            if (write_f32(f, v + lmp_rope_halves_row(r, t->halves_hd, t->n_rot) * t->ne[0], (uint64_t)t->ne[0]))
+                return LMP_EIO;
+        return 0;
+    }
     return write_f32(f, v, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
 }
 
@@ -515,8 +597,8 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
 {
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED,
-                        "%s: a GPT-2 family model has no GGUF export here (only llama is written): use a Hugging Face "
-                        "folder (a path not ending in .gguf)", o->path);
+                        "%s: a GPT-2 family model has no GGUF export here (the Llama block's families are written: "
+                        "llama, qwen2, qwen3, gemma)", o->path);
     int st = lmp_export_check_arch(m, o->path);
     if (st) return st;
     lmp_ggml_type emb_type = LMP_GGML_F32;
@@ -534,8 +616,12 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                 o->embedding_type);
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
-    p.t = calloc((size_t)(3 + m->arch.n_layers * (2 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
+    p.t = calloc((size_t)(4 + m->arch.n_layers * (4 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
+    if (m->arch.desc && m->arch.desc->gguf_rope_halves) {
+        p.halves_hd = m->arch.head_dim;
+        p.n_rot = m->arch.rope.n_rot > 0 ? m->arch.rope.n_rot : m->arch.head_dim;
+    }
     if (!(st = plan_tensors(ctx, m, blocks, emb_type, &p))) {
         put_metadata(&kv, m, &p, o);
         st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv);

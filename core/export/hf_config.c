@@ -1,6 +1,16 @@
-/* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or a
- * synthesized LlamaConfig, with torch_dtype, tie_word_embeddings, Llama's bias switches,
- * compressed-tensors' quantization_config (and its sparsity_config) and lmpress's own record. */
+/* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or one made
+ * for the family (its class and model_type from core/arch), with torch_dtype, tie_word_embeddings,
+ * the family's bias switches, compressed-tensors' quantization_config (and its sparsity_config)
+ * and lmpress's own record.
+ *
+ * RoPE in a config made here: top-level rope_theta and rope_scaling (null, or {"rope_type":
+ * "linear" | "yarn", ...}), transformers 4's form, which transformers 5 still reads (it moves
+ * them into rope_parameters when it loads the config); rope_parameters alone would be ignored by
+ * transformers 4.  export.c refuses what this form cannot say (llama3 from a GGUF's rope_freqs,
+ * partial rotary).  A source's config.json in transformers 5's form (rope_parameters) is written
+ * in the older form too, so that transformers 4 reads it right as well: rope_parameters.rope_theta
+ * becomes rope_theta, partial_rotary_factor a top-level key, the rest rope_scaling (null for the
+ * default rotation).  Per-layer-type parameters (nested objects) are copied as they are. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,9 +33,19 @@ static const char *torch_dtype(lmp_st_dtype d)
     return d == LMP_ST_BF16 ? "bfloat16" : d == LMP_ST_F16 ? "float16" : "float32";
 }
 
-static int is_llama(const hf_plan *p)
+/* The family's bias switches (hf_write.c's plan_biases): Llama has attention_bias and mlp_bias,
+ * Qwen3 and Gemma attention_bias, Qwen2 and Mistral neither. */
+static int has_attn_switch(const hf_plan *p)
 {
-    return strcmp(p->arch, "Qwen2ForCausalLM") != 0 && strcmp(p->arch, "MistralForCausalLM") != 0;
+    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
+    return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
+                                            : p->desc->bias == LMP_BIAS_ATTN_CONFIG;
+}
+
+static int has_mlp_switch(const hf_plan *p)
+{
+    return p->desc->bias == LMP_BIAS_CONFIG && strcmp(p->desc->name, "mistral") != 0 &&
+           strcmp(p->desc->name, "gemma") != 0 && !p->desc->hf_fused_qkv;
 }
 
 /* Members of the source's config.json this writer sets itself. */
@@ -35,7 +55,7 @@ static int replaced(const hf_plan *p, const char *k)
                                        "tie_word_embeddings", "lmpress"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(k, keys[i]) == 0) return 1;
-    return is_llama(p) && (strcmp(k, "attention_bias") == 0 || strcmp(k, "mlp_bias") == 0);
+    return (has_attn_switch(p) && strcmp(k, "attention_bias") == 0) || (has_mlp_switch(p) && strcmp(k, "mlp_bias") == 0);
 }
 
 /* bos and eos of a llama2.c vocabulary (1, 2) or a GGUF's metadata; -1 when unknown. */
@@ -59,10 +79,14 @@ static void special_ids(const lmp_model *m, int64_t *bos, int64_t *eos)
 static void synthesized(const hf_plan *p, FILE *f, int *n)
 {
     const lmp_arch *a = &p->m->arch;
+    const lmp_arch_desc *d = p->desc;
+    const lmp_rope *r = &a->rope;
     key(f, n, 1, "architectures");
-    fputs("[\"LlamaForCausalLM\"]", f);
+    fputc('[', f);
+    lmp_jw_string(f, d->hf_class);
+    fputc(']', f);
     key(f, n, 1, "model_type");
-    fputs("\"llama\"", f);
+    lmp_jw_string(f, d->hf_model_type);
     const struct { const char *k; int64_t v; } ints[] = {
         {"hidden_size", a->dim},          {"intermediate_size", a->hidden},
         {"num_hidden_layers", a->n_layers}, {"num_attention_heads", a->n_heads},
@@ -72,20 +96,49 @@ static void synthesized(const hf_plan *p, FILE *f, int *n)
         key(f, n, 1, ints[i].k);
         fprintf(f, "%lld", (long long)ints[i].v);
     }
+    const char *act = a->geglu ? "gelu_pytorch_tanh" : "silu";
     key(f, n, 1, "hidden_act");
-    fputs("\"silu\"", f);
+    lmp_jw_string(f, act);
+    if (a->geglu) { /* Gemma: transformers reads hidden_activation first */
+        key(f, n, 1, "hidden_activation");
+        lmp_jw_string(f, act);
+    }
     key(f, n, 1, "rms_norm_eps");
     lmp_jw_float(f, a->norm_eps);
     key(f, n, 1, "rope_theta");
-    lmp_jw_float(f, a->rope_theta);
+    lmp_jw_float(f, r->n_rot > 0 ? r->theta : a->rope_theta);
     key(f, n, 1, "rope_scaling");
-    fputs("null", f);
+    if (r->n_rot > 0 && !r->plain && (!strcmp(r->type, "linear") || !strcmp(r->type, "yarn"))) {
+        int rn = 0;
+        fputc('{', f);
+        key(f, &rn, 2, "rope_type");
+        lmp_jw_string(f, r->type);
+        key(f, &rn, 2, "factor");
+        lmp_jw_double(f, r->factor);
+        if (!strcmp(r->type, "yarn")) { /* max_position_embeddings / this is the factor transformers uses */
+            key(f, &rn, 2, "original_max_position_embeddings");
+            fprintf(f, "%lld", (long long)r->orig_ctx);
+        }
+        lmp_jw_indent(f, 1);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    if (d->sliding == LMP_SLIDING_ALWAYS) { /* Mistral: a GGUF says no window, so there is none */
+        key(f, n, 1, "sliding_window");
+        fputs("null", f);
+    } else if (d->sliding == LMP_SLIDING_FLAG) {
+        key(f, n, 1, "use_sliding_window");
+        fputs("false", f);
+    }
     key(f, n, 1, "attention_dropout");
     fputs("0.0", f);
     key(f, n, 1, "initializer_range");
     fputs("0.02", f);
-    key(f, n, 1, "pretraining_tp");
-    fputs("1", f);
+    if (!strcmp(d->name, "llama")) {
+        key(f, n, 1, "pretraining_tp");
+        fputs("1", f);
+    }
     key(f, n, 1, "use_cache");
     fputs("true", f);
     int64_t bos, eos;
@@ -183,7 +236,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputc('[', f);
         int nt = 0;
         for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].scheme == s) {
+            if (p->lins[i].scheme == s && !p->lins[i].merged) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 5);
                 lmp_jw_string(f, p->lins[i].name);
@@ -209,7 +262,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
     key(f, &n, 2, "ignore");
     fputc('[', f);
     for (int i = 0; i < p->n_lins && p->n_schemes; i++) /* without groups nothing needs ignoring */
-        if (p->lins[i].scheme < 0) {
+        if (p->lins[i].scheme < 0 && !p->lins[i].merged) {
             if (n_dense++) fputc(',', f);
             lmp_jw_indent(f, 3);
             lmp_jw_string(f, p->lins[i].name);
@@ -239,7 +292,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputc('[', f);
         int nt = 0;
         for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].masked) {
+            if (p->lins[i].masked && !p->lins[i].merged) {
                 if (nt++) fputc(',', f);
                 lmp_jw_indent(f, 4);
                 lmp_jw_string(f, p->lins[i].name);
@@ -250,6 +303,59 @@ static void quantization_config(const hf_plan *p, FILE *f)
         fputs("[\"lm_head\"]", f);
         lmp_jw_indent(f, 2);
         fputc('}', f);
+    }
+    lmp_jw_indent(f, 1);
+    fputc('}', f);
+}
+
+/* Whether rope_parameters is one set of parameters (not one per layer type). */
+static int flat_rope_parameters(const lmp_json *rp)
+{
+    if (!rp || rp->type != LMP_JSON_OBJECT) return 0;
+    for (size_t i = 0; i < rp->n; i++)
+        if (rp->items[i].type == LMP_JSON_OBJECT) return 0;
+    return 1;
+}
+
+/* rope_parameters written as transformers 4's rope_theta, partial_rotary_factor, rope_scaling.
+ * LongRoPE as transformers 4's Phi-3 reads it (and writes it): rope_scaling holds exactly "type",
+ * short_factor and long_factor, original_max_position_embeddings is a top-level key. */
+static void legacy_rope(FILE *f, int *n, const lmp_json *rp, const lmp_json *cfg)
+{
+    const lmp_json *type = lmp_json_get(rp, "rope_type");
+    const int longrope = type && type->type == LMP_JSON_STRING && !strcmp(type->str, "longrope");
+    int others = 0;
+    for (size_t i = 0; i < rp->n; i++) {
+        const char *k = rp->keys[i];
+        if (longrope && !strcmp(k, "original_max_position_embeddings")) {
+            if (!lmp_json_get(cfg, k)) { /* (a top-level one wins in transformers 5 too) */
+                key(f, n, 1, k);
+                lmp_jw_tree(f, &rp->items[i], 1);
+            }
+            continue;
+        }
+        if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) {
+            key(f, n, 1, k);
+            lmp_jw_tree(f, &rp->items[i], 1);
+        } else if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+            others += !(rp->items[i].type == LMP_JSON_STRING && !strcmp(rp->items[i].str, "default"));
+        } else {
+            others++;
+        }
+    }
+    key(f, n, 1, "rope_scaling");
+    if (!others) {
+        fputs("null", f);
+        return;
+    }
+    int sn = 0;
+    fputc('{', f);
+    for (size_t i = 0; i < rp->n; i++) {
+        const char *k = rp->keys[i];
+        if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) continue;
+        if (longrope && !strcmp(k, "original_max_position_embeddings")) continue;
+        key(f, &sn, 2, longrope && !strcmp(k, "rope_type") ? "type" : k);
+        lmp_jw_tree(f, &rp->items[i], 2);
     }
     lmp_jw_indent(f, 1);
     fputc('}', f);
@@ -268,9 +374,18 @@ int hf_write_config(const hf_plan *p, FILE *f)
     int had_dtype = 0;
     if (p->src_config) {
         const lmp_json *c = p->src_config;
+        const lmp_json *rp = lmp_json_get(c, "rope_parameters");
+        const int legacy = flat_rope_parameters(rp);
         for (size_t i = 0; i < c->n; i++) {
             had_dtype |= strcmp(c->keys[i], "dtype") == 0;
             if (replaced(p, c->keys[i])) continue;
+            if (legacy && !strcmp(c->keys[i], "rope_parameters")) {
+                legacy_rope(f, &n, rp, c);
+                continue;
+            }
+            /* (a top-level partial_rotary_factor beside rope_parameters: the one inside wins) */
+            if (legacy && !strcmp(c->keys[i], "partial_rotary_factor") && lmp_json_get(rp, "partial_rotary_factor"))
+                continue;
             key(f, &n, 1, c->keys[i]);
             lmp_jw_tree(f, &c->items[i], 1);
         }
@@ -279,9 +394,11 @@ int hf_write_config(const hf_plan *p, FILE *f)
     }
     key(f, &n, 1, "tie_word_embeddings");
     fputs(p->m->lm_head == p->m->tok_emb ? "true" : "false", f);
-    if (is_llama(p)) {
+    if (has_attn_switch(p)) {
         key(f, &n, 1, "attention_bias");
         fputs(p->attn_bias ? "true" : "false", f);
+    }
+    if (has_mlp_switch(p)) {
         key(f, &n, 1, "mlp_bias");
         fputs(p->mlp_bias ? "true" : "false", f);
     }

@@ -34,9 +34,13 @@
  *                   actorder "group" and no longer reads it; 0.17.1 does.  Written with a
  *                   warning.
  *   input_scale     f32 [1]: a static per-tensor int8 activation scale.
- * q_proj and k_proj rows (and their scales, zero points and biases) go back from lmpress's
- * adjacent-pair RoPE order to Hugging Face's rotate-half order: HF row h*hd + i is row
- * h*hd + 2i, HF row h*hd + hd/2 + i is row h*hd + 2i + 1 (the inverse of model_hf.c's load). */
+ * q_proj and k_proj rows (and their scales, zero points and biases), and Qwen3's q_norm / k_norm
+ * weights, go back from lmpress's adjacent-pair RoPE order to Hugging Face's rotate-half order
+ * over the n_rot rotated dims of each head: HF row h*hd + i is row h*hd + 2i, HF row
+ * h*hd + n_rot/2 + i is row h*hd + 2i + 1 (lmp_rope_halves_row, the inverse of model_hf.c's load).
+ * Gemma's RMSNorm weights are held as 1 + w and written as w.  Phi-3's fused qkv_proj and
+ * gate_up_proj are the parts' rows one after the other (q, k, v; gate, up), each part's rows as
+ * above, on one scheme (channel or group scales, which are per row). */
 #ifndef LMP_CORE_HF_PLAN_H
 #define LMP_CORE_HF_PLAN_H
 
@@ -71,7 +75,13 @@ typedef struct hf_linear {
     lmp_scale_type scale_type; /* its grid's, when it has a scheme */
     int scheme;                /* index into hf_plan.schemes; -1: written dense */
     int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
+    int64_t n_rot;             /* ... over the first n_rot rows of each head */
     int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
+    /* A fused module (Phi-3's qkv_proj, gate_up_proj): this entry is written under the fused name
+     * with `out` the members' rows together, members[k] the block's linear index of each part in
+     * order (q, k, v or gate, up); the parts' own entries are `merged` and write nothing. */
+    int n_members, members[3];
+    int merged;
 } hf_linear;
 
 /* A block's norm (its weights read again when written). */
@@ -105,6 +115,8 @@ typedef struct hf_tensor {
     const float *src;          /* HF_T_DENSE: the model's own values (embedding, final norm, head) */
     int64_t block;             /* HF_T_DENSE of a block's norm: the block (else -1) and the norm */
     int norm;
+    int minus_one;             /* HF_T_DENSE norm held as 1 + w (Gemma): written w */
+    int64_t halves_hd, n_rot;  /* HF_T_DENSE q/k norm: values back to rotate-half order (0: as they are) */
     int shard;                 /* 0-based */
 } hf_tensor;
 
@@ -114,9 +126,10 @@ typedef struct hf_plan {
     const lmp_export_opts *o;
     char *src_dir;             /* the folder of a Hugging Face source (config.json, tokenizer), else NULL */
     lmp_json *src_config;      /* its config.json, parsed; NULL for other sources */
-    const char *arch;          /* architectures[0] written: the source's, or LlamaForCausalLM */
+    const char *arch;          /* architectures[0] written: the source's, or the family's class */
+    const lmp_arch_desc *desc; /* the model's family (core/arch; Llama's for a hand-made arch) */
     lmp_st_dtype dtype;        /* of the unquantized tensors: F32, or the scales' BF16/F16 */
-    int attn_bias, mlp_bias;   /* Llama's attention_bias, mlp_bias */
+    int attn_bias, mlp_bias;   /* attention_bias, mlp_bias (the families that have the switch) */
     hf_scheme schemes[32];
     int n_schemes;
     hf_linear *lins;           /* every linear of every block, block order */

@@ -11,12 +11,41 @@
 #include "export/st_write.h"
 
 /* The row of the weight (or bias) that HF row r is: q and k rows go back from adjacent pairs
- * (2i, 2i+1) to rotate-half order (i, i + hd/2) within each head (hf_plan.h). */
+ * (2i, 2i+1) to rotate-half order (i, i + n_rot/2) within each head (hf_plan.h). */
 static int64_t src_row(const hf_linear *h, int64_t r)
 {
     if (!h || !h->head_dim) return r;
-    const int64_t hd = h->head_dim, half = hd / 2, i = r % hd;
-    return r - i + (i < half ? 2 * i : 2 * (i - half) + 1);
+    return lmp_rope_halves_row(r, h->head_dim, h->n_rot);
+}
+
+/* The linear of blk that HF row r of h is, and its row there in *sr: the linear itself, or for a
+ * fused module the part whose rows r falls in. */
+static const lmp_linear *row_source(const hf_linear *h, const lmp_block *blk, int64_t r, int64_t *sr)
+{
+    if (!h->n_members) {
+        *sr = src_row(h, r);
+        return &blk->linears[h->index];
+    }
+    for (int k = 0; k < h->n_members; k++) {
+        const lmp_linear *l = &blk->linears[h->members[k]];
+        if (r < l->out || k == h->n_members - 1) {
+            const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
+            *sr = qk && h->head_dim ? lmp_rope_halves_row(r, h->head_dim, h->n_rot) : r;
+            return l;
+        }
+        r -= l->out;
+    }
+    return NULL; /* not reached: a fused entry has members */
+}
+
+/* A block norm's or the final norm's values as the file holds them: Gemma's 1 + w less 1, Qwen3's
+ * q/k norms back in rotate-half order; into out[n]. */
+static void norm_values(const hf_tensor *t, const float *w, int64_t n, float *out)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float v = w[t->halves_hd ? lmp_rope_halves_row(j, t->halves_hd, t->n_rot) : j];
+        out[j] = t->minus_one ? v - 1.0f : v;
+    }
 }
 
 static void put16(unsigned char *b, uint16_t v)
@@ -114,10 +143,9 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     const lmp_linear *l = h && blk ? &blk->linears[h->index] : NULL;
     const float *dense = t->block >= 0 ? blk->norms[t->norm].w : t->src;
     const hf_scheme *sc = h && h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
-    const lmp_wgrid *g = l ? l->grid : NULL;
     const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)rows);
-    const int64_t width = l ? (l->in > l->out ? l->in : l->out) : cols;
+    const int64_t width = l ? (h->in > h->out ? h->in : h->out) : cols;
     enc e = {malloc(row_bytes + 8), NULL, NULL, NULL};
     if (l) {
         e.codes = malloc((size_t)width * sizeof *e.codes);
@@ -128,20 +156,39 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     int32_t *zp = NULL;
     if (!st && t->kind == HF_T_ZERO) {
         /* the zero points of every slice, in HF row order, checked once */
-        const int64_t zr = sc->gran == LMP_GRAN_TENSOR ? 1 : l->out, zc = g->n_scales / zr;
-        if (!(zp = malloc((size_t)g->n_scales * sizeof *zp))) st = lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
-        for (int64_t r = 0; r < zr && !st; r++)
-            for (int64_t c = 0; c < zc && !st; c++)
-                st = zero_point(t, sc, g->zeros[src_row(h, r) * zc + c], &zp[r * zc + c]);
+        const int64_t zr = sc->gran == LMP_GRAN_TENSOR ? 1 : h->out, zc = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
+        if (!(zp = malloc((size_t)(zr * zc) * sizeof *zp))) st = lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+        for (int64_t r = 0; r < zr && !st; r++) {
+            int64_t zs;
+            const lmp_linear *ml = row_source(h, blk, r, &zs);
+            for (int64_t c = 0; c < zc && !st; c++) st = zero_point(t, sc, ml->grid->zeros[zs * zc + c], &zp[r * zc + c]);
+        }
     }
     for (int64_t r = 0; r < rows && !st; r++) {
-        const int64_t sr = src_row(h, r);
+        int64_t sr = r;
+        if (l && t->kind != HF_T_BIAS) l = row_source(h, blk, r, &sr); /* a bias is one row: per element */
+        const lmp_wgrid *g = l ? l->grid : NULL;
         switch (t->kind) {
-        case HF_T_DENSE: st = encode_floats(t, dense + r * cols, cols, e.buf, rounded); break;
+        case HF_T_DENSE:
+            if (t->minus_one || t->halves_hd) { /* a norm (one row) */
+                float *v = malloc((size_t)cols * sizeof *v);
+                if (!v) {
+                    st = lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+                    break;
+                }
+                norm_values(t, dense, cols, v);
+                st = encode_floats(t, v, cols, e.buf, rounded);
+                free(v);
+            } else {
+                st = encode_floats(t, dense + r * cols, cols, e.buf, rounded);
+            }
+            break;
         case HF_T_WEIGHT: st = encode_floats(t, l->w + sr * l->in, l->in, e.buf, rounded); break;
         case HF_T_BIAS:
             for (int64_t c = 0; c < cols && !st; c++) {
-                const float b = l->b ? l->b[src_row(h, c)] : 0.0f; /* a 1-D bias is one row of out values */
+                int64_t bs;
+                const lmp_linear *bl = row_source(h, blk, c, &bs);
+                const float b = bl->b ? bl->b[bs] : 0.0f; /* a 1-D bias is one row of out values */
                 st = encode_floats(t, &b, 1, e.buf + c * (int64_t)lmp_st_dtype_size(t->dtype), rounded);
             }
             break;
@@ -170,7 +217,7 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
                 const int per = 32 / sc->bits, base = r * per;
                 for (int64_t c = 0; c < cols; c++) {
                     uint32_t w = 0;
-                    for (int k = 0; k < per && base + k < l->out; k++)
+                    for (int k = 0; k < per && base + k < h->out; k++)
                         w |= (uint32_t)(zp[(base + k) * cols + c] + (1 << (sc->bits - 1))) << (k * sc->bits);
                     put32(e.buf + 4 * c, w);
                 }

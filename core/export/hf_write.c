@@ -1,9 +1,12 @@
 /* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
- * through compressed-tensors (export.h): LLAMA family only.
+ * through compressed-tensors (export.h): the Llama block's families (Llama, Mistral, Qwen2, Qwen3,
+ * Gemma, and Phi-3 with its fused qkv_proj / gate_up_proj; export.c refuses the others by name).
  *
  *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
- *                      Llama's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF source
- *                      a LlamaConfig made from the architecture.  A top-level "lmpress" object
+ *                      the family's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF
+ *                      source the family's config made from the architecture (hf_config.c: its
+ *                      class and model_type, head_dim, rope_theta + rope_scaling, which
+ *                      transformers 4 and 5 both read).  A top-level "lmpress" object
  *                      records the lmpress version, variant, pipeline and source; it also marks
  *                      the folder as an lmpress export, which a later export may replace.
  *   model.safetensors  or model-0000i-of-0000N.safetensors + model.safetensors.index.json above
@@ -78,8 +81,9 @@ static int read_json(const char *path, lmp_json **out)
 /* A Hugging Face source's folder and config.json (the loader read the same file). */
 static int read_source(hf_plan *p)
 {
+    p->desc = p->m->arch.desc ? p->m->arch.desc : lmp_arch_by_name("llama");
     if (strcmp(p->m->format, "safetensors") != 0) {
-        p->arch = "LlamaForCausalLM";
+        p->arch = p->desc->hf_class;
         return 0;
     }
     if (!(p->src_dir = dir_of(p->m->path))) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -184,17 +188,20 @@ static int find_scheme(hf_plan *p, const hf_scheme *sc, const char *who)
     return p->n_schemes++;
 }
 
-/* Which linears get a bias tensor: Llama has one switch for q,k,v,o and one for gate,up,down
- * (a linear without one of its own gets zeros, which change nothing); Qwen2 has q,k,v biases
- * always and no others; Mistral none. */
+/* Which linears get a bias tensor, by the family's switches (arch.h's bias rule): Llama has one
+ * for q,k,v,o (attention_bias) and one for gate,up,down (mlp_bias), a linear without a bias of its
+ * own getting zeros, which change nothing; Qwen3 and Gemma only attention_bias; Qwen2 has q,k,v
+ * biases always and no others; Mistral none (its modules take no bias). */
 static int plan_biases(hf_plan *p)
 {
-    const int qwen2 = strcmp(p->arch, "Qwen2ForCausalLM") == 0, mistral = strcmp(p->arch, "MistralForCausalLM") == 0;
+    const int qwen2 = p->desc->bias == LMP_BIAS_QKV, mistral = !strcmp(p->desc->name, "mistral");
+    const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || !strcmp(p->desc->name, "gemma");
+    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
         if (!l->has_b) continue;
         const lmp_role r = l->role;
-        if (mistral || (qwen2 && !(r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)))
+        if (mistral || (qwen2 && !(r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)) || (no_mlp && !is_attn(r)))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s has no place for", l->name, p->arch);
         if (is_attn(r)) p->attn_bias = 1;
         else p->mlp_bias = 1;
@@ -244,6 +251,7 @@ static lmp_st_dtype scale_dtype(lmp_scale_type t)
 static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
 {
     int st = 0;
+    if (h->merged) return 0; /* written with its fused module */
     if (h->scheme < 0) {
         st = add_tensor(p, cap, h->name, ".weight", HF_T_WEIGHT, p->dtype, 2, h->out, h->in, h, NULL);
     } else {
@@ -298,8 +306,14 @@ static int plan_tensors(hf_plan *p)
             const hf_norm *nm = &p->norms[ni];
             unit_start[n_units++] = p->n_tensors;
             st = add_tensor(p, &cap, nm->name, ".weight", HF_T_DENSE, p->dtype, 1, nm->dim, 0, NULL, NULL);
-            p->tensors[p->n_tensors - 1].block = b;
-            p->tensors[p->n_tensors - 1].norm = nm->index;
+            hf_tensor *t = &p->tensors[p->n_tensors - 1];
+            t->block = b;
+            t->norm = nm->index;
+            t->minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
+            if (nm->index >= 2) { /* q/k norms follow q/k's rows (hf_plan.h) */
+                t->halves_hd = a->head_dim;
+                t->n_rot = a->rope.n_rot > 0 ? a->rope.n_rot : a->head_dim;
+            }
         }
         for (; li < p->n_lins && p->lins[li].block == b && !st; li++) {
             unit_start[n_units++] = p->n_tensors;
@@ -309,6 +323,7 @@ static int plan_tensors(hf_plan *p)
     if (!st) {
         unit_start[n_units++] = p->n_tensors;
         st = add_tensor(p, &cap, "model.norm", ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
+        if (!st) p->tensors[p->n_tensors - 1].minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
     }
     if (!st && m->lm_head != m->tok_emb) {
         unit_start[n_units++] = p->n_tensors;
@@ -355,7 +370,8 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         hf_linear *h = &p->lins[p->n_lins++];
         *h = (hf_linear){.name = strdup(l->name), .role = l->role, .out = l->out, .in = l->in, .block = b, .index = i,
                          .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1,
-                         .head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? p->m->arch.head_dim : 0};
+                         .head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? p->m->arch.head_dim : 0,
+                         .n_rot = p->m->arch.rope.n_rot > 0 ? p->m->arch.rope.n_rot : p->m->arch.head_dim};
         if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
         hf_scheme sc;
         int none, st;
@@ -388,6 +404,54 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
     return 0;
 }
 
+/* Phi-3's fused modules: the block's entries for `roles` (in that order) become one entry named
+ * model.layers.N.<module> whose rows are theirs one after the other (hf_plan.h).  The parts must
+ * be on one scheme whose scales are per row (channel or group), without act-order groups, static
+ * input scales or biases: a fused module has one of each. */
+static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_role *roles, int n)
+{
+    int at[3];
+    for (int k = 0; k < n; k++) {
+        at[k] = -1;
+        for (int i = first; i < p->n_lins; i++)
+            if (p->lins[i].role == roles[k]) at[k] = i;
+        if (at[k] < 0) return lmp_fail(LMP_EINVAL, "block %lld has no part of its fused %s", (long long)b, module);
+    }
+    hf_linear *f = &p->lins[at[0]];
+    for (int k = 0; k < n; k++) {
+        const hf_linear *h = &p->lins[at[k]];
+        const hf_scheme *sc = h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
+        if (h->has_b)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s's fused %s has no place for", h->name, p->arch,
+                            module);
+        if (h->scheme != f->scheme || h->scale_type != f->scale_type)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: is quantized differently from %s, but %s stores them as one module "
+                            "(%s): quantize them alike", h->name, f->name, p->arch, module);
+        if (sc && (sc->gran == LMP_GRAN_TENSOR || sc->g_idx || sc->act == LMP_ACT_STATIC_TENSOR))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: its %s cannot be joined with the other parts of %s's fused %s (one "
+                            "per module): use channel or group scales%s", h->name,
+                            sc->gran == LMP_GRAN_TENSOR ? "per-tensor scale" : sc->g_idx ? "act-order groups"
+                                                                              : "static input scale",
+                            p->arch, module, sc->g_idx ? " without act_order" : "");
+    }
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)b, module);
+    char *fused = strdup(name);
+    if (!fused) return lmp_fail(LMP_ENOMEM, "out of memory");
+    free(f->name);
+    f->name = fused;
+    f->n_members = n;
+    for (int k = 0; k < n; k++) {
+        f->members[k] = p->lins[at[k]].index;
+        f->masked |= p->lins[at[k]].masked;
+        if (k) {
+            f->out += p->lins[at[k]].out;
+            p->lins[at[k]].merged = 1;
+        }
+    }
+    return 0;
+}
+
 /* The first pass: every block read once (from p->blocks, one at a time) and planned. */
 static int build_plan(lmp_ctx *ctx, hf_plan *p)
 {
@@ -411,7 +475,11 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
         if (blk.n_linears != per_lin || blk.n_norms != per_norm)
             st = lmp_fail(LMP_EINVAL, "block %lld has %d linears and %d norms, not the architecture's %lld and %lld",
                           (long long)b, blk.n_linears, blk.n_norms, (long long)per_lin, (long long)per_norm);
+        const int first = p->n_lins;
         if (!st) st = plan_block(ctx, p, b, &blk, &n_quant, &n_bf16, &n_f16, &pruned, &total);
+        static const lmp_role qkv[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, gate_up[2] = {LMP_ROLE_GATE, LMP_ROLE_UP};
+        if (!st && p->desc->hf_fused_qkv) st = fuse(p, first, b, p->desc->hf_fused_qkv, qkv, 3);
+        if (!st && p->desc->hf_fused_gate_up) st = fuse(p, first, b, p->desc->hf_fused_gate_up, gate_up, 2);
         lmp_block_free(&blk);
     }
     if (st) return st;
@@ -549,8 +617,8 @@ static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *ro
 int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
     if (m->arch.family != LMP_FAMILY_LLAMA)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama family (Llama, Mistral, Qwen2) is exported as a Hugging "
-                                          "Face folder; %s is GPT-2: export a .gguf or keep the original", o->path,
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama block's families (Llama, Mistral, Qwen2, Qwen3, Gemma) are "
+                                          "exported as a Hugging Face folder; %s is GPT-2: keep the original", o->path,
                         m->path);
     int st = lmp_export_check_arch(m, o->path);
     if (!st) st = lmp_export_check_path(o->path, "export");
@@ -568,10 +636,14 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
     }
     if (!st) {
         int n_packed = 0, n_int = 0;
-        for (int i = 0; i < p.n_lins; i++)
+        int n_written = 0;
+        for (int i = 0; i < p.n_lins; i++) {
+            if (p.lins[i].merged) continue;
+            n_written++;
             if (p.lins[i].scheme >= 0) *(p.schemes[p.lins[i].scheme].fmt == HF_FMT_PACK ? &n_packed : &n_int) += 1;
+        }
         lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
-                                   "unquantized tensors in %s", o->path, n_packed, n_int, p.n_lins - n_packed - n_int,
+                                   "unquantized tensors in %s", o->path, n_packed, n_int, n_written - n_packed - n_int,
                 p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));
         if (p.dtype != LMP_ST_F32)
             lmp_log(ctx, LMP_LOG_INFO, "%s: every grid's scales are %s, so the model is: the embedding, norms, head, "

@@ -135,6 +135,13 @@ int lmp_rope_permute_rows(float *w, int64_t rows, int64_t cols, int64_t hd, int6
     return 0;
 }
 
+int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot)
+{
+    const int64_t i = r % hd, half = n_rot / 2;
+    if (i >= n_rot) return r;
+    return r - i + (i < half ? 2 * i : 2 * (i - half) + 1);
+}
+
 int lmp_input_group(lmp_role r)
 {
     switch (r) {

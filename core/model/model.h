@@ -138,6 +138,10 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a);
  * new row 2i+1 = old row i + n_rot/2 (what llama.cpp's converter does for "llama").  q and k get
  * the same permutation, so every attention score is unchanged.  cols = 1 for a bias or a q/k norm. */
 int lmp_rope_permute_rows(float *w, int64_t rows, int64_t cols, int64_t hd, int64_t n_rot);
+/* The inverse, one row at a time, for the exporters: the internal (adjacent-pair) row that row r
+ * of a rotate-half file (Hugging Face, llama.cpp's NEOX architectures) is.  Within each head of
+ * hd rows, row i < n_rot/2 is row 2i, row n_rot/2 + i is row 2i + 1, rows from n_rot on stay. */
+int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot);
 /* Index of the linear with this role in the block, -1 if the family has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
 /* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;

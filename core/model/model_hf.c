@@ -457,7 +457,9 @@ static const char *const harmless_keys[] = {
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
-    "begin_suppress_tokens", NULL};
+    "begin_suppress_tokens",
+    "lmpress", /* the record lmpress's own exports carry (version, variant, pipeline, source) */
+    NULL};
 /* The keys parse_llama and parse_gpt2 (and the RoPE and compressed-tensors readers) use. */
 static const char *const llama_keys[] = {
     "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",

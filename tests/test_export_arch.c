@@ -1,0 +1,468 @@
+/* test_export_arch.c — each architecture's fixture (tests/fixtures/arch: tiny random checkpoints
+ * made with PyPI transformers, and llama.cpp's own GGUF conversions) exported by lmpress to GGUF
+ * and to a Hugging Face folder, and each export read back.
+ *
+ * The rule, as in test_arch_fixtures.c: an export either is written and reads back (by lmpress)
+ * to transformers' log-probabilities within 1e-5 (max |d| / max |logprob|), or is refused with a
+ * message naming the model and what cannot be written.  Each export is also held against the
+ * format's own reference, by tools/ref/arch_export_check.py: a GGUF, read with the PyPI gguf
+ * package (llama.cpp's gguf-py), must have llama.cpp's architecture, keys and tensor names and
+ * the very tensors llama.cpp's converter wrote for the same model (q/k rows in the architecture's
+ * order, Gemma's 1 + w norms, rope_freqs); a Hugging Face folder must have transformers' class,
+ * model_type and config, and the tensors of the folder transformers saved (Gemma's w, q/k norms
+ * in rotate-half order).  Without gguf in build/pydeps (tools/test.sh) those GGUF checks print
+ * SKIPPED; the Hugging Face ones need only numpy.
+ *
+ * Compressed variants (RTN on Q8_0 blocks for GGUF, 4-bit groups of 32 for compressed-tensors'
+ * pack-quantized) of Llama 3, Qwen3 and Gemma, and of Phi-3 (4-bit groups, 8-bit asymmetric
+ * channels) in its fused modules, are exported and read back: lmpress's log-probs of
+ * the file equal those of the variant it evaluated, and every dequantized weight lies within
+ * 0.6 of a grid step of the reference's (a wrong row order or norm offset cannot).
+ *
+ * With LMP_TRANSFORMERS_PYTHON naming a Python with torch and transformers (not needed in CI; e.g.
+ * build/arch-venv/bin/python from tools/ref/arch_fixtures.sh), each unmodified Hugging Face export
+ * is also loaded by transformers and its log-probs compared with the golden file
+ * (tools/ref/arch_export_tf_check.py); otherwise that part prints SKIPPED. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "export/export.h"
+#include "model/block_source.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "teststage.h"
+#include "testutil.h"
+
+#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
+#define CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_check.py"
+#define TF_CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_tf_check.py"
+#define TOLERANCE 1e-5
+
+typedef enum { MATCH, REFUSED } expect;
+typedef struct export_case {
+    const char *fixture, *form;  /* the source: hf5 or model.gguf */
+    const char *out;             /* "gguf" or "hf" */
+    const char *golden;          /* what the export must give */
+    expect want;
+    const char *needle;          /* REFUSED: a word the message holds */
+    const char *check_args;      /* more arguments for arch_export_check.py */
+} export_case;
+
+/* The vocabulary of a SentencePiece family's hf5/ is its tokenizer.model, which lmpress does not
+ * read: a GGUF export of it takes the vocabulary llama.cpp's converter made from it (model.gguf),
+ * as `--tokenizer` would give it. */
+static const char *gguf_tokenizer(const char *fixture, const char *form, char *buf, size_t n)
+{
+    if (strcmp(form, "hf5") || (strcmp(fixture, "gemma") && strcmp(fixture, "mistral"))) return NULL;
+    snprintf(buf, n, "%s/%s/model.gguf", FIXTURES, fixture);
+    return buf;
+}
+
+static const export_case cases[] = {
+    {"llama3", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"llama3", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"llama3", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* llama3's factor, low/high_freq_factor and original context are not in a GGUF */
+    {"llama3", "model.gguf", "hf", "logprobs.f64", REFUSED, "llama3", ""},
+    {"qwen2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2-yarn", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2-yarn", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2-yarn", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen2-yarn", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen3", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen3", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen3", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"qwen3", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    /* lmpress caps Mistral's context at its window (16): the GGUF says so in context_length */
+    /* a GGUF of llama.cpp's "llama" says no sliding window: it would mean full attention */
+    {"mistral", "hf5", "gguf", "logprobs.f64", REFUSED, "sliding window of 16 positions", ""},
+    {"mistral", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    /* the converter's GGUF means full attention ("llama"): a LlamaForCausalLM folder */
+    {"mistral", "model.gguf", "gguf", "logprobs_gguf.f64", MATCH, NULL, ""},
+    {"mistral", "model.gguf", "hf", "logprobs_gguf.f64", MATCH, NULL, "--class LlamaForCausalLM:llama"},
+    {"gemma", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    /* Phi-3: fused qkv_proj / gate_up_proj in a folder whose config (LongRoPE) is the source's;
+     * lmpress caps the context at original_max_position_embeddings (32): the short factors */
+    {"phi3", "hf5", "gguf", "logprobs_short.f64", REFUSED, "Phi-3", ""},
+    {"phi3", "hf5", "hf", "logprobs_short.f64", MATCH, NULL, ""},
+    {"gpt2", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-2", ""},
+    {"gpt2", "hf5", "hf", "logprobs.f64", REFUSED, "GPT-2", ""},
+};
+enum { N_CASES = sizeof cases / sizeof *cases };
+
+static char tmpdir[256];
+
+static void open_fixture(void)
+{
+    setup();
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-arch");
+}
+
+static void close_fixture(void)
+{
+    lmp_test_rmtree(tmpdir);
+    teardown();
+}
+
+/* ---- the fixture's files ------------------------------------------------------------------ */
+static int32_t *read_tokens(const char *fixture, int64_t *T)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/tokens.txt", FIXTURES, fixture);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    int32_t *tok = malloc(4096 * sizeof *tok);
+    int64_t n = 0;
+    while (n < 4096 && fscanf(f, "%d", &tok[n]) == 1) n++;
+    fclose(f);
+    ck_assert_msg(n > 0, "%s holds no token", path);
+    *T = n;
+    return tok;
+}
+
+static double *read_golden(const char *fixture, const char *name, int64_t V, int64_t *rows)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, fixture, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_msg(size > 0 && size % (long)(8 * V) == 0, "%s: %ld bytes is not rows of %lld doubles", path, size,
+                  (long long)V);
+    double *g = malloc((size_t)size);
+    ck_assert_int_eq(fread(g, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *rows = size / (8 * V);
+    return g;
+}
+
+/* ---- log-probabilities -------------------------------------------------------------------- */
+static float *log_probs(const lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T)
+{
+    float *out = malloc((size_t)(T * m->arch.vocab) * sizeof *out);
+    ck_assert_msg(lmp_forward(&be, m, blocks, tok, T, 1, out) == 0, "%s", lmp_last_error());
+    return out;
+}
+
+/* max |a - ref| / max |ref| over n values. */
+static double rel_diff(const float *a, const double *ref, int64_t n)
+{
+    double md = 0, mr = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) md = d; /* NaN propagates */
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return md / mr;
+}
+
+static double rel_diff_f(const float *a, const float *ref, int64_t n)
+{
+    double md = 0, mr = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)ref[i]);
+        if (!(d <= md)) md = d;
+        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
+    }
+    return md / mr;
+}
+
+static lmp_model *load(const char *path)
+{
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s: %s", path, lmp_last_error());
+    return m;
+}
+
+/* The export of m's blocks from src to path. */
+static int export_to(const lmp_model *m, const lmp_block_source *src, const char *path, const char *variant,
+                     const char *tokenizer)
+{
+    lmp_export_opts o = {.path = path, .variant = variant, .pipeline = "[]",
+                         .tokenizer_path = lmp_export_is_gguf(path) ? tokenizer : NULL};
+    return lmp_export_model(&ctx, m, src, &o);
+}
+
+/* arch_export_check.py on an export; 0 when it says ok.  GGUF checks need gguf in build/pydeps:
+ * without it, 77 (the caller prints SKIPPED). */
+static int run_check(const char *kind, const char *path, const char *ref, const char *extra)
+{
+    if (!strcmp(kind, "gguf") && !lmp_test_have_gguf("the gguf-py check")) return 77;
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s' %s '%s' '%s' %s 2>&1", LMP_TEST_PYDEPS, lmp_test_python(),
+             CHECK, kind, path, ref, extra);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[2048];
+    while (fgets(line, sizeof line, p)) printf("    %s", line);
+    const int st = pclose(p);
+    fflush(stdout);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+/* transformers loads an unmodified Hugging Face export and gives the golden log-probs (only with
+ * LMP_TRANSFORMERS_PYTHON; CI does not need torch). */
+static void transformers_check(const char *dir, const char *fixture, const char *golden, int64_t rows)
+{
+    const char *py = getenv("LMP_TRANSFORMERS_PYTHON");
+    if (!py || !*py) {
+        printf("    SKIPPED transformers check: LMP_TRANSFORMERS_PYTHON names no Python with torch and transformers\n");
+        return;
+    }
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s/%s' '%s' %lld 2>&1", py, TF_CHECK, dir, FIXTURES, fixture, golden,
+             (long long)rows);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[2048];
+    while (fgets(line, sizeof line, p)) printf("    %s", line);
+    const int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: transformers does not reproduce %s", dir, golden);
+}
+
+/* ---- unmodified exports ------------------------------------------------------------------- */
+START_TEST(each_export_matches_or_is_refused)
+{
+    const export_case *c = &cases[_i];
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
+    snprintf(out, sizeof out, "%s/%s-%s.%s", tmpdir, c->fixture, strcmp(c->form, "hf5") ? "gguf" : "hf5",
+             strcmp(c->out, "gguf") ? "hf" : "gguf");
+    lmp_model *m = load(src_path);
+    const lmp_block_source src = lmp_block_source_model(m);
+    char tok_buf[600];
+    const int st = export_to(m, &src, out, c->fixture, gguf_tokenizer(c->fixture, c->form, tok_buf, sizeof tok_buf));
+    if (st) {
+        const char *msg = lmp_last_error();
+        printf("%-10s %-10s -> %-4s refused: %s\n", c->fixture, c->form, c->out, msg);
+        ck_assert_msg(c->want == REFUSED, "%s -> %s: expected an export, refused: %s", src_path, c->out, msg);
+        ck_assert_msg(strstr(msg, "/tests/fixtures/arch/") != NULL || strstr(msg, out) != NULL,
+                      "the refusal names neither the model nor the export: %s", msg);
+        ck_assert_msg(strstr(msg, c->needle) != NULL, "the refusal does not say \"%s\": %s", c->needle, msg);
+        lmp_model_free(m);
+        return;
+    }
+    ck_assert_msg(c->want == MATCH, "%s -> %s: expected a refusal (\"%s\"), but it was exported", src_path, c->out,
+                  c->needle);
+    /* lmpress reads the export back and gives transformers' numbers */
+    lmp_model *e = load(out);
+    ck_assert_str_eq(e->arch.desc->name, lmp_export_is_gguf(out) ? lmp_arch_by_gguf(m->arch.desc->gguf_arch,
+                     strlen(m->arch.desc->gguf_arch))->name : lmp_arch_by_hf_class(
+                     !strcmp(c->form, "hf5") || strcmp(m->arch.desc->name, "mistral") ? m->arch.desc->hf_class
+                                                                                      : "LlamaForCausalLM")->name);
+    int64_t T, rows;
+    int32_t *tok = read_tokens(c->fixture, &T);
+    double *gold = read_golden(c->fixture, c->golden, e->arch.vocab, &rows);
+    /* all T tokens, or the golden's first `rows` alone (phi3's short golden) */
+    int64_t n = T < e->arch.seq_len ? T : e->arch.seq_len;
+    if (rows < n) n = rows;
+    lmp_block *blocks = lmp_model_blocks(e);
+    ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
+    float *lp = log_probs(e, blocks, tok, n);
+    const double rel = rel_diff(lp, gold, n * e->arch.vocab);
+    printf("%-10s %-10s -> %-4s read back: %lld of %lld rows, relative difference %.2e (tolerance %g)\n", c->fixture,
+           c->form, c->out, (long long)n, (long long)T, rel, TOLERANCE);
+    ck_assert_msg(rel <= TOLERANCE, "%s read back differs from transformers: relative %g", out, rel);
+    /* the format's own reference: the converter's GGUF, transformers' folder */
+    char ref[600];
+    const int gguf = lmp_export_is_gguf(out);
+    snprintf(ref, sizeof ref, "%s/%s/%s", FIXTURES, c->fixture, gguf ? "model.gguf" : "hf5");
+    const int ck = run_check(gguf ? "gguf" : "hf", out, ref, c->check_args);
+    if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
+    else ck_assert_msg(ck == 0, "%s: arch_export_check.py finds problems (above)", out);
+    if (!gguf) transformers_check(out, c->fixture, c->golden, n);
+    free(lp);
+    free(gold);
+    free(tok);
+    lmp_model_free(e);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* ---- compressed variants ------------------------------------------------------------------ */
+typedef struct quant_case {
+    const char *fixture, *out;
+    const char *settings[4];
+} quant_case;
+
+static const quant_case qcases[] = {
+    {"llama3", "gguf", {"format=q8_0", NULL}},
+    {"qwen3", "gguf", {"format=q8_0", NULL}},
+    {"gemma", "gguf", {"format=q8_0", NULL}},
+    {"llama3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    {"qwen3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    {"gemma", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    /* Phi-3's parts joined into qkv_proj / gate_up_proj, scales and codes row by row */
+    {"phi3", "hf", {"bits=4", "granularity=group", "group_size=32", NULL}},
+    {"phi3", "hf", {"bits=8", "granularity=channel", "sym=false", NULL}},
+};
+enum { N_QCASES = sizeof qcases / sizeof *qcases };
+
+START_TEST(compressed_variant_reads_back)
+{
+    const quant_case *c = &qcases[_i];
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/%s/hf5", FIXTURES, c->fixture);
+    snprintf(out, sizeof out, "%s/%s-rtn.%s", tmpdir, c->fixture, strcmp(c->out, "gguf") ? "hf" : "gguf");
+    lmp_model *m = load(src_path);
+    lmp_block *var = compress_stage(m, "rtn", c->settings, NULL, 0);
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(var, m->arch.n_layers, &store);
+    char tok_buf[600];
+    ck_assert_msg(export_to(m, &src, out, "rtn", gguf_tokenizer(c->fixture, "hf5", tok_buf, sizeof tok_buf)) == 0,
+                  "%s: %s", out, lmp_last_error());
+    lmp_block_store_free(store);
+    int64_t T;
+    int32_t *tok = read_tokens(c->fixture, &T);
+    int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
+    if (!strcmp(c->fixture, "phi3") && n > 32) n = 32; /* its short golden, for the moved check below */
+    float *want = log_probs(m, var, tok, n);
+    lmp_model *e = load(out);
+    printf("%-10s rtn %s -> %s: read back as %s\n", c->fixture, c->settings[0], c->out, e->format);
+    lmp_block *blocks = lmp_model_blocks(e);
+    ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
+    float *got = log_probs(e, blocks, tok, n);
+    const double rel = rel_diff_f(got, want, n * m->arch.vocab);
+    printf("%-10s rtn -> %-4s read back: relative difference to the variant lmpress evaluated %.2e\n", c->fixture,
+           c->out, rel);
+    ck_assert_msg(rel <= TOLERANCE, "%s read back differs from the variant: relative %g", out, rel);
+    /* and the variant really differs from the unmodified model (the grid was written) */
+    int64_t rows;
+    double *gold = read_golden(c->fixture, strcmp(c->fixture, "phi3") ? "logprobs.f64" : "logprobs_short.f64",
+                               m->arch.vocab, &rows);
+    const double moved = rel_diff(got, gold, n * m->arch.vocab);
+    printf("%-10s rtn -> %-4s differs from the unmodified model by %.2e\n", c->fixture, c->out, moved);
+    ck_assert_msg(moved > TOLERANCE, "%s: the quantized export gives the unmodified numbers", out);
+    char ref[600];
+    const int gguf = lmp_export_is_gguf(out);
+    snprintf(ref, sizeof ref, "%s/%s/%s", FIXTURES, c->fixture, gguf ? "model.gguf" : "hf5");
+    const int ck = run_check(gguf ? "gguf" : "hf", out, ref, "--quantized");
+    if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
+    else ck_assert_msg(ck == 0, "%s: arch_export_check.py finds problems (above)", out);
+    free(gold);
+    free(got);
+    free(want);
+    free(tok);
+    lmp_blocks_free(var, m->arch.n_layers);
+    lmp_model_free(e);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* Phi-3's q, k and v are one module in the file: quantized unlike each other, they are refused,
+ * naming the part. */
+START_TEST(fused_parts_quantized_unlike_are_refused)
+{
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/phi3/hf5", FIXTURES);
+    snprintf(out, sizeof out, "%s/phi3-q-only", tmpdir);
+    lmp_model *m = load(src_path);
+    const char *const set[] = {"bits=4", "granularity=group", "group_size=32", NULL};
+    lmp_block *var = compress_stage(m, "rtn", set, "q_proj", 0);
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(var, m->arch.n_layers, &store);
+    const int st = export_to(m, &src, out, "q-only", NULL);
+    const char *msg = lmp_last_error();
+    printf("phi3 rtn on q_proj only -> hf refused: %s\n", st ? msg : "(not refused)");
+    ck_assert_msg(st != 0 && strstr(msg, "quantized differently") && strstr(msg, "qkv_proj"),
+                  "expected a refusal naming the fused module: %s", st ? msg : "exported");
+    ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
+    lmp_block_store_free(store);
+    lmp_blocks_free(var, m->arch.n_layers);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* ---- what cannot be written is refused by name ------------------------------------------- */
+/* Each a fixture loaded and changed as another model would differ (so each refusal is reached by
+ * a real model's state); nothing may be left at the path. */
+typedef enum { MUT_YARN_ATTN, MUT_LLAMA3_ON_QWEN2, MUT_GEMMA_UNTIED, MUT_PARTIAL_ROTARY, MUT_YARN_CTX,
+               MUT_LONGROPE } mutation;
+typedef struct refusal_case {
+    const char *fixture, *form, *out;
+    mutation mut;
+    const char *needle;
+} refusal_case;
+
+static const refusal_case rcases[] = {
+    /* a YaRN attention_factor other than 0.1 ln(factor) + 1: GGUF has no key for it */
+    {"qwen2-yarn", "hf5", "x.gguf", MUT_YARN_ATTN, "YaRN"},
+    /* rope_freqs is llama's only */
+    {"llama3", "hf5", "x.gguf", MUT_LLAMA3_ON_QWEN2, "llama3"},
+    /* llama.cpp's gemma has no output tensor */
+    {"gemma", "hf5", "x.gguf", MUT_GEMMA_UNTIED, "head of its own"},
+    /* a config.json made from a GGUF says no partial rotary */
+    {"qwen2", "model.gguf", "x-hf", MUT_PARTIAL_ROTARY, "partial rotary"},
+    /* transformers reads YaRN's factor as max_position_embeddings / original: 128 / 64 is not 4 */
+    {"qwen2-yarn", "model.gguf", "x-hf", MUT_YARN_CTX, "YaRN"},
+    /* LongRoPE on a family that is written otherwise */
+    {"phi3", "hf5", "x.gguf", MUT_LONGROPE, "LongRoPE"},
+};
+enum { N_RCASES = sizeof rcases / sizeof *rcases };
+
+START_TEST(what_cannot_be_written_is_refused)
+{
+    const refusal_case *c = &rcases[_i];
+    char src_path[600], out[600];
+    snprintf(src_path, sizeof src_path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
+    snprintf(out, sizeof out, "%s/%s", tmpdir, c->out);
+    lmp_model *m = load(src_path);
+    float *head = NULL;
+    switch (c->mut) {
+    case MUT_YARN_ATTN: m->arch.rope.mscale *= 1.01f; break;
+    case MUT_LLAMA3_ON_QWEN2: m->arch.desc = lmp_arch_by_name("qwen2"); break;
+    case MUT_GEMMA_UNTIED:
+        head = malloc((size_t)(m->arch.vocab * m->arch.dim) * sizeof *head);
+        memcpy(head, m->tok_emb, (size_t)(m->arch.vocab * m->arch.dim) * sizeof *head);
+        m->lm_head = head;
+        break;
+    case MUT_PARTIAL_ROTARY:
+        lmp_rope_default(&m->arch.rope, m->arch.rope.theta, m->arch.head_dim / 2, m->arch.head_dim);
+        break;
+    case MUT_YARN_CTX: m->arch.seq_len = 128; break;
+    case MUT_LONGROPE: m->arch.desc = lmp_arch_by_name("llama"); break;
+    }
+    const lmp_block_source src = lmp_block_source_model(m);
+    const int st = export_to(m, &src, out, c->fixture, NULL);
+    const char *msg = lmp_last_error();
+    printf("%-10s %-10s -> %-6s refused: %s\n", c->fixture, c->form, c->out, st ? msg : "(not refused)");
+    ck_assert_msg(st != 0, "%s -> %s: exported, but the file cannot say what lmpress evaluated", src_path, c->out);
+    ck_assert_msg(strstr(msg, c->needle) != NULL && strstr(msg, src_path) != NULL,
+                  "the refusal does not name the model and \"%s\": %s", c->needle, msg);
+    ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
+    if (head) m->lm_head = m->tok_emb;
+    free(head);
+    lmp_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("export_arch");
+    TCase *tc = tcase_create("exports");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, open_fixture, close_fixture);
+    tcase_add_loop_test(tc, each_export_matches_or_is_refused, 0, N_CASES);
+    tcase_add_loop_test(tc, compressed_variant_reads_back, 0, N_QCASES);
+    tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
+    tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    const int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
