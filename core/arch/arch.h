@@ -27,8 +27,8 @@ typedef enum {
     LMP_BIAS_ALL,         /* GPT-2: every linear */
 } lmp_bias_rule;
 
-/* How config.json turns sliding-window attention on (lmpress caps the context at the window,
- * where sliding-window attention is causal attention; transformers 5's layer_types overrides). */
+/* How config.json turns sliding-window attention on (the sliding layers then attend within the
+ * window: attention_window; transformers 5's layer_types overrides). */
 typedef enum {
     LMP_SLIDING_NONE,     /* the family has none */
     LMP_SLIDING_ALWAYS,   /* Mistral: whenever sliding_window is set */

@@ -4,7 +4,7 @@
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
  * context_length, rope.freq_base, rope.dimension_count, rope.scaling.* (none, linear, yarn),
- * attention.layer_norm_rms_epsilon, attention.sliding_window (caps the context).  Any other key of
+ * attention.layer_norm_rms_epsilon, attention.sliding_window (the sliding layers' window).  Any other key of
  * the architecture, or of a namespace but general., tokenizer., quantize. and lmpress., is
  * refused by name.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has ne = {in, out}):
  * token_embd, output_norm, output (absent: tied to token_embd), rope_freqs (Llama 3's per-pair
@@ -297,8 +297,8 @@ static int read_longrope(lmp_model *m, int64_t n_rot, int64_t orig)
 }
 
 /* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* (linear, YaRN) and
- * rope_freqs.weight (Llama 3's per-pair divisors); the context is capped at
- * attention.sliding_window (sliding-window attention is plain causal attention within it). */
+ * rope_freqs.weight (Llama 3's per-pair divisors), LongRoPE's factors; and the sliding window:
+ * attention.sliding_window for every layer, or the arch's pattern (Gemma 2/3). */
 static int read_rope(lmp_model *m)
 {
     const lmp_gguf *g = m->src_data;
