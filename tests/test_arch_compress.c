@@ -31,19 +31,11 @@ enum { N_VARIANTS = sizeof variants / sizeof *variants };
 /* The variant's KL divergence on the evaluation text, from the report. */
 static double variant_kld(const lmp_json *report, const char *name)
 {
-    const lmp_json *vs = lmp_json_get(report, "variants");
-    ck_assert_ptr_nonnull(vs);
-    for (size_t i = 0; i < vs->n; i++) {
-        const lmp_json *v = &vs->items[i], *n = lmp_json_get(v, "name");
-        if (!n || n->type != LMP_JSON_STRING || strcmp(n->str, name) != 0) continue;
-        const lmp_json *ev = lmp_json_get(v, "eval");
-        ck_assert_msg(ev && ev->type == LMP_JSON_OBJECT && ev->n == 1, "%s: no evaluation", name);
-        const lmp_json *k = lmp_json_get(&ev->items[0], "kld");
-        ck_assert_msg(k && k->type == LMP_JSON_NUMBER, "%s: no kld", name);
-        return k->number;
-    }
-    ck_abort_msg("variant %s is not in the report", name);
-    return NAN;
+    const lmp_json *ev = lmp_json_get(lmp_test_variant(report, name), "eval");
+    ck_assert_msg(ev && ev->type == LMP_JSON_OBJECT && ev->n == 1, "%s: no evaluation", name);
+    const lmp_json *k = lmp_json_get(&ev->items[0], "kld");
+    ck_assert_msg(k && k->type == LMP_JSON_NUMBER, "%s: no kld", name);
+    return k->number;
 }
 
 START_TEST(strategies_run_on_each_architecture)
@@ -75,18 +67,10 @@ START_TEST(strategies_run_on_each_architecture)
     snprintf(args, sizeof args, "--quiet compare '%s' --json '%s' 2>&1", cfg, json);
     const int rc = lmp_test_cli(args, out, sizeof out);
     ck_assert_msg(rc == 0, "%s: compare exited %d:\n%s", name, rc, out);
-    char *text = NULL;
-    size_t len = 0;
-    f = fopen(json, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    text = malloc(len);
-    ck_assert_int_eq(fread(text, 1, len, f), len);
-    fclose(f);
+    size_t len;
+    unsigned char *text = lmp_test_slurp(json, &len);
     lmp_json *report = NULL;
-    ck_assert_int_eq(lmp_json_parse(text, len, json, &report), 0);
+    ck_assert_int_eq(lmp_json_parse((const char *)text, len, json, &report), 0);
     double kld[N_VARIANTS];
     for (int v = 0; v < N_VARIANTS; v++) kld[v] = variant_kld(report, variants[v]);
     printf("%-10s KLD  rtn-w4-g32 %.4f  gptq-w4-g32 %.4f  sq-w8a8 %.5f\n", name, kld[1], kld[2], kld[3]);

@@ -25,9 +25,9 @@
 #include "plugin/backend.h"
 #include "plugin/host.h"
 #include "plugin/registry.h"
+#include "archfix.h"
 #include "testutil.h"
 
-#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 #define TOLERANCE 1e-5
 
 typedef enum { MATCH, REFUSED } expect;
@@ -89,41 +89,6 @@ static const arch_case cases[] = {
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
-/* ---- the fixture's files ------------------------------------------------------------------ */
-static int32_t *read_tokens(const char *fixture, int64_t *T)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s/tokens.txt", FIXTURES, fixture);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    int32_t *tok = malloc(4096 * sizeof *tok);
-    int64_t n = 0;
-    while (n < 4096 && fscanf(f, "%d", &tok[n]) == 1) n++;
-    fclose(f);
-    ck_assert_msg(n > 0, "%s holds no token", path);
-    *T = n;
-    return tok;
-}
-
-/* The golden [rows, V] float64 file; rows = its size / (8 V). */
-static double *read_golden(const char *fixture, const char *name, int64_t V, int64_t *rows)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, fixture, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    const long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    ck_assert_msg(size > 0 && size % (long)(8 * V) == 0, "%s: %ld bytes is not rows of %lld doubles", path, size,
-                  (long long)V);
-    double *g = malloc((size_t)size);
-    ck_assert_int_eq(fread(g, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *rows = size / (8 * V);
-    return g;
-}
-
 /* ---- lmpress's log-probabilities ---------------------------------------------------------- */
 static float *log_probs(lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T)
 {
@@ -140,18 +105,6 @@ static float *log_probs(lmp_model *m, const lmp_block *blocks, const int32_t *to
     lmp_registry_free(&reg);
     lmp_ctx_clear(&ctx);
     return out;
-}
-
-/* max |a - ref| / max |ref| over n values. */
-static double rel_diff(const float *a, const double *ref, int64_t n)
-{
-    double md = 0, mr = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= md)) md = d; /* NaN propagates */
-        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
-    }
-    return md / mr;
 }
 
 /* ---- the cases ---------------------------------------------------------------------------- */
@@ -172,15 +125,15 @@ START_TEST(each_form_matches_or_is_refused)
         return;
     }
     int64_t T, rows;
-    int32_t *tok = read_tokens(c->fixture, &T);
-    double *gold = read_golden(c->fixture, c->golden, m->arch.vocab, &rows);
+    int32_t *tok = archfix_tokens(c->fixture, &T);
+    double *gold = archfix_golden(c->fixture, c->golden, m->arch.vocab, &rows);
     /* the golden's window: all T tokens, or its first `rows` alone (phi3's short golden) */
     int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
     if (rows < n) n = rows;
     lmp_block *blocks = lmp_model_blocks(m);
     ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
     float *lp = log_probs(m, blocks, tok, n);
-    const double rel = rel_diff(lp, gold, n * m->arch.vocab);
+    const double rel = archfix_rel_diff(lp, gold, n * m->arch.vocab);
     printf("%-10s %-10s loads: %lld of %lld rows, relative difference %.2e (tolerance %g)%s\n", c->fixture, c->form,
            (long long)n, (long long)T, rel, TOLERANCE, n < T ? ", the golden's first tokens alone" : "");
     /* A form that loads must be right, whatever the table expected. */
@@ -202,8 +155,8 @@ START_TEST(tolerance_sees_a_small_weight_error)
     lmp_model *m = NULL;
     ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
     int64_t T, rows;
-    int32_t *tok = read_tokens("llama3", &T);
-    double *gold = read_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
+    int32_t *tok = archfix_tokens("llama3", &T);
+    double *gold = archfix_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
     lmp_block *blocks = lmp_model_blocks(m);
     ck_assert_ptr_nonnull(blocks);
     lmp_linear *q = &blocks[0].linears[lmp_block_find(&blocks[0], LMP_ROLE_Q)];
@@ -214,7 +167,7 @@ START_TEST(tolerance_sees_a_small_weight_error)
         q->w[i] = (float)(q->w[i] * (1 + 1e-3 * u));
     }
     float *lp = log_probs(m, blocks, tok, T);
-    const double rel = rel_diff(lp, gold, T * m->arch.vocab);
+    const double rel = archfix_rel_diff(lp, gold, T * m->arch.vocab);
     printf("control: block 0's q with a 0.1 %% error: relative difference %.2e (tolerance %g)\n", rel, TOLERANCE);
     ck_assert_msg(rel > TOLERANCE, "a 0.1 %% weight error gives only %g: the tolerance cannot see it", rel);
     free(lp);
@@ -252,12 +205,12 @@ START_TEST(gguf_additions_are_refused)
         if (!cases[c].needle) {
             ck_assert_msg(st == 0, "%s: %s", cases[c].mutation, lmp_last_error());
             int64_t T, rows;
-            int32_t *tok = read_tokens("llama3", &T);
-            double *gold = read_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
+            int32_t *tok = archfix_tokens("llama3", &T);
+            double *gold = archfix_golden("llama3", "logprobs.f64", m->arch.vocab, &rows);
             lmp_block *blocks = lmp_model_blocks(m);
             ck_assert_ptr_nonnull(blocks);
             float *lp = log_probs(m, blocks, tok, T);
-            ck_assert(rel_diff(lp, gold, T * m->arch.vocab) <= TOLERANCE);
+            ck_assert(archfix_rel_diff(lp, gold, T * m->arch.vocab) <= TOLERANCE);
             free(lp);
             free(gold);
             free(tok);

@@ -36,9 +36,9 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "teststage.h"
+#include "archfix.h"
 #include "testutil.h"
 
-#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 #define CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_check.py"
 #define TF_CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_tf_check.py"
 #define TOLERANCE 1e-5
@@ -93,7 +93,7 @@ static const export_case cases[] = {
     {"gemma", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gemma", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
     /* Phi-3: fused qkv_proj / gate_up_proj in a folder whose config (LongRoPE) is the source's;
-     * lmpress caps the context at original_max_position_embeddings (32): the short factors */
+     * read back on the first 32 tokens alone, where LongRoPE takes the short factors */
     {"phi3", "hf5", "gguf", "logprobs_short.f64", REFUSED, "Phi-3", ""},
     {"phi3", "hf5", "hf", "logprobs_short.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-2", ""},
@@ -115,58 +115,12 @@ static void close_fixture(void)
     teardown();
 }
 
-/* ---- the fixture's files ------------------------------------------------------------------ */
-static int32_t *read_tokens(const char *fixture, int64_t *T)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s/tokens.txt", FIXTURES, fixture);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    int32_t *tok = malloc(4096 * sizeof *tok);
-    int64_t n = 0;
-    while (n < 4096 && fscanf(f, "%d", &tok[n]) == 1) n++;
-    fclose(f);
-    ck_assert_msg(n > 0, "%s holds no token", path);
-    *T = n;
-    return tok;
-}
-
-static double *read_golden(const char *fixture, const char *name, int64_t V, int64_t *rows)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, fixture, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    const long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    ck_assert_msg(size > 0 && size % (long)(8 * V) == 0, "%s: %ld bytes is not rows of %lld doubles", path, size,
-                  (long long)V);
-    double *g = malloc((size_t)size);
-    ck_assert_int_eq(fread(g, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *rows = size / (8 * V);
-    return g;
-}
-
 /* ---- log-probabilities -------------------------------------------------------------------- */
 static float *log_probs(const lmp_model *m, const lmp_block *blocks, const int32_t *tok, int64_t T)
 {
     float *out = malloc((size_t)(T * m->arch.vocab) * sizeof *out);
     ck_assert_msg(lmp_forward(&be, m, blocks, tok, T, 1, out) == 0, "%s", lmp_last_error());
     return out;
-}
-
-/* max |a - ref| / max |ref| over n values. */
-static double rel_diff(const float *a, const double *ref, int64_t n)
-{
-    double md = 0, mr = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= md)) md = d; /* NaN propagates */
-        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
-    }
-    return md / mr;
 }
 
 static double rel_diff_f(const float *a, const float *ref, int64_t n)
@@ -264,15 +218,15 @@ START_TEST(each_export_matches_or_is_refused)
                      !strcmp(c->form, "hf5") || strcmp(m->arch.desc->name, "mistral") ? m->arch.desc->hf_class
                                                                                       : "LlamaForCausalLM")->name);
     int64_t T, rows;
-    int32_t *tok = read_tokens(c->fixture, &T);
-    double *gold = read_golden(c->fixture, c->golden, e->arch.vocab, &rows);
+    int32_t *tok = archfix_tokens(c->fixture, &T);
+    double *gold = archfix_golden(c->fixture, c->golden, e->arch.vocab, &rows);
     /* all T tokens, or the golden's first `rows` alone (phi3's short golden) */
     int64_t n = T < e->arch.seq_len ? T : e->arch.seq_len;
     if (rows < n) n = rows;
     lmp_block *blocks = lmp_model_blocks(e);
     ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
     float *lp = log_probs(e, blocks, tok, n);
-    const double rel = rel_diff(lp, gold, n * e->arch.vocab);
+    const double rel = archfix_rel_diff(lp, gold, n * e->arch.vocab);
     printf("%-10s %-10s -> %-4s read back: %lld of %lld rows, relative difference %.2e (tolerance %g)\n", c->fixture,
            c->form, c->out, (long long)n, (long long)T, rel, TOLERANCE);
     ck_assert_msg(rel <= TOLERANCE, "%s read back differs from transformers: relative %g", out, rel);
@@ -326,7 +280,7 @@ START_TEST(compressed_variant_reads_back)
                   "%s: %s", out, lmp_last_error());
     lmp_block_store_free(store);
     int64_t T;
-    int32_t *tok = read_tokens(c->fixture, &T);
+    int32_t *tok = archfix_tokens(c->fixture, &T);
     int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
     if (!strcmp(c->fixture, "phi3") && n > 32) n = 32; /* its short golden, for the moved check below */
     float *want = log_probs(m, var, tok, n);
@@ -341,9 +295,9 @@ START_TEST(compressed_variant_reads_back)
     ck_assert_msg(rel <= TOLERANCE, "%s read back differs from the variant: relative %g", out, rel);
     /* and the variant really differs from the unmodified model (the grid was written) */
     int64_t rows;
-    double *gold = read_golden(c->fixture, strcmp(c->fixture, "phi3") ? "logprobs.f64" : "logprobs_short.f64",
+    double *gold = archfix_golden(c->fixture, strcmp(c->fixture, "phi3") ? "logprobs.f64" : "logprobs_short.f64",
                                m->arch.vocab, &rows);
-    const double moved = rel_diff(got, gold, n * m->arch.vocab);
+    const double moved = archfix_rel_diff(got, gold, n * m->arch.vocab);
     printf("%-10s rtn -> %-4s differs from the unmodified model by %.2e\n", c->fixture, c->out, moved);
     ck_assert_msg(moved > TOLERANCE, "%s: the quantized export gives the unmodified numbers", out);
     char ref[600];
