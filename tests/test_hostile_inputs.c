@@ -68,14 +68,8 @@ static void teardown(void)
     lmp_test_rmtree(tmpdir);
 }
 
-static const char *tmp_path(const char *name)
-{
-    static char path[8][512];
-    static int slot;
-    char *p = path[slot++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (testutil.h's lmp_test_path) */
+static const char *tmp_path(const char *name) { return lmp_test_path(tmpdir, name); }
 
 static const char *write_file(const char *name, const void *content, size_t len)
 {

@@ -49,14 +49,8 @@ static char args[8192];
 static void setup(void) { lmp_test_tmpdir(tmpdir, sizeof tmpdir, "hostile2"); }
 static void teardown(void) { lmp_test_rmtree(tmpdir); }
 
-static const char *tmp_path(const char *name)
-{
-    static char path[8][512];
-    static int slot;
-    char *p = path[slot++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (testutil.h's lmp_test_path) */
+static const char *tmp_path(const char *name) { return lmp_test_path(tmpdir, name); }
 
 static const char *write_file(const char *name, const void *content, size_t len)
 {
