@@ -60,19 +60,15 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
                  : l->role == LMP_ROLE_Q ? qd : a->dim;
         if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    b->norms[0] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_1" : "input_layernorm"),
-                             .dim = a->dim, .n_fed = 3, .fed = {0, 1, 2}};
-    b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, gpt2 ? "ln_2" : "post_attention_layernorm"),
-                             .dim = a->dim, .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
+    /* the norms' names: GPT-2's, the family's own (Gemma 2/3, GLM-4), or Llama's */
+    static const char *const gpt2_norms[LMP_NORM_KINDS] = {"ln_1", "ln_2"};
     static const char *const llama_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
                                                             "self_attn.q_norm", "self_attn.k_norm"};
-    const char *const *names = a->desc && a->desc->hf_norms ? a->desc->hf_norms : llama_norms;
-    if (!gpt2 && names != llama_norms) {
-        free((char *)b->norms[0].name);
-        free((char *)b->norms[1].name);
-        b->norms[0].name = fmt_name(prefix, index, names[LMP_NORM_ATTN]);
-        b->norms[1].name = fmt_name(prefix, index, names[LMP_NORM_MLP]);
-    }
+    const char *const *names = gpt2 ? gpt2_norms : a->desc && a->desc->hf_norms ? a->desc->hf_norms : llama_norms;
+    b->norms[0] = (lmp_norm){.name = fmt_name(prefix, index, names[LMP_NORM_ATTN]), .dim = a->dim, .n_fed = 3,
+                             .fed = {0, 1, 2}};
+    b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, names[LMP_NORM_MLP]), .dim = a->dim,
+                             .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
     for (int k = LMP_NORM_Q; k < LMP_NORM_KINDS; k++) {
         const int i = lmp_norm_index(a, k);
         if (i < 0) continue;
