@@ -138,6 +138,25 @@ int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot)
     return r - i + (i < half ? 2 * i : 2 * (i - half) + 1);
 }
 
+int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fused_gate_up, int64_t *r0,
+                   int64_t *rows)
+{
+    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
+    *r0 = 0;
+    *rows = l->out;
+    if (fused_qkv && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V)) {
+        *rows = qd + 2 * kv;
+        *r0 = l->role == LMP_ROLE_Q ? 0 : l->role == LMP_ROLE_K ? qd : qd + kv;
+        return LMP_FUSED_QKV;
+    }
+    if (fused_gate_up && (l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP)) {
+        *rows = 2 * a->hidden;
+        *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
+        return LMP_FUSED_GATE_UP;
+    }
+    return LMP_FUSED_NONE;
+}
+
 int lmp_input_group(lmp_role r)
 {
     switch (r) {

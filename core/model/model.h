@@ -142,6 +142,12 @@ int lmp_rope_permute_rows(float *w, int64_t rows, int64_t cols, int64_t hd, int6
  * of a rotate-half file (Hugging Face, llama.cpp's NEOX architectures) is.  Within each head of
  * hd rows, row i < n_rot/2 is row 2i, row n_rot/2 + i is row 2i + 1, rows from n_rot on stay. */
 int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot);
+/* Where linear l lies when the file fuses q, k, v into one [q + 2 kv, dim] weight (fused_qkv) or
+ * gate, up into one [2 hidden, dim] (fused_gate_up): rows [*r0, *r0 + l->out) of *rows.  Returns
+ * LMP_FUSED_QKV or LMP_FUSED_GATE_UP for such a part, else LMP_FUSED_NONE (*r0 0, *rows l->out). */
+enum { LMP_FUSED_NONE, LMP_FUSED_QKV, LMP_FUSED_GATE_UP };
+int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fused_gate_up, int64_t *r0,
+                   int64_t *rows);
 /* Index of the linear with this role in the block, -1 if the family has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
 /* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;

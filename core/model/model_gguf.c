@@ -83,20 +83,11 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
  * GPT-2). */
 static const char *linear_source(const lmp_arch *a, const lmp_linear *l, int64_t *r0, int64_t *rows)
 {
-    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
-    *r0 = 0;
-    *rows = l->out;
-    if (a->desc->gguf_fused_gate_up && (l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP)) {
-        *rows = 2 * a->hidden;
-        *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
-        return "ffn_up";
+    switch (lmp_fused_rows(a, l, a->desc->gguf_fused_qkv, a->desc->gguf_fused_gate_up, r0, rows)) {
+    case LMP_FUSED_QKV: return "attn_qkv";
+    case LMP_FUSED_GATE_UP: return "ffn_up";
+    default: return gguf_linear(a, l->role);
     }
-    if (a->desc->gguf_fused_qkv && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V)) {
-        *rows = qd + 2 * kv;
-        *r0 = l->role == LMP_ROLE_Q ? 0 : l->role == LMP_ROLE_K ? qd : qd + kv;
-        return "attn_qkv";
-    }
-    return gguf_linear(a, l->role);
 }
 
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)

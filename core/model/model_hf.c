@@ -198,21 +198,10 @@ static void linear_source(const hf_state *s, const lmp_arch *a, int64_t b, const
                           int64_t *r0, int64_t *rows)
 {
     const lmp_arch_desc *d = s->desc;
-    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
-    const int qkv = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V;
-    const int gate_up = l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP;
-    *r0 = 0;
-    *rows = l->out;
-    if (qkv && d->hf_fused_qkv) {
-        snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_qkv);
-        *rows = qd + 2 * kv;
-        *r0 = l->role == LMP_ROLE_Q ? 0 : l->role == LMP_ROLE_K ? qd : qd + kv;
-    } else if (gate_up && d->hf_fused_gate_up) {
-        snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_gate_up);
-        *rows = 2 * a->hidden;
-        *r0 = l->role == LMP_ROLE_GATE ? 0 : a->hidden;
-    } else {
-        snprintf(module, n, "%s", l->name);
+    switch (lmp_fused_rows(a, l, d->hf_fused_qkv != NULL, d->hf_fused_gate_up != NULL, r0, rows)) {
+    case LMP_FUSED_QKV: snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_qkv); break;
+    case LMP_FUSED_GATE_UP: snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_gate_up); break;
+    default: snprintf(module, n, "%s", l->name);
     }
 }
 
