@@ -21,7 +21,11 @@ With no NAME every fixture is (re)made.  Output: tests/fixtures/arch/NAME/ (see 
   logprobs.f64  log_softmax of transformers' logits for every position, the model run in float64
                 (weights loaded from hf5/ and cast up: the F32 values are exact in float64), raw
                 little-endian float64, row-major [T, V]; row t follows tokens[0..t]
-  meta.txt      T, V, seed, versions, and the config facts that matter
+  meta.txt      T, V, seed, versions, the GGUF's hyper-parameters and tensor names
+  logprobs_gguf.f64 / logprobs_short.f64   (mistral, gemma3 / phi3 only) a second golden for
+                another reading of the same files: what llama.cpp makes of a GGUF whose converter
+                dropped a config fact, or Phi-3's short RoPE factors; meta.txt's "extra" line
+                gives its shape and the config overrides that produce it
 
 Everything is seeded (numpy default_rng(seed)); rerunning gives the same weights and, with the same
 pinned versions, the same golden numbers.  The weights are random: no licence attaches to them.

@@ -15,7 +15,8 @@ For each fixture, against logprobs.f64 (max |difference| over all T x V entries;
         (gguf.get_tensor_name_map) with the converter's documented transforms undone (Llama's q/k
         row permutation, Gemma's norm + 1, GPT-2's transposes); each tensor must equal hf5's bit
         for bit, and the forward of transformers 5 on those tensors must reproduce the golden.
-        The GGUF hyper-parameters are printed next to the config values they come from.
+        The GGUF hyper-parameters are printed.  Where the GGUF has rope_freqs (llama3 RoPE), the
+        plain frequencies divided by it must equal transformers' scaled ones (1e-6 relative).
   control  a 0.1 % perturbation of one weight matrix (w *= 1 + 1e-3 * N(0, 1), elementwise, seeded),
         for every matrix of the model in turn: the smallest resulting change of the log-probs,
         max|d| / max|logprobs|, must exceed 1e-5 (so a 1e-5 relative tolerance catches any such
@@ -202,6 +203,16 @@ def check_fixture(name, conv_dir, python4):
     res["gguf"] = d
     ok &= d <= EXACT
     res["gguf_extra"] = {k: np.round(v.astype(np.float64), 6).tolist() for k, v in extra.items()}
+    if "rope_freqs.weight" in extra:
+        # llama3 RoPE in the GGUF is a divisor per frequency: it must turn the plain frequencies
+        # theta^(-2i/d) into transformers' scaled ones (F32 storage: relative 1e-6)
+        rp = cfg["rope_parameters"]
+        hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        plain = rp["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+        hf_inv = model.model.rotary_emb.inv_freq.double().numpy()
+        rel = float(np.abs(plain / extra["rope_freqs.weight"].astype(np.float64) / hf_inv - 1).max())
+        res["rope_freqs_rel"] = rel
+        ok &= rel <= 1e-6
     res["gguf_hparams"] = gguf_hparams(rd, arch)
 
     # perturbation control
@@ -255,6 +266,8 @@ def main():
                                          if not (isinstance(v, list) and len(v) > 8)))
         for k, v in r["gguf_extra"].items():
             print(f"     gguf tensor {k} (no HF weight): {v}")
+        if "rope_freqs_rel" in r:
+            print(f"     rope_freqs: theta^(-2i/d) / rope_freqs = transformers' inv_freq to {r['rope_freqs_rel']:.3g} relative")
     print("arch_ref_check: " + ("all checks passed" if all_ok else "SOME CHECKS FAILED"))
     sys.exit(0 if all_ok else 1)
 
