@@ -19,7 +19,8 @@
 #         -DLLAMA_BUILD_TOOLS=ON
 #   cmake --build DIR/build --config Release -j2 --target llama-perplexity llama-quantize llama-imatrix
 #
-# The binaries end up in DIR/build/bin/. Logs: DIR/cmake-configure.log, DIR/cmake-build.log.
+# The binaries end up in DIR/build/bin/ (DIR/build-portable/bin/ after a fallback, see step 3-4);
+# DIR/bin links to the one that runs here, and the benchmarks use that. Logs: DIR/cmake-configure.log, DIR/cmake-build.log.
 # Environment: LLAMA_CPP_PYTHON_VERSION overrides the pinned version, JOBS the -j (default 2).
 # On 2 cores (AMD EPYC) the first run takes about 11 minutes (45 s download, 10.5 min build).
 set -euo pipefail
@@ -70,34 +71,58 @@ else
     [ -f "$lsrc/CMakeLists.txt" ] || die "no vendor/llama.cpp/CMakeLists.txt in $tarball"
 fi
 
-# 3. Configure (skipped when the cache exists for this same source tree).
-if [ -f "$bld/CMakeCache.txt" ] &&
-   grep -q "^CMAKE_HOME_DIRECTORY:INTERNAL=$lsrc\$" "$bld/CMakeCache.txt"; then
-    echo "configure: $bld (already configured)"
-else
-    rm -rf "$bld"
-    echo "configure log: $dir/cmake-configure.log"
-    run cmake -S "$lsrc" -B "$bld" \
-        -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON \
-        -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-        -DLLAMA_BUILD_TOOLS=ON >"$dir/cmake-configure.log" 2>&1 ||
-        { tail -n 30 "$dir/cmake-configure.log" >&2; rm -f "$bld/CMakeCache.txt"
-          die "cmake configure failed, see $dir/cmake-configure.log"; }
-fi
+# 3-4. Configure and build only the three tools (make/ninja skip what is up to date).
+# native=ON builds for this processor; a hypervisor may report features (AVX-512, AMX) that the
+# guest cannot execute, so step 5 runs the result and falls back to a portable build (native=OFF,
+# in DIR/build-portable) when it dies on an illegal instruction.
+build_tools() {  # build_tools BUILD_DIR NATIVE(ON|OFF)
+    local b=$1 native=$2
+    if [ -f "$b/CMakeCache.txt" ] &&
+       grep -q "^CMAKE_HOME_DIRECTORY:INTERNAL=$lsrc\$" "$b/CMakeCache.txt"; then
+        echo "configure: $b (already configured)"
+    else
+        rm -rf "$b"
+        echo "configure log: $dir/cmake-configure.log"
+        run cmake -S "$lsrc" -B "$b" \
+            -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE="$native" \
+            -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+            -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+            -DLLAMA_BUILD_TOOLS=ON >"$dir/cmake-configure.log" 2>&1 ||
+            { tail -n 30 "$dir/cmake-configure.log" >&2; rm -f "$b/CMakeCache.txt"
+              die "cmake configure failed, see $dir/cmake-configure.log"; }
+    fi
+    echo "build log: $dir/cmake-build.log"
+    local start; start=$(date +%s)
+    run cmake --build "$b" --config Release -j"$JOBS" --target "${TARGETS[@]}" \
+        >"$dir/cmake-build.log" 2>&1 ||
+        { tail -n 40 "$dir/cmake-build.log" >&2; die "cmake build failed, see $dir/cmake-build.log"; }
+    echo "build: $(( $(date +%s) - start )) s (GGML_NATIVE=$native)"
+}
 
-# 4. Build only the three tools (make/ninja skip what is up to date).
-echo "build log: $dir/cmake-build.log"
-start=$(date +%s)
-run cmake --build "$bld" --config Release -j"$JOBS" --target "${TARGETS[@]}" \
-    >"$dir/cmake-build.log" 2>&1 ||
-    { tail -n 40 "$dir/cmake-build.log" >&2; die "cmake build failed, see $dir/cmake-build.log"; }
-echo "build: $(( $(date +%s) - start )) s"
+# runs_here BUILD_DIR: llama-perplexity on the tiny Llama-3 fixture (a second's work) exercises
+# the CPU kernels; exit status 132 (SIGILL) means the build uses instructions this CPU lacks
+runs_here() {
+    local rc=0
+    "$1/bin/llama-perplexity" -m "$root/tests/fixtures/arch/llama3/model.gguf" \
+        -f "$root/models/stories260K/tinystories-synth-eval.txt" -c 32 --chunks 2 -t 1 \
+        >"$dir/smoke.log" 2>&1 || rc=$?
+    [ "$rc" -lt 128 ]
+}
+
+build_tools "$bld" ON
+if ! runs_here "$bld"; then
+    echo "llamacpp_build.sh: the native build dies on this processor ($(tail -n 1 "$dir/smoke.log"));"
+    echo "  building a portable one (GGML_NATIVE=OFF) in $dir/build-portable: slower kernels, same results"
+    bld=$dir/build-portable
+    build_tools "$bld" OFF
+    runs_here "$bld" || die "the portable build fails too, see $dir/smoke.log"
+fi
 
 for t in "${TARGETS[@]}"; do
     [ -x "$bld/bin/$t" ] || die "build finished but $bld/bin/$t is missing"
 done
 commit=$(grep -rhoE 'LLAMA_COMMIT[^"]*"[0-9a-f]{7,40}' "$bld/common/build-info.cpp" 2>/dev/null |
          grep -oE '[0-9a-f]{7,40}$' | head -n 1 || true)
-echo "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION${commit:+ (llama.cpp $commit)}; binaries:"
+ln -sfn "$bld/bin" "$dir/bin"   # the one path the benchmarks use, whichever build runs here
+echo "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION${commit:+ (llama.cpp $commit)}; binaries (also $dir/bin/):"
 for t in "${TARGETS[@]}"; do echo "  $bld/bin/$t"; done

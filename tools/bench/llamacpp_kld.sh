@@ -9,7 +9,7 @@
 #   -c CTX        context (window) size, default 512
 #   --chunks N    use only the first N windows of TEXT (default, or 0: all of it)
 #   -t N          threads, default 2
-#   --bin DIR     where llama-perplexity is (default build-llamacpp/build/bin)
+#   --bin DIR     where llama-perplexity is (default build-llamacpp/bin)
 #   --out DIR     logits, logs and tables (default build-llamacpp/kld)
 #   --logits F    base logits file (default: in --out, named after base, text, ctx and chunks)
 #   --md FILE     also write the table to FILE
@@ -58,7 +58,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 ctx=512
 chunks=
 threads=2
-bin=$root/build-llamacpp/build/bin
+bin=$root/build-llamacpp/bin
 out=$root/build-llamacpp/kld
 logits=
 md=

@@ -20,7 +20,7 @@
 #                 Q8_0 where its rows are not a multiple of 256 (SmolLM2: 576), and with an
 #                 importance matrix Q4_0 puts the first n_layer/8 ffn_down at Q4_1 (SmolLM2: 3
 #                 of 30); norms stay F32.
-#   --bin DIR     where the tools are (default build-llamacpp/build/bin)
+#   --bin DIR     where the tools are (default build-llamacpp/bin)
 #
 # What it runs (each command is printed; outputs that exist are kept, so reruns are cheap):
 #   llama-imatrix -m BASE -f CALIB_TEXT -o OUT_DIR/STEM.imatrix-CALIB-cCTX-chunksN.gguf \
@@ -38,7 +38,7 @@ threads=2
 types="Q4_0 Q4_1 Q8_0"
 imat_types="Q4_0 Q4_1"
 pure=0
-bin=$root/build-llamacpp/build/bin
+bin=$root/build-llamacpp/bin
 
 die() { echo "llamacpp_quantize.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }

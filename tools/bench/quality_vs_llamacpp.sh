@@ -24,7 +24,7 @@ chunks=40
 if [ "${1:-}" = --chunks ]; then chunks=$2; shift 2; fi
 out=${1:-$root/build-bench}
 dir=$out/vs-llamacpp
-bin=$root/build-llamacpp/build/bin
+bin=$root/build-llamacpp/bin
 lmpress=${LMPRESS:-$root/build/lmpress}
 cfg=$root/configs/smollm2-vs-llamacpp.cfg
 mkdir -p "$dir"

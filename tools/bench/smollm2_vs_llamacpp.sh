@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 chunks=40
 if [ "${1:-}" = --chunks ]; then chunks=$2; shift 2; fi
 out=${1:-$root/build-bench}
-bin=$root/build-llamacpp/build/bin
+bin=$root/build-llamacpp/bin
 lmpress=${LMPRESS:-$root/build/lmpress}
 mkdir -p "$out/quant"
 run() { echo "+ $*" >&2; "$@"; }
