@@ -58,6 +58,8 @@ static lmp_tokenizer *load(const char *file)
     size_t n = strlen(path);
     if (strcmp(path + n - 5, ".json") == 0) {
         ck_assert_msg(lmp_tokenizer_load_hf(path, &t) == 0, "%s", lmp_last_error());
+    } else if (strcmp(path + n - 6, ".model") == 0) { /* sentencepiece's encode(): no BOS */
+        ck_assert_msg(lmp_tokenizer_load_spm(path, 0, &t) == 0, "%s", lmp_last_error());
     } else {
         lmp_gguf *g = NULL;
         ck_assert_msg(lmp_gguf_open(path, &g) == 0, "%s", lmp_last_error());
@@ -298,6 +300,68 @@ END_TEST
 /* A "llama" GGUF whose scores are all equal (gguf-py's LlamaHfVocab: a tokenizer.json-only
  * folder, e.g. a current Mistral, converted by convert_hf_to_gguf.py) has lost its merge order:
  * refused, naming the key, instead of tokenized differently from the first token on. */
+/* A tokenizer.model read as it is (a Hugging Face folder without tokenizer.json), against
+ * sentencepiece's own ids; then what it cannot do, refused by name. */
+START_TEST(test_sentencepiece_model_files)
+{
+    ck_assert_int_eq(compare_family("sp.model", "sp.model", 0, 0), 24);
+    ck_assert_int_eq(compare_family("sp_user.model", "sp_user.model", 0, 0), 24);
+    ck_assert_int_eq(compare_family("sp_rws.model", "sp_rws.model", 0, 0), 24);
+
+    /* protobuf by hand: one piece "a" (field 1 { 1: "a", 2: 0.0f }), then a trainer_spec or a
+     * normalizer_spec field, then the message expected */
+    static const struct {
+        const char *what;
+        unsigned char tail[24];
+        size_t n;
+        const char *msg;
+    } bad[] = {
+        {"unigram", {0x12, 0x02, 0x18, 0x01}, 4, "model_type UNIGRAM"},
+        {"charsmap", {0x12, 0x05, 0x18, 0x02, 0x98, 0x02, 0x01, 0x1A, 0x0E, 0x0A, 0x08, 'n', 'm', 't', '_', 'n', 'f',
+                      'k', 'c', 0x12, 0x02, 0x01, 0x02}, 23, "precompiled_charsmap"},
+        {"no byte fallback", {0x12, 0x02, 0x18, 0x02}, 4, "byte_fallback"},
+        {"truncated", {0x12, 0x09, 0x18}, 3, "malformed"},
+    };
+    static const unsigned char piece[] = {0x0A, 0x08, 0x0A, 0x01, 'a', 0x15, 0, 0, 0, 0};
+    char dir[256];
+    lmp_test_tmpdir(dir, sizeof dir, "spm");
+    const char *path = lmp_test_path(dir, "bad.model");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(piece, 1, sizeof piece, f);
+        fwrite(bad[i].tail, 1, bad[i].n, f);
+        fclose(f);
+        lmp_tokenizer *t = NULL;
+        ck_assert_msg(lmp_tokenizer_load_spm(path, 1, &t) != 0, "%s: accepted", bad[i].what);
+        ck_assert_ptr_null(t);
+        const char *msg = lmp_last_error();
+        ck_assert_msg(strstr(msg, bad[i].msg) && strstr(msg, "bad.model"), "%s: message: %s", bad[i].what, msg);
+        printf("test_tokenizer_families: %s refused: %s\n", bad[i].what, msg);
+    }
+    lmp_test_rmtree(dir);
+}
+END_TEST
+
+/* A Hugging Face folder with a tokenizer.model and no tokenizer.json (the arch fixtures of the
+ * SentencePiece families): found beside the model and read, BOS added as Llama's tokenizer does. */
+START_TEST(test_folder_tokenizer_model)
+{
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(LMP_SOURCE_DIR "/tests/fixtures/arch/mistral/hf5", &m) == 0, "%s", lmp_last_error());
+    char file[4096];
+    ck_assert_int_eq(lmp_tokenizer_beside(m, file, sizeof file), 0);
+    ck_assert_msg(strstr(file, "/tokenizer.model"), "%s", file);
+    lmp_tokenizer *t = NULL;
+    ck_assert_msg(lmp_open_tokenizer(m, NULL, &t) == 0, "%s", lmp_last_error());
+    ck_assert_int_eq(lmp_tokenizer_get_kind(t), LMP_TOKENIZER_SENTENCEPIECE);
+    ck_assert_int_eq(lmp_tokenizer_adds_bos(t), 1);
+    ck_assert_int_eq(lmp_tokenizer_bos(t), 1);
+    lmp_tokenizer_free(t);
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(test_flat_scores_refused)
 {
     lmp_gguf *g = NULL;
@@ -466,6 +530,8 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_long_text);
     tcase_add_test(tc, test_long_runs);
     tcase_add_test(tc, test_gguf_pre_names);
+    tcase_add_test(tc, test_sentencepiece_model_files);
+    tcase_add_test(tc, test_folder_tokenizer_model);
     tcase_add_test(tc, test_flat_scores_refused);
     tcase_add_test(tc, test_char_level_decode);
     tcase_add_test(tc, test_regex_match_limit);

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/input_file.h"
 #include "formats/json.h"
+#include "text/spm_model.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_open.h"
 
@@ -146,6 +147,67 @@ done:
 
 /* An integer member of the config.json beside the tokenizer, or -1 (an optional fallback: any
  * problem reading it just gives -1). */
+/* A SentencePiece tokenizer.model: its pieces, scores and types as they are (a GGUF "llama"
+ * vocabulary is the same thing; llama.cpp's converter writes it from the same file), the special
+ * ids, and the flags that change the ids. */
+static int spm(const char *path, int64_t vocab, lmp_gguf_meta *b)
+{
+    lmp_spm_model *m = NULL;
+    int st = lmp_spm_model_read(path, &m);
+    if (st) return st;
+    const lmp_sp_vocab *v = lmp_spm_model_vocab(m);
+    if (v->n > vocab) {
+        st = lmp_fail(LMP_EINVAL, "%s: %d pieces, more than the model's vocabulary of %lld", path, v->n,
+                      (long long)vocab);
+        goto done;
+    }
+    /* A model whose embedding has more rows than pieces gets "[PAD<i>]" pieces of type UNUSED,
+     * as llama.cpp's converter pads (llama.cpp wants one token per row). */
+    const int V = (int)vocab;
+    const char **strs = malloc((size_t)V * sizeof *strs);
+    size_t *lens = malloc((size_t)V * sizeof *lens);
+    float *scores = malloc((size_t)V * sizeof *scores);
+    int32_t *types = malloc((size_t)V * sizeof *types);
+    char *pads = malloc((size_t)(V - v->n) * 16 + 1);
+    if (!strs || !lens || !scores || !types || !pads) {
+        st = lmp_fail(LMP_ENOMEM, "%s: out of memory reading the tokenizer", path);
+        goto free_arrays;
+    }
+    for (int i = 0; i < V; i++) {
+        if (i < v->n) {
+            strs[i] = v->piece[i];
+            lens[i] = (size_t)v->piece_len[i];
+            scores[i] = v->score[i];
+            types[i] = v->type[i];
+        } else {
+            char *p = pads + (size_t)(i - v->n) * 16;
+            strs[i] = p;
+            lens[i] = (size_t)snprintf(p, 16, "[PAD%d]", i);
+            scores[i] = -1000.0f;
+            types[i] = TT_UNUSED;
+        }
+    }
+    lmp_gguf_kv_str(b, "tokenizer.ggml.model", "llama", 5);
+    lmp_gguf_kv_strs(b, "tokenizer.ggml.tokens", (uint64_t)V, strs, lens);
+    lmp_gguf_kv_f32s(b, "tokenizer.ggml.scores", (uint64_t)V, scores);
+    lmp_gguf_kv_i32s(b, "tokenizer.ggml.token_type", (uint64_t)V, types);
+    if (v->bos_id >= 0) lmp_gguf_kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id);
+    if (v->eos_id >= 0) lmp_gguf_kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos_id);
+    if (v->unk_id >= 0) lmp_gguf_kv_u32(b, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk_id);
+    lmp_gguf_kv_bool(b, "tokenizer.ggml.add_bos_token", v->adds_bos && lmp_tokenizer_config_adds_bos(path));
+    lmp_gguf_kv_bool(b, "tokenizer.ggml.add_space_prefix", v->dummy_prefix);
+    if (v->remove_extra_ws) lmp_gguf_kv_bool(b, "tokenizer.ggml.remove_extra_whitespaces", 1);
+free_arrays:
+    free(strs);
+    free(scores);
+    free(types);
+    free(pads);
+    free(lens);
+done:
+    lmp_spm_model_free(m);
+    return st;
+}
+
 static int64_t config_id(const char *tokenizer_json, const char *key)
 {
     const char *slash = strrchr(tokenizer_json, '/');
@@ -316,6 +378,7 @@ int lmp_gguf_meta_tokenizer(lmp_ctx *ctx, const lmp_model *m, const char *tokeni
     const size_t n = strlen(path);
     if (is_gguf_file(path)) st = copy_gguf_file(path, vocab, b);
     else if (n > 5 && strcmp(path + n - 5, ".json") == 0) st = hf(path, vocab, b);
+    else if (n > 6 && strcmp(path + n - 6, ".model") == 0) st = spm(path, vocab, b);
     else st = llama2c(path, vocab, b);
     return st ? lmp_fail_prefix(st, "tokenizer") : 0;
 }

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "formats/gguf.h"
+#include "text/spm_model.h"
 #include "text/tokenizer_impl.h"
 
 #include <stdlib.h>
@@ -78,6 +79,22 @@ int lmp_tokenizer_load_hf(const char *tokenizer_json_path, lmp_tokenizer **out)
     lmp_bpe *bpe = NULL;
     int rc = lmp_bpe_load_hf(tokenizer_json_path, &bpe);
     return rc ? rc : wrap(NULL, bpe, out);
+}
+
+int lmp_tokenizer_load_spm(const char *path, int add_bos, lmp_tokenizer **out)
+{
+    if (!out) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_spm: out is NULL");
+    *out = NULL;
+    if (!path) return lmp_fail(LMP_EINVAL, "lmp_tokenizer_load_spm: path is NULL");
+    lmp_spm_model *m = NULL;
+    int rc = lmp_spm_model_read(path, &m);
+    if (rc) return rc;
+    lmp_sp_vocab v = *lmp_spm_model_vocab(m);
+    v.adds_bos = v.adds_bos && add_bos;
+    lmp_sp *sp = NULL;
+    rc = lmp_sp_from_vocab(path, &v, &sp);
+    lmp_spm_model_free(m);
+    return rc ? rc : wrap(sp, NULL, out);
 }
 
 int lmp_tokenizer_load_gpt2_files(const char *encoder_json, const char *vocab_bpe,

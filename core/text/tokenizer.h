@@ -69,6 +69,11 @@ int lmp_tokenizer_load_gguf(const lmp_gguf *g, lmp_tokenizer **out);
  * folder ("bos_token"/"eos_token") if there is one, else from an "<|endoftext|>" added token. */
 int lmp_tokenizer_load_hf(const char *tokenizer_json_path, lmp_tokenizer **out);
 
+/* A SentencePiece tokenizer.model (BPE type; text/spm_model.c says what is refused), run with
+ * the engine of GGUF "llama" vocabularies.  add_bos: the folder's convention
+ * (tokenizer_config.json's add_bos_token; sentencepiece itself never adds BOS). */
+int lmp_tokenizer_load_spm(const char *path, int add_bos, lmp_tokenizer **out);
+
 /* GPT-2's original files: encoder.json ({"token": id}) and vocab.bpe ("#version" line, then one
  * "a b" merge per line).  <|endoftext|> (if present) is the special token, BOS and EOS. */
 int lmp_tokenizer_load_gpt2_files(const char *encoder_json, const char *vocab_bpe,

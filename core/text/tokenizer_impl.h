@@ -12,6 +12,7 @@
 #ifndef LMP_CORE_TOKENIZER_IMPL_H
 #define LMP_CORE_TOKENIZER_IMPL_H
 
+#include "text/sp_vocab.h"
 #include "text/tokenizer.h"
 
 typedef struct lmp_sp lmp_sp;
@@ -21,9 +22,12 @@ typedef struct lmp_bpe lmp_bpe;
 /* Reads a whole file into malloc'd *data; errors name the path ("cannot open tokenizer file"). */
 int lmp_tok_read_file(const char *path, unsigned char **data, size_t *size);
 int lmp_sp_load_llama2c(const char *path, int vocab_size, lmp_sp **out);
+/* Builds the engine from a vocabulary; `path` names it in messages. */
+int lmp_sp_from_vocab(const char *path, const lmp_sp_vocab *v, lmp_sp **out);
 /* tokenizer.ggml.model "llama": tokens + scores (+ token_type, bos/eos, add_bos_token,
- * add_space_prefix). */
+ * add_space_prefix, remove_extra_whitespaces). */
 int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out);
+
 void lmp_sp_free(lmp_sp *t);
 int lmp_sp_vocab_size(const lmp_sp *t);
 int lmp_sp_bos(const lmp_sp *t);

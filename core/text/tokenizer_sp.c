@@ -1,5 +1,6 @@
 /* tokenizer_sp.c — the SentencePiece-style engine behind tokenizer.h: llama2.c's BPE tokenizer
- * (tok512.bin, tokenizer.bin), also built from a GGUF "llama" vocabulary (tokens + scores).
+ * (tok512.bin, tokenizer.bin), also built from a GGUF "llama" vocabulary (tokens + scores) or a
+ * SentencePiece tokenizer.model (spm_model.c).
  *
  * Data layout (vocab_size = V):
  *   pool       all pieces back to back, each followed by a '\0' (so sscanf in decode() sees the
@@ -307,10 +308,86 @@ fail:
     return rc;
 }
 
-/* ---- GGUF "llama" vocabularies -------------------------------------------------------------- */
+/* ---- SentencePiece vocabularies: GGUF "llama", tokenizer.model ------------------------------ */
 
-/* GGUF token types (llama.cpp's llama_token_type). */
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+/* A SentencePiece vocabulary (lmp_sp_vocab: from a GGUF "llama" vocabulary or a tokenizer.model)
+ * as llama2.c would export it (tokenizer.py: "▁" -> " "), then tokenized with llama2.c's
+ * algorithm.  Differences from llama2.c's export: control, unknown, unused and byte tokens are
+ * hidden from the text lookup (sentencepiece never produces them from text; llama2.c's "<s>" is
+ * "\n<s>\n" for the same reason), bytes fall back to the "<0x00>".."<0xFF>" run wherever it
+ * starts, and the dummy " " prefix and whitespace removal follow the vocabulary's flags. */
+int lmp_sp_from_vocab(const char *path, const lmp_sp_vocab *v, lmp_sp **out)
+{
+    *out = NULL;
+    const int V = v->n;
+    /* "▁" (U+2581, E2 96 81) becomes " ": the pool needs at most the original size. */
+    size_t pool_size = 0;
+    for (int i = 0; i < V; i++) pool_size += (size_t)v->piece_len[i] + 1;
+    lmp_sp *t = sp_alloc(V, pool_size);
+    unsigned char *hidden = calloc((size_t)V, 1);
+    int rc = 0;
+    if (!t || !hidden) {
+        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
+        goto done;
+    }
+    size_t po = 0;
+    for (int i = 0; i < V; i++) {
+        const char *s = v->piece[i];
+        size_t n = (size_t)v->piece_len[i], start = po;
+        for (size_t k = 0; k < n; k++) {
+            if (k + 2 < n && (unsigned char)s[k] == 0xE2 && (unsigned char)s[k + 1] == 0x96 &&
+                (unsigned char)s[k + 2] == 0x81) {
+                t->pool[po++] = ' ';
+                k += 2;
+            } else {
+                t->pool[po++] = s[k];
+            }
+        }
+        t->pool[po++] = '\0';
+        t->off[i] = start;
+        t->lens[i] = (int32_t)(po - 1 - start);
+        t->scores[i] = v->score[i];
+        int type = v->type ? v->type[i] : LMP_SP_NORMAL;
+        hidden[i] = type != LMP_SP_NORMAL && type != LMP_SP_USER_DEFINED;
+        if (type == LMP_SP_USER_DEFINED && t->lens[i] > 0) {
+            if (!t->user && !(t->user = calloc((size_t)V, 1))) {
+                rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
+                goto done;
+            }
+            t->user[i] = 1;
+            t->user_first[(unsigned char)t->pool[t->off[i]]] = 1;
+            if (t->lens[i] > t->max_user_len) t->max_user_len = t->lens[i];
+        }
+    }
+    t->bos_id = v->bos_id >= 0 && v->bos_id < V ? v->bos_id : -1;
+    t->eos_id = v->eos_id >= 0 && v->eos_id < V ? v->eos_id : -1;
+    t->adds_bos = v->adds_bos;
+    t->dummy_prefix = v->dummy_prefix;
+    t->meta_is_space = 1;
+    t->remove_extra_ws = v->remove_extra_ws;
+
+    /* Byte fallback needs the 256 "<0xXX>" pieces in order. */
+    t->byte_base = -1;
+    for (int i = 0; i + 256 <= V && t->byte_base < 0; i++) {
+        if (t->lens[i] != 6 || memcmp(t->pool + t->off[i], "<0x00>", 6) != 0) continue;
+        int ok = 1;
+        for (int b = 0; b < 256 && ok; b++) {
+            char want[8];
+            snprintf(want, sizeof want, "<0x%02X>", b);
+            ok = t->lens[i + b] == 6 && memcmp(t->pool + t->off[i + b], want, 6) == 0;
+        }
+        if (ok) t->byte_base = i;
+    }
+    if (sp_finish(t, hidden)) {
+        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
+        goto done;
+    }
+done:
+    free(hidden);
+    if (rc) lmp_sp_free(t);
+    else *out = t;
+    return rc;
+}
 
 static uint32_t ld_u32(const void *p)
 {
@@ -318,11 +395,8 @@ static uint32_t ld_u32(const void *p)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-/* A GGUF "llama" vocabulary as llama2.c would export it (tokenizer.py: "▁" -> " "), then
- * tokenized with llama2.c's algorithm.  Differences from llama2.c's export: control, unknown,
- * unused and byte tokens are hidden from the text lookup (sentencepiece never produces them from
- * text; llama2.c's "<s>" is "\n<s>\n" for the same reason), bytes fall back to the "<0x00>".."<0xFF>"
- * run wherever it starts, and the dummy " " prefix follows tokenizer.ggml.add_space_prefix. */
+/* GGUF "llama": tokenizer.ggml.tokens + scores (+ token_type, whose numbers are sentencepiece's),
+ * bos/eos ids, and llama.cpp's defaults for SPM vocabularies: BOS added, dummy prefix added. */
 int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
 {
     *out = NULL;
@@ -343,100 +417,51 @@ int lmp_sp_load_gguf(const lmp_gguf *g, lmp_sp **out)
     if (ty && (ty->type != LMP_GGUF_ARRAY || ty->arr_type != LMP_GGUF_INT32 || ty->n != tok->n))
         return lmp_fail(LMP_EINVAL, "%s: tokenizer.ggml.token_type is not %d int32 values", path, V);
 
-    /* "▁" (U+2581, E2 96 81) becomes " ": the pool needs at most the original size. */
-    size_t pool_size = 0;
-    for (int i = 0; i < V; i++) pool_size += (size_t)tok->str_lens[i] + 1;
-    lmp_sp *t = sp_alloc(V, pool_size);
-    unsigned char *hidden = calloc((size_t)V, 1);
-    int rc = 0;
-    if (!t || !hidden) {
-        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
-        goto done;
+    float *scores = malloc((size_t)V * sizeof *scores);
+    int32_t *types = malloc((size_t)V * sizeof *types);
+    if (!scores || !types) {
+        free(scores);
+        free(types);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
     }
-    size_t po = 0;
-    for (int i = 0; i < V; i++) {
-        const char *s = tok->strs[i];
-        size_t n = (size_t)tok->str_lens[i], start = po;
-        for (size_t k = 0; k < n; k++) {
-            if (k + 2 < n && (unsigned char)s[k] == 0xE2 && (unsigned char)s[k + 1] == 0x96 &&
-                (unsigned char)s[k + 2] == 0x81) {
-                t->pool[po++] = ' ';
-                k += 2;
-            } else {
-                t->pool[po++] = s[k];
-            }
-        }
-        t->pool[po++] = '\0';
-        t->off[i] = start;
-        t->lens[i] = (int32_t)(po - 1 - start);
+    for (int i = 0; i < V; i++) { /* the payload sits unaligned inside the mapping */
         uint32_t bits = ld_u32((const unsigned char *)sc->data + 4 * (size_t)i);
-        memcpy(&t->scores[i], &bits, 4);
-        int type = ty ? (int)(int32_t)ld_u32((const unsigned char *)ty->data + 4 * (size_t)i) : TT_NORMAL;
-        hidden[i] = type != TT_NORMAL && type != TT_USER_DEFINED;
-        if (type == TT_USER_DEFINED && t->lens[i] > 0) {
-            if (!t->user && !(t->user = calloc((size_t)V, 1))) {
-                rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
-                goto done;
-            }
-            t->user[i] = 1;
-            t->user_first[(unsigned char)t->pool[t->off[i]]] = 1;
-            if (t->lens[i] > t->max_user_len) t->max_user_len = t->lens[i];
-        }
+        memcpy(&scores[i], &bits, 4);
+        types[i] = ty ? (int32_t)ld_u32((const unsigned char *)ty->data + 4 * (size_t)i) : LMP_SP_NORMAL;
     }
-
-    int64_t v;
-    t->bos_id = lmp_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v) == 0 && v >= 0 && v < V ? (int)v : -1;
-    t->eos_id = lmp_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v) == 0 && v >= 0 && v < V ? (int)v : -1;
-    /* llama.cpp's defaults for SPM vocabularies: BOS added, dummy prefix added. */
-    t->adds_bos = lmp_gguf_find_kv(g, "tokenizer.ggml.add_bos_token")
-                      ? lmp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v) == 0 && v != 0 : 1;
-    t->dummy_prefix = lmp_gguf_find_kv(g, "tokenizer.ggml.add_space_prefix")
-                          ? lmp_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v) == 0 && v != 0 : 1;
+    int64_t x;
+    lmp_sp_vocab v = {.n = V, .piece = tok->strs, .piece_len = tok->str_lens, .score = scores, .type = types};
+    v.bos_id = lmp_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &x) == 0 && x >= 0 && x < V ? (int)x : -1;
+    v.eos_id = lmp_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &x) == 0 && x >= 0 && x < V ? (int)x : -1;
+    v.adds_bos = lmp_gguf_find_kv(g, "tokenizer.ggml.add_bos_token")
+                     ? lmp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &x) == 0 && x != 0 : 1;
+    v.dummy_prefix = lmp_gguf_find_kv(g, "tokenizer.ggml.add_space_prefix")
+                         ? lmp_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &x) == 0 && x != 0 : 1;
+    v.remove_extra_ws = lmp_gguf_find_kv(g, "tokenizer.ggml.remove_extra_whitespaces") &&
+                        lmp_gguf_get_int(g, "tokenizer.ggml.remove_extra_whitespaces", &x) == 0 && x != 0;
     lmp_clear_error(); /* a malformed optional flag above just means "default" */
-    t->meta_is_space = 1;
-    t->remove_extra_ws = lmp_gguf_find_kv(g, "tokenizer.ggml.remove_extra_whitespaces") &&
-                         lmp_gguf_get_int(g, "tokenizer.ggml.remove_extra_whitespaces", &v) == 0 && v != 0;
-    lmp_clear_error();
-
-    /* Byte fallback needs the 256 "<0xXX>" pieces in order. */
-    t->byte_base = -1;
-    for (int i = 0; i + 256 <= V && t->byte_base < 0; i++) {
-        if (t->lens[i] != 6 || memcmp(t->pool + t->off[i], "<0x00>", 6) != 0) continue;
-        int ok = 1;
-        for (int b = 0; b < 256 && ok; b++) {
-            char want[8];
-            snprintf(want, sizeof want, "<0x%02X>", b);
-            ok = t->lens[i + b] == 6 && memcmp(t->pool + t->off[i + b], want, 6) == 0;
-        }
-        if (ok) t->byte_base = i;
-    }
     /* Scores rank the merges.  gguf-py's LlamaHfVocab (convert_hf_to_gguf.py on a folder with a
      * tokenizer.json but no tokenizer.model, e.g. a current Mistral) writes -1000 for every token:
      * the merge order is then lost, and any tokenization of it differs from the model's from the
      * first token on.  Refuse rather than guess. */
-    int n_multi = 0, distinct = 0;
+    int rc = 0, n_multi = 0, distinct = 0;
     float first = 0;
     for (int i = 0; i < V; i++) {
-        if (hidden[i] || t->lens[i] < 2) continue;
-        if (n_multi++ == 0) first = t->scores[i];
-        else if (t->scores[i] != first) distinct = 1;
+        int shown = types[i] == LMP_SP_NORMAL || types[i] == LMP_SP_USER_DEFINED;
+        int one_char = tok->str_lens[i] < 2 || (tok->str_lens[i] == 3 && memcmp(tok->strs[i], "\xE2\x96\x81", 3) == 0);
+        if (!shown || one_char) continue;
+        if (n_multi++ == 0) first = scores[i];
+        else if (scores[i] != first) distinct = 1;
     }
-    if (n_multi >= 2 && !distinct) {
+    if (n_multi >= 2 && !distinct)
         rc = lmp_fail(LMP_EINVAL,
                       "%s: tokenizer.ggml.scores gives all %d multi-character tokens the same score (%g), so the "
                       "order of the merges is lost (a \"llama\" vocabulary converted from a tokenizer.json "
                       "without tokenizer.model): use the model's tokenizer.json (--tokenizer) instead", path,
                       n_multi, (double)first);
-        goto done;
-    }
-    if (sp_finish(t, hidden)) {
-        rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading tokenizer (%d tokens)", path, V);
-        goto done;
-    }
-done:
-    free(hidden);
-    if (rc) lmp_sp_free(t);
-    else *out = t;
+    if (!rc) rc = lmp_sp_from_vocab(path, &v, out);
+    free(scores);
+    free(types);
     return rc;
 }
 

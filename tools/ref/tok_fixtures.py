@@ -25,9 +25,11 @@ sp_rws.gguf: with remove_extra_whitespaces; sp_flat.gguf:
 every score -1000, as gguf-py's LlamaHfVocab writes a tokenizer.json-only folder, which lmpress
 must refuse) converted to a tokenizer-only GGUF the way llama.cpp's
 convert_hf_to_gguf.py does (tokens, scores, token types), plus GGUF "gpt2" vocabularies of the
-qwen2 / llama3 fixtures with tokenizer.ggml.pre "qwen2" / "llama-bpe".
+qwen2 / llama3 fixtures with tokenizer.ggml.pre "qwen2" / "llama-bpe".  The same three models
+are also written as they are, sp.model, sp_user.model and sp_rws.model (a folder's
+tokenizer.model), with the same golden ids.
 
-Outputs (tests/fixtures/tokenizers/): <family>.tokenizer.json, sp.gguf, sp_rws.gguf, qwen2.gguf, llama3.gguf,
+Outputs (tests/fixtures/tokenizers/): <family>.tokenizer.json, sp.gguf, sp_rws.gguf, sp*.model, qwen2.gguf, llama3.gguf,
 texts.json (the test texts), golden.json ({family: [[ids of text i], ...]}).
 
 Rerun: python3 -m venv build/tok-venv && build/tok-venv/bin/pip install tokenizers==0.23.3 \
@@ -326,15 +328,20 @@ def main():
     sp = sentencepiece_model(lines)
     sp_gguf(os.path.join(OUT, "sp.gguf"), sp)
     golden["sp.gguf"] = [sp.encode(t) for t in TEXTS]
+    write("sp.model", sp.serialized_model_proto())
     sp_plain = sp
     sp_gguf(os.path.join(OUT, "sp_flat.gguf"), sp, flat_scores=True)  # must be refused
     user = ("<start_of_turn>", "<end_of_turn>", "▁▁", "1234")
     sp = sentencepiece_model(lines, user_defined=user)
     sp_gguf(os.path.join(OUT, "sp_user.gguf"), sp, user_defined=user)  # user-defined pieces: matched whole, never merged
     golden["sp_user.gguf"] = [sp.encode(t) for t in TEXTS]
+    write("sp_user.model", sp.serialized_model_proto())
     sp = sentencepiece_model(lines, remove_extra_whitespaces=True)  # sentencepiece's default
     sp_gguf(os.path.join(OUT, "sp_rws.gguf"), sp, remove_extra_whitespaces=True)
     golden["sp_rws.gguf"] = [sp.encode(t) for t in TEXTS]
+    write("sp_rws.model", sp.serialized_model_proto())
+    for name in ("sp", "sp_user", "sp_rws"):  # the model file itself: sentencepiece's own ids
+        golden[name + ".model"] = golden[name + ".gguf"]
     wiki = wiki_prefix()
     golden["wiki100k"] = {"bytes": len(wiki.encode("utf-8"))}
     for kind in FAMILIES:
