@@ -1,6 +1,6 @@
 /* eval.h — evaluation of variants against the unmodified model on one text.
  *
- * Protocol (the README states it too): the text's token ids (BOS once at the start) are cut into
+ * Protocol (docs/evaluation.md states it too): the text's token ids (BOS once at the start) are cut into
  * floor(n/L) non-overlapping windows of L tokens, the tail dropped (max_windows > 0 caps the
  * count); each window runs on its own from position 0 and its L-1 next-token predictions are
  * scored.  ppl = exp(mean NLL); kld = mean over scored positions of

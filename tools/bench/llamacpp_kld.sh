@@ -31,7 +31,7 @@
 # Columns. The three sizes come from the GGUF header (read by a few lines of python3 below,
 # no packages needed; tensor bytes from each tensor's type and shape):
 #   blk b/w    bits per weight of the 2-D tensors of the blocks (blk.N.*: attention and MLP
-#              linears), the quantity lmpress's bits/w column counts (README.md)
+#              linears), the quantity lmpress's bits/w column counts (docs/evaluation.md)
 #   all b/w    all tensor bytes x 8 / all parameters (embeddings and norms included): what
 #              llama.cpp itself prints as "file size = ... MiB (x BPW)" when it loads a model
 #   file b/w   GGUF file size x 8 / all parameters (header and tokenizer included)
