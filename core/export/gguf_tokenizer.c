@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "base/log.h"
 #include "formats/json.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_open.h"
