@@ -23,7 +23,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "plugin/registry.h"
 #include "archfix.h"
 #include "testutil.h"

@@ -35,7 +35,7 @@
 #include "plugin/backend.h"
 #include "cpu_ref.h"
 #include "base/error.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "formats/json.h"
 #include "plugin/registry.h"
 #include "report/table_diff.h"

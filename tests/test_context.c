@@ -13,12 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "compare/compare.h"
 #include "compress/pipeline.h"
 #include "config/config.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
+#include "plugin/host_services.h"
 #include "plugin/registry.h"
 
 #include "testutil.h"

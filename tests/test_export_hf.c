@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/textfile.h"
 #include "export/export.h"
 #include "formats/json.h"

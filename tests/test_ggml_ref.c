@@ -17,9 +17,9 @@
 
 #include "base/error.h"
 #include "export/gguf_kquants.h"
-#include "export/grid_codes.h"
 #include "formats/gguf.h"
 #include "formats/gguf_quants.h"
+#include "model/grid_codes.h"
 #include "ggmlref.h"
 #include "teststage.h"
 #include "testutil.h"

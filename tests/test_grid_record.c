@@ -1,6 +1,6 @@
 /* test_grid_record.c — every weight-quantizing strategy records the grid it quantized onto
  * (host->set_weight_grid, lmp_linear.grid), and the codes an export writes are recovered from it
- * exactly (core/export/grid_codes.h).
+ * exactly (core/model/grid_codes.h).
  *
  * On stories260K through lmp_compress: rtn (int per channel, int asym in groups with bf16
  * scales, q4_0, q8_0), rtn_mse, gptq (act-order with dynamic groups: a g_idx; q4_1 with static
@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "compress/block_edit.h"
-#include "export/grid_codes.h"
+#include "model/grid_codes.h"
 #include "model/model.h"
 #include "teststage.h"
 

@@ -27,12 +27,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
 #include "compress/pipeline.h"
 #include "config/config.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 #include "testutil.h"
 
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"

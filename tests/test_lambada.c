@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "eval/lambada.h"
 #include "plugin/registry.h"
 #include "testutil.h"

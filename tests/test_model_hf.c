@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 #include "model/forward.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "model/model.h"
 #include "plugin/registry.h"
 #include "formats/safetensors.h"

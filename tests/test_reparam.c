@@ -20,7 +20,7 @@
 #include "compress/calib_stats.h"
 #include "base/error.h"
 #include "model/forward.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "compress/pipeline.h"
 
 #include "teststage.h"

@@ -13,7 +13,8 @@
 #include "config/config.h"
 #include "cpu_ref.h"
 #include "model/forward.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
+#include "plugin/host_services.h"
 #include "compress/pipeline.h"
 
 #include "testutil.h"

@@ -15,13 +15,13 @@
  * back the tokenizer.json it exports for a llama2.c model (issue 34, item 16) with the same ids
  * as the llama2.c tokenizer; a catastrophic Split regex stops at PCRE2's match limit with a
  * message. */
+#include "base/ctx.h"
 #include "base/error.h"
 #include "export/hf_tokenizer.h"
 #include "export/out_dir.h"
 #include "formats/gguf.h"
 #include "formats/json.h"
 #include "model/model.h"
-#include "plugin/host.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_open.h"
 #include "text/tokenizer_regex.h"

@@ -23,7 +23,7 @@
 
 #include "cpu_ref.h"
 #include "base/error.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "plugin/registry.h"
 #include "train/backward.h"
 #include "train/loss.h"

@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "plugin/backend.h"
 #include "config/config.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "compress/pipeline.h"
 #include "model/block_store.h"
 #include "plugin/registry.h"

@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "compare/compare.h"
 #include "compress/pipeline.h"
 #include "config/config_write.h"
 #include "distrib/distrib.h"
 #include "model/block_store.h"
 #include "model/forward.h"
+#include "plugin/host_services.h"
 
 static const char *const mode_names[] = {"restore-one", "quantize-one", NULL};
 static const char *const gran_names[] = {"linear", "block", "role", NULL};

@@ -29,9 +29,9 @@
 #define LMP_CORE_ANALYZE_H
 
 #include "analyze/bcache.h"
+#include "base/ctx.h"
 #include "config/config.h"
 #include "formats/json.h"
-#include "plugin/host.h"
 
 typedef enum { LMP_AN_RESTORE_ONE = 0, LMP_AN_QUANTIZE_ONE = 1 } lmp_an_mode;
 typedef enum { LMP_AN_LINEAR = 0, LMP_AN_BLOCK = 1, LMP_AN_ROLE = 2 } lmp_an_gran;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/log.h"
 
 /* Windows and passages: each is one block forward per block. */
 static int64_t n_states(const lmp_bcache *bc)

@@ -16,13 +16,13 @@
 #ifndef LMP_CORE_BCACHE_H
 #define LMP_CORE_BCACHE_H
 
+#include "base/ctx.h"
 #include "base/spill.h"
 #include "eval/eval.h"
 #include "eval/lambada.h"
 #include "eval/stream.h"
 #include "model/block_source.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 
 /* A variant's numbers: the texts pooled (sums over every scored position of every text: with
  * one text, exactly compare's), and LAMBADA when there is one. */

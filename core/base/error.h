@@ -7,7 +7,7 @@
  * The message is per thread (errno-style), not per run: it is written by the failing call and
  * read right after by its caller, on the same thread, so two runs on two threads never see each
  * other's, and the hundreds of lmp_fail() calls need no context argument.  What a plugin reports
- * (host->set_error) goes into its run's context (plugin/host.h: lmp_host_error), where the core
+ * (host->set_error) goes into its run's context (base/ctx.h: lmp_host_error), where the core
  * reads it when that plugin's call fails. */
 #ifndef LMP_CORE_ERROR_H
 #define LMP_CORE_ERROR_H

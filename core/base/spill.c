@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/log.h"
 
 int lmp_spill_init(lmp_ctx *ctx, lmp_spill *s, int64_t n, int64_t budget_bytes, const char *what)
 {

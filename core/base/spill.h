@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "plugin/host.h"
+#include "base/ctx.h"
 
 typedef struct lmp_spill {
     int64_t n;        /* floats */

@@ -12,10 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
 #include "base/file_hash.h"
 #include "base/hash.h"
 #include "base/input_file.h"
+#include "base/log.h"
 #include "base/spill.h"
 #include "base/textfile.h"
 #include "compress/calib_states.h"
@@ -25,7 +27,6 @@
 #include "model/block_store.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 #include "text/tokenizer_open.h"
 
 /* VmHWM of /proc/self/status: the peak that /proc/self/clear_refs resets (getrusage's

@@ -25,7 +25,7 @@
 #include "eval/stream.h"
 #include "eval/lambada.h"
 #include "formats/json.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "report/report.h"
 
 /* Hooks the caller gets during a run; any may be NULL.  A non-zero return stops the run with

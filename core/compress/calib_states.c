@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/log.h"
 
 int lmp_calib_states_init(lmp_ctx *ctx, lmp_calib_states *cs, const lmp_arch *a, int64_t n, int64_t T)
 {

@@ -8,9 +8,9 @@
 #ifndef LMP_CORE_IMATRIX_MAP_H
 #define LMP_CORE_IMATRIX_MAP_H
 
+#include "base/ctx.h"
 #include "config/config.h"
 #include "model/model.h"
-#include "plugin/host.h"
 
 /* The importance vector [l->in] of linear l of block `block` in a model of `family`: its entry's
  * values (owned by im).  An error names the file, the entry and the linear when the entry is

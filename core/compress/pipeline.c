@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "compress/calib_cache.h"
 #include "compress/calib_states.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
 #include "model/forward.h"
-#include "plugin/host.h"
+#include "plugin/host_services.h"
 #include "train/learn.h"
 
 int lmp_windows_cut(lmp_ctx *ctx, const int32_t *ids, int64_t n_ids, int64_t samples, int64_t T,

@@ -8,11 +8,11 @@
 #ifndef LMP_CORE_PIPELINE_H
 #define LMP_CORE_PIPELINE_H
 
+#include "base/ctx.h"
 #include "config/config.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 
 /* tokens[n_windows * T]: the calibration windows, one after the other. */
 typedef struct lmp_windows {

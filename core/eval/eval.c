@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "eval/eval.h"
 #include "model/forward.h"
-#include "plugin/host.h"
 
 static int64_t argmax(const float *x, int64_t n)
 {

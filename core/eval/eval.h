@@ -10,10 +10,10 @@
 
 #include <math.h>
 
+#include "base/ctx.h"
 #include "base/spill.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 
 typedef struct lmp_score {
     int64_t windows, scored;

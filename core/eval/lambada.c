@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "base/textfile.h"
 #include "formats/json.h"
 #include "model/forward.h"
-#include "plugin/host.h"
 
 /* Splits `text` as the harness does: ctx_len bytes of context, the rest (with its leading
  * space, and any trailing spaces of the context) is the target. */

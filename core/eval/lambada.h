@@ -12,9 +12,9 @@
 #ifndef LMP_CORE_LAMBADA_H
 #define LMP_CORE_LAMBADA_H
 
+#include "base/ctx.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 #include "text/tokenizer.h"
 
 typedef struct lmp_lambada_item {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "model/forward.h"
 
 int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, int n_texts,

@@ -28,9 +28,9 @@
 
 #include <stdint.h>
 
+#include "base/ctx.h"
 #include "model/block_source.h"
 #include "model/model.h"
-#include "plugin/host.h"
 
 typedef struct lmp_export_opts {
     const char *path;            /* a .gguf file, or a folder for a Hugging Face checkpoint */

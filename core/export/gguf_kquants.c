@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "export/grid_codes.h"
 #include "export/st_write.h"
+#include "model/grid_codes.h"
 
 int lmp_gguf_kblock_bytes(lmp_wformat f)
 {

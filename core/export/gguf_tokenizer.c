@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "base/log.h"
 #include "formats/json.h"
 #include "text/spm_model.h"
 #include "text/tokenizer.h"

@@ -17,9 +17,9 @@
 #ifndef LMP_CORE_GGUF_TOKENIZER_H
 #define LMP_CORE_GGUF_TOKENIZER_H
 
+#include "base/ctx.h"
 #include "export/gguf_meta.h"
 #include "model/model.h"
-#include "plugin/host.h"
 
 int lmp_gguf_meta_tokenizer(lmp_ctx *ctx, const lmp_model *m, const char *tokenizer_path, lmp_gguf_meta *b);
 

@@ -36,15 +36,16 @@
 #include "base/outfile.h"
 #include "base/tmpname.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "base/textfile.h"
 #include "export/gguf_kquants.h"
 #include "export/gguf_meta.h"
 #include "export/gguf_tokenizer.h"
-#include "export/grid_codes.h"
 #include "export/st_write.h"
 #include "formats/gguf.h"
 #include "model/block_source.h"
 #include "model/gguf_names.h"
+#include "model/grid_codes.h"
 
 #define ALIGNMENT 32
 

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "export/grid_codes.h"
+#include "base/log.h"
 #include "export/hf_plan.h"
 #include "export/st_write.h"
+#include "model/grid_codes.h"
 
 /* The row of the weight (or bias) that HF row r is: q and k rows go back from adjacent pairs
  * (2i, 2i+1) to rotate-half order (i, i + n_rot/2) within each head (hf_plan.h). */

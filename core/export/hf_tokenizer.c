@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "export/gguf_tokenizer.h"
 #include "formats/json_write.h"
 

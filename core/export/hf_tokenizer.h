@@ -19,9 +19,9 @@
 #ifndef LMP_CORE_HF_TOKENIZER_H
 #define LMP_CORE_HF_TOKENIZER_H
 
+#include "base/ctx.h"
 #include "export/out_dir.h"
 #include "model/model.h"
-#include "plugin/host.h"
 
 /* Writes both files into od; 0 also when there is no tokenizer, or one of a kind it does not
  * translate (a warning says why: the weights are still worth having).  *written is set to 1 when the files were written. */

@@ -42,6 +42,7 @@
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "base/log.h"
 #include "export/hf_plan.h"
 #include "export/hf_tokenizer.h"
 #include "export/out_dir.h"

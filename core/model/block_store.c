@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "base/spill.h"
-#include "export/grid_codes.h"
+#include "model/grid_codes.h"
 
 enum { HAS_B = 1, HAS_IN_SHIFT = 2, HAS_IN_SCALE = 4, HAS_MASK = 8, HAS_SHIFT_BIAS = 16, HAS_ZEROS = 32, HAS_GIDX = 64,
        HAS_NEG_ZERO = 128 };

@@ -18,8 +18,8 @@
 
 #include <stdint.h>
 
+#include "base/ctx.h"
 #include "model/block_source.h"
-#include "plugin/host.h"
 
 typedef struct lmp_block_store lmp_block_store;
 

@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
-#include "plugin/host.h"
+#include "base/log.h"
+#include "plugin/host_services.h"
 #include "plugin/registry.h"
 
 static int create_backend(lmp_ctx *ctx, lmp_registry *reg, const char *name, const lmp_value *params,

@@ -12,10 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
 #include "base/suggest.h"
 #include "plugin/elf_check.h"
-#include "plugin/host.h"
+#include "plugin/host_services.h"
 
 /* Set by CMake from the install layout (GNUInstallDirs); this default for other builds
  * (tests/fuzz/README.md's). */

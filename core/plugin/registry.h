@@ -28,8 +28,8 @@
 #ifndef LMP_CORE_REGISTRY_H
 #define LMP_CORE_REGISTRY_H
 
+#include "base/ctx.h"
 #include "lmpress/plugin.h"
-#include "plugin/host.h"
 
 typedef struct lmp_plugin {
     char *path;          /* the real path (realpath) it was loaded from */

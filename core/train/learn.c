@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "model/forward.h"
+#include "plugin/host_services.h"
 #include "train/backward.h"
 #include "train/loss.h"
 #include "train/model_grad.h"

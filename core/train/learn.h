@@ -10,9 +10,9 @@
 #ifndef LMP_CORE_TRAIN_LEARN_H
 #define LMP_CORE_TRAIN_LEARN_H
 
+#include "base/ctx.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 
 /* What the pipeline lends the learning service while a stage that asked for
  * LMP_NEED_CALIB_INPUTS runs on a block (lmp_ctx.learn). */

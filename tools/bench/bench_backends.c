@@ -29,11 +29,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 #include "plugin/registry.h"
 
 static double now_s(void)

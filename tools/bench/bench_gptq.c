@@ -23,14 +23,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/ctx.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "compare/compare.h"
 #include "compress/calib_stats.h"
 #include "compress/pipeline.h"
 #include "config/config.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
-#include "plugin/host.h"
 #include "plugin/registry.h"
 #include "text/tokenizer_open.h"
 

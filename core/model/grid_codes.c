@@ -1,5 +1,5 @@
 /* grid_codes.c — see grid_codes.h. */
-#include "export/grid_codes.h"
+#include "model/grid_codes.h"
 
 #include <math.h>
 #include <string.h>

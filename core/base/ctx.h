@@ -1,5 +1,4 @@
-/* host.h — a run's context (lmp_ctx), and the services table the core hands to plugins
- * (plugin.h: lmp_host).
+/* ctx.h — a run's context (lmp_ctx): the state a run changes as it goes.
  *
  * Everything a run changes as it goes lives in its context: verbosity, the progress line, the
  * seeded RNG, the active backend, the interrupt flag it polls, where compression spent its time,
@@ -69,9 +68,6 @@ void lmp_ctx_init(lmp_ctx *ctx);
 /* Frees what the context owns (the trusted folders); init it again to reuse it. */
 void lmp_ctx_clear(lmp_ctx *ctx);
 
-/* The services table; pass it with a context as (host, hctx) to a plugin. */
-const lmp_host *lmp_host_services(void);
-
 void lmp_host_set_verbosity(lmp_ctx *ctx, int level);
 int lmp_host_verbosity(const lmp_ctx *ctx);
 /* The backend host->backend() hands to plugins (the run's; NULL: none). */
@@ -80,6 +76,8 @@ void lmp_host_set_dist(lmp_ctx *ctx, struct lmp_dist *d);
 struct lmp_dist *lmp_host_dist(const lmp_ctx *ctx);
 /* RNG state = seed ^ 0x9E3779B97F4A7C15 (splitmix64); host->rng_u64 draws from it. */
 void lmp_host_seed(lmp_ctx *ctx, uint64_t seed);
+/* The next draw of the run's RNG (what host->rng_u64 returns). */
+uint64_t lmp_ctx_rng_u64(lmp_ctx *ctx);
 /* A flag a signal handler sets (the CLI's SIGINT/SIGTERM): long loops (compression per block,
  * evaluation per window, LAMBADA per passage) poll lmp_host_interrupted() and stop with
  * LMP_EABORTED, so finished work is kept.  NULL: never interrupted. */
@@ -95,17 +93,5 @@ int lmp_host_stop_if_interrupted(const lmp_ctx *ctx);
  * only passes up (a backend op deep in a forward pass) still carries the plugin's words. */
 const char *lmp_host_error(const lmp_ctx *ctx);
 void lmp_host_clear_error(lmp_ctx *ctx);
-
-/* Logging and progress for the core itself, same rules as the plugins', on the run's context. */
-void lmp_log(lmp_ctx *ctx, int level, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-void lmp_progress(lmp_ctx *ctx, const char *what, int64_t done, int64_t total);
-/* Text shown before every progress line until changed (e.g. "[variant 2/9, run ~3 min left]");
- * NULL or "" for none. */
-void lmp_progress_context(lmp_ctx *ctx, const char *text);
-double lmp_now_s(void);                         /* monotonic seconds */
 
 #endif
