@@ -1,6 +1,7 @@
 /* fuzz_tokenizer.c — libFuzzer entry for the tokenizer loaders (see README.md here).  The first
  * byte of the input picks the loader: bit 0 clear, llama2.c's tokenizer .bin (vocabulary 512, as
- * stories260K's); set, a Hugging Face tokenizer.json.  Bit 1 set: the file is opened for a model
+ * stories260K's); set, a Hugging Face tokenizer.json; bit 2 set (over bit 0), a SentencePiece
+ * tokenizer.model.  Bit 1 set: the file is opened for a model
  * whose vocabulary is only 64 tokens, as `--tokenizer FILE` opens it (lmp_open_tokenizer), so a
  * tokenizer with more tokens than the model must be refused there, or every id it gives must
  * still fit the model's 64 (an id past the embedding is an out-of-bounds read in lmp_embed).
@@ -40,8 +41,8 @@ static void exercise(lmp_tokenizer *t, int model_vocab, const char *text, size_t
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    int hf = data[0] & 1, small = data[0] & 2;
-    const char *path = fuzz_file(data + 1, size - 1, hf ? ".json" : ".bin");
+    int hf = data[0] & 1, small = data[0] & 2, spm = data[0] & 4;
+    const char *path = fuzz_file(data + 1, size - 1, spm ? ".model" : hf ? ".json" : ".bin");
     lmp_tokenizer *t = NULL;
     int st;
     if (small) { /* a llama2.c-format model of 64 tokens: no tokenizer of its own, the file is given */
@@ -52,7 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         m.arch.vocab = SMALL_MODEL_VOCAB;
         st = lmp_open_tokenizer(&m, path, &t);
     } else {
-        st = hf ? lmp_tokenizer_load_hf(path, &t) : lmp_tokenizer_load_llama2c(path, 512, &t);
+        st = spm  ? lmp_tokenizer_load_spm(path, 1, &t)
+             : hf ? lmp_tokenizer_load_hf(path, &t)
+                  : lmp_tokenizer_load_llama2c(path, 512, &t);
     }
     if (st != 0) {
         if (t != NULL || !lmp_last_error()[0]) __builtin_trap();
