@@ -75,7 +75,7 @@ static const char *const usage_main =
 
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
-    "                              [--csv FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
+    "                              [--csv FILE] [--html FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
     "                              [--embedding-type f32|f16|q8_0]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... [-o|--output PATH] (and the options of compare)\n"
@@ -90,12 +90,15 @@ static const char *const usage_compare =
     "its own model (embedding, blocks, head) beside the others, after its vocabulary is checked\n"
     "against the base's; bits/w counts its block linears as the file stores them.\n"
     "Each row of the table is printed as its variant finishes.\n"
-    "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
+    "--json, --md, --csv and --html write the report to FILE, rewritten (complete, through a temporary\n"
     "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
     "format alone to standard output at the end (the table then goes to standard error).  An output\n"
     "path must hold nothing or a regular file: a link, FIFO, device or folder is refused, as is an\n"
     "output that is an input of the run or another output.  A second run on the same report is\n"
     "refused while the first holds its lock (REPORT.lock).\n"
+    "--html FILE: one self-contained page (no network): the table, sortable; bits per weight against\n"
+    "KL divergence with the Pareto front, external files in another colour; per-linear bits and\n"
+    "weight-error heat maps (docs/report.md).\n"
     "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
@@ -120,7 +123,8 @@ static const char *const usage_analyze =
     "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
     "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
     "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
-    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
+    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--html FILE]\n"
+    "                              [--write-config FILE]\n"
     "                              [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Per-layer sensitivity of one variant of CONFIG (--variant; needed when CONFIG has several\n"
@@ -148,7 +152,9 @@ static const char *const usage_analyze =
     "overrides (skip = true, or params = { TEXT }), for `lmpress compare`.\n"
     "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
     "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
-    "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role): written through\n"
+    "--html FILE: one self-contained page (no network): the bar chart, a block x role heat map of the\n"
+    "sensitivity (--per linear), the skip curves, and the units as a sortable table.\n"
+    "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role), --html: written through\n"
     "a temporary file; \"-\" writes one of them to standard output (the table then goes to standard\n"
     "error).  docs/analyze.md has the details.\n" TRUST_USAGE;
 
@@ -429,7 +435,7 @@ static int cmd_diff(int argc, char **argv)
 /* Where the report goes.  Files are rewritten (complete, through a temporary file) after every
  * finished variant; "-" (standard output) is written once, at the end. */
 typedef struct compare_outputs {
-    const char *path[3];       /* --json, --md, --csv; NULL: none */
+    const char *path[4];       /* --json, --md, --csv, --html; NULL: none */
     FILE *table;               /* the human table, row by row; NULL: none */
     /* Exports: run --output PATH (the one variant), --output-dir DIR (every variant run, as
      * DIR/<name>.gguf, or DIR/<name>/ with --output-format hf). */
@@ -441,8 +447,10 @@ typedef struct compare_outputs {
     int exported;              /* files written */
 } compare_outputs;
 
-static void (*const writers[3])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown, lmp_report_csv};
-static const char *const output_options[3] = {"--json", "--md", "--csv"};
+enum { N_REPORTS = 4 };
+static void (*const writers[N_REPORTS])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown,
+                                                                       lmp_report_csv, lmp_report_html};
+static const char *const output_options[N_REPORTS] = {"--json", "--md", "--csv", "--html"};
 
 typedef struct writer_call {
     void (*fn)(const lmp_report *, FILE *);
@@ -457,7 +465,7 @@ static void call_writer(const void *arg, FILE *f)
 
 static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_end)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_REPORTS; k++) {
         if (!o->path[k]) continue;
         if (strcmp(o->path[k], "-") == 0) {
             if (at_end) writers[k](r, stdout);
@@ -503,12 +511,12 @@ static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config
     const int n_exports = o->output ? 1 : o->output_dir ? n_which : 0;
     const int max_in = lmp_config_inputs_max(c);
     lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in);
-    lmp_named_path *outs = calloc((size_t)n_exports + 4, sizeof *outs);
+    lmp_named_path *outs = calloc((size_t)n_exports + N_REPORTS + 1, sizeof *outs);
     char (*paths)[4400] = calloc((size_t)n_exports + 1, sizeof *paths);
     char (*whats)[256] = calloc((size_t)n_exports + 1, sizeof *whats);
     int st = in && outs && paths && whats ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     int n_out = 0;
-    for (int k = 0; k < 3 && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
+    for (int k = 0; k < N_REPORTS && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
     for (int i = 0; i < n_exports && !st; i++) {
         const lmp_variant *v = &c->variants[which ? which[i] : i];
         if (v->model_path && !o->output) continue; /* another tool's file: not exported */
@@ -679,7 +687,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
 {
     enum { MAX_GLOBS = 64 };
     const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS], *output_format = NULL;
-    compare_outputs out = {.path = {NULL, NULL, NULL}, .table = stdout, .ctx = ctx};
+    compare_outputs out = {.path = {NULL, NULL, NULL, NULL}, .table = stdout, .ctx = ctx};
     int bad = 0, n_globs = 0, resume = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_compare, stdout);
@@ -687,8 +695,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     }
     for (int i = 0; i < argc && !bad; i++) {
         int k = 0;
-        while (k < 3 && strcmp(argv[i], output_options[k]) != 0) k++;
-        if (k < 3) out.path[k] = opt_value(argc, argv, &i, &bad);
+        while (k < N_REPORTS && strcmp(argv[i], output_options[k]) != 0) k++;
+        if (k < N_REPORTS) out.path[k] = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--variant") == 0) {
             const char *v = opt_value(argc, argv, &i, &bad);
             if (v && n_globs == MAX_GLOBS) return usage_error(usage_compare, "more than %s --variant options", "64");
@@ -708,8 +716,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     if (bad) return 2;
     if (!cfg_path) return usage_error(usage_compare, "%s", "a CONFIG file is required");
     int to_stdout = 0;
-    for (int k = 0; k < 3; k++) to_stdout += out.path[k] && strcmp(out.path[k], "-") == 0;
-    if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md and --csv can be \"-\"");
+    for (int k = 0; k < N_REPORTS; k++) to_stdout += out.path[k] && strcmp(out.path[k], "-") == 0;
+    if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md, --csv and --html can be \"-\"");
     if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
         return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
     if (out.output && out.output_dir) return usage_error(usage_compare, "%s", "--output and --output-dir exclude each other");
@@ -728,7 +736,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
         return usage_error(usage_compare, "%s", "--output and --output-dir are not spread over MPI ranks: export the "
                            "variant you chose with `lmpress run CONFIG --variant NAME --output PATH` in one process");
     if (lmp_dist_rank(dist) > 0) { /* rank 0 writes the report */
-        out.path[0] = out.path[1] = out.path[2] = NULL;
+        for (int k = 0; k < N_REPORTS; k++) out.path[k] = NULL;
         out.table = NULL;
         to_stdout = 0;
     }
@@ -740,19 +748,19 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     /* From here a failure goes through st: in an MPI run every rank must reach the agreement in
      * dist_same_config, also when only rank 0's output files are wrong. */
     int st = 0;
-    for (int k = 0; k < 3 && !st; k++)
+    for (int k = 0; k < N_REPORTS && !st; k++)
         if (out.path[k] && strcmp(out.path[k], "-") != 0) st = lmp_outfile_check(out.path[k], output_options[k]);
 
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
     uint8_t *rerun = NULL;
-    lmp_outlock locks[3] = {{.fd = -1}, {.fd = -1}, {.fd = -1}};
+    lmp_outlock locks[N_REPORTS] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st) st = check_outputs_distinct(&out, c, NULL, c->n_variants);
     /* one run per report at a time: taken before --resume reads it (base/outlock.h) */
-    for (int k = 0; k < 3 && !st; k++)
+    for (int k = 0; k < N_REPORTS && !st; k++)
         if (out.path[k] && !lmp_outfile_is_stdout(out.path[k])) st = lmp_outlock_take(&locks[k], out.path[k], output_options[k]);
     if (!st) st = apply_threads(c, threads);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
@@ -802,7 +810,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     lmp_json_free(prior);
     free(which);
     free(rerun);
-    for (int k = 0; k < 3; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < N_REPORTS; k++) lmp_outlock_release(&locks[k]);
     lmp_config_free(c);
     return rc;
 }
@@ -849,10 +857,11 @@ static int write_unit_progress(const lmp_analysis *a, void *ud)
 static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
 {
     enum { MAX_CURVE = 64 };
-    const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
-    const char *const path_opts[4] = {"--json", "--csv", "--svg", "--write-config"};
-    void (*const fns[4])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
-                                                          lmp_analysis_config};
+    enum { N_AN_OUT = 5 };
+    const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[N_AN_OUT] = {NULL, NULL, NULL, NULL, NULL};
+    const char *const path_opts[N_AN_OUT] = {"--json", "--csv", "--svg", "--write-config", "--html"};
+    void (*const fns[N_AN_OUT])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
+                                                                 lmp_analysis_config, lmp_analysis_html};
     lmp_analyze_opts o = {.curve_seeds = 3};
     int curve[MAX_CURVE], bad = 0, seeds_given = 0, resume = 0;
     int64_t top = 20, num;
@@ -863,8 +872,8 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     for (int i = 0; i < argc && !bad; i++) {
         const char *v;
         int k = 0;
-        while (k < 4 && strcmp(argv[i], path_opts[k]) != 0) k++;
-        if (k < 4) paths[k] = opt_value(argc, argv, &i, &bad);
+        while (k < N_AN_OUT && strcmp(argv[i], path_opts[k]) != 0) k++;
+        if (k < N_AN_OUT) paths[k] = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--keep-params") == 0) o.keep_params = opt_value(argc, argv, &i, &bad);
@@ -920,25 +929,26 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     if (resume && (!paths[0] || lmp_outfile_is_stdout(paths[0])))
         return usage_error(usage_analyze, "%s", "--resume needs --json FILE: the analysis it resumes");
     int to_stdout = 0;
-    for (int k = 0; k < 4; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
-    if (to_stdout > 1) return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg and --write-config can be \"-\"");
+    for (int k = 0; k < N_AN_OUT; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
+    if (to_stdout > 1)
+        return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg, --write-config and --html can be \"-\"");
     const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
-    for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
+    for (int k = 0; k < N_AN_OUT && !lead; k++) paths[k] = NULL;
     int st = 0; /* through st, as in cmd_compare: rank 0's output files are checked on rank 0 only */
-    for (int k = 0; k < 4 && !st; k++)
+    for (int k = 0; k < N_AN_OUT && !st; k++)
         if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outfile_check(paths[k], path_opts[k]);
     lmp_run_config *c = NULL;
-    lmp_outlock locks[4] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
+    lmp_outlock locks[N_AN_OUT] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st) { /* no output is an input or another output (base/outfile.h) */
         const int max_in = lmp_config_inputs_max(c);
-        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[4];
-        for (int k = 0; k < 4; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
-        st = in ? lmp_outfile_distinct(outs, 4, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
+        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[N_AN_OUT];
+        for (int k = 0; k < N_AN_OUT; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
+        st = in ? lmp_outfile_distinct(outs, N_AN_OUT, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
         free(in);
     }
-    for (int k = 0; k < 4 && !st; k++) /* one run per output file at a time (base/outlock.h) */
+    for (int k = 0; k < N_AN_OUT && !st; k++) /* one run per output file at a time (base/outlock.h) */
         if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outlock_take(&locks[k], paths[k], path_opts[k]);
     lmp_json *prior = NULL;
     if (!st && resume && paths[0] && access(paths[0], F_OK) == 0) st = read_table(paths[0], &prior);
@@ -973,7 +983,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     }
     /* "-": that output alone on standard output; the table then goes to standard error */
     if (!st && lead) lmp_analysis_table(a, to_stdout ? stderr : stdout, (int)top);
-    for (int k = 0; k < 4 && !st; k++) {
+    for (int k = 0; k < N_AN_OUT && !st; k++) {
         if (!paths[k]) continue;
         if (lmp_outfile_is_stdout(paths[k])) {
             fns[k](a, stdout);
@@ -983,7 +993,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
         analysis_writer w = {fns[k], a};
         st = lmp_outfile_write(paths[k], call_analysis_writer, &w);
     }
-    for (int k = 0; k < 4; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < N_AN_OUT; k++) lmp_outlock_release(&locks[k]);
     int rc = 0;
     if (interrupt_signal) {
         const char *kept = o.unit_done ? paths[0] : NULL;

@@ -157,6 +157,11 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top);
 void lmp_analysis_json(const lmp_analysis *a, FILE *f);
 void lmp_analysis_csv(const lmp_analysis *a, FILE *f);
 void lmp_analysis_svg(const lmp_analysis *a, FILE *f);
+/* The same chart for an HTML page (no XML namespace declaration). */
+void lmp_analysis_svg_inline(const lmp_analysis *a, FILE *f);
+/* One self-contained HTML page (analyze_html.c): the numbers, the bar chart, the block x role
+ * heat map (per-linear analyses), the skip curves and the sortable table of units. */
+void lmp_analysis_html(const lmp_analysis *a, FILE *f);
 void lmp_analysis_config(const lmp_analysis *a, FILE *f);
 /* The override text that gives units[0..k) of `units` the skip (keep_params NULL) or the
  * keep_params in stage s; NULL when none of them is compressed by stage s.  Owned by the caller. */
