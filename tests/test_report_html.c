@@ -254,6 +254,23 @@ START_TEST(test_self_contained)
 }
 END_TEST
 
+/* --html is an output like the others: the same file as another output, or as an input, is
+ * refused before any work, naming the option. */
+START_TEST(test_html_output_checked)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "compare '%s' --json '%s' --html '%s'", tmp("x.cfg"), tmp("same"), tmp("same"));
+    ck_assert_int_ne(run(cmd), 0);
+    ck_assert_msg(strstr(output, "--html") != NULL, "%s", output);
+    snprintf(cmd, sizeof cmd, "compare '%s' --html '%s'", tmp("x.cfg"), tmp("x.cfg"));
+    ck_assert_int_ne(run(cmd), 0);
+    ck_assert_msg(strstr(output, "--html") != NULL, "%s", output);
+    snprintf(cmd, sizeof cmd, "compare '%s' --md - --html -", tmp("x.cfg"));
+    ck_assert_int_eq(run(cmd), 2);
+    ck_assert_msg(strstr(output, "only one of") != NULL, "%s", output);
+}
+END_TEST
+
 /* Per-linear weight errors: the unmodified model's are 0, 8-bit RTN's below 4-bit RTN's for
  * every linear, and another tool's Q8_0 file's equal to the reference script's (gguf-py's
  * dequantization of the same codes, numpy float64): the numbers of the error map. */
@@ -374,6 +391,7 @@ int main(void)
     tcase_add_test(tc, test_pareto_front);
     tcase_add_test(tc, test_names_escaped);
     tcase_add_test(tc, test_self_contained);
+    tcase_add_test(tc, test_html_output_checked);
     tcase_add_test(tc, test_weight_errors);
     tcase_add_test(tc, test_resumed_page);
     tcase_add_test(tc, test_chromium_renders);
