@@ -176,7 +176,7 @@ void lmp_analysis_html(const lmp_analysis *a, FILE *f)
         lmp_xml_text(f, u->name);
         fputs("</td>", f);
         lmp_html_num_cell(f, u->rank, "%.0f");
-        fputs("<td>", f);
+        fputs("<td class=\"t\">", f);
         lmp_xml_text(f, u->role);
         fputs("</td>", f);
         if (u->block >= 0) lmp_html_num_cell(f, u->block, "%.0f");
