@@ -7,9 +7,10 @@
  * on both bits and KL divergence, draw the external file in its own colour, escape the name, and
  * reference nothing outside itself.  The per-linear weight errors are held to the reference
  * script's (gguf-py's Q8_0 dequantized, numpy float64).  A page written from --resume alone has
- * the same maps.  Then, where Debian's chromium is installed, the page is opened headless: the DOM
- * after its script ran has the rows sorted as the address asks and every point, and a screenshot
- * of it is a real picture (skipped, saying so, without chromium). */
+ * the same maps, and one given an analysis (--analysis) holds analyze's charts.  Then, where
+ * Debian's chromium is installed, the page is opened headless: the DOM after its script ran has
+ * the rows sorted as the address asks and every point, and a screenshot of it is a real picture
+ * (skipped, saying so, without chromium). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -332,6 +333,40 @@ START_TEST(test_resumed_page)
 }
 END_TEST
 
+/* --analysis A.json puts analyze's charts on the page: its bar chart with a bar per unit, its
+ * block x role map with a cell per unit; an unfinished or foreign file is refused before any
+ * work, naming it. */
+START_TEST(test_analysis_charts)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "analyze '%s' --variant w4-g32 --per linear --json '%s'", tmp("x.cfg"), tmp("an.json"));
+    ck_assert_msg(run(cmd) == 0, "%s\n%s", cmd, output);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", tmp("report.json"), tmp("with-an.json"));
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "compare '%s' --resume --json '%s' --html '%s' --analysis '%s'", tmp("x.cfg"),
+             tmp("with-an.json"), tmp("with-an.html"), tmp("an.json"));
+    ck_assert_msg(run(cmd) == 0, "%s\n%s", cmd, output);
+    char *html = page("with-an.html");
+    char *chart = strstr(html, "<svg id=\"sensitivity\"");
+    ck_assert_ptr_nonnull(chart);
+    char *end = strstr(chart, "</svg>");
+    ck_assert_ptr_nonnull(end);
+    *end = 0;
+    ck_assert_int_eq(count(chart, "<title>"), 35); /* stories260K: 5 blocks of 7 linears */
+    *end = '<';
+    ck_assert_int_eq(count(html, "<rect class=\"unit\""), 35);
+    ck_assert_ptr_null(strstr(html, "http"));
+    free(html);
+    /* the report itself is no analysis; a missing file is refused too */
+    snprintf(cmd, sizeof cmd, "compare '%s' --html '%s' --analysis '%s'", tmp("x.cfg"), tmp("bad.html"), tmp("report.json"));
+    ck_assert_int_ne(run(cmd), 0);
+    ck_assert_msg(strstr(output, "report.json") && strstr(output, "analyze"), "%s", output);
+    ck_assert_int_ne(access(tmp("bad.html"), F_OK), 0);
+    snprintf(cmd, sizeof cmd, "compare '%s' --analysis '%s'", tmp("x.cfg"), tmp("an.json"));
+    ck_assert_int_eq(run(cmd), 2); /* without --html */
+}
+END_TEST
+
 /* The page in a browser: Debian's chromium, headless.  The DOM after the page's script ran
  * (--dump-dom) holds every point, the script bound every header, and #sort=-bpw sorted the rows
  * by bits per weight, most first; the screenshot is a PNG of some size (a blank page of this size
@@ -394,6 +429,7 @@ int main(void)
     tcase_add_test(tc, test_html_output_checked);
     tcase_add_test(tc, test_weight_errors);
     tcase_add_test(tc, test_resumed_page);
+    tcase_add_test(tc, test_analysis_charts);
     tcase_add_test(tc, test_chromium_renders);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

@@ -75,7 +75,7 @@ static const char *const usage_main =
 
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
-    "                              [--csv FILE] [--html FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
+    "                              [--csv FILE] [--html FILE [--analysis A.json]...] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
     "                              [--embedding-type f32|f16|q8_0]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... [-o|--output PATH] (and the options of compare)\n"
@@ -98,7 +98,8 @@ static const char *const usage_compare =
     "refused while the first holds its lock (REPORT.lock).\n"
     "--html FILE: one self-contained page (no network): the table, sortable; bits per weight against\n"
     "KL divergence with the Pareto front, external files in another colour; per-linear bits and\n"
-    "weight-error heat maps (docs/report.md).\n"
+    "weight-error heat maps (docs/report.md).  --analysis A.json (repeatable) adds the charts of an\n"
+    "`lmpress analyze ... --json A.json` to the page.\n"
     "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
@@ -445,6 +446,12 @@ typedef struct compare_outputs {
     const lmp_run_config *cfg;
     int export_failures;       /* --output-dir: variants whose export failed (the run goes on) */
     int exported;              /* files written */
+    /* --analysis FILE (with --html): analyses read back from `analyze --json`, whose charts the
+     * page shows after the comparison's */
+    const char *analysis_path[8];
+    lmp_json *analysis_json[8];
+    const lmp_analysis *analyses[8];
+    int n_analyses;
 } compare_outputs;
 
 enum { N_REPORTS = 4 };
@@ -453,25 +460,27 @@ static void (*const writers[N_REPORTS])(const lmp_report *, FILE *) = {lmp_repor
 static const char *const output_options[N_REPORTS] = {"--json", "--md", "--csv", "--html"};
 
 typedef struct writer_call {
-    void (*fn)(const lmp_report *, FILE *);
+    int k;                     /* index into writers[] */
     const lmp_report *r;
+    const compare_outputs *o;
 } writer_call;
 
 static void call_writer(const void *arg, FILE *f)
 {
     const writer_call *w = arg;
-    w->fn(w->r, f);
+    if (writers[w->k] == lmp_report_html) lmp_report_html_with(w->r, w->o->analyses, w->o->n_analyses, f);
+    else writers[w->k](w->r, f);
 }
 
 static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_end)
 {
     for (int k = 0; k < N_REPORTS; k++) {
         if (!o->path[k]) continue;
+        writer_call w = {k, r, o};
         if (strcmp(o->path[k], "-") == 0) {
-            if (at_end) writers[k](r, stdout);
+            if (at_end) call_writer(&w, stdout);
             continue;
         }
-        writer_call w = {writers[k], r};
         int st = lmp_outfile_write(o->path[k], call_writer, &w);
         if (st) return st;
     }
@@ -510,12 +519,13 @@ static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config
 {
     const int n_exports = o->output ? 1 : o->output_dir ? n_which : 0;
     const int max_in = lmp_config_inputs_max(c);
-    lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in);
+    lmp_named_path *in = calloc((size_t)max_in + 1 + (size_t)o->n_analyses, sizeof *in);
     lmp_named_path *outs = calloc((size_t)n_exports + N_REPORTS + 1, sizeof *outs);
     char (*paths)[4400] = calloc((size_t)n_exports + 1, sizeof *paths);
     char (*whats)[256] = calloc((size_t)n_exports + 1, sizeof *whats);
     int st = in && outs && paths && whats ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    int n_out = 0;
+    int n_out = 0, n_in = st ? 0 : lmp_config_inputs(c, in, max_in);
+    for (int k = 0; k < o->n_analyses && !st; k++) in[n_in++] = (lmp_named_path){o->analysis_path[k], "--analysis"};
     for (int k = 0; k < N_REPORTS && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
     for (int i = 0; i < n_exports && !st; i++) {
         const lmp_variant *v = &c->variants[which ? which[i] : i];
@@ -525,7 +535,7 @@ static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config
         else snprintf(whats[i], sizeof whats[i], "--output-dir: variant '%.200s' to", v->name);
         outs[n_out++] = (lmp_named_path){paths[i], whats[i]};
     }
-    if (!st) st = lmp_outfile_distinct(outs, n_out, in, lmp_config_inputs(c, in, max_in));
+    if (!st) st = lmp_outfile_distinct(outs, n_out, in, n_in);
     free(in);
     free(outs);
     free(paths);
@@ -708,7 +718,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
         else if (strcmp(argv[i], "--output-dir") == 0) out.output_dir = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-format") == 0) output_format = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--embedding-type") == 0) out.embedding_type = opt_value(argc, argv, &i, &bad);
-        else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
+        else if (strcmp(argv[i], "--analysis") == 0) {
+            const char *v = opt_value(argc, argv, &i, &bad);
+            if (v && out.n_analyses == 8) return usage_error(usage_compare, "more than %s --analysis options", "8");
+            if (v) out.analysis_path[out.n_analyses++] = v;
+        } else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
@@ -720,6 +734,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md, --csv and --html can be \"-\"");
     if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
         return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
+    if (out.n_analyses && !out.path[3])
+        return usage_error(usage_compare, "%s", "--analysis goes with --html FILE: the page that shows its charts");
     if (out.output && out.output_dir) return usage_error(usage_compare, "%s", "--output and --output-dir exclude each other");
     if (output_format && strcmp(output_format, "gguf") != 0 && strcmp(output_format, "hf") != 0)
         return usage_error(usage_compare, "--output-format %s: expected gguf or hf", output_format);
@@ -751,6 +767,13 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     for (int k = 0; k < N_REPORTS && !st; k++)
         if (out.path[k] && strcmp(out.path[k], "-") != 0) st = lmp_outfile_check(out.path[k], output_options[k]);
 
+    /* --analysis: read and checked before any work */
+    lmp_analysis_doc *analysis_docs[8] = {NULL};
+    for (int k = 0; k < out.n_analyses && !st; k++) {
+        st = read_table(out.analysis_path[k], &out.analysis_json[k]);
+        if (!st) st = lmp_analysis_doc_read(out.analysis_json[k], out.analysis_path[k], &analysis_docs[k]);
+        if (!st) out.analyses[k] = &analysis_docs[k]->a;
+    }
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
@@ -811,6 +834,10 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     free(which);
     free(rerun);
     for (int k = 0; k < N_REPORTS; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < out.n_analyses; k++) {
+        lmp_analysis_doc_free(analysis_docs[k]);
+        lmp_json_free(out.analysis_json[k]);
+    }
     lmp_config_free(c);
     return rc;
 }

@@ -106,15 +106,18 @@ static void curve_chart(const lmp_analysis *a, FILE *f)
         const int random = strncmp(name, "random", 6) == 0;
         const char *colour = strcmp(name, "measured") == 0 ? LMP_SVG_BLUE : strcmp(name, "proxy") == 0 ? LMP_SVG_ORANGE
                                                                                                        : "#aaaaaa";
-        fprintf(f, "<polyline class=\"curve\" data-order=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"",
-                name, colour, random ? "1" : "2");
+        fputs("<polyline class=\"curve\" data-order=\"", f); /* read back from a file: escaped */
+        lmp_xml_text(f, name);
+        fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"", colour, random ? "1" : "2");
         for (int k = i; k < j; k++)
             if (isfinite(a->curve[k].value)) fprintf(f, "%s%.1f,%.1f", k > i ? " " : "", CX(a->curve[k].k), CY(a->curve[k].value));
         fputs("\"/>\n", f);
         if (!random || strcmp(name, "random-1") == 0) {
             fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", left + pw + 16, left + pw + 34, top + 12 + 20.0 * legend,
-                    top + 12 + 20.0 * legend, colour, left + pw + 40, top + 16 + 20.0 * legend, random ? "random orders" : name);
+                       "<text x=\"%.1f\" y=\"%.1f\">", left + pw + 16, left + pw + 34, top + 12 + 20.0 * legend,
+                    top + 12 + 20.0 * legend, colour, left + pw + 40, top + 16 + 20.0 * legend);
+            lmp_xml_text(f, random ? "random orders" : name);
+            fputs("</text>\n", f);
             legend++;
         }
         i = j;
@@ -130,6 +133,28 @@ static void result_line(const char *label, const lmp_analysis *a, const lmp_bcac
             100 * lmp_score_top1(&r->score));
     if (a->c->lambada) fprintf(f, ", lambada %.2f %%", 100 * lmp_lambada_acc(&r->lambada));
     fputs("<br>\n", f);
+}
+
+void lmp_analysis_charts_html(const lmp_analysis *a, FILE *f)
+{
+    fputs("<h2>Sensitivity per unit: ", f);
+    lmp_xml_text(f, a->v->name);
+    fputs("</h2>\n<p class=\"note\">A bar per unit in model order, coloured by role; hover a bar for its name "
+          "and numbers.</p>\n", f);
+    lmp_analysis_svg_inline(a, f);
+    if (a->o.gran == LMP_AN_LINEAR) {
+        fputs("<h2>Sensitivity per block and role: ", f);
+        lmp_xml_text(f, a->v->name);
+        fputs("</h2>\n", f);
+        gain_map(a, f);
+    }
+    if (a->n_curve) {
+        fputs("<h2>Skip curves: ", f);
+        lmp_xml_text(f, a->v->name);
+        fputs("</h2>\n<p class=\"note\">The metric with the first K units left in float (or at --keep-params), in "
+              "measured order, proxy order and random orders.</p>\n", f);
+        curve_chart(a, f);
+    }
 }
 
 void lmp_analysis_html(const lmp_analysis *a, FILE *f)
@@ -148,18 +173,7 @@ void lmp_analysis_html(const lmp_analysis *a, FILE *f)
     result_line("float (every compressed linear restored)", a, &a->float_res, f);
     fprintf(f, "proxy vs measured: Spearman rho = %.3f</p>\n", a->spearman);
 
-    fputs("<h2>Sensitivity per unit</h2>\n<p class=\"note\">A bar per unit in model order, coloured by role; "
-          "hover a bar for its name and numbers.</p>\n", f);
-    lmp_analysis_svg_inline(a, f);
-    if (a->o.gran == LMP_AN_LINEAR) {
-        fputs("<h2>Sensitivity per block and role</h2>\n", f);
-        gain_map(a, f);
-    }
-    if (a->n_curve) {
-        fputs("<h2>Skip curves</h2>\n<p class=\"note\">The metric with the first K units left in float (or at "
-              "--keep-params), in measured order, proxy order and random orders.</p>\n", f);
-        curve_chart(a, f);
-    }
+    lmp_analysis_charts_html(a, f);
     fputs("<h2>Units</h2>\n<table id=\"units\" class=\"sortable\">\n<thead><tr>", f);
     lmp_html_th(f, "unit", "unit", 0);
     lmp_html_th(f, "rank", "rank", 1);

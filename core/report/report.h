@@ -88,5 +88,9 @@ void lmp_report_csv(const lmp_report *r, FILE *f);
  * divergence with the Pareto front, per-linear bits and weight-error heat maps; inline SVG and
  * script, nothing fetched. */
 void lmp_report_html(const lmp_report *r, FILE *f);
+/* The same page followed by the charts of analyses read back from `analyze --json` files
+ * (compare --html FILE --analysis A.json). */
+struct lmp_analysis;
+void lmp_report_html_with(const lmp_report *r, const struct lmp_analysis *const *analyses, int n_analyses, FILE *f);
 
 #endif

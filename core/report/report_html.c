@@ -6,7 +6,8 @@
  *     variants no other beats on both) joined by a line, external files (another tool's
  *     quantization, `model = "x.gguf"`) in another colour than lmpress's pipelines;
  *   - two heat maps, a row per variant and a column per block linear: its storage bits, and its
- *     relative weight error against the unmodified model (lmp_linear_outcome.weight_err).
+ *     relative weight error against the unmodified model (lmp_linear_outcome.weight_err);
+ *   - the charts of analyses given with --analysis (lmp_analysis_charts_html).
  * Every string that comes from a config or a model file (variant names, paths, linear names) goes
  * through lmp_xml_text.  Like the other writers it writes only finished variants, so the page
  * rewritten after each variant is always complete. */
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/analyze.h"
 #include "report/html_page.h"
 #include "report/report.h"
 #include "report/svg.h"
@@ -437,7 +439,9 @@ static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
 
 /* ---- the page --------------------------------------------------------------------------------- */
 
-void lmp_report_html(const lmp_report *r, FILE *f)
+void lmp_report_html(const lmp_report *r, FILE *f) { lmp_report_html_with(r, NULL, 0, f); }
+
+void lmp_report_html_with(const lmp_report *r, const lmp_analysis *const *analyses, int n_analyses, FILE *f)
 {
     int done = 0, external = 0;
     for (int i = 0; i < r->n_results; i++) {
@@ -494,6 +498,7 @@ void lmp_report_html(const lmp_report *r, FILE *f)
           "moves a scale from one linear into another (smoothing between v and o) counts as error there, and "
           "a block whose norms a stage changed is left grey.</p>\n", f);
     html_heat_map(r, MAP_ERROR, f);
+    for (int k = 0; k < n_analyses; k++) lmp_analysis_charts_html(analyses[k], f); /* compare --analysis */
     lmp_html_end(f);
     free(pts);
     free(front);
