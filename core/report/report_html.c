@@ -328,14 +328,21 @@ static void html_chart(const lmp_report *r, const chart_point *pts, int n, const
     /* legend */
     const double lx = left + pw + 20;
     const char *labels[] = {"lmpress pipeline", "external file", "unmodified model"};
-    for (int k = 0; k < 3; k++)
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 6,
-                top + 14 + 20.0 * k, kind_colours[k], lx + 18, top + 18 + 20.0 * k, labels[k]);
+    int present[3] = {0, 0, 0}, row = 0; /* the legend names the kinds the chart has */
+    for (int k = 0; k < n; k++) present[kind_of(r->results[pts[k].i].v)] = 1;
+    for (int k = 0; k < 3; k++) {
+        if (!present[k]) continue;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                lx + 6, top + 14 + 20.0 * row, kind_colours[k], lx + 18, top + 18 + 20.0 * row, labels[k]);
+        row++;
+    }
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"1.5\" "
                "stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\">Pareto front</text>\n",
-            lx, lx + 14, top + 74, top + 74, lx + 18, top + 78);
+            lx, lx + 14, top + 14 + 20.0 * row, top + 14 + 20.0 * row, lx + 18, top + 18 + 20.0 * row);
+    row++;
     fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"white\" stroke=\"#000\" stroke-width=\"2\"/>"
-               "<text x=\"%.1f\" y=\"%.1f\">on the front</text>\n", lx + 6, top + 94, lx + 18, top + 98);
+               "<text x=\"%.1f\" y=\"%.1f\">on the front</text>\n", lx + 6, top + 14 + 20.0 * row, lx + 18,
+            top + 18 + 20.0 * row);
     fputs("</svg>\n", f);
     free(placed);
 #undef PX
