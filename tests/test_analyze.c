@@ -7,9 +7,10 @@
  * only blocks b..n-1 rerun) must give the same KL, perplexity and top-1 to 1e-6 relative and the
  * same LAMBADA count, for every linear.  The variant is calibrated on the original inputs
  * (static activation scales) so that leaving one linear in float does not change how the others
- * are compressed: then both ways describe the same model.  Also: the ranking is sorted the
- * right way round (PaddleSlim's sign bug), the written skip config runs through compare with
- * analyze's numbers, mixed precision (--keep-params) likewise, the cost line, and bad input. */
+ * are compressed: then both ways describe the same model.  Also: the SVG, CSV and HTML outputs,
+ * the ranking is sorted the right way round (PaddleSlim's sign bug), the written skip config runs
+ * through compare with analyze's numbers, mixed precision (--keep-params) likewise, the cost
+ * line, and bad input. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -102,10 +103,11 @@ START_TEST(restore_one_matches_compare)
 {
     const char *cfg = write_analyzed_config(), *json = lmp_test_path(tmpdir, "an.json");
     const char *skip_cfg = lmp_test_path(tmpdir, "skip.cfg"), *svg = lmp_test_path(tmpdir, "an.svg");
-    const char *csv = lmp_test_path(tmpdir, "an.csv");
+    const char *csv = lmp_test_path(tmpdir, "an.csv"), *html = lmp_test_path(tmpdir, "an.html");
     char args[4096];
-    snprintf(args, sizeof args, "analyze %s --variant w4a8 --json %s --csv %s --svg %s --skip-top 4 --write-config %s 2>&1",
-             cfg, json, csv, svg, skip_cfg);
+    snprintf(args, sizeof args,
+             "analyze %s --variant w4a8 --json %s --csv %s --svg %s --html %s --skip-top 4 --write-config %s 2>&1", cfg,
+             json, csv, svg, html, skip_cfg);
     ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
     ck_assert_ptr_nonnull(strstr(output, "block-forwards against"));
     ck_assert_ptr_nonnull(strstr(output, "Spearman rho"));
@@ -167,6 +169,25 @@ START_TEST(restore_one_matches_compare)
     int bars = 0;
     for (char *p = text; (p = strstr(p, "<title>")); p++) bars++;
     ck_assert_int_eq(bars, 35);
+    free(text);
+    /* the page: the same chart inline (a bar per unit), a heat-map cell and a table row per unit,
+     * its own script only, and no address (the inline chart leaves out the SVG file's namespace) */
+    text = (char *)lmp_test_slurp(html, &n);
+    char *chart = strstr(text, "<svg id=\"sensitivity\""), *chart_end = chart ? strstr(chart, "</svg>") : NULL;
+    ck_assert(chart && chart_end);
+    *chart_end = 0;
+    bars = 0;
+    for (char *p = chart; (p = strstr(p, "<title>")); p++) bars++;
+    *chart_end = '<';
+    ck_assert_int_eq(bars, 35);
+    int cells = 0, rows = 0;
+    for (char *p = text; (p = strstr(p, "<rect class=\"unit\"")); p++) cells++;
+    ck_assert_int_eq(cells, 35);
+    for (char *p = strstr(text, "<tbody>"); p && (p = strstr(p, "<tr>")); p++) rows++;
+    ck_assert_int_eq(rows, 35);
+    ck_assert_ptr_null(strstr(text, "http"));
+    ck_assert_ptr_nonnull(strstr(text, "<script>"));
+    ck_assert_ptr_null(strstr(strstr(text, "<script>") + 1, "<script"));
     free(text);
     text = (char *)lmp_test_slurp(csv, &n);
     int lines = 0;

@@ -76,7 +76,7 @@ static const char *const usage_main =
 
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
-    "                              [--csv FILE] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
+    "                              [--csv FILE] [--html FILE [--analysis A.json]...] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
     "                              [--embedding-type f32|f16|q8_0]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... [-o|--output PATH] (and the options of compare)\n"
@@ -91,12 +91,16 @@ static const char *const usage_compare =
     "its own model (embedding, blocks, head) beside the others, after its vocabulary is checked\n"
     "against the base's; bits/w counts its block linears as the file stores them.\n"
     "Each row of the table is printed as its variant finishes.\n"
-    "--json, --md and --csv write the report to FILE, rewritten (complete, through a temporary\n"
+    "--json, --md, --csv and --html write the report to FILE, rewritten (complete, through a temporary\n"
     "file) after every variant, so an interrupted run keeps what it finished; \"-\" writes that\n"
     "format alone to standard output at the end (the table then goes to standard error).  An output\n"
     "path must hold nothing or a regular file: a link, FIFO, device or folder is refused, as is an\n"
     "output that is an input of the run or another output.  A second run on the same report is\n"
     "refused while the first holds its lock (REPORT.lock).\n"
+    "--html FILE: one self-contained page (no network): the table, sortable; bits per weight against\n"
+    "KL divergence with the Pareto front, external files in another colour; per-linear bits and\n"
+    "weight-error heat maps (docs/report.md).  --analysis A.json (repeatable) adds the charts of an\n"
+    "`lmpress analyze ... --json A.json` to the page.\n"
     "--resume: take the finished variants from the --json FILE of an earlier run of the same\n"
     "config and backend, and run only the others.  SIGINT/SIGTERM stop the run at the next\n"
     "block, window or passage, keep the finished variants and exit with 128 + the signal.\n"
@@ -121,7 +125,8 @@ static const char *const usage_analyze =
     "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
     "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
     "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
-    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--write-config FILE]\n"
+    "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--html FILE]\n"
+    "                              [--write-config FILE]\n"
     "                              [--backend NAME] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Per-layer sensitivity of one variant of CONFIG (--variant; needed when CONFIG has several\n"
@@ -149,7 +154,9 @@ static const char *const usage_analyze =
     "overrides (skip = true, or params = { TEXT }), for `lmpress compare`.\n"
     "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
     "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
-    "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role): written through\n"
+    "--html FILE: one self-contained page (no network): the bar chart, a block x role heat map of the\n"
+    "sensitivity (--per linear), the skip curves, and the units as a sortable table.\n"
+    "--json, --csv, --svg (a bar chart per unit, grouped by block, coloured by role), --html: written through\n"
     "a temporary file; \"-\" writes one of them to standard output (the table then goes to standard\n"
     "error).  docs/analyze.md has the details.\n" TRUST_USAGE;
 
@@ -430,7 +437,7 @@ static int cmd_diff(int argc, char **argv)
 /* Where the report goes.  Files are rewritten (complete, through a temporary file) after every
  * finished variant; "-" (standard output) is written once, at the end. */
 typedef struct compare_outputs {
-    const char *path[3];       /* --json, --md, --csv; NULL: none */
+    const char *path[4];       /* --json, --md, --csv, --html; NULL: none */
     FILE *table;               /* the human table, row by row; NULL: none */
     /* Exports: run --output PATH (the one variant), --output-dir DIR (every variant run, as
      * DIR/<name>.gguf, or DIR/<name>/ with --output-format hf). */
@@ -440,31 +447,47 @@ typedef struct compare_outputs {
     const lmp_run_config *cfg;
     int export_failures;       /* --output-dir: variants whose export failed (the run goes on) */
     int exported;              /* files written */
+    /* --analysis FILE (with --html): analyses read back from `analyze --json`, whose charts the
+     * page shows after the comparison's */
+    const char *analysis_path[8];
+    lmp_json *analysis_json[8];
+    const lmp_analysis *analyses[8];
+    int n_analyses;
 } compare_outputs;
 
-static void (*const writers[3])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown, lmp_report_csv};
-static const char *const output_options[3] = {"--json", "--md", "--csv"};
+enum { N_REPORTS = 4 };
+static void (*const writers[N_REPORTS])(const lmp_report *, FILE *) = {lmp_report_json, lmp_report_markdown,
+                                                                       lmp_report_csv, lmp_report_html};
+static const char *const output_options[N_REPORTS] = {"--json", "--md", "--csv", "--html"};
 
 typedef struct writer_call {
-    void (*fn)(const lmp_report *, FILE *);
+    int k;                     /* index into writers[] */
     const lmp_report *r;
+    const compare_outputs *o;
 } writer_call;
+
+static void analysis_charts(const void *arg, FILE *f)
+{
+    const compare_outputs *o = arg;
+    for (int k = 0; k < o->n_analyses; k++) lmp_analysis_charts_html(o->analyses[k], f);
+}
 
 static void call_writer(const void *arg, FILE *f)
 {
     const writer_call *w = arg;
-    w->fn(w->r, f);
+    if (writers[w->k] == lmp_report_html) lmp_report_html_with(w->r, analysis_charts, w->o, f);
+    else writers[w->k](w->r, f);
 }
 
 static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_end)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_REPORTS; k++) {
         if (!o->path[k]) continue;
+        writer_call w = {k, r, o};
         if (strcmp(o->path[k], "-") == 0) {
-            if (at_end) writers[k](r, stdout);
+            if (at_end) call_writer(&w, stdout);
             continue;
         }
-        writer_call w = {writers[k], r};
         int st = lmp_outfile_write(o->path[k], call_writer, &w);
         if (st) return st;
     }
@@ -503,13 +526,14 @@ static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config
 {
     const int n_exports = o->output ? 1 : o->output_dir ? n_which : 0;
     const int max_in = lmp_config_inputs_max(c);
-    lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in);
-    lmp_named_path *outs = calloc((size_t)n_exports + 4, sizeof *outs);
+    lmp_named_path *in = calloc((size_t)max_in + 1 + (size_t)o->n_analyses, sizeof *in);
+    lmp_named_path *outs = calloc((size_t)n_exports + N_REPORTS + 1, sizeof *outs);
     char (*paths)[4400] = calloc((size_t)n_exports + 1, sizeof *paths);
     char (*whats)[256] = calloc((size_t)n_exports + 1, sizeof *whats);
     int st = in && outs && paths && whats ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    int n_out = 0;
-    for (int k = 0; k < 3 && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
+    int n_out = 0, n_in = st ? 0 : lmp_config_inputs(c, in, max_in);
+    for (int k = 0; k < o->n_analyses && !st; k++) in[n_in++] = (lmp_named_path){o->analysis_path[k], "--analysis"};
+    for (int k = 0; k < N_REPORTS && !st; k++) outs[n_out++] = (lmp_named_path){o->path[k], output_options[k]};
     for (int i = 0; i < n_exports && !st; i++) {
         const lmp_variant *v = &c->variants[which ? which[i] : i];
         if (v->model_path && !o->output) continue; /* another tool's file: not exported */
@@ -518,7 +542,7 @@ static int check_outputs_distinct(const compare_outputs *o, const lmp_run_config
         else snprintf(whats[i], sizeof whats[i], "--output-dir: variant '%.200s' to", v->name);
         outs[n_out++] = (lmp_named_path){paths[i], whats[i]};
     }
-    if (!st) st = lmp_outfile_distinct(outs, n_out, in, lmp_config_inputs(c, in, max_in));
+    if (!st) st = lmp_outfile_distinct(outs, n_out, in, n_in);
     free(in);
     free(outs);
     free(paths);
@@ -680,7 +704,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
 {
     enum { MAX_GLOBS = 64 };
     const char *cfg_path = NULL, *backend = NULL, *globs[MAX_GLOBS], *output_format = NULL;
-    compare_outputs out = {.path = {NULL, NULL, NULL}, .table = stdout, .ctx = ctx};
+    compare_outputs out = {.path = {NULL, NULL, NULL, NULL}, .table = stdout, .ctx = ctx};
     int bad = 0, n_globs = 0, resume = 0;
     if (wants_help(argc, argv)) {
         fputs(usage_compare, stdout);
@@ -688,8 +712,8 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     }
     for (int i = 0; i < argc && !bad; i++) {
         int k = 0;
-        while (k < 3 && strcmp(argv[i], output_options[k]) != 0) k++;
-        if (k < 3) out.path[k] = opt_value(argc, argv, &i, &bad);
+        while (k < N_REPORTS && strcmp(argv[i], output_options[k]) != 0) k++;
+        if (k < N_REPORTS) out.path[k] = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--variant") == 0) {
             const char *v = opt_value(argc, argv, &i, &bad);
             if (v && n_globs == MAX_GLOBS) return usage_error(usage_compare, "more than %s --variant options", "64");
@@ -701,7 +725,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
         else if (strcmp(argv[i], "--output-dir") == 0) out.output_dir = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--output-format") == 0) output_format = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--embedding-type") == 0) out.embedding_type = opt_value(argc, argv, &i, &bad);
-        else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
+        else if (strcmp(argv[i], "--analysis") == 0) {
+            const char *v = opt_value(argc, argv, &i, &bad);
+            if (v && out.n_analyses == 8) return usage_error(usage_compare, "more than %s --analysis options", "8");
+            if (v) out.analysis_path[out.n_analyses++] = v;
+        } else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (argv[i][0] == '-') return usage_error(usage_compare, "unknown option %s", argv[i]);
         else if (cfg_path) return usage_error(usage_compare, "unexpected argument %s", argv[i]);
         else cfg_path = argv[i];
@@ -709,10 +737,12 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     if (bad) return 2;
     if (!cfg_path) return usage_error(usage_compare, "%s", "a CONFIG file is required");
     int to_stdout = 0;
-    for (int k = 0; k < 3; k++) to_stdout += out.path[k] && strcmp(out.path[k], "-") == 0;
-    if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md and --csv can be \"-\"");
+    for (int k = 0; k < N_REPORTS; k++) to_stdout += out.path[k] && strcmp(out.path[k], "-") == 0;
+    if (to_stdout > 1) return usage_error(usage_compare, "%s", "only one of --json, --md, --csv and --html can be \"-\"");
     if (resume && (!out.path[0] || strcmp(out.path[0], "-") == 0))
         return usage_error(usage_compare, "%s", "--resume needs --json FILE: the report it resumes");
+    if (out.n_analyses && !out.path[3])
+        return usage_error(usage_compare, "%s", "--analysis goes with --html FILE: the page that shows its charts");
     if (out.output && out.output_dir) return usage_error(usage_compare, "%s", "--output and --output-dir exclude each other");
     if (output_format && strcmp(output_format, "gguf") != 0 && strcmp(output_format, "hf") != 0)
         return usage_error(usage_compare, "--output-format %s: expected gguf or hf", output_format);
@@ -729,7 +759,7 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
         return usage_error(usage_compare, "%s", "--output and --output-dir are not spread over MPI ranks: export the "
                            "variant you chose with `lmpress run CONFIG --variant NAME --output PATH` in one process");
     if (lmp_dist_rank(dist) > 0) { /* rank 0 writes the report */
-        out.path[0] = out.path[1] = out.path[2] = NULL;
+        for (int k = 0; k < N_REPORTS; k++) out.path[k] = NULL;
         out.table = NULL;
         to_stdout = 0;
     }
@@ -741,19 +771,26 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     /* From here a failure goes through st: in an MPI run every rank must reach the agreement in
      * dist_same_config, also when only rank 0's output files are wrong. */
     int st = 0;
-    for (int k = 0; k < 3 && !st; k++)
+    for (int k = 0; k < N_REPORTS && !st; k++)
         if (out.path[k] && strcmp(out.path[k], "-") != 0) st = lmp_outfile_check(out.path[k], output_options[k]);
 
+    /* --analysis: read and checked before any work */
+    lmp_analysis_doc *analysis_docs[8] = {NULL};
+    for (int k = 0; k < out.n_analyses && !st; k++) {
+        st = read_table(out.analysis_path[k], &out.analysis_json[k]);
+        if (!st) st = lmp_analysis_doc_read(out.analysis_json[k], out.analysis_path[k], &analysis_docs[k]);
+        if (!st) out.analyses[k] = &analysis_docs[k]->a;
+    }
     lmp_run_config *c = NULL;
     lmp_json *prior = NULL;
     int *which = NULL, n_which = 0;
     uint8_t *rerun = NULL;
-    lmp_outlock locks[3] = {{.fd = -1}, {.fd = -1}, {.fd = -1}};
+    lmp_outlock locks[N_REPORTS] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st) st = check_outputs_distinct(&out, c, NULL, c->n_variants);
     /* one run per report at a time: taken before --resume reads it (base/outlock.h) */
-    for (int k = 0; k < 3 && !st; k++)
+    for (int k = 0; k < N_REPORTS && !st; k++)
         if (out.path[k] && !lmp_outfile_is_stdout(out.path[k])) st = lmp_outlock_take(&locks[k], out.path[k], output_options[k]);
     if (!st) st = apply_threads(c, threads);
     if (!st && resume && out.path[0] && access(out.path[0], F_OK) == 0) st = read_table(out.path[0], &prior);
@@ -803,7 +840,11 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     lmp_json_free(prior);
     free(which);
     free(rerun);
-    for (int k = 0; k < 3; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < N_REPORTS; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < out.n_analyses; k++) {
+        lmp_analysis_doc_free(analysis_docs[k]);
+        lmp_json_free(out.analysis_json[k]);
+    }
     lmp_config_free(c);
     return rc;
 }
@@ -850,10 +891,11 @@ static int write_unit_progress(const lmp_analysis *a, void *ud)
 static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
 {
     enum { MAX_CURVE = 64 };
-    const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[4] = {NULL, NULL, NULL, NULL};
-    const char *const path_opts[4] = {"--json", "--csv", "--svg", "--write-config"};
-    void (*const fns[4])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
-                                                          lmp_analysis_config};
+    enum { N_AN_OUT = 5 };
+    const char *cfg_path = NULL, *variant = NULL, *backend = NULL, *paths[N_AN_OUT] = {NULL, NULL, NULL, NULL, NULL};
+    const char *const path_opts[N_AN_OUT] = {"--json", "--csv", "--svg", "--write-config", "--html"};
+    void (*const fns[N_AN_OUT])(const lmp_analysis *, FILE *) = {lmp_analysis_json, lmp_analysis_csv, lmp_analysis_svg,
+                                                                 lmp_analysis_config, lmp_analysis_html};
     lmp_analyze_opts o = {.curve_seeds = 3};
     int curve[MAX_CURVE], bad = 0, seeds_given = 0, resume = 0;
     int64_t top = 20, num;
@@ -864,8 +906,8 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     for (int i = 0; i < argc && !bad; i++) {
         const char *v;
         int k = 0;
-        while (k < 4 && strcmp(argv[i], path_opts[k]) != 0) k++;
-        if (k < 4) paths[k] = opt_value(argc, argv, &i, &bad);
+        while (k < N_AN_OUT && strcmp(argv[i], path_opts[k]) != 0) k++;
+        if (k < N_AN_OUT) paths[k] = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--variant") == 0) variant = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--backend") == 0) backend = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--keep-params") == 0) o.keep_params = opt_value(argc, argv, &i, &bad);
@@ -921,25 +963,26 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     if (resume && (!paths[0] || lmp_outfile_is_stdout(paths[0])))
         return usage_error(usage_analyze, "%s", "--resume needs --json FILE: the analysis it resumes");
     int to_stdout = 0;
-    for (int k = 0; k < 4; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
-    if (to_stdout > 1) return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg and --write-config can be \"-\"");
+    for (int k = 0; k < N_AN_OUT; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
+    if (to_stdout > 1)
+        return usage_error(usage_analyze, "%s", "only one of --json, --csv, --svg, --write-config and --html can be \"-\"");
     const int lead = lmp_dist_rank(lmp_host_dist(ctx)) == 0; /* rank 0 of an MPI run writes the results */
-    for (int k = 0; k < 4 && !lead; k++) paths[k] = NULL;
+    for (int k = 0; k < N_AN_OUT && !lead; k++) paths[k] = NULL;
     int st = 0; /* through st, as in cmd_compare: rank 0's output files are checked on rank 0 only */
-    for (int k = 0; k < 4 && !st; k++)
+    for (int k = 0; k < N_AN_OUT && !st; k++)
         if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outfile_check(paths[k], path_opts[k]);
     lmp_run_config *c = NULL;
-    lmp_outlock locks[4] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
+    lmp_outlock locks[N_AN_OUT] = {{.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}, {.fd = -1}};
     if (!st) st = lmp_config_load(ctx, cfg_path, &c);
     if (!st && backend) st = override_backend(c, backend);
     if (!st) { /* no output is an input or another output (base/outfile.h) */
         const int max_in = lmp_config_inputs_max(c);
-        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[4];
-        for (int k = 0; k < 4; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
-        st = in ? lmp_outfile_distinct(outs, 4, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
+        lmp_named_path *in = calloc((size_t)max_in + 1, sizeof *in), outs[N_AN_OUT];
+        for (int k = 0; k < N_AN_OUT; k++) outs[k] = (lmp_named_path){paths[k], path_opts[k]};
+        st = in ? lmp_outfile_distinct(outs, N_AN_OUT, in, lmp_config_inputs(c, in, max_in)) : lmp_fail(LMP_ENOMEM, "out of memory");
         free(in);
     }
-    for (int k = 0; k < 4 && !st; k++) /* one run per output file at a time (base/outlock.h) */
+    for (int k = 0; k < N_AN_OUT && !st; k++) /* one run per output file at a time (base/outlock.h) */
         if (paths[k] && !lmp_outfile_is_stdout(paths[k])) st = lmp_outlock_take(&locks[k], paths[k], path_opts[k]);
     lmp_json *prior = NULL;
     if (!st && resume && paths[0] && access(paths[0], F_OK) == 0) st = read_table(paths[0], &prior);
@@ -974,7 +1017,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     }
     /* "-": that output alone on standard output; the table then goes to standard error */
     if (!st && lead) lmp_analysis_table(a, to_stdout ? stderr : stdout, (int)top);
-    for (int k = 0; k < 4 && !st; k++) {
+    for (int k = 0; k < N_AN_OUT && !st; k++) {
         if (!paths[k]) continue;
         if (lmp_outfile_is_stdout(paths[k])) {
             fns[k](a, stdout);
@@ -984,7 +1027,7 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
         analysis_writer w = {fns[k], a};
         st = lmp_outfile_write(paths[k], call_analysis_writer, &w);
     }
-    for (int k = 0; k < 4; k++) lmp_outlock_release(&locks[k]);
+    for (int k = 0; k < N_AN_OUT; k++) lmp_outlock_release(&locks[k]);
     int rc = 0;
     if (interrupt_signal) {
         const char *kept = o.unit_done ? paths[0] : NULL;

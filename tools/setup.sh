@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 # OpenBLAS + LAPACKE (CPU backend), an OpenCL ICD loader + headers, CLBlast and PoCL (the opencl
 # backend, run on the CPU by PoCL where there is no GPU); python3-numpy runs the reference scripts
 # some tests call; Open MPI spreads compare and analyze over processes and machines (optional:
-# without it lmpress builds as one process, and tests/test_mpi skips).  The cuda backend is built
-# when the CUDA toolkit (nvcc) is already there.
+# without it lmpress builds as one process, and tests/test_mpi skips); chromium opens the HTML
+# report headless in tests/test_report_html (without it that check skips).  The cuda backend is
+# built when the CUDA toolkit (nvcc) is already there.
 packages=(gcc make cmake pkg-config libconfig-dev libpcre2-dev libutf8proc-dev check libsubunit-dev libopenblas-dev liblapacke-dev
           ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo
-          python3 python3-numpy python3-pip libopenmpi-dev openmpi-bin)
+          python3 python3-numpy python3-pip libopenmpi-dev openmpi-bin chromium)
 
 missing=()
 for p in "${packages[@]}"; do

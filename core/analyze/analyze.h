@@ -135,6 +135,16 @@ typedef struct lmp_analysis {
     int *skip_list;            /* units of the skip answer, k of them (rank order) */
 } lmp_analysis;
 
+/* An analysis read back from its --json (analyze_doc.c): enough of it for its charts
+ * (lmp_analysis_charts_html), e.g. on compare's HTML page.  Its strings point into doc, which must
+ * outlive it.  Fails, naming path, on a document that is not a finished analysis. */
+typedef struct lmp_analysis_doc {
+    lmp_analysis a;
+    lmp_variant v;             /* a.v: only the name */
+} lmp_analysis_doc;
+int lmp_analysis_doc_read(const lmp_json *doc, const char *path, lmp_analysis_doc **out);
+void lmp_analysis_doc_free(lmp_analysis_doc *d);
+
 /* Checks that `doc` (an earlier --json of this analysis, path for messages) was written by the
  * same analysis, and takes its units' numbers: a->unit_finished set for each (analyze_resume.c). */
 int lmp_analysis_resume(lmp_analysis *a, const lmp_json *doc, const char *path);
@@ -157,6 +167,14 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top);
 void lmp_analysis_json(const lmp_analysis *a, FILE *f);
 void lmp_analysis_csv(const lmp_analysis *a, FILE *f);
 void lmp_analysis_svg(const lmp_analysis *a, FILE *f);
+/* The same chart for an HTML page (no XML namespace declaration). */
+void lmp_analysis_svg_inline(const lmp_analysis *a, FILE *f);
+/* One self-contained HTML page (analyze_html.c): the numbers, the bar chart, the block x role
+ * heat map (per-linear analyses), the skip curves and the sortable table of units. */
+void lmp_analysis_html(const lmp_analysis *a, FILE *f);
+/* The page's charts alone (a title, the bar chart, the block x role map for per-linear
+ * analyses, the skip curves), for another page to hold (compare --html --analysis). */
+void lmp_analysis_charts_html(const lmp_analysis *a, FILE *f);
 void lmp_analysis_config(const lmp_analysis *a, FILE *f);
 /* The override text that gives units[0..k) of `units` the skip (keep_params NULL) or the
  * keep_params in stage s; NULL when none of them is compressed by stage s.  Owned by the caller. */

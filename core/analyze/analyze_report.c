@@ -8,6 +8,7 @@
 #include "analyze/analyze.h"
 #include "config/config_write.h"
 #include "formats/json_write.h"
+#include "report/svg.h"
 
 /* A result's numbers, sums at full precision (so a test can hold them to compare's). */
 static void json_result(FILE *f, const lmp_analysis *a, const lmp_bcache_result *r)
@@ -199,31 +200,10 @@ void lmp_analysis_csv(const lmp_analysis *a, FILE *f)
 
 /* ---- SVG ---------------------------------------------------------------------------------------- */
 
-static const char *role_colour(const char *role)
-{
-    static const char *const roles[] = {"q", "k", "v", "o", "gate", "up", "down", "all"};
-    /* Okabe-Ito: distinguishable with the common colour-vision deficiencies */
-    static const char *const colours[] = {"#0072B2", "#56B4E9", "#009E73", "#F0E442", "#E69F00", "#D55E00",
-                                          "#CC79A7", "#777777"};
-    for (int i = 0; i < 8; i++)
-        if (strcmp(role, roles[i]) == 0) return colours[i];
-    return "#777777";
-}
-
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else fputc(*s, f);
-    }
-}
-
 /* One bar per unit in model order, blocks separated by a gap and labelled; height = the
  * sensitivity (gain), negative gains below the axis; colour = role.  Each bar has a <title>
  * (the browser's tooltip) with its name, rank and numbers. */
-void lmp_analysis_svg(const lmp_analysis *a, FILE *f)
+static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
 {
     const double bar = a->n_units > 120 ? 4 : a->n_units > 40 ? 8 : 14, gap = bar * 1.5;
     const double left = 80, right = 150, top = 50, plot_h = 320, bottom = 70;
@@ -239,11 +219,14 @@ void lmp_analysis_svg(const lmp_analysis *a, FILE *f)
     }
     if (hi == lo) hi = lo + 1;
     const double span = hi - lo, y0 = top + plot_h * hi / span; /* the zero line */
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, Hh, W, Hh);
+    /* an SVG file needs its namespace; inside an HTML page the parser gives it (and the page
+     * then holds no address at all) */
+    fprintf(f, "<svg %swidth=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n",
+            standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "id=\"sensitivity\" ", W, Hh, W, Hh);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">", left);
-    xml_text(f, a->v->name);
+    lmp_xml_text(f, a->v->name);
     fprintf(f, ": %s sensitivity per %s (%s %s)</text>\n", lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran),
             lmp_an_metric_name(a->o.metric), a->o.mode == LMP_AN_RESTORE_ONE ? "gained by restoring" : "lost by quantizing");
     /* y axis with 5 ticks */
@@ -262,8 +245,8 @@ void lmp_analysis_svg(const lmp_analysis *a, FILE *f)
         if (u == 0 || un->block != a->units[u - 1].block) group_start = u, group_x = x;
         double g = isfinite(un->gain) ? un->gain : 0, h = plot_h * fabs(g) / span;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.2f\" fill=\"%s\"><title>", x,
-                g >= 0 ? y0 - h : y0, bar - (bar > 4 ? 1 : 0.5), h, role_colour(un->role));
-        xml_text(f, un->name);
+                g >= 0 ? y0 - h : y0, bar - (bar > 4 ? 1 : 0.5), h, lmp_svg_role_colour(un->role));
+        lmp_xml_text(f, un->name);
         fprintf(f, ": rank %d, gain %.5g, proxy %.4g</title></rect>\n", un->rank, un->gain, un->proxy);
         x += bar;
         int last = u + 1 == a->n_units || a->units[u + 1].block != un->block;
@@ -279,7 +262,7 @@ void lmp_analysis_svg(const lmp_analysis *a, FILE *f)
     const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
     for (int r = 0; r < 7; r++) {
         double ly = top + 10 + r * 20, lx = left + plot_w + 20;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, role_colour(roles[r]));
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, lmp_svg_role_colour(roles[r]));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly + 10, roles[r]);
     }
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">Spearman rho (proxy vs measured) = %.3f; "
@@ -288,6 +271,10 @@ void lmp_analysis_svg(const lmp_analysis *a, FILE *f)
             a->rank_naive_forwards ? 100.0 * (double)a->rank_forwards / (double)a->rank_naive_forwards : NAN);
     fputs("</svg>\n", f);
 }
+
+void lmp_analysis_svg(const lmp_analysis *a, FILE *f) { analysis_svg(a, f, 1); }
+
+void lmp_analysis_svg_inline(const lmp_analysis *a, FILE *f) { analysis_svg(a, f, 0); }
 
 /* ---- the ready config ------------------------------------------------------------------------- */
 

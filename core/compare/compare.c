@@ -376,22 +376,61 @@ typedef struct variant_tally {
     lmp_block_store *kept; /* an export's copy of every block, as codes on disk; else NULL */
     double bits, count;
     double stream_s;     /* time spent evaluating the blocks as they pass */
+    double error_s;      /* time spent on the linears' weight errors (neither compression nor evaluation) */
 } variant_tally;
+
+/* Whether the variant's block kept the model's norms: a stage that folds a smoothing scale into
+ * a norm leaves the linears after it rescaled, and their weights no longer compare with the
+ * model's. */
+static int norms_unchanged(const lmp_block *blk, const lmp_block *orig)
+{
+    if (blk->n_norms != orig->n_norms) return 0;
+    for (int n = 0; n < blk->n_norms; n++) {
+        const lmp_norm *a = &blk->norms[n], *o = &orig->norms[n];
+        if (a->dim != o->dim || (!a->b != !o->b) || memcmp(a->w, o->w, (size_t)a->dim * sizeof *a->w) ||
+            (a->b && memcmp(a->b, o->b, (size_t)a->dim * sizeof *a->b)))
+            return 0;
+    }
+    return 1;
+}
+
+/* ||W' - W||^2 / ||W||^2 of one linear (lmp_linear_outcome.weight_err), summed in double. */
+static double weight_error(const lmp_linear *l, const lmp_linear *orig)
+{
+    if (l->out != orig->out || l->in != orig->in) return NAN;
+    double diff = 0, norm = 0;
+    for (int64_t r = 0; r < l->out; r++)
+        for (int64_t c = 0; c < l->in; c++) {
+            double w = orig->w[r * l->in + c], q = l->w[r * l->in + c];
+            if (l->in_scale) q /= l->in_scale[c];
+            diff += (q - w) * (q - w);
+            norm += w * w;
+        }
+    return norm > 0 ? diff / norm : diff > 0 ? INFINITY : 0;
+}
 
 static int tally_block(void *ud, int64_t b, const lmp_block *blk)
 {
     variant_tally *t = ud;
     lmp_variant_result *res = t->res;
     const lmp_block *names = &t->run->shape[b]; /* the variant's block is freed after this */
+    const double t_err = lmp_now_s();
+    lmp_block orig; /* the model's block, for each linear's weight error */
+    int st = lmp_model_block_copy(t->run->m, b, &orig);
+    if (st) return st;
+    const int comparable = orig.n_linears == blk->n_linears && norms_unchanged(blk, &orig);
     for (int i = 0; i < blk->n_linears; i++) {
         lmp_linear *l = (lmp_linear *)&blk->linears[i];
         if (t->x) l->weight_bits = lmp_model_linear_bits(t->x, b, l);
         res->linears[res->n_linears++] = (lmp_linear_outcome){
-            .name = names->linears[i].name, .weight_bits = l->weight_bits, .act = l->act,
+            .name = names->linears[i].name, .weight_bits = l->weight_bits,
+            .weight_err = comparable ? weight_error(l, &orig.linears[i]) : NAN, .act = l->act,
             .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
     }
+    lmp_block_free(&orig);
+    t->error_s += lmp_now_s() - t_err;
     lmp_block_bits_accum(blk, &t->bits, &t->count);
-    int st = t->kept ? lmp_block_store_put(t->kept, blk) : 0;
+    st = t->kept ? lmp_block_store_put(t->kept, blk) : 0;
     double t0 = lmp_now_s();
     if (!st) st = lmp_stream_block(t->stream, blk);
     t->stream_s += lmp_now_s() - t0;
@@ -461,7 +500,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         for (int64_t b = 0; b < n_layers && !st; b++)
             for (int i = 0; i < run->shape[b].n_linears; i++)
                 res->linears[res->n_linears++] = (lmp_linear_outcome){.name = run->shape[b].linears[i].name,
-                                                                      .weight_bits = 32.0};
+                                                                      .weight_bits = 32.0, .weight_err = 0};
         if (!st && run->hooks->compressed) { /* an export of the unmodified model, read from its file */
             const lmp_block_source src = lmp_block_source_model(run->m);
             st = run->hooks->compressed(run->m, res, &src, run->hooks->ud);
@@ -496,7 +535,8 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     } else if (!st) {
         lmp_compress_watch watch = {.block_done = tally_block, .calib_cache = &run->calib_cache, .ud = &tally};
         st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch, NULL);
-        res->seconds = lmp_now_s() - t0 - tally.stream_s; /* the blocks' evaluation is not compression */
+        /* the blocks' evaluation (and their weight errors) is not compression */
+        res->seconds = lmp_now_s() - t0 - tally.stream_s - tally.error_s;
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", v->name, res->seconds);
     }
     res->bits_per_weight = tally.count > 0 ? tally.bits / tally.count : 0;

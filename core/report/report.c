@@ -152,6 +152,8 @@ static void json_linears(FILE *f, const lmp_variant_result *res)
         }
         fprintf(f, "], \"skipped\": %s, \"weight_bits\": ", touched ? "false" : "true");
         json_number(f, l->weight_bits);
+        fputs(", \"weight_err\": ", f);
+        json_number(f, l->weight_err);
         fputs(", \"act\": ", f);
         if (l->act.mode == LMP_ACT_NONE) fputs("null", f);
         else {

@@ -16,6 +16,11 @@
 typedef struct lmp_linear_outcome {
     const char *name;          /* the model's linear name (owned by the report's model) */
     double weight_bits;        /* storage bits per weight; 32 = unquantized */
+    /* ||W' - W||^2 / ||W||^2: W' the variant's weights as its input sees them (divided by an
+     * input affine's scale), W the unmodified model's; 0 when untouched.  NaN when not
+     * comparable: a stage changed the block's norms (smoothing folded into them), or a shape
+     * differs. */
+    double weight_err;
     lmp_aspec act;             /* simulated activation quantization */
     int sparse_n, sparse_m;    /* N:M pattern, 0 = dense */
 } lmp_linear_outcome;
@@ -79,5 +84,12 @@ void lmp_report_json(const lmp_report *r, FILE *f);
 void lmp_report_json_stages(const lmp_variant *v, FILE *f);
 void lmp_report_markdown(const lmp_report *r, FILE *f);
 void lmp_report_csv(const lmp_report *r, FILE *f);
+/* One self-contained HTML page (report_html.c): the sortable table, bits per weight against KL
+ * divergence with the Pareto front, per-linear bits and weight-error heat maps; inline SVG and
+ * script, nothing fetched. */
+void lmp_report_html(const lmp_report *r, FILE *f);
+/* The same page with more(arg, f)'s sections before its end: compare --html FILE --analysis
+ * A.json appends the charts of analyses read back from `analyze --json` files that way. */
+void lmp_report_html_with(const lmp_report *r, void (*more)(const void *arg, FILE *f), const void *arg, FILE *f);
 
 #endif

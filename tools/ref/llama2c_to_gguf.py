@@ -4,7 +4,7 @@ with the PyPI `gguf` package (llama.cpp's gguf-py), standing in for "another too
 tests of external variants (tests/test_external.c).
 
     PYTHONPATH=build/pydeps /usr/bin/python3 tools/ref/llama2c_to_gguf.py MODEL.bin TOK.bin OUT.gguf \
-        [--type F32|Q8_0] [--change-token ID TEXT] [--head-scale S] [--norm-scale S]
+        [--type F32|Q8_0] [--change-token ID TEXT] [--head-scale S] [--norm-scale S] [--weight-err FILE]
 
 --type Q8_0 quantizes, with gguf.quants.quantize, every block linear whose input size is a multiple
 of Q8_0's block of 32 (stories260K's ffn_down, 172 inputs, stays F32, as llama.cpp falls back for
@@ -13,9 +13,13 @@ a file whose vocabulary differs from the base's.  --head-scale writes an output.
 shares its classifier with the embedding, so the file has none otherwise) equal to the embedding
 times S, and --norm-scale multiplies output_norm.weight by S: with S a power of two either scales
 every logit by exactly S, so a file made with one or the other must score the same, and differently
-from the base, when its own head and final norm are used.  llama2.c and GGUF both rotate adjacent pairs
+from the base, when its own head and final norm are used.  --weight-err FILE writes, as a JSON list
+in lmpress's order (per block q, k, v, o, gate, up, down), each block linear's relative weight error
+||W' - W||^2 / ||W||^2 in float64, W' what the file stores (gguf.quants.dequantize of its Q8_0
+codes): the golden numbers of the HTML report's error map (tests/test_report_html.c).  llama2.c and GGUF both rotate adjacent pairs
 (2i, 2i+1) in RoPE, so q and k are written without any permutation."""
 import argparse
+import json
 import struct
 import sys
 
@@ -89,6 +93,7 @@ def main():
     ap.add_argument("--change-token", nargs=2, metavar=("ID", "TEXT"))
     ap.add_argument("--head-scale", type=float)
     ap.add_argument("--norm-scale", type=float, default=1.0)
+    ap.add_argument("--weight-err")
     args = ap.parse_args()
     h, w = read_model(args.model)
     tokens, scores = read_tokenizer(args.tokenizer, h["vocab"])
@@ -113,13 +118,19 @@ def main():
     wr.add_uint32("tokenizer.ggml.bos_token_id", 1)
     wr.add_uint32("tokenizer.ggml.eos_token_id", 2)
 
+    errors = {}
+
     def linear(name, a):
         a = np.ascontiguousarray(a, dtype=np.float32)
+        stored = a
         if args.type == "Q8_0" and a.shape[1] % 32 == 0:
             q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
             wr.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            stored = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0).reshape(a.shape)
         else:
             wr.add_tensor(name, a)
+        d = stored.astype(np.float64) - a.astype(np.float64)
+        errors[name] = float(np.sum(d * d) / np.sum(a.astype(np.float64) ** 2))
 
     wr.add_tensor("token_embd.weight", np.ascontiguousarray(w["emb"]))
     for b in range(h["L"]):
@@ -141,6 +152,10 @@ def main():
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
     wr.close()
+    if args.weight_err:
+        order = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
+        with open(args.weight_err, "w") as f:
+            json.dump([errors["blk.%d.%s.weight" % (b, r)] for b in range(h["L"]) for r in order], f)
 
 
 if __name__ == "__main__":
