@@ -116,7 +116,7 @@ runs_here() {
 
 build_tools "$bld" ON
 if ! runs_here "$bld"; then
-    echo "llamacpp_build.sh: the native build dies on this processor ($(tail -n 1 "$dir/smoke.log"));"
+    echo "llamacpp_build.sh: the native build dies on a signal on this processor (SIGILL: an instruction it cannot run; $dir/smoke.log);"
     echo "  building a portable one (GGML_NATIVE=OFF) in $dir/build-portable: slower kernels, same results"
     bld=$dir/build-portable
     build_tools "$bld" OFF
