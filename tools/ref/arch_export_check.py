@@ -10,7 +10,7 @@ tests/test_export_arch.c.
 gguf: read with the PyPI `gguf` package (llama.cpp's gguf-py).  general.architecture must be the
 reference's; every tensor name must be one gguf-py lists for that architecture (MODEL_TENSORS) and
 the two files must hold the same tensors with the same shapes; every value, dequantized by gguf-py,
-must equal the reference's (F32: bit for bit, rope_freqs to 1e-6 relative; --quantized: each within
+must equal the reference's (F32: bit for bit, rope_freqs and rope_factors_* to 1e-6 relative; --quantized: each within
 0.6 of its 32-value block's step max|ref| / 127 for Q8_0, which a row in the wrong order, a norm
 without its + 1 or a transposed weight cannot pass).  Every <arch>.* key of the reference must be
 in the export with the same value (to 1e-6 for floats) unless named by --ignore.
@@ -117,9 +117,11 @@ def check_gguf(path, ref_path, quantized, ignore):
         va = gguf.quants.dequantize(a.data, a.tensor_type).astype(np.float64).reshape(-1)
         vb = gguf.quants.dequantize(b.data, b.tensor_type).astype(np.float64).reshape(-1)
         if a.tensor_type == QT.F32:
-            # bit for bit, but rope_freqs: its divisors are chosen to give lmpress's frequencies
-            # back, the converter's are the formula's (the two may differ by an ulp)
-            if not (close(va, vb) if name == "rope_freqs.weight" else np.array_equal(va, vb)):
+            # bit for bit, but RoPE's divisor tables (rope_freqs, Phi-3's rope_factors_*): their
+            # divisors are chosen to give lmpress's frequencies back, the converter's are the
+            # config's or the formula's (the two may differ by an ulp)
+            divisors = name in ("rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight")
+            if not (close(va, vb) if divisors else np.array_equal(va, vb)):
                 d = np.abs(va - vb)
                 problem(f"{name}: differs from the reference: max |d| {d.max():.3g} at {int(d.argmax())}")
         elif quantized and a.tensor_type == QT.Q8_0:
