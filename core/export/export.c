@@ -110,9 +110,18 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
-    /* Phi-3: its fused modules are written in a Hugging Face folder whose config.json (LongRoPE
-     * included) is the source's own */
-    ok |= !strcmp(d->name, "phi3") && !gguf && from_hf;
+    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json
+     * (LongRoPE, soft-caps, layer_types, partial rotary...) is the source's own; the config made
+     * here for a GGUF or llama2.c source says none of that */
+    static const char *const hf_from_hf[] = {"phi3", "gemma2", "gemma3", "glm", "glm4", "ernie4_5"};
+    int from_hf_only = 0;
+    for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
+    ok |= from_hf_only && !gguf && from_hf;
+    if (!ok && from_hf_only && !gguf)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model read from a %s file: a Hugging Face folder of it is "
+                        "written from a Hugging Face source only, whose config.json it keeps (the config made here "
+                        "would not say the architecture's own keys); export a .gguf, or export from the Hugging Face "
+                        "folder", path, m->path, d->name, lmp_model_is_hf(m) ? "Hugging Face" : m->format);
     if (!ok)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: the %s exporter does not write this architecture "
                         "yet (docs/architectures.md)", path, m->path, d->name, gguf ? "GGUF" : "Hugging Face");
