@@ -574,6 +574,35 @@ START_TEST(what_cannot_be_written_is_refused)
 }
 END_TEST
 
+/* compare with --output-dir on a model whose architecture the format cannot say (Mistral's
+ * window in a GGUF): refused once the model is read, before any variant is compressed.  Without
+ * that early check the variant would be compressed and evaluated, its export reported as failed
+ * and the run would go on to write the report: so no report may exist here. */
+START_TEST(architecture_refused_before_any_work)
+{
+    char cfg[600], json[600], outdir[600], args[3000], out[16384];
+    snprintf(cfg, sizeof cfg, "%s/mistral.cfg", tmpdir);
+    snprintf(json, sizeof json, "%s/mistral.json", tmpdir);
+    snprintf(outdir, sizeof outdir, "%s/mistral-out", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model = { path = \"%s/mistral/hf5\"; tokenizer = \"%s/mistral/model.gguf\"; };\n"
+            "backend = { name = \"cpu\"; };\n"
+            "calibration = { text = \"%s/models/stories260K/tinystories-synth-calib.txt\"; samples = 4; seq_len = 16; };\n"
+            "eval = { texts = [ \"%s/models/stories260K/tinystories-synth-eval.txt\" ]; seq_len = 16; max_windows = 2; };\n"
+            "variants = ( { name = \"gptq\"; pipeline = ( { strategy = \"gptq\"; params = { format = \"q4_0\"; }; } ); } );\n",
+            FIXTURES, FIXTURES, LMP_SOURCE_DIR, LMP_SOURCE_DIR);
+    fclose(f);
+    snprintf(args, sizeof args, "compare '%s' --json '%s' --output-dir '%s' 2>&1", cfg, json, outdir);
+    const int rc = lmp_test_cli(args, out, sizeof out);
+    printf("mistral compare --output-dir (gguf): exit %d: %s", rc, out);
+    ck_assert_msg(rc != 0, "the run went on: %s", out);
+    ck_assert_msg(strstr(out, "sliding window of 16 positions") && strstr(out, "llama"), "%s", out);
+    ck_assert_msg(access(json, F_OK) != 0, "%s was written: the variant ran before the refusal", json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_arch");
@@ -585,6 +614,7 @@ int main(void)
     tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
     tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
     tcase_add_loop_test(tc, variants_of_each_architecture_export, 0, N_VCASES);
+    tcase_add_test(tc, architecture_refused_before_any_work);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
