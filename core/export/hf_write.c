@@ -1,6 +1,8 @@
 /* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
  * through compressed-tensors (export.h): the Llama block's families (Llama, Mistral, Qwen2, Qwen3,
- * Gemma, and Phi-3 with its fused qkv_proj / gate_up_proj; export.c refuses the others by name).
+ * Gemma from any source; Phi-3 with its fused qkv_proj / gate_up_proj, Gemma 2/3, GLM (fused
+ * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept;
+ * export.c refuses the others by name).
  *
  *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
  *                      the family's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF

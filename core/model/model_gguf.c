@@ -1,10 +1,11 @@
 /* model_gguf.c — models from llama.cpp GGUF files, for the architectures core/arch has a
- * descriptor for (llama, qwen2, qwen3, gemma).
+ * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
  * context_length, rope.freq_base, rope.dimension_count, rope.scaling.* (none, linear, yarn),
- * attention.layer_norm_rms_epsilon, attention.sliding_window (the sliding layers' window).  Any other key of
+ * attention.layer_norm_rms_epsilon, attention.sliding_window (the sliding layers' window),
+ * attention.sliding_window_pattern (Gemma 2/3: which layers slide), soft-caps.  Any other key of
  * the architecture, or of a namespace but general., tokenizer., quantize. and lmpress., is
  * refused by name.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has ne = {in, out}):
  * token_embd, output_norm, output (absent: tied to token_embd), rope_freqs (Llama 3's per-pair
