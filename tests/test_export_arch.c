@@ -515,7 +515,7 @@ END_TEST
 /* Each a fixture loaded and changed as another model would differ (so each refusal is reached by
  * a real model's state); nothing may be left at the path. */
 typedef enum { MUT_YARN_ATTN, MUT_LLAMA3_ON_QWEN2, MUT_GEMMA_UNTIED, MUT_PARTIAL_ROTARY, MUT_YARN_CTX,
-               MUT_LONGROPE } mutation;
+               MUT_LONGROPE, MUT_NO_SOFTCAP, MUT_Q_SCALE, MUT_WINDOW, MUT_SOFTCAP } mutation;
 typedef struct refusal_case {
     const char *fixture, *form, *out;
     mutation mut;
@@ -535,6 +535,17 @@ static const refusal_case rcases[] = {
     {"qwen2-yarn", "model.gguf", "x-hf", MUT_YARN_CTX, "YaRN"},
     /* LongRoPE on a family that is written otherwise */
     {"phi3", "hf5", "x.gguf", MUT_LONGROPE, "LongRoPE"},
+    /* llama.cpp's gemma2 always soft-caps (50 / 30 when the file is silent) */
+    {"gemma2", "hf5", "x.gguf", MUT_NO_SOFTCAP, "soft-capping"},
+    /* a query_pre_attn_scalar other than head_dim: llama.cpp has no key for it */
+    {"gemma2", "hf5", "x.gguf", MUT_Q_SCALE, "query_pre_attn_scalar"},
+    {"gemma2", "hf5", "x.gguf", MUT_GEMMA_UNTIED, "head of its own"},
+    /* windows where llama.cpp's architecture runs none (Qwen2's use_sliding_window, Phi-3's
+     * window, which llama.cpp turns off) */
+    {"qwen2", "hf5", "x.gguf", MUT_WINDOW, "sliding window of 8 positions, which llama.cpp's qwen2"},
+    {"phi3", "hf5", "x.gguf", MUT_WINDOW, "sliding window of 8 positions, which llama.cpp's phi3"},
+    /* attention soft-capping outside gemma2 */
+    {"glm", "hf5", "x.gguf", MUT_SOFTCAP, "soft-caps its attention scores"},
 };
 enum { N_RCASES = sizeof rcases / sizeof *rcases };
 
@@ -559,6 +570,13 @@ START_TEST(what_cannot_be_written_is_refused)
         break;
     case MUT_YARN_CTX: m->arch.seq_len = 128; break;
     case MUT_LONGROPE: m->arch.desc = lmp_arch_by_name("llama"); break;
+    case MUT_NO_SOFTCAP: m->arch.attn_softcap = 0; break;
+    case MUT_Q_SCALE: m->arch.q_scale = 0.5f; break;
+    case MUT_WINDOW:
+        m->arch.window = 8;
+        for (int64_t l = 0; l < m->arch.n_layers; l++) m->arch.sliding_layer[l] = 1;
+        break;
+    case MUT_SOFTCAP: m->arch.attn_softcap = 50; break;
     }
     const lmp_block_source src = lmp_block_source_model(m);
     const int st = export_to(m, &src, out, c->fixture, NULL);

@@ -152,7 +152,8 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
         if (m->lm_head != m->tok_emb && !strcmp(d->gguf_arch, "gemma"))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Gemma model with a head of its own, which llama.cpp's gemma "
                             "architecture has no tensor for (it ties the head to token_embd)", path, m->path);
-        if (m->lm_head != m->tok_emb && (!strcmp(d->gguf_arch, "gemma2") || !strcmp(d->gguf_arch, "gemma3")))
+        /* (llama.cpp's gemma3 reads an output.weight when there is one) */
+        if (m->lm_head != m->tok_emb && !strcmp(d->gguf_arch, "gemma2"))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model with a head of its own, which llama.cpp's %s "
                             "architecture does not read (it ties the head to token_embd)", path, m->path, d->name,
                             d->gguf_arch);

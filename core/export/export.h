@@ -56,7 +56,7 @@ int lmp_export_check_path(const char *path, const char *what);
  * docs/architectures.md's "Refused by name"): a GGUF of any family with a llama.cpp architecture,
  * less what that llama.cpp model would run differently (a sliding window outside Gemma 2/3,
  * LongRoPE outside phi3, llama3 RoPE outside llama, YaRN with other than llama.cpp's defaults,
- * untied Gemma heads, soft-caps and q scales llama.cpp does not apply or assumes otherwise); a
+ * untied Gemma / Gemma 2 heads, soft-caps and q scales llama.cpp does not apply or assumes otherwise); a
  * Hugging Face folder of Llama, Mistral, Qwen2, Qwen3, Gemma from any source, of Phi-3, Gemma 2/3,
  * GLM, GLM-4, ERNIE 4.5 from a Hugging Face source only; in a config.json made here (a GGUF or
  * llama2.c source), llama3 RoPE (its parameters are not in a GGUF), a YaRN that
