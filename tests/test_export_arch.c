@@ -105,13 +105,6 @@ static const export_case cases[] = {
     {"phi3", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     /* Gemma 2: sandwich norms, soft-caps, layer 0 sliding (llama.cpp's default pattern) */
     {"gemma2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
-    {"gemma2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
-    {"gemma2", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
-    {"gemma3", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
-    {"glm", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
-    {"glm4", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
-    {"glm4", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
-    {"ernie4_5", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"gemma2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     /* Gemma 3: layer_types [sliding, full] is not llama.cpp's default (5 local : 1 global), so the
      * export says it in attention.sliding_window_pattern, which the converter's file lacks */
@@ -125,6 +118,15 @@ static const export_case cases[] = {
     {"glm4", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"ernie4_5", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"ernie4_5", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* Hugging Face folders of the families whose config carries their own keys: from a Hugging
+     * Face source (its config.json kept), refused from a GGUF */
+    {"gemma2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma2", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"gemma3", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"ernie4_5", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "hf", "logprobs.f64", REFUSED, "GPT-2", ""},
