@@ -19,6 +19,11 @@
  * the file equal those of the variant it evaluated, and every dequantized weight lies within
  * 0.6 of a grid step of the reference's (a wrong row order or norm offset cannot).
  *
+ * Every family's GPTQ W4 and SmoothQuant W8A8 variants go to both formats too
+ * (variants_of_each_architecture_export, below: what GGUF holds of each, and how it is checked);
+ * what a format cannot say of an architecture is refused by name, and `compare --output-dir`
+ * refuses it before any variant runs.
+ *
  * With LMP_TRANSFORMERS_PYTHON naming a Python with torch and transformers (not needed in CI; e.g.
  * build/arch-venv/bin/python from tools/ref/arch_fixtures.sh), each unmodified Hugging Face export
  * is also loaded by transformers and its log-probs compared with the golden file
