@@ -19,6 +19,11 @@
  * the file equal those of the variant it evaluated, and every dequantized weight lies within
  * 0.6 of a grid step of the reference's (a wrong row order or norm offset cannot).
  *
+ * Every family's GPTQ W4 and SmoothQuant W8A8 variants go to both formats too
+ * (variants_of_each_architecture_export, below: what GGUF holds of each, and how it is checked);
+ * what a format cannot say of an architecture is refused by name, and `compare --output-dir`
+ * refuses it before any variant runs.
+ *
  * With LMP_TRANSFORMERS_PYTHON naming a Python with torch and transformers (not needed in CI; e.g.
  * build/arch-venv/bin/python from tools/ref/arch_fixtures.sh), each unmodified Hugging Face export
  * is also loaded by transformers and its log-probs compared with the golden file
@@ -58,7 +63,10 @@ typedef struct export_case {
  * as `--tokenizer` would give it. */
 static const char *gguf_tokenizer(const char *fixture, const char *form, char *buf, size_t n)
 {
-    if (strcmp(form, "hf5") || (strcmp(fixture, "gemma") && strcmp(fixture, "mistral"))) return NULL;
+    static const char *const sentencepiece[] = {"gemma", "gemma2", "gemma3", "mistral", "phi3", "ernie4_5"};
+    int sp = 0;
+    for (size_t i = 0; i < sizeof sentencepiece / sizeof *sentencepiece; i++) sp |= !strcmp(fixture, sentencepiece[i]);
+    if (strcmp(form, "hf5") || !sp) return NULL;
     snprintf(buf, n, "%s/%s/model.gguf", FIXTURES, fixture);
     return buf;
 }
@@ -94,9 +102,38 @@ static const export_case cases[] = {
     {"gemma", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
     /* Phi-3: fused qkv_proj / gate_up_proj in a folder whose config (LongRoPE) is the source's;
      * read back on the first 32 tokens alone, where LongRoPE takes the short factors */
-    {"phi3", "hf5", "gguf", "logprobs_short.f64", REFUSED, "Phi-3", ""},
     {"phi3", "hf5", "hf", "logprobs_short.f64", MATCH, NULL, ""},
-    {"gpt2", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-2", ""},
+    /* llama.cpp's phi3: attn_qkv, ffn_up of twice the width, rope_factors_short / _long; all 48
+     * tokens (past original_context_length 32: the long factors) and the first 32 (the short) */
+    {"phi3", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"phi3", "hf5", "gguf", "logprobs_short.f64", MATCH, NULL, ""},
+    {"phi3", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* Gemma 2: sandwich norms, soft-caps, layer 0 sliding (llama.cpp's default pattern) */
+    {"gemma2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* Gemma 3: layer_types [sliding, full] is not llama.cpp's default (5 local : 1 global), so the
+     * export says it in attention.sliding_window_pattern, which the converter's file lacks */
+    {"gemma3", "hf5", "gguf", "logprobs.f64", MATCH, NULL, "--ignore gemma3.attention.sliding_window_pattern"},
+    {"gemma3", "model.gguf", "gguf", "logprobs_gguf.f64", MATCH, NULL, ""},
+    /* GLM: the converter writes context_length = hidden size (64) for lack of the key it looks
+     * for; lmpress keeps the config's max_position_embeddings (256) */
+    {"glm", "hf5", "gguf", "logprobs.f64", MATCH, NULL, "--ignore chatglm.context_length"},
+    {"glm", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"ernie4_5", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"ernie4_5", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* Hugging Face folders of the families whose config carries their own keys: from a Hugging
+     * Face source (its config.json kept), refused from a GGUF */
+    {"gemma2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gemma2", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"gemma3", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"glm4", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"ernie4_5", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gpt2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gpt2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "hf", "logprobs.f64", REFUSED, "GPT-2", ""},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
@@ -316,6 +353,147 @@ START_TEST(compressed_variant_reads_back)
 }
 END_TEST
 
+/* ---- GPTQ W4 and SmoothQuant W8A8 on every architecture ------------------------------------ */
+/* Each architecture's GPTQ W4 and SmoothQuant W8A8 variants, exported to GGUF and to a Hugging
+ * Face folder.  GGUF holds GPTQ W4 as Q4_0 (4-bit blocks of 32 with an f16 scale) and W8A8 as
+ * SmoothQuant's smoothing folded into the norms with the weights on Q8_0 blocks: GGUF has no
+ * activation quantization (llama.cpp quantizes activations itself for its dot products), so the
+ * file is held against the variant with its activations unquantized.  The Hugging Face folder
+ * holds both exactly (compressed-tensors pack-quantized int4 groups of 32; int-quantized int8
+ * channels with dynamic per-token int8 activations).
+ *
+ * Each export is read back by lmpress (log-probs equal to the variant's within 1e-5, and apart
+ * from the unmodified model's), and by the format's own reader: gguf-py's dequantization (or
+ * compressed-tensors' layout unpacked with numpy) of every quantized tensor must equal the same
+ * variant exported with F32 weights (arch_export_check.py --exact), whose names, keys and
+ * layout the unmodified cases above hold against llama.cpp's converter and transformers. */
+typedef enum { V_GPTQ_W4, V_SQ_W8A8 } variant_kind;
+typedef struct variant_case {
+    const char *fixture, *form, *out;
+    variant_kind kind;
+} variant_case;
+
+static const variant_case vcases[] = {
+#define BOTH(fx, form_gguf, form_hf)                                                                            \
+    {fx, form_gguf, "gguf", V_GPTQ_W4}, {fx, form_gguf, "gguf", V_SQ_W8A8}, {fx, form_hf, "hf", V_GPTQ_W4},     \
+    {fx, form_hf, "hf", V_SQ_W8A8}
+    BOTH("llama3", "hf5", "hf5"), BOTH("qwen2", "hf5", "hf5"), BOTH("qwen2-yarn", "hf5", "hf5"),
+    BOTH("qwen3", "hf5", "hf5"), BOTH("gemma", "hf5", "hf5"), BOTH("gemma2", "hf5", "hf5"),
+    BOTH("gemma3", "hf5", "hf5"), BOTH("phi3", "hf5", "hf5"), BOTH("glm", "hf5", "hf5"), BOTH("glm4", "hf5", "hf5"),
+    BOTH("ernie4_5", "hf5", "hf5"),
+    /* Mistral's window: GGUF from the converter's file (full attention, llama.cpp's llama) */
+    BOTH("mistral", "model.gguf", "hf5"),
+    /* GPT-2: GGUF only (its Hugging Face export is refused above) */
+    {"gpt2", "hf5", "gguf", V_GPTQ_W4}, {"gpt2", "hf5", "gguf", V_SQ_W8A8},
+#undef BOTH
+};
+enum { N_VCASES = sizeof vcases / sizeof *vcases };
+
+/* The variant's stages: GPTQ W4 (Q4_0 for GGUF, int4 groups of 32 for compressed-tensors), or
+ * SmoothQuant (alpha 0.5) then RTN W8 with dynamic per-token int8 activations (Q8_0 for GGUF,
+ * int8 channels for compressed-tensors); on 8 synthetic calibration windows of 32 tokens. */
+static lmp_block *compress_variant(const lmp_model *m, variant_kind kind, int gguf)
+{
+    static const char *const gptq_gguf[] = {"format=q4_0", NULL};
+    static const char *const gptq_hf[] = {"bits=4", "granularity=group", "group_size=32", NULL};
+    static const char *const sq[] = {"alpha=0.5", NULL};
+    static const char *const w8_gguf[] = {"format=q8_0", "act=dynamic_token", NULL};
+    static const char *const w8_hf[] = {"bits=8", "granularity=channel", "act=dynamic_token", NULL};
+    one_stage a, b;
+    lmp_stage stages[2];
+    int n = 1;
+    if (kind == V_GPTQ_W4) {
+        make_stage(&reg, &a, "gptq", gguf ? gptq_gguf : gptq_hf, NULL);
+        stages[0] = a.stage;
+    } else {
+        make_stage(&reg, &a, "smoothquant", sq, NULL);
+        make_stage(&reg, &b, "rtn", gguf ? w8_gguf : w8_hf, NULL);
+        stages[0] = a.stage;
+        stages[1] = b.stage;
+        n = 2;
+    }
+    lmp_variant v = {.name = kind == V_GPTQ_W4 ? "gptq-w4" : "sq-w8a8", .stages = stages, .n_stages = n};
+    lmp_windows w = windows(8, 32, m->arch.vocab, 3);
+    lmp_block *out = NULL;
+    const int st = lmp_compress(&ctx, &be, m, &v, &w, &out);
+    ck_assert_msg(st == 0, "%s: %s", v.name, lmp_last_error());
+    free(w.tokens);
+    free(a.stage.params);
+    if (n == 2) free(b.stage.params);
+    return out;
+}
+
+/* A copy of the variant's blocks with the same weights stored as F32 (no grid, 32 bits) and its
+ * activations unquantized. */
+static lmp_block *dense_copy(const lmp_block *var, int64_t n)
+{
+    lmp_block *c = calloc((size_t)n, sizeof *c);
+    for (int64_t b = 0; b < n; b++) {
+        ck_assert_int_eq(lmp_block_clone(&var[b], &c[b]), 0);
+        for (int i = 0; i < c[b].n_linears; i++) {
+            lmp_linear *l = &c[b].linears[i];
+            if (l->grid) lmp_wgrid_free(l->grid);
+            l->grid = NULL;
+            l->weight_bits = 32.0;
+            l->act.mode = LMP_ACT_NONE;
+        }
+    }
+    return c;
+}
+
+START_TEST(variants_of_each_architecture_export)
+{
+    const variant_case *c = &vcases[_i];
+    const int gguf = !strcmp(c->out, "gguf");
+    const char *vname = c->kind == V_GPTQ_W4 ? "gptq-w4" : "sq-w8a8";
+    char src_path[600], out[600], ref[600];
+    snprintf(src_path, sizeof src_path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
+    snprintf(out, sizeof out, "%s/%s-%s%s", tmpdir, c->fixture, vname, gguf ? ".gguf" : "");
+    snprintf(ref, sizeof ref, "%s/%s-%s-f32%s", tmpdir, c->fixture, vname, gguf ? ".gguf" : "");
+    lmp_model *m = load(src_path);
+    lmp_block *var = compress_variant(m, c->kind, gguf);
+    char tok_buf[600];
+    const char *tokenizer = gguf_tokenizer(c->fixture, c->form, tok_buf, sizeof tok_buf);
+    lmp_block_store *store;
+    lmp_block_source src = stored_blocks(var, m->arch.n_layers, &store);
+    ck_assert_msg(export_to(m, &src, out, vname, tokenizer) == 0, "%s: %s", out, lmp_last_error());
+    lmp_block_store_free(store);
+    /* the same variant with F32 weights: the reference the format's reader is held against */
+    lmp_block *dense = dense_copy(var, m->arch.n_layers);
+    src = stored_blocks(dense, m->arch.n_layers, &store);
+    ck_assert_msg(export_to(m, &src, ref, vname, tokenizer) == 0, "%s: %s", ref, lmp_last_error());
+    lmp_block_store_free(store);
+    /* lmpress reads the export back: the variant's log-probs (GGUF: its activations unquantized) */
+    int64_t T;
+    int32_t *tok = archfix_tokens(c->fixture, &T);
+    int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
+    float *want = log_probs(m, gguf ? dense : var, tok, n);
+    lmp_block *orig = lmp_model_blocks(m);
+    ck_assert_msg(orig != NULL, "%s", lmp_last_error());
+    float *unmodified = log_probs(m, orig, tok, n);
+    lmp_model *e = load(out);
+    lmp_block *blocks = lmp_model_blocks(e);
+    ck_assert_msg(blocks != NULL, "%s", lmp_last_error());
+    float *got = log_probs(e, blocks, tok, n);
+    const double rel = rel_diff_f(got, want, n * m->arch.vocab), moved = rel_diff_f(got, unmodified, n * m->arch.vocab);
+    printf("%-10s %-7s -> %-4s read back as %s: relative difference to the variant %.2e, to the unmodified model "
+           "%.2e\n", c->fixture, vname, c->out, e->format, rel, moved);
+    ck_assert_msg(rel <= TOLERANCE, "%s read back differs from the variant: relative %g", out, rel);
+    ck_assert_msg(moved > TOLERANCE, "%s: the quantized export gives the unmodified numbers", out);
+    const int ck = run_check(c->out, out, ref, "--exact");
+    if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
+    else ck_assert_msg(ck == 0, "%s: arch_export_check.py --exact finds problems (above)", out);
+    free(got);
+    free(want);
+    free(unmodified);
+    free(tok);
+    lmp_blocks_free(dense, m->arch.n_layers);
+    lmp_blocks_free(var, m->arch.n_layers);
+    lmp_model_free(e);
+    lmp_model_free(m);
+}
+END_TEST
+
 /* Phi-3's q, k and v are one module in the file: quantized unlike each other, they are refused,
  * naming the part. */
 START_TEST(fused_parts_quantized_unlike_are_refused)
@@ -344,7 +522,7 @@ END_TEST
 /* Each a fixture loaded and changed as another model would differ (so each refusal is reached by
  * a real model's state); nothing may be left at the path. */
 typedef enum { MUT_YARN_ATTN, MUT_LLAMA3_ON_QWEN2, MUT_GEMMA_UNTIED, MUT_PARTIAL_ROTARY, MUT_YARN_CTX,
-               MUT_LONGROPE } mutation;
+               MUT_LONGROPE, MUT_NO_SOFTCAP, MUT_Q_SCALE, MUT_WINDOW, MUT_SOFTCAP } mutation;
 typedef struct refusal_case {
     const char *fixture, *form, *out;
     mutation mut;
@@ -364,6 +542,17 @@ static const refusal_case rcases[] = {
     {"qwen2-yarn", "model.gguf", "x-hf", MUT_YARN_CTX, "YaRN"},
     /* LongRoPE on a family that is written otherwise */
     {"phi3", "hf5", "x.gguf", MUT_LONGROPE, "LongRoPE"},
+    /* llama.cpp's gemma2 always soft-caps (50 / 30 when the file is silent) */
+    {"gemma2", "hf5", "x.gguf", MUT_NO_SOFTCAP, "soft-capping"},
+    /* a query_pre_attn_scalar other than head_dim: llama.cpp has no key for it */
+    {"gemma2", "hf5", "x.gguf", MUT_Q_SCALE, "query_pre_attn_scalar"},
+    {"gemma2", "hf5", "x.gguf", MUT_GEMMA_UNTIED, "head of its own"},
+    /* windows where llama.cpp's architecture runs none (Qwen2's use_sliding_window, Phi-3's
+     * window, which llama.cpp turns off) */
+    {"qwen2", "hf5", "x.gguf", MUT_WINDOW, "sliding window of 8 positions, which llama.cpp's qwen2"},
+    {"phi3", "hf5", "x.gguf", MUT_WINDOW, "sliding window of 8 positions, which llama.cpp's phi3"},
+    /* attention soft-capping outside gemma2 */
+    {"glm", "hf5", "x.gguf", MUT_SOFTCAP, "soft-caps its attention scores"},
 };
 enum { N_RCASES = sizeof rcases / sizeof *rcases };
 
@@ -388,6 +577,13 @@ START_TEST(what_cannot_be_written_is_refused)
         break;
     case MUT_YARN_CTX: m->arch.seq_len = 128; break;
     case MUT_LONGROPE: m->arch.desc = lmp_arch_by_name("llama"); break;
+    case MUT_NO_SOFTCAP: m->arch.attn_softcap = 0; break;
+    case MUT_Q_SCALE: m->arch.q_scale = 0.5f; break;
+    case MUT_WINDOW:
+        m->arch.window = 8;
+        for (int64_t l = 0; l < m->arch.n_layers; l++) m->arch.sliding_layer[l] = 1;
+        break;
+    case MUT_SOFTCAP: m->arch.attn_softcap = 50; break;
     }
     const lmp_block_source src = lmp_block_source_model(m);
     const int st = export_to(m, &src, out, c->fixture, NULL);
@@ -403,6 +599,35 @@ START_TEST(what_cannot_be_written_is_refused)
 }
 END_TEST
 
+/* compare with --output-dir on a model whose architecture the format cannot say (Mistral's
+ * window in a GGUF): refused once the model is read, before any variant is compressed.  Without
+ * that early check the variant would be compressed and evaluated, its export reported as failed
+ * and the run would go on to write the report: so no report may exist here. */
+START_TEST(architecture_refused_before_any_work)
+{
+    char cfg[600], json[600], outdir[600], args[3000], out[16384];
+    snprintf(cfg, sizeof cfg, "%s/mistral.cfg", tmpdir);
+    snprintf(json, sizeof json, "%s/mistral.json", tmpdir);
+    snprintf(outdir, sizeof outdir, "%s/mistral-out", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model = { path = \"%s/mistral/hf5\"; tokenizer = \"%s/mistral/model.gguf\"; };\n"
+            "backend = { name = \"cpu\"; };\n"
+            "calibration = { text = \"%s/models/stories260K/tinystories-synth-calib.txt\"; samples = 4; seq_len = 16; };\n"
+            "eval = { texts = [ \"%s/models/stories260K/tinystories-synth-eval.txt\" ]; seq_len = 16; max_windows = 2; };\n"
+            "variants = ( { name = \"gptq\"; pipeline = ( { strategy = \"gptq\"; params = { format = \"q4_0\"; }; } ); } );\n",
+            FIXTURES, FIXTURES, LMP_SOURCE_DIR, LMP_SOURCE_DIR);
+    fclose(f);
+    snprintf(args, sizeof args, "compare '%s' --json '%s' --output-dir '%s' 2>&1", cfg, json, outdir);
+    const int rc = lmp_test_cli(args, out, sizeof out);
+    printf("mistral compare --output-dir (gguf): exit %d: %s", rc, out);
+    ck_assert_msg(rc != 0, "the run went on: %s", out);
+    ck_assert_msg(strstr(out, "sliding window of 16 positions") && strstr(out, "llama"), "%s", out);
+    ck_assert_msg(access(json, F_OK) != 0, "%s was written: the variant ran before the refusal", json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_arch");
@@ -413,6 +638,8 @@ int main(void)
     tcase_add_loop_test(tc, compressed_variant_reads_back, 0, N_QCASES);
     tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
     tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
+    tcase_add_loop_test(tc, variants_of_each_architecture_export, 0, N_VCASES);
+    tcase_add_test(tc, architecture_refused_before_any_work);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

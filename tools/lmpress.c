@@ -115,6 +115,9 @@ static const char *const usage_compare =
     "with --output-format hf; outside letters, digits and . _ - + = , @ : each byte of the name,\n"
     "and a leading '.', becomes '_'); a variant that cannot be written is reported and the run goes\n"
     "on.  With --resume, a variant whose export is missing is compressed again to write it.\n"
+    "What the format cannot say of the model's architecture (docs/architectures.md: a sliding\n"
+    "window llama.cpp's architecture does not run, a head Gemma's GGUF has no tensor for, ...) is\n"
+    "refused with -o or --output-dir once the model is read, before anything is compressed.\n"
     "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
     "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
     "Files are written under a temporary name (PATH.tmp-HOST-PID-*) and renamed when complete; a later\n"
@@ -494,9 +497,18 @@ static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_e
     return 0;
 }
 
+/* Texts and model known, nothing compressed: what the export cannot write of this model's
+ * architecture (lmp_export_check_arch: a window llama.cpp does not run, a head Gemma's GGUF has
+ * no tensor for, ...) is refused now rather than after every variant has been compressed. */
 static int on_prepared(const lmp_report *r, void *ud)
 {
     const compare_outputs *o = ud;
+    if (o->output || o->output_dir) {
+        char path[4400];
+        if (o->output) snprintf(path, sizeof path, "%s", o->output);
+        else snprintf(path, sizeof path, "%s/*%s", o->output_dir, o->output_hf ? "" : ".gguf");
+        if (lmp_export_check_arch(r->model, path)) return LMP_EUNSUPPORTED;
+    }
     if (o->table) lmp_report_table_head(r, o->table);
     return 0;
 }

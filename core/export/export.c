@@ -2,6 +2,7 @@
 #include "export/export.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,39 +105,85 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    /* The families whose identity both writers carry (docs/architectures.md, "export"). */
-    static const char *const written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
-    int ok = 0;
-    for (size_t i = 0; i < sizeof written / sizeof *written; i++) ok |= !strcmp(d->name, written[i]);
-    /* Phi-3: its fused modules are written in a Hugging Face folder whose config.json (LongRoPE
-     * included) is the source's own; llama.cpp's phi3 is not written */
-    ok |= !strcmp(d->name, "phi3") && !gguf && from_hf;
-    if (!strcmp(d->name, "phi3") && !ok)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Phi-3 model (Phi3ForCausalLM): the GGUF writer does not write "
-                        "llama.cpp's phi3 yet (fused attn_qkv / ffn_up, LongRoPE factors; docs/architectures.md)",
-                        path, m->path);
+    /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
+     * writer carries every family with a llama.cpp architecture. */
+    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
+    int ok = gguf && d->gguf_arch;
+    for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
+    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json
+     * (LongRoPE, soft-caps, layer_types, partial rotary...) is the source's own; the config made
+     * here for a GGUF or llama2.c source says none of that */
+    static const char *const hf_from_hf[] = {"phi3", "gemma2", "gemma3", "glm", "glm4", "ernie4_5"};
+    int from_hf_only = 0;
+    for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
+    ok |= from_hf_only && !gguf && from_hf;
+    if (!ok && from_hf_only && !gguf)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model read from a %s file: a Hugging Face folder of it is "
+                        "written from a Hugging Face source only, whose config.json it keeps (the config made here "
+                        "would not say the architecture's own keys); export a .gguf, or export from the Hugging Face "
+                        "folder", path, m->path, d->name, lmp_model_is_hf(m) ? "Hugging Face" : m->format);
     if (!ok)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: the exporters do not write this architecture yet "
-                        "(docs/architectures.md)", path, m->path, d->name);
-    /* Sliding windows: llama.cpp's converter writes none for these architectures (a GGUF would
-     * mean full attention), and a config.json made here would not say it either. */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: the %s exporter does not write this architecture "
+                        "yet (docs/architectures.md)", path, m->path, d->name, gguf ? "GGUF" : "Hugging Face");
+    /* Sliding windows: a GGUF says them only where llama.cpp runs them (Gemma 2 and 3, with the
+     * window and a per-layer pattern); llama.cpp's llama, qwen2, qwen3 and phi3 (whose SWA it
+     * turns off) would attend over the whole context.  A config.json made here would not say
+     * them either. */
     int slides = 0;
     for (int64_t l = 0; l < m->arch.n_layers && m->arch.window && m->arch.window < m->arch.seq_len; l++)
         slides |= lmp_arch_window(&m->arch, l) > 0;
-    if (slides && (gguf || !from_hf))
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s attends within a sliding window of %lld positions, which %s does "
-                        "not say: the file would mean full attention (export a Hugging Face folder from a Hugging "
-                        "Face source, which keeps its config)", path, m->path, (long long)m->arch.window,
-                        gguf ? "a GGUF of this architecture" : "the config.json written here");
-    if (rotated && !strcmp(r->type, "longrope") && (gguf || !from_hf))
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with LongRoPE, which the exporters do not write yet "
-                        "(the file would run another rotation than the one lmpress evaluated)", path, m->path);
+    if (slides && gguf && !d->gguf_swa_pattern)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s attends within a sliding window of %lld positions, which llama.cpp's "
+                        "%s architecture does not run (it would attend over the whole context)%s", path, m->path,
+                        (long long)m->arch.window, d->gguf_arch,
+                        from_hf ? ": export a Hugging Face folder, which keeps the source's config" : "");
+    if (slides && !gguf && !from_hf)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s attends within a sliding window of %lld positions, which the "
+                        "config.json written here does not say: the file would mean full attention (export a Hugging "
+                        "Face folder from a Hugging Face source, which keeps its config)", path, m->path,
+                        (long long)m->arch.window);
+    if (rotated && !strcmp(r->type, "longrope") && (gguf ? strcmp(d->gguf_arch, "phi3") != 0 : !from_hf))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with LongRoPE, which %s (the file would run another "
+                        "rotation than the one lmpress evaluated)", path, m->path,
+                        gguf ? "GGUF carries for llama.cpp's phi3 only" : "the config.json written here does not say");
     if (gguf) {
         if (!d->gguf_arch)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s (%s) has no GGUF architecture here", path, m->path, d->name);
         if (m->lm_head != m->tok_emb && !strcmp(d->gguf_arch, "gemma"))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Gemma model with a head of its own, which llama.cpp's gemma "
                             "architecture has no tensor for (it ties the head to token_embd)", path, m->path);
+        /* (llama.cpp's gemma3 reads an output.weight when there is one) */
+        if (m->lm_head != m->tok_emb && !strcmp(d->gguf_arch, "gemma2"))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model with a head of its own, which llama.cpp's %s "
+                            "architecture does not read (it ties the head to token_embd)", path, m->path, d->name,
+                            d->gguf_arch);
+        if ((d->flags & LMP_ARCH_EMBED_SCALE) && m->arch.embed_scale != (float)sqrt((double)m->arch.dim))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s scales its embeddings by %g, not llama.cpp's sqrt(%lld) for %s",
+                            path, m->path, (double)m->arch.embed_scale, (long long)m->arch.dim, d->gguf_arch);
+        /* Gemma 2 and 3's query_pre_attn_scalar: llama.cpp has no key, it scales by 1/sqrt(head_dim)
+         * but for the 27B models (by their layer count), 1/sqrt(hidden / heads) */
+        const double q_scale = m->arch.q_scale ? m->arch.q_scale : 1.0;
+        const double q_llamacpp = d->gguf_scale_by_width_layers && m->arch.n_layers == d->gguf_scale_by_width_layers
+                                      ? sqrt((double)m->arch.head_dim / (double)(m->arch.dim / m->arch.n_heads)) : 1.0;
+        if (fabs(q_scale - q_llamacpp) > 1e-6 * q_llamacpp)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s scales q by %g (query_pre_attn_scalar), which llama.cpp's %s "
+                            "does not (it has no key for it and assumes %g for %lld layers)", path, m->path, q_scale,
+                            d->gguf_arch, q_llamacpp, (long long)m->arch.n_layers);
+        /* soft-capping: llama.cpp's gemma2 always caps (50 and 30 when the file says nothing),
+         * its gemma3 never caps the attention scores, the others cap nothing */
+        const int gemma2 = !strcmp(d->gguf_arch, "gemma2"), gemma3 = !strcmp(d->gguf_arch, "gemma3");
+        if (gemma2 && (!m->arch.attn_softcap || !m->arch.final_softcap))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has no %s soft-capping, which llama.cpp's gemma2 always applies",
+                            path, m->path, !m->arch.attn_softcap ? "attention" : "final");
+        if ((m->arch.attn_softcap && !gemma2) || (m->arch.final_softcap && !gemma2 && !gemma3))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s soft-caps its %s, which llama.cpp's %s does not", path, m->path,
+                            m->arch.attn_softcap ? "attention scores (attn_logit_softcapping)" : "logits", d->gguf_arch);
+        if (m->arch.rope_local.n_rot && !d->gguf_swa_base)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns its sliding layers with a RoPE base of their own, which "
+                            "llama.cpp's %s does not read", path, m->path, d->gguf_arch);
+        if (d->family == LMP_FAMILY_GPT2 && m->arch.n_kv_heads != m->arch.n_heads)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has %lld kv heads for %lld heads, which llama.cpp's gpt2 does not "
+                            "read", path, m->path, (long long)m->arch.n_kv_heads, (long long)m->arch.n_heads);
         if (rotated && !strcmp(r->type, "llama3") && strcmp(d->gguf_arch, "llama") != 0)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with llama3 RoPE, which GGUF carries as rope_freqs "
                             "for the llama architecture only, not %s", path, m->path, d->gguf_arch);
@@ -160,7 +207,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                             (long long)m->arch.head_dim);
     }
     if (rotated && strcmp(r->type, "linear") && strcmp(r->type, "yarn") && strcmp(r->type, "llama3") &&
-        strcmp(r->type, "dynamic") && strcmp(r->type, "default") && !(from_hf && !gguf))
+        strcmp(r->type, "dynamic") && strcmp(r->type, "default") && strcmp(r->type, "longrope") && !(from_hf && !gguf))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with %s RoPE, which the exporters do not write",
                         path, m->path, r->type);
     return 0;

@@ -52,13 +52,17 @@ int lmp_export_is_gguf(const char *path);
  * path is not a folder; a folder path is not a file).  `what` names the option for messages. */
 int lmp_export_check_path(const char *path, const char *what);
 
-/* What the writer for path (.gguf or a folder) cannot carry is refused, naming it: families
- * other than Llama, Mistral, Qwen2, Qwen3, Gemma, and Phi-3 from a Hugging Face folder to one
- * (Phi-3 otherwise by name); LongRoPE but in a copied config.json; in a GGUF, llama3
- * RoPE outside the llama architecture, YaRN with other than llama.cpp's default betas and factor,
- * an untied Gemma head; in a config.json made here (a GGUF or llama2.c source), llama3 RoPE (its
- * parameters are not in a GGUF), a YaRN that max_position_embeddings cannot say, partial rotary.
- * A Hugging Face source's own config.json is copied, so its RoPE is carried whatever it is. */
+/* What the writer for path (.gguf or a folder) cannot carry is refused, naming it (the list is
+ * docs/architectures.md's "Refused by name"): a GGUF of any family with a llama.cpp architecture,
+ * less what that llama.cpp model would run differently (a sliding window outside Gemma 2/3,
+ * LongRoPE outside phi3, llama3 RoPE outside llama, YaRN with other than llama.cpp's defaults,
+ * untied Gemma / Gemma 2 heads, soft-caps and q scales llama.cpp does not apply or assumes otherwise); a
+ * Hugging Face folder of Llama, Mistral, Qwen2, Qwen3, Gemma from any source, of Phi-3, Gemma 2/3,
+ * GLM, GLM-4, ERNIE 4.5 from a Hugging Face source only; in a config.json made here (a GGUF or
+ * llama2.c source), llama3 RoPE (its parameters are not in a GGUF), a YaRN that
+ * max_position_embeddings cannot say, partial rotary, a window.  A Hugging Face source's own
+ * config.json is copied, so its RoPE is carried whatever it is.  Needs only the model's header:
+ * compare calls it before any variant runs. */
 int lmp_export_check_arch(const lmp_model *m, const char *path);
 
 /* Before any work: DIR, which will hold one export per variant, is a writable folder (created

@@ -120,6 +120,15 @@ void lmp_gguf_kv_f32s(lmp_gguf_meta *b, const char *key, uint64_t n, const float
     for (uint64_t i = 0; i < n; i++) lmp_gguf_put_u32(b, f32_bits(v[i]));
 }
 
+void lmp_gguf_kv_bools(lmp_gguf_meta *b, const char *key, uint64_t n, const unsigned char *v)
+{
+    array(b, key, LMP_GGUF_BOOL, n);
+    for (uint64_t i = 0; i < n; i++) {
+        const unsigned char one = v[i] ? 1 : 0;
+        lmp_gguf_put_bytes(b, &one, 1);
+    }
+}
+
 void lmp_gguf_kv_i32s(lmp_gguf_meta *b, const char *key, uint64_t n, const int32_t *v)
 {
     array(b, key, LMP_GGUF_INT32, n);

@@ -38,6 +38,7 @@ void lmp_gguf_kv_str(lmp_gguf_meta *b, const char *key, const char *s, size_t n)
 /* Arrays: strings (n of them, lens[i] bytes each), float32, int32. */
 void lmp_gguf_kv_strs(lmp_gguf_meta *b, const char *key, uint64_t n, const char *const *strs, const size_t *lens);
 void lmp_gguf_kv_f32s(lmp_gguf_meta *b, const char *key, uint64_t n, const float *v);
+void lmp_gguf_kv_bools(lmp_gguf_meta *b, const char *key, uint64_t n, const unsigned char *v);
 void lmp_gguf_kv_i32s(lmp_gguf_meta *b, const char *key, uint64_t n, const int32_t *v);
 /* A pair read from another GGUF, value and type as they were (any type, arrays included). */
 void lmp_gguf_kv_copy(lmp_gguf_meta *b, const lmp_gguf_kv *kv);

@@ -1,6 +1,7 @@
 /* gguf_write.c — see export.h: a variant as a GGUF v3 file llama.cpp loads, under the model's
- * llama.cpp architecture (core/arch: general.architecture = llama, qwen2, qwen3 or gemma, and the
- * hyper-parameters under that prefix, as llama.cpp's convert_hf_to_gguf.py writes them).
+ * llama.cpp architecture (core/arch: general.architecture = llama, qwen2, qwen3, gemma, gemma2,
+ * gemma3, phi3, chatglm, glm4, ernie4_5 or gpt2, and the hyper-parameters under that prefix, as
+ * llama.cpp's convert_hf_to_gguf.py writes them).
  *
  * Order of work: a first pass over the blocks (read one at a time from the block source) checks
  * everything that can be refused (check_linear: every code) and plans every tensor's type, size
@@ -10,19 +11,26 @@
  *
  * Tensors (llama.cpp's names; ne[0] is the input dimension, so a [out, in] weight has
  * ne = {in, out}): token_embd, output_norm, output (left out when the head is the embedding),
- * and per block N blk.N.{attn_norm, ffn_norm} and blk.N.{attn_q, attn_k, attn_v, attn_output,
- * ffn_gate, ffn_up, ffn_down}.weight with their .bias where the linear has one, and Qwen3's
- * blk.N.{attn_q_norm, attn_k_norm}.weight; rope_freqs.weight (F32, one divisor per rotated pair)
- * for Llama 3's RoPE.  Embeddings, norms and biases are F32.  A linear on a GGUF grid is stored in
- * that type from the codes grid_codes.h recovers (checked to give back every weight bit for bit);
- * any other linear is F32, exactly the weights lmpress evaluated.
+ * and per block N the norms blk.N.{attn_norm, ffn_norm, attn_q_norm, attn_k_norm,
+ * post_attention_norm, post_ffw_norm} the architecture has (with GPT-2's LayerNorm biases), and
+ * the linears blk.N.{attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.weight
+ * with their .bias where the linear has one.  llama.cpp fuses some (desc->gguf_fused_*): q, k, v
+ * into attn_qkv (Phi-3, GPT-2), gate and up into one ffn_up of twice the width (GLM, GLM-4,
+ * Phi-3); their parts' rows follow one another, and the parts must be stored alike.  GPT-2 adds
+ * position_embd and output_norm.bias; Llama 3's RoPE rope_freqs.weight, Phi-3's LongRoPE
+ * rope_factors_short / _long.weight (F32, one divisor per rotated pair).  Embeddings, norms and
+ * biases are F32.  A linear on a GGUF grid is stored in that type from the codes grid_codes.h
+ * recovers (checked to give back every weight bit for bit); any other linear is F32, exactly the
+ * weights lmpress evaluated.
  *
- * q and k rows: lmpress turns adjacent pairs (model.h), which is llama.cpp's order for "llama";
- * its other architectures (desc->gguf_rope_halves) turn rotate-half pairs (NEOX), so the rows of
- * attn_q / attn_k, their biases and Qwen3's q/k norm weights are written back in that order
- * (lmp_rope_halves_row), a row at a time, codes and scales with their row.  Gemma's norms are
- * held as 1 + w, which is what its GGUF stores; its embedding scale is implied by the
- * architecture. */
+ * q and k rows: lmpress turns adjacent pairs (model.h), which is llama.cpp's order for "llama",
+ * chatglm, glm4 and ernie4_5 (its NORM rope); its other architectures (desc->gguf_rope_halves)
+ * turn rotate-half pairs (NEOX), so the rows of attn_q / attn_k (or attn_qkv's q and k parts),
+ * their biases and the q/k norm weights are written back in that order (lmp_rope_halves_row), a
+ * row at a time, codes and scales with their row.  Gemma's norms are held as 1 + w, which is
+ * what its GGUF stores; its embedding scale is implied by the architecture.  Gemma 2 and 3: the
+ * window, and attention.sliding_window_pattern (one bool a layer) when the model's sliding
+ * layers are not llama.cpp's default for the architecture (every 2nd / 6th layer global). */
 #include "export/export.h"
 
 #include <errno.h>
@@ -54,8 +62,19 @@ enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MO
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
        FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
 
-/* lmp_block_init's norm order: before attention, before the MLP, Qwen3's q and k norms. */
-static const char *const norm_name[4] = {"attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm"};
+/* llama.cpp's names of the norms by kind (arch.h's LMP_NORM_*: before attention, before the MLP,
+ * the per-head q and k norms, after attention and after the MLP: Gemma 2/3's and GLM-4's). */
+static const char *const norm_kind_name[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
+                                                           "attn_q_norm", "attn_k_norm",
+                                                           "post_attention_norm", "post_ffw_norm"};
+
+/* The GGUF name of the block's norm i (lmp_norm_index's order), NULL when it has none. */
+static const char *norm_name(const lmp_arch *a, int i)
+{
+    for (int k = 0; k < LMP_NORM_KINDS; k++)
+        if (lmp_norm_index(a, k) == i) return norm_kind_name[k];
+    return NULL;
+}
 
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
@@ -184,7 +203,11 @@ static int check_linear(const lmp_linear *l, int32_t *codes, unsigned char *kblo
 
 /* ---- the plan: every tensor's name, type, shape and place ------------------------------------ */
 
-typedef enum { T_MODEL, T_NORM, T_WEIGHT, T_BIAS } tensor_kind;
+typedef enum { T_MODEL, T_NORM, T_NORM_BIAS, T_WEIGHT, T_BIAS } tensor_kind;
+
+/* A block tensor's rows come from one linear, or from two or three when llama.cpp fuses them
+ * (attn_qkv: q, k, v; ffn_up of twice the width: gate, up), one after another in that order. */
+enum { MAX_PARTS = 3 };
 
 typedef struct tensor_plan {
     char name[64];
@@ -194,8 +217,11 @@ typedef struct tensor_plan {
     uint64_t offset, nbytes;   /* offset from the start of the data section */
     tensor_kind kind;
     const float *f32;          /* T_MODEL: the values ([ne1, ne0]) */
-    int64_t block;             /* the others: the block, and its norm or linear `index` */
+    int64_t block;             /* the others: the block, and its norm `index` or its linears part[] */
     int index;
+    int n_parts;
+    int part[MAX_PARTS];
+    unsigned char part_halves[MAX_PARTS]; /* part k (q or k) goes back to rotate-half order */
     int64_t halves_hd, n_rot;  /* rows (or a vector's values) go back to rotate-half order in heads
                                 * of halves_hd, over the first n_rot of each; 0: as they are */
 } tensor_plan;
@@ -208,6 +234,7 @@ typedef struct plan_list {
     char *int_name, *act_name; /* the first of each (owned) */
     int64_t halves_hd, n_rot;  /* the architecture's q/k order (tensor_plan), 0 for llama */
     float rope_freqs[LMP_ROPE_MAX_PAIRS]; /* Llama 3's divisors, when written */
+    float factors_short[LMP_ROPE_MAX_PAIRS], factors_long[LMP_ROPE_MAX_PAIRS]; /* LongRoPE's */
 } plan_list;
 
 /* The bytes of a tensor of t's type and shape; a quantized weight's, of its linear l. */
@@ -233,59 +260,130 @@ static void add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t
     t->nbytes = tensor_bytes(t, type != LMP_GGML_F32 ? l : NULL);
 }
 
+/* The linears of blk that tensor of linear i gathers, in row order (one, or a fused tensor's
+ * parts: q, k, v or gate, up), and its stem; 0 parts when linear i is a later part of a fused
+ * tensor (written with the first). */
+static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *part, const char **stem)
+{
+    const lmp_arch_desc *d = a->desc;
+    int64_t r0, rows;
+    const int fused = d ? lmp_fused_rows(a, &blk->linears[i], d->gguf_fused_qkv, d->gguf_fused_gate_up, &r0, &rows)
+                        : LMP_FUSED_NONE;
+    if (fused == LMP_FUSED_NONE) {
+        part[0] = i;
+        *stem = lmp_gguf_linear_stem(a->family, blk->linears[i].role);
+        return 1;
+    }
+    if (r0 != 0) return 0;
+    static const lmp_role qkv[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, gate_up[] = {LMP_ROLE_GATE, LMP_ROLE_UP};
+    const lmp_role *roles = fused == LMP_FUSED_QKV ? qkv : gate_up;
+    const int n = fused == LMP_FUSED_QKV ? 3 : 2;
+    for (int k = 0; k < n; k++)
+        if ((part[k] = lmp_block_find(blk, roles[k])) < 0) return 0;
+    *stem = fused == LMP_FUSED_QKV ? "attn_qkv" : "ffn_up";
+    return n;
+}
+
 /* Block b's tensors, each of its linears checked first. */
-static int plan_block(plan_list *p, int64_t b, const lmp_block *blk, int32_t *codes, unsigned char *kblocks)
+static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk, int32_t *codes,
+                      unsigned char *kblocks)
 {
     char name[64];
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
     for (int i = 0; i < blk->n_norms; i++) {
-        if (blk->norms[i].b)
+        const char *nn = norm_name(a, i);
+        if (blk->norms[i].b && !gpt2)
             return lmp_fail(LMP_EINVAL,
-                            "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's llama "
-                            "norms do not have: export a variant without a shift or shift_smoothquant stage",
+                            "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's "
+                            "RMS norms do not have: export a variant without a shift or shift_smoothquant stage",
                             blk->norms[i].name);
-        if (i >= 4) return lmp_fail(LMP_EINVAL, "%s: a norm GGUF has no name for here", blk->norms[i].name);
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, norm_name[i]);
+        if (!nn) return lmp_fail(LMP_EINVAL, "%s: a norm GGUF has no name for here", blk->norms[i].name);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, nn);
         add_tensor(p, name, T_NORM, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
-        if (i >= 2) { /* q/k norms act on each head before RoPE: their values follow q/k's rows */
+        if (i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K)) {
+            /* q/k norms act on each head before RoPE: their values follow q/k's rows */
             p->t[p->n - 1].halves_hd = p->halves_hd;
             p->t[p->n - 1].n_rot = p->n_rot;
         }
+        if (gpt2) { /* LayerNorm: its bias (llama.cpp requires it) */
+            if (!blk->norms[i].b) return lmp_fail(LMP_EINVAL, "%s: a LayerNorm without its bias", blk->norms[i].name);
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, nn);
+            add_tensor(p, name, T_NORM_BIAS, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
+        }
     }
     for (int i = 0; i < blk->n_linears; i++) {
-        const lmp_linear *l = &blk->linears[i];
-        int st = check_linear(l, codes, kblocks, &p->n_int, &p->int_name, &p->n_act, &p->act_name);
+        int st = check_linear(&blk->linears[i], codes, kblocks, &p->n_int, &p->int_name, &p->n_act, &p->act_name);
         if (st) return st;
-        lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "weight", name, sizeof name);
-        const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
-        add_tensor(p, name, T_WEIGHT, b, i, NULL, l->in, l->out, linear_type(l), l);
-        if (qk) p->t[p->n - 1].halves_hd = p->halves_hd, p->t[p->n - 1].n_rot = p->n_rot;
-        if (l->b) {
-            lmp_gguf_linear_name(LMP_FAMILY_LLAMA, b, l->role, "bias", name, sizeof name);
-            add_tensor(p, name, T_BIAS, b, i, NULL, l->out, 0, LMP_GGML_F32, NULL);
-            if (qk) p->t[p->n - 1].halves_hd = p->halves_hd, p->t[p->n - 1].n_rot = p->n_rot;
+    }
+    for (int i = 0; i < blk->n_linears; i++) {
+        int part[MAX_PARTS];
+        const char *stem = NULL;
+        const int n = tensor_parts(a, blk, i, part, &stem);
+        if (!n) continue;
+        if (!stem) return lmp_fail(LMP_EINVAL, "%s: llama.cpp has no tensor for this linear", blk->linears[i].name);
+        const lmp_linear *l0 = &blk->linears[part[0]];
+        int64_t rows = 0;
+        int n_bias = 0;
+        for (int k = 0; k < n; k++) {
+            const lmp_linear *l = &blk->linears[part[k]];
+            rows += l->out;
+            n_bias += l->b != NULL;
+            if (k && (linear_type(l) != linear_type(l0) || l->in != l0->in))
+                return lmp_fail(LMP_EINVAL, "%s is stored as %s but %s as %s, and llama.cpp's %s holds them in one "
+                                "tensor (blk.%lld.%s): quantize them alike", l->name,
+                                lmp_ggml_type_name(linear_type(l)), l0->name, lmp_ggml_type_name(linear_type(l0)),
+                                a->desc ? a->desc->gguf_arch : "llama", (long long)b, stem);
+        }
+        if (n_bias && n_bias != n)
+            return lmp_fail(LMP_EINVAL, "%s: some of the linears llama.cpp fuses into blk.%lld.%s have a bias and "
+                            "some do not (a shift stage's bias?), which one tensor cannot say", l0->name, (long long)b,
+                            stem);
+        unsigned char halves[MAX_PARTS] = {0};
+        for (int k = 0; k < n; k++) {
+            const lmp_role r = blk->linears[part[k]].role;
+            halves[k] = p->halves_hd && (r == LMP_ROLE_Q || r == LMP_ROLE_K);
+        }
+        for (int bias = 0; bias < 1 + (n_bias > 0); bias++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, stem, bias ? "bias" : "weight");
+            if (bias) add_tensor(p, name, T_BIAS, b, 0, NULL, rows, 0, LMP_GGML_F32, NULL);
+            else add_tensor(p, name, T_WEIGHT, b, 0, NULL, l0->in, rows, linear_type(l0), l0);
+            tensor_plan *t = &p->t[p->n - 1];
+            t->n_parts = n;
+            memcpy(t->part, part, sizeof part);
+            memcpy(t->part_halves, halves, sizeof halves);
+            t->halves_hd = p->halves_hd;
+            t->n_rot = p->n_rot;
         }
     }
     return 0;
 }
 
-/* Llama 3's table as llama.cpp's converter stores it: rope_freqs.weight, one divisor per pair of
- * the plain frequencies theta^(-2i/n_rot).  Each divisor is the float whose quotient, as the
- * reader computes it (model_gguf.c, lmp_rope_with_factors), gives back the evaluated frequency
- * bit for bit: f / inv_freq rounded, or its neighbour when rounding the quotient lands an ulp off. */
-static int llama3_divisors(const lmp_rope *r, float *out, const char *what)
+/* Per-pair divisors of the plain frequencies theta^(-2i/n_rot) that give `target` back, as GGUF
+ * stores Llama 3's table (rope_freqs.weight) and LongRoPE's (rope_factors_short / _long.weight).
+ * The reader divides (model_gguf.c, lmp_rope_with_factors: the f32 quotient of f / divisor), so
+ * each divisor is searched among the floats next to f / target for the one whose quotient is
+ * target bit for bit.  A frequency the quotient cannot reach exactly (a Hugging Face LongRoPE
+ * table rounded once from double, where the quotient rounds twice) takes the divisor whose
+ * quotient is nearest, if it is within one ulp (a relative 6e-8 on that frequency); anything
+ * further is refused. */
+static int exact_divisors(const lmp_rope *r, const float *target, float *out, const char *what, const char *table)
 {
     lmp_rope plain;
     lmp_rope_default(&plain, r->theta, r->n_rot, r->n_rot);
     for (int64_t i = 0; i < r->n_rot / 2; i++) {
         const double f = plain.inv_freq[i];
-        const float d0 = (float)(f / (double)r->inv_freq[i]);
-        const float cand[3] = {d0, nextafterf(d0, 0.0f), nextafterf(d0, INFINITY)};
-        int found = 0;
-        for (int k = 0; k < 3 && !found; k++)
-            if ((float)(f / (double)cand[k]) == r->inv_freq[i]) out[i] = cand[k], found = 1;
-        if (!found)
-            return lmp_fail(LMP_EINVAL, "%s: RoPE frequency %lld (%g) has no rope_freqs divisor that gives it back "
-                            "exactly", what, (long long)i, (double)r->inv_freq[i]);
+        float d = (float)(f / (double)target[i]), best = d;
+        for (int k = 0; k < 4; k++) d = nextafterf(d, 0.0f);
+        double best_err = INFINITY;
+        for (int k = 0; k < 9 && best_err > 0; k++, d = nextafterf(d, INFINITY)) {
+            const double err = fabs((double)(float)(f / (double)d) - (double)target[i]);
+            if (err < best_err) best_err = err, best = d;
+        }
+        const float t = target[i];
+        if (!(best_err <= (double)(nextafterf(t, INFINITY) - t)))
+            return lmp_fail(LMP_EINVAL, "%s: RoPE frequency %lld (%g) has no %s divisor that gives it back within an "
+                            "ulp", what, (long long)i, (double)target[i], table);
+        out[i] = best;
     }
     return 0;
 }
@@ -305,17 +403,35 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
         lmp_progress(ctx, "checking the blocks", b, a->n_layers);
         lmp_block blk;
         if ((st = src->get(src->self, b, &blk))) break;
-        st = plan_block(p, b, &blk, codes, kblocks);
+        st = plan_block(p, a, b, &blk, codes, kblocks);
         lmp_block_free(&blk);
     }
     free(codes);
     free(kblocks);
     if (st) return st;
     add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
+    if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm's bias and the learned positions */
+        if (!m->final_norm_b || !m->pos_emb)
+            return lmp_fail(LMP_EINVAL, "%s: a GPT-2 model without its final LayerNorm bias or positions", m->path);
+        add_tensor(p, "output_norm.bias", T_MODEL, -1, 0, m->final_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+        add_tensor(p, "position_embd.weight", T_MODEL, -1, 0, m->pos_emb, a->dim, a->seq_len, LMP_GGML_F32, NULL);
+    }
+    if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "longrope")) {
+        /* Phi-3's LongRoPE: the short table, and the long one for a context past
+         * original_context_length (the short one again when the model never takes it) */
+        const float *lng = a->rope.long_after ? a->rope.inv_freq_long : a->rope.inv_freq;
+        if ((st = exact_divisors(&a->rope, a->rope.inv_freq, p->factors_short, m->path, "rope_factors_short")) ||
+            (st = exact_divisors(&a->rope, lng, p->factors_long, m->path, "rope_factors_long")))
+            return st;
+        add_tensor(p, "rope_factors_long.weight", T_MODEL, -1, 0, p->factors_long, a->rope.n_rot / 2, 0, LMP_GGML_F32,
+                   NULL);
+        add_tensor(p, "rope_factors_short.weight", T_MODEL, -1, 0, p->factors_short, a->rope.n_rot / 2, 0,
+                   LMP_GGML_F32, NULL);
+    }
     if (m->lm_head != m->tok_emb)
         add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, emb_type, NULL);
     if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "llama3")) {
-        if ((st = llama3_divisors(&a->rope, p->rope_freqs, m->path))) return st;
+        if ((st = exact_divisors(&a->rope, a->rope.inv_freq, p->rope_freqs, m->path, "rope_freqs"))) return st;
         add_tensor(p, "rope_freqs.weight", T_MODEL, -1, 0, p->rope_freqs, a->rope.n_rot / 2, 0, LMP_GGML_F32, NULL);
     }
     uint64_t off = 0;
@@ -367,12 +483,17 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     lmp_gguf_kv_u32(kv, "general.file_type", file_type(p));
     if (quantized) lmp_gguf_kv_u32(kv, "general.quantization_version", 2); /* ggml's QK layouts of today */
     const lmp_rope *r = &a->rope;
+    const lmp_arch_desc *d = a->desc;
     lmp_gguf_kv_u32(kv, K("vocab_size"), (uint32_t)a->vocab);
     lmp_gguf_kv_u32(kv, K("context_length"), (uint32_t)a->seq_len);
     lmp_gguf_kv_u32(kv, K("embedding_length"), (uint32_t)a->dim);
     lmp_gguf_kv_u32(kv, K("block_count"), (uint32_t)a->n_layers);
     lmp_gguf_kv_u32(kv, K("feed_forward_length"), (uint32_t)a->hidden);
     lmp_gguf_kv_u32(kv, K("attention.head_count"), (uint32_t)a->n_heads);
+    if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm, learned positions: no RoPE, no GQA keys */
+        lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
+        goto done;
+    }
     lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
     /* the head size (llama.cpp's default is embedding_length / head_count; Qwen3's differs) */
     lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)a->head_dim);
@@ -388,6 +509,28 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         if (!strcmp(r->type, "yarn"))
             lmp_gguf_kv_u32(kv, K("rope.scaling.original_context_length"), (uint32_t)r->orig_ctx);
     }
+    if (r->n_rot > 0 && !r->plain && !strcmp(r->type, "longrope")) { /* Phi-3: with the factor tensors */
+        lmp_gguf_kv_f32(kv, K("rope.scaling.attn_factor"), r->mscale);
+        lmp_gguf_kv_u32(kv, K("rope.scaling.original_context_length"),
+                        (uint32_t)(r->long_after ? r->long_after : a->seq_len));
+    }
+    if (d && !strcmp(d->gguf_arch, "phi3")) /* the converter's "none" (lmp_export_check_arch refuses a window) */
+        lmp_gguf_kv_u32(kv, K("attention.sliding_window"), 0);
+    if (d && d->gguf_swa_pattern) { /* Gemma 2 and 3: the window and, unless llama.cpp's default, which layers */
+        int64_t window = a->window && a->window < a->seq_len ? a->window : a->seq_len;
+        int differs = 0;
+        unsigned char slides[LMP_MAX_LAYERS];
+        for (int64_t l = 0; l < a->n_layers && l < LMP_MAX_LAYERS; l++) {
+            slides[l] = lmp_arch_window(a, l) > 0 && lmp_arch_window(a, l) < a->seq_len;
+            differs |= slides[l] != ((l + 1) % d->gguf_swa_pattern != 0);
+        }
+        lmp_gguf_kv_u32(kv, K("attention.sliding_window"), (uint32_t)window);
+        if (differs) lmp_gguf_kv_bools(kv, K("attention.sliding_window_pattern"), (uint64_t)a->n_layers, slides);
+        if (a->rope_local.n_rot > 0) lmp_gguf_kv_f32(kv, K("rope.freq_base_swa"), a->rope_local.theta);
+    }
+    if (a->attn_softcap) lmp_gguf_kv_f32(kv, K("attn_logit_softcapping"), a->attn_softcap);
+    if (a->final_softcap) lmp_gguf_kv_f32(kv, K("final_logit_softcapping"), a->final_softcap);
+done:
 #undef K
     lmp_gguf_kv_str(kv, "lmpress.version", LMP_VERSION, strlen(LMP_VERSION));
     lmp_gguf_kv_str(kv, "lmpress.variant", name, strlen(name));
@@ -480,15 +623,16 @@ static int write_converted(FILE *f, const tensor_plan *t)
     return st;
 }
 
-/* A quantized linear, one row's codes and blocks in memory at a time. */
-static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l)
+/* A quantized linear's rows (all of a tensor, or one part of a fused one), one row's codes and
+ * blocks in memory at a time; halves: in rotate-half order (tensor_plan). */
+static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l, int halves)
 {
-    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)l->out);
+    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
     int32_t *codes = malloc((size_t)l->in * sizeof *codes);
     unsigned char *row = malloc(row_bytes);
     int st = codes && row ? 0 : lmp_fail(LMP_ENOMEM, "%s: out of memory", l->name);
     for (int64_t i = 0; i < l->out && !st; i++) {
-        const int64_t r = t->halves_hd ? lmp_rope_halves_row(i, t->halves_hd, t->n_rot) : i;
+        const int64_t r = halves ? lmp_rope_halves_row(i, t->halves_hd, t->n_rot) : i;
         if ((st = lmp_grid_codes_row(l, r, codes))) break;
         if (lmp_wformat_is_k(l->grid->spec.format)) st = lmp_gguf_pack_k_row(l, r, codes, row);
         else pack_row(l, r, codes, t->type, row);
@@ -499,18 +643,31 @@ static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l)
     return st;
 }
 
-/* One tensor's data: a model tensor from the model, a block's from the block cursor holds. */
-/* A vector's values (bias, q/k norm) gathered back to rotate-half order, then written. */
-static int write_halves_vector(FILE *f, const tensor_plan *t, const float *v)
+/* n values v (a bias, a norm), gathered back to rotate-half order when halves, then written. */
+static int write_vector(FILE *f, const tensor_plan *t, const float *v, int64_t n, int halves)
 {
-    float *g = malloc((size_t)t->ne[0] * sizeof *g);
+    if (!halves) return write_f32(f, v, (uint64_t)n) ? LMP_EIO : 0;
+    float *g = malloc((size_t)n * sizeof *g);
     if (!g) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
-    for (int64_t j = 0; j < t->ne[0]; j++) g[j] = v[lmp_rope_halves_row(j, t->halves_hd, t->n_rot)];
-    const int st = write_f32(f, g, (uint64_t)t->ne[0]) ? LMP_EIO : 0;
+    for (int64_t j = 0; j < n; j++) g[j] = v[lmp_rope_halves_row(j, t->halves_hd, t->n_rot)];
+    const int st = write_f32(f, g, (uint64_t)n) ? LMP_EIO : 0;
     free(g);
     return st;
 }
 
+/* One part of a block's linear tensor: its weight rows or its bias. */
+static int write_part(FILE *f, const tensor_plan *t, const lmp_linear *l, int halves)
+{
+    if (t->kind == T_BIAS) return write_vector(f, t, l->b, l->out, halves);
+    if (t->type != LMP_GGML_F32) return write_quantized(f, t, l, halves);
+    if (!halves) return write_f32(f, l->w, (uint64_t)l->out * (uint64_t)l->in) ? LMP_EIO : 0;
+    for (int64_t r = 0; r < l->out; r++) /* an F32 q or k weight, row by row in rotate-half order */
+        if (write_f32(f, l->w + lmp_rope_halves_row(r, t->halves_hd, t->n_rot) * l->in, (uint64_t)l->in))
+            return LMP_EIO;
+    return 0;
+}
+
+/* One tensor's data: a model tensor from the model, a block's from the block cursor holds. */
 static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
 {
     if (t->kind == T_MODEL) {
@@ -519,17 +676,13 @@ static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
     }
     const lmp_block *blk = lmp_block_cursor_at(cur, t->block);
     if (!blk) return LMP_EIO; /* the source said why */
-    const lmp_linear *l = &blk->linears[t->index];
-    if (t->kind == T_WEIGHT && t->type != LMP_GGML_F32) return write_quantized(f, t, l);
-    const float *v = t->kind == T_NORM ? blk->norms[t->index].w : t->kind == T_BIAS ? l->b : l->w;
-    if (t->halves_hd && t->kind != T_WEIGHT) return write_halves_vector(f, t, v);
-    if (t->halves_hd) { /* an F32 q or k weight, row by row in rotate-half order */
-        for (int64_t r = 0; r < t->ne[1]; r++)
-            if (write_f32(f, v + lmp_rope_halves_row(r, t->halves_hd, t->n_rot) * t->ne[0], (uint64_t)t->ne[0]))
-                return LMP_EIO;
-        return 0;
+    if (t->kind == T_NORM || t->kind == T_NORM_BIAS) {
+        const lmp_norm *nm = &blk->norms[t->index];
+        return write_vector(f, t, t->kind == T_NORM ? nm->w : nm->b, t->ne[0], t->halves_hd != 0);
     }
-    return write_f32(f, v, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;
+    int st = 0;
+    for (int k = 0; k < t->n_parts && !st; k++) st = write_part(f, t, &blk->linears[t->part[k]], t->part_halves[k]);
+    return st;
 }
 
 /* Header, then every tensor padded to the alignment.  LMP_EIO: a write failed (errno). */
@@ -596,10 +749,6 @@ static int write_file(lmp_ctx *ctx, const char *path, const lmp_gguf_meta *heade
 
 int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
-    if (m->arch.family != LMP_FAMILY_LLAMA)
-        return lmp_fail(LMP_EUNSUPPORTED,
-                        "%s: a GPT-2 family model has no GGUF export here (the Llama block's families are written: "
-                        "llama, qwen2, qwen3, gemma)", o->path);
     int st = lmp_export_check_arch(m, o->path);
     if (st) return st;
     lmp_ggml_type emb_type = LMP_GGML_F32;
@@ -617,7 +766,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                 o->embedding_type);
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
-    p.t = calloc((size_t)(4 + m->arch.n_layers * (4 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
+    p.t = calloc((size_t)(8 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
     if (m->arch.desc && m->arch.desc->gguf_rope_halves) {
         p.halves_hd = m->arch.head_dim;

@@ -34,18 +34,19 @@ static const char *torch_dtype(lmp_st_dtype d)
 }
 
 /* The family's bias switches (hf_write.c's plan_biases): Llama has attention_bias and mlp_bias,
- * Qwen3 and Gemma attention_bias, Qwen2 and Mistral neither. */
+ * Qwen3, Gemma 1-3, GLM and GLM-4 attention_bias, Qwen2, Mistral and ERNIE 4.5 neither. */
 static int has_attn_switch(const hf_plan *p)
 {
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
+    if (!strcmp(p->desc->name, "ernie4_5")) return 0; /* use_bias, false (hf_write.c's plan_biases) */
     return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
-                                            : p->desc->bias == LMP_BIAS_ATTN_CONFIG;
+                                            : p->desc->bias == LMP_BIAS_ATTN_CONFIG || p->desc->bias == LMP_BIAS_QKV_CONFIG;
 }
 
 static int has_mlp_switch(const hf_plan *p)
 {
     return p->desc->bias == LMP_BIAS_CONFIG && strcmp(p->desc->name, "mistral") != 0 &&
-           strcmp(p->desc->name, "gemma") != 0 && !p->desc->hf_fused_qkv;
+           strcmp(p->desc->name, "ernie4_5") != 0 && !(p->desc->flags & LMP_ARCH_GEGLU) && !p->desc->hf_fused_qkv;
 }
 
 /* Members of the source's config.json this writer sets itself. */

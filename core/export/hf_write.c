@@ -1,6 +1,8 @@
 /* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
  * through compressed-tensors (export.h): the Llama block's families (Llama, Mistral, Qwen2, Qwen3,
- * Gemma, and Phi-3 with its fused qkv_proj / gate_up_proj; export.c refuses the others by name).
+ * Gemma from any source; Phi-3 with its fused qkv_proj / gate_up_proj, Gemma 2/3, GLM (fused
+ * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept;
+ * export.c refuses the others by name).
  *
  *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
  *                      the family's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF
@@ -195,8 +197,11 @@ static int find_scheme(hf_plan *p, const hf_scheme *sc, const char *who)
  * biases always and no others; Mistral none (its modules take no bias). */
 static int plan_biases(hf_plan *p)
 {
-    const int qwen2 = p->desc->bias == LMP_BIAS_QKV, mistral = !strcmp(p->desc->name, "mistral");
-    const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || !strcmp(p->desc->name, "gemma");
+    /* q, k, v only: Qwen2 always, GLM / GLM-4 with attention_bias */
+    const int qwen2 = p->desc->bias == LMP_BIAS_QKV || p->desc->bias == LMP_BIAS_QKV_CONFIG;
+    /* none: Mistral; ERNIE 4.5 (its use_bias is false in every released model; not written here) */
+    const int mistral = !strcmp(p->desc->name, "mistral") || !strcmp(p->desc->name, "ernie4_5");
+    const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || (p->desc->flags & LMP_ARCH_GEGLU);
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
@@ -311,7 +316,8 @@ static int plan_tensors(hf_plan *p)
             t->block = b;
             t->norm = nm->index;
             t->minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
-            if (nm->index >= 2) { /* q/k norms follow q/k's rows (hf_plan.h) */
+            const int qk = nm->index == lmp_norm_index(a, LMP_NORM_Q) || nm->index == lmp_norm_index(a, LMP_NORM_K);
+            if (qk && !p->desc->hf_rope_adjacent) { /* q/k norms follow q/k's rows (hf_plan.h) */
                 t->halves_hd = a->head_dim;
                 t->n_rot = a->rope.n_rot > 0 ? a->rope.n_rot : a->head_dim;
             }
@@ -371,7 +377,10 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         hf_linear *h = &p->lins[p->n_lins++];
         *h = (hf_linear){.name = strdup(l->name), .role = l->role, .out = l->out, .in = l->in, .block = b, .index = i,
                          .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1,
-                         .head_dim = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? p->m->arch.head_dim : 0,
+                         /* q/k rows back to rotate-half order, unless the checkpoint turns adjacent
+                          * pairs itself (GLM, ERNIE 4.5) */
+                         .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent
+                                         ? p->m->arch.head_dim : 0,
                          .n_rot = p->m->arch.rope.n_rot > 0 ? p->m->arch.rope.n_rot : p->m->arch.head_dim};
         if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
         hf_scheme sc;

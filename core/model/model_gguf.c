@@ -1,10 +1,11 @@
 /* model_gguf.c — models from llama.cpp GGUF files, for the architectures core/arch has a
- * descriptor for (llama, qwen2, qwen3, gemma).
+ * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
  * context_length, rope.freq_base, rope.dimension_count, rope.scaling.* (none, linear, yarn),
- * attention.layer_norm_rms_epsilon, attention.sliding_window (the sliding layers' window).  Any other key of
+ * attention.layer_norm_rms_epsilon, attention.sliding_window (the sliding layers' window),
+ * attention.sliding_window_pattern (Gemma 2/3: which layers slide), soft-caps.  Any other key of
  * the architecture, or of a namespace but general., tokenizer., quantize. and lmpress., is
  * refused by name.  Tensors (ne[0] fastest, so a PyTorch [out, in] weight has ne = {in, out}):
  * token_embd, output_norm, output (absent: tied to token_embd), rope_freqs (Llama 3's per-pair
@@ -185,7 +186,7 @@ static const char *const read_keys[] = {
     "attention.key_length", "attention.value_length", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
-    "attention.layer_norm_epsilon",
+    "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
     "expert_count", "expert_used_count", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
@@ -205,6 +206,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
         int ok = 0;
         if (!strncmp(k, prefix, plen) && k[plen] == '.')
             for (int r = 0; read_keys[r] && !ok; r++) ok = !strcmp(k + plen + 1, read_keys[r]);
+        if (ok && !strcmp(k + plen + 1, "attention.sliding_window_pattern") && !lmp_arch_by_gguf(prefix, plen)->gguf_swa_pattern)
+            ok = 0; /* read for Gemma 2 and 3 only */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -287,6 +290,33 @@ static int read_longrope(lmp_model *m, int64_t n_rot, int64_t orig)
     return st;
 }
 
+/* Which layers slide in llama.cpp's Gemma 2 and 3 (load_swa_pattern): attention.sliding_window_pattern
+ * as one bool a layer, or as n (layer l slides unless (l + 1) % n == 0; 0: every layer slides);
+ * without it the architecture's n (2 for Gemma 2, 6 for Gemma 3).  Only these architectures read
+ * the key (check_keys refuses it for any other, whose llama.cpp model would ignore it). */
+static int read_swa_pattern(lmp_model *m)
+{
+    lmp_arch *a = &m->arch;
+    char key[128];
+    const lmp_gguf_kv *kv = lmp_gguf_find_kv(m->src_data, arch_key(key, sizeof key, m, "attention.sliding_window_pattern"));
+    int64_t n = a->desc->gguf_swa_pattern;
+    if (kv && kv->type == LMP_GGUF_ARRAY) {
+        if (kv->arr_type != LMP_GGUF_BOOL || kv->n != (uint64_t)a->n_layers)
+            return lmp_fail(LMP_EINVAL, "%s: %s must be %lld bools (one a layer) or one integer", m->path, key,
+                            (long long)a->n_layers);
+        const unsigned char *v = kv->data;
+        for (int64_t l = 0; l < a->n_layers; l++) a->sliding_layer[l] = v[l] != 0;
+        return 0;
+    }
+    if (kv) {
+        int st = lmp_gguf_get_int(m->src_data, key, &n);
+        if (st) return st;
+        if (n < 0) return lmp_fail(LMP_EINVAL, "%s: %s = %lld is negative", m->path, key, (long long)n);
+    }
+    for (int64_t l = 0; l < a->n_layers; l++) a->sliding_layer[l] = n == 0 || (l + 1) % n != 0;
+    return 0;
+}
+
 /* RoPE from rope.freq_base, rope.dimension_count, rope.scaling.* (linear, YaRN) and
  * rope_freqs.weight (Llama 3's per-pair divisors), LongRoPE's factors; and the sliding window:
  * attention.sliding_window for every layer, or the arch's pattern (Gemma 2/3). */
@@ -339,8 +369,7 @@ static int read_rope(lmp_model *m)
         }
     }
     const lmp_arch_desc *d = a->desc;
-    if (d->gguf_swa_pattern) /* llama.cpp's Gemma 2 and 3: each pattern-th layer is global */
-        for (int64_t l = 0; l < a->n_layers; l++) a->sliding_layer[l] = (l + 1) % d->gguf_swa_pattern != 0;
+    if (d->gguf_swa_pattern && (st = read_swa_pattern(m))) return st;
     if (d->gguf_swa_base) { /* Gemma 3: the sliding layers' own base */
         float base;
         if ((st = arch_float(g, P, "rope.freq_base_swa", d->gguf_swa_base, &base))) return st;

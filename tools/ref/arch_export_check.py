@@ -4,13 +4,13 @@ the fixture's own files made by transformers and llama.cpp's converter (tests/fi
 tests/test_export_arch.c.
 
     PYTHONPATH=build/pydeps python3 tools/ref/arch_export_check.py gguf EXPORT.gguf REF.gguf \
-        [--quantized] [--ignore KEY ...]
-    python3 tools/ref/arch_export_check.py hf EXPORT_DIR REF_HF_DIR [--quantized] [--class CLS:TYPE]
+        [--quantized | --exact] [--ignore KEY ...]
+    python3 tools/ref/arch_export_check.py hf EXPORT_DIR REF_HF_DIR [--quantized | --exact] [--class CLS:TYPE]
 
 gguf: read with the PyPI `gguf` package (llama.cpp's gguf-py).  general.architecture must be the
 reference's; every tensor name must be one gguf-py lists for that architecture (MODEL_TENSORS) and
 the two files must hold the same tensors with the same shapes; every value, dequantized by gguf-py,
-must equal the reference's (F32: bit for bit, rope_freqs to 1e-6 relative; --quantized: each within
+must equal the reference's (F32: bit for bit, rope_freqs and rope_factors_* to 1e-6 relative; --quantized: each within
 0.6 of its 32-value block's step max|ref| / 127 for Q8_0, which a row in the wrong order, a norm
 without its + 1 or a transposed weight cannot pass).  Every <arch>.* key of the reference must be
 in the export with the same value (to 1e-6 for floats) unless named by --ignore.
@@ -22,6 +22,12 @@ or 5 writes them, tie_word_embeddings) must mean the same.  model.safetensors (r
 format is a JSON header and raw little-endian data) must hold the reference's tensors by name and
 shape with equal values (bit for bit); --quantized: compressed-tensors' packed weights are
 unpacked and dequantized and must lie within 0.6 of a step (scale) of the reference.
+
+--exact (either kind): REF is the same compressed variant exported with its weights as F32 (what
+lmpress evaluated), and every quantized tensor, dequantized by gguf-py or unpacked from
+compressed-tensors' packed or int8 codes times scales (less zero points), must equal it to 1e-6
+of its largest value; the rest as above.  This holds GPTQ's weights, which move further than a
+grid step from the unquantized model, to the bytes written.
 
 Prints "ok: ..." and exits 0, or every problem and exits 1."""
 import json
@@ -61,7 +67,7 @@ def gguf_fields(reader):
     return out
 
 
-def check_gguf(path, ref_path, quantized, ignore):
+def check_gguf(path, ref_path, quantized, ignore, exact=False):
     import gguf
     from gguf import GGMLQuantizationType as QT
     r, e = gguf.GGUFReader(ref_path), gguf.GGUFReader(path)
@@ -117,11 +123,21 @@ def check_gguf(path, ref_path, quantized, ignore):
         va = gguf.quants.dequantize(a.data, a.tensor_type).astype(np.float64).reshape(-1)
         vb = gguf.quants.dequantize(b.data, b.tensor_type).astype(np.float64).reshape(-1)
         if a.tensor_type == QT.F32:
-            # bit for bit, but rope_freqs: its divisors are chosen to give lmpress's frequencies
-            # back, the converter's are the formula's (the two may differ by an ulp)
-            if not (close(va, vb) if name == "rope_freqs.weight" else np.array_equal(va, vb)):
+            # bit for bit, but RoPE's divisor tables (rope_freqs, Phi-3's rope_factors_*): their
+            # divisors are chosen to give lmpress's frequencies back, the converter's are the
+            # config's or the formula's (the two may differ by an ulp)
+            divisors = name in ("rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight")
+            if not (close(va, vb) if divisors else np.array_equal(va, vb)):
                 d = np.abs(va - vb)
                 problem(f"{name}: differs from the reference: max |d| {d.max():.3g} at {int(d.argmax())}")
+        elif exact and a.tensor_type != QT.F32:
+            # the reference is the same variant as F32 (the weights lmpress evaluated): gguf-py's
+            # dequantization of each block must give them back (up to float rounding)
+            n_q += 1
+            if not close(va, vb, 1e-6):
+                d = np.abs(va - vb)
+                problem(f"{name} ({a.tensor_type.name}): gguf-py's dequantization differs from the variant lmpress "
+                        f"evaluated: max |d| {d.max():.3g} at {int(d.argmax())}")
         elif quantized and a.tensor_type == QT.Q8_0:
             n_q += 1
             blocks = vb.reshape(-1, 32)
@@ -133,7 +149,7 @@ def check_gguf(path, ref_path, quantized, ignore):
                         "steps from the reference (at most 0.6 allowed)")
         else:
             problem(f"{name}: type {a.tensor_type.name} not expected here")
-    return f"{len(et)} tensors, architecture {arch}" + (f", {n_q} Q8_0" if quantized else "")
+    return f"{len(et)} tensors, architecture {arch}" + (f", {n_q} quantized" if exact else f", {n_q} Q8_0" if quantized else "")
 
 
 # ---- Hugging Face ------------------------------------------------------------------------------
@@ -207,7 +223,7 @@ def unpack_ct(tensors, module, cfg):
     return (q - z) * step, step
 
 
-def check_hf(path, ref_path, quantized, cls):
+def check_hf(path, ref_path, quantized, cls, exact=False):
     cfg = json.load(open(os.path.join(path, "config.json")))
     ref = json.load(open(os.path.join(ref_path, "config.json")))
     want = {"architectures": ref.get("architectures"), "model_type": ref.get("model_type")}
@@ -252,7 +268,22 @@ def check_hf(path, ref_path, quantized, cls):
         if name == "lm_head.weight" and tie(ref):
             continue
         module = name[: -len(".weight")] if name.endswith(".weight") else None
-        if name in et:
+        if exact and module and module + ".weight_scale" in et and name in et and et[name].dtype == np.int8:
+            # int-quantized (W8A8): int8 codes times the per-channel (or group) scale, less zero points
+            n_q += 1
+            q = et[name].astype(np.float64)
+            scale = et[module + ".weight_scale"].astype(np.float64)
+            scale = scale.reshape(q.shape[0], -1) if scale.size > 1 else np.full((q.shape[0], 1), float(scale))
+            step = np.repeat(scale, q.shape[1] // scale.shape[1], axis=1)
+            z = 0
+            if module + ".weight_zero_point" in et:
+                zp = et[module + ".weight_zero_point"].astype(np.float64)
+                z = np.repeat(zp.reshape(q.shape[0], -1), q.shape[1] // zp.reshape(q.shape[0], -1).shape[1], axis=1)
+            w = (q - z) * step
+            if not close(w, b, 1e-6):
+                problem(f"{module}: int8 codes x scales differ from the variant lmpress evaluated: max |d| "
+                        f"{np.abs(w - b).max():.3g}")
+        elif name in et:
             a = et[name].astype(np.float64)
             if a.shape != b.shape:
                 problem(f"{name}: shape {list(a.shape)}, the reference's {list(b.shape)}")
@@ -264,6 +295,10 @@ def check_hf(path, ref_path, quantized, cls):
             w, step = unpack_ct(et, module, cfg)
             if w.shape != b.shape:
                 problem(f"{module}: dequantized shape {list(w.shape)}, the reference's {list(b.shape)}")
+            elif exact:
+                if not close(w, b, 1e-6):
+                    problem(f"{module}: unpacked codes x scales differ from the variant lmpress evaluated: max |d| "
+                            f"{np.abs(w - b).max():.3g}")
             elif not np.all(np.abs(w - b) <= 0.6 * step + 1e-7):
                 r = np.abs(w - b) / step
                 problem(f"{module}: a dequantized weight is {r.max():.2f} steps from the reference at "
@@ -273,18 +308,19 @@ def check_hf(path, ref_path, quantized, cls):
     extra = [n for n in et if not any(n == r or n.startswith(r[: -len("weight")]) for r in rt)]
     if extra:
         problem(f"tensors the reference does not have: {extra[:5]}")
-    return f"{len(et)} tensors, {cfg['architectures'][0]}" + (f", {n_q} pack-quantized" if quantized else "")
+    return f"{len(et)} tensors, {cfg['architectures'][0]}" + (f", {n_q} quantized" if exact else f", {n_q} pack-quantized" if quantized else "")
 
 
 def main():
     args = sys.argv[1:]
-    quantized = "--quantized" in args
+    quantized = "--quantized" in args or "--exact" in args
+    exact = "--exact" in args
     ignore = set()
     cls = None
     rest = []
     i = 0
     while i < len(args):
-        if args[i] == "--quantized":
+        if args[i] in ("--quantized", "--exact"):
             pass
         elif args[i] == "--ignore":
             i += 1
@@ -298,7 +334,8 @@ def main():
     if len(rest) != 3 or rest[0] not in ("gguf", "hf"):
         print(__doc__)
         return 2
-    what = check_gguf(rest[1], rest[2], quantized, ignore) if rest[0] == "gguf" else check_hf(rest[1], rest[2], quantized, cls)
+    what = (check_gguf(rest[1], rest[2], quantized, ignore, exact) if rest[0] == "gguf"
+            else check_hf(rest[1], rest[2], quantized, cls, exact))
     if problems:
         for p in problems:
             print("problem:", p)
