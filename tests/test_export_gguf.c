@@ -405,9 +405,9 @@ START_TEST(embedding_types)
             check_file(tmp("emb.gguf"), extra);
         }
     }
-    lmp_export_opts bad = {.path = tmp("bad.gguf"), .variant = "x", .pipeline = "[]", .embedding_type = "q4_k"};
+    lmp_export_opts bad = {.path = tmp("bad.gguf"), .variant = "x", .pipeline = "[]", .embedding_type = "q4_x"};
     ck_assert_int_ne(lmp_export_model(&ctx, g_m, &src, &bad), 0);
-    ck_assert_msg(strstr(lmp_last_error(), "embedding type 'q4_k'"), "%s", lmp_last_error());
+    ck_assert_msg(strstr(lmp_last_error(), "embedding type 'q4_x'"), "%s", lmp_last_error());
     ck_assert_int_ne(access(tmp("bad.gguf"), F_OK), 0);
     lmp_blocks_free(blocks, g_m->arch.n_layers);
 }

@@ -95,6 +95,36 @@ static int block_bytes(lmp_ggml_type t)
     }
 }
 
+/* The grid format of a GGUF block type (linear_type's inverse); LMP_WFORMAT_INT for F32, F16 and
+ * the types lmpress does not write. */
+static lmp_wformat type_format(lmp_ggml_type t)
+{
+    for (int f = 1; f < LMP_WFORMAT_NF4; f++) {
+        const lmp_wgrid g = {.spec = {.format = (lmp_wformat)f}};
+        const lmp_linear l = {.grid = (lmp_wgrid *)&g};
+        if (linear_type(&l) == t) return (lmp_wformat)f;
+    }
+    return LMP_WFORMAT_INT;
+}
+
+/* The GGUF type a config or option names ("f32", "f16", "q8_0", ... "q6_k"), for a tensor whose rows
+ * are `cols` wide: a k-quant they do not fit becomes llama-quantize's fallback, and a block type
+ * whose blocks do not divide them F32 (llama-quantize: F16).  -1 for an unknown name. */
+static int named_type(const char *name, int64_t cols, lmp_ggml_type *out)
+{
+    if (!name || !strcmp(name, "f32")) return *out = LMP_GGML_F32, 0;
+    if (!strcmp(name, "f16")) return *out = LMP_GGML_F16, 0;
+    for (int f = 1; f < LMP_WFORMAT_NF4; f++) {
+        if (strcmp(lmp_wformat_name((lmp_wformat)f), name) != 0) continue;
+        const lmp_wformat g = lmp_wformat_fallback((lmp_wformat)f, cols);
+        const lmp_wgrid grid = {.spec = {.format = g}};
+        const lmp_linear l = {.grid = (lmp_wgrid *)&grid};
+        *out = cols % lmp_wformat_span(g) ? LMP_GGML_F32 : linear_type(&l);
+        return 0;
+    }
+    return -1;
+}
+
 /* One row of codes into ggml's blocks: d (and Q4_1's or Q5_1's m) as IEEE halves of the recorded
  * f32 scale and min; Q5_0 and Q5_1 then qh, bit j the fifth bit of code j (little-endian
  * uint32); then the codes: Q8_0 one int8 each; the others code j's low four bits in the low
@@ -215,8 +245,8 @@ static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
     const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1];
     if (t->type == LMP_GGML_F32) return 4u * ne0 * ne1;
     if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
-    if (l && lmp_wformat_is_k(l->grid->spec.format))
-        return (uint64_t)lmp_gguf_kblock_bytes(l->grid->spec.format) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
+    const lmp_wformat f = l ? l->grid->spec.format : type_format(t->type);
+    if (lmp_wformat_is_k(f)) return (uint64_t)lmp_gguf_kblock_bytes(f) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
     return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
 }
 
@@ -291,7 +321,7 @@ static int llama3_divisors(const lmp_rope *r, float *out, const char *what)
 
 /* Every tensor, the blocks read from src one at a time; then their offsets. */
 static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *src, lmp_ggml_type emb_type,
-                        plan_list *p)
+                        lmp_ggml_type out_type, plan_list *p)
 {
     const lmp_arch *a = &m->arch;
     int64_t widest = a->dim > a->hidden ? a->dim : a->hidden;
@@ -312,7 +342,7 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     if (st) return st;
     add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
     if (m->lm_head != m->tok_emb)
-        add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, emb_type, NULL);
+        add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, out_type, NULL);
     if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "llama3")) {
         if ((st = llama3_divisors(&a->rope, p->rope_freqs, m->path))) return st;
         add_tensor(p, "rope_freqs.weight", T_MODEL, -1, 0, p->rope_freqs, a->rope.n_rot / 2, 0, LMP_GGML_F32, NULL);
@@ -395,6 +425,9 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         const char *base = lmp_basename(o->config_path);
         lmp_gguf_kv_str(kv, "lmpress.config", base, strlen(base));
     }
+    /* the config itself, so that the file says how to make it again (lmpress quantize
+     * --print-config prints the same text) */
+    if (o->config_text) lmp_gguf_kv_str(kv, "lmpress.config_text", o->config_text, strlen(o->config_text));
 }
 
 /* magic, version, counts, the metadata, the tensor infos, padding to the data section. */
@@ -442,15 +475,26 @@ static int write_f32(FILE *f, const float *v, uint64_t n)
     return 0;
 }
 
-/* The embedding or head in the type --embedding-type asked for, a row at a time: F16 halves
- * (round to nearest even), or Q8_0 blocks quantized as ggml does (plugin.h's GGUF grid). */
+/* The embedding or head in the type asked for (--embedding-type, the config's export section,
+ * lmpress quantize's preset), a row at a time: F16 halves (round to nearest even), or a GGUF block
+ * type quantized as ggml's reference quantizers do (llama-quantize without an importance matrix:
+ * plugin.h's grids, lmp_wgrid_fit_block / lmp_wgrid_fit_kblock), packed as the linears are. */
 static int write_converted(FILE *f, const tensor_plan *t)
 {
     const int64_t n = t->ne[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+    const lmp_wformat fmt = type_format(t->type);
+    const lmp_wspec spec = lmp_wspec_for_format(fmt, 1.0f);
+    const int64_t n_slices = fmt == LMP_WFORMAT_INT ? 1 : n / spec.group;
     unsigned char *row = malloc(row_bytes);
-    if (!row) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
-    const lmp_wspec q8 = lmp_wspec_for_format(LMP_WFORMAT_GGUF_Q8_0, 1.0f);
+    float *scales = malloc((size_t)n_slices * sizeof *scales), *zeros = calloc((size_t)n_slices, sizeof *zeros);
+    int32_t *codes = malloc((size_t)n * sizeof *codes);
+    if (!row || !scales || !zeros || !codes) {
+        free(row), free(scales), free(zeros), free(codes);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    }
+    lmp_wgrid g = {.spec = spec, .n_scales = n_slices, .scales = scales, .zeros = spec.sym ? NULL : zeros};
+    const lmp_linear l = {.name = t->name, .in = n, .out = 1, .grid = &g};
     int st = 0;
     for (int64_t r = 0; r < t->ne[1] && !st; r++) {
         const float *x = t->f32 + r * n;
@@ -460,22 +504,24 @@ static int write_converted(FILE *f, const tensor_plan *t)
                 row[2 * j] = (unsigned char)h;
                 row[2 * j + 1] = (unsigned char)(h >> 8);
             }
-        } else { /* Q8_0 */
-            for (int64_t k = 0; k < n / LMP_WFORMAT_BLOCK; k++) {
-                const float *b = x + k * LMP_WFORMAT_BLOCK;
-                unsigned char *p = row + k * 34;
-                float d, zero;
-                lmp_wgrid_fit_block(&q8, b, LMP_WFORMAT_BLOCK, &d, &zero);
-                const uint16_t h = lmp_stw_f16(d, NULL);
-                p[0] = (unsigned char)h;
-                p[1] = (unsigned char)(h >> 8);
-                for (int j = 0; j < LMP_WFORMAT_BLOCK; j++)
-                    p[2 + j] = (unsigned char)(int8_t)lmp_wgrid_code_i32(lmp_wgrid_code(&q8, b[j], d, zero));
+        } else {
+            if (lmp_wformat_is_k(fmt)) {
+                const int64_t nsub = LMP_WFORMAT_KBLOCK / spec.group;
+                for (int64_t c = 0, k = 0; c < n; c += LMP_WFORMAT_KBLOCK, k += nsub)
+                    lmp_wgrid_fit_kblock(&spec, x + c, NULL, scales + k, spec.sym ? NULL : zeros + k);
+            } else {
+                for (int64_t k = 0; k < n_slices; k++) lmp_wgrid_fit_block(&spec, x + k * spec.group, spec.group, &scales[k], &zeros[k]);
             }
+            for (int64_t j = 0; j < n; j++) {
+                const int64_t k = j / spec.group;
+                codes[j] = lmp_wgrid_code_i32(lmp_wgrid_code(&spec, x[j], scales[k], spec.sym ? 0.0f : zeros[k]));
+            }
+            if (lmp_wformat_is_k(fmt)) st = lmp_gguf_pack_k_row(&l, 0, codes, row);
+            else pack_row(&l, 0, codes, t->type, row);
         }
-        if (fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
+        if (!st && fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
     }
-    free(row);
+    free(row), free(scales), free(zeros), free(codes);
     return st;
 }
 
@@ -601,19 +647,19 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                         "llama, qwen2, qwen3, gemma)", o->path);
     int st = lmp_export_check_arch(m, o->path);
     if (st) return st;
-    lmp_ggml_type emb_type = LMP_GGML_F32;
-    if (o->embedding_type && strcmp(o->embedding_type, "f16") == 0) emb_type = LMP_GGML_F16;
-    else if (o->embedding_type && strcmp(o->embedding_type, "q8_0") == 0) emb_type = LMP_GGML_Q8_0;
-    else if (o->embedding_type && strcmp(o->embedding_type, "f32") != 0)
-        return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16 or q8_0", o->path, o->embedding_type);
-    if (emb_type == LMP_GGML_Q8_0 && m->arch.dim % LMP_WFORMAT_BLOCK)
-        return lmp_fail(LMP_EINVAL, "%s: embedding type q8_0 needs a width that is a multiple of 32, not %lld", o->path,
-                        (long long)m->arch.dim);
-    if (emb_type != LMP_GGML_F32)
+    /* the token embedding's and the head's types: as asked (NULL: F32, exact), each fitted to the
+     * rows as llama-quantize fits them (a k-quant falls back on rows it does not divide) */
+    lmp_ggml_type emb_type, out_type;
+    const char *emb_name = o->embedding_type, *out_name = o->output_type ? o->output_type : o->embedding_type;
+    if (named_type(emb_name, m->arch.dim, &emb_type) || named_type(out_name, m->arch.dim, &out_type))
+        return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or "
+                        "q2_k .. q6_k", o->path, named_type(emb_name, 256, &emb_type) ? emb_name : out_name);
+    const int tied = m->lm_head == m->tok_emb;
+    if (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32))
         lmp_log(ctx, LMP_LOG_WARN,
-                "%s: the token embedding%s stored as %s: the file's model differs there from the one lmpress "
-                "evaluated (its block linears are exact)", o->path, m->lm_head != m->tok_emb ? " and head are" : " (and tied head) is",
-                o->embedding_type);
+                "%s: the token embedding%s stored as %s%s%s: the file's model differs there from the one lmpress "
+                "evaluated (its block linears are exact)", o->path, tied ? " (and tied head) is" : " and head are",
+                lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
     p.t = calloc((size_t)(4 + m->arch.n_layers * (4 + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
@@ -622,7 +668,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
         p.halves_hd = m->arch.head_dim;
         p.n_rot = m->arch.rope.n_rot > 0 ? m->arch.rope.n_rot : m->arch.head_dim;
     }
-    if (!(st = plan_tensors(ctx, m, blocks, emb_type, &p))) {
+    if (!(st = plan_tensors(ctx, m, blocks, emb_type, out_type, &p))) {
         put_metadata(&kv, m, &p, o);
         st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv);
     }
@@ -643,6 +689,11 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                     "weights are stored", o->path, p.n_act, p.n_act == 1 ? " quantizes its" : "s quantize their",
                     p.act_name, p.n_act > 1 ? ", ..." : "");
         st = write_file(ctx, o->path, &header, &p, blocks);
+        if (!st) {
+            uint64_t bytes = 0, weights = 0;
+            for (int i = 0; i < p.n; i++) bytes += p.t[i].nbytes, weights += (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1];
+            lmp_export_log_size(ctx, o->path, (uint64_t)header.len + p.data_bytes, bytes, weights);
+        }
     }
     free(p.int_name);
     free(p.act_name);
