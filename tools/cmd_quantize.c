@@ -299,6 +299,9 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
             return st;
         }
     }
+    if (!gguf && o->preset != P_W8A8 && min_group < 128 && min_group >= 32)
+        fprintf(stderr, "lmpress: note: %s: groups of %lld, not 128: 128 does not divide every linear's width (vLLM "
+                "and compressed-tensors take no shorter last group)\n", preset_names[o->preset], (long long)min_group);
     if (!gguf && o->preset != P_W8A8 && min_group < 32) {
         free(lins);
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s needs every linear's width to be a multiple of 32 (groups that "
@@ -393,7 +396,7 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
                 any |= pick[i];
             }
             if (!any) continue;
-            add(t, "%s( { match = ", n_over++ ? ",\n                                 " : "\n                   overrides = ");
+            add(t, "%s{ match = ", n_over++ ? ",\n                                 " : "\n                   overrides = ( ");
             add_pattern(t, lins, n_lins, pick);
             add(t, "; params = { format = \"%s\"; }; }", lmp_wformat_name((lmp_wformat)f));
         }
