@@ -236,7 +236,9 @@ START_TEST(smollm2_q4_k_m_gguf)
     if (!have_smollm2()) return;
     const char *gguf = in_tmp("smollm2-Q4_K_M.gguf");
     ck_assert_msg(run("quantize '%s' '%s' Q4_K_M", SMOL, gguf) == 0, "%s", out);
-    printf("  %s", strstr(out, "MiB), ") ? strstr(out, "MiB), ") + 6 : "");
+    const char *size_line = strstr(out, "MiB), ");
+    ck_assert_msg(size_line && strstr(size_line, "(embeddings included)"), "%s", out);
+    printf("  lmpress: %.*s\n", (int)strcspn(size_line + 6, "\n"), size_line + 6);
     lmp_gguf *g;
     ck_assert_int_eq(lmp_gguf_open(gguf, &g), 0);
     int64_t n_layer = 0;
@@ -260,6 +262,9 @@ START_TEST(smollm2_q4_k_m_gguf)
     ck_assert_int_eq(stat(gguf, &st), 0);
     printf("  Q4_K_M: %lld bytes (tensors %llu; llama-quantize's recipe %llu)\n", (long long)st.st_size,
            (unsigned long long)bytes, (unsigned long long)recipe_bytes);
+    ck_assert_msg(bytes == recipe_bytes, "tensors of %llu bytes against the recipe's %llu", (unsigned long long)bytes,
+                  (unsigned long long)recipe_bytes);
+    /* the file: the tensors and a header (the tokenizer: 1.8 MB of SmolLM2's 105 MB) */
     ck_assert_msg(fabs((double)st.st_size / (double)recipe_bytes - 1.0) < 0.05, "size %lld against the recipe's %llu",
                   (long long)st.st_size, (unsigned long long)recipe_bytes);
 

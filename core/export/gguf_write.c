@@ -475,54 +475,150 @@ static int write_f32(FILE *f, const float *v, uint64_t n)
     return 0;
 }
 
+/* One row of f32 values into a GGUF type's bytes, as ggml's reference quantizers do (llama-quantize
+ * without an importance matrix: plugin.h's grids, lmp_wgrid_fit_block / lmp_wgrid_fit_kblock),
+ * packed as the linears are; F16 as halves (round to nearest even). */
+typedef struct row_encoder {
+    lmp_ggml_type type;
+    lmp_wformat fmt;
+    lmp_wspec spec;
+    int64_t n, n_slices;
+    size_t row_bytes;
+    float *scales, *zeros;
+    int32_t *codes;
+    lmp_wgrid g;
+    lmp_linear l;
+} row_encoder;
+
+static void encoder_free(row_encoder *e)
+{
+    free(e->scales);
+    free(e->zeros);
+    free(e->codes);
+}
+
+static int encoder_init(row_encoder *e, lmp_ggml_type type, int64_t n, size_t row_bytes, const char *name)
+{
+    memset(e, 0, sizeof *e);
+    e->type = type, e->n = n, e->row_bytes = row_bytes;
+    e->fmt = type_format(type);
+    e->spec = lmp_wspec_for_format(e->fmt, 1.0f);
+    e->n_slices = e->fmt == LMP_WFORMAT_INT ? 1 : n / e->spec.group;
+    e->scales = malloc((size_t)e->n_slices * sizeof *e->scales);
+    e->zeros = calloc((size_t)e->n_slices, sizeof *e->zeros);
+    e->codes = malloc((size_t)n * sizeof *e->codes);
+    if (!e->scales || !e->zeros || !e->codes) {
+        encoder_free(e);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory", name);
+    }
+    e->g = (lmp_wgrid){.spec = e->spec, .n_scales = e->n_slices, .scales = e->scales, .zeros = e->spec.sym ? NULL : e->zeros};
+    e->l = (lmp_linear){.name = name, .in = n, .out = 1};
+    e->l.grid = &e->g;
+    return 0;
+}
+
+static int encoder_row(row_encoder *e, const float *x, unsigned char *row)
+{
+    const lmp_wspec *s = &e->spec;
+    if (e->type == LMP_GGML_F16) {
+        for (int64_t j = 0; j < e->n; j++) {
+            const uint16_t h = lmp_stw_f16(x[j], NULL);
+            row[2 * j] = (unsigned char)h;
+            row[2 * j + 1] = (unsigned char)(h >> 8);
+        }
+        return 0;
+    }
+    if (lmp_wformat_is_k(e->fmt)) {
+        const int64_t nsub = LMP_WFORMAT_KBLOCK / s->group;
+        for (int64_t c = 0, k = 0; c < e->n; c += LMP_WFORMAT_KBLOCK, k += nsub)
+            lmp_wgrid_fit_kblock(s, x + c, NULL, e->scales + k, s->sym ? NULL : e->zeros + k);
+    } else {
+        for (int64_t k = 0; k < e->n_slices; k++) lmp_wgrid_fit_block(s, x + k * s->group, s->group, &e->scales[k], &e->zeros[k]);
+    }
+    for (int64_t j = 0; j < e->n; j++) {
+        const int64_t k = j / s->group;
+        e->codes[j] = lmp_wgrid_code_i32(lmp_wgrid_code(s, x[j], e->scales[k], s->sym ? 0.0f : e->zeros[k]));
+    }
+    if (lmp_wformat_is_k(e->fmt)) return lmp_gguf_pack_k_row(&e->l, 0, e->codes, row);
+    pack_row(&e->l, 0, e->codes, e->type, row);
+    return 0;
+}
+
 /* The embedding or head in the type asked for (--embedding-type, the config's export section,
- * lmpress quantize's preset), a row at a time: F16 halves (round to nearest even), or a GGUF block
- * type quantized as ggml's reference quantizers do (llama-quantize without an importance matrix:
- * plugin.h's grids, lmp_wgrid_fit_block / lmp_wgrid_fit_kblock), packed as the linears are. */
+ * lmpress quantize's preset, the source's own), a row at a time. */
 static int write_converted(FILE *f, const tensor_plan *t)
 {
-    const int64_t n = t->ne[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
-    const lmp_wformat fmt = type_format(t->type);
-    const lmp_wspec spec = lmp_wspec_for_format(fmt, 1.0f);
-    const int64_t n_slices = fmt == LMP_WFORMAT_INT ? 1 : n / spec.group;
     unsigned char *row = malloc(row_bytes);
-    float *scales = malloc((size_t)n_slices * sizeof *scales), *zeros = calloc((size_t)n_slices, sizeof *zeros);
-    int32_t *codes = malloc((size_t)n * sizeof *codes);
-    if (!row || !scales || !zeros || !codes) {
-        free(row), free(scales), free(zeros), free(codes);
-        return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    row_encoder e;
+    int st = row ? encoder_init(&e, t->type, t->ne[0], row_bytes, t->name) : lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    if (st) {
+        free(row);
+        return st;
     }
-    lmp_wgrid g = {.spec = spec, .n_scales = n_slices, .scales = scales, .zeros = spec.sym ? NULL : zeros};
-    const lmp_linear l = {.name = t->name, .in = n, .out = 1, .grid = &g};
-    int st = 0;
     for (int64_t r = 0; r < t->ne[1] && !st; r++) {
-        const float *x = t->f32 + r * n;
-        if (t->type == LMP_GGML_F16) {
-            for (int64_t j = 0; j < n; j++) {
-                const uint16_t h = lmp_stw_f16(x[j], NULL);
-                row[2 * j] = (unsigned char)h;
-                row[2 * j + 1] = (unsigned char)(h >> 8);
-            }
-        } else {
-            if (lmp_wformat_is_k(fmt)) {
-                const int64_t nsub = LMP_WFORMAT_KBLOCK / spec.group;
-                for (int64_t c = 0, k = 0; c < n; c += LMP_WFORMAT_KBLOCK, k += nsub)
-                    lmp_wgrid_fit_kblock(&spec, x + c, NULL, scales + k, spec.sym ? NULL : zeros + k);
-            } else {
-                for (int64_t k = 0; k < n_slices; k++) lmp_wgrid_fit_block(&spec, x + k * spec.group, spec.group, &scales[k], &zeros[k]);
-            }
-            for (int64_t j = 0; j < n; j++) {
-                const int64_t k = j / spec.group;
-                codes[j] = lmp_wgrid_code_i32(lmp_wgrid_code(&spec, x[j], scales[k], spec.sym ? 0.0f : zeros[k]));
-            }
-            if (lmp_wformat_is_k(fmt)) st = lmp_gguf_pack_k_row(&l, 0, codes, row);
-            else pack_row(&l, 0, codes, t->type, row);
-        }
+        st = encoder_row(&e, t->f32 + r * t->ne[0], row);
         if (!st && fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
     }
-    free(row), free(scales), free(zeros), free(codes);
+    encoder_free(&e);
+    free(row);
     return st;
+}
+
+/* Whether every row of x[rows, n] stored as `type` reads back as itself, bit for bit (ggml's
+ * dequantization, formats/gguf.h): then the source's own type loses nothing. */
+static int reads_back(const float *x, int64_t n, int64_t rows, lmp_ggml_type type, const char *name)
+{
+    const int qk = lmp_ggml_type_block(type);
+    if (qk <= 0 || n % qk) return 0;
+    row_encoder e;
+    const size_t row_bytes = type == LMP_GGML_F16 ? 2u * (size_t)n
+                             : (size_t)(n / qk) * (size_t)(lmp_wformat_is_k(type_format(type)) ? lmp_gguf_kblock_bytes(type_format(type))
+                                                                                                : block_bytes(type));
+    unsigned char *row = malloc(row_bytes);
+    float *back = malloc((size_t)n * sizeof *back);
+    int same = row && back && encoder_init(&e, type, n, row_bytes, name) == 0;
+    if (same) {
+        for (int64_t r = 0; r < rows && same; r++) {
+            const float *v = x + r * n;
+            if (encoder_row(&e, v, row)) {
+                same = 0;
+                break;
+            }
+            const lmp_gguf_tensor t = {.name = (char *)name, .n_dims = 1, .ne = {n, 1, 1, 1}, .type = type, .data = row,
+                                       .nbytes = row_bytes};
+            if (lmp_gguf_dequantize(&t, 0, n, back)) {
+                same = 0;
+                break;
+            }
+            for (int64_t j = 0; j < n && same; j++) same = back[j] == v[j];
+        }
+        encoder_free(&e);
+    }
+    free(row);
+    free(back);
+    lmp_clear_error();
+    return same;
+}
+
+/* The type the source GGUF stores `name` in, when this writer writes that type and it gives the
+ * model's values back exactly; else F32. */
+static lmp_ggml_type source_type(lmp_ctx *ctx, const lmp_model *m, const char *name, const float *x)
+{
+    lmp_gguf *g = NULL;
+    if (!lmp_export_is_gguf(m->path) || lmp_gguf_open(m->path, &g)) {
+        lmp_clear_error();
+        return LMP_GGML_F32;
+    }
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(g, name);
+    lmp_ggml_type type = t && (t->type == LMP_GGML_F16 || type_format(t->type) != LMP_WFORMAT_INT) ? t->type : LMP_GGML_F32;
+    lmp_gguf_close(g);
+    if (type != LMP_GGML_F32 && !reads_back(x, m->arch.dim, m->arch.vocab, type, name)) {
+        lmp_log(ctx, LMP_LOG_INFO, "%s: the source's %s does not give its values back when written again: F32", name,
+                lmp_ggml_type_name(type));
+        type = LMP_GGML_F32;
+    }
+    return type;
 }
 
 /* A quantized linear, one row's codes and blocks in memory at a time. */
@@ -655,7 +751,18 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
         return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or "
                         "q2_k .. q6_k", o->path, named_type(emb_name, 256, &emb_type) ? emb_name : out_name);
     const int tied = m->lm_head == m->tok_emb;
-    if (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32))
+    /* neither asked: the source's own types, which lose nothing (llama-quantize keeps them too
+     * when told --token-embedding-type / --output-tensor-type of the source) */
+    const int from_source = !emb_name && !o->output_type;
+    if (from_source) {
+        emb_type = source_type(ctx, m, "token_embd.weight", m->tok_emb);
+        out_type = tied ? emb_type : source_type(ctx, m, "output.weight", m->lm_head);
+        if (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32))
+            lmp_log(ctx, LMP_LOG_INFO, "%s: the token embedding%s stored as the source's %s%s%s (exact: it reads back "
+                    "as the evaluated values)", o->path, tied ? " (and tied head) is" : " and head are",
+                    lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
+    }
+    if (!from_source && (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32)))
         lmp_log(ctx, LMP_LOG_WARN,
                 "%s: the token embedding%s stored as %s%s%s: the file's model differs there from the one lmpress "
                 "evaluated (its block linears are exact)", o->path, tied ? " (and tied head) is" : " and head are",
