@@ -113,8 +113,9 @@ static const char *const usage_compare =
     "and a leading '.', becomes '_'); a variant that cannot be written is reported and the run goes\n"
     "on.  With --resume, a variant whose export is missing is compressed again to write it.\n"
     "--embedding-type f32|f16|q8_0|...|q6_k: a GGUF's token embedding and head (default: the config's\n"
-    "export section, else f32: exact; f16 and the GGUF block types, quantized as llama-quantize does,\n"
-    "are smaller, and differ there from the evaluated model: a warning says so).\n"
+    "export section, else the source GGUF's own type when it gives the values back exactly, else\n"
+    "f32; f16 and the GGUF block types, quantized as llama-quantize does, are smaller, and differ\n"
+    "there from the evaluated model: a warning says so).\n"
     "Files are written under a temporary name (PATH.tmp-HOST-PID-*) and renamed when complete; a later\n"
     "run removes those a killed run left.\n" TRUST_USAGE;
 

@@ -41,7 +41,9 @@ typedef struct lmp_export_opts {
                                   * or NULL: the model's own (a GGUF's, a folder's tokenizer.json) */
     int64_t shard_bytes;         /* Hugging Face: largest safetensors shard (0: 5 GB) */
     const char *embedding_type;  /* GGUF: the token embedding's type (and the head's when tied or
-                                  * output_type is NULL): "f32" (NULL: the default, exact), "f16",
+                                  * output_type is NULL): NULL (and output_type NULL): the source
+                                  * GGUF's own types when they give the values back exactly, else
+                                  * F32; "f32", "f16",
                                   * or a GGUF block type "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
                                   * "iq4_nl", "q2_k" .. "q6_k", quantized as llama-quantize does
                                   * without an importance matrix, a k-quant falling back as
