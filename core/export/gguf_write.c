@@ -13,8 +13,9 @@
  * and per block N blk.N.{attn_norm, ffn_norm} and blk.N.{attn_q, attn_k, attn_v, attn_output,
  * ffn_gate, ffn_up, ffn_down}.weight with their .bias where the linear has one, and Qwen3's
  * blk.N.{attn_q_norm, attn_k_norm}.weight; rope_freqs.weight (F32, one divisor per rotated pair)
- * for Llama 3's RoPE.  Norms and biases are F32; the embedding and head as asked (export.h), by default the source GGUF's own types when they read back exactly, else F32.  A linear on a GGUF grid is stored in
- * that type from the codes grid_codes.h recovers (checked to give back every weight bit for bit);
+ * for Llama 3's RoPE.  Norms and biases are F32; the embedding and head as asked (export.h), by
+ * default the source GGUF's own types when they read back exactly, else F32.  A linear on a GGUF
+ * grid is stored in that type from the codes grid_codes.h recovers (checked to give back every weight bit for bit);
  * any other linear is F32, exactly the weights lmpress evaluated.
  *
  * q and k rows: lmpress turns adjacent pairs (model.h), which is llama.cpp's order for "llama";
