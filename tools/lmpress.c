@@ -25,6 +25,7 @@
 #include "eval/lambada.h"
 #include "eval/stream.h"
 #include "export/export.h"
+#include "compare/export_preflight.h"
 #include "export/out_dir.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
@@ -34,6 +35,7 @@
 #include "report/table_diff.h"
 #include "formats/gguf.h"
 #include "text/tokenizer_open.h"
+#include "cmd_quantize.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
 
@@ -45,6 +47,7 @@ static const char *const usage_main =
     "commands:\n"
     "  compare CONFIG    compress every variant of CONFIG and print them side by side\n"
     "  run CONFIG        compress and evaluate one variant of CONFIG\n"
+    "  quantize MODEL OUT PRESET  one line: MODEL as Q4_K_M, IQ4_NL, ... (OUT.gguf) or W4A16, W8A8 (a folder)\n"
     "  analyze CONFIG    rank one variant's linears by sensitivity; skip lists\n"
     "  check CONFIG      validate CONFIG and its plugins' parameters without running\n"
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
@@ -77,7 +80,7 @@ static const char *const usage_main =
 static const char *const usage_compare =
     "usage: lmpress compare CONFIG [--variant GLOB]... [--backend NAME] [--json FILE] [--md FILE]\n"
     "                              [--csv FILE] [--html FILE [--analysis A.json]...] [--resume] [--output-dir DIR [--output-format gguf|hf]]\n"
-    "                              [--embedding-type f32|f16|q8_0]\n"
+    "                              [--embedding-type f32|f16|q8_0|...|q6_k]\n"
     "                              [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "       lmpress run CONFIG [--variant GLOB]... [-o|--output PATH] (and the options of compare)\n"
     "\n"
@@ -118,8 +121,10 @@ static const char *const usage_compare =
     "What the format cannot say of the model's architecture (docs/architectures.md: a sliding\n"
     "window llama.cpp's architecture does not run, a head Gemma's GGUF has no tensor for, ...) is\n"
     "refused with -o or --output-dir once the model is read, before anything is compressed.\n"
-    "--embedding-type f32|f16|q8_0: a GGUF's token embedding and head (default f32: exact; f16 and\n"
-    "q8_0 are smaller, and differ there from the evaluated model: a warning says so).\n"
+    "--embedding-type f32|f16|q8_0|...|q6_k: a GGUF's token embedding and head (default: the config's\n"
+    "export section, else the source GGUF's own type when it gives the values back exactly, else\n"
+    "f32; f16 and the GGUF block types, quantized as llama-quantize does, are smaller, and differ\n"
+    "there from the evaluated model: a warning says so).\n"
     "Files are written under a temporary name (PATH.tmp-HOST-PID-*) and renamed when complete; a later\n"
     "run removes those a killed run left.\n" TRUST_USAGE;
 
@@ -497,17 +502,19 @@ static int write_outputs(const lmp_report *r, const compare_outputs *o, int at_e
     return 0;
 }
 
-/* Texts and model known, nothing compressed: what the export cannot write of this model's
- * architecture (lmp_export_check_arch: a window llama.cpp does not run, a head Gemma's GGUF has
- * no tensor for, ...) is refused now rather than after every variant has been compressed. */
+static void export_path(const compare_outputs *o, const lmp_variant *v, char *path, size_t n);
+
 static int on_prepared(const lmp_report *r, void *ud)
 {
     const compare_outputs *o = ud;
-    if (o->output || o->output_dir) {
+    /* what the export will refuse (the architecture: a window llama.cpp does not run, a head
+     * Gemma's GGUF has no tensor for, ...; a group size vLLM cannot take), before the first
+     * block is compressed (export.h) */
+    for (int i = 0; i < r->n_results && (o->output || o->output_dir); i++) {
         char path[4400];
-        if (o->output) snprintf(path, sizeof path, "%s", o->output);
-        else snprintf(path, sizeof path, "%s/*%s", o->output_dir, o->output_hf ? "" : ".gguf");
-        if (lmp_export_check_arch(r->model, path)) return LMP_EUNSUPPORTED;
+        export_path(o, r->results[i].v, path, sizeof path);
+        if (!r->results[i].done && lmp_export_preflight(r->model, o->cfg, r->results[i].v, path))
+            return lmp_fail_prefix(LMP_EUNSUPPORTED, "%s", o->output ? "--output" : "--output-dir");
     }
     if (o->table) lmp_report_table_head(r, o->table);
     return 0;
@@ -604,7 +611,8 @@ static int on_compressed(const lmp_model *m, const lmp_variant_result *res, cons
     }
     lmp_export_opts eo = {.path = path, .variant = res->v->name, .pipeline = pipeline ? pipeline : "[]",
                           .config_path = o->cfg->path, .tokenizer_path = o->cfg->tokenizer_path,
-                          .embedding_type = o->embedding_type};
+                          .embedding_type = o->embedding_type ? o->embedding_type : o->cfg->export_embedding_type,
+                          .output_type = o->embedding_type ? NULL : o->cfg->export_output_type};
     double t0 = lmp_now_s();
     int st = mem ? lmp_export_model(o->ctx, m, blocks, &eo) : lmp_fail(LMP_ENOMEM, "out of memory");
     free(pipeline);
@@ -761,9 +769,12 @@ static int cmd_compare(lmp_ctx *ctx, int argc, char **argv, int single, int64_t 
     if (output_format && !out.output_dir)
         return usage_error(usage_compare, "%s", "--output-format goes with --output-dir (--output takes it from the path: .gguf or a folder)");
     out.output_hf = output_format && strcmp(output_format, "hf") == 0;
-    if (out.embedding_type && strcmp(out.embedding_type, "f32") != 0 && strcmp(out.embedding_type, "f16") != 0 &&
-        strcmp(out.embedding_type, "q8_0") != 0)
-        return usage_error(usage_compare, "--embedding-type %s: expected f32, f16 or q8_0", out.embedding_type);
+    char emb_word[32];
+    snprintf(emb_word, sizeof emb_word, " %.20s ", out.embedding_type ? out.embedding_type : "");
+    if (out.embedding_type && (strlen(out.embedding_type) > 8 ||
+                               !strstr(" f32 f16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k ", emb_word)))
+        return usage_error(usage_compare, "--embedding-type %s: expected f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                           "iq4_nl or q2_k .. q6_k", out.embedding_type);
     if (out.embedding_type && (out.output_hf || (out.output && !lmp_export_is_gguf(out.output)) || (!out.output && !out.output_dir)))
         return usage_error(usage_compare, "%s", "--embedding-type goes with a GGUF export (--output X.gguf, or --output-dir)");
     lmp_dist *dist = lmp_host_dist(ctx);
@@ -1539,6 +1550,7 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int
 {
     if (strcmp(cmd, "compare") == 0) return cmd_compare(ctx, argc, argv, 0, threads);
     if (strcmp(cmd, "run") == 0) return cmd_compare(ctx, argc, argv, 1, threads);
+    if (strcmp(cmd, "quantize") == 0) return lmp_cmd_quantize(ctx, argc, argv, threads, cmd_compare);
     if (strcmp(cmd, "check") == 0) return cmd_check(ctx, argc, argv);
     if (strcmp(cmd, "analyze") == 0) return cmd_analyze(ctx, argc, argv, threads);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(ctx, argc, argv);
@@ -1547,7 +1559,7 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
     static const char *const commands[] = {"compare", "run",     "check",    "analyze", "eval",
-                                           "generate", "plugins", "tokenize", "diff"};
+                                           "generate", "plugins", "tokenize", "diff", "quantize"};
     const char *near = lmp_suggest(cmd, commands, sizeof commands / sizeof *commands);
     char msg[160];
     snprintf(msg, sizeof msg, "unknown command '%.60s'%s%s%s", cmd, near ? " (did you mean " : "", near ? near : "",

@@ -624,6 +624,9 @@ static int unit_take(void *ud, int j, int rank, int st, const char *msg, const v
 int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *opts, lmp_analysis **out)
 {
     *out = NULL;
+    if (!c->has_eval)
+        return lmp_fail(LMP_EINVAL, "%s: analyze measures each unit on the eval texts: the config has no eval section",
+                        c->path);
     double t_start = lmp_now_s();
     lmp_analysis *a = calloc(1, sizeof *a);
     lmp_report *r = calloc(1, sizeof *r);

@@ -787,6 +787,9 @@ static int run_distributed(lmp_run_state *run, lmp_report *r, const lmp_compare_
 int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opts *o, lmp_report **out)
 {
     *out = NULL;
+    if (!c->has_eval && !o->hooks.compressed) /* before anything is loaded */
+        return lmp_fail(LMP_EINVAL, "%s: no eval section, so there is nothing to measure: add eval = { texts = "
+                        "[ ... ]; }, or write the variant (lmpress run CONFIG --output PATH)", c->path);
     int n = o->which ? o->n_which : c->n_variants;
     lmp_run_state run = {.ctx = ctx, .c = c, .hooks = &o->hooks};
     lmp_report *r = calloc(1, sizeof *r);

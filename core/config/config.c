@@ -525,7 +525,11 @@ static int load_eval(lmp_run_config *c, const config_setting_t *root)
     const char **texts = NULL, *lambada = NULL;
     c->eval_seq_len = 256;
     int st;
-    if ((st = get_group(root, "eval", 1, &g)) || (st = check_keys(g, keys)) ||
+    /* Optional: a run that only writes its variant (run --output, quantize) measures nothing;
+     * compare refuses a config without it unless the variants are exported (compare.c). */
+    if ((st = get_group(root, "eval", 0, &g)) || !g) return st;
+    c->has_eval = 1;
+    if ((st = check_keys(g, keys)) ||
         (st = get_strings(g, "texts", &texts, &c->n_eval_texts)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->eval_seq_len)) ||
         (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows)) ||
@@ -552,6 +556,25 @@ static int load_eval(lmp_run_config *c, const config_setting_t *root)
     }
     free(texts);
     return st;
+}
+
+/* Optional: what a GGUF export stores the token embedding and the output head as (lmpress
+ * quantize writes llama-quantize's choice for its preset here).  Absent: the writer's default. */
+static const char *const export_types[] = {"f32",  "f16",  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
+                                           "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", NULL};
+
+static int load_export(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"embedding_type", "output_type", NULL};
+    config_setting_t *g;
+    int emb = -1, out = -1, st;
+    if ((st = get_group(root, "export", 0, &g)) || !g) return st;
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "embedding_type", 0, export_types, &emb)) ||
+        (st = get_choice(g, "output_type", 0, export_types, &out)))
+        return st;
+    c->export_embedding_type = emb >= 0 ? export_types[emb] : NULL;
+    c->export_output_type = out >= 0 ? export_types[out] : NULL;
+    return 0;
 }
 
 static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *stage)
@@ -1157,7 +1180,7 @@ static int read_config_file(lmp_run_config *c, const char *path)
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
-                                       "eval", "seed", "imatrix", "variants", NULL};
+                                       "eval", "seed", "imatrix", "variants", "export", NULL};
     *out = NULL;
     lmp_run_config *c = calloc(1, sizeof *c);
     if (!c || !(c->path = strdup(path))) {
@@ -1180,6 +1203,7 @@ int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);
     if (!st) st = load_calibration(c, root);
+    if (!st) st = load_export(c, root);
     if (!st) st = load_imatrix_key(c, root);
     if (!st) st = load_variants(c, root);
     if (!st) st = lmp_config_check_files(c);

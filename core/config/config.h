@@ -6,7 +6,10 @@
  *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential";
  *                   inputs = "compressed"; };        (inputs: see lmp_calib_inputs)
  *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
- *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional)
+ *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional;
+ *                 the whole section optional when the variants are only written: run --output)
+ *   export      = { embedding_type = "q6_k"; output_type = "q6_k"; };  (optional: a GGUF
+ *                 export's token embedding and head types, f32 f16 q8_0 q4_0 ... q6_k)
  *   seed        = 1234;
  *   imatrix     = "model.imatrix.gguf";   (optional: llama.cpp's importance matrix, see lmp_variant)
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
@@ -130,6 +133,7 @@ typedef struct lmp_run_config {
     int64_t calib_samples, calib_seq_len;
     int calib_random;
     lmp_calib_inputs calib_inputs;         /* calibration.inputs, the variants' default */
+    int has_eval;                          /* an eval section (else nothing is measured) */
     char **eval_texts;
     int n_eval_texts;
     int64_t eval_seq_len, eval_max_windows;
@@ -138,6 +142,8 @@ typedef struct lmp_run_config {
     uint64_t seed;
     lmp_variant *variants;
     int n_variants;
+    /* export.embedding_type / output_type (static strings), NULL: not set */
+    const char *export_embedding_type, *export_output_type;
     char *imatrix_path;                    /* the top-level imatrix, the variants' default; NULL: none */
     lmp_imatrix **imatrices;               /* every distinct file the variants use, read once */
     int n_imatrices;

@@ -93,6 +93,16 @@ void lmp_config_write_head(FILE *f, const lmp_run_config *c, const char *comment
                 (long long)c->calib_samples, (long long)c->calib_seq_len, c->calib_random ? "random" : "sequential",
                 lmp_calib_inputs_name(c->calib_inputs));
     }
+    if (c->export_embedding_type || c->export_output_type) {
+        fputs("export = {", f);
+        if (c->export_embedding_type) fprintf(f, " embedding_type = \"%s\";", c->export_embedding_type);
+        if (c->export_output_type) fprintf(f, " output_type = \"%s\";", c->export_output_type);
+        fputs(" };\n", f);
+    }
+    if (!c->has_eval) {
+        fprintf(f, "seed = %llu;\n", (unsigned long long)c->seed);
+        return;
+    }
     fputs("eval = { texts = [ ", f);
     for (int t = 0; t < c->n_eval_texts; t++) {
         if (t) fputs(", ", f);

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/outfile.h"
+#include "base/textfile.h"
 
 int lmp_export_is_gguf(const char *path)
 {
@@ -82,7 +83,17 @@ int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *b
 {
     int st = lmp_export_check_path(o->path, "export");
     if (st) return st;
-    return lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, o) : lmp_export_hf(ctx, m, blocks, o);
+    lmp_export_opts with_text = *o;
+    char *text = NULL;
+    size_t len = 0;
+    /* the run's config goes into the file's metadata as text (a config that cannot be read
+     * again, a pipe, is left out: the file name still is there) */
+    if (!o->config_text && o->config_path && lmp_read_file(o->config_path, &text, &len) == 0 && !memchr(text, 0, len))
+        with_text.config_text = text;
+    lmp_clear_error();
+    st = lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, &with_text) : lmp_export_hf(ctx, m, blocks, &with_text);
+    free(text);
+    return st;
 }
 
 /* Whether YaRN's table and factor are what llama.cpp (and lmpress's GGUF reader) compute from

@@ -40,9 +40,19 @@ typedef struct lmp_export_opts {
     const char *tokenizer_path;  /* the tokenizer the run used (llama2.c .bin, tokenizer.json),
                                   * or NULL: the model's own (a GGUF's, a folder's tokenizer.json) */
     int64_t shard_bytes;         /* Hugging Face: largest safetensors shard (0: 5 GB) */
-    const char *embedding_type;  /* GGUF: the token embedding's and head's type: "f32" (NULL: the
-                                  * default, exact), "f16" or "q8_0" (rounded: the file's model
-                                  * then differs from the evaluated one there, and says so) */
+    const char *embedding_type;  /* GGUF: the token embedding's type (and the head's when tied or
+                                  * output_type is NULL): NULL (and output_type NULL): the source
+                                  * GGUF's own types when they give the values back exactly, else
+                                  * F32; "f32", "f16",
+                                  * or a GGUF block type "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                  * "iq4_nl", "q2_k" .. "q6_k", quantized as llama-quantize does
+                                  * without an importance matrix, a k-quant falling back as
+                                  * llama-quantize's on rows it does not divide (rounded: the
+                                  * file's model then differs from the evaluated one there, and
+                                  * says so) */
+    const char *output_type;     /* GGUF: an untied head's type (NULL: embedding_type's) */
+    const char *config_text;     /* the run's config as text (metadata: GGUF lmpress.config_text,
+                                  * config.json's lmpress.config_text); NULL: read from config_path */
 } lmp_export_opts;
 
 /* Which writer a path gets: 1 GGUF (ends in ".gguf"), 0 a Hugging Face folder. */
@@ -75,6 +85,10 @@ int lmp_export_check_dir(const char *dir, const char *what);
  * final norm and head, and the tokenizer when the opts name none.  Logs and progress go through
  * ctx; on failure nothing is left at o->path (an earlier file there stays as it was). */
 int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o);
+
+/* "PATH: 98.4 MB, 5.53 bits per weight over all 134,515,008 weights (embeddings included)": the
+ * line every export ends with, data_bytes the tensors' bytes, n_weights their elements. */
+void lmp_export_log_size(lmp_ctx *ctx, const char *path, uint64_t file_bytes, uint64_t data_bytes, uint64_t n_weights);
 
 /* The two writers (lmp_export_model picks one by path). */
 int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o);

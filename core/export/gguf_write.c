@@ -18,8 +18,9 @@
  * into attn_qkv (Phi-3, GPT-2), gate and up into one ffn_up of twice the width (GLM, GLM-4,
  * Phi-3); their parts' rows follow one another, and the parts must be stored alike.  GPT-2 adds
  * position_embd and output_norm.bias; Llama 3's RoPE rope_freqs.weight, Phi-3's LongRoPE
- * rope_factors_short / _long.weight (F32, one divisor per rotated pair).  Embeddings, norms and
- * biases are F32.  A linear on a GGUF grid is stored in that type from the codes grid_codes.h
+ * rope_factors_short / _long.weight (F32, one divisor per rotated pair).  Norms and biases are
+ * F32; the embedding and head as asked (export.h), by default the source GGUF's own types when
+ * they read back exactly, else F32.  A linear on a GGUF grid is stored in that type from the codes grid_codes.h
  * recovers (checked to give back every weight bit for bit); any other linear is F32, exactly the
  * weights lmpress evaluated.
  *
@@ -113,6 +114,36 @@ static int block_bytes(lmp_ggml_type t)
     case LMP_GGML_Q5_1: return 24;
     default: return 0;
     }
+}
+
+/* The grid format of a GGUF block type (linear_type's inverse); LMP_WFORMAT_INT for F32, F16 and
+ * the types lmpress does not write. */
+static lmp_wformat type_format(lmp_ggml_type t)
+{
+    for (int f = 1; f < LMP_WFORMAT_NF4; f++) {
+        const lmp_wgrid g = {.spec = {.format = (lmp_wformat)f}};
+        const lmp_linear l = {.grid = (lmp_wgrid *)&g};
+        if (linear_type(&l) == t) return (lmp_wformat)f;
+    }
+    return LMP_WFORMAT_INT;
+}
+
+/* The GGUF type a config or option names ("f32", "f16", "q8_0", ... "q6_k"), for a tensor whose rows
+ * are `cols` wide: a k-quant they do not fit becomes llama-quantize's fallback, and a block type
+ * whose blocks do not divide them F32 (llama-quantize: F16).  -1 for an unknown name. */
+static int named_type(const char *name, int64_t cols, lmp_ggml_type *out)
+{
+    if (!name || !strcmp(name, "f32")) return *out = LMP_GGML_F32, 0;
+    if (!strcmp(name, "f16")) return *out = LMP_GGML_F16, 0;
+    for (int f = 1; f < LMP_WFORMAT_NF4; f++) {
+        if (strcmp(lmp_wformat_name((lmp_wformat)f), name) != 0) continue;
+        const lmp_wformat g = lmp_wformat_fallback((lmp_wformat)f, cols);
+        const lmp_wgrid grid = {.spec = {.format = g}};
+        const lmp_linear l = {.grid = (lmp_wgrid *)&grid};
+        *out = cols % lmp_wformat_span(g) ? LMP_GGML_F32 : linear_type(&l);
+        return 0;
+    }
+    return -1;
 }
 
 /* One row of codes into ggml's blocks: d (and Q4_1's or Q5_1's m) as IEEE halves of the recorded
@@ -243,8 +274,8 @@ static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
     const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1];
     if (t->type == LMP_GGML_F32) return 4u * ne0 * ne1;
     if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
-    if (l && lmp_wformat_is_k(l->grid->spec.format))
-        return (uint64_t)lmp_gguf_kblock_bytes(l->grid->spec.format) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
+    const lmp_wformat f = l ? l->grid->spec.format : type_format(t->type);
+    if (lmp_wformat_is_k(f)) return (uint64_t)lmp_gguf_kblock_bytes(f) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
     return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
 }
 
@@ -390,7 +421,7 @@ static int exact_divisors(const lmp_rope *r, const float *target, float *out, co
 
 /* Every tensor, the blocks read from src one at a time; then their offsets. */
 static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *src, lmp_ggml_type emb_type,
-                        plan_list *p)
+                        lmp_ggml_type out_type, plan_list *p)
 {
     const lmp_arch *a = &m->arch;
     int64_t widest = a->dim > a->hidden ? a->dim : a->hidden;
@@ -429,7 +460,7 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
                    LMP_GGML_F32, NULL);
     }
     if (m->lm_head != m->tok_emb)
-        add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, emb_type, NULL);
+        add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, out_type, NULL);
     if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "llama3")) {
         if ((st = exact_divisors(&a->rope, a->rope.inv_freq, p->rope_freqs, m->path, "rope_freqs"))) return st;
         add_tensor(p, "rope_freqs.weight", T_MODEL, -1, 0, p->rope_freqs, a->rope.n_rot / 2, 0, LMP_GGML_F32, NULL);
@@ -539,6 +570,9 @@ done:
         const char *base = lmp_basename(o->config_path);
         lmp_gguf_kv_str(kv, "lmpress.config", base, strlen(base));
     }
+    /* the config itself, so that the file says how to make it again (lmpress quantize
+     * --print-config prints the same text) */
+    if (o->config_text) lmp_gguf_kv_str(kv, "lmpress.config_text", o->config_text, strlen(o->config_text));
 }
 
 /* magic, version, counts, the metadata, the tensor infos, padding to the data section. */
@@ -586,41 +620,150 @@ static int write_f32(FILE *f, const float *v, uint64_t n)
     return 0;
 }
 
-/* The embedding or head in the type --embedding-type asked for, a row at a time: F16 halves
- * (round to nearest even), or Q8_0 blocks quantized as ggml does (plugin.h's GGUF grid). */
+/* One row of f32 values into a GGUF type's bytes, as ggml's reference quantizers do (llama-quantize
+ * without an importance matrix: plugin.h's grids, lmp_wgrid_fit_block / lmp_wgrid_fit_kblock),
+ * packed as the linears are; F16 as halves (round to nearest even). */
+typedef struct row_encoder {
+    lmp_ggml_type type;
+    lmp_wformat fmt;
+    lmp_wspec spec;
+    int64_t n, n_slices;
+    size_t row_bytes;
+    float *scales, *zeros;
+    int32_t *codes;
+    lmp_wgrid g;
+    lmp_linear l;
+} row_encoder;
+
+static void encoder_free(row_encoder *e)
+{
+    free(e->scales);
+    free(e->zeros);
+    free(e->codes);
+}
+
+static int encoder_init(row_encoder *e, lmp_ggml_type type, int64_t n, size_t row_bytes, const char *name)
+{
+    memset(e, 0, sizeof *e);
+    e->type = type, e->n = n, e->row_bytes = row_bytes;
+    e->fmt = type_format(type);
+    e->spec = lmp_wspec_for_format(e->fmt, 1.0f);
+    e->n_slices = e->fmt == LMP_WFORMAT_INT ? 1 : n / e->spec.group;
+    e->scales = malloc((size_t)e->n_slices * sizeof *e->scales);
+    e->zeros = calloc((size_t)e->n_slices, sizeof *e->zeros);
+    e->codes = malloc((size_t)n * sizeof *e->codes);
+    if (!e->scales || !e->zeros || !e->codes) {
+        encoder_free(e);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory", name);
+    }
+    e->g = (lmp_wgrid){.spec = e->spec, .n_scales = e->n_slices, .scales = e->scales, .zeros = e->spec.sym ? NULL : e->zeros};
+    e->l = (lmp_linear){.name = name, .in = n, .out = 1};
+    e->l.grid = &e->g;
+    return 0;
+}
+
+static int encoder_row(row_encoder *e, const float *x, unsigned char *row)
+{
+    const lmp_wspec *s = &e->spec;
+    if (e->type == LMP_GGML_F16) {
+        for (int64_t j = 0; j < e->n; j++) {
+            const uint16_t h = lmp_stw_f16(x[j], NULL);
+            row[2 * j] = (unsigned char)h;
+            row[2 * j + 1] = (unsigned char)(h >> 8);
+        }
+        return 0;
+    }
+    if (lmp_wformat_is_k(e->fmt)) {
+        const int64_t nsub = LMP_WFORMAT_KBLOCK / s->group;
+        for (int64_t c = 0, k = 0; c < e->n; c += LMP_WFORMAT_KBLOCK, k += nsub)
+            lmp_wgrid_fit_kblock(s, x + c, NULL, e->scales + k, s->sym ? NULL : e->zeros + k);
+    } else {
+        for (int64_t k = 0; k < e->n_slices; k++) lmp_wgrid_fit_block(s, x + k * s->group, s->group, &e->scales[k], &e->zeros[k]);
+    }
+    for (int64_t j = 0; j < e->n; j++) {
+        const int64_t k = j / s->group;
+        e->codes[j] = lmp_wgrid_code_i32(lmp_wgrid_code(s, x[j], e->scales[k], s->sym ? 0.0f : e->zeros[k]));
+    }
+    if (lmp_wformat_is_k(e->fmt)) return lmp_gguf_pack_k_row(&e->l, 0, e->codes, row);
+    pack_row(&e->l, 0, e->codes, e->type, row);
+    return 0;
+}
+
+/* The embedding or head in the type asked for (--embedding-type, the config's export section,
+ * lmpress quantize's preset, the source's own), a row at a time. */
 static int write_converted(FILE *f, const tensor_plan *t)
 {
-    const int64_t n = t->ne[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
     unsigned char *row = malloc(row_bytes);
-    if (!row) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
-    const lmp_wspec q8 = lmp_wspec_for_format(LMP_WFORMAT_GGUF_Q8_0, 1.0f);
-    int st = 0;
-    for (int64_t r = 0; r < t->ne[1] && !st; r++) {
-        const float *x = t->f32 + r * n;
-        if (t->type == LMP_GGML_F16) {
-            for (int64_t j = 0; j < n; j++) {
-                const uint16_t h = lmp_stw_f16(x[j], NULL);
-                row[2 * j] = (unsigned char)h;
-                row[2 * j + 1] = (unsigned char)(h >> 8);
-            }
-        } else { /* Q8_0 */
-            for (int64_t k = 0; k < n / LMP_WFORMAT_BLOCK; k++) {
-                const float *b = x + k * LMP_WFORMAT_BLOCK;
-                unsigned char *p = row + k * 34;
-                float d, zero;
-                lmp_wgrid_fit_block(&q8, b, LMP_WFORMAT_BLOCK, &d, &zero);
-                const uint16_t h = lmp_stw_f16(d, NULL);
-                p[0] = (unsigned char)h;
-                p[1] = (unsigned char)(h >> 8);
-                for (int j = 0; j < LMP_WFORMAT_BLOCK; j++)
-                    p[2 + j] = (unsigned char)(int8_t)lmp_wgrid_code_i32(lmp_wgrid_code(&q8, b[j], d, zero));
-            }
-        }
-        if (fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
+    row_encoder e;
+    int st = row ? encoder_init(&e, t->type, t->ne[0], row_bytes, t->name) : lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    if (st) {
+        free(row);
+        return st;
     }
+    for (int64_t r = 0; r < t->ne[1] && !st; r++) {
+        st = encoder_row(&e, t->f32 + r * t->ne[0], row);
+        if (!st && fwrite(row, 1, row_bytes, f) != row_bytes) st = LMP_EIO;
+    }
+    encoder_free(&e);
     free(row);
     return st;
+}
+
+/* Whether every row of x[rows, n] stored as `type` reads back as itself, bit for bit (ggml's
+ * dequantization, formats/gguf.h): then the source's own type loses nothing. */
+static int reads_back(const float *x, int64_t n, int64_t rows, lmp_ggml_type type, const char *name)
+{
+    const int qk = lmp_ggml_type_block(type);
+    if (qk <= 0 || n % qk) return 0;
+    row_encoder e;
+    const size_t row_bytes = type == LMP_GGML_F16 ? 2u * (size_t)n
+                             : (size_t)(n / qk) * (size_t)(lmp_wformat_is_k(type_format(type)) ? lmp_gguf_kblock_bytes(type_format(type))
+                                                                                                : block_bytes(type));
+    unsigned char *row = malloc(row_bytes);
+    float *back = malloc((size_t)n * sizeof *back);
+    int same = row && back && encoder_init(&e, type, n, row_bytes, name) == 0;
+    if (same) {
+        for (int64_t r = 0; r < rows && same; r++) {
+            const float *v = x + r * n;
+            if (encoder_row(&e, v, row)) {
+                same = 0;
+                break;
+            }
+            const lmp_gguf_tensor t = {.name = (char *)name, .n_dims = 1, .ne = {n, 1, 1, 1}, .type = type, .data = row,
+                                       .nbytes = row_bytes};
+            if (lmp_gguf_dequantize(&t, 0, n, back)) {
+                same = 0;
+                break;
+            }
+            for (int64_t j = 0; j < n && same; j++) same = back[j] == v[j];
+        }
+        encoder_free(&e);
+    }
+    free(row);
+    free(back);
+    lmp_clear_error();
+    return same;
+}
+
+/* The type the source GGUF stores `name` in, when this writer writes that type and it gives the
+ * model's values back exactly; else F32. */
+static lmp_ggml_type source_type(lmp_ctx *ctx, const lmp_model *m, const char *name, const float *x)
+{
+    lmp_gguf *g = NULL;
+    if (!lmp_export_is_gguf(m->path) || lmp_gguf_open(m->path, &g)) {
+        lmp_clear_error();
+        return LMP_GGML_F32;
+    }
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(g, name);
+    lmp_ggml_type type = t && (t->type == LMP_GGML_F16 || type_format(t->type) != LMP_WFORMAT_INT) ? t->type : LMP_GGML_F32;
+    lmp_gguf_close(g);
+    if (type != LMP_GGML_F32 && !reads_back(x, m->arch.dim, m->arch.vocab, type, name)) {
+        lmp_log(ctx, LMP_LOG_INFO, "%s: the source's %s does not give its values back when written again: F32", name,
+                lmp_ggml_type_name(type));
+        type = LMP_GGML_F32;
+    }
+    return type;
 }
 
 /* A quantized linear's rows (all of a tensor, or one part of a fused one), one row's codes and
@@ -751,19 +894,30 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
 {
     int st = lmp_export_check_arch(m, o->path);
     if (st) return st;
-    lmp_ggml_type emb_type = LMP_GGML_F32;
-    if (o->embedding_type && strcmp(o->embedding_type, "f16") == 0) emb_type = LMP_GGML_F16;
-    else if (o->embedding_type && strcmp(o->embedding_type, "q8_0") == 0) emb_type = LMP_GGML_Q8_0;
-    else if (o->embedding_type && strcmp(o->embedding_type, "f32") != 0)
-        return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16 or q8_0", o->path, o->embedding_type);
-    if (emb_type == LMP_GGML_Q8_0 && m->arch.dim % LMP_WFORMAT_BLOCK)
-        return lmp_fail(LMP_EINVAL, "%s: embedding type q8_0 needs a width that is a multiple of 32, not %lld", o->path,
-                        (long long)m->arch.dim);
-    if (emb_type != LMP_GGML_F32)
+    /* the token embedding's and the head's types: as asked (NULL: F32, exact), each fitted to the
+     * rows as llama-quantize fits them (a k-quant falls back on rows it does not divide) */
+    lmp_ggml_type emb_type, out_type;
+    const char *emb_name = o->embedding_type, *out_name = o->output_type ? o->output_type : o->embedding_type;
+    if (named_type(emb_name, m->arch.dim, &emb_type) || named_type(out_name, m->arch.dim, &out_type))
+        return lmp_fail(LMP_EINVAL, "%s: embedding type '%s': expected f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or "
+                        "q2_k .. q6_k", o->path, named_type(emb_name, 256, &emb_type) ? emb_name : out_name);
+    const int tied = m->lm_head == m->tok_emb;
+    /* neither asked: the source's own types, which lose nothing (llama-quantize keeps them too
+     * when told --token-embedding-type / --output-tensor-type of the source) */
+    const int from_source = !emb_name && !o->output_type;
+    if (from_source) {
+        emb_type = source_type(ctx, m, "token_embd.weight", m->tok_emb);
+        out_type = tied ? emb_type : source_type(ctx, m, "output.weight", m->lm_head);
+        if (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32))
+            lmp_log(ctx, LMP_LOG_INFO, "%s: the token embedding%s stored as the source's %s%s%s (exact: it reads back "
+                    "as the evaluated values)", o->path, tied ? " (and tied head) is" : " and head are",
+                    lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
+    }
+    if (!from_source && (emb_type != LMP_GGML_F32 || (!tied && out_type != LMP_GGML_F32)))
         lmp_log(ctx, LMP_LOG_WARN,
-                "%s: the token embedding%s stored as %s: the file's model differs there from the one lmpress "
-                "evaluated (its block linears are exact)", o->path, m->lm_head != m->tok_emb ? " and head are" : " (and tied head) is",
-                o->embedding_type);
+                "%s: the token embedding%s stored as %s%s%s: the file's model differs there from the one lmpress "
+                "evaluated (its block linears are exact)", o->path, tied ? " (and tied head) is" : " and head are",
+                lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
     p.t = calloc((size_t)(8 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
@@ -772,7 +926,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
         p.halves_hd = m->arch.head_dim;
         p.n_rot = m->arch.rope.n_rot > 0 ? m->arch.rope.n_rot : m->arch.head_dim;
     }
-    if (!(st = plan_tensors(ctx, m, blocks, emb_type, &p))) {
+    if (!(st = plan_tensors(ctx, m, blocks, emb_type, out_type, &p))) {
         put_metadata(&kv, m, &p, o);
         st = lmp_gguf_meta_tokenizer(ctx, m, o->tokenizer_path, &kv);
     }
@@ -793,6 +947,11 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                     "weights are stored", o->path, p.n_act, p.n_act == 1 ? " quantizes its" : "s quantize their",
                     p.act_name, p.n_act > 1 ? ", ..." : "");
         st = write_file(ctx, o->path, &header, &p, blocks);
+        if (!st) {
+            uint64_t bytes = 0, weights = 0;
+            for (int i = 0; i < p.n; i++) bytes += p.t[i].nbytes, weights += (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1];
+            lmp_export_log_size(ctx, o->path, (uint64_t)header.len + p.data_bytes, bytes, weights);
+        }
     }
     free(p.int_name);
     free(p.act_name);

@@ -424,6 +424,10 @@ int hf_write_config(const hf_plan *p, FILE *f)
     opt_string(f, p->o->pipeline);
     key(f, &ln, 2, "config");
     opt_string(f, p->o->config_path);
+    if (p->o->config_text) { /* the config itself: lmpress run reads it back to make this folder again */
+        key(f, &ln, 2, "config_text");
+        lmp_jw_string(f, p->o->config_text);
+    }
     key(f, &ln, 2, "source");
     lmp_jw_string(f, p->m->path);
     key(f, &ln, 2, "source_format");

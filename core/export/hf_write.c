@@ -655,6 +655,18 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
         lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
                                    "unquantized tensors in %s", o->path, n_packed, n_int, n_written - n_packed - n_int,
                 p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));
+        /* the model's weights (embedding, head, norms, linears), for bits per weight */
+        const lmp_arch *a = &m->arch;
+        uint64_t weights = (uint64_t)a->vocab * (uint64_t)a->dim * (m->lm_head != m->tok_emb ? 2u : 1u) + (uint64_t)a->dim;
+        for (int64_t b = 0; b < a->n_layers; b++) {
+            lmp_block blk;
+            if (lmp_block_init(&blk, (int)b, a) == 0) {
+                for (int i = 0; i < blk.n_linears; i++) weights += (uint64_t)blk.linears[i].in * (uint64_t)blk.linears[i].out;
+                for (int i = 0; i < blk.n_norms; i++) weights += (uint64_t)blk.norms[i].dim;
+            }
+            lmp_block_free_tables(&blk);
+        }
+        lmp_export_log_size(ctx, o->path, p.total_bytes, p.total_bytes, weights);
         if (p.dtype != LMP_ST_F32)
             lmp_log(ctx, LMP_LOG_INFO, "%s: every grid's scales are %s, so the model is: the embedding, norms, head, "
                                        "biases and unquantized linears were rounded to it (%lld values changed)",

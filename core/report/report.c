@@ -393,9 +393,10 @@ void lmp_report_table_head(const lmp_report *r, FILE *f)
     char head[MAX_CELLS][CELL];
     int width[MAX_CELLS], n = table_widths(r, width);
     header_cells(r, head);
-    fprintf(f, "model %s (%s): %lld linear weights in %lld blocks; eval windows of %lld tokens\n",
-            r->model->path, r->model->format, (long long)lmp_model_block_linear_params(r->model),
-            (long long)r->model->arch.n_layers, (long long)r->cfg->eval_seq_len);
+    fprintf(f, "model %s (%s): %lld linear weights in %lld blocks; ", r->model->path, r->model->format,
+            (long long)lmp_model_block_linear_params(r->model), (long long)r->model->arch.n_layers);
+    if (r->cfg->has_eval) fprintf(f, "eval windows of %lld tokens\n", (long long)r->cfg->eval_seq_len);
+    else fputs("no evaluation (the config has no eval section)\n", f);
     for (int t = 0; t < r->n_texts; t++)
         fprintf(f, "text %s: %lld tokens, %lld windows, %lld scored\n", r->texts[t].path,
                 (long long)r->texts[t].tokens, (long long)r->texts[t].windows, (long long)r->texts[t].scored);
