@@ -91,18 +91,6 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
     lmp_block_plan_make(&p, a, blk->index);
     int st = check_trainable(&p, blk);
     if (st) return st;
-    /* TEMPORARY (lifted with their tests in the next commit) */
-    if (a->attn_softcap || (lmp_arch_window(a, blk->index) && tp->T > lmp_arch_window(a, blk->index)))
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: attention %s has no backward yet", blk->index,
-                      a->attn_softcap ? "with soft-capped scores (Gemma 2)" : "over more positions than its sliding window");
-    if (!st && a->q_scale && a->q_scale != 1.0f)
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: query_pre_attn_scalar other than head_dim has no backward yet",
-                      blk->index);
-    if (!st && a->post_norms)
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: norms on the attention's and MLP's outputs (GLM-4, Gemma 2/3) have "
-                      "no backward yet: strategies that learn (autoround, qat) cannot run on this architecture",
-                      blk->index);
-    if (st) return st;
     for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
         if (sl != LMP_SLOT_Y && p.width[sl] && tape_keeps(&p, (lmp_slot)sl) && !tp->slot[sl])
             return lmp_fail(LMP_EINVAL, "block %d: a training tape made for another architecture", blk->index);
