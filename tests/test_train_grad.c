@@ -11,7 +11,13 @@
  *  - the same feature blocks against finite differences;
  *  - the whole model's loss (cross-entropy, distillation KL) and its gradient through every block
  *    against finite differences of the production forward (stories260K, the Qwen3 and Gemma
- *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head);
+ *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head; Gemma 2, Gemma 3, GLM-4:
+ *    post norms, windows, soft-capped scores and logits);
+ *  - the features the block walker's backward took on, block by block on the architecture
+ *    fixtures against finite differences: post norms (GLM-4, Gemma 2/3), sliding windows shorter
+ *    than the 48 tokens (Mistral, Gemma 2/3), soft-capped scores and a q scale other than 1 (the
+ *    caps lowered and q scaled where the fixtures' own values leave the derivatives near 1; each
+ *    of these checks fails when its derivative is left out, tried by hand);
  *  LMP_TEST_VERBOSE=1 prints each comparison's figures;
  *  - a block the backward cannot take is refused naming the linear or the norm. */
 #include <check.h>
