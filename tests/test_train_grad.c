@@ -17,7 +17,9 @@
  *    fixtures against finite differences: post norms (GLM-4, Gemma 2/3), sliding windows shorter
  *    than the 48 tokens (Mistral, Gemma 2/3), soft-capped scores and a q scale other than 1 (the
  *    caps lowered and q scaled where the fixtures' own values leave the derivatives near 1; each
- *    of these checks fails when its derivative is left out, tried by hand);
+ *    of these checks fails when its derivative is left out, tried by hand), and the same blocks
+ *    against the numpy autodiff reference (which learnt these features: post_norms, q_scale,
+ *    window, softcap);
  *  LMP_TEST_VERBOSE=1 prints each comparison's figures;
  *  - a block the backward cannot take is refused naming the linear or the norm. */
 #include <check.h>
@@ -462,23 +464,31 @@ static void check_block_against_reference(const lmp_arch *a, const lmp_block *bl
     }
     ck_assert_int_eq(lmp_block_backward(&g_be, a, blk, &tp, dy, dx, &g), 0);
 
+    const lmp_rope *rope = lmp_arch_rope(a, blk->index); /* the layer's: Gemma 3's local layers have their own */
     snprintf(meta, sizeof meta,
              "mode = block\nfamily = %s\nT = %lld\ndim = %lld\nhidden = %lld\nn_heads = %lld\nn_kv_heads = %lld\n"
              "head_dim = %lld\neps = %.9g\ntheta = %.9g\nloss = %s\n",
              a->family == LMP_FAMILY_GPT2 ? "gpt2" : "llama", (long long)T, (long long)d, (long long)a->hidden,
              (long long)a->n_heads, (long long)a->n_kv_heads, (long long)a->head_dim, (double)a->norm_eps,
-             (double)a->rope_theta, mse ? "mse" : "dot");
-    const int table = a->rope.n_rot && !a->rope.plain;
+             (double)(rope->n_rot ? rope->theta : a->rope_theta), mse ? "mse" : "dot");
+    const int table = rope->n_rot && !rope->plain;
     if (a->family == LMP_FAMILY_LLAMA) { /* the features of newer architectures */
         const size_t len = strlen(meta);
-        snprintf(meta + len, sizeof meta - len, "qk_norm = %s\nmlp = %s\nrope = %s\n", a->qk_norm ? "yes" : "no",
-                 a->geglu ? "geglu" : "swiglu", table ? "table" : "theta");
+        const int64_t window = lmp_arch_window(a, blk->index);
+        snprintf(meta + len, sizeof meta - len, "qk_norm = %s\nmlp = %s\nrope = %s\npost_norms = %s\n",
+                 a->qk_norm ? "yes" : "no", a->geglu ? "geglu" : "swiglu", table ? "table" : "theta",
+                 a->post_norms ? "yes" : "no");
         if (table) {
             const size_t len2 = strlen(meta);
-            snprintf(meta + len2, sizeof meta - len2, "n_rot = %lld\nmscale = %.9g\n", (long long)a->rope.n_rot,
-                     (double)a->rope.mscale);
-            write_raw(dir, "inv_freq.f32", a->rope.inv_freq, (size_t)(a->rope.n_rot / 2) * 4);
+            snprintf(meta + len2, sizeof meta - len2, "n_rot = %lld\nmscale = %.9g\n", (long long)rope->n_rot,
+                     (double)rope->mscale);
+            write_raw(dir, "inv_freq.f32", lmp_rope_table_for(rope, T), (size_t)(rope->n_rot / 2) * 4);
         }
+        if (a->q_scale && a->q_scale != 1.0f)
+            snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "q_scale = %.9g\n", (double)a->q_scale);
+        if (window) snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "window = %lld\n", (long long)window);
+        if (a->attn_softcap)
+            snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "softcap = %.9g\n", (double)a->attn_softcap);
     }
     write_raw(dir, "meta.txt", meta, strlen(meta));
     write_raw(dir, "x.f32", x, (size_t)n * 4);
@@ -646,6 +656,45 @@ END_TEST
 START_TEST(gemma_fixture_block_matches_reference)
 {
     fixture_block0_matches_reference(LMP_SOURCE_DIR "/tests/fixtures/arch/gemma/hf5", "Gemma fixture block 0");
+}
+END_TEST
+
+/* Block b of fixture `name` (hf5) on the hidden states of the fixture's own tokens, the blocks
+ * before it run first, the architecture changed by tw (NULL: as loaded), against the numpy
+ * autodiff (post norms, windows, soft-capped scores, the q scale, the layer's own RoPE base). */
+static void fixture_block_matches_reference(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    lmp_arch a = m->arch;
+    apply_tweak(&a, tw);
+    int64_t T;
+    int32_t *tok = archfix_tokens(name, &T);
+    float *x = malloc((size_t)(T * a.dim) * 4);
+    lmp_embed(m, tok, T, x);
+    for (int64_t i = 0; i <= b; i++) {
+        lmp_block blk;
+        ck_assert_int_eq(lmp_model_block_copy(m, i, &blk), 0);
+        if (i == b) check_block_against_reference(&a, &blk, x, T, label, 1e-4);
+        else ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
+        lmp_block_free(&blk);
+    }
+    free(x), free(tok);
+    lmp_model_free(m);
+}
+
+START_TEST(new_feature_fixture_blocks_match_reference)
+{
+    const arch_tweak cap_scale = {.q_scale = 0.5f, .attn_softcap = 2.0f}, scale = {.q_scale = 0.5f};
+    fixture_block_matches_reference("gemma2", 0, NULL, "gemma2 block 0 (post norms, window 16, soft-cap 50)");
+    fixture_block_matches_reference("gemma2", 1, NULL, "gemma2 block 1 (post norms, soft-cap 50)");
+    fixture_block_matches_reference("gemma2", 0, &cap_scale, "gemma2 block 0 (soft-cap 2, q scale 0.5)");
+    fixture_block_matches_reference("gemma3", 0, NULL, "gemma3 block 0 (q/k and post norms, window 16, local RoPE base)");
+    fixture_block_matches_reference("gemma3", 1, NULL, "gemma3 block 1 (q/k and post norms, global RoPE base)");
+    fixture_block_matches_reference("glm4", 0, &scale, "glm4 block 0 (post norms, partial rotary, q scale 0.5)");
+    fixture_block_matches_reference("mistral", 0, NULL, "mistral block 0 (window 16)");
 }
 END_TEST
 
@@ -952,6 +1001,7 @@ int main(void)
     tcase_add_test(tc, feature_blocks_match_reference);
     tcase_add_test(tc, qwen3_fixture_block_matches_reference);
     tcase_add_test(tc, gemma_fixture_block_matches_reference);
+    tcase_add_test(tc, new_feature_fixture_blocks_match_reference);
     tcase_add_test(tc, smollm2_blocks_match_reference);
     tcase_add_test(tc, head_losses_match_reference);
     tcase_add_test(tc, model_gradient_matches_finite_differences);
