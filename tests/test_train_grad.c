@@ -11,7 +11,15 @@
  *  - the same feature blocks against finite differences;
  *  - the whole model's loss (cross-entropy, distillation KL) and its gradient through every block
  *    against finite differences of the production forward (stories260K, the Qwen3 and Gemma
- *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head);
+ *    fixtures: q/k norms, GeGLU, the embedding scale under a tied head; Gemma 2, Gemma 3, GLM-4:
+ *    post norms, windows, soft-capped scores and logits);
+ *  - the features the block walker's backward took on, block by block on the architecture
+ *    fixtures against finite differences: post norms (GLM-4, Gemma 2/3), sliding windows shorter
+ *    than the 48 tokens (Mistral, Gemma 2/3), soft-capped scores and a q scale other than 1 (the
+ *    caps lowered and q scaled where the fixtures' own values leave the derivatives near 1; each
+ *    of these checks fails when its derivative is left out, tried by hand), and the same blocks
+ *    against the numpy autodiff reference (which learnt these features: post_norms, q_scale,
+ *    window, softcap);
  *  LMP_TEST_VERBOSE=1 prints each comparison's figures;
  *  - a block the backward cannot take is refused naming the linear or the norm. */
 #include <check.h>
@@ -29,6 +37,7 @@
 #include "train/loss.h"
 #include "train/model_grad.h"
 
+#include "archfix.h"
 #include "testutil.h"
 
 #define MODEL LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
@@ -212,6 +221,22 @@ static const struct { unsigned features; const char *label; } feature_cases[] = 
 };
 #define N_FEATURE_CASES (int)(sizeof feature_cases / sizeof feature_cases[0])
 
+/* What a fixture block test changes in the architecture as loaded (0: as loaded): the q scale
+ * (Gemma's query_pre_attn_scalar) and the attention scores' soft-cap.  The fixtures' own values
+ * (q scale 1, Gemma 2's cap 50 over scores of a few units) leave their derivatives near 1, where
+ * a wrong one would pass; these make them matter. */
+typedef struct arch_tweak {
+    float q_scale, attn_softcap, final_softcap;
+} arch_tweak;
+
+static void apply_tweak(lmp_arch *a, const arch_tweak *tw)
+{
+    if (!tw) return;
+    if (tw->q_scale) a->q_scale = tw->q_scale;
+    if (tw->attn_softcap) a->attn_softcap = tw->attn_softcap;
+    if (tw->final_softcap) a->final_softcap = tw->final_softcap;
+}
+
 /* ---- forward equality and finite differences ---------------------------------------------- */
 
 /* The training forward of s on a random window is lmp_block_forward bit for bit. */
@@ -247,12 +272,12 @@ START_TEST(training_forward_is_the_forward)
 END_TEST
 
 /* L(x) = sum(block(x) * gy) through the production forward. */
-static double dot_loss(const synth *s, const float *x, const float *gy, int64_t T)
+static double dot_loss(const lmp_arch *a, const lmp_block *blk, const float *x, const float *gy, int64_t T)
 {
-    const int64_t n = T * s->a.dim;
+    const int64_t n = T * a->dim;
     float *y = malloc((size_t)n * 4);
     memcpy(y, x, (size_t)n * 4);
-    ck_assert_int_eq(lmp_block_forward(&g_be, &s->a, &s->blk, T, y, NULL, NULL), 0);
+    ck_assert_int_eq(lmp_block_forward(&g_be, a, blk, T, y, NULL, NULL), 0);
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += (double)y[i] * gy[i];
     free(y);
@@ -261,8 +286,8 @@ static double dot_loss(const synth *s, const float *x, const float *gy, int64_t 
 
 /* Directional derivative of dot_loss along r (over one array p, the input or a parameter)
  * against <gradient, r>. */
-static void check_direction(synth *s, float *x, const float *gy, int64_t T, float *p, const float *grad, int64_t n,
-                            const char *what)
+static void check_direction(const lmp_arch *a, const lmp_block *blk, float *x, const float *gy, int64_t T, float *p,
+                            const float *grad, int64_t n, const char *what)
 {
     float *r = rand_array(n, 1.0), *keep = malloc((size_t)n * 4);
     memcpy(keep, p, (size_t)n * 4);
@@ -270,9 +295,9 @@ static void check_direction(synth *s, float *x, const float *gy, int64_t T, floa
     for (int64_t i = 0; i < n; i++) pn += (double)p[i] * p[i], rn += (double)r[i] * r[i];
     const double h = 1e-2 * sqrt(pn / rn > 1e-6 ? pn / rn : 1.0); /* a step of 1 % of the array */
     for (int64_t i = 0; i < n; i++) p[i] = (float)(keep[i] + h * r[i]);
-    const double hi = dot_loss(s, x, gy, T);
+    const double hi = dot_loss(a, blk, x, gy, T);
     for (int64_t i = 0; i < n; i++) p[i] = (float)(keep[i] - h * r[i]);
-    const double lo = dot_loss(s, x, gy, T);
+    const double lo = dot_loss(a, blk, x, gy, T);
     memcpy(p, keep, (size_t)n * 4);
     for (int64_t i = 0; i < n; i++) dir += (double)grad[i] * r[i];
     const double fd = (hi - lo) / (2 * h);
@@ -280,44 +305,55 @@ static void check_direction(synth *s, float *x, const float *gy, int64_t T, floa
     free(r), free(keep);
 }
 
-/* Every gradient of block s (its input, each weight and bias, each norm parameter) against
- * finite differences of the production forward along a random direction. */
-static void expect_finite_differences(synth *s, const char *label)
+/* Every gradient of block blk (its input, each weight and bias, each norm parameter) against
+ * finite differences of the production forward along a random direction, on input x[T, d].
+ * k_bias 0 leaves k's bias out: a bias on k adds q.b to every score of a softmax row, which
+ * changes nothing over the dims RoPE does not turn (all of them in GPT-2, half of them in GLM's
+ * partial rotary), so its gradient is small beside the others and its finite difference f32
+ * noise (GLM-4's moved by 40 % between steps of 0.25 % and 2 %, measured); the reference tests
+ * hold it (synthetic_blocks_match_reference, to 1e-4). */
+static void expect_block_finite_differences(const lmp_arch *a, lmp_block *blk, float *x, int64_t T, const char *label,
+                                            int k_bias)
 {
-    const int64_t T = 40, d = s->a.dim;
-    const int gpt2 = s->a.family == LMP_FAMILY_GPT2;
-    float *x = rand_array(T * d, 1.0), *gy = rand_array(T * d, 1.0), *y = malloc((size_t)(T * d) * 4);
+    const int64_t d = a->dim;
+    float *gy = rand_array(T * d, 1.0), *y = malloc((size_t)(T * d) * 4);
     float *dx = malloc((size_t)(T * d) * 4);
-    char what[128];
+    char what[160];
     memcpy(y, x, (size_t)(T * d) * 4);
     lmp_block_tape tp;
     lmp_block_grads g;
-    ck_assert_int_eq(lmp_block_tape_init(&tp, &s->a, T), 0);
-    ck_assert_int_eq(lmp_block_grads_alloc(&g, &s->blk, LMP_ALL_LINEARS, 1), 0);
-    ck_assert_int_eq(lmp_block_forward_train(&g_be, &s->a, &s->blk, y, &tp), 0);
-    ck_assert_int_eq(lmp_block_backward(&g_be, &s->a, &s->blk, &tp, gy, dx, &g), 0);
+    ck_assert_int_eq(lmp_block_tape_init(&tp, a, T), 0);
+    ck_assert_int_eq(lmp_block_grads_alloc(&g, blk, LMP_ALL_LINEARS, 1), 0);
+    ck_assert_msg(lmp_block_forward_train(&g_be, a, blk, y, &tp) == 0, "%s: %s", label, lmp_last_error());
+    ck_assert_msg(lmp_block_backward(&g_be, a, blk, &tp, gy, dx, &g) == 0, "%s: %s", label, lmp_last_error());
     snprintf(what, sizeof what, "%s: x", label);
-    check_direction(s, x, gy, T, x, dx, T * d, what);
-    for (int i = 0; i < s->blk.n_linears; i++) {
-        lmp_linear *l = &s->lin[i];
+    check_direction(a, blk, x, gy, T, x, dx, T * d, what);
+    for (int i = 0; i < blk->n_linears; i++) {
+        lmp_linear *l = &blk->linears[i];
         snprintf(what, sizeof what, "%s: W of role %d", label, (int)l->role);
-        check_direction(s, x, gy, T, l->w, g.dw[i], l->out * l->in, what);
-        /* GPT-2's k bias has gradient 0 in exact arithmetic (it adds the same q.b to every
-         * score of a softmax row), so its finite difference is f32 noise alone; the
-         * reference test holds it to 0 in absolute terms */
+        check_direction(a, blk, x, gy, T, l->w, g.dw[i], l->out * l->in, what);
         snprintf(what, sizeof what, "%s: bias of role %d", label, (int)l->role);
-        if (l->b && !(gpt2 && l->role == LMP_ROLE_K)) check_direction(s, x, gy, T, l->b, g.db[i], l->out, what);
+        if (l->b && (k_bias || l->role != LMP_ROLE_K)) check_direction(a, blk, x, gy, T, l->b, g.db[i], l->out, what);
     }
-    for (int j = 0; j < s->blk.n_norms; j++) {
-        snprintf(what, sizeof what, "%s: norm %d weight", label, j);
+    for (int j = 0; j < blk->n_norms; j++) {
+        snprintf(what, sizeof what, "%s: norm %d (%s) weight", label, j, blk->norms[j].name);
         ck_assert_ptr_nonnull(g.dnorm_w[j]);
-        check_direction(s, x, gy, T, s->norms[j].w, g.dnorm_w[j], s->norms[j].dim, what);
-        snprintf(what, sizeof what, "%s: norm %d bias", label, j);
-        if (s->norms[j].b) check_direction(s, x, gy, T, s->norms[j].b, g.dnorm_b[j], s->norms[j].dim, what);
+        check_direction(a, blk, x, gy, T, blk->norms[j].w, g.dnorm_w[j], blk->norms[j].dim, what);
+        snprintf(what, sizeof what, "%s: norm %d (%s) bias", label, j, blk->norms[j].name);
+        if (blk->norms[j].b) check_direction(a, blk, x, gy, T, blk->norms[j].b, g.dnorm_b[j], blk->norms[j].dim, what);
     }
     lmp_block_grads_free(&g);
     lmp_block_tape_free(&tp);
-    free(x), free(gy), free(y), free(dx);
+    free(gy), free(y), free(dx);
+}
+
+static void expect_finite_differences(synth *s, const char *label)
+{
+    const int64_t T = 40;
+    float *x = rand_array(T * s->a.dim, 1.0);
+    /* GPT-2's k bias has gradient 0 in exact arithmetic: the reference test holds it to 0 */
+    expect_block_finite_differences(&s->a, &s->blk, x, T, label, s->a.family != LMP_FAMILY_GPT2);
+    free(x);
 }
 
 START_TEST(backward_matches_finite_differences)
@@ -428,23 +464,31 @@ static void check_block_against_reference(const lmp_arch *a, const lmp_block *bl
     }
     ck_assert_int_eq(lmp_block_backward(&g_be, a, blk, &tp, dy, dx, &g), 0);
 
+    const lmp_rope *rope = lmp_arch_rope(a, blk->index); /* the layer's: Gemma 3's local layers have their own */
     snprintf(meta, sizeof meta,
              "mode = block\nfamily = %s\nT = %lld\ndim = %lld\nhidden = %lld\nn_heads = %lld\nn_kv_heads = %lld\n"
              "head_dim = %lld\neps = %.9g\ntheta = %.9g\nloss = %s\n",
              a->family == LMP_FAMILY_GPT2 ? "gpt2" : "llama", (long long)T, (long long)d, (long long)a->hidden,
              (long long)a->n_heads, (long long)a->n_kv_heads, (long long)a->head_dim, (double)a->norm_eps,
-             (double)a->rope_theta, mse ? "mse" : "dot");
-    const int table = a->rope.n_rot && !a->rope.plain;
+             (double)(rope->n_rot ? rope->theta : a->rope_theta), mse ? "mse" : "dot");
+    const int table = rope->n_rot && !rope->plain;
     if (a->family == LMP_FAMILY_LLAMA) { /* the features of newer architectures */
         const size_t len = strlen(meta);
-        snprintf(meta + len, sizeof meta - len, "qk_norm = %s\nmlp = %s\nrope = %s\n", a->qk_norm ? "yes" : "no",
-                 a->geglu ? "geglu" : "swiglu", table ? "table" : "theta");
+        const int64_t window = lmp_arch_window(a, blk->index);
+        snprintf(meta + len, sizeof meta - len, "qk_norm = %s\nmlp = %s\nrope = %s\npost_norms = %s\n",
+                 a->qk_norm ? "yes" : "no", a->geglu ? "geglu" : "swiglu", table ? "table" : "theta",
+                 a->post_norms ? "yes" : "no");
         if (table) {
             const size_t len2 = strlen(meta);
-            snprintf(meta + len2, sizeof meta - len2, "n_rot = %lld\nmscale = %.9g\n", (long long)a->rope.n_rot,
-                     (double)a->rope.mscale);
-            write_raw(dir, "inv_freq.f32", a->rope.inv_freq, (size_t)(a->rope.n_rot / 2) * 4);
+            snprintf(meta + len2, sizeof meta - len2, "n_rot = %lld\nmscale = %.9g\n", (long long)rope->n_rot,
+                     (double)rope->mscale);
+            write_raw(dir, "inv_freq.f32", lmp_rope_table_for(rope, T), (size_t)(rope->n_rot / 2) * 4);
         }
+        if (a->q_scale && a->q_scale != 1.0f)
+            snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "q_scale = %.9g\n", (double)a->q_scale);
+        if (window) snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "window = %lld\n", (long long)window);
+        if (a->attn_softcap)
+            snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "softcap = %.9g\n", (double)a->attn_softcap);
     }
     write_raw(dir, "meta.txt", meta, strlen(meta));
     write_raw(dir, "x.f32", x, (size_t)n * 4);
@@ -615,6 +659,45 @@ START_TEST(gemma_fixture_block_matches_reference)
 }
 END_TEST
 
+/* Block b of fixture `name` (hf5) on the hidden states of the fixture's own tokens, the blocks
+ * before it run first, the architecture changed by tw (NULL: as loaded), against the numpy
+ * autodiff (post norms, windows, soft-capped scores, the q scale, the layer's own RoPE base). */
+static void fixture_block_matches_reference(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    lmp_arch a = m->arch;
+    apply_tweak(&a, tw);
+    int64_t T;
+    int32_t *tok = archfix_tokens(name, &T);
+    float *x = malloc((size_t)(T * a.dim) * 4);
+    lmp_embed(m, tok, T, x);
+    for (int64_t i = 0; i <= b; i++) {
+        lmp_block blk;
+        ck_assert_int_eq(lmp_model_block_copy(m, i, &blk), 0);
+        if (i == b) check_block_against_reference(&a, &blk, x, T, label, 1e-4);
+        else ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
+        lmp_block_free(&blk);
+    }
+    free(x), free(tok);
+    lmp_model_free(m);
+}
+
+START_TEST(new_feature_fixture_blocks_match_reference)
+{
+    const arch_tweak cap_scale = {.q_scale = 0.5f, .attn_softcap = 2.0f}, scale = {.q_scale = 0.5f};
+    fixture_block_matches_reference("gemma2", 0, NULL, "gemma2 block 0 (post norms, window 16, soft-cap 50)");
+    fixture_block_matches_reference("gemma2", 1, NULL, "gemma2 block 1 (post norms, soft-cap 50)");
+    fixture_block_matches_reference("gemma2", 0, &cap_scale, "gemma2 block 0 (soft-cap 2, q scale 0.5)");
+    fixture_block_matches_reference("gemma3", 0, NULL, "gemma3 block 0 (q/k and post norms, window 16, local RoPE base)");
+    fixture_block_matches_reference("gemma3", 1, NULL, "gemma3 block 1 (q/k and post norms, global RoPE base)");
+    fixture_block_matches_reference("glm4", 0, &scale, "glm4 block 0 (post norms, partial rotary, q scale 0.5)");
+    fixture_block_matches_reference("mistral", 0, NULL, "mistral block 0 (window 16)");
+}
+END_TEST
+
 /* stories260K's head (RMSNorm + tied classifier) with cross-entropy and with KL to the log-probs of
  * other logits. */
 START_TEST(head_losses_match_reference)
@@ -679,10 +762,11 @@ static double model_loss(const lmp_model *m, const lmp_block *blocks, const int3
 
 /* The model at `path`: its loss (CE, KL) and gradients along a direction in block 0's q, the middle
  * block's down, the last block's norm 1 and, with q/k norms, the last block's k norm. */
-static void expect_model_gradient(const char *path, double tol)
+static void expect_model_gradient_tweaked(const char *path, double tol, const arch_tweak *tw)
 {
     lmp_model *m;
     ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    apply_tweak(&m->arch, tw);
     const int64_t T = 40, V = m->arch.vocab, L = m->arch.n_layers;
     lmp_block *blocks = calloc((size_t)L, sizeof *blocks); /* own copies: the file's are mapped read-only */
     for (int64_t b = 0; b < L; b++) ck_assert_int_eq(lmp_model_block_copy(m, b, &blocks[b]), 0);
@@ -748,6 +832,8 @@ static void expect_model_gradient(const char *path, double tol)
     lmp_model_free(m);
 }
 
+static void expect_model_gradient(const char *path, double tol) { expect_model_gradient_tweaked(path, tol, NULL); }
+
 START_TEST(model_gradient_matches_finite_differences)
 {
     expect_model_gradient(MODEL, 2e-2);
@@ -760,6 +846,102 @@ START_TEST(fixture_model_gradients_match_finite_differences)
 {
     expect_model_gradient(LMP_SOURCE_DIR "/tests/fixtures/arch/qwen3/hf5", 2e-2);
     expect_model_gradient(LMP_SOURCE_DIR "/tests/fixtures/arch/gemma/hf5", 2e-2);
+}
+END_TEST
+
+/* Gemma 2 whole (post norms, a sliding layer, soft-capped scores, the head's soft-capped logits),
+ * as loaded and with the caps lowered (scores 2, logits 3) so that both tanh derivatives matter,
+ * and Gemma 3 (q/k and post norms, local and global RoPE bases, windows), GLM-4 (post norms). */
+START_TEST(fixture_model_gradients_with_new_features_match_finite_differences)
+{
+    const arch_tweak caps = {.attn_softcap = 2.0f, .final_softcap = 3.0f};
+    expect_model_gradient(FIXTURES "/gemma2/hf5", 2e-2);
+    expect_model_gradient_tweaked(FIXTURES "/gemma2/hf5", 2e-2, &caps);
+    expect_model_gradient(FIXTURES "/gemma3/hf5", 2e-2);
+    expect_model_gradient(FIXTURES "/glm4/hf5", 2e-2);
+}
+END_TEST
+
+/* ---- the features the walker's backward took on: the architecture fixtures ----------------- */
+
+/* Block b of fixture `name` (tests/fixtures/arch/NAME/hf5) on the hidden states of the fixture's
+ * 48 tokens (archfix_tokens; the blocks before b run first), every gradient against finite
+ * differences of the production forward. */
+static void fixture_block_finite_differences(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    lmp_arch a = m->arch;
+    apply_tweak(&a, tw);
+    int64_t T;
+    int32_t *tok = archfix_tokens(name, &T);
+    float *x = malloc((size_t)(T * a.dim) * 4);
+    lmp_embed(m, tok, T, x);
+    for (int64_t i = 0; i <= b; i++) {
+        lmp_block blk;
+        ck_assert_int_eq(lmp_model_block_copy(m, i, &blk), 0);
+        if (i == b) expect_block_finite_differences(&a, &blk, x, T, label, 0);
+        else ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
+        lmp_block_free(&blk);
+    }
+    free(x), free(tok);
+    lmp_model_free(m);
+}
+
+/* Post norms (RMSNorms on attention's and the MLP's outputs before each residual add): GLM-4's
+ * post_self_attn_layernorm / post_mlp_layernorm and Gemma 2's, Gemma 3's (1 + w) sandwich. */
+START_TEST(post_norm_blocks_match_finite_differences)
+{
+    const struct { const char *name; int64_t block; } cases[] = {{"glm4", 0}, {"glm4", 1}, {"gemma2", 1}, {"gemma3", 1}};
+    for (int c = 0; c < 4; c++) {
+        char path[600], label[96];
+        snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, cases[c].name);
+        lmp_model *m;
+        ck_assert_int_eq(lmp_model_load(path, &m), 0);
+        ck_assert_msg(m->arch.post_norms, "%s: the fixture has no post norms", cases[c].name);
+        lmp_model_free(m);
+        snprintf(label, sizeof label, "%s block %lld (post norms)", cases[c].name, (long long)cases[c].block);
+        fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, label);
+    }
+}
+END_TEST
+
+/* Sliding-window attention over more positions than the window: Mistral (window 16, every
+ * layer) and the sliding layers of Gemma 2 (with its soft-cap 50) and Gemma 3 (q/k norms, its
+ * own RoPE base), on the fixtures' 48 tokens. */
+START_TEST(sliding_window_blocks_match_finite_differences)
+{
+    const char *names[3] = {"mistral", "gemma2", "gemma3"};
+    for (int c = 0; c < 3; c++) {
+        char path[600], label[96];
+        snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, names[c]);
+        lmp_model *m;
+        int64_t T;
+        ck_assert_int_eq(lmp_model_load(path, &m), 0);
+        int32_t *tok = archfix_tokens(names[c], &T);
+        const int64_t w = lmp_arch_window(&m->arch, 0);
+        ck_assert_msg(w > 0 && w < T, "%s: block 0's window %lld does not cut the %lld tokens", names[c], (long long)w,
+                      (long long)T);
+        free(tok);
+        lmp_model_free(m);
+        snprintf(label, sizeof label, "%s block 0 (window %lld)", names[c], (long long)w);
+        fixture_block_finite_differences(names[c], 0, NULL, label);
+    }
+}
+END_TEST
+
+/* Soft-capped scores and a q scale other than 1 (query_pre_attn_scalar 4x head_dim: q_scale 0.5),
+ * on Gemma 2's blocks: the sliding one (cap, window and scale together) and the global one, the
+ * cap lowered to 2 so that tanh saturates; the scale alone on GLM-4 (biases) and Gemma 3. */
+START_TEST(softcap_and_q_scale_blocks_match_finite_differences)
+{
+    const arch_tweak cap_scale = {.q_scale = 0.5f, .attn_softcap = 2.0f};
+    fixture_block_finite_differences("gemma2", 0, &cap_scale, "gemma2 block 0 (window, soft-cap 2, q scale 0.5)");
+    fixture_block_finite_differences("gemma2", 1, &cap_scale, "gemma2 block 1 (soft-cap 2, q scale 0.5)");
+    const arch_tweak scale = {.q_scale = 2.0f};
+    fixture_block_finite_differences("glm4", 0, &scale, "glm4 block 0 (q scale 0.5)");
 }
 END_TEST
 
@@ -819,10 +1001,15 @@ int main(void)
     tcase_add_test(tc, feature_blocks_match_reference);
     tcase_add_test(tc, qwen3_fixture_block_matches_reference);
     tcase_add_test(tc, gemma_fixture_block_matches_reference);
+    tcase_add_test(tc, new_feature_fixture_blocks_match_reference);
     tcase_add_test(tc, smollm2_blocks_match_reference);
     tcase_add_test(tc, head_losses_match_reference);
     tcase_add_test(tc, model_gradient_matches_finite_differences);
     tcase_add_test(tc, fixture_model_gradients_match_finite_differences);
+    tcase_add_test(tc, fixture_model_gradients_with_new_features_match_finite_differences);
+    tcase_add_test(tc, post_norm_blocks_match_finite_differences);
+    tcase_add_test(tc, sliding_window_blocks_match_finite_differences);
+    tcase_add_test(tc, softcap_and_q_scale_blocks_match_finite_differences);
     tcase_add_test(tc, input_affine_is_refused);
     tcase_add_test(tc, unknown_norm_is_refused);
     suite_add_tcase(s, tc);

@@ -49,18 +49,25 @@ static uint64_t mix_linear(uint64_t h, const lmp_linear *l)
     return lmp_fnv1a64_words(h, &l->act.scale, sizeof l->act.scale);
 }
 
-/* Every array segments 0..at-1 of blk read (norm 0 opens segment 0, norm 1 segment 2). */
-static uint64_t segments_key(const lmp_block *blk, int at)
+/* Every array segments 0..at-1 of blk read: the norms and linears of the block's steps in those
+ * groups (model/block_steps.h), q/k and post norms included. */
+static uint64_t segments_key(const lmp_arch *a, const lmp_block *blk, int at)
 {
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, blk->index);
     uint64_t h = LMP_FNV1A64_INIT;
-    for (int g = 0; g < at; g++) {
-        if ((g == 0 || g == 2) && g / 2 < blk->n_norms) {
-            const lmp_norm *nm = &blk->norms[g / 2];
+    for (int i = 0; i < p.n_steps; i++) {
+        const lmp_block_step *s = &p.step[i];
+        if (s->group >= at) continue;
+        if ((s->kind == LMP_STEP_NORM || s->kind == LMP_STEP_HEAD_NORM) && s->norm >= 0 && s->norm < blk->n_norms) {
+            const lmp_norm *nm = &blk->norms[s->norm];
             h = lmp_fnv1a64_words(h, nm->w, (size_t)nm->dim * sizeof *nm->w);
             h = lmp_fnv1a64_words(h, nm->b, (size_t)nm->dim * sizeof *nm->b);
         }
-        for (int i = 0; i < blk->n_linears; i++)
-            if (lmp_input_group(blk->linears[i].role) == g) h = mix_linear(h, &blk->linears[i]);
+        for (int o = 0; s->kind == LMP_STEP_LINEARS && o < s->n_out; o++) {
+            const int li = lmp_block_find(blk, s->roles[o]);
+            if (li >= 0) h = mix_linear(h, &blk->linears[li]);
+        }
     }
     return h;
 }
@@ -97,7 +104,7 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
     const int64_t per = T * a->dim;
     int from = 0;
     if (cs && !cs->full_passes && cs->at > 0 && cs->at <= first && cs->at <= stop &&
-        segments_key(blk, cs->at) == cs->key)
+        segments_key(a, blk, cs->at) == cs->key)
         from = cs->at;
     /* A pass that stops inside the block past where it started leaves a state for the next. */
     int keep = cs && !cs->full_passes && stop < 4 && stop > from;
@@ -124,7 +131,7 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
     free(tmp);
     if (!st && keep) {
         cs->at = stop;
-        cs->key = segments_key(blk, stop);
+        cs->key = segments_key(a, blk, stop);
     }
     *share = (lmp_block_flops(a, T, stop) - lmp_block_flops(a, T, from)) / lmp_block_flops(a, T, 4);
     return st;

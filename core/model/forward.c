@@ -1,9 +1,12 @@
-/* forward.c — see forward.h.  LLAMA mirrors llama2.c's run.c forward(), batched over T positions:
+/* forward.c — see forward.h.  A block is its steps (model/block_steps.h) run top down by
+ * lmp_block_run; for LLAMA that is llama2.c's run.c forward(), batched over T positions:
  *   xn = rmsnorm(x) ; q,k,v = xn Wq^T, xn Wk^T, xn Wv^T ; rope(q, k) ;
  *   x += attention(q, k, v) Wo^T ;
  *   xn = rmsnorm(x) ; x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T
  * GPT2 is the same with LayerNorm, no RoPE (positions are added to the embeddings), biases, and
- *   x += gelu(xn Wfc^T + bfc) Wproj^T + bproj. */
+ *   x += gelu(xn Wfc^T + bfc) Wproj^T + bproj.
+ * The newer families' features (q/k norms, post norms, GeGLU, the q scale, windows, soft-capped
+ * scores) are steps of the same list. */
 #include "model/forward.h"
 
 #include <math.h>
@@ -75,37 +78,6 @@ static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const f
     return obs ? obs(ud, lins, n, x, T, C) : 0;
 }
 
-/* The block's norm: RMSNorm for LLAMA (plus the bias a shift may have given it), LayerNorm
- * with bias for GPT2. */
-static int norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T,
-                const float *x, float *out)
-{
-    if (a->family == LMP_FAMILY_GPT2) return lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out);
-    int st = lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
-    if (st) return st;
-    if (!n->b) return 0;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < a->dim; j++) out[t * a->dim + j] += n->b[j];
-    return 0;
-}
-
-/* x[rows, head_dim] <- rmsnorm(x) * n->w row by row (through work[rows, head_dim]): a q or k norm. */
-static int head_norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t rows, float *x, float *work)
-{
-    int st = lmp_be_rmsnorm(be, rows, a->head_dim, x, n->w, a->norm_eps, work);
-    if (!st) memcpy(x, work, (size_t)(rows * a->head_dim) * sizeof *x);
-    return st;
-}
-
-/* y[T, dim] <- norm(y) (through work[T, dim]): a norm on the attention's or the MLP's output
- * before the residual add (GLM-4, Gemma 2/3). */
-static int post_norm(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T, float *y, float *work)
-{
-    int st = norm(be, a, n, T, y, work);
-    if (!st) memcpy(y, work, (size_t)(T * a->dim) * sizeof *y);
-    return st;
-}
-
 /* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
 static void input_affine(const lmp_linear *l, int64_t T, float *x)
 {
@@ -138,134 +110,145 @@ int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int6
     return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, lmp_rope_table_for(r, T), r->mscale, x);
 }
 
-/* lmp_block_forward_from, and with keep != NULL (from 0, no state) lmp_block_forward_keep: the
- * same operations in the same order, only into the buffers keep names. */
-static int block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
-                         float *x, const lmp_block_state *state, const lmp_block_keep *keep, lmp_observe_fn obs,
-                         void *ud)
+/* ---- the walker: a block's steps (model/block_steps.h) run top down ----------------------- */
+
+/* out[T, C] <- RMSNorm or LayerNorm of in (s->in[0]) with norm n, through work when out is in. */
+static int run_norm(const lmp_backend *be, const lmp_arch *a, const lmp_block_step *s, const lmp_norm *n, int64_t T,
+                    int64_t C, const float *in, float *out, float *work)
+{
+    float *to = out == in ? work : out;
+    int st = 0;
+    if (s->kind == LMP_STEP_HEAD_NORM) {
+        st = lmp_be_rmsnorm(be, T * s->heads[0], C / s->heads[0], in, n->w, a->norm_eps, to);
+    } else if (s->layer_norm) {
+        st = lmp_be_layernorm(be, T, C, in, n->w, n->b, a->norm_eps, to);
+    } else {
+        st = lmp_be_rmsnorm(be, T, C, in, n->w, a->norm_eps, to);
+        if (!st && n->b) /* the bias a shift may have given an RMSNorm */
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t j = 0; j < C; j++) to[t * C + j] += n->b[j];
+    }
+    if (!st && to != out) memcpy(out, to, (size_t)(T * C) * sizeof *out);
+    return st;
+}
+
+/* The steps' buffers: where no slot is given, a slot lives in its home, shared with the slots
+ * whose lives do not overlap its own (x: the stream in place; xn: both norms before linears;
+ * y: the branches' outputs; mid: attention's output, then the activation). */
+static void slot_homes(float *slot[LMP_SLOT_COUNT], float *x, float *xn, float *q, float *k, float *v, float *mid,
+                       float *y, float *g, float *u)
+{
+    slot[LMP_SLOT_X] = slot[LMP_SLOT_X1] = slot[LMP_SLOT_Y] = x;
+    slot[LMP_SLOT_XN_ATTN] = slot[LMP_SLOT_XN_MLP] = xn;
+    slot[LMP_SLOT_Q_LIN] = slot[LMP_SLOT_Q] = q;
+    slot[LMP_SLOT_K_LIN] = slot[LMP_SLOT_K] = k;
+    slot[LMP_SLOT_V] = v;
+    slot[LMP_SLOT_ATT] = slot[LMP_SLOT_H] = mid;
+    slot[LMP_SLOT_ATT_OUT] = slot[LMP_SLOT_ATT_POST] = slot[LMP_SLOT_MLP_OUT] = slot[LMP_SLOT_MLP_POST] = y;
+    slot[LMP_SLOT_GATE] = g;
+    slot[LMP_SLOT_UP] = u;
+}
+
+/* Step s forward on the slots' buffers. */
+static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
+                    const lmp_block_step *s, int64_t T, float *const *slot, float *qbuf, float *work,
+                    lmp_observe_fn obs, void *ud)
+{
+    float *in = slot[s->in[0]], *out = s->n_out ? slot[s->out[0]] : NULL;
+    const int64_t C = p->width[s->in[0]];
+    int st = 0;
+    switch (s->kind) {
+    case LMP_STEP_NORM:
+    case LMP_STEP_HEAD_NORM:
+        return run_norm(be, a, s, &blk->norms[s->norm], T, C, in, out, work);
+    case LMP_STEP_LINEARS: {
+        int lins[LMP_STEP_MAX_IO];
+        for (int i = 0; i < s->n_out; i++) lins[i] = lmp_block_find(blk, s->roles[i]);
+        const float *x = s->affine ? affine_input(&blk->linears[lins[0]], T, in, work) : in;
+        st = observe(obs, ud, lins, s->n_out, x, T, C);
+        for (int i = 0; !st && i < s->n_out; i++) st = run_linear(be, &blk->linears[lins[i]], T, x, qbuf, slot[s->out[i]]);
+        return st;
+    }
+    case LMP_STEP_ROPE:
+        st = lmp_rope_heads(be, a, p->layer, T, s->heads[0], slot[s->in[0]]);
+        return st ? st : lmp_rope_heads(be, a, p->layer, T, s->heads[1], slot[s->in[1]]);
+    case LMP_STEP_SCALE:
+        for (int64_t i = 0; i < T * C; i++) in[i] *= s->scale;
+        return 0;
+    case LMP_STEP_ATTENTION:
+        if (s->window || s->softcap)
+            return lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, s->softcap, in,
+                                           slot[s->in[1]], slot[s->in[2]], out);
+        return lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, in, slot[s->in[1]], slot[s->in[2]], out);
+    case LMP_STEP_GLU:
+        if (!s->gelu) return lmp_be_swiglu(be, T * C, in, slot[s->in[1]], out);
+        st = lmp_be_gelu(be, T * C, in, out); /* Gemma: gelu_tanh(gate) * up */
+        for (int64_t i = 0; !st && i < T * C; i++) out[i] *= slot[s->in[1]][i];
+        return st;
+    case LMP_STEP_GELU:
+        return lmp_be_gelu(be, T * C, in, out);
+    case LMP_STEP_ADD:
+        for (int64_t i = 0; i < T * C; i++) out[i] = in[i] + slot[s->in[1]][i];
+        return 0;
+    case LMP_STEP_KINDS:
+        break;
+    }
+    return lmp_fail(LMP_EINVAL, "block %d: a step of unknown kind %d", blk->index, (int)s->kind);
+}
+
+int lmp_block_run(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p, int64_t T,
+                  int from, float *x, float *const given[LMP_SLOT_COUNT], lmp_observe_fn obs, void *ud)
 {
     const int64_t d = a->dim, kv = a->n_kv_heads * a->head_dim, f = a->hidden, qd = a->n_heads * a->head_dim;
     const int64_t wide = lmp_arch_mid_width(a);
-    const int gpt2 = a->family == LMP_FAMILY_GPT2;
-    int li[LMP_ROLE_COUNT]; /* linear index by role */
-    for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
-    const lmp_linear *L = blk->linears;
-    /* xn[T,d] q[T,qd] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and without
-     * a state mid[T,wide] (x1 is then x itself: the residual stream in place) */
-    const int own = !state;
+    /* xn[T,d] q[T,qd] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and mid[T,wide]
+     * unless both its slots are given */
+    const int own = !given || !given[LMP_SLOT_ATT] || !given[LMP_SLOT_H];
     float *buf = malloc((size_t)(T * (2 * d + qd + 2 * kv + 2 * f + (own ? 3 : 2) * wide)) * sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
     float *xn = buf, *q = xn + T * d, *k = q + T * qd, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
-    float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d;
-    float *mid = own ? work + T * wide : state->mid, *x1 = own ? x : state->x1;
-    float *att = mid, *h = mid; /* the two values `mid` holds in turn, kept apart for a backward */
-    if (keep) {
-        q = keep->q, k = keep->k, v = keep->v, g = keep->g, u = keep->u;
-        att = keep->att, h = keep->h, x1 = keep->x1;
-    }
-    const int qkv[] = {li[LMP_ROLE_Q], li[LMP_ROLE_K], li[LMP_ROLE_V]}, o[] = {li[LMP_ROLE_O]},
-              gu[] = {gpt2 ? li[LMP_ROLE_UP] : li[LMP_ROLE_GATE], li[LMP_ROLE_UP]},
-              dn[] = {li[LMP_ROLE_DOWN]};
-    const float *in;
+    float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d, *mid = own ? work + T * wide : NULL;
+    float *slot[LMP_SLOT_COUNT];
+    slot_homes(slot, x, xn, q, k, v, mid, y, g, u);
+    for (int i = 0; given && i < LMP_SLOT_COUNT; i++)
+        if (given[i]) slot[i] = given[i];
     int st = 0;
-    if (from <= 0) { /* segment 0: mid = attention(rope(q), rope(k), v) over norm0(x) */
-        st = norm(be, a, &blk->norms[0], T, x, xn);
-        if (!st) st = observe(obs, ud, qkv, 3, xn, T, d);
-        if (!st) st = run_linear(be, &L[qkv[0]], T, xn, qbuf, q);
-        if (!st) st = run_linear(be, &L[qkv[1]], T, xn, qbuf, k);
-        if (!st) st = run_linear(be, &L[qkv[2]], T, xn, qbuf, v);
-        if (!st && a->qk_norm) { /* Qwen3: RMSNorm over each head of q and k, before RoPE */
-            if (keep) { /* the norms' backward reads their input */
-                memcpy(keep->q_lin, q, (size_t)(T * qd) * sizeof *q);
-                memcpy(keep->k_lin, k, (size_t)(T * kv) * sizeof *k);
-            }
-            st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_Q)], T * a->n_heads, q, work);
-            if (!st) st = head_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_K)], T * a->n_kv_heads, k, work);
-        }
-        if (!st && !gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
-            st = lmp_rope_heads(be, a, blk->index, T, a->n_heads, q);
-            if (!st) st = lmp_rope_heads(be, a, blk->index, T, a->n_kv_heads, k);
-        }
-        if (!st && a->q_scale && a->q_scale != 1.0f) { /* scores scaled by 1/sqrt(query_pre_attn_scalar) */
-            for (int64_t i = 0; i < T * qd; i++) q[i] *= a->q_scale;
-        }
-        const int64_t window = lmp_arch_window(a, blk->index);
-        if (!st && (window || a->attn_softcap))
-            st = lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, window, a->attn_softcap, q, k,
-                                         v, att);
-        else if (!st)
-            st = lmp_be_attention(be, T, a->n_heads, a->n_kv_heads, a->head_dim, q, k, v, att);
-        if (st) goto done;
-    }
-    if (from <= 1) { /* segment 1: x1 = x + mid Wo^T */
-        in = affine_input(&L[o[0]], T, att, work);
-        st = observe(obs, ud, o, 1, in, T, qd);
-        if (!st) st = run_linear(be, &L[o[0]], T, in, qbuf, y);
-        if (!st && a->post_norms) st = post_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_POST_ATTN)], T, y, work);
-        if (st) goto done;
-        for (int64_t i = 0; i < T * d; i++) x1[i] = x[i] + y[i];
-    }
-    if (from <= 2) { /* segment 2: mid = h over norm1(x1); h = silu(xn Wg^T) * (xn Wu^T), GPT-2's gelu(xn Wfc^T + b) */
-        st = norm(be, a, &blk->norms[1], T, x1, xn);
-        if (!st) st = observe(obs, ud, gu + gpt2, 2 - gpt2, xn, T, d);
-        if (!st && gpt2) {
-            st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
-            if (!st) st = lmp_be_gelu(be, T * f, u, h);
-        } else if (!st) {
-            st = run_linear(be, &L[gu[0]], T, xn, qbuf, g);
-            if (!st) st = run_linear(be, &L[gu[1]], T, xn, qbuf, u);
-            if (!st && a->geglu) { /* Gemma: gelu_tanh(gate) * up */
-                st = lmp_be_gelu(be, T * f, g, h);
-                for (int64_t i = 0; !st && i < T * f; i++) h[i] *= u[i];
-            } else if (!st) {
-                st = lmp_be_swiglu(be, T * f, g, u, h);
-            }
-        }
-        if (st) goto done;
-    }
-    /* segment 3: x = x1 + mid Wd^T (down_proj; GPT-2's c_proj) */
-    in = affine_input(&L[dn[0]], T, h, work);
-    st = observe(obs, ud, dn, 1, in, T, f);
-    if (!st) st = run_linear(be, &L[dn[0]], T, in, qbuf, y);
-    if (!st && a->post_norms) st = post_norm(be, a, &blk->norms[lmp_norm_index(a, LMP_NORM_POST_MLP)], T, y, work);
-    if (!st)
-        for (int64_t i = 0; i < T * d; i++) x[i] = x1[i] + y[i];
-done:
+    for (int i = 0; !st && i < p->n_steps; i++)
+        if (p->step[i].group >= from) st = run_step(be, a, blk, p, &p->step[i], T, slot, qbuf, work, obs, ud);
     free(buf);
     return st;
+}
+
+int lmp_block_step_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
+                           int i, int64_t T, float *const slot[LMP_SLOT_COUNT], float *qbuf, float *work)
+{
+    return run_step(be, a, blk, p, &p->step[i], T, slot, qbuf, work, NULL, NULL);
 }
 
 int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
                            float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
 {
-    return block_forward(be, a, blk, T, from, x, state, NULL, obs, ud);
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, blk->index);
+    float *given[LMP_SLOT_COUNT] = {0};
+    if (state) { /* what a later pass resumes from: x1, and `mid` (attention's output, then the activation) */
+        given[LMP_SLOT_X1] = state->x1;
+        given[LMP_SLOT_ATT] = given[LMP_SLOT_H] = state->mid;
+    }
+    return lmp_block_run(be, a, blk, &p, T, from, x, given, obs, ud);
 }
 
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud)
 {
-    return block_forward(be, a, blk, T, 0, x, NULL, NULL, obs, ud);
-}
-
-int lmp_block_forward_keep(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, float *x,
-                           const lmp_block_keep *keep)
-{
-    return block_forward(be, a, blk, T, 0, x, NULL, keep, NULL, NULL);
+    return lmp_block_forward_from(be, a, blk, T, 0, x, NULL, obs, ud);
 }
 
 double lmp_block_flops(const lmp_arch *a, int64_t T, int group)
 {
-    const double t = (double)T, d = (double)a->dim, f = (double)a->hidden;
-    const double hd = (double)(a->n_heads * a->head_dim), kv = (double)(a->n_kv_heads * a->head_dim);
-    const double part[4] = {
-        2 * t * d * (hd + 2 * kv) + 2 * (2 * t * t * hd),          /* q,k,v and attention: o's input */
-        2 * t * hd * d,                                             /* o: gate,up's input */
-        2 * t * d * f * (a->family == LMP_FAMILY_GPT2 ? 1 : 2),     /* gate,up (GPT-2: fc): down's input */
-        2 * t * f * d,                                              /* down: the block's output */
-    };
-    double sum = 0;
-    for (int g = 0; g < group && g < 4; g++) sum += part[g];
-    return sum;
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, 0);
+    return lmp_block_plan_flops(&p, T, group);
 }
 
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)

@@ -6,6 +6,7 @@
 #ifndef LMP_CORE_FORWARD_H
 #define LMP_CORE_FORWARD_H
 
+#include "model/block_steps.h"
 #include "model/model.h"
 #include "plugin/backend.h"
 
@@ -40,25 +41,25 @@ typedef struct lmp_block_state {
 int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
                            float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud);
 
-/* What a block's backward (train/backward.h) reads of its forward, kept in these buffers
- * (all required): q[T, nh*hd] and k[T, nkv*hd] after RoPE, v[T, nkv*hd], att[T, nh*hd] (o's
- * input before its affine), x1[T, dim], g[T, hidden] and u[T, hidden] the gate and up outputs
- * (GPT-2: u the fc output before gelu; g unused), h[T, hidden] down's input; and with q/k norms
- * (arch.qk_norm) q_lin[T, nh*hd], k_lin[T, nkv*hd], q and k as the linears made them, before
- * the norms (required then, unused otherwise: the norm's backward reads its input).
- * x[T, dim] <- the block's output, bit for bit lmp_block_forward's. */
-typedef struct lmp_block_keep {
-    float *q, *k, *v, *att, *x1, *g, *u, *h;
-    float *q_lin, *k_lin;
-} lmp_block_keep;
-int lmp_block_forward_keep(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, float *x,
-                           const lmp_block_keep *keep);
+/* x[T, dim] <- block(x) by running plan p's steps (model/block_steps.h) of group `from` on: the
+ * one function every block forward above is.  Each slot lives in given[slot] where that is not
+ * NULL (given may be NULL), else in a buffer of the pass's own that it shares with slots whose
+ * lives do not overlap; x is the block's input and gets its output.  A training forward
+ * (train/backward.h) gives the slots its backward reads buffers of their own; the numbers are
+ * the same bit for bit wherever the slots live. */
+int lmp_block_run(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p, int64_t T,
+                  int from, float *x, float *const given[LMP_SLOT_COUNT], lmp_observe_fn obs, void *ud);
+/* Step i of plan p alone, on the buffers slot[] names (a backward recomputing a value its tape
+ * does not keep); qbuf and work are [T, lmp_arch_mid_width] scratch. */
+int lmp_block_step_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
+                           int i, int64_t T, float *const slot[LMP_SLOT_COUNT], float *qbuf, float *work);
 
 /* The FLOPs of a block forward over T tokens up to where input group `group` (lmp_input_group:
  * 0 q,k,v; 1 o; 2 gate,up; 3 down) is observed, 4: the whole block.  Counted: each GEMM as
  * 2·T·in·out, attention's two products as 2·T²·(heads·head_dim) each (the causal half not
  * taken off); norms, RoPE and activations are left out (they are O(T·dim)).  For counting
- * block-forward equivalents (lmp_compress_times.forwards). */
+ * block-forward equivalents (lmp_compress_times.forwards).  Summed over the block's steps
+ * (lmp_block_plan_flops). */
 double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
 
 /* RoPE on x[T, n_heads*head_dim] at positions 0..T-1 as the architecture says for `layer`: the

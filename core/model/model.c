@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "model/block_steps.h"
 
 /* ---- block tables ------------------------------------------------------------------------ */
 typedef struct linear_layout {
@@ -65,11 +66,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     static const char *const llama_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
                                                             "self_attn.q_norm", "self_attn.k_norm"};
     const char *const *names = gpt2 ? gpt2_norms : a->desc && a->desc->hf_norms ? a->desc->hf_norms : llama_norms;
-    b->norms[0] = (lmp_norm){.name = fmt_name(prefix, index, names[LMP_NORM_ATTN]), .dim = a->dim, .n_fed = 3,
-                             .fed = {0, 1, 2}};
-    b->norms[1] = (lmp_norm){.name = fmt_name(prefix, index, names[LMP_NORM_MLP]), .dim = a->dim,
-                             .n_fed = gpt2 ? 1 : 2, .fed = {4, 5}};
-    for (int k = LMP_NORM_Q; k < LMP_NORM_KINDS; k++) {
+    for (int k = LMP_NORM_ATTN; k < LMP_NORM_KINDS; k++) {
         const int i = lmp_norm_index(a, k);
         if (i < 0) continue;
         b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, names[k]),
@@ -77,6 +74,23 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     }
     for (int i = 0; i < b->n_norms; i++)
         if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
+    /* which linears each norm feeds: those of the block's steps (model/block_steps.h) that read
+     * its output (norm_attn: q, k, v; norm_mlp: gate, up or GPT-2's c_fc; q/k and post norms none) */
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, index);
+    for (int i = 0; i < p.n_steps; i++) {
+        const lmp_block_step *s = &p.step[i];
+        if (s->kind != LMP_STEP_NORM || s->norm < 0 || s->norm >= b->n_norms) continue;
+        lmp_norm *nm = &b->norms[s->norm];
+        for (int j = 0; j < p.n_steps; j++) {
+            const lmp_block_step *r = &p.step[j];
+            if (r->kind != LMP_STEP_LINEARS || r->in[0] != s->out[0]) continue;
+            for (int o = 0; o < r->n_out && nm->n_fed < (int)(sizeof nm->fed / sizeof nm->fed[0]); o++) {
+                const int li = lmp_block_find(b, r->roles[o]);
+                if (li >= 0) nm->fed[nm->n_fed++] = li;
+            }
+        }
+    }
     return 0;
 }
 

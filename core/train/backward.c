@@ -1,15 +1,18 @@
-/* backward.c — see backward.h.  The block's forward (model/forward.c), read bottom up:
- *   y  = x1 + h Wd^T + bd                      dx1 = dy, dh = dy Wd, dWd += dy^T h
- *   h  = silu(g) * u  (GPT-2: gelu(u))         dg = dh u silu'(g), du = dh silu(g)
- *        (Gemma: gelu(g) * u)                  dg = dh u gelu'(g), du = dh gelu(g)
- *   g, u = xn1 Wg^T + bg, xn1 Wu^T + bu        dxn1 = dg Wg + du Wu
- *   xn1 = norm1(x1)                            dx1 += norm1'(dxn1)
- *   x1 = x + att Wo^T + bo                     dx = dx1, datt = dx1 Wo
- *   att = attention(rope(q), rope(k), v)       backend attention_backward, RoPE turned back
- *   q, k = qnorm(q_lin), knorm(k_lin) (Qwen3)  per-head RMSNorm backward over head_dim
- *   q, k, v = xn0 W^T + b                      dxn0 = dq Wq + dk Wk + dv Wv
- *   xn0 = norm0(x)                             dx += norm0'(dxn0)
- * The norms' outputs are recomputed with the forward's own operation rather than kept. */
+/* backward.c — see backward.h.  The block's steps (model/block_steps.h) read bottom up, each
+ * kind with its derivative; every derivative adds to the gradients of the step's inputs, which
+ * start at zero (a value read by several steps, such as a norm's output feeding q, k and v, or x
+ * feeding norm_attn and the residual add, sums what each reader sends back):
+ *   ADD        out = a + b                     da += dout, db += dout
+ *   LINEARS    out_i = in W_i^T + b_i          din += dout_i W_i, dW_i += dout_i^T in, db_i += sum dout_i
+ *   NORM       out = norm(in)                  din += norm'(dout), dw, db
+ *   HEAD_NORM  per head of head_dim            likewise, per head
+ *   GLU        h = act(g) * u                  dg += dh u act'(g), du += dh act(g)
+ *   GELU       h = gelu(u)                     du += dh gelu'(u)
+ *   ATTENTION  att = attn(q, k, v)             backend attention_backward, or attention_grad.h's
+ *                                              over a window / with soft-capped scores
+ *   ROPE       q, k turned in place            the gradients turned back by the same angles
+ *   SCALE      q *= s in place                 dq *= s
+ * A value the tape does not keep (a norm's output) is recomputed by its own step's forward. */
 #include "train/backward.h"
 
 #include <math.h>
@@ -17,29 +20,41 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "train/attention_grad.h"
+
+/* Whether a derivative reads the value of slot `sl` (so the tape keeps it), given plan p: the
+ * inputs of norms, linears, attention and the activations, except a norm's output, which is
+ * recomputed rather than kept (O(T·d), and it saves a [T, d] per norm). */
+static int tape_keeps(const lmp_block_plan *p, lmp_slot sl)
+{
+    if (p->producer[sl] >= 0 && p->step[p->producer[sl]].kind == LMP_STEP_NORM) return 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        const int reads = s->kind == LMP_STEP_NORM || s->kind == LMP_STEP_HEAD_NORM || s->kind == LMP_STEP_LINEARS ||
+                          s->kind == LMP_STEP_ATTENTION || s->kind == LMP_STEP_GLU || s->kind == LMP_STEP_GELU;
+        for (int j = 0; reads && j < s->n_in; j++)
+            if (s->in[j] == sl) return 1;
+    }
+    return 0;
+}
 
 int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T)
 {
-    const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
-    const int64_t lin = a->qk_norm ? qd + kv : 0; /* q_lin, k_lin */
+    lmp_block_plan p; /* which slots are kept does not depend on the layer (only windows, rotations do) */
+    lmp_block_plan_make(&p, a, 0);
     memset(tp, 0, sizeof *tp);
-    tp->buf = malloc((size_t)(T * (2 * d + 2 * qd + 2 * kv + 3 * f + lin)) * sizeof *tp->buf);
+    int64_t n = 0;
+    for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+        if (sl != LMP_SLOT_Y && p.width[sl] && tape_keeps(&p, (lmp_slot)sl)) n += T * p.width[sl];
+    tp->buf = malloc((size_t)(n ? n : 1) * sizeof *tp->buf);
     if (!tp->buf) return lmp_fail(LMP_ENOMEM, "out of memory for a block's training tape (%lld tokens)", (long long)T);
     tp->T = T;
-    float *p = tp->buf;
-    tp->x = p, p += T * d;
-    tp->keep.x1 = p, p += T * d;
-    tp->keep.q = p, p += T * qd;
-    tp->keep.att = p, p += T * qd;
-    tp->keep.k = p, p += T * kv;
-    tp->keep.v = p, p += T * kv;
-    tp->keep.g = p, p += T * f;
-    tp->keep.u = p, p += T * f;
-    tp->keep.h = p, p += T * f;
-    if (a->qk_norm) {
-        tp->keep.q_lin = p, p += T * qd;
-        tp->keep.k_lin = p;
-    }
+    float *at = tp->buf;
+    for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+        if (sl != LMP_SLOT_Y && p.width[sl] && tape_keeps(&p, (lmp_slot)sl)) {
+            tp->slot[sl] = at;
+            at += T * p.width[sl];
+        }
     return 0;
 }
 
@@ -49,19 +64,15 @@ void lmp_block_tape_free(lmp_block_tape *tp)
     memset(tp, 0, sizeof *tp);
 }
 
-/* What the forward computes is what the backward follows: norms 0, 1 and, with q/k norms, 2 and 3
- * (a norm beyond them, such as Gemma 2's sandwich norms, the forward does not take either). */
-static int check_trainable(const lmp_arch *a, const lmp_block *blk)
+/* What the backward follows is what the forward computes: the block has what the steps use and no
+ * norm they do not (block_steps.c), and no linear with an explicit input affine. */
+static int check_trainable(const lmp_block_plan *p, const lmp_block *blk)
 {
-    const int n_norms = a->qk_norm ? 4 : 2;
-    if (blk->n_norms > n_norms)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: a block norm the backward does not know: strategies that learn "
-                        "(autoround, qat) cannot run on this architecture", blk->norms[n_norms].name);
-    if (blk->n_norms < n_norms)
-        return lmp_fail(LMP_EINVAL, "block %d has %d norms, its architecture %d", blk->index, blk->n_norms, n_norms);
-    if (a->qk_norm && (blk->norms[2].dim != a->head_dim || blk->norms[3].dim != a->head_dim))
-        return lmp_fail(LMP_EINVAL, "%s: a q/k norm of %lld, head_dim is %lld", blk->norms[2].name,
-                        (long long)blk->norms[2].dim, (long long)a->head_dim);
+    int st = lmp_block_plan_check(p, blk);
+    if (st) {
+        if (st == LMP_EUNSUPPORTED) lmp_fail_prefix(st, "strategies that learn (autoround, qat) cannot run: ");
+        return st;
+    }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)
@@ -76,25 +87,15 @@ static int check_trainable(const lmp_arch *a, const lmp_block *blk)
 int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, float *x,
                             lmp_block_tape *tp)
 {
-    int st = 0;
-    /* Within the window, sliding-window attention is causal attention: its backward is exact. */
-    if (a->attn_softcap || (lmp_arch_window(a, blk->index) && tp->T > lmp_arch_window(a, blk->index)))
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: attention %s has no backward yet", blk->index,
-                      a->attn_softcap ? "with soft-capped scores (Gemma 2)" : "over more positions than its sliding window");
-    if (!st && a->q_scale && a->q_scale != 1.0f)
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: query_pre_attn_scalar other than head_dim has no backward yet",
-                      blk->index);
-    if (!st && a->post_norms)
-        st = lmp_fail(LMP_EUNSUPPORTED, "block %d: norms on the attention's and MLP's outputs (GLM-4, Gemma 2/3) have "
-                      "no backward yet: strategies that learn (autoround, qat) cannot run on this architecture",
-                      blk->index);
-    if (!st) st = check_trainable(a, blk);
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, blk->index);
+    int st = check_trainable(&p, blk);
     if (st) return st;
-    if (a->qk_norm && (!tp->keep.q_lin || !tp->keep.k_lin))
-        return lmp_fail(LMP_EINVAL, "block %d: a training tape made for an architecture without q/k norms",
-                        blk->index);
-    memcpy(tp->x, x, (size_t)(tp->T * a->dim) * sizeof *x);
-    return lmp_block_forward_keep(be, a, blk, tp->T, x, &tp->keep);
+    for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+        if (sl != LMP_SLOT_Y && p.width[sl] && tape_keeps(&p, (lmp_slot)sl) && !tp->slot[sl])
+            return lmp_fail(LMP_EINVAL, "block %d: a training tape made for another architecture", blk->index);
+    memcpy(tp->slot[LMP_SLOT_X], x, (size_t)(tp->T * a->dim) * sizeof *x);
+    return lmp_block_run(be, a, blk, &p, tp->T, 0, x, tp->slot, NULL, NULL);
 }
 
 /* ---- gradient arrays ---------------------------------------------------------------------- */
@@ -222,18 +223,6 @@ static void norm_backward(int layer_norm, float eps, int64_t T, int64_t C, const
         }
 }
 
-/* The block's norm n over x[T, d] into out, as the forward computes it. */
-static int norm_forward(const lmp_backend *be, const lmp_arch *a, const lmp_norm *n, int64_t T, const float *x,
-                        float *out)
-{
-    if (a->family == LMP_FAMILY_GPT2) return lmp_be_layernorm(be, T, a->dim, x, n->w, n->b, a->norm_eps, out);
-    int st = lmp_be_rmsnorm(be, T, a->dim, x, n->w, a->norm_eps, out);
-    if (!st && n->b)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < a->dim; j++) out[t * a->dim + j] += n->b[j];
-    return st;
-}
-
 /* RoPE's rotation undone on a gradient dx[T, n_heads*head_dim]: RoPE turns each pair by the
  * angle pos * theta^(-2i/head_dim) (or the table's angle, times its mscale), an orthogonal map
  * (scaled), so its gradient turns back by the same angle (the angles as lmp_ref_rope and
@@ -259,28 +248,28 @@ static void rope_backward(const lmp_arch *a, int64_t layer, int64_t T, int64_t n
         }
 }
 
-/* h = silu(g) * u: dg = dh u silu'(g), du = dh silu(g), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
+/* h = silu(g) * u: dg += dh u silu'(g), du += dh silu(g), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
 static void swiglu_backward(int64_t n, const float *g, const float *u, const float *dh, float *dg, float *du)
 {
     for (int64_t i = 0; i < n; i++) {
         const double s = 1.0 / (1.0 + exp(-(double)g[i]));
-        dg[i] = (float)((double)dh[i] * u[i] * s * (1.0 + g[i] * (1.0 - s)));
-        du[i] = (float)((double)dh[i] * g[i] * s);
+        dg[i] += (float)((double)dh[i] * u[i] * s * (1.0 + g[i] * (1.0 - s)));
+        du[i] += (float)((double)dh[i] * g[i] * s);
     }
 }
 
-/* h = gelu(u), tanh form: du = dh (0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 k u^2)),
+/* h = gelu(u), tanh form: du += dh (0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 k u^2)),
  * th = tanh(c (u + k u^3)), c = sqrt(2/pi), k = 0.044715. */
 static void gelu_backward(int64_t n, const float *u, const float *dh, float *du)
 {
     const double c = sqrt(2.0 / 3.14159265358979323846), k = 0.044715;
     for (int64_t i = 0; i < n; i++) {
         const double x = u[i], th = tanh(c * (x + k * x * x * x));
-        du[i] = (float)((double)dh[i] * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * k * x * x)));
+        du[i] += (float)((double)dh[i] * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * k * x * x)));
     }
 }
 
-/* h = gelu(g) * u (Gemma's GeGLU, tanh form): dg = dh u gelu'(g), du = dh gelu(g). */
+/* h = gelu(g) * u (Gemma's GeGLU, tanh form): dg += dh u gelu'(g), du += dh gelu(g). */
 static void geglu_backward(int64_t n, const float *g, const float *u, const float *dh, float *dg, float *du)
 {
     const double c = sqrt(2.0 / 3.14159265358979323846), k = 0.044715;
@@ -288,84 +277,160 @@ static void geglu_backward(int64_t n, const float *g, const float *u, const floa
         const double x = g[i], th = tanh(c * (x + k * x * x * x));
         const double gelu = 0.5 * x * (1.0 + th);
         const double dgelu = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * c * (1.0 + 3.0 * k * x * x);
-        dg[i] = (float)((double)dh[i] * u[i] * dgelu);
-        du[i] = (float)((double)dh[i] * gelu);
+        dg[i] += (float)((double)dh[i] * u[i] * dgelu);
+        du[i] += (float)((double)dh[i] * gelu);
     }
 }
 
 /* ---- the block ---------------------------------------------------------------------------- */
 
+/* One backward pass: the plan, the tape, the gradient of every slot (dslot[Y] the caller's dy), the
+ * scratch, and the norm output recomputed last (a one-slot cache). */
+typedef struct backward_run {
+    const lmp_backend *be;
+    const lmp_arch *a;
+    const lmp_block *blk;
+    const lmp_block_plan *p;
+    const lmp_block_tape *tp;
+    int64_t T;
+    float *dslot[LMP_SLOT_COUNT];
+    float *qbuf, *work;      /* [T, wide] each */
+    float *redo;             /* [T, d]: a norm's output recomputed */
+    int redo_slot;           /* which slot redo holds, -1: none */
+    float *dattn;            /* [T, qd + 2 kv]: attention's gradients before they are added */
+    lmp_block_grads *g;
+} backward_run;
+
+/* The value of slot sl as the forward made it: kept in the tape, or recomputed by its producer
+ * (a norm, whose input the tape keeps). */
+static int slot_value(backward_run *r, lmp_slot sl, const float **out)
+{
+    if (r->tp->slot[sl]) {
+        *out = r->tp->slot[sl];
+        return 0;
+    }
+    const int i = r->p->producer[sl];
+    if (i < 0 || r->p->step[i].kind != LMP_STEP_NORM || !r->tp->slot[r->p->step[i].in[0]])
+        return lmp_fail(LMP_EINVAL, "block %d: the training tape holds no value of slot %d", r->blk->index, (int)sl);
+    if (r->redo_slot != (int)sl) {
+        float *slots[LMP_SLOT_COUNT];
+        for (int k = 0; k < LMP_SLOT_COUNT; k++) slots[k] = r->tp->slot[k];
+        slots[sl] = r->redo;
+        const int st = lmp_block_step_forward(r->be, r->a, r->blk, r->p, i, r->T, slots, r->qbuf, r->work);
+        if (st) return st;
+        r->redo_slot = (int)sl;
+    }
+    *out = r->redo;
+    return 0;
+}
+
+static void add_to(float *acc, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) acc[i] += v[i];
+}
+
+/* Step s's derivative: its outputs' gradients into its inputs' (and its parameters'). */
+static int step_backward(backward_run *r, const lmp_block_step *s)
+{
+    const lmp_arch *a = r->a;
+    const int64_t T = r->T, C = r->p->width[s->in[0]];
+    float *const *ds = r->dslot;
+    lmp_block_grads *g = r->g;
+    const float *in = NULL, *in1 = NULL, *in2 = NULL;
+    int st = 0;
+    switch (s->kind) {
+    case LMP_STEP_ADD:
+        add_to(ds[s->in[0]], ds[s->out[0]], T * C);
+        add_to(ds[s->in[1]], ds[s->out[0]], T * C);
+        return 0;
+    case LMP_STEP_NORM:
+    case LMP_STEP_HEAD_NORM: {
+        const lmp_norm *n = &r->blk->norms[s->norm];
+        const int64_t heads = s->kind == LMP_STEP_HEAD_NORM ? s->heads[0] : 1;
+        st = slot_value(r, s->in[0], &in);
+        if (st) return st;
+        norm_backward(s->layer_norm, a->norm_eps, T * heads, C / heads, in, n->w, ds[s->out[0]], ds[s->in[0]],
+                      g ? g->dnorm_w[s->norm] : NULL, g && n->b ? g->dnorm_b[s->norm] : NULL);
+        return 0;
+    }
+    case LMP_STEP_LINEARS:
+        st = slot_value(r, s->in[0], &in);
+        for (int o = 0; !st && o < s->n_out; o++) {
+            const int li = lmp_block_find(r->blk, s->roles[o]);
+            st = linear_backward(r->be, &r->blk->linears[li], T, in, r->qbuf, ds[s->out[o]], ds[s->in[0]], 1.0f,
+                                 g ? g->dw[li] : NULL, g ? g->db[li] : NULL);
+        }
+        return st;
+    case LMP_STEP_ROPE:
+        rope_backward(a, r->p->layer, T, s->heads[0], ds[s->in[0]]);
+        rope_backward(a, r->p->layer, T, s->heads[1], ds[s->in[1]]);
+        return 0;
+    case LMP_STEP_SCALE:
+        for (int64_t i = 0; i < T * C; i++) ds[s->in[0]][i] *= s->scale;
+        return 0;
+    case LMP_STEP_ATTENTION: {
+        const int64_t qd = r->p->width[s->in[0]], kv = r->p->width[s->in[1]];
+        float *dq = r->dattn, *dk = dq + T * qd, *dv = dk + T * kv;
+        st = slot_value(r, s->in[0], &in);
+        if (!st) st = slot_value(r, s->in[1], &in1);
+        if (!st) st = slot_value(r, s->in[2], &in2);
+        if (st) return st;
+        /* within its window (and without a cap) sliding-window attention is causal attention */
+        if (!s->softcap && (!s->window || s->window >= T))
+            st = lmp_be_attention_backward(r->be, T, a->n_heads, a->n_kv_heads, a->head_dim, in, in1, in2,
+                                           ds[s->out[0]], dq, dk, dv);
+        else
+            st = lmp_attention_window_backward(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, s->softcap, in,
+                                               in1, in2, ds[s->out[0]], dq, dk, dv);
+        if (st) return st;
+        add_to(ds[s->in[0]], dq, T * qd);
+        add_to(ds[s->in[1]], dk, T * kv);
+        add_to(ds[s->in[2]], dv, T * kv);
+        return 0;
+    }
+    case LMP_STEP_GLU:
+        st = slot_value(r, s->in[0], &in);
+        if (!st) st = slot_value(r, s->in[1], &in1);
+        if (st) return st;
+        if (s->gelu) geglu_backward(T * C, in, in1, ds[s->out[0]], ds[s->in[0]], ds[s->in[1]]);
+        else swiglu_backward(T * C, in, in1, ds[s->out[0]], ds[s->in[0]], ds[s->in[1]]);
+        return 0;
+    case LMP_STEP_GELU:
+        st = slot_value(r, s->in[0], &in);
+        if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        return st;
+    case LMP_STEP_KINDS:
+        break;
+    }
+    return lmp_fail(LMP_EUNSUPPORTED, "block %d: a %s step has no backward", r->blk->index, lmp_step_kind_name(s->kind));
+}
+
 int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_tape *tp,
                        const float *dy, float *dx_out, lmp_block_grads *g)
 {
-    int st = check_trainable(a, blk);
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, blk->index);
+    int st = check_trainable(&p, blk);
     if (st) return st;
-    const int64_t T = tp->T, d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim,
-                  kv = a->n_kv_heads * a->head_dim, wide = f > qd ? (f > d ? f : d) : (qd > d ? qd : d);
-    const int gpt2 = a->family == LMP_FAMILY_GPT2;
-    const lmp_block_keep *k = &tp->keep;
-    const lmp_linear *L = blk->linears;
-    int li[LMP_ROLE_COUNT];
-    for (int r = 0; r < LMP_ROLE_COUNT; r++) li[r] = lmp_block_find(blk, (lmp_role)r);
-    /* xn[T,d] qbuf[T,wide] dx[T,d] dx1[T,d] dxn[T,d] dh[T,f] dg[T,f] du[T,f] datt[T,qd] dq[T,qd] dk, dv[T,kv],
-     * and with q/k norms dq_lin[T,qd] dk_lin[T,kv] */
-    const int64_t lin = a->qk_norm ? qd + kv : 0;
-    float *buf = malloc((size_t)(T * (4 * d + wide + 3 * f + 2 * qd + 2 * kv + lin)) * sizeof *buf);
+    const int64_t T = tp->T, d = a->dim, wide = lmp_arch_mid_width(a);
+    const int64_t qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
+    /* the gradient of every slot but y (dy), zeroed; qbuf[T,wide] work[T,wide] redo[T,d] dattn[T,qd+2kv] */
+    int64_t n = 2 * wide + d + qd + 2 * kv;
+    for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+        if (sl != LMP_SLOT_Y) n += p.width[sl];
+    float *buf = calloc((size_t)(T * n), sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d backward", blk->index);
-    float *xn = buf, *qbuf = xn + T * d, *dx = qbuf + T * wide, *dx1 = dx + T * d, *dxn = dx1 + T * d;
-    float *dh = dxn + T * d, *dg = dh + T * f, *du = dg + T * f, *datt = du + T * f, *dq = datt + T * qd;
-    float *dk = dq + T * qd, *dv = dk + T * kv, *dq_lin = dv + T * kv, *dk_lin = dq_lin + T * qd;
-#define DW(role) (g ? g->dw[li[role]] : NULL)
-#define DB(role) (g ? g->db[li[role]] : NULL)
-    /* y = x1 + h Wd^T + bd */
-    memcpy(dx1, dy, (size_t)(T * d) * sizeof *dy);
-    st = linear_backward(be, &L[li[LMP_ROLE_DOWN]], T, k->h, qbuf, dy, dh, 0.0f, DW(LMP_ROLE_DOWN), DB(LMP_ROLE_DOWN));
-    /* h = silu(g) * u, or GPT-2's gelu(u); the MLP's input linears over xn1 = norm1(x1) */
-    if (!st) st = norm_forward(be, a, &blk->norms[1], T, k->x1, xn);
-    if (!st && gpt2) {
-        gelu_backward(T * f, k->u, dh, du);
-        st = linear_backward(be, &L[li[LMP_ROLE_UP]], T, xn, qbuf, du, dxn, 0.0f, DW(LMP_ROLE_UP), DB(LMP_ROLE_UP));
-    } else if (!st) {
-        if (a->geglu) geglu_backward(T * f, k->g, k->u, dh, dg, du);
-        else swiglu_backward(T * f, k->g, k->u, dh, dg, du);
-        st = linear_backward(be, &L[li[LMP_ROLE_GATE]], T, xn, qbuf, dg, dxn, 0.0f, DW(LMP_ROLE_GATE),
-                             DB(LMP_ROLE_GATE));
-        if (!st)
-            st = linear_backward(be, &L[li[LMP_ROLE_UP]], T, xn, qbuf, du, dxn, 1.0f, DW(LMP_ROLE_UP), DB(LMP_ROLE_UP));
-    }
-    if (st) goto done;
-    norm_backward(gpt2, a->norm_eps, T, d, k->x1, blk->norms[1].w, dxn, dx1, g ? g->dnorm_w[1] : NULL,
-                  g ? g->dnorm_b[1] : NULL);
-    /* x1 = x + att Wo^T + bo */
-    memcpy(dx, dx1, (size_t)(T * d) * sizeof *dx);
-    st = linear_backward(be, &L[li[LMP_ROLE_O]], T, k->att, qbuf, dx1, datt, 0.0f, DW(LMP_ROLE_O), DB(LMP_ROLE_O));
-    /* att = attention(rope(q), rope(k), v) */
-    if (!st) st = lmp_be_attention_backward(be, T, a->n_heads, a->n_kv_heads, a->head_dim, k->q, k->k, k->v, datt, dq, dk, dv);
-    if (st) goto done;
-    if (!gpt2) {
-        rope_backward(a, blk->index, T, a->n_heads, dq);
-        rope_backward(a, blk->index, T, a->n_kv_heads, dk);
-    }
-    if (a->qk_norm) { /* q = qnorm(q_lin) per head over head_dim (no bias), k likewise */
-        memset(dq_lin, 0, (size_t)(T * lin) * sizeof *dq_lin);
-        norm_backward(0, a->norm_eps, T * a->n_heads, a->head_dim, k->q_lin, blk->norms[2].w, dq, dq_lin,
-                      g ? g->dnorm_w[2] : NULL, NULL);
-        norm_backward(0, a->norm_eps, T * a->n_kv_heads, a->head_dim, k->k_lin, blk->norms[3].w, dk, dk_lin,
-                      g ? g->dnorm_w[3] : NULL, NULL);
-        dq = dq_lin, dk = dk_lin;
-    }
-    /* q, k, v over xn0 = norm0(x) */
-    st = norm_forward(be, a, &blk->norms[0], T, tp->x, xn);
-    if (!st) st = linear_backward(be, &L[li[LMP_ROLE_Q]], T, xn, qbuf, dq, dxn, 0.0f, DW(LMP_ROLE_Q), DB(LMP_ROLE_Q));
-    if (!st) st = linear_backward(be, &L[li[LMP_ROLE_K]], T, xn, qbuf, dk, dxn, 1.0f, DW(LMP_ROLE_K), DB(LMP_ROLE_K));
-    if (!st) st = linear_backward(be, &L[li[LMP_ROLE_V]], T, xn, qbuf, dv, dxn, 1.0f, DW(LMP_ROLE_V), DB(LMP_ROLE_V));
-    if (st) goto done;
-    norm_backward(gpt2, a->norm_eps, T, d, tp->x, blk->norms[0].w, dxn, dx, g ? g->dnorm_w[0] : NULL,
-                  g ? g->dnorm_b[0] : NULL);
-    if (dx_out) memcpy(dx_out, dx, (size_t)(T * d) * sizeof *dx);
-#undef DW
-#undef DB
-done:
+    backward_run r = {.be = be, .a = a, .blk = blk, .p = &p, .tp = tp, .T = T, .redo_slot = -1, .g = g};
+    float *at = buf;
+    for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+        if (sl != LMP_SLOT_Y && p.width[sl]) r.dslot[sl] = at, at += T * p.width[sl];
+    r.dslot[LMP_SLOT_Y] = (float *)dy; /* read only: no step adds to the block's output */
+    r.qbuf = at, at += T * wide;
+    r.work = at, at += T * wide;
+    r.redo = at, at += T * d;
+    r.dattn = at;
+    for (int i = p.n_steps - 1; !st && i >= 0; i--) st = step_backward(&r, &p.step[i]);
+    if (!st && dx_out) memcpy(dx_out, r.dslot[LMP_SLOT_X], (size_t)(T * d) * sizeof *dx_out);
     free(buf);
     return st;
 }
@@ -376,13 +441,25 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
                       float *dx, float *dnorm_w, float *dlm_head)
 {
     const int64_t d = m->arch.dim, V = m->arch.vocab;
-    if (m->arch.final_softcap)
-        return lmp_fail(LMP_EUNSUPPORTED, "the head's backward does not take Gemma 2's soft-capped logits yet");
+    const float cap = m->arch.final_softcap;
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for the LLaMA family only");
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;
-    if (!xn) return lmp_fail(LMP_ENOMEM, "out of memory in the head's backward");
+    float *dz_cap = cap > 0 ? malloc((size_t)(T * V) * sizeof *dz_cap) : NULL;
+    if (!xn || (cap > 0 && !dz_cap)) {
+        free(xn);
+        free(dz_cap);
+        return lmp_fail(LMP_ENOMEM, "out of memory in the head's backward");
+    }
     int st = lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
+    if (!st && cap > 0) { /* z = cap tanh(z0 / cap) (Gemma 2): dz0 = dz (1 - tanh^2), z0 made again */
+        st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, dz_cap, V);
+        for (int64_t i = 0; !st && i < T * V; i++) {
+            const double th = tanh((double)dz_cap[i] / cap);
+            dz_cap[i] = (float)((double)dz[i] * (1.0 - th * th));
+        }
+        dz = dz_cap;
+    }
     if (!st && dlm_head) st = lmp_be_gemm(be, 1, 0, V, d, T, 1.0f, dz, V, xn, d, 1.0f, dlm_head, d);
     if (!st && (dx || dnorm_w)) st = lmp_be_gemm(be, 0, 0, T, d, V, 1.0f, dz, V, m->lm_head, d, 0.0f, dxn, d);
     if (!st && (dx || dnorm_w)) {
@@ -391,5 +468,6 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
         norm_backward(0, m->arch.norm_eps, T, d, x, m->final_norm_w, dxn, sink, dnorm_w, NULL);
     }
     free(xn);
+    free(dz_cap);
     return st;
 }

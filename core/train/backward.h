@@ -2,10 +2,14 @@
  *
  * A block's training forward keeps what its backward reads (lmp_block_tape); the backward turns
  * the gradient of the block's output into the gradients of its input and of every weight, bias
- * and norm parameter asked for.  Heavy work goes through the backend (the GEMMs, attention's
- * backward); the rest (norms, the per-head q/k norms, RoPE whether classic or from a table,
- * SwiGLU, GeGLU, GELU) is O(T·dim) and computed here in double per element.  head_dim may differ
- * from dim / n_heads (o's input is n_heads·head_dim wide).
+ * and norm parameter asked for.  Both walk the block's one list of steps (model/block_steps.h):
+ * the training forward is lmp_block_run with the kept slots in the tape, the backward runs the
+ * steps bottom up with one derivative per step kind, so every feature the forward has (q/k norms,
+ * post norms, GeGLU, RoPE tables, the q scale, sliding windows, soft-capped scores) is one the
+ * backward follows.  Heavy work goes through the backend (the GEMMs, plain causal attention's
+ * backward); the rest (norms, RoPE, the activations, and attention's backward over a window
+ * shorter than the sequence or with soft-capped scores: train/attention_grad.h) is computed here
+ * in double per element.
  *
  * Simulated activation quantization (lmp_linear.act) is taken through the straight-through
  * estimator: the forward quantizes a linear's input as the variant does, the backward passes the
@@ -21,8 +25,11 @@
 
 typedef struct lmp_block_tape {
     int64_t T;
-    float *x;            /* [T, d] the block's input */
-    lmp_block_keep keep; /* q, k, v, att, x1, g, u, h, and q_lin, k_lin with q/k norms (forward.h) */
+    /* The values the steps' derivatives read, each [T, width] (block_steps.h): the block's input,
+     * q/k before their norms, q, k, v as attention reads them, attention's output, the outputs
+     * post norms take, x1, the MLP's linears' outputs and down's input.  NULL: not kept (a norm's
+     * output, recomputed from its kept input; a value no derivative reads). */
+    float *slot[LMP_SLOT_COUNT];
     float *buf;          /* owns all of them */
 } lmp_block_tape;
 
@@ -30,15 +37,16 @@ int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T);
 void lmp_block_tape_free(lmp_block_tape *tp);
 
 /* x[T, d] <- block(x), bit for bit lmp_block_forward's, keeping the tape.  Refuses (naming the
- * linear) a block the backward cannot take. */
+ * tensor) a block the backward cannot take: a linear with an input affine, a norm no step uses. */
 int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, float *x,
                             lmp_block_tape *tp);
 
 /* Gradients, added to (a caller sums over windows, and zeroes them itself).  Every array may be
  * NULL: not wanted.  dw[i] [out, in] and db[i] [out] belong to blk->linears[i] (db only where the
  * linear has a bias); dnorm_w[n], dnorm_b[n] [norms[n].dim] to blk->norms[n] (dnorm_b where it has
- * a bias): norms 0 and 1 [d], and with q/k norms (Qwen3) 2 and 3 [head_dim]. */
-#define LMP_BLOCK_GRAD_NORMS 4
+ * a bias), in lmp_norm_index's order: norms 0 and 1 [d], with q/k norms (Qwen3) 2 and 3
+ * [head_dim], then with post norms (GLM-4, Gemma 2/3) the two after attention and the MLP [d]. */
+#define LMP_BLOCK_GRAD_NORMS 6
 typedef struct lmp_block_grads {
     int n_linears;
     float **dw, **db;
@@ -57,8 +65,9 @@ void lmp_block_grads_free(lmp_block_grads *g);
 int lmp_block_backward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_tape *tp,
                        const float *dy, float *dx, lmp_block_grads *g);
 
-/* The head z[T, V] = final_norm(x) lm_head^T: dz -> dx[T, d] (overwritten, NULL: not wanted),
- * dnorm_w[d] and dlm_head[V, d] added to (NULL: not wanted).  LLaMA family (RMSNorm) only. */
+/* The head z[T, V] = final_norm(x) lm_head^T, soft-capped as c tanh(z / c) when the architecture
+ * says (Gemma 2): dz -> dx[T, d] (overwritten, NULL: not wanted), dnorm_w[d] and dlm_head[V, d]
+ * added to (NULL: not wanted).  LLaMA family (RMSNorm) only. */
 int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, const float *dz,
                       float *dx, float *dnorm_w, float *dlm_head);
 

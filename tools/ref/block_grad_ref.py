@@ -37,6 +37,12 @@ meta.txt: `key = value` lines (spaces optional; `#` starts a comment; a key may 
   rope       theta | table  classic RoPE from theta, or a frequency table: inv_freq.f32, n_rot, mscale
   n_rot      int, even, <= head_dim (rope table): the dims of each head that turn
   mscale     float (rope table): cos and sin are multiplied by it
+  post_norms no | yes       RMSNorms on attention's and the MLP's outputs before each residual add
+                            (GLM-4, Gemma 2/3): the two norms after the q/k norms (norm2_w,
+                            norm3_w without q/k norms, norm4_w, norm5_w with them)
+  q_scale    float          q is multiplied by it after RoPE (Gemma's query_pre_attn_scalar); absent: 1
+  window     int            query t attends to keys t - window < j <= t; absent: every j <= t
+  softcap    float          scores (after 1/sqrt(head_dim)) through softcap tanh(s / softcap); absent: none
   Known keys that the mode does not use are accepted and ignored; any other key is an error.
 Arrays: raw little-endian row-major float32 `NAME.f32`, int32 `NAME.i32`; the byte count must
 match the shape exactly.  An optional array is present iff its file exists.
@@ -72,6 +78,8 @@ Forward (float64 throughout; inputs are converted with astype(float64))
     (no bias, eps as the block's) times norm2_w (q) and norm3_w (k), before RoPE.
     rope table: pair i < n_rot/2 of each head turns by t * inv_freq[i] (float64), cos and sin
     times mscale; dims n_rot..head_dim-1 pass unchanged.  mlp geglu: gelu_tanh(gate) * up.
+    q_scale: q times it after RoPE; window, softcap: as above; post_norms yes:
+    x1 = x + n_pa(a Wo^T + bo), y = x1 + n_pm(down's output), RMSNorms without bias.
   gpt2 block: LayerNorm (x - mean) / sqrt(biased var + eps) * w + b; no RoPE; same attention;
     y = x1 + gelu(xn2 Wu^T + bu) Wd^T + bd,
     gelu(z) = 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
@@ -414,10 +422,13 @@ def head_rmsnorm(x, n, head_dim, w, eps):
     return rmsnorm(x.reshape((T, n, head_dim)), w, None, eps).reshape((T, n * head_dim))
 
 
-def causal_attention(q, k, v, n_heads, n_kv_heads, head_dim):
+def causal_attention(q, k, v, n_heads, n_kv_heads, head_dim, window=None, softcap=None):
+    """window: keys t - window < j <= t only; softcap: scores through softcap tanh(s / softcap)."""
     T = q.shape[0]
     group = n_heads // n_kv_heads
     causal = np.tril(np.ones((T, T), dtype=bool))
+    if window:
+        causal &= ~np.tril(np.ones((T, T), dtype=bool), -window)  # j <= t - window masked
     scale = 1.0 / math.sqrt(head_dim)
     outs = []
     for h in range(n_heads):
@@ -425,7 +436,10 @@ def causal_attention(q, k, v, n_heads, n_kv_heads, head_dim):
         qh = q[:, h * head_dim:(h + 1) * head_dim]
         kk = k[:, kh * head_dim:(kh + 1) * head_dim]
         vv = v[:, kh * head_dim:(kh + 1) * head_dim]
-        s = where(causal, (qh @ kk.T) * scale, -np.inf)  # exp(-inf) = 0, no gradient
+        sc = (qh @ kk.T) * scale
+        if softcap:
+            sc = tanh(sc * (1.0 / softcap)) * softcap
+        s = where(causal, sc, -np.inf)  # exp(-inf) = 0, no gradient
         outs.append(softmax(s, axis=-1) @ vv)
     return concat(outs, axis=1)
 
@@ -459,15 +473,21 @@ def block_forward(m, P, aux):
     elif llama:
         q = rope(q, m["n_heads"], m["head_dim"], m["theta"])
         k = rope(k, m["n_kv_heads"], m["head_dim"], m["theta"])
-    a = causal_attention(q, k, v, m["n_heads"], m["n_kv_heads"], m["head_dim"])
-    x1 = x + linear(a, P["wo"], g("bo"))
+    if llama and "q_scale" in m:
+        q = q * m["q_scale"]
+    a = causal_attention(q, k, v, m["n_heads"], m["n_kv_heads"], m["head_dim"], m.get("window"), m.get("softcap"))
+    post = m.get("post_norms") == "yes"
+    pa, pm = post_norm_names(m) if post else (None, None)
+    ao = linear(a, P["wo"], g("bo"))
+    x1 = x + (rmsnorm(ao, P[pa], None, m["eps"]) if post else ao)
     xn2 = norm(x1, P["norm1_w"], g("norm1_b"), m["eps"])
     if llama:
         act = gelu_tanh if m["mlp"] == "geglu" else silu
         hmid = act(linear(xn2, P["wg"], g("bg"))) * linear(xn2, P["wu"], g("bu"))
     else:
         hmid = gelu_tanh(linear(xn2, P["wu"], g("bu")))
-    return x1 + linear(hmid, P["wd"], g("bd"))
+    mo = linear(hmid, P["wd"], g("bd"))
+    return x1 + (rmsnorm(mo, P[pm], None, m["eps"]) if post else mo)
 
 
 def head_forward(m, P, aux):
@@ -516,16 +536,17 @@ class InputError(Exception):
     pass
 
 
-INT_KEYS = ("T", "dim", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab", "n_rot")
-FLOAT_KEYS = ("eps", "theta", "mscale")
+INT_KEYS = ("T", "dim", "hidden", "n_heads", "n_kv_heads", "head_dim", "vocab", "n_rot", "window")
+FLOAT_KEYS = ("eps", "theta", "mscale", "q_scale", "softcap")
 STR_KEYS = {"mode": ("block", "head"), "family": ("llama", "gpt2"),
             "loss": ("dot", "mse", "ce", "kl"), "qk_norm": ("no", "yes"),
-            "mlp": ("swiglu", "geglu"), "rope": ("theta", "table")}
-FEATURE_DEFAULTS = {"qk_norm": "no", "mlp": "swiglu", "rope": "theta"}
+            "mlp": ("swiglu", "geglu"), "rope": ("theta", "table"), "post_norms": ("no", "yes")}
+FEATURE_DEFAULTS = {"qk_norm": "no", "mlp": "swiglu", "rope": "theta", "post_norms": "no"}
+OPTIONAL_FEATURES = ("q_scale", "window", "softcap")  # llama family only, absent by default
 LOSS_AUX = {"dot": ("gy", "f32"), "mse": ("target", "f32"),
             "ce": ("targets", "i32"), "kl": ("ref_logits", "f32")}
-ALL_PARAM_NAMES = ("x norm0_w norm0_b norm1_w norm1_b norm2_w norm3_w wq wk wv wo bq bk bv bo wg wu "
-                   "wd bg bu bd norm_w norm_b lm_head inv_freq").split()
+ALL_PARAM_NAMES = ("x norm0_w norm0_b norm1_w norm1_b norm2_w norm3_w norm4_w norm5_w wq wk wv wo bq bk bv "
+                   "bo wg wu wd bg bu bd norm_w norm_b lm_head inv_freq").split()
 
 
 def parse_meta(path):
@@ -580,6 +601,9 @@ def check_meta(m, path="meta.txt"):
                 raise InputError("%s: key %r: %s is a llama-family feature, not gpt2's"
                                  % (path, k, m[k]))
             m.setdefault(k, v)
+        for k in OPTIONAL_FEATURES:
+            if m["family"] == "gpt2" and k in m:
+                raise InputError("%s: key %r is a llama-family feature, not gpt2's" % (path, k))
         if m["family"] == "llama":
             need("theta")
             if m["head_dim"] % 2:
@@ -632,9 +656,17 @@ def array_specs(m):
                    ("wd", (dim, hid), True), ("bd", (dim,), False)]
         if m.get("qk_norm") == "yes":
             params += [("norm2_w", (hd,), True), ("norm3_w", (hd,), True)]
+        if m.get("post_norms") == "yes":
+            params += [(name, (dim,), True) for name in post_norm_names(m)]
         aux_shape = (T, dim)
     name, ext = LOSS_AUX[m["loss"]]
     return params, (name, ext, aux_shape)
+
+
+def post_norm_names(m):
+    """The post-attention and post-MLP norms' files: the two indices after the q/k norms."""
+    first = 4 if m.get("qk_norm") == "yes" else 2
+    return ("norm%d_w" % first, "norm%d_w" % (first + 1))
 
 
 def const_specs(m):

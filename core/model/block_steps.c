@@ -1,0 +1,182 @@
+/* block_steps.c — the block's steps from the architecture (see block_steps.h). */
+#include "model/block_steps.h"
+
+#include <string.h>
+
+#include "base/error.h"
+
+static lmp_block_step *add_step(lmp_block_plan *p, lmp_step_kind kind, int group)
+{
+    lmp_block_step *s = &p->step[p->n_steps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->group = group;
+    s->norm = -1;
+    return s;
+}
+
+static void io(lmp_block_step *s, int n_in, const lmp_slot *in, int n_out, const lmp_slot *out)
+{
+    s->n_in = n_in;
+    s->n_out = n_out;
+    for (int i = 0; i < n_in; i++) s->in[i] = in[i];
+    for (int i = 0; i < n_out; i++) s->out[i] = out[i];
+}
+
+/* out = norm kind k (LMP_NORM_*) of in */
+static void norm_step(lmp_block_plan *p, const lmp_arch *a, int group, int k, lmp_slot in, lmp_slot out)
+{
+    lmp_block_step *s = add_step(p, LMP_STEP_NORM, group);
+    io(s, 1, &in, 1, &out);
+    s->norm = lmp_norm_index(a, k);
+    s->layer_norm = a->family == LMP_FAMILY_GPT2;
+}
+
+static void linears_step(lmp_block_plan *p, int group, lmp_slot in, int n, const lmp_role *roles, const lmp_slot *outs,
+                         int affine)
+{
+    lmp_block_step *s = add_step(p, LMP_STEP_LINEARS, group);
+    io(s, 1, &in, n, outs);
+    for (int i = 0; i < n; i++) s->roles[i] = roles[i];
+    s->affine = affine;
+}
+
+static void add_residual(lmp_block_plan *p, int group, lmp_slot a, lmp_slot b, lmp_slot out)
+{
+    const lmp_slot in[2] = {a, b};
+    io(add_step(p, LMP_STEP_ADD, group), 2, in, 1, &out);
+}
+
+void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
+{
+    memset(p, 0, sizeof *p);
+    p->layer = layer;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
+    /* group 0: attention over norm_attn(x) */
+    norm_step(p, a, 0, LMP_NORM_ATTN, LMP_SLOT_X, LMP_SLOT_XN_ATTN);
+    {
+        const lmp_role roles[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V};
+        const lmp_slot outs[3] = {a->qk_norm ? LMP_SLOT_Q_LIN : LMP_SLOT_Q, a->qk_norm ? LMP_SLOT_K_LIN : LMP_SLOT_K,
+                                  LMP_SLOT_V};
+        linears_step(p, 0, LMP_SLOT_XN_ATTN, 3, roles, outs, 0);
+    }
+    if (a->qk_norm) { /* Qwen3, Gemma 3: RMSNorm over each head of q and k, before RoPE */
+        lmp_block_step *s = add_step(p, LMP_STEP_HEAD_NORM, 0);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_Q_LIN}, 1, (lmp_slot[]){LMP_SLOT_Q});
+        s->norm = lmp_norm_index(a, LMP_NORM_Q);
+        s->heads[0] = a->n_heads;
+        s = add_step(p, LMP_STEP_HEAD_NORM, 0);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_K_LIN}, 1, (lmp_slot[]){LMP_SLOT_K});
+        s->norm = lmp_norm_index(a, LMP_NORM_K);
+        s->heads[0] = a->n_kv_heads;
+    }
+    if (!gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
+        lmp_block_step *s = add_step(p, LMP_STEP_ROPE, 0);
+        io(s, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K}, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K});
+        s->heads[0] = a->n_heads;
+        s->heads[1] = a->n_kv_heads;
+    }
+    if (a->q_scale && a->q_scale != 1.0f) { /* scores scaled by 1/sqrt(query_pre_attn_scalar) */
+        lmp_block_step *s = add_step(p, LMP_STEP_SCALE, 0);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_Q}, 1, (lmp_slot[]){LMP_SLOT_Q});
+        s->scale = a->q_scale;
+    }
+    {
+        lmp_block_step *s = add_step(p, LMP_STEP_ATTENTION, 0);
+        io(s, 3, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K, LMP_SLOT_V}, 1, (lmp_slot[]){LMP_SLOT_ATT});
+        s->window = lmp_arch_window(a, layer);
+        s->softcap = a->attn_softcap;
+    }
+    /* group 1: x1 = x + o(att), through the post-attention norm when there is one */
+    linears_step(p, 1, LMP_SLOT_ATT, 1, (lmp_role[]){LMP_ROLE_O}, (lmp_slot[]){LMP_SLOT_ATT_OUT}, 1);
+    if (a->post_norms) norm_step(p, a, 1, LMP_NORM_POST_ATTN, LMP_SLOT_ATT_OUT, LMP_SLOT_ATT_POST);
+    add_residual(p, 1, LMP_SLOT_X, a->post_norms ? LMP_SLOT_ATT_POST : LMP_SLOT_ATT_OUT, LMP_SLOT_X1);
+    /* group 2: the MLP's activation over norm_mlp(x1) */
+    norm_step(p, a, 2, LMP_NORM_MLP, LMP_SLOT_X1, LMP_SLOT_XN_MLP);
+    if (gpt2) {
+        linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
+        io(add_step(p, LMP_STEP_GELU, 2), 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
+    } else {
+        linears_step(p, 2, LMP_SLOT_XN_MLP, 2, (lmp_role[]){LMP_ROLE_GATE, LMP_ROLE_UP},
+                     (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 0);
+        lmp_block_step *s = add_step(p, LMP_STEP_GLU, 2);
+        io(s, 2, (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
+        s->gelu = a->geglu; /* Gemma: gelu_tanh(gate) * up */
+    }
+    /* group 3: y = x1 + down(h), through the post-MLP norm when there is one */
+    linears_step(p, 3, LMP_SLOT_H, 1, (lmp_role[]){LMP_ROLE_DOWN}, (lmp_slot[]){LMP_SLOT_MLP_OUT}, 1);
+    if (a->post_norms) norm_step(p, a, 3, LMP_NORM_POST_MLP, LMP_SLOT_MLP_OUT, LMP_SLOT_MLP_POST);
+    add_residual(p, 3, LMP_SLOT_X1, a->post_norms ? LMP_SLOT_MLP_POST : LMP_SLOT_MLP_OUT, LMP_SLOT_Y);
+
+    /* the slots' widths and producers, from what the steps write */
+    const int64_t width[LMP_SLOT_COUNT] = {
+        [LMP_SLOT_X] = d,       [LMP_SLOT_XN_ATTN] = d,  [LMP_SLOT_Q_LIN] = qd,    [LMP_SLOT_K_LIN] = kv,
+        [LMP_SLOT_Q] = qd,      [LMP_SLOT_K] = kv,       [LMP_SLOT_V] = kv,        [LMP_SLOT_ATT] = qd,
+        [LMP_SLOT_ATT_OUT] = d, [LMP_SLOT_ATT_POST] = d, [LMP_SLOT_X1] = d,        [LMP_SLOT_XN_MLP] = d,
+        [LMP_SLOT_GATE] = f,    [LMP_SLOT_UP] = f,       [LMP_SLOT_H] = f,         [LMP_SLOT_MLP_OUT] = d,
+        [LMP_SLOT_MLP_POST] = d, [LMP_SLOT_Y] = d};
+    for (int i = 0; i < LMP_SLOT_COUNT; i++) p->producer[i] = -1;
+    p->width[LMP_SLOT_X] = d;
+    for (int i = 0; i < p->n_steps; i++)
+        for (int o = 0; o < p->step[i].n_out; o++) {
+            const lmp_slot s = p->step[i].out[o];
+            p->width[s] = width[s];
+            if (p->producer[s] < 0) p->producer[s] = i;
+        }
+}
+
+int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
+{
+    unsigned char used[64] = {0};
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        if (s->kind == LMP_STEP_NORM || s->kind == LMP_STEP_HEAD_NORM) {
+            const int64_t dim = s->kind == LMP_STEP_NORM ? p->width[s->in[0]] : p->width[s->in[0]] / s->heads[0];
+            if (s->norm < 0 || s->norm >= blk->n_norms)
+                return lmp_fail(LMP_EINVAL, "block %d has %d norms, its architecture more", blk->index, blk->n_norms);
+            if (blk->norms[s->norm].dim != dim)
+                return lmp_fail(LMP_EINVAL, "%s: a norm of %lld, the block's %s needs %lld", blk->norms[s->norm].name,
+                                (long long)blk->norms[s->norm].dim, lmp_step_kind_name(s->kind), (long long)dim);
+            if (s->norm < (int)sizeof used) used[s->norm] = 1;
+        }
+        if (s->kind == LMP_STEP_LINEARS)
+            for (int o = 0; o < s->n_out; o++) {
+                const int li = lmp_block_find(blk, s->roles[o]);
+                if (li < 0) return lmp_fail(LMP_EINVAL, "block %d has no linear of role %d", blk->index, (int)s->roles[o]);
+                const lmp_linear *l = &blk->linears[li];
+                if (l->in != p->width[s->in[0]] || l->out != p->width[s->out[o]])
+                    return lmp_fail(LMP_EINVAL, "%s is [%lld, %lld], its architecture makes it [%lld, %lld]", l->name,
+                                    (long long)l->out, (long long)l->in, (long long)p->width[s->out[o]],
+                                    (long long)p->width[s->in[0]]);
+            }
+    }
+    for (int n = 0; n < blk->n_norms; n++)
+        if (n >= (int)sizeof used || !used[n])
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: a block norm the architecture's forward does not take (its steps "
+                            "use no norm %d)", blk->norms[n].name, n);
+    return 0;
+}
+
+double lmp_block_plan_flops(const lmp_block_plan *p, int64_t T, int group)
+{
+    const double t = (double)T;
+    double sum = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        if (s->group >= group) continue;
+        if (s->kind == LMP_STEP_LINEARS)
+            for (int o = 0; o < s->n_out; o++) sum += 2 * t * (double)p->width[s->in[0]] * (double)p->width[s->out[o]];
+        if (s->kind == LMP_STEP_ATTENTION) sum += 2 * (2 * t * t * (double)p->width[LMP_SLOT_Q]);
+    }
+    return sum;
+}
+
+const char *lmp_step_kind_name(lmp_step_kind k)
+{
+    static const char *const names[LMP_STEP_KINDS] = {
+        [LMP_STEP_NORM] = "norm",   [LMP_STEP_LINEARS] = "linears", [LMP_STEP_HEAD_NORM] = "q/k norm",
+        [LMP_STEP_ROPE] = "rope",   [LMP_STEP_SCALE] = "q scale",   [LMP_STEP_ATTENTION] = "attention",
+        [LMP_STEP_GLU] = "gated activation", [LMP_STEP_GELU] = "gelu", [LMP_STEP_ADD] = "residual add"};
+    return k >= 0 && k < LMP_STEP_KINDS ? names[k] : "unknown step";
+}

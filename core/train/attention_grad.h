@@ -1,0 +1,22 @@
+/* attention_grad.h — the gradients of attention over a sliding window and with soft-capped
+ * scores (the backend's attention_window, ABI 4.4), which the backend's attention_backward (plain
+ * causal attention) does not take.  Computed on the host in double, O(T·window·n_heads·hd).
+ *
+ * Per query t of head h (kv head h / (nh / nkv)), keys j in (t - window, t] (window 0: j <= t):
+ *   s_j = (q_t . k_j) / sqrt(hd),  c_j = softcap tanh(s_j / softcap) (softcap 0: c_j = s_j),
+ *   p = softmax(c),  out_t = sum_j p_j v_j.
+ * For the gradient g = dout_t:  dp_j = g . v_j,  dc_j = p_j (dp_j - sum_i p_i dp_i),
+ *   ds_j = dc_j (1 - tanh^2(s_j / softcap)) (or dc_j),  dq_t += ds_j k_j / sqrt(hd),
+ *   dk_j += ds_j q_t / sqrt(hd),  dv_j += p_j g. */
+#ifndef LMP_CORE_TRAIN_ATTENTION_GRAD_H
+#define LMP_CORE_TRAIN_ATTENTION_GRAD_H
+
+#include <stdint.h>
+
+/* q[T, nh*hd], k, v[T, nkv*hd], dout[T, nh*hd] -> dq[T, nh*hd], dk, dv[T, nkv*hd], overwritten.
+ * 0, or an LMP_E* error (shapes, memory) with the message set. */
+int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                  float softcap, const float *q, const float *k, const float *v, const float *dout,
+                                  float *dq, float *dk, float *dv);
+
+#endif
