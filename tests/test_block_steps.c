@@ -19,7 +19,7 @@
 
 #include "base/error.h"
 #include "model/forward.h"
-#include "plugin/host.h"
+#include "base/ctx.h"
 #include "plugin/registry.h"
 
 #include "archfix.h"
