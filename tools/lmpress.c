@@ -34,6 +34,9 @@
 #include "formats/gguf.h"
 #include "text/tokenizer_open.h"
 
+#include "cli.h"
+#include "cmd_eval_kld.h"
+
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
 
 static const char *const usage_main =
@@ -170,6 +173,7 @@ static const char *const usage_check =
 static const char *const usage_eval =
     "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
     "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--score-second-half]\n"
+    "                    [--kl-divergence-base BASE]\n"
     "                    [--backend NAME] [--json] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
@@ -181,7 +185,15 @@ static const char *const usage_eval =
     "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
     "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
     "tokenizer file, a Hugging Face tokenizer.json or a .gguf (its vocabulary); GGUF models\n"
-    "bring their own, and a Hugging Face folder's tokenizer.json is used by default.\n" TRUST_USAGE;
+    "bring their own, and a Hugging Face folder's tokenizer.json is used by default.\n"
+    "--kl-divergence-base BASE: MODEL (any file eval reads: another tool's quantized GGUF, an\n"
+    "export) against the model BASE on --text, as llama-perplexity --kl-divergence compares them:\n"
+    "the windows above (tokenized with BASE's tokenizer; the vocabularies must be the same), BASE's\n"
+    "log-probabilities kept, MODEL scored against them.  Prints PPL(Q) and PPL(base) with their\n"
+    "uncertainties and ratio, the mean KL divergence +/- its error and its percentiles, the\n"
+    "percentiles of dp = p_Q(next) - p_base(next), RMS dp and the same-top-token share; the KLD is\n"
+    "compare's KLD column for the same pair and windows (docs/kl-divergence.md).  L defaults to BASE's\n"
+    "context; with --score-second-half the statistics cover positions L/2 .. L-2 of each window.\n" TRUST_USAGE;
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
@@ -237,7 +249,7 @@ static const char *const usage_diff =
     "refactoring).  Prints a line per variant; exits 0 when every number is within tolerance, 1\n"
     "when one is not or the tables cannot be compared.\n";
 
-static int fail(void)
+int fail(void)
 {
     fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
     return 1;
@@ -306,7 +318,7 @@ static const char *suggest_option(const char *usage, const char *given, char *bu
 
 /* A usage error: one line, the message (an unknown option with the nearest one the usage text
  * names), then where the full usage is.  Exit status 2. */
-static int usage_error(const char *usage, const char *fmt, const char *arg)
+int usage_error(const char *usage, const char *fmt, const char *arg)
 {
     char cmd[64], near[64];
     usage_command(usage, cmd, sizeof cmd);
@@ -318,7 +330,7 @@ static int usage_error(const char *usage, const char *fmt, const char *arg)
     return 2;
 }
 
-static int wants_help(int argc, char **argv)
+int wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
@@ -326,7 +338,7 @@ static int wants_help(int argc, char **argv)
 }
 
 /* Option parsing: "--name VALUE" pairs; returns the value or NULL with *bad set. */
-static const char *opt_value(int argc, char **argv, int *i, int *bad)
+const char *opt_value(int argc, char **argv, int *i, int *bad)
 {
     if (*i + 1 >= argc) {
         fprintf(stderr, "lmpress: option %s needs a value\n", argv[*i]);
@@ -340,7 +352,7 @@ static const char *opt_value(int argc, char **argv, int *i, int *bad)
  * word for this run, so every registry made on its context afterwards trusts DIR (registry.h).  Returns 1 when argv[*i] is
  * one of them (a bad DIR sets *bad after printing why), 0 otherwise.  search_all: an
  * --allow-plugin folder is searched too (`plugins`, whose work is listing). */
-static int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, int search_all)
+int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, int search_all)
 {
     int search = search_all || strcmp(argv[*i], "--plugin-path") == 0;
     if (strcmp(argv[*i], "--plugin-path") != 0 && strcmp(argv[*i], "--allow-plugin") != 0) return 0;
@@ -352,7 +364,7 @@ static int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, i
     return 1;
 }
 
-static int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
+int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -1050,15 +1062,7 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
 }
 
 /* ---- eval / generate: a model without a config ---------------------------------------------- */
-typedef struct direct_run {
-    lmp_ctx *ctx;
-    lmp_registry reg;
-    lmp_backend be;
-    lmp_model *m;
-    lmp_tokenizer *tok;
-} direct_run;
-
-static int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const char *tokenizer, const char *backend)
+int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const char *tokenizer, const char *backend)
 {
     memset(d, 0, sizeof *d);
     d->ctx = ctx;
@@ -1070,7 +1074,7 @@ static int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const cha
     return st;
 }
 
-static void direct_close(direct_run *d)
+void direct_close(direct_run *d)
 {
     lmp_tokenizer_free(d->tok);
     lmp_model_free(d->m);
@@ -1079,7 +1083,7 @@ static void direct_close(direct_run *d)
     lmp_registry_free(&d->reg);
 }
 
-static void print_json_string(const char *s)
+void print_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -1092,7 +1096,7 @@ static void print_json_string(const char *s)
 
 static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
 {
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL;
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL, *kld_base = NULL;
     int64_t L = 0, max_windows = 0, lambada_max = 0;
     int json = 0, bad = 0, second_half = 0;
     if (wants_help(argc, argv)) {
@@ -1108,6 +1112,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else if (strcmp(argv[i], "--score-second-half") == 0) second_half = 1;
         else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--kl-divergence-base") == 0) kld_base = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--lambada-max") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--lambada-max", 0, &lambada_max)) return 2;
         }
@@ -1120,8 +1125,15 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else model = argv[i];
     }
     if (bad) return 2;
+    if (kld_base && (lambada || !text))
+        return usage_error(usage_eval, "%s", "--kl-divergence-base compares on --text FILE (not --lambada)");
     if (!text && !lambada) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
     if (!model) model = DEFAULT_MODEL;
+    if (kld_base)
+        return cmd_eval_kld(ctx, &(eval_kld_args){.model = model, .base = kld_base, .tokenizer = tokenizer,
+                                                  .text = text, .backend = backend, .seq_len = L,
+                                                  .max_windows = max_windows, .second_half = second_half,
+                                                  .json = json});
     direct_run d;
     int st = direct_open(ctx, &d, model, tokenizer, backend);
     int32_t *ids = NULL;
