@@ -36,6 +36,7 @@
 
 #include "cli.h"
 #include "cmd_eval_kld.h"
+#include "cmd_imatrix.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
 
@@ -54,6 +55,7 @@ static const char *const usage_main =
     "  tokenize [MODEL] TEXT  print the token ids of TEXT (or of --file F)\n"
     "  plugins           list the plugins found, with their parameters\n"
     "  diff A.json B.json  do two tables of one config agree (e.g. on two backends)?\n"
+    "  imatrix [MODEL] --calib TEXT -o F.gguf  an importance matrix for llama-quantize --imatrix\n"
     "\n"
     "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
     "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
@@ -1502,8 +1504,9 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
+    if (strcmp(cmd, "imatrix") == 0) return cmd_imatrix(ctx, argc, argv, DEFAULT_MODEL);
     static const char *const commands[] = {"compare", "run",     "check",    "analyze", "eval",
-                                           "generate", "plugins", "tokenize", "diff"};
+                                           "generate", "plugins", "tokenize", "diff",   "imatrix"};
     const char *near = lmp_suggest(cmd, commands, sizeof commands / sizeof *commands);
     char msg[160];
     snprintf(msg, sizeof msg, "unknown command '%.60s'%s%s%s", cmd, near ? " (did you mean " : "", near ? near : "",

@@ -64,7 +64,7 @@ static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lm
     const int64_t n = T * s->m->arch.dim;
     float *x = lmp_spill_at(h, off);
     int st = x ? 0 : lmp_spill_read(h, off, n, x = s->x);
-    if (!st) st = lmp_block_forward(s->be, &s->m->arch, blk, T, x, NULL, NULL);
+    if (!st) st = lmp_block_forward(s->be, &s->m->arch, blk, T, x, s->observe, s->observe_ud);
     if (!st && x == s->x) st = lmp_spill_write(h, off, n, x);
     return st;
 }

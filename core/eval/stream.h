@@ -15,6 +15,7 @@
 #include "base/spill.h"
 #include "eval/eval.h"
 #include "eval/lambada.h"
+#include "model/forward.h"
 
 #define LMP_STREAM_MEMORY_BUDGET ((int64_t)256 << 20)
 
@@ -44,6 +45,11 @@ typedef struct lmp_stream {
      * position of every text against the reference, beside the scores (not is_ref).  Set after
      * lmp_stream_begin. */
     struct lmp_kld_stats *kld_stats;
+    /* NULL, or called on every distinct linear input of every window (and passage) as each
+     * block runs (the block is blocks_done; model/forward.h's observer): `lmpress imatrix` sums
+     * x^2 there.  Set after lmp_stream_begin. */
+    lmp_observe_fn observe;
+    void *observe_ud;
     float *x;                   /* one window's or passage's state when the stores are on disk */
     char label[256];
 } lmp_stream;
