@@ -21,7 +21,7 @@
 
 /* MODEL and BASE must score the same token ids: the same vocabulary, string by string, and a
  * context that holds the windows. */
-static int check_pair(const eval_kld_args *a, const direct_run *base, const lmp_model *q, lmp_tokenizer *q_tok,
+static int check_pair(const eval_kld_args *a, const direct_run *base, const lmp_model *q, lmp_tokenizer **q_tok,
                       int64_t L)
 {
     if (q->arch.vocab != base->m->arch.vocab)
@@ -30,7 +30,8 @@ static int check_pair(const eval_kld_args *a, const direct_run *base, const lmp_
     if (L > q->arch.seq_len)
         return lmp_fail(LMP_EINVAL, "%s: windows of %lld tokens exceed its context of %lld (--seq-len)", a->model,
                         (long long)L, (long long)q->arch.seq_len);
-    return lmp_check_same_vocab(a->model, base->tok, q_tok);
+    int st = lmp_open_tokenizer(q, a->tokenizer, q_tok);
+    return st ? st : lmp_check_same_vocab(a->model, base->tok, *q_tok);
 }
 
 /* One model streamed over the windows: the base (is_ref: its log-probabilities into refs) or Q
@@ -145,8 +146,7 @@ int cmd_eval_kld(lmp_ctx *ctx, const eval_kld_args *a)
         st = lmp_fail(LMP_EINVAL, "--seq-len %lld exceeds the base model's context of %lld", (long long)L,
                       (long long)base.m->arch.seq_len);
     if (!st) st = lmp_model_load(a->model, &q);
-    if (!st) st = lmp_open_tokenizer(q, a->tokenizer, &q_tok);
-    if (!st) st = check_pair(a, &base, q, q_tok, L);
+    if (!st) st = check_pair(a, &base, q, &q_tok, L);
     if (!st) st = lmp_tokenize_file(base.tok, a->text, &ids, &n);
     if (!st) windows = lmp_eval_windows(n, L, a->max_windows);
     if (!st && windows == 0)
