@@ -53,7 +53,7 @@ static const char *const usage_main =
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
     "  tokenize [MODEL] TEXT  print the token ids of TEXT (or of --file F)\n"
-    "  plugins           list the plugins found, with their parameters\n"
+    "  plugins [NAME]    list the plugins found (or plugin NAME), with their parameters\n"
     "  diff A.json B.json  do two tables of one config agree (e.g. on two backends)?\n"
     "  imatrix [MODEL] --calib TEXT -o F.gguf  an importance matrix for llama-quantize --imatrix\n"
     "\n"
@@ -224,8 +224,10 @@ static const char *const usage_tokenize =
     "data, as in llama.cpp's perplexity).\n";
 
 static const char *const usage_plugins =
-    "usage: lmpress plugins [--plugin-path DIR]... [--allow-plugin DIR]...\n"
+    "usage: lmpress plugins [NAME] [--plugin-path DIR]... [--allow-plugin DIR]...\n"
     "\n"
+    "NAME (a strategy or backend, e.g. gptq): only that plugin's entry (every kind of that name);\n"
+    "an unknown NAME is an error that names the nearest plugin.  Without NAME:\n"
     "Lists every lmp-*.so plugin in the search path (the --plugin-path and --allow-plugin\n"
     "folders, then $LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then the build's plugin\n"
     "folder, or an installed lmpress's <prefix>/lib/lmpress/plugins; these are the trusted\n"
@@ -1449,7 +1451,7 @@ static const char *const grids_and_files =
     "super-blocks of 256 (narrower rows take llama-quantize's fallback type), computed as ggml computes\n"
     "them, and with importance = \"calibration\" searched as llama-quantize --imatrix searches them,\n"
     "weighted by lmpress's own calibration; importance = \"imatrix\" weights the same search by a\n"
-    "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat) named in the config:\n"
+    "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat, or `lmpress imatrix`'s) named in the config:\n"
     "imatrix = \"file\"; at the top level or in a variant.  \"nf4\" is bitsandbytes' NF4 in blocks of\n"
     "64 (no importance; a GGUF export stores it as F32).\n"
     "Files: `run --output X.gguf` / `compare --output-dir DIR` store a linear on a GGUF grid in that\n"
@@ -1467,18 +1469,31 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
         return 0;
     }
     /* Listing is what plugins does: an --allow-plugin folder is listed too (searched). */
-    for (int i = 0; i < argc && !bad; i++)
-        if (!trust_option(ctx, argc, argv, &i, &bad, 1)) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+    const char *only = NULL;
+    for (int i = 0; i < argc && !bad; i++) {
+        if (trust_option(ctx, argc, argv, &i, &bad, 1)) continue;
+        if (argv[i][0] == '-') return usage_error(usage_plugins, "unknown option %s", argv[i]);
+        if (only) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+        only = argv[i];
+    }
     if (bad) return 2;
     lmp_registry reg;
     if (lmp_registry_init(&reg, ctx, NULL, 0)) return fail();
-    printf("search path:");
-    for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
-    printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
-    int failures = lmp_registry_scan(&reg, report_bad_plugin);
+    int failures = 0, shown = 0, has_grid = 0;
+    if (only) { /* one plugin: the files that fail to load are not its business unless it is among them */
+        failures = lmp_registry_scan(&reg, NULL);
+    } else {
+        printf("search path:");
+        for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
+        printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
+        failures = lmp_registry_scan(&reg, report_bad_plugin);
+    }
     for (int i = 0; i < reg.n; i++) {
         const lmp_plugin *p = reg.items[i];
         const lmp_plugin_desc *d = p->desc;
+        if (only && strcmp(d->name, only) != 0) continue;
+        shown++;
+        for (uint32_t k = 0; k < d->n_params; k++) has_grid |= strcmp(d->params[k].name, "format") == 0;
         printf("%s %s %s (ABI %u.%u) %s\n  %s\n  %s\n", lmp_kind_name(d->kind), d->name, d->version,
                d->abi_major, d->abi_minor, p->path, d->summary ? d->summary : "",
                p->usable ? "usable here" : "NOT usable here");
@@ -1487,10 +1502,22 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
         for (uint32_t k = 0; k < d->n_params; k++) print_param(&d->params[k]);
         printf("\n");
     }
+    if (only && !shown) { /* an unknown name: the nearest one */
+        enum { MAX_NAMES = 256 };
+        const char *names[MAX_NAMES];
+        size_t n = 0;
+        for (int i = 0; i < reg.n && n < MAX_NAMES; i++) names[n++] = reg.items[i]->desc->name;
+        const char *near = lmp_suggest(only, names, n);
+        lmp_fail(LMP_EINVAL, "no plugin named '%s'%s%s%s (`lmpress plugins` lists them all%s)", only,
+                 near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "",
+                 failures ? ", and says why some files failed to load" : "");
+        lmp_registry_free(&reg);
+        return fail();
+    }
     if (reg.n == 0) printf("no plugins found\n");
-    else fputs(grids_and_files, stdout);
+    else if (!only || has_grid) fputs(grids_and_files, stdout);
     lmp_registry_free(&reg);
-    return failures ? 1 : 0;
+    return failures && !only ? 1 : 0;
 }
 
 static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int64_t threads)
