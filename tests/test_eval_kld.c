@@ -8,6 +8,8 @@
  *    top p) of random log-probabilities equal tools/ref/kld_stats_ref.py's numpy statement of
  *    llama.cpp's definitions;
  *  - --score-second-half scores positions L/2 .. L-2 of each window, against the base too;
+ *  - BASE as llama-perplexity's logits file (tools/ref/llama2c_ref.py logits-file writes one from
+ *    its own forward): the model against its own logits differs only by their 16-bit coding;
  *  - usage errors and a model of another vocabulary: one line each. */
 #include <check.h>
 #include <math.h>
@@ -172,6 +174,48 @@ START_TEST(kld_equals_compare)
 }
 END_TEST
 
+/* BASE as llama-perplexity's logits file (--kl-divergence-base FILE, llama.cpp's first step),
+ * written by tools/ref/llama2c_ref.py logits-file from its float64 forward of stories260K in
+ * llama.cpp's layout and 16-bit coding: stories260K against it scores the file's chunks' second
+ * halves and differs from it only by that coding and f32 arithmetic. */
+#define LOGITS_REF "'%s' " LMP_SOURCE_DIR "/tools/ref/llama2c_ref.py logits-file " EVAL_TEXT " %s -c 64 --chunks 6"
+
+START_TEST(llama_logits_file_base)
+{
+    const char *file = lmp_test_path(tmpdir, "base.logits");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, LOGITS_REF " >/dev/null", lmp_test_python(), file);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    lmp_json *j;
+    snprintf(cmd, sizeof cmd, "eval " MODEL " --kl-divergence-base %s --json", file);
+    run_json(cmd, &j);
+    ck_assert_int_eq((int)num(j, "scored"), 6 * 31);
+    ck_assert_int_eq((int)num(j, "windows"), 6);
+    ck_assert_msg(num(j, "kld") >= 0 && num(j, "kld") < 1e-5, "kld against its own logits %.3g", num(j, "kld"));
+    ck_assert_msg(fabs(num(j, "ppl") / num(j, "ppl_base") - 1) < 1e-4, "ppl %.9g, base %.9g", num(j, "ppl"),
+                  num(j, "ppl_base"));
+    ck_assert_msg(num(j, "top1") > 0.99, "top1 %g", num(j, "top1"));
+    lmp_json_free(j);
+    /* --max-windows caps the chunks */
+    snprintf(cmd, sizeof cmd, "eval " MODEL " --kl-divergence-base %s --max-windows 2 --json", file);
+    run_json(cmd, &j);
+    ck_assert_int_eq((int)num(j, "scored"), 2 * 31);
+    lmp_json_free(j);
+    /* what does not fit: --text, another --seq-len, a truncated file */
+    snprintf(cmd, sizeof cmd, "eval " MODEL " --kl-divergence-base %s --text " EVAL_TEXT, file);
+    ck_assert_int_eq(run(cmd), 1);
+    ck_assert_msg(strstr(output, "holds its own tokens (leave out --text)"), "%s", output);
+    snprintf(cmd, sizeof cmd, "eval " MODEL " --kl-divergence-base %s --seq-len 32", file);
+    ck_assert_int_eq(run(cmd), 1);
+    ck_assert_msg(strstr(output, "computed with chunks of 64"), "%s", output);
+    snprintf(cmd, sizeof cmd, "truncate -s -2 %s", file);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "eval " MODEL " --kl-divergence-base %s", file);
+    ck_assert_int_eq(run(cmd), 1);
+    ck_assert_msg(strstr(output, "but its header (n_ctx 64, n_vocab 512, n_chunk 6) says"), "%s", output);
+}
+END_TEST
+
 /* ---- the statistics against the numpy statement of llama.cpp's definitions ---------------- */
 
 static void log_softmax(float *x, int64_t V)
@@ -279,6 +323,7 @@ int main(void)
     tcase_add_test(tc, model_against_itself_is_zero);
     tcase_add_test(tc, kld_equals_compare);
     tcase_add_test(tc, statistics_match_reference);
+    tcase_add_test(tc, llama_logits_file_base);
     tcase_add_test(tc, usage_and_bad_pairs);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

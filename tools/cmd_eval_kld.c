@@ -17,6 +17,7 @@
 #include "compare/compare.h"
 #include "eval/kld_stats.h"
 #include "eval/stream.h"
+#include "formats/llama_logits.h"
 #include "text/tokenizer_open.h"
 
 /* MODEL and BASE must score the same token ids: the same vocabulary, string by string, and a
@@ -128,8 +129,92 @@ static void print_json(const eval_kld_args *a, int64_t n, int64_t L, const lmp_s
     printf("}}}\n");
 }
 
+static int print_all(const eval_kld_args *a, int64_t n, int64_t L, const lmp_score *sb, const lmp_score *sq,
+                     lmp_kld_stats *kld)
+{
+    lmp_kld_summary k;
+    lmp_kld_summarize(kld, &k);
+    if (a->json) print_json(a, n, L, sb, sq, &k);
+    else print_text(a, n, L, sb, sq, &k);
+    return fflush(stdout) || ferror(stdout) ? lmp_fail(LMP_EIO, "cannot write to standard output") : 0;
+}
+
+/* BASE is llama-perplexity's logits file (formats/llama_logits.h): its chunks are the windows (BOS
+ * put at each chunk's start when MODEL's tokenizer adds one, as llama-perplexity does), and its
+ * stored log-probabilities of each chunk's second half are the reference MODEL is scored against. */
+static int against_logits_file(lmp_ctx *ctx, const eval_kld_args *a, lmp_kld_stats *kld, lmp_score *sb,
+                               lmp_score *sq, int64_t *n_tokens, int64_t *L_out)
+{
+    lmp_llama_logits f;
+    direct_run d;
+    memset(&d, 0, sizeof d);
+    lmp_ref_logprobs refs = {.store.fd = -1};
+    int32_t *ids = NULL;
+    float *rows = NULL;
+    int st = lmp_llama_logits_open(a->base, &f);
+    const int64_t L = f.n_ctx, V = f.n_vocab, from = L / 2;
+    int64_t windows = st ? 0 : lmp_eval_windows(f.n_chunk * L, L, a->max_windows);
+    if (!st && a->text)
+        st = lmp_fail(LMP_EINVAL, "--kl-divergence-base %s is llama-perplexity's logits file: it holds its own tokens "
+                      "(leave out --text)", a->base);
+    if (!st && a->seq_len && a->seq_len != L)
+        st = lmp_fail(LMP_EINVAL, "--seq-len %lld: the logits file %s was computed with chunks of %lld",
+                      (long long)a->seq_len, a->base, (long long)L);
+    const int opened = !st;
+    if (!st) st = direct_open(ctx, &d, a->model, a->tokenizer, a->backend);
+    if (!st && d.m->arch.vocab != V)
+        st = lmp_fail(LMP_EINVAL, "%s: %lld tokens in its head, the logits file %s %lld", a->model,
+                      (long long)d.m->arch.vocab, a->base, (long long)V);
+    if (!st && L > d.m->arch.seq_len)
+        st = lmp_fail(LMP_EINVAL, "%s: the logits file's chunks of %lld tokens exceed its context of %lld", a->model,
+                      (long long)L, (long long)d.m->arch.seq_len);
+    if (!st && !(ids = malloc((size_t)(windows * L) * sizeof *ids)))
+        st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st) {
+        memcpy(ids, f.tokens, (size_t)(windows * L) * sizeof *ids);
+        const int bos = lmp_tokenizer_adds_bos(d.tok) ? lmp_tokenizer_bos(d.tok) : -1;
+        for (int64_t w = 0; w < windows && bos >= 0; w++) ids[w * L] = bos;
+    }
+    /* the cache holds rows from..L-1 of each window; the file the scored ones, from..L-2 */
+    if (!st) st = lmp_ref_logprobs_init(ctx, &refs, windows, (L - from) * V);
+    if (!st && !(rows = calloc((size_t)((L - from) * V), sizeof *rows))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t w = 0; w < windows && !st; w++) {
+        st = lmp_llama_logits_chunk(&f, w, rows);
+        if (!st) st = lmp_ref_logprobs_put(&refs, w, rows);
+    }
+    kld->llama_cut = 1; /* the file's values below -16 are clamped: llama-perplexity leaves them out */
+    if (!st) st = stream_one(ctx, &d.be, d.m, &ids, &windows, L, from, &refs, 0, kld, sq, "eval model");
+    if (!st) { /* the base's own numbers, from the file's log-probabilities of the next tokens */
+        *sb = (lmp_score){.windows = windows, .scored = kld->count, .nll_sum = kld->sum_nll_base};
+        sq->kld_sum = kld->sum_kld; /* llama-perplexity's KL, not the whole vocabulary's */
+        *n_tokens = f.n_chunk * L;
+        *L_out = L;
+    }
+    free(rows);
+    free(ids);
+    lmp_ref_logprobs_free(&refs);
+    if (opened) direct_close(&d);
+    lmp_llama_logits_close(&f);
+    return st;
+}
+
 int cmd_eval_kld(lmp_ctx *ctx, const eval_kld_args *a)
 {
+    if (lmp_llama_logits_is(a->base)) {
+        lmp_kld_stats kld = {0};
+        lmp_score sb = {0}, sq = {0};
+        int64_t n = 0, L = 0;
+        eval_kld_args shown = *a;
+        shown.second_half = 1;
+        shown.text = a->base;
+        int st = against_logits_file(ctx, a, &kld, &sb, &sq, &n, &L);
+        if (!st) st = print_all(&shown, n, L, &sb, &sq, &kld);
+        lmp_kld_stats_free(&kld);
+        return st ? fail() : 0;
+    }
+    if (!a->text)
+        return lmp_fail(LMP_EINVAL, "--kl-divergence-base %s is a model: compare on --text FILE", a->base), fail();
+
     direct_run base;
     lmp_model *q = NULL;
     lmp_tokenizer *q_tok = NULL;
@@ -164,13 +249,7 @@ int cmd_eval_kld(lmp_ctx *ctx, const eval_kld_args *a)
     if (!st && (!isfinite(sq.nll_sum) || !isfinite(sq.kld_sum)))
         st = lmp_fail(LMP_EINVAL, "%s: a non-finite %s on %s", a->model, isfinite(sq.nll_sum) ? "KL divergence" :
                       "negative log-likelihood", a->text);
-    if (!st) {
-        lmp_kld_summary k;
-        lmp_kld_summarize(&kld, &k);
-        if (a->json) print_json(a, n, L, &sb, &sq, &k);
-        else print_text(a, n, L, &sb, &sq, &k);
-        if (fflush(stdout) || ferror(stdout)) st = lmp_fail(LMP_EIO, "cannot write to standard output");
-    }
+    if (!st) st = print_all(a, n, L, &sb, &sq, &kld);
     lmp_kld_stats_free(&kld);
     lmp_ref_logprobs_free(&refs);
     free(ids);

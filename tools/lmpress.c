@@ -32,6 +32,7 @@
 #include "plugin/registry.h"
 #include "report/table_diff.h"
 #include "formats/gguf.h"
+#include "formats/llama_logits.h"
 #include "text/tokenizer_open.h"
 
 #include "cli.h"
@@ -195,7 +196,10 @@ static const char *const usage_eval =
     "uncertainties and ratio, the mean KL divergence +/- its error and its percentiles, the\n"
     "percentiles of dp = p_Q(next) - p_base(next), RMS dp and the same-top-token share; the KLD is\n"
     "compare's KLD column for the same pair and windows (docs/kl-divergence.md).  L defaults to BASE's\n"
-    "context; with --score-second-half the statistics cover positions L/2 .. L-2 of each window.\n" TRUST_USAGE;
+    "context; with --score-second-half the statistics cover positions L/2 .. L-2 of each window.\n"
+    "BASE may also be the logits file of llama-perplexity --kl-divergence-base FILE (llama.cpp's first\n"
+    "step): then no --text: MODEL runs on the file's chunks (BOS first in each when its tokenizer adds\n"
+    "one) and each chunk's second half is scored against the stored log-probabilities.\n" TRUST_USAGE;
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
@@ -1129,9 +1133,9 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else model = argv[i];
     }
     if (bad) return 2;
-    if (kld_base && (lambada || !text))
+    if (kld_base && (lambada || (!text && !lmp_llama_logits_is(kld_base))))
         return usage_error(usage_eval, "%s", "--kl-divergence-base compares on --text FILE (not --lambada)");
-    if (!text && !lambada) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
+    if (!text && !lambada && !kld_base) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
     if (!model) model = DEFAULT_MODEL;
     if (kld_base)
         return cmd_eval_kld(ctx, &(eval_kld_args){.model = model, .base = kld_base, .tokenizer = tokenizer,

@@ -27,6 +27,15 @@ static int grow(lmp_kld_stats *s, int64_t more)
     return 0;
 }
 
+/* llama-perplexity's KL against its stored base: only the terms with log p_base > -16. */
+static double kl_above_cut(const float *ref, const float *var, int64_t V)
+{
+    double kl = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (ref[v] > -16.0f) kl += exp((double)ref[v]) * ((double)ref[v] - (double)var[v]);
+    return kl;
+}
+
 int lmp_kld_stats_window(lmp_kld_stats *s, const float *ref, const float *var, const int32_t *tok, int64_t L,
                          int64_t V)
 {
@@ -34,7 +43,7 @@ int lmp_kld_stats_window(lmp_kld_stats *s, const float *ref, const float *var, c
     for (int64_t t = 0; t + 1 < L && !st; t++) {
         const float *r = ref + t * V, *q = var + t * V;
         const double nll = -(double)q[tok[t + 1]], nll_base = -(double)r[tok[t + 1]];
-        const double kl = r == q ? 0.0 : lmp_kl_position(r, q, V);
+        const double kl = r == q ? 0.0 : s->llama_cut ? kl_above_cut(r, q, V) : lmp_kl_position(r, q, V);
         const double dp = exp(-nll) - exp(-nll_base);
         s->sum_nll += nll;
         s->sum_nll2 += nll * nll;

@@ -25,6 +25,10 @@
 #include <stdint.h>
 
 typedef struct lmp_kld_stats {
+    /* 1: KL leaves out the terms whose base log-probability is at most -16, as llama-perplexity
+     * does: for a base read from its logits file, whose stored values are clamped there (a
+     * clamped value is no log-probability).  0: every term (the protocol's KL). */
+    int llama_cut;
     int64_t count, same_top;
     double sum_nll, sum_nll2, sum_nll_base, sum_nll_base2, sum_nll_nll_base;
     double sum_kld, sum_kld2, sum_dp, sum_dp2, sum_dp4;

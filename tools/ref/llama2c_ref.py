@@ -19,6 +19,7 @@ Other subcommands:
     imatrix --calib TEXT [-c C] [--chunks N]  -> llama-imatrix's sums of x^2 per block weight (JSON)
     imatrix --calib TEXT [-c C] [--chunks N] --check FILE.gguf  (PYTHONPATH=build/pydeps: gguf-py
         reads FILE, which must be that importance matrix in llama.cpp's GGUF form)
+    logits-file TEXT OUT [-c C] [--chunks N]  -> llama-perplexity's --kl-divergence-base file
 
 LAMBADA (lm-evaluation-harness lambada_openai): per JSONL passage, context = ' '.join of all but
 the last ' '-separated word, continuation = ' ' + last word; trailing whitespace of the context
@@ -478,6 +479,48 @@ def cmd_imatrix(args):
                                   for name, (c, s2) in sorted(sums.items())}}))
 
 
+def cmd_logits_file(args):
+    """llama-perplexity -f TEXT -c C --chunks N --kl-divergence-base OUT, restated from llama.cpp's
+    tools/perplexity/perplexity.cpp (perplexity() with a logits file) on this float64 forward:
+    "_logits_", uint32 C, int32 vocab, int32 chunks, the int32 tokens of every chunk (as tokenized:
+    BOS first in the text, not yet put at each chunk's start), then for every chunk the positions
+    C/2 .. C-2 (run with BOS as each chunk's first token), each as float32 scale, float32
+    min_log_prob and vocab uint16 codes of its log-softmax (padded to an even count): the logits'
+    floor is max - 16, scale = (max - floor) / 65535, code = nearest(((logit - floor) / scale))."""
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    with open(args.text, "rb") as f:
+        data = f.read()
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    ids = np.array(tok.encode(data, bos=True), dtype=np.int64)
+    C, V = args.ctx, model.vocab
+    k = min(ids.size // C, args.chunks) if args.chunks > 0 else ids.size // C
+    chunks = ids[:k * C].reshape(k, C)
+    nv = 2 * ((V + 1) // 2) + 4
+    first = C // 2
+    with open(args.out, "wb") as f:
+        f.write(b"_logits_" + struct.pack("<Iii", C, V, k))
+        f.write(chunks.astype("<i4").tobytes())
+        run = chunks.copy()
+        run[:, 0] = 1  # BOS at each chunk's start
+        for c in range(k):
+            logits = model.forward(run[c:c + 1])[0].astype(np.float32)
+            for t in range(first, C - 1):
+                x = logits[t]
+                mx = np.float32(x.max())
+                floor = np.float32(max(np.float32(x.min()), mx - np.float32(16)))
+                lse = np.float32(np.log(np.sum(np.exp((x - mx).astype(np.float64)))))
+                scale = np.float32((mx - floor) / np.float32(65535))
+                row = np.zeros(nv, dtype="<u2")
+                head = np.array([scale, floor - mx - lse], dtype="<f4")
+                row[:4] = np.frombuffer(head.tobytes(), dtype="<u2")
+                codes = np.where(x > floor, np.rint((x - floor) / scale), 0) if scale else np.zeros(V)
+                row[4:4 + V] = codes.astype("<u2")
+                f.write(row.tobytes())
+    print(f"{args.out}: {k} chunks of {C}, {V} tokens")
+
+
 def cmd_ppl_golden(args):
     model = Model(args.model)
     tok = Tokenizer(args.tok, model.vocab)
@@ -565,6 +608,14 @@ def main():
     p.add_argument("--check", metavar="FILE.gguf", help="read FILE with gguf-py and compare it instead")
     p.add_argument("--rel", type=float, default=1e-4, help="--check's relative tolerance on in_sum2")
     p.set_defaults(fn=cmd_imatrix)
+
+    p = sub.add_parser("logits-file", help="llama-perplexity's --kl-divergence-base logits file")
+    common(p)
+    p.add_argument("text")
+    p.add_argument("out")
+    p.add_argument("-c", "--ctx", type=int, default=512)
+    p.add_argument("--chunks", type=int, default=0)
+    p.set_defaults(fn=cmd_logits_file)
 
     p = sub.add_parser("ppl-golden", help="print the golden perplexity file")
     common(p)
