@@ -40,10 +40,21 @@ def importance(path):
     return meta, out
 
 
+def header_bytes(path):
+    """The file up to its first tensor's data: metadata, tensor infos, padding."""
+    r = gguf.GGUFReader(path)
+    start = min(t.data_offset for t in r.tensors)
+    with open(path, "rb") as f:
+        return f.read(start)
+
+
 def cmd_imatrix(a, b):
     ma, ea = importance(a)
     mb, eb = importance(b)
     print(f"metadata: {a}: {ma}; {b}: {mb}")
+    ha, hb = header_bytes(a), header_bytes(b)
+    print(f"headers (metadata, tensor names, shapes, types, offsets): {len(ha)} and {len(hb)} bytes, "
+          f"{'byte for byte equal' if ha == hb else 'different'}")
     only = sorted(set(ea) ^ set(eb))
     if only:
         print(f"entries in one file only: {only[:8]}{' ...' if len(only) > 8 else ''}")

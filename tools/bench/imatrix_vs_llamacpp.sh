@@ -7,7 +7,7 @@
 #
 #   tools/bench/imatrix_vs_llamacpp.sh [options] MODEL.gguf TEXT [OUT_DIR]
 #
-#   OUT_DIR       default build-llamacpp/imatrix-vs
+#   OUT_DIR       default build-llamacpp/imatrix-vs; outputs that exist there are kept
 #   -c CTX        chunk size (llama-imatrix -c, lmpress imatrix -c), default 512
 #   --chunks N    the first N chunks of TEXT, default 10
 #   -t N          threads for both tools, default 2
@@ -67,19 +67,21 @@ PYTHONPATH=$pydeps /usr/bin/python3 -c 'import gguf, numpy' 2>/dev/null ||
     die "the gguf package is missing from $pydeps (tools/test.sh unpacks it there)"
 mkdir -p "$out"
 
-# Prints and runs COMMAND, its output into LOG; the seconds it took into $took.
-timed() {  # LOG COMMAND...
-    local log=$1; shift
+# Prints and runs COMMAND, its output into LOG; the seconds it took into $took.  A command
+# whose OUTPUT exists already is not run again (reruns are cheap; delete OUT_DIR to redo).
+timed() {  # OUTPUT LOG COMMAND...
+    local output=$1 log=$2; shift 2
+    if [ -s "$output" ]; then echo "have $output"; took="(kept)"; return 0; fi
     echo "+ $*"
     local t0=$SECONDS
     "$@" >"$log" 2>&1 || { tail -20 "$log" >&2; die "failed (log: $log)"; }
     took=$((SECONDS - t0))
 }
 
-timed "$out/llama.imatrix.log" "$bin/llama-imatrix" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" \
+timed "$out/llama.imatrix.gguf" "$out/llama.imatrix.log" "$bin/llama-imatrix" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" \
     -t "$threads" -o "$out/llama.imatrix.gguf"
 echo "  llama-imatrix: ${took} s; $(grep -o 'Final estimate: PPL = [0-9.]*' "$out/llama.imatrix.log" || true)"
-timed "$out/lmpress.imatrix.log" "$lmpress" --threads "$threads" imatrix "$model" --calib "$text" -c "$ctx" \
+timed "$out/lmpress.imatrix.gguf" "$out/lmpress.imatrix.log" "$lmpress" --threads "$threads" imatrix "$model" --calib "$text" -c "$ctx" \
     --chunks "$chunks" -o "$out/lmpress.imatrix.gguf"
 echo "  lmpress imatrix: ${took} s; $(grep -o 'second-half ppl [0-9.]*' "$out/lmpress.imatrix.log" || true)"
 
@@ -90,7 +92,7 @@ PYTHONPATH=$pydeps /usr/bin/python3 "$root/tools/bench/imatrix_compare.py" imatr
 for who in none llama lmpress; do
     args=()
     [ "$who" = none ] || args=(--imatrix "$out/$who.imatrix.gguf")
-    timed "$out/$who.$type.log" "$bin/llama-quantize" --allow-requantize "${args[@]}" "$model" \
+    timed "$out/$who.$type.gguf" "$out/$who.$type.log" "$bin/llama-quantize" --allow-requantize "${args[@]}" "$model" \
         "$out/$who.$type.gguf" "$type" "$threads"
 done
 echo "== llama-quantize $type with lmpress's imatrix against with llama-imatrix's =="
