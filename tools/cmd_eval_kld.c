@@ -4,7 +4,8 @@
  * tokenized with BASE's tokenizer, cut into eval.h's windows, BASE streamed block by block with
  * its log-probabilities kept (eval.h's cache), then MODEL streamed and scored against them
  * (eval/stream.h), so the KLD printed here is compare's KLD column for the same two files, text,
- * seq_len and max_windows.  The per-position statistics come from eval/kld_stats.h. */
+ * seq_len and max_windows.  The per-position statistics come from eval/kld_stats.h.  BASE may
+ * instead be llama-perplexity's logits file (formats/llama_logits.h): against_logits_file. */
 #include "cmd_eval_kld.h"
 
 #include <math.h>
@@ -212,8 +213,10 @@ int cmd_eval_kld(lmp_ctx *ctx, const eval_kld_args *a)
         lmp_kld_stats_free(&kld);
         return st ? fail() : 0;
     }
-    if (!a->text)
-        return lmp_fail(LMP_EINVAL, "--kl-divergence-base %s is a model: compare on --text FILE", a->base), fail();
+    if (!a->text) { /* lmpress.c refuses it as a usage error first; kept for any other caller */
+        lmp_fail(LMP_EINVAL, "--kl-divergence-base %s is a model: compare on --text FILE", a->base);
+        return fail();
+    }
 
     direct_run base;
     lmp_model *q = NULL;
