@@ -118,10 +118,20 @@ def cmd_quant(a, b):
               f"({100.0 * blocks_same / blocks:.2f} %)")
 
 
+def cmd_kld(label, path):
+    import json
+    with open(path) as f:
+        d = json.load(f)
+    s = d["stats"]
+    print(f"{label:<8} ppl {d['ppl']:.4f} (base {d['ppl_base']:.4f})  KLD {s['kld']:.5f} ± {s['kld_err']:.5f}  "
+          f"same top {100 * s['same_top']:.2f} %  RMS dp {100 * s['dp_rms']:.3f} %")
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("imatrix", "quant"):
+    cmds = {"imatrix": cmd_imatrix, "quant": cmd_quant, "kld": cmd_kld}
+    if len(sys.argv) != 4 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
-    (cmd_imatrix if sys.argv[1] == "imatrix" else cmd_quant)(sys.argv[2], sys.argv[3])
+    cmds[sys.argv[1]](sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":

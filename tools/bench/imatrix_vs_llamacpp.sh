@@ -14,6 +14,9 @@
 #   --type T      llama-quantize's type, default Q4_K_M
 #   --bin DIR     where the llama.cpp tools are (default build-llamacpp/bin)
 #   --lmpress P   the lmpress binary (default build/lmpress)
+#   --kld TEXT    also measure each quantized file against MODEL on TEXT with
+#                 lmpress eval Q --kl-divergence-base MODEL --text TEXT --seq-len CTX
+#                 --max-windows W (W: --kld-windows, default 8)
 #
 # What it runs (each command is printed; the logs are next to the outputs):
 #   llama-imatrix -m MODEL -f TEXT -c CTX --chunks N -t T -o OUT/llama.imatrix.gguf
@@ -36,6 +39,8 @@ threads=2
 type=Q4_K_M
 bin=$root/build-llamacpp/bin
 lmpress=$root/build/lmpress
+kld_text=
+kld_windows=8
 
 die() { echo "imatrix_vs_llamacpp.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -48,6 +53,8 @@ while [ $# -gt 0 ]; do
         --type) type=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --lmpress) lmpress=$2; shift 2 ;;
+        --kld) kld_text=$2; shift 2 ;;
+        --kld-windows) kld_windows=$2; shift 2 ;;
         -h|--help) usage ;;
         --) shift; break ;;
         -*) die "unknown option $1 (see --help)" ;;
@@ -102,3 +109,12 @@ echo "== for scale: $type without an imatrix against with llama-imatrix's =="
 PYTHONPATH=$pydeps /usr/bin/python3 "$root/tools/bench/imatrix_compare.py" quant \
     "$out/none.$type.gguf" "$out/llama.$type.gguf"
 ls -l "$out"/*."$type".gguf
+if [ -n "$kld_text" ]; then
+    echo "== each $type file against $model on $kld_text ($kld_windows windows of $ctx) =="
+    for who in none llama lmpress; do
+        timed "$out/$who.$type.kld.json" "$out/$who.$type.kld.log" sh -c "\"\$0\" --threads $threads eval \"\$1\" \
+            --kl-divergence-base \"\$2\" --text \"\$3\" --seq-len $ctx --max-windows $kld_windows --json > \"\$4.tmp\" && mv \"\$4.tmp\" \"\$4\"" \
+            "$lmpress" "$out/$who.$type.gguf" "$model" "$kld_text" "$out/$who.$type.kld.json"
+        PYTHONPATH=$pydeps /usr/bin/python3 "$root/tools/bench/imatrix_compare.py" kld "$who" "$out/$who.$type.kld.json"
+    done
+fi
