@@ -14,12 +14,15 @@
 #   --type T      llama-quantize's type, default Q4_K_M
 #   --bin DIR     where the llama.cpp tools are (default build-llamacpp/bin)
 #   --lmpress P   the lmpress binary (default build/lmpress)
+#   --llama-opts "O.."  extra options for llama-imatrix, default "-nr" (no weight repacking: the
+#                 native build's AMX / repacked CPU kernels died with Illegal instruction on this
+#                 machine kind; the plain kernels give llama.cpp's own products); "" for none
 #   --kld TEXT    also measure each quantized file against MODEL on TEXT with
 #                 lmpress eval Q --kl-divergence-base MODEL --text TEXT --seq-len CTX
 #                 --max-windows W (W: --kld-windows, default 8)
 #
 # What it runs (each command is printed; the logs are next to the outputs):
-#   llama-imatrix -m MODEL -f TEXT -c CTX --chunks N -t T -o OUT/llama.imatrix.gguf
+#   llama-imatrix -m MODEL -f TEXT -c CTX --chunks N -t T -nr -o OUT/llama.imatrix.gguf
 #   lmpress imatrix MODEL --calib TEXT -c CTX --chunks N --threads T -o OUT/lmpress.imatrix.gguf
 #   imatrix_compare.py imatrix OUT/lmpress.imatrix.gguf OUT/llama.imatrix.gguf
 #   llama-quantize --allow-requantize [--imatrix F] MODEL OUT/{none,llama,lmpress}.TYPE.gguf TYPE T
@@ -41,6 +44,7 @@ bin=$root/build-llamacpp/bin
 lmpress=$root/build/lmpress
 kld_text=
 kld_windows=8
+llama_opts=-nr
 
 die() { echo "imatrix_vs_llamacpp.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
         --bin) bin=$2; shift 2 ;;
         --lmpress) lmpress=$2; shift 2 ;;
         --kld) kld_text=$2; shift 2 ;;
+        --llama-opts) llama_opts=$2; shift 2 ;;
         --kld-windows) kld_windows=$2; shift 2 ;;
         -h|--help) usage ;;
         --) shift; break ;;
@@ -85,8 +90,9 @@ timed() {  # OUTPUT LOG COMMAND...
     took=$((SECONDS - t0))
 }
 
+# shellcheck disable=SC2086  # llama_opts: words
 timed "$out/llama.imatrix.gguf" "$out/llama.imatrix.log" "$bin/llama-imatrix" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" \
-    -t "$threads" -o "$out/llama.imatrix.gguf"
+    -t "$threads" $llama_opts -o "$out/llama.imatrix.gguf"
 echo "  llama-imatrix: ${took} s; $(grep -o 'Final estimate: PPL = [0-9.]*' "$out/llama.imatrix.log" || true)"
 timed "$out/lmpress.imatrix.gguf" "$out/lmpress.imatrix.log" "$lmpress" --threads "$threads" imatrix "$model" --calib "$text" -c "$ctx" \
     --chunks "$chunks" -o "$out/lmpress.imatrix.gguf"
