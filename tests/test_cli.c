@@ -284,10 +284,39 @@ START_TEST(short_output_and_threads)
 }
 END_TEST
 
+/* The one-liners of issue 36: eval --kl-divergence-base, imatrix, plugins NAME: their usage
+ * errors are one line with "did you mean", and plugins NAME lists that plugin alone. */
+START_TEST(one_liners)
+{
+    expect_usage_error("eval " MODEL " --kl-divergence-bas " MODEL " --text " EVAL_TEXT,
+                       "unknown option --kl-divergence-bas (did you mean --kl-divergence-base?)", "'lmpress eval --help'");
+    expect_usage_error("eval " MODEL " --kl-divergence-base " MODEL, "--kl-divergence-base compares on --text FILE", NULL);
+    expect_usage_error("imatrix " MODEL " --calb x -o y.gguf", "unknown option --calb (did you mean --calib?)",
+                       "'lmpress imatrix --help'");
+    expect_usage_error("imatrix " MODEL " --calib " EVAL_TEXT, "-o F.gguf is required", "'lmpress imatrix --help'");
+    expect_usage_error("imatrx", "unknown command 'imatrx' (did you mean imatrix?)", NULL);
+    expect_usage_error("plugins --frob", "unknown option --frob", "'lmpress plugins --help'");
+    expect_usage_error("plugins gptq rtn", "unexpected argument rtn", NULL);
+    expect_error("plugins gtpq", 1, "no plugin named 'gtpq' (did you mean 'gptq'?)", NULL);
+    ck_assert_msg(count(output, "\n") == 1, "not one line:\n%s", output);
+    ck_assert_int_eq(run("plugins gptq"), 0);
+    ck_assert_msg(strstr(output, "strategy gptq ") && strstr(output, "act_order") && strstr(output, "Weight grids"),
+                  "plugins gptq:\n%s", output);
+    ck_assert_msg(!strstr(output, "strategy rtn ") && !strstr(output, "backend cpu ") && !strstr(output, "search path"),
+                  "plugins gptq lists others:\n%s", output);
+    const int gptq_lines = count(output, "\n");
+    ck_assert_int_eq(run("plugins"), 0);
+    ck_assert_msg(count(output, "\n") > 3 * gptq_lines, "the full listing (%d lines) vs gptq's (%d)",
+                  count(output, "\n"), gptq_lines);
+    ck_assert_int_eq(run("plugins cpu"), 0);
+    ck_assert_msg(strstr(output, "backend cpu ") && !strstr(output, "Weight grids"), "plugins cpu:\n%s", output);
+}
+END_TEST
+
 START_TEST(help_everywhere)
 {
     const char *cmds[] = {"--help", "compare --help", "run --help", "check --help", "eval --help",
-                          "generate --help", "plugins --help", "tokenize --help"};
+                          "generate --help", "plugins --help", "tokenize --help", "imatrix --help"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         ck_assert_int_eq(run(cmds[i]), 0);
         ck_assert_ptr_nonnull(strstr(output, "usage: lmpress"));
@@ -510,6 +539,7 @@ int main(void)
     tcase_add_test(tc, did_you_mean);
     tcase_add_test(tc, short_output_and_threads);
     tcase_add_test(tc, help_everywhere);
+    tcase_add_test(tc, one_liners);
     tcase_add_test(tc, missing_config);
     tcase_add_test(tc, config_syntax_error);
     tcase_add_test(tc, config_unknown_setting);

@@ -34,8 +34,13 @@
 #include "plugin/registry.h"
 #include "report/table_diff.h"
 #include "formats/gguf.h"
+#include "formats/llama_logits.h"
 #include "text/tokenizer_open.h"
 #include "cmd_quantize.h"
+
+#include "cli.h"
+#include "cmd_eval_kld.h"
+#include "cmd_imatrix.h"
 
 #define DEFAULT_MODEL LMP_DEFAULT_MODEL_DIR "/stories260K.bin"
 
@@ -53,8 +58,9 @@ static const char *const usage_main =
     "  eval [MODEL]      perplexity (and LAMBADA accuracy) of an unmodified model\n"
     "  generate [MODEL]  greedy text generation (temperature 0)\n"
     "  tokenize [MODEL] TEXT  print the token ids of TEXT (or of --file F)\n"
-    "  plugins           list the plugins found, with their parameters\n"
+    "  plugins [NAME]    list the plugins found (or plugin NAME), with their parameters\n"
     "  diff A.json B.json  do two tables of one config agree (e.g. on two backends)?\n"
+    "  imatrix [MODEL] --calib TEXT -o F.gguf  an importance matrix for llama-quantize --imatrix\n"
     "\n"
     "MODEL is a llama2.c .bin, a .gguf, or a Hugging Face folder (config.json + safetensors);\n"
     "it defaults to the bundled stories260K.  `lmpress COMMAND --help` describes each.\n"
@@ -186,6 +192,7 @@ static const char *const usage_check =
 static const char *const usage_eval =
     "usage: lmpress eval [MODEL] [--text FILE] [--lambada FILE [--lambada-max N]]\n"
     "                    [--tokenizer FILE] [--seq-len L] [--max-windows N] [--score-second-half]\n"
+    "                    [--kl-divergence-base BASE]\n"
     "                    [--backend NAME] [--json] [--allow-plugin DIR]... [--plugin-path DIR]...\n"
     "\n"
     "Perplexity of MODEL on FILE: the file's bytes are tokenized at once with BOS prepended,\n"
@@ -197,7 +204,18 @@ static const char *const usage_eval =
     "--lambada FILE: LAMBADA accuracy (lm-evaluation-harness lambada_openai) on a JSONL file of\n"
     "{\"text\": ...} passages (--lambada-max N: the first N).  --tokenizer takes a llama2.c\n"
     "tokenizer file, a Hugging Face tokenizer.json or a .gguf (its vocabulary); GGUF models\n"
-    "bring their own, and a Hugging Face folder's tokenizer.json is used by default.\n" TRUST_USAGE;
+    "bring their own, and a Hugging Face folder's tokenizer.json is used by default.\n"
+    "--kl-divergence-base BASE: MODEL (any file eval reads: another tool's quantized GGUF, an\n"
+    "export) against the model BASE on --text, as llama-perplexity --kl-divergence compares them:\n"
+    "the windows above (tokenized with BASE's tokenizer; the vocabularies must be the same), BASE's\n"
+    "log-probabilities kept, MODEL scored against them.  Prints PPL(Q) and PPL(base) with their\n"
+    "uncertainties and ratio, the mean KL divergence +/- its error and its percentiles, the\n"
+    "percentiles of dp = p_Q(next) - p_base(next), RMS dp and the same-top-token share; the KLD is\n"
+    "compare's KLD column for the same pair and windows (docs/kl-divergence.md).  L defaults to BASE's\n"
+    "context; with --score-second-half the statistics cover positions L/2 .. L-2 of each window.\n"
+    "BASE may also be the logits file of llama-perplexity --kl-divergence-base FILE (llama.cpp's first\n"
+    "step): then no --text: MODEL runs on the file's chunks (BOS first in each when its tokenizer adds\n"
+    "one) and each chunk's second half is scored against the stored log-probabilities.\n" TRUST_USAGE;
 
 static const char *const usage_generate =
     "usage: lmpress generate [MODEL] [--tokenizer FILE] [--prompt TEXT] [--steps N]\n"
@@ -226,8 +244,10 @@ static const char *const usage_tokenize =
     "data, as in llama.cpp's perplexity).\n";
 
 static const char *const usage_plugins =
-    "usage: lmpress plugins [--plugin-path DIR]... [--allow-plugin DIR]...\n"
+    "usage: lmpress plugins [NAME] [--plugin-path DIR]... [--allow-plugin DIR]...\n"
     "\n"
+    "NAME (a strategy or backend, e.g. gptq): only that plugin's entry (every kind of that name);\n"
+    "an unknown NAME is an error that names the nearest plugin.  Without NAME:\n"
     "Lists every lmp-*.so plugin in the search path (the --plugin-path and --allow-plugin\n"
     "folders, then $LMP_PLUGIN_PATH, then <lmpress dir>/plugins, then the build's plugin\n"
     "folder, or an installed lmpress's <prefix>/lib/lmpress/plugins; these are the trusted\n"
@@ -253,7 +273,7 @@ static const char *const usage_diff =
     "refactoring).  Prints a line per variant; exits 0 when every number is within tolerance, 1\n"
     "when one is not or the tables cannot be compared.\n";
 
-static int fail(void)
+int fail(void)
 {
     fprintf(stderr, "lmpress: error: %s\n", lmp_last_error());
     return 1;
@@ -322,7 +342,7 @@ static const char *suggest_option(const char *usage, const char *given, char *bu
 
 /* A usage error: one line, the message (an unknown option with the nearest one the usage text
  * names), then where the full usage is.  Exit status 2. */
-static int usage_error(const char *usage, const char *fmt, const char *arg)
+int usage_error(const char *usage, const char *fmt, const char *arg)
 {
     char cmd[64], near[64];
     usage_command(usage, cmd, sizeof cmd);
@@ -334,7 +354,7 @@ static int usage_error(const char *usage, const char *fmt, const char *arg)
     return 2;
 }
 
-static int wants_help(int argc, char **argv)
+int wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
@@ -342,7 +362,7 @@ static int wants_help(int argc, char **argv)
 }
 
 /* Option parsing: "--name VALUE" pairs; returns the value or NULL with *bad set. */
-static const char *opt_value(int argc, char **argv, int *i, int *bad)
+const char *opt_value(int argc, char **argv, int *i, int *bad)
 {
     if (*i + 1 >= argc) {
         fprintf(stderr, "lmpress: option %s needs a value\n", argv[*i]);
@@ -356,7 +376,7 @@ static const char *opt_value(int argc, char **argv, int *i, int *bad)
  * word for this run, so every registry made on its context afterwards trusts DIR (registry.h).  Returns 1 when argv[*i] is
  * one of them (a bad DIR sets *bad after printing why), 0 otherwise.  search_all: an
  * --allow-plugin folder is searched too (`plugins`, whose work is listing). */
-static int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, int search_all)
+int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, int search_all)
 {
     int search = search_all || strcmp(argv[*i], "--plugin-path") == 0;
     if (strcmp(argv[*i], "--plugin-path") != 0 && strcmp(argv[*i], "--allow-plugin") != 0) return 0;
@@ -368,7 +388,7 @@ static int trust_option(lmp_ctx *ctx, int argc, char **argv, int *i, int *bad, i
     return 1;
 }
 
-static int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
+int parse_count(const char *s, const char *opt, int64_t lo, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -1117,15 +1137,7 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
 }
 
 /* ---- eval / generate: a model without a config ---------------------------------------------- */
-typedef struct direct_run {
-    lmp_ctx *ctx;
-    lmp_registry reg;
-    lmp_backend be;
-    lmp_model *m;
-    lmp_tokenizer *tok;
-} direct_run;
-
-static int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const char *tokenizer, const char *backend)
+int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const char *tokenizer, const char *backend)
 {
     memset(d, 0, sizeof *d);
     d->ctx = ctx;
@@ -1137,7 +1149,7 @@ static int direct_open(lmp_ctx *ctx, direct_run *d, const char *model, const cha
     return st;
 }
 
-static void direct_close(direct_run *d)
+void direct_close(direct_run *d)
 {
     lmp_tokenizer_free(d->tok);
     lmp_model_free(d->m);
@@ -1146,7 +1158,7 @@ static void direct_close(direct_run *d)
     lmp_registry_free(&d->reg);
 }
 
-static void print_json_string(const char *s)
+void print_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -1159,7 +1171,7 @@ static void print_json_string(const char *s)
 
 static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
 {
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL;
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *backend = "cpu", *lambada = NULL, *kld_base = NULL;
     int64_t L = 0, max_windows = 0, lambada_max = 0;
     int json = 0, bad = 0, second_half = 0;
     if (wants_help(argc, argv)) {
@@ -1175,6 +1187,7 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else if (strcmp(argv[i], "--score-second-half") == 0) second_half = 1;
         else if (trust_option(ctx, argc, argv, &i, &bad, 0)) continue;
         else if (strcmp(argv[i], "--lambada") == 0) lambada = opt_value(argc, argv, &i, &bad);
+        else if (strcmp(argv[i], "--kl-divergence-base") == 0) kld_base = opt_value(argc, argv, &i, &bad);
         else if (strcmp(argv[i], "--lambada-max") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && parse_count(v, "--lambada-max", 0, &lambada_max)) return 2;
         }
@@ -1187,8 +1200,15 @@ static int cmd_eval(lmp_ctx *ctx, int argc, char **argv)
         else model = argv[i];
     }
     if (bad) return 2;
-    if (!text && !lambada) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
+    if (kld_base && (lambada || (!text && !lmp_llama_logits_is(kld_base))))
+        return usage_error(usage_eval, "%s", "--kl-divergence-base compares on --text FILE (not --lambada)");
+    if (!text && !lambada && !kld_base) return usage_error(usage_eval, "%s", "--text FILE or --lambada FILE is required");
     if (!model) model = DEFAULT_MODEL;
+    if (kld_base)
+        return cmd_eval_kld(ctx, &(eval_kld_args){.model = model, .base = kld_base, .tokenizer = tokenizer,
+                                                  .text = text, .backend = backend, .seq_len = L,
+                                                  .max_windows = max_windows, .second_half = second_half,
+                                                  .json = json});
     direct_run d;
     int st = direct_open(ctx, &d, model, tokenizer, backend);
     int32_t *ids = NULL;
@@ -1502,7 +1522,7 @@ static const char *const grids_and_files =
     "super-blocks of 256 (narrower rows take llama-quantize's fallback type), computed as ggml computes\n"
     "them, and with importance = \"calibration\" searched as llama-quantize --imatrix searches them,\n"
     "weighted by lmpress's own calibration; importance = \"imatrix\" weights the same search by a\n"
-    "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat) named in the config:\n"
+    "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat, or `lmpress imatrix`'s) named in the config:\n"
     "imatrix = \"file\"; at the top level or in a variant.  \"nf4\" is bitsandbytes' NF4 in blocks of\n"
     "64 (no importance; a GGUF export stores it as F32).\n"
     "Files: `run --output X.gguf` / `compare --output-dir DIR` store a linear on a GGUF grid in that\n"
@@ -1520,18 +1540,31 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
         return 0;
     }
     /* Listing is what plugins does: an --allow-plugin folder is listed too (searched). */
-    for (int i = 0; i < argc && !bad; i++)
-        if (!trust_option(ctx, argc, argv, &i, &bad, 1)) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+    const char *only = NULL;
+    for (int i = 0; i < argc && !bad; i++) {
+        if (trust_option(ctx, argc, argv, &i, &bad, 1)) continue;
+        if (argv[i][0] == '-') return usage_error(usage_plugins, "unknown option %s", argv[i]);
+        if (only) return usage_error(usage_plugins, "unexpected argument %s", argv[i]);
+        only = argv[i];
+    }
     if (bad) return 2;
     lmp_registry reg;
     if (lmp_registry_init(&reg, ctx, NULL, 0)) return fail();
-    printf("search path:");
-    for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
-    printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
-    int failures = lmp_registry_scan(&reg, report_bad_plugin);
+    int failures = 0, shown = 0, has_grid = 0;
+    if (only) { /* one plugin: the files that fail to load are not its business unless it is among them */
+        failures = lmp_registry_scan(&reg, NULL);
+    } else {
+        printf("search path:");
+        for (int i = 0; i < reg.n_search; i++) printf(" %s", reg.search[i]);
+        printf("\nhost plugin ABI %d.%d\n\n", LMP_ABI_MAJOR, LMP_ABI_MINOR);
+        failures = lmp_registry_scan(&reg, report_bad_plugin);
+    }
     for (int i = 0; i < reg.n; i++) {
         const lmp_plugin *p = reg.items[i];
         const lmp_plugin_desc *d = p->desc;
+        if (only && strcmp(d->name, only) != 0) continue;
+        shown++;
+        for (uint32_t k = 0; k < d->n_params; k++) has_grid |= strcmp(d->params[k].name, "format") == 0;
         printf("%s %s %s (ABI %u.%u) %s\n  %s\n  %s\n", lmp_kind_name(d->kind), d->name, d->version,
                d->abi_major, d->abi_minor, p->path, d->summary ? d->summary : "",
                p->usable ? "usable here" : "NOT usable here");
@@ -1540,10 +1573,22 @@ static int cmd_plugins(lmp_ctx *ctx, int argc, char **argv)
         for (uint32_t k = 0; k < d->n_params; k++) print_param(&d->params[k]);
         printf("\n");
     }
+    if (only && !shown) { /* an unknown name: the nearest one */
+        enum { MAX_NAMES = 256 };
+        const char *names[MAX_NAMES];
+        size_t n = 0;
+        for (int i = 0; i < reg.n && n < MAX_NAMES; i++) names[n++] = reg.items[i]->desc->name;
+        const char *near = lmp_suggest(only, names, n);
+        lmp_fail(LMP_EINVAL, "no plugin named '%s'%s%s%s (`lmpress plugins` lists them all%s)", only,
+                 near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "",
+                 failures ? ", and says why some files failed to load" : "");
+        lmp_registry_free(&reg);
+        return fail();
+    }
     if (reg.n == 0) printf("no plugins found\n");
-    else fputs(grids_and_files, stdout);
+    else if (!only || has_grid) fputs(grids_and_files, stdout);
     lmp_registry_free(&reg);
-    return failures ? 1 : 0;
+    return failures && !only ? 1 : 0;
 }
 
 static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int64_t threads)
@@ -1558,8 +1603,9 @@ static int run_command(lmp_ctx *ctx, const char *cmd, int argc, char **argv, int
     if (strcmp(cmd, "plugins") == 0) return cmd_plugins(ctx, argc, argv);
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
     if (strcmp(cmd, "diff") == 0) return cmd_diff(argc, argv);
+    if (strcmp(cmd, "imatrix") == 0) return cmd_imatrix(ctx, argc, argv, DEFAULT_MODEL);
     static const char *const commands[] = {"compare", "run",     "check",    "analyze", "eval",
-                                           "generate", "plugins", "tokenize", "diff", "quantize"};
+                                           "generate", "plugins", "tokenize", "diff",   "quantize", "imatrix"};
     const char *near = lmp_suggest(cmd, commands, sizeof commands / sizeof *commands);
     char msg[160];
     snprintf(msg, sizeof msg, "unknown command '%.60s'%s%s%s", cmd, near ? " (did you mean " : "", near ? near : "",

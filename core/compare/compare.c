@@ -153,14 +153,13 @@ static int check_external_arch(const lmp_variant *v, const lmp_model *base, cons
     return 0;
 }
 
-/* The same vocabulary, token by token: the scores compare log-probabilities by token id, so a
- * model whose ids mean other strings cannot be scored against the base at all. */
-static int check_external_vocab(const lmp_variant *v, lmp_tokenizer *base, lmp_tokenizer *x)
+/* See compare.h. */
+int lmp_check_same_vocab(const char *path, lmp_tokenizer *base, lmp_tokenizer *x)
 {
     int n = lmp_tokenizer_vocab_size(base), nx = lmp_tokenizer_vocab_size(x);
     if (n != nx)
         return lmp_fail(LMP_EINVAL, "%s: its vocabulary has %d tokens, the base model's %d",
-                        v->model_path, nx, n);
+                        path, nx, n);
     for (int id = 0; id < n; id++) {
         size_t la, lb;
         /* prev -1: no BOS before, so SentencePiece pieces keep their leading space; each piece
@@ -171,7 +170,7 @@ static int check_external_vocab(const lmp_variant *v, lmp_tokenizer *base, lmp_t
             return lmp_fail(LMP_EINVAL,
                             "%s: its vocabulary differs from the base model's at token %d "
                             "(\"%.*s\" vs the base's \"%.*s\")",
-                            v->model_path, id, (int)(lb < 200 ? lb : 200), pb, (int)(la < 200 ? la : 200), pa);
+                            path, id, (int)(lb < 200 ? lb : 200), pb, (int)(la < 200 ? la : 200), pa);
     }
     return 0;
 }
@@ -191,7 +190,7 @@ static int check_externals(lmp_run_state *run, const lmp_report *r)
             st = lmp_fail(LMP_EINVAL, "%s: eval.seq_len %lld exceeds its context of %lld",
                           v->model_path, (long long)run->c->eval_seq_len, (long long)x->arch.seq_len);
         if (!st) st = lmp_open_tokenizer(x, NULL, &tx);
-        if (!st) st = check_external_vocab(v, run->tok, tx);
+        if (!st) st = lmp_check_same_vocab(v->model_path, run->tok, tx);
         lmp_tokenizer_free(tx);
         lmp_model_free(x);
         if (st) return lmp_fail_prefix(st, "variant '%s'", v->name);

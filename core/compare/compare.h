@@ -89,6 +89,11 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r);
  * config's. */
 int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *m, const lmp_report *r);
 void lmp_run_release(lmp_run_state *run);
+/* The same vocabulary, token by token, in the model at `path` (tokenizer x) as in the base's
+ * (base): the scores compare log-probabilities by token id, so a model whose ids mean other
+ * strings cannot be scored against the base at all.  Used for compare's external variants and
+ * `eval --kl-divergence-base`. */
+int lmp_check_same_vocab(const char *path, lmp_tokenizer *base, lmp_tokenizer *x);
 /* The reference pass, once per run (later calls do nothing): the unmodified model streamed with
  * its blocks read from the file one at a time, its log-probabilities kept in run->ref for every
  * later variant, its own numbers in run->ref_scores and run->ref_lambada. */

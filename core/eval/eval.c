@@ -10,12 +10,19 @@
 #include "eval/eval.h"
 #include "model/forward.h"
 
-static int64_t argmax(const float *x, int64_t n)
+int64_t lmp_argmax(const float *x, int64_t n)
 {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+double lmp_kl_position(const float *ref, const float *var, int64_t V)
+{
+    double kl = 0;
+    for (int64_t v = 0; v < V; v++) kl += exp((double)ref[v]) * ((double)ref[v] - (double)var[v]);
+    return kl;
 }
 
 void lmp_score_window(const float *ref, const float *var, const int32_t *tok, int64_t L, int64_t V,
@@ -25,10 +32,8 @@ void lmp_score_window(const float *ref, const float *var, const int32_t *tok, in
         const float *r = ref + t * V, *q = var + t * V;
         s->nll_sum -= q[tok[t + 1]];
         if (r != q) {
-            double kl = 0;
-            for (int64_t v = 0; v < V; v++) kl += exp((double)r[v]) * ((double)r[v] - (double)q[v]);
-            s->kld_sum += kl;
-            s->top1_hits += argmax(r, V) == argmax(q, V);
+            s->kld_sum += lmp_kl_position(r, q, V);
+            s->top1_hits += lmp_argmax(r, V) == lmp_argmax(q, V);
         } else {
             s->top1_hits++;
         }

@@ -49,6 +49,12 @@ int lmp_ref_logprobs_put(lmp_ref_logprobs *c, int64_t w, const float *ref);
 int lmp_ref_window(const lmp_backend *be, const lmp_model *m, const lmp_block *ref_blocks, lmp_ref_logprobs *c,
                    int64_t w, const int32_t *tok, int64_t L, float *ref);
 
+/* The protocol's two per-position measures, one definition for every caller (lmp_score_window,
+ * eval/kld_stats.h): KL(ref || var) = sum_v exp(ref[v]) (ref[v] - var[v]) over log-probabilities
+ * ref[V] and var[V], summed in double in id order; and the first id of the largest value. */
+double lmp_kl_position(const float *ref, const float *var, int64_t V);
+int64_t lmp_argmax(const float *x, int64_t n);
+
 /* Adds one window's scores to *s: ref and var are [L, V] log-probabilities (var == ref: the
  * reference itself, no KL sum), tok the window's ids.  The one scoring rule of the protocol
  * above, shared by lmp_eval_text and core/analyze's cached evaluation. */

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "eval/kld_stats.h"
 #include "model/forward.h"
 
 int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, int n_texts,
@@ -64,7 +65,7 @@ static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lm
     const int64_t n = T * s->m->arch.dim;
     float *x = lmp_spill_at(h, off);
     int st = x ? 0 : lmp_spill_read(h, off, n, x = s->x);
-    if (!st) st = lmp_block_forward(s->be, &s->m->arch, blk, T, x, NULL, NULL);
+    if (!st) st = lmp_block_forward(s->be, &s->m->arch, blk, T, x, s->observe, s->observe_ud);
     if (!st && x == s->x) st = lmp_spill_write(h, off, n, x);
     return st;
 }
@@ -107,8 +108,10 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
         lmp_stream_text *tx = &s->texts[t];
         memset(&scores[t], 0, sizeof scores[t]);
         const int64_t f = s->score_from > 0 && s->score_from < tx->L - 1 ? s->score_from : 0;
-        if (f && (!is_ref || refs[t].have))
-            st = lmp_fail(LMP_EINVAL, "%s: a window's second half alone is scored without a reference", s->label);
+        if (f && refs && refs[t].have && refs[t].window_floats != (tx->L - f) * V)
+            st = lmp_fail(LMP_EINVAL, "%s: the reference's cache holds whole windows, not the scored part", s->label);
+        if (f && !is_ref && !(refs && refs[t].have))
+            st = lmp_fail(LMP_EINVAL, "%s: a window's second half is scored against a cached reference only", s->label);
         for (int64_t w = 0; w < tx->n_windows && !st; w++) {
             const int32_t *tok = tx->ids + w * tx->L;
             float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
@@ -117,6 +120,7 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
             if (!st && is_ref && refs[t].have) st = lmp_ref_logprobs_put(&refs[t], w, var);
             if (!st && !is_ref) st = lmp_ref_window(s->be, m, NULL, &refs[t], w, tok, tx->L, ref);
             if (!st) lmp_score_window(ref, var, tok + f, tx->L - f, V, &scores[t]);
+            if (!st && s->kld_stats && !is_ref) st = lmp_kld_stats_window(s->kld_stats, ref, var, tok + f, tx->L - f, V);
         }
     }
     if (s->lam && lam_out) memset(lam_out, 0, sizeof *lam_out);

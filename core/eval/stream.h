@@ -15,6 +15,7 @@
 #include "base/spill.h"
 #include "eval/eval.h"
 #include "eval/lambada.h"
+#include "model/forward.h"
 
 #define LMP_STREAM_MEMORY_BUDGET ((int64_t)256 << 20)
 
@@ -36,8 +37,19 @@ typedef struct lmp_stream {
     int64_t blocks_done;
     /* 0: every window's L-1 predictions are scored.  F > 0 (eval --score-second-half): only
      * those from position F on, the head run on those rows alone, as llama-perplexity scores a
-     * chunk (F = L/2); not with a reference (no KLD then).  Set after lmp_stream_begin. */
+     * chunk (F = L/2); with a reference only when its cache holds those rows alone
+     * (window_floats = (L - F) * vocab, filled by a stream with the same F).  Set after
+     * lmp_stream_begin. */
     int64_t score_from;
+    /* NULL, or llama-perplexity's per-position statistics (eval/kld_stats.h) of every scored
+     * position of every text against the reference, beside the scores (not is_ref).  Set after
+     * lmp_stream_begin. */
+    struct lmp_kld_stats *kld_stats;
+    /* NULL, or called on every distinct linear input of every window (and passage) as each
+     * block runs (the block is blocks_done; model/forward.h's observer): `lmpress imatrix` sums
+     * x^2 there.  Set after lmp_stream_begin. */
+    lmp_observe_fn observe;
+    void *observe_ud;
     float *x;                   /* one window's or passage's state when the stores are on disk */
     char label[256];
 } lmp_stream;

@@ -16,6 +16,10 @@ Checks:
     /usr/bin/python3 tools/ref/llama2c_ref.py lambada --max 1000 > tests/golden/lambada_stories260K.txt
 Other subcommands:
     ppl MODEL TOK TEXT --seq-len L   -> {"tokens": N, "windows": W, "ppl": x}
+    imatrix --calib TEXT [-c C] [--chunks N]  -> llama-imatrix's sums of x^2 per block weight (JSON)
+    imatrix --calib TEXT [-c C] [--chunks N] --check FILE.gguf  (PYTHONPATH=build/pydeps: gguf-py
+        reads FILE, which must be that importance matrix in llama.cpp's GGUF form)
+    logits-file TEXT OUT [-c C] [--chunks N]  -> llama-perplexity's --kl-divergence-base file
 
 LAMBADA (lm-evaluation-harness lambada_openai): per JSONL passage, context = ' '.join of all but
 the last ' '-separated word, continuation = ' ' + last word; trailing whitespace of the context
@@ -255,8 +259,12 @@ class Model:
     def _rmsnorm(x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
 
-    def forward(self, toks):
-        """toks [B, T] int -> logits [B, T, V] (float64), every position from 0, causal."""
+    def forward(self, toks, observe=None):
+        """toks [B, T] int -> logits [B, T, V] (float64), every position from 0, causal.
+        observe(layer, stem, x): called with each block weight's input x [B, T, in], the weight
+        named by llama.cpp's GGUF stem (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up,
+        ffn_down)."""
+        seen = observe or (lambda layer, stem, x: None)
         toks = np.asarray(toks)
         B, T = toks.shape
         H, KVH, hs = self.n_heads, self.n_kv_heads, self.head_size
@@ -276,6 +284,8 @@ class Model:
         rep = H // KVH
         for l in range(self.n_layers):
             xb = self._rmsnorm(x, self.rms_att[l])
+            for stem in ("attn_q", "attn_k", "attn_v"):
+                seen(l, stem, xb)
             q = rope((xb @ self.wq[l].T).reshape(B, T, H, hs))
             k = rope((xb @ self.wk[l].T).reshape(B, T, KVH, hs))
             v = (xb @ self.wv[l].T).reshape(B, T, KVH, hs)
@@ -287,11 +297,16 @@ class Model:
             att = np.exp(att)
             att /= att.sum(axis=-1, keepdims=True)
             o = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, self.dim)  # [B, T, H*hs]
+            seen(l, "attn_output", o)
             x = x + o @ self.wo[l].T
             xb = self._rmsnorm(x, self.rms_ffn[l])
+            seen(l, "ffn_gate", xb)
+            seen(l, "ffn_up", xb)
             h1 = xb @ self.w1[l].T
             h3 = xb @ self.w3[l].T
-            x = x + (h1 / (1.0 + np.exp(-h1)) * h3) @ self.w2[l].T
+            mid = h1 / (1.0 + np.exp(-h1)) * h3
+            seen(l, "ffn_down", mid)
+            x = x + mid @ self.w2[l].T
         x = self._rmsnorm(x, self.rms_final)
         return x @ self.wcls.T
 
@@ -387,6 +402,125 @@ def cmd_ppl(args):
     print(json.dumps({"tokens": n, "windows": W, "ppl": ppl}))
 
 
+def imatrix_sums(model, tok, data, C, max_chunks, batch=16):
+    """llama-imatrix -f FILE -c C [--chunks N] on this model, restated from llama.cpp's
+    tools/imatrix/imatrix.cpp: the file's bytes without one trailing newline (common's -f drops
+    it), tokenized with BOS, cut into len // C chunks of C tokens (at most N), the first token of
+    each replaced by BOS; every token of every chunk adds x^2 of each input of each block weight
+    to its in_sum2 and 1 to its count.  -> (chunks, {name: (count, in_sum2 float64 [in])})."""
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    ids = np.array(tok.encode(data, bos=True), dtype=np.int64)
+    k = ids.size // C
+    if max_chunks > 0:
+        k = min(k, max_chunks)
+    chunks = ids[:k * C].reshape(k, C).copy()
+    chunks[:, 0] = 1  # BOS
+    sums = {}
+
+    def observe(layer, stem, x):
+        name = f"blk.{layer}.{stem}.weight"
+        count, s2 = sums.get(name, (0, 0.0))
+        sums[name] = (count + x.shape[0] * x.shape[1], s2 + (x * x).sum(axis=(0, 1)))
+
+    for s in range(0, k, batch):
+        model.forward(chunks[s:s + batch], observe)
+    return k, sums
+
+
+def check_imatrix_gguf(path, k, C, sums, rel):
+    """The file at path, read with the PyPI gguf package (llama.cpp's gguf-py), is the GGUF
+    imatrix llama-imatrix would write for these sums: general.type, imatrix.* metadata, one F32
+    pair NAME.in_sum2 [in] + NAME.counts [1] per weight, counts exact, sums within rel."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    fields = {name: f.contents() for name, f in r.fields.items()}
+    want = {"general.type": "imatrix", "imatrix.chunk_count": k, "imatrix.chunk_size": C}
+    for key, value in want.items():
+        if fields.get(key) != value:
+            sys.exit(f"{path}: {key} is {fields.get(key)!r}, expected {value!r}")
+    if len(fields.get("imatrix.datasets") or []) != 1:
+        sys.exit(f"{path}: imatrix.datasets is {fields.get('imatrix.datasets')!r}, expected one name")
+    tensors = {t.name: t for t in r.tensors}
+    expected = {n + ".in_sum2" for n in sums} | {n + ".counts" for n in sums}
+    if set(tensors) != expected:
+        sys.exit(f"{path}: tensors {sorted(set(tensors) ^ expected)} differ from the weights' pairs")
+    worst = 0.0
+    for name, (count, s2) in sums.items():
+        t_sum, t_count = tensors[name + ".in_sum2"], tensors[name + ".counts"]
+        for t in (t_sum, t_count):
+            if t.tensor_type != gguf.GGMLQuantizationType.F32:
+                sys.exit(f"{path}: {t.name} is {t.tensor_type.name}, not F32")
+        if list(t_sum.shape) != [s2.size] or list(t_count.shape) != [1]:
+            sys.exit(f"{path}: {name}: shapes {list(t_sum.shape)} and {list(t_count.shape)}, "
+                     f"expected [{s2.size}] and [1]")
+        if float(t_count.data[0]) != count:
+            sys.exit(f"{path}: {name}.counts is {float(t_count.data[0])}, expected {count}")
+        got = np.asarray(t_sum.data, dtype=np.float64)
+        err = float(np.max(np.abs(got - s2) / np.maximum(np.abs(s2), 1e-30)))
+        worst = max(worst, err)
+        if err > rel:
+            sys.exit(f"{path}: {name}.in_sum2 differs by {err:.3g} (relative) from the reference")
+    return worst
+
+
+def cmd_imatrix(args):
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    with open(args.calib, "rb") as f:
+        k, sums = imatrix_sums(model, tok, f.read(), args.ctx, args.chunks)
+    if args.check:
+        worst = check_imatrix_gguf(args.check, k, args.ctx, sums, args.rel)
+        print(f"{args.check}: {len(sums)} entries read by gguf-py match the reference "
+              f"(largest relative difference {worst:.3g})")
+        return
+    print(json.dumps({"chunks": k, "chunk_size": args.ctx,
+                      "entries": {name: {"count": c, "in_sum2": [float(v) for v in s2]}
+                                  for name, (c, s2) in sorted(sums.items())}}))
+
+
+def cmd_logits_file(args):
+    """llama-perplexity -f TEXT -c C --chunks N --kl-divergence-base OUT, restated from llama.cpp's
+    tools/perplexity/perplexity.cpp (perplexity() with a logits file) on this float64 forward:
+    "_logits_", uint32 C, int32 vocab, int32 chunks, the int32 tokens of every chunk (as tokenized:
+    BOS first in the text, not yet put at each chunk's start), then for every chunk the positions
+    C/2 .. C-2 (run with BOS as each chunk's first token), each as float32 scale, float32
+    min_log_prob and vocab uint16 codes of its log-softmax (padded to an even count): the logits'
+    floor is max - 16, scale = (max - floor) / 65535, code = nearest(((logit - floor) / scale))."""
+    model = Model(args.model)
+    tok = Tokenizer(args.tok, model.vocab)
+    with open(args.text, "rb") as f:
+        data = f.read()
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    ids = np.array(tok.encode(data, bos=True), dtype=np.int64)
+    C, V = args.ctx, model.vocab
+    k = min(ids.size // C, args.chunks) if args.chunks > 0 else ids.size // C
+    chunks = ids[:k * C].reshape(k, C)
+    nv = 2 * ((V + 1) // 2) + 4
+    first = C // 2
+    with open(args.out, "wb") as f:
+        f.write(b"_logits_" + struct.pack("<Iii", C, V, k))
+        f.write(chunks.astype("<i4").tobytes())
+        run = chunks.copy()
+        run[:, 0] = 1  # BOS at each chunk's start
+        for c in range(k):
+            logits = model.forward(run[c:c + 1])[0].astype(np.float32)
+            for t in range(first, C - 1):
+                x = logits[t]
+                mx = np.float32(x.max())
+                floor = np.float32(max(np.float32(x.min()), mx - np.float32(16)))
+                lse = np.float32(np.log(np.sum(np.exp((x - mx).astype(np.float64)))))
+                scale = np.float32((mx - floor) / np.float32(65535))
+                row = np.zeros(nv, dtype="<u2")
+                head = np.array([scale, floor - mx - lse], dtype="<f4")
+                row[:4] = np.frombuffer(head.tobytes(), dtype="<u2")
+                codes = np.where(x > floor, np.rint((x - floor) / scale), 0) if scale else np.zeros(V)
+                row[4:4 + V] = codes.astype("<u2")
+                f.write(row.tobytes())
+    print(f"{args.out}: {k} chunks of {C}, {V} tokens")
+
+
 def cmd_ppl_golden(args):
     model = Model(args.model)
     tok = Tokenizer(args.tok, model.vocab)
@@ -465,6 +599,23 @@ def main():
     p.add_argument("text")
     p.add_argument("--seq-len", type=int, required=True)
     p.set_defaults(fn=cmd_ppl)
+
+    p = sub.add_parser("imatrix", help="llama-imatrix's sums on a text (JSON), or --check a GGUF imatrix")
+    common(p)
+    p.add_argument("--calib", required=True)
+    p.add_argument("-c", "--ctx", type=int, default=512)
+    p.add_argument("--chunks", type=int, default=0)
+    p.add_argument("--check", metavar="FILE.gguf", help="read FILE with gguf-py and compare it instead")
+    p.add_argument("--rel", type=float, default=1e-4, help="--check's relative tolerance on in_sum2")
+    p.set_defaults(fn=cmd_imatrix)
+
+    p = sub.add_parser("logits-file", help="llama-perplexity's --kl-divergence-base logits file")
+    common(p)
+    p.add_argument("text")
+    p.add_argument("out")
+    p.add_argument("-c", "--ctx", type=int, default=512)
+    p.add_argument("--chunks", type=int, default=0)
+    p.set_defaults(fn=cmd_logits_file)
 
     p = sub.add_parser("ppl-golden", help="print the golden perplexity file")
     common(p)
