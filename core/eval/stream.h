@@ -39,6 +39,7 @@ typedef struct lmp_stream {
      * chunk (F = L/2); not with a reference (no KLD then).  Set after lmp_stream_begin. */
     int64_t score_from;
     float *x;                   /* one window's or passage's state when the stores are on disk */
+    double finish_s;            /* seconds lmp_stream_finish took (the head and the scores) */
     char label[256];
 } lmp_stream;
 
