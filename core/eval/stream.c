@@ -20,6 +20,7 @@ int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const l
     s->n_texts = n_texts;
     s->lam = lam;
     snprintf(s->label, sizeof s->label, "%s: block", what);
+    snprintf(s->what, sizeof s->what, "%s", what);
     const int64_t d = m->arch.dim;
     int64_t max_T = L, lam_floats = 0;
     s->texts = calloc((size_t)n_texts + 1, sizeof *s->texts);
@@ -105,7 +106,7 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
     /* the head over every window and passage: for a large vocabulary a good part of the time */
     const double t0 = lmp_now_s();
     char label[300];
-    snprintf(label, sizeof label, "%s: head and scores", s->label);
+    snprintf(label, sizeof label, "%s: head and scores, window", s->what);
     int64_t steps = s->lam ? s->lam->n : 0, step = 0;
     for (int t = 0; t < s->n_texts; t++) steps += s->texts[t].n_windows;
     for (int t = 0; t < s->n_texts && !st; t++) {

@@ -40,7 +40,8 @@ typedef struct lmp_stream {
     int64_t score_from;
     float *x;                   /* one window's or passage's state when the stores are on disk */
     double finish_s;            /* seconds lmp_stream_finish took (the head and the scores) */
-    char label[256];
+    char label[256];            /* the blocks' progress label, "<what>: block" */
+    char what[256];             /* the caller's ("evaluate w4-g128") */
 } lmp_stream;
 
 /* Embeds every window of the n_texts texts (ids[t], n_windows[t] windows of L) and every passage
