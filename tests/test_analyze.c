@@ -32,32 +32,37 @@ static char output[1 << 20];
 static void setup(void) { lmp_test_tmpdir(tmpdir, sizeof tmpdir, "analyze"); }
 static void teardown(void) { lmp_test_rmtree(tmpdir); }
 
-/* The shared part of both configs: small windows so that 36 variants evaluate in seconds. */
-static void write_head(FILE *f)
+/* The shared part of the configs: small windows so that 36 variants evaluate in seconds;
+ * calibration on `inputs` ("original" unless a test says otherwise). */
+static void write_head_inputs(FILE *f, const char *inputs)
 {
     fprintf(f, "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
                "backend = { name = \"cpu\"; params = { threads = 1; }; };\n"
-               "calibration = { text = \"%s\"; samples = 8; seq_len = 128; inputs = \"original\"; };\n"
+               "calibration = { text = \"%s\"; samples = 8; seq_len = 128; inputs = \"%s\"; };\n"
                "eval = { texts = [ \"%s\" ]; seq_len = 128; max_windows = 4; lambada = \"%s\"; lambada_max = 40; };\n"
                "seed = 1234;\n",
-            MODEL, TOKENIZER, CALIB, EVAL_TEXT, LAMBADA);
+            MODEL, TOKENIZER, CALIB, inputs, EVAL_TEXT, LAMBADA);
 }
+
+static void write_head(FILE *f) { write_head_inputs(f, "original"); }
 
 #define STAGE "{ strategy = \"rtn\"; params = { bits = 4; granularity = \"group\"; group_size = 32; act = \"static_tensor\"; act_bits = 8; }; "
 
 static const char *const roles[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
 
-static const char *write_analyzed_config(void)
+static const char *write_analyzed_config_inputs(const char *inputs)
 {
     const char *path = lmp_test_path(tmpdir, "an.cfg");
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    write_head(f);
+    write_head_inputs(f, inputs);
     fprintf(f, "variants = ( { name = \"fp32\"; },\n  { name = \"w4a8\"; pipeline = ( " STAGE "} ); } );\n");
     fclose(f);
     return path;
 }
+
+static const char *write_analyzed_config(void) { return write_analyzed_config_inputs("original"); }
 
 static double num(const lmp_json *j, const char *key)
 {
@@ -160,6 +165,11 @@ START_TEST(restore_one_matches_compare)
     lmp_json *sk = read_json(skip_json);
     assert_same(get(get(an, "skip"), "result"), lmp_test_variant(sk, "w4a8-skip4"), "w4a8-skip4");
     ck_assert_int_eq((int)get(get(an, "skip"), "units")->n, 4);
+    /* calibrated on the original inputs: analyze says compare reproduces it, and the written
+     * config keeps the unmodified model's row */
+    ck_assert(get(get(get(an, "skip"), "written_config"), "reproduces")->boolean);
+    assert_same(get(get(get(an, "skip"), "written_config"), "result"), lmp_test_variant(sk, "w4a8-skip4"), "written");
+    ck_assert(num(lmp_test_variant(sk, "fp32"), "bits_per_weight") == 32);
 
     /* the SVG is one complete document with a bar per unit; the CSV a header and a row per unit */
     size_t n;
@@ -197,6 +207,96 @@ START_TEST(restore_one_matches_compare)
     lmp_json_free(an);
     lmp_json_free(pl);
     lmp_json_free(sk);
+}
+END_TEST
+
+/* Calibrated on the compressed inputs (the default), compare re-compresses the written skip
+ * variant and its later blocks re-adapt to the skipped linears: analyze says so, and gives the
+ * number compare will give, which compare then gives (to 1e-6 relative: the same compression and
+ * the same evaluation code, see assert_same).  The override is one short pattern. */
+START_TEST(written_config_on_compressed_inputs)
+{
+    const char *cfg = write_analyzed_config_inputs("compressed"), *json = lmp_test_path(tmpdir, "c.json");
+    const char *out_cfg = lmp_test_path(tmpdir, "c-skip.cfg"), *out_json = lmp_test_path(tmpdir, "c-skip.json");
+    char args[4096];
+    snprintf(args, sizeof args, "analyze %s --variant w4a8 --skip-top 4 --json %s --write-config %s 2>&1", cfg, json,
+             out_cfg);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    ck_assert_msg(strstr(output, "written config: compare re-compresses the skip variant"), "%s", output);
+    lmp_json *an = read_json(json);
+    const lmp_json *skip = get(an, "skip"), *written = get(skip, "written_config");
+    ck_assert(!get(written, "reproduces")->boolean);
+    /* the case this is about: the two numbers differ well beyond the tolerance */
+    const double k_an = num(get(skip, "result"), "kld"), k_written = num(get(written, "result"), "kld");
+    ck_assert_msg(fabs(k_an - k_written) > 1e-3 * k_an, "analyze %.9g, written %.9g", k_an, k_written);
+    snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", out_cfg, out_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *cmp = read_json(out_json);
+    assert_same(get(written, "result"), lmp_test_variant(cmp, "w4a8-skip4"), "w4a8-skip4");
+    assert_same(get(an, "compressed"), lmp_test_variant(cmp, "w4a8"), "w4a8");
+    ck_assert(num(lmp_test_variant(cmp, "fp32"), "bits_per_weight") == 32); /* the unmodified model kept */
+    /* the override: one pattern, shorter than the four names listed one by one (as the file
+     * writes them: each dot escaped, the backslash doubled) */
+    size_t n, listed = strlen("re:^()$") + 3;
+    for (int k = 0; k < 4; k++)
+        for (const char *c = get(skip, "units")->items[k].str; *c; c++) listed += *c == '.' ? 3 : 1;
+    char *text = (char *)lmp_test_slurp(out_cfg, &n);
+    const char *m = strstr(text, "match = \"re:^model");
+    ck_assert_ptr_nonnull(m);
+    m += strlen("match = \"");
+    const char *end = strchr(m, '"');
+    ck_assert_msg(end && (size_t)(end - m) < listed, "%zu chars, listed %zu: %.300s", (size_t)(end - m), listed, m);
+    ck_assert_ptr_nonnull(strstr(text, "compare gives w4a8-skip4 kld"));
+    free(text);
+    lmp_json_free(an);
+    lmp_json_free(cmp);
+}
+END_TEST
+
+/* --rank proxy: no evaluation per unit; the units in proxy order, the skip list the proxy's top
+ * four, and its written config reproduced by compare (original inputs). */
+START_TEST(rank_by_proxy)
+{
+    const char *cfg = write_analyzed_config(), *json = lmp_test_path(tmpdir, "p.json");
+    const char *full_json = lmp_test_path(tmpdir, "full.json");
+    const char *out_cfg = lmp_test_path(tmpdir, "p-skip.cfg"), *out_json = lmp_test_path(tmpdir, "p-skip.json");
+    char args[4096];
+    snprintf(args, sizeof args, "analyze %s --variant w4a8 --rank proxy --skip-top 4 --json %s --write-config %s 2>&1",
+             cfg, json, out_cfg);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    ck_assert_msg(strstr(output, "ranked per linear by the proxy"), "%s", output);
+    snprintf(args, sizeof args, "analyze %s --variant w4a8 --json %s 2>&1", cfg, full_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *an = read_json(json), *full = read_json(full_json);
+    ck_assert_str_eq(get(an, "rank_by")->str, "proxy");
+    const lmp_json *units = get(an, "units"), *full_units = get(full, "units");
+    ck_assert_int_eq((int)units->n, 35);
+    double prev = INFINITY;
+    for (size_t u = 0; u < units->n; u++) {
+        const double p = num(&units->items[u], "proxy");
+        ck_assert_msg(p <= prev, "unit %zu ranked above a larger proxy", u);
+        prev = p;
+        ck_assert_int_eq(get(&units->items[u], "result")->type, LMP_JSON_NULL); /* not evaluated */
+        /* the same proxy as the full run's for the same unit */
+        const char *name = get(&units->items[u], "name")->str;
+        for (size_t v = 0; v < full_units->n; v++)
+            if (strcmp(get(&full_units->items[v], "name")->str, name) == 0)
+                assert_rel(p, num(&full_units->items[v], "proxy"), 1e-12, "proxy", name);
+    }
+    /* cheap: the ranking spent the baseline and the other end, no unit's evaluation */
+    const lmp_json *cost = get(an, "cost"), *full_cost = get(full, "cost");
+    ck_assert(num(cost, "ranking_block_forwards") < num(full_cost, "ranking_block_forwards") / 4);
+    /* the skip list is the proxy's top four; compare reproduces its number */
+    const lmp_json *skip = get(an, "skip");
+    for (int k = 0; k < 4; k++)
+        ck_assert_str_eq(get(skip, "units")->items[k].str, get(&units->items[k], "name")->str);
+    snprintf(args, sizeof args, "--quiet compare %s --json %s 2>&1", out_cfg, out_json);
+    ck_assert_msg(lmp_test_cli(args, output, sizeof output) == 0, "%s", output);
+    lmp_json *cmp = read_json(out_json);
+    assert_same(get(skip, "result"), lmp_test_variant(cmp, "w4a8-skip4"), "w4a8-skip4 (proxy)");
+    lmp_json_free(an);
+    lmp_json_free(full);
+    lmp_json_free(cmp);
 }
 END_TEST
 
@@ -252,6 +352,23 @@ START_TEST(bad_input)
     ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 1);
     ck_assert_ptr_nonnull(strstr(output, "--keep-params"));
     ck_assert_ptr_nonnull(strstr(output, "bitz"));
+    snprintf(args, sizeof args, "analyze %s --rank cheap 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 2);
+    ck_assert_ptr_nonnull(strstr(output, "--rank cheap"));
+    snprintf(args, sizeof args, "analyze %s --rank proxy --json /tmp/x.json --resume 2>&1", cfg);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 2);
+    /* the proxy is measured on the calibration windows: a config without them is refused */
+    const char *nocal = lmp_test_path(tmpdir, "nocal.cfg");
+    FILE *f = fopen(nocal, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "model = { path = \"%s\"; tokenizer = \"%s\"; };\n"
+               "eval = { texts = [ \"%s\" ]; seq_len = 128; max_windows = 2; };\n"
+               "variants = ( { name = \"w4\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; }; } ); } );\n",
+            MODEL, TOKENIZER, EVAL_TEXT);
+    fclose(f);
+    snprintf(args, sizeof args, "analyze %s --rank proxy 2>&1", nocal);
+    ck_assert_int_eq(lmp_test_cli(args, output, sizeof output), 1);
+    ck_assert_msg(strstr(output, "calibration.text"), "%s", output);
 }
 END_TEST
 
@@ -263,6 +380,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, restore_one_matches_compare);
     tcase_add_test(tc, target_keep_params_matches_compare);
+    tcase_add_test(tc, written_config_on_compressed_inputs);
+    tcase_add_test(tc, rank_by_proxy);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

@@ -281,7 +281,7 @@ START_TEST(refusals_end_every_rank_with_one_message)
     const char *bad = lmp_test_path(tmpdir, "bad.cfg");
     lmp_test_spit(bad, "model = { path = \"" MODEL "\"; };\nvariants = ( { name = \"x\"; pipeline = ( { strategy = \"nope\"; } ); } );\n", 95 + strlen(MODEL));
     snprintf(args, sizeof args, "compare %s", bad);
-    refused_on_two_ranks(args, "missing required setting 'eval'");
+    refused_on_two_ranks(args, "unknown strategy plugin 'nope'");
 }
 END_TEST
 

@@ -137,6 +137,7 @@ static const char *const usage_compare =
 static const char *const usage_analyze =
     "usage: lmpress analyze CONFIG [--variant NAME] [--mode restore-one|quantize-one]\n"
     "                              [--per linear|block|role] [--metric kld|ppl|top1|lambada]\n"
+    "                              [--rank measured|proxy]\n"
     "                              [--skip-top K | --target METRIC=X] [--keep-params TEXT]\n"
     "                              [--curve K1,K2,... [--curve-seeds N]] [--top N]\n"
     "                              [--json FILE [--resume]] [--csv FILE] [--svg FILE] [--html FILE]\n"
@@ -153,7 +154,8 @@ static const char *const usage_analyze =
     "only; the cost line prints the block-forwards spent against one full evaluation per unit.\n"
     "Each unit also gets a proxy measured during compression, its relative output error on the\n"
     "calibration tokens ||XW'-Q(X)Q(W)'||^2/||XW'||^2, and the table gives Spearman's rho of proxy\n"
-    "and measured sensitivity.\n"
+    "and measured sensitivity.  --rank proxy ranks the units by that proxy alone, with no evaluation\n"
+    "per unit (the variant, float, and any skip list, curve or written config are still evaluated).\n"
     "--skip-top K: evaluate the variant with its K most sensitive units left in float.\n"
     "--target METRIC=X (kld or ppl: at most X; top1 or lambada: at least X, a fraction): the\n"
     "smallest K in rank order that reaches X, found by doubling K, then bisecting (0 when the\n"
@@ -164,8 +166,11 @@ static const char *const usage_analyze =
     "the others.\n"
     "--keep-params TEXT (e.g. \"bits = 8;\"): skipped units get these stage parameters instead of\n"
     "float (mixed precision); the variant is compressed a second time with them.\n"
-    "--write-config FILE: a ready config with the variant and the variant with its skip list as\n"
-    "overrides (skip = true, or params = { TEXT }), for `lmpress compare`.\n"
+    "--write-config FILE: a ready config with the unmodified model, the variant and the variant with\n"
+    "its skip list as one short override (skip = true, or params = { TEXT }), for `lmpress compare`.\n"
+    "When the variant calibrates on compressed inputs, compare re-compresses the skip variant and its\n"
+    "later blocks re-adapt: analyze then compresses and evaluates it as compare will and prints both\n"
+    "numbers (and writes them into the config).\n"
     "--curve K1,K2,...: the metric with the first K units skipped in measured order, proxy order and\n"
     "--curve-seeds random orders (default 3).  --top N: rows of the printed table (default 20; 0 all).\n"
     "--html FILE: one self-contained page (no network): the bar chart, a block x role heat map of the\n"
@@ -961,6 +966,10 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
         } else if (strcmp(argv[i], "--per") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.gran = lmp_an_gran_by_name(v)) < 0)
                 return usage_error(usage_analyze, "--per %s: expected linear, block or role", v);
+        } else if (strcmp(argv[i], "--rank") == 0) {
+            if ((v = opt_value(argc, argv, &i, &bad)) && strcmp(v, "proxy") != 0 && strcmp(v, "measured") != 0)
+                return usage_error(usage_analyze, "--rank %s: expected measured or proxy", v);
+            if (v) o.rank_proxy = strcmp(v, "proxy") == 0;
         } else if (strcmp(argv[i], "--metric") == 0) {
             if ((v = opt_value(argc, argv, &i, &bad)) && (int)(o.metric = lmp_an_metric_by_name(v)) < 0)
                 return usage_error(usage_analyze, "--metric %s: expected kld, ppl, top1 or lambada", v);
@@ -1005,6 +1014,9 @@ static int cmd_analyze(lmp_ctx *ctx, int argc, char **argv, int64_t threads)
     if (seeds_given && !o.n_curve) return usage_error(usage_analyze, "%s", "--curve-seeds goes with --curve");
     if (resume && (!paths[0] || lmp_outfile_is_stdout(paths[0])))
         return usage_error(usage_analyze, "%s", "--resume needs --json FILE: the analysis it resumes");
+    if (resume && o.rank_proxy)
+        return usage_error(usage_analyze, "%s", "--rank proxy evaluates no unit: there is nothing to --resume");
+    o.check_config = paths[3] != NULL;
     int to_stdout = 0;
     for (int k = 0; k < N_AN_OUT; k++) to_stdout += lmp_outfile_is_stdout(paths[k]);
     if (to_stdout > 1)

@@ -16,20 +16,42 @@ packages=(gcc make cmake pkg-config libconfig-dev libpcre2-dev libutf8proc-dev c
           ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo
           python3 python3-numpy python3-pip libopenmpi-dev openmpi-bin chromium)
 
+say() { echo "setup: $*" >&2; }
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
+  say "${#missing[@]} of ${#packages[@]} Debian packages missing: ${missing[*]}"
   sudo=""
   if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
+  say "apt-get update"
   $sudo apt-get update -qq
+  say "apt-get install ${missing[*]} (a minute or more on a fresh machine)"
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  say "installed ${missing[*]}"
+else
+  say "all ${#packages[@]} Debian packages present (${packages[*]})"
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" >/dev/null
-echo "setup: built build/lmpress and build/plugins/" >&2
+mkdir -p build
+log=build/setup.log
+say "configuring build/ (cmake, Release; CUDA when nvcc is there); log: $log"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >"$log" 2>&1 || { tail -n 20 "$log" >&2; say "cmake failed, see $log"; exit 1; }
+grep -E "^-- (lmpress|.*backend|.*CUDA|.*OpenCL|.*MPI)" "$log" | sed 's/^-- /setup:   /' >&2 || true
+# make's "[ 42%]" lines, shown at each tenth: a full build is several minutes on two cores
+say "building with $jobs jobs (a first build takes minutes on a few cores; an up-to-date tree seconds)"
+start=$(date +%s)
+shown=-10
+cmake --build build -j"$jobs" 2>&1 | tee -a "$log" | while IFS= read -r line; do
+  [[ $line =~ ^\[\ *([0-9]+)%\] ]] || continue
+  p=${BASH_REMATCH[1]}
+  if ((p >= shown + 10 || (p == 100 && shown < 100))); then
+    shown=$((p - p % 10))
+    printf 'setup:   %3d %% built (%d s)\n' "$p" $(($(date +%s) - start)) >&2
+  fi
+done || { tail -n 30 "$log" >&2; say "the build failed, see $log"; exit 1; }
+say "built build/lmpress and build/plugins/ in $(( $(date +%s) - start )) s"

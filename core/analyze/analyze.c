@@ -393,16 +393,16 @@ static int put_block(void *ud, int64_t b, const lmp_block *blk)
     return lmp_block_store_put(ud, blk);
 }
 
-/* Writes a one-variant config whose compressing stages give every linear keep_params, loads it
- * (so the parameters are checked against the plugins' schemas like any config) and compresses
- * it into the store H, a block at a time.  The file is temporary. */
-static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block_store *H)
+/* Writes a one-variant config, the analyzed variant named `name` with extra[s] (may be NULL)
+ * first among stage s's overrides, loads it (so what it sets is checked against the plugins'
+ * schemas like any config) and compresses it into the store `into`, a block at a time.  The
+ * file is temporary. */
+static int compress_with_overrides(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, const char *name,
+                                   char *const *extra, const char *why, lmp_block_store *into)
 {
-    uint32_t stages = 0;
-    for (int g = 0; g < (int)a->n_layers * a->n_lin; g++) stages |= a->stage_mask[g];
     const char *dir = getenv("TMPDIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/lmpress-keep-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(path, sizeof path, "%s/lmpress-analyze-XXXXXX", dir && *dir ? dir : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0) return lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
     FILE *f = fdopen(fd, "w");
@@ -411,6 +411,25 @@ static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_
         unlink(path);
         return lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
     }
+    lmp_config_write_head(f, a->c, why);
+    fputs("variants = (\n", f);
+    lmp_config_write_variant(f, a->c, a->v, name, (const char *const *)extra);
+    fputs("\n);\n", f);
+    int st = fclose(f) ? lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno)) : 0;
+    lmp_run_config *c2 = NULL;
+    if (!st) st = lmp_config_load(ctx, path, &c2);
+    unlink(path);
+    const lmp_compress_watch watch = {.block_done = put_block, .ud = into};
+    if (!st) st = lmp_compress_watched(ctx, &run->be, run->m, &c2->variants[0], &run->calib, &watch, NULL);
+    lmp_config_free(c2);
+    return st;
+}
+
+/* The variant with keep_params on every linear its compressing stages touch, into H. */
+static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_block_store *H)
+{
+    uint32_t stages = 0;
+    for (int g = 0; g < (int)a->n_layers * a->n_lin; g++) stages |= a->stage_mask[g];
     char **extra = calloc((size_t)a->v->n_stages + 1, sizeof *extra);
     int st = extra ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     for (int s = 0; s < a->v->n_stages && !st; s++) {
@@ -419,21 +438,51 @@ static int compress_keep(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_
         if (!(extra[s] = malloc(n))) st = lmp_fail(LMP_ENOMEM, "out of memory");
         else snprintf(extra[s], n, "{ match = \"re:.*\"; params = { %s }; }", a->o.keep_params);
     }
-    if (!st) {
-        lmp_config_write_head(f, a->c, "lmpress analyze: the variant with --keep-params on every linear");
-        fputs("variants = (\n", f);
-        lmp_config_write_variant(f, a->c, a->v, NULL, (const char *const *)extra);
-        fputs("\n);\n", f);
-    }
+    if (!st && (st = compress_with_overrides(ctx, a, run, NULL, extra,
+                                             "lmpress analyze: the variant with --keep-params on every linear", H)))
+        st = lmp_fail_prefix(st, "--keep-params \"%s\"", a->o.keep_params);
     for (int s = 0; extra && s < a->v->n_stages; s++) free(extra[s]);
     free(extra);
-    if (fclose(f) && !st) st = lmp_fail(LMP_EIO, "%s: %s", path, strerror(errno));
-    lmp_run_config *c2 = NULL;
-    if (!st && (st = lmp_config_load(ctx, path, &c2))) st = lmp_fail_prefix(st, "--keep-params \"%s\"", a->o.keep_params);
-    unlink(path);
-    const lmp_compress_watch watch = {.block_done = put_block, .ud = H};
-    if (!st) st = lmp_compress_watched(ctx, &run->be, run->m, &c2->variants[0], &run->calib, &watch, NULL);
-    lmp_config_free(c2);
+    return st;
+}
+
+/* --write-config: does `lmpress compare` give the written skip variant analyze's number?  It
+ * does when the other linears' compression cannot depend on the skipped ones: no stage reads
+ * calibration statistics, or they are measured on the original inputs.  Otherwise compare
+ * re-compresses, and every block after a skipped linear calibrates on its float output where
+ * analyze kept the variant's own compression: so the written variant is compressed and
+ * evaluated here exactly as compare will, and both numbers are reported. */
+static int check_written_config(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state *run, lmp_bcache *bc)
+{
+    uint32_t observing = 0;
+    int st = lmp_compress_observing_stages(ctx, run->m, a->v, &observing);
+    if (st) return st;
+    a->config_checked = 1;
+    a->config_reproduces = !observing || !run->calib.n || a->v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL;
+    if (a->config_reproduces || !a->skip.k) {
+        a->config_reproduces = 1; /* no skip list: the written variant is the variant itself */
+        return 0;
+    }
+    char **extra = calloc((size_t)a->v->n_stages + 1, sizeof *extra);
+    lmp_block_store *R = NULL;
+    st = extra ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int s = 0; s < a->v->n_stages && !st; s++) extra[s] = lmp_analysis_override(a, a->skip_list, a->skip.k, s);
+    if (!st) st = lmp_block_store_open(ctx, a->n_layers, "the written config's skip variant", &R);
+    if (!st) {
+        lmp_progress_context(ctx, "[the written config's skip variant, as compare runs it]");
+        st = compress_with_overrides(ctx, a, run, NULL, extra, "lmpress analyze: the written skip variant", R);
+    }
+    if (!st) {
+        const lmp_block_source src = lmp_block_store_source(R);
+        st = lmp_bcache_eval(bc, &src, 0, "evaluate the written skip variant", &a->written);
+    }
+    if (!st) {
+        a->have_written = 1;
+        a->written_value = lmp_an_value(a->o.have_target ? a->o.target_metric : a->o.metric, &a->written);
+    }
+    lmp_block_store_free(R);
+    for (int s = 0; extra && s < a->v->n_stages; s++) free(extra[s]);
+    free(extra);
     return st;
 }
 
@@ -456,7 +505,7 @@ static int search_target(lmp_analysis *a, lmp_bcache *bc, sets *s)
     lmp_bcache_result r, best;
     char what[96];
     if (reached(&a->o, &a->variant_res)) { /* the variant as it is: no unit needs skipping */
-        a->skip = (lmp_an_point){.order = "measured", .k = 0, .res = a->variant_res,
+        a->skip = (lmp_an_point){.order = a->o.rank_proxy ? "proxy" : "measured", .k = 0, .res = a->variant_res,
                                  .value = lmp_an_value(a->o.target_metric, &a->variant_res)};
         a->skip_reached = 1;
         return 0;
@@ -476,7 +525,7 @@ static int search_target(lmp_analysis *a, lmp_bcache *bc, sets *s)
         if (k == a->n_units) break;
     }
     if (hi < 0) { /* even skipping every unit does not reach it */
-        a->skip = (lmp_an_point){.order = "measured", .k = a->n_units, .res = r,
+        a->skip = (lmp_an_point){.order = a->o.rank_proxy ? "proxy" : "measured", .k = a->n_units, .res = r,
                                  .value = lmp_an_value(a->o.target_metric, &r)};
         a->skip_reached = 0;
         return 0;
@@ -490,7 +539,8 @@ static int search_target(lmp_analysis *a, lmp_bcache *bc, sets *s)
         if (!st && reached(&a->o, &r)) hi = mid, best = r;
         else lo = mid;
     }
-    a->skip = (lmp_an_point){.order = "measured", .k = hi, .res = best, .value = lmp_an_value(a->o.target_metric, &best)};
+    a->skip = (lmp_an_point){.order = a->o.rank_proxy ? "proxy" : "measured", .k = hi, .res = best,
+                             .value = lmp_an_value(a->o.target_metric, &best)};
     a->skip_reached = 1;
     return st;
 }
@@ -503,7 +553,7 @@ static int run_curves(lmp_ctx *ctx, lmp_analysis *a, lmp_bcache *bc, sets *s)
     char **names = calloc((size_t)n_orders + 1, sizeof *names);
     int st = a->curve && perm && names ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     const lmp_host *h = lmp_host_services();
-    for (int o = 0; o < n_orders && !st; o++) {
+    for (int o = a->o.rank_proxy ? 1 : 0; o < n_orders && !st; o++) { /* by proxy: its order is the ranking */
         const int *order = o == 0 ? a->order : o == 1 ? a->proxy_order : perm;
         if (o >= 2) { /* a random order: Fisher-Yates on the run's RNG, seeded per curve */
             lmp_host_seed(ctx, a->c->seed + (uint64_t)(o - 1));
@@ -659,8 +709,13 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     if (!st && (opts->metric == LMP_AN_LAMBADA || (opts->have_target && opts->target_metric == LMP_AN_LAMBADA)) &&
         !c->lambada)
         st = lmp_fail(LMP_EINVAL, "%s: the LAMBADA metric needs eval.lambada in the config", c->path);
+    if (!st && opts->rank_proxy && opts->resume)
+        st = lmp_fail(LMP_EINVAL, "--rank proxy evaluates no unit: there is nothing to resume");
     lmp_host_seed(ctx, c->seed);
     if (!st) st = lmp_run_prepare(&run, r);
+    if (!st && opts->rank_proxy && !run.calib.n)
+        st = lmp_fail(LMP_EINVAL, "%s: --rank proxy ranks by each linear's output error on the calibration windows: "
+                      "the config needs calibration.text", c->path);
     /* the unmodified model's log-probabilities, its blocks read one at a time */
     st = lmp_dist_agree(lmp_host_dist(ctx), st);
     if (!st) lmp_progress_context(ctx, "[reference]");
@@ -741,8 +796,10 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     if (!st && opts->resume && lmp_dist_rank(dist) == 0) st = lmp_analysis_resume(a, opts->resume, opts->resume_path);
     st = lmp_dist_agree(dist, st);
     if (!st && dist) st = lmp_dist_bcast(dist, a->unit_finished, a->n_units);
-    for (int u = 0; u < a->n_units && !st; u++)
+    for (int u = 0; u < a->n_units && !st; u++) {
+        if (opts->rank_proxy) a->unit_finished[u] = 1; /* nothing to evaluate: ranked by the proxy */
         if (!a->unit_finished[u]) todo[uj.n_todo++] = u;
+    }
     uj.todo = todo;
     if (!st && a->n_resumed)
         lmp_log(ctx, LMP_LOG_INFO, "analyze: %d of %d units taken from %s, %d to evaluate", a->n_resumed, a->n_units,
@@ -759,9 +816,10 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     free(todo);
     for (int u = 0; u < a->n_units && !st && !stop_here; u++) {
         lmp_an_unit *un = &a->units[u];
-        un->value = lmp_an_value(opts->metric, &un->res);
-        un->gain = opts->mode == LMP_AN_RESTORE_ONE ? harm(opts->metric, &a->base) - harm(opts->metric, &un->res)
-                                                    : harm(opts->metric, &un->res) - harm(opts->metric, &a->base);
+        un->value = opts->rank_proxy ? NAN : lmp_an_value(opts->metric, &un->res);
+        un->gain = opts->rank_proxy ? NAN
+                   : opts->mode == LMP_AN_RESTORE_ONE ? harm(opts->metric, &a->base) - harm(opts->metric, &un->res)
+                                                      : harm(opts->metric, &un->res) - harm(opts->metric, &a->base);
         un->proxy = 0;
         for (int j = 0; j < un->n_lins; j++) {
             const int g = un->lins[j];
@@ -782,7 +840,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         int n_prox = 0;
         for (int u = 0; u < a->n_units && !st; u++) gain[u] = a->units[u].gain, proxy[u] = a->units[u].proxy;
         if (!st) {
-            sort_desc(gain, a->n_units, a->order);
+            sort_desc(opts->rank_proxy ? proxy : gain, a->n_units, a->order);
             sort_desc(proxy, a->n_units, a->proxy_order);
             for (int k = 0; k < a->n_units; k++) {
                 a->units[a->order[k]].rank = k + 1;
@@ -790,7 +848,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
             }
             for (int u = 0; u < a->n_units; u++)
                 if (isfinite(proxy[u])) gain[n_prox] = gain[u], proxy[n_prox++] = proxy[u];
-            a->spearman = spearman(gain, proxy, n_prox);
+            a->spearman = opts->rank_proxy ? NAN : spearman(gain, proxy, n_prox);
         }
         free(gain);
         free(proxy);
@@ -804,7 +862,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         lmp_progress_context(ctx, "[skip top]");
         int k = opts->skip_top > a->n_units ? a->n_units : opts->skip_top;
         pick_skip(&s, a, a->order, k);
-        a->skip = (lmp_an_point){.order = "measured", .k = k};
+        a->skip = (lmp_an_point){.order = opts->rank_proxy ? "proxy" : "measured", .k = k};
         st = eval_pick(&bc, &s, "analyze: skip top", &a->skip.res);
         a->skip.value = lmp_an_value(opts->metric, &a->skip.res);
     }
@@ -813,6 +871,7 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
         if (!a->skip_list) st = lmp_fail(LMP_ENOMEM, "out of memory");
         else memcpy(a->skip_list, a->order, (size_t)a->skip.k * sizeof *a->skip_list);
     }
+    if (!st && opts->check_config && a->skip_list) st = check_written_config(ctx, a, &run, &bc);
     if (!st && opts->n_curve) {
         lmp_progress_context(ctx, "[curves]");
         st = run_curves(ctx, a, &bc, &s);

@@ -66,6 +66,15 @@ typedef struct lmp_analyze_opts {
      * variant is compressed a second time with it on every linear, and a skipped linear takes
      * that compression's weights (mixed precision). */
     const char *keep_params;
+    /* 1: rank units by the proxy alone (no evaluation per unit: the cheap mode, `--rank proxy`);
+     * needs calibration windows.  The skip answer and curves then follow the proxy order. */
+    int rank_proxy;
+    /* 1: a config of the skip answer will be written (`--write-config`): find out whether
+     * `lmpress compare` gives the skip variant analyze's number, and when it cannot (the
+     * variant calibrates on compressed inputs, so re-compressing lets later blocks re-adapt to
+     * the skipped linears), compress and evaluate the written variant as compare will, so the
+     * difference is printed and written into the config. */
+    int check_config;
     const int *curve;          /* skip counts for the curves (measured, proxy, random order) */
     int n_curve;
     int curve_seeds;           /* random orders in the curve */
@@ -118,6 +127,11 @@ typedef struct lmp_analysis {
     lmp_bcache_result variant_res, float_res; /* Q's and F's numbers */
     double spearman;           /* proxy vs measured sensitivity, over units with a proxy */
     lmp_an_point skip;         /* --skip-top or --target's answer (k = 0: none asked) */
+    /* check_config: whether compare reproduces the skip answer's numbers; when it does not,
+     * what compare gives the written skip variant (re-compressed) */
+    int config_checked, config_reproduces, have_written;
+    lmp_bcache_result written;
+    double written_value;
     int skip_reached;          /* --target: reached */
     int target_evals;          /* evaluations the target search spent */
     lmp_an_point *curve;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "analyze/name_pattern.h"
 #include "config/config_write.h"
 #include "formats/json_write.h"
 #include "report/svg.h"
@@ -40,9 +41,14 @@ static double cost_share(const lmp_analysis *a)
 void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
 {
     const char *m = lmp_an_metric_name(a->o.metric);
-    fprintf(f, "analyze %s: %s per %s, metric %s (%s is better), %d units\n", a->v->name,
-            lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), m,
-            lmp_an_lower_better(a->o.metric) ? "lower" : "higher", a->n_units);
+    if (a->o.rank_proxy)
+        fprintf(f, "analyze %s: ranked per %s by the proxy (each linear's relative output error on the calibration "
+                   "windows; no evaluation per unit), %d units\n",
+                a->v->name, lmp_an_gran_name(a->o.gran), a->n_units);
+    else
+        fprintf(f, "analyze %s: %s per %s, metric %s (%s is better), %d units\n", a->v->name,
+                lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), m,
+                lmp_an_lower_better(a->o.metric) ? "lower" : "higher", a->n_units);
     const lmp_bcache_result *rs[2] = {&a->variant_res, &a->float_res};
     const char *labels[2] = {"variant", "float (every compressed linear restored)"};
     for (int i = 0; i < 2; i++) {
@@ -51,15 +57,21 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
         if (a->c->lambada) fprintf(f, "  lambada %.2f %%", 100 * lmp_lambada_acc(&rs[i]->lambada));
         fputc('\n', f);
     }
-    fprintf(f, "%4s  %-40s %-5s %5s %12s %12s %11s %5s\n", "rank", "unit", "role", "block",
-            a->o.mode == LMP_AN_RESTORE_ONE ? "restored" : "quantized", "gain", "proxy", "prank");
+    if (a->o.rank_proxy)
+        fprintf(f, "%4s  %-40s %-5s %5s %11s\n", "rank", "unit", "role", "block", "proxy");
+    else
+        fprintf(f, "%4s  %-40s %-5s %5s %12s %12s %11s %5s\n", "rank", "unit", "role", "block",
+                a->o.mode == LMP_AN_RESTORE_ONE ? "restored" : "quantized", "gain", "proxy", "prank");
     int n = top > 0 && top < a->n_units ? top : a->n_units;
     for (int k = 0; k < n; k++) {
         const lmp_an_unit *u = &a->units[a->order[k]];
         char blk[16] = "all";
         if (u->block >= 0) snprintf(blk, sizeof blk, "%d", u->block);
-        fprintf(f, "%4d  %-40s %-5s %5s %12.6g %12.5g %11.4g %5d\n", u->rank, u->name, u->role, blk, u->value,
-                u->gain, u->proxy, u->proxy_rank);
+        if (a->o.rank_proxy)
+            fprintf(f, "%4d  %-40s %-5s %5s %11.4g\n", u->rank, u->name, u->role, blk, u->proxy);
+        else
+            fprintf(f, "%4d  %-40s %-5s %5s %12.6g %12.5g %11.4g %5d\n", u->rank, u->name, u->role, blk, u->value,
+                    u->gain, u->proxy, u->proxy_rank);
     }
     if (n < a->n_units) fprintf(f, "  ... %d more (--top 0 prints all)\n", a->n_units - n);
     /* which roles dominate the top ten */
@@ -72,7 +84,7 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
     for (int r = 0; r < LMP_ROLE_COUNT; r++)
         if (counts[r]) fprintf(f, " %s %d", roles[r], counts[r]);
     fputc('\n', f);
-    fprintf(f, "proxy vs measured: Spearman rho = %.3f\n", a->spearman);
+    if (!a->o.rank_proxy) fprintf(f, "proxy vs measured: Spearman rho = %.3f\n", a->spearman);
     if (a->skip.k || a->o.have_target || a->o.skip_top) {
         const lmp_an_metric tm = a->o.have_target ? a->o.target_metric : a->o.metric;
         fprintf(f, "skip list: %d unit%s skipped%s -> %s %.6g", a->skip.k, a->skip.k == 1 ? "" : "s",
@@ -82,6 +94,19 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
                     lmp_an_lower_better(tm) ? "<=" : ">=", a->o.target, a->skip_reached ? "reached" : "NOT reached",
                     a->target_evals);
         fputc('\n', f);
+    }
+    if (a->config_checked && a->config_reproduces)
+        fprintf(f, "written config: compare gives the skip variant these numbers (its other linears' compression does "
+                   "not depend on the skipped ones: %s)\n",
+                a->v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL ? "calibration on the original inputs"
+                                                                : "no stage reads calibration statistics, or none skipped");
+    if (a->have_written) {
+        const lmp_an_metric tm = a->o.have_target ? a->o.target_metric : a->o.metric;
+        fprintf(f, "written config: compare re-compresses the skip variant and gives %s %.6g, not analyze's %.6g "
+                   "(%+.3g): the variant calibrates on compressed inputs, so every block after a skipped linear "
+                   "calibrates on its float output, where analyze kept the variant's own compression. For a config "
+                   "whose numbers are analyze's, analyze the variant with calibration = { inputs = \"original\"; }\n",
+                lmp_an_metric_name(tm), a->written_value, a->skip.value, a->written_value - a->skip.value);
     }
     for (int i = 0; i < a->n_curve; i++) {
         if (i == 0 || strcmp(a->curve[i].order, a->curve[i - 1].order) != 0)
@@ -104,9 +129,10 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
     lmp_jw_string(f, a->c->path);
     fputs(", \"variant\": ", f);
     lmp_jw_string(f, a->v->name);
-    fprintf(f, ", \"mode\": \"%s\", \"granularity\": \"%s\", \"metric\": \"%s\", \"lower_is_better\": %s,\n",
+    fprintf(f, ", \"mode\": \"%s\", \"granularity\": \"%s\", \"metric\": \"%s\", \"lower_is_better\": %s, "
+               "\"rank_by\": \"%s\",\n",
             lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), lmp_an_metric_name(a->o.metric),
-            lmp_an_lower_better(a->o.metric) ? "true" : "false");
+            lmp_an_lower_better(a->o.metric) ? "true" : "false", a->o.rank_proxy ? "proxy" : "measured");
     fputs(" \"baseline\": ", f);
     json_result(f, a, &a->base);
     fputs(",\n \"compressed\": ", f);
@@ -134,7 +160,8 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
         fputs(", \"proxy\": ", f);
         lmp_jw_double(f, u->proxy);
         fprintf(f, ", \"proxy_rank\": %d, \"result\": ", u->proxy_rank);
-        json_result(f, a, &u->res);
+        if (a->o.rank_proxy) fputs("null", f); /* not evaluated */
+        else json_result(f, a, &u->res);
         fputc('}', f);
     }
     fputs("],\n \"skip\": ", f);
@@ -154,6 +181,12 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
         }
         fputs("], \"result\": ", f);
         json_result(f, a, &a->skip.res);
+        if (a->config_checked) {
+            /* what `lmpress compare` gives the written config's skip variant */
+            fprintf(f, ", \"written_config\": {\"reproduces\": %s, \"result\": ", a->config_reproduces ? "true" : "false");
+            json_result(f, a, a->have_written ? &a->written : &a->skip.res);
+            fputc('}', f);
+        }
         fputc('}', f);
     } else fputs("null", f);
     fputs(",\n \"curve\": [", f);
@@ -185,6 +218,14 @@ void lmp_analysis_json(const lmp_analysis *a, FILE *f)
 
 void lmp_analysis_csv(const lmp_analysis *a, FILE *f)
 {
+    if (a->o.rank_proxy) { /* no unit was evaluated: its proxy is all there is */
+        fputs("rank,unit,role,block,proxy\r\n", f);
+        for (int k = 0; k < a->n_units; k++) {
+            const lmp_an_unit *u = &a->units[a->order[k]];
+            fprintf(f, "%d,\"%s\",%s,%d,%.17g\r\n", u->rank, u->name, u->role, u->block, u->proxy);
+        }
+        return;
+    }
     fputs("rank,unit,role,block,value,gain,proxy,proxy_rank,ppl,kld,top1", f);
     if (a->c->lambada) fputs(",lambada_acc", f);
     fputs("\r\n", f);
@@ -200,6 +241,9 @@ void lmp_analysis_csv(const lmp_analysis *a, FILE *f)
 
 /* ---- SVG ---------------------------------------------------------------------------------------- */
 
+/* A bar's height: the measured gain, or the proxy when that is what ranked the units. */
+static double bar_value(const lmp_analysis *a, const lmp_an_unit *u) { return a->o.rank_proxy ? u->proxy : u->gain; }
+
 /* One bar per unit in model order, blocks separated by a gap and labelled; height = the
  * sensitivity (gain), negative gains below the axis; colour = role.  Each bar has a <title>
  * (the browser's tooltip) with its name, rank and numbers. */
@@ -213,7 +257,7 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
     const double W = left + plot_w + right, Hh = top + plot_h + bottom;
     double hi = 0, lo = 0;
     for (int u = 0; u < a->n_units; u++) {
-        double g = a->units[u].gain;
+        double g = bar_value(a, &a->units[u]);
         if (isfinite(g) && g > hi) hi = g;
         if (isfinite(g) && g < lo) lo = g;
     }
@@ -227,8 +271,13 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">", left);
     lmp_xml_text(f, a->v->name);
-    fprintf(f, ": %s sensitivity per %s (%s %s)</text>\n", lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran),
-            lmp_an_metric_name(a->o.metric), a->o.mode == LMP_AN_RESTORE_ONE ? "gained by restoring" : "lost by quantizing");
+    if (a->o.rank_proxy)
+        fprintf(f, ": proxy per %s (relative output error on the calibration windows)</text>\n",
+                lmp_an_gran_name(a->o.gran));
+    else
+        fprintf(f, ": %s sensitivity per %s (%s %s)</text>\n", lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran),
+                lmp_an_metric_name(a->o.metric),
+                a->o.mode == LMP_AN_RESTORE_ONE ? "gained by restoring" : "lost by quantizing");
     /* y axis with 5 ticks */
     for (int t = 0; t <= 4; t++) {
         double v = lo + span * t / 4, y = y0 - plot_h * v / span;
@@ -243,7 +292,7 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
         const lmp_an_unit *un = &a->units[u];
         if (u && un->block != a->units[u - 1].block) x += gap;
         if (u == 0 || un->block != a->units[u - 1].block) group_start = u, group_x = x;
-        double g = isfinite(un->gain) ? un->gain : 0, h = plot_h * fabs(g) / span;
+        double g = isfinite(bar_value(a, un)) ? bar_value(a, un) : 0, h = plot_h * fabs(g) / span;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.2f\" fill=\"%s\"><title>", x,
                 g >= 0 ? y0 - h : y0, bar - (bar > 4 ? 1 : 0.5), h, lmp_svg_role_colour(un->role));
         lmp_xml_text(f, un->name);
@@ -257,18 +306,22 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", left + plot_w / 2, top + plot_h + 34,
             a->o.gran == LMP_AN_ROLE ? "role" : "block");
-    fprintf(f, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">%s gain</text>\n",
-            top + plot_h / 2, lmp_an_metric_name(a->o.metric));
+    fprintf(f, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">%s%s</text>\n",
+            top + plot_h / 2, a->o.rank_proxy ? "proxy" : lmp_an_metric_name(a->o.metric), a->o.rank_proxy ? "" : " gain");
     const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
     for (int r = 0; r < 7; r++) {
         double ly = top + 10 + r * 20, lx = left + plot_w + 20;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, lmp_svg_role_colour(roles[r]));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly + 10, roles[r]);
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">Spearman rho (proxy vs measured) = %.3f; "
-               "ranking: %lld block-forwards, %.1f %% of one full evaluation per unit</text>\n",
-            left, Hh - 12, a->spearman, (long long)a->rank_forwards,
-            a->rank_naive_forwards ? 100.0 * (double)a->rank_forwards / (double)a->rank_naive_forwards : NAN);
+    if (a->o.rank_proxy)
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">ranked by the proxy: no evaluation "
+                   "per unit</text>\n", left, Hh - 12);
+    else
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">Spearman rho (proxy vs measured) = %.3f; "
+                   "ranking: %lld block-forwards, %.1f %% of one full evaluation per unit</text>\n",
+                left, Hh - 12, a->spearman, (long long)a->rank_forwards,
+                a->rank_naive_forwards ? 100.0 * (double)a->rank_forwards / (double)a->rank_naive_forwards : NAN);
     fputs("</svg>\n", f);
 }
 
@@ -280,56 +333,72 @@ void lmp_analysis_svg_inline(const lmp_analysis *a, FILE *f) { analysis_svg(a, f
 
 char *lmp_analysis_override(const lmp_analysis *a, const int *units, int k, int s)
 {
-    char *re = NULL, *out = NULL;
-    size_t re_len = 0, out_len = 0;
-    FILE *m = open_memstream(&re, &re_len);
-    if (!m) return NULL;
+    const int64_t n_total = a->n_layers * a->n_lin;
+    uint8_t *sel = calloc((size_t)n_total + 1, 1);
+    char *pattern = NULL, *out = NULL;
+    size_t out_len = 0;
     int n = 0;
-    fputs("re:^(", m);
-    for (int u = 0; u < k; u++)
+    for (int u = 0; sel && u < k; u++)
         for (int j = 0; j < a->units[units[u]].n_lins; j++) {
             int g = a->units[units[u]].lins[j];
-            if (!(a->stage_mask[g] >> s & 1u)) continue;
-            if (n++) fputc('|', m);
-            for (const char *p = a->lin_names[g]; *p; p++) {
-                if (strchr(".^$|()[]{}*+?\\", *p)) fputc('\\', m);
-                fputc(*p, m);
-            }
+            if (a->stage_mask[g] >> s & 1u) sel[g] = 1, n++;
         }
-    fputs(")$", m);
-    fclose(m);
-    if (!n) {
-        free(re);
-        return NULL;
-    }
-    FILE *o = open_memstream(&out, &out_len);
+    /* the shortest pattern that selects these linears and no other (name_pattern.h) */
+    if (n) pattern = lmp_name_pattern(a->lin_names, a->n_layers, a->n_lin, sel);
+    free(sel);
+    FILE *o = pattern ? open_memstream(&out, &out_len) : NULL;
     if (o) {
         fputs("{ match = ", o);
-        lmp_config_write_string(o, re);
+        lmp_config_write_string(o, pattern);
         if (a->o.keep_params) fprintf(o, "; params = { %s }; }", a->o.keep_params);
         else fputs("; skip = true; }", o);
         fclose(o);
     }
-    free(re);
+    free(pattern);
     return out;
 }
 
 void lmp_analysis_config(const lmp_analysis *a, FILE *f)
 {
-    char comment[1024];
+    char name[256];
+    snprintf(name, sizeof name, "%s-%s%d", a->v->name, a->o.keep_params ? "keep" : "skip", a->skip.k);
+    const lmp_an_metric tm = a->o.have_target ? a->o.target_metric : a->o.metric;
+    char comment[2048], numbers[1024] = "";
+    if (a->have_written)
+        snprintf(numbers, sizeof numbers,
+                 "\ncompare gives %s %s %.6g.  analyze measured %.6g with every other linear as the variant\n"
+                 "compressed it; the variant calibrates on compressed inputs, so compare re-compresses and each block\n"
+                 "after a skipped linear calibrates on its float output.  A variant with calibration = { inputs =\n"
+                 "\"original\"; } gives a config whose numbers are analyze's.",
+                 name, lmp_an_metric_name(tm), a->written_value, a->skip.value);
+    else if (a->config_checked)
+        snprintf(numbers, sizeof numbers, "\ncompare gives %s analyze's numbers (%s %.6g).", name, lmp_an_metric_name(tm),
+                 a->skip.value);
     snprintf(comment, sizeof comment,
-             "Written by lmpress analyze (%s, per %s, metric %s): variant '%s', and the same with its %d most\n"
-             "sensitive unit%s %s.  Run it with: lmpress compare THIS_FILE",
-             lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), lmp_an_metric_name(a->o.metric), a->v->name,
-             a->skip.k, a->skip.k == 1 ? "" : "s", a->o.keep_params ? "kept at the --keep-params" : "left in float");
+             "Written by lmpress analyze (%s, per %s, ranked by %s, metric %s): the unmodified model, variant '%s',\n"
+             "and the same with its %d most sensitive unit%s %s.%s\nRun it with: lmpress compare THIS_FILE",
+             lmp_an_mode_name(a->o.mode), lmp_an_gran_name(a->o.gran), a->o.rank_proxy ? "the proxy" : "measurement",
+             lmp_an_metric_name(a->o.metric), a->v->name, a->skip.k, a->skip.k == 1 ? "" : "s",
+             a->o.keep_params ? "kept at the --keep-params" : "left in float", numbers);
     lmp_config_write_head(f, a->c, comment);
     fputs("variants = (\n", f);
+    /* the unmodified model first, as the config has it (its name), so the table has its row */
+    const lmp_variant *unmodified = NULL;
+    for (int i = 0; i < a->c->n_variants && !unmodified; i++)
+        if (!a->c->variants[i].n_stages && !a->c->variants[i].model_path) unmodified = &a->c->variants[i];
+    if (unmodified) lmp_config_write_variant(f, a->c, unmodified, NULL, NULL);
+    else {
+        /* a name none of the written variants has */
+        const char *base = strcmp(a->v->name, "unmodified") && strcmp(name, "unmodified") ? "unmodified" : "unmodified-model";
+        fputs("  { name = ", f);
+        lmp_config_write_string(f, base);
+        fputs("; }", f);
+    }
+    fputs(",\n", f);
     lmp_config_write_variant(f, a->c, a->v, NULL, NULL);
     fputs(",\n", f);
     char **extra = calloc((size_t)a->v->n_stages + 1, sizeof *extra);
     for (int s = 0; extra && s < a->v->n_stages; s++) extra[s] = lmp_analysis_override(a, a->skip_list, a->skip.k, s);
-    char name[256];
-    snprintf(name, sizeof name, "%s-%s%d", a->v->name, a->o.keep_params ? "keep" : "skip", a->skip.k);
     lmp_config_write_variant(f, a->c, a->v, name, (const char *const *)extra);
     fputs("\n);\n", f);
     for (int s = 0; extra && s < a->v->n_stages; s++) free(extra[s]);

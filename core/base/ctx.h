@@ -49,9 +49,15 @@ typedef struct lmp_ctx {
     struct {
         int open;                           /* a progress line without its newline is on the terminal */
         double last;                        /* when it was last drawn */
-        double start;                       /* when the current task's progress began */
         double logged;                      /* when a plain (not a terminal) line was last written */
-        char what[256];                     /* the current task */
+        /* The clocks of the last few tasks, so that tasks that take turns (a variant's blocks
+         * compressed, then evaluated; a stage's own steps inside a block) each keep their pace
+         * instead of restarting each other's clock.  A task is its label and its total. */
+        struct lmp_progress_clock {
+            char what[256];
+            int64_t total, first_done, last_done;
+            double start, used;             /* started at first_done; used: last call, for reuse */
+        } clocks[4];
         char context[256];                  /* shown before every line (lmp_progress_context) */
     } progress;
     lmp_compress_times times;               /* lmp_compress_times_get (pipeline.h) */

@@ -43,35 +43,61 @@ double lmp_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The clock of task (what, total): the one that has it, unless done went back (the same task run
+ * again); else the least recently used one, restarted at done. */
+static struct lmp_progress_clock *progress_clock(lmp_ctx *ctx, const char *what, int64_t done, int64_t total, double t)
+{
+    const int n = (int)(sizeof ctx->progress.clocks / sizeof ctx->progress.clocks[0]);
+    struct lmp_progress_clock *c = NULL, *oldest = &ctx->progress.clocks[0];
+    for (int i = 0; i < n && !c; i++) {
+        struct lmp_progress_clock *k = &ctx->progress.clocks[i];
+        if (k->total == total && k->used > 0 && strcmp(k->what, what) == 0) c = k;
+        if (k->used < oldest->used) oldest = k;
+    }
+    if (c && (done < c->last_done || done == 0)) { /* the same task started over */
+        c->start = t;
+        c->first_done = done;
+    } else if (!c) {
+        c = oldest;
+        snprintf(c->what, sizeof c->what, "%s", what);
+        c->total = total;
+        c->start = t;
+        c->first_done = done;
+    }
+    c->last_done = done;
+    c->used = t;
+    return c;
+}
+
 /* A single self-overwriting line on a terminal, at most ~10 updates a second.  When stderr is
  * not a terminal (a log file, CI), a plain line every LMP_PROGRESS_LOG_S seconds of a long task,
  * so that a redirected run still shows where it is and how long it has left.  Nothing when the
- * run is quiet. */
+ * run is quiet.  Each task's time left is its own pace since its clock started. */
 #define LMP_PROGRESS_LOG_S 30.0
 void lmp_progress(lmp_ctx *ctx, const char *what, int64_t done, int64_t total)
 {
     if (ctx->verbosity < LMP_LOG_INFO) return;
     double t = lmp_now_s();
-    if (done == 0 || strcmp(what, ctx->progress.what) != 0) { /* a new task starts its clock */
-        snprintf(ctx->progress.what, sizeof ctx->progress.what, "%s", what);
-        ctx->progress.start = ctx->progress.logged = t;
-    }
+    const struct lmp_progress_clock *c = progress_clock(ctx, what, done, total, t);
+    if (done == c->first_done) ctx->progress.logged = t;
+    const double elapsed = t - c->start;
+    const int64_t paced = done - c->first_done;
+    const double left = paced > 0 ? elapsed / (double)paced * (double)(total - done) : -1;
     if (!isatty(STDERR_FILENO)) {
         if (done <= 0 || done >= total || t - ctx->progress.logged < LMP_PROGRESS_LOG_S) return;
         ctx->progress.logged = t;
-        double elapsed = t - ctx->progress.start;
-        fprintf(stderr, "lmpress: progress: %s%s %lld/%lld, %.0f s, ~%.0f s left\n", ctx->progress.context, what,
-                (long long)done, (long long)total, elapsed, elapsed / (double)done * (double)(total - done));
+        fprintf(stderr, "lmpress: progress: %s%s %lld/%lld, %.0f s", ctx->progress.context, what, (long long)done,
+                (long long)total, elapsed);
+        if (left >= 0) fprintf(stderr, ", ~%.0f s left", left);
+        fputc('\n', stderr);
         fflush(stderr);
         return;
     }
     if (done < total && t - ctx->progress.last < 0.1) return;
     ctx->progress.last = t;
-    double elapsed = t - ctx->progress.start;
     fprintf(stderr, "\r\033[K%s%s %lld/%lld  %.0f s", ctx->progress.context, what, (long long)done,
             (long long)total, elapsed);
-    if (done > 0 && done < total)
-        fprintf(stderr, ", ~%.0f s left", elapsed / (double)done * (double)(total - done));
+    if (done > 0 && done < total && left >= 0) fprintf(stderr, ", ~%.0f s left", left);
     ctx->progress.open = 1;
     if (done >= total) end_progress_line(ctx);
     fflush(stderr);

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/spill.h"
 #include "base/textfile.h"
+#include "compare/eta.h"
 #include "compress/calib_states.h"
 #include "compress/imatrix_map.h"
 #include "compress/pipeline.h"
@@ -376,6 +377,8 @@ typedef struct variant_tally {
     double bits, count;
     double stream_s;     /* time spent evaluating the blocks as they pass */
     double error_s;      /* time spent on the linears' weight errors (neither compression nor evaluation) */
+    double stage_t0;     /* when the running stage started */
+    double stage_s[LMP_ETA_MAX_STAGES]; /* each stage's seconds over the blocks so far */
 } variant_tally;
 
 /* Whether the variant's block kept the model's norms: a stage that folds a smoothing scale into
@@ -408,6 +411,75 @@ static double weight_error(const lmp_linear *l, const lmp_linear *orig)
     return norm > 0 ? diff / norm : diff > 0 ? INFINITY : 0;
 }
 
+/* ---- the time left (eta.h) --------------------------------------------------------------------- */
+
+/* A job per variant still to run, in run order; cur the running one. */
+typedef struct run_eta {
+    lmp_eta model;
+    lmp_eta_job *jobs;
+    int n, cur;
+    double started;            /* when jobs[cur] started */
+    char head[300];            /* "[variant 3/9 w4-g32" */
+} run_eta;
+
+/* What the estimate knows of v before it runs: its kind, whether and on which inputs it
+ * calibrates, and each stage by strategy and parameters. */
+static void eta_job_of(lmp_run_state *run, const lmp_variant *v, lmp_eta_job *job)
+{
+    memset(job, 0, sizeof *job);
+    job->kind = v->model_path ? LMP_ETA_EXTERNAL : v->n_stages ? LMP_ETA_PIPELINE : LMP_ETA_UNMODIFIED;
+    if (job->kind != LMP_ETA_PIPELINE) return;
+    uint32_t observing = 0;
+    /* prepare created every stage already; a failure here only costs the estimate its detail */
+    if (lmp_compress_observing_stages(run->ctx, run->m, v, &observing)) observing = 0;
+    job->observing = observing;
+    if (observing && run->calib.n)
+        job->calib = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL ? LMP_ETA_CALIB_ORIGINAL : LMP_ETA_CALIB_COMPRESSED;
+    job->n_stages = v->n_stages < LMP_ETA_MAX_STAGES ? v->n_stages : LMP_ETA_MAX_STAGES;
+    for (int s = 0; s < job->n_stages; s++) {
+        const lmp_stage *stage = &v->stages[s];
+        const lmp_plugin_desc *d = stage->plugin->desc;
+        const uint8_t reads = observing >> s & 1u;
+        uint64_t h = lmp_fnv1a64(0xcbf29ce484222325ull, d->name, strlen(d->name) + 1);
+        job->strategy_key[s] = lmp_fnv1a64(h, &reads, 1);
+        for (uint32_t k = 0; stage->params && k < d->n_params; k++) {
+            h = lmp_fnv1a64(h, &stage->params[k].num, sizeof stage->params[k].num);
+            if (stage->params[k].str) h = lmp_fnv1a64(h, stage->params[k].str, strlen(stage->params[k].str) + 1);
+        }
+        job->stage_key[s] = h;
+    }
+}
+
+/* The progress line's context: "[variant 3/9 w4-g32, run ~12 min left]", the running variant
+ * having finished `blocks` of its blocks. */
+static void eta_show(lmp_run_state *run, int64_t blocks)
+{
+    run_eta *e = run->eta;
+    if (!e) return;
+    int guessed = 0;
+    char left[160], line[512];
+    lmp_eta_format(lmp_eta_left(&e->model, e->jobs, e->n, e->cur, lmp_now_s() - e->started, blocks, &guessed),
+                   guessed, left, sizeof left);
+    snprintf(line, sizeof line, "%s%s%s]", e->head, *left ? ", " : "", left);
+    lmp_progress_context(run->ctx, line);
+}
+
+static int stage_began(void *ud, int s, const lmp_block *blk)
+{
+    (void)s;
+    (void)blk;
+    ((variant_tally *)ud)->stage_t0 = lmp_now_s();
+    return 0;
+}
+
+static int stage_ended(void *ud, int s, const lmp_block *blk)
+{
+    (void)blk;
+    variant_tally *t = ud;
+    if (s < LMP_ETA_MAX_STAGES) t->stage_s[s] += lmp_now_s() - t->stage_t0;
+    return 0;
+}
+
 static int tally_block(void *ud, int64_t b, const lmp_block *blk)
 {
     variant_tally *t = ud;
@@ -431,8 +503,13 @@ static int tally_block(void *ud, int64_t b, const lmp_block *blk)
     lmp_block_bits_accum(blk, &t->bits, &t->count);
     st = t->kept ? lmp_block_store_put(t->kept, blk) : 0;
     double t0 = lmp_now_s();
+    /* the block is compressed: what runs now is its evaluation, and the line says so */
+    char what[300];
+    snprintf(what, sizeof what, "evaluate %s: block", t->res->v->name);
+    lmp_progress(t->run->ctx, what, b, t->run->m->arch.n_layers);
     if (!st) st = lmp_stream_block(t->stream, blk);
     t->stream_s += lmp_now_s() - t0;
+    eta_show(t->run, b + 1);
     return st;
 }
 
@@ -441,8 +518,9 @@ int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
     if (run->ref_done) return 0;
     const lmp_run_config *c = run->c;
     lmp_stream s;
+    const double t0 = lmp_now_s();
     int st = lmp_stream_begin(&s, run->ctx, &run->be, run->m, c->n_eval_texts, run->text_ids, run->n_windows,
-                              c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, "eval reference");
+                              c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, "evaluate the reference");
     for (int t = 0; t < c->n_eval_texts && !st; t++)
         st = lmp_ref_logprobs_init(run->ctx, &run->ref[t], r->texts[t].windows, c->eval_seq_len * run->m->arch.vocab);
     if (!st) st = lmp_stream_model(&s, run->m, run->ref, 1, run->ref_scores, &run->ref_lambada);
@@ -451,6 +529,8 @@ int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
             st = lmp_fail(LMP_EINVAL, "%s: the unmodified model's evaluation on %s gave a non-finite negative "
                           "log-likelihood (%g): no reference to compare with", c->model_path, c->eval_texts[t],
                           run->ref_scores[t].nll_sum);
+    run->ref_seconds = lmp_now_s() - t0;
+    run->ref_tail_seconds = s.finish_s;
     lmp_stream_free(&s);
     if (!st) run->ref_done = 1;
     return st;
@@ -487,13 +567,13 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
 #endif
     run->peak_rss_mb = fmax(run->peak_rss_mb, lmp_peak_rss_mb()); /* the run's, before the reset */
     lmp_peak_rss_reset();
-    int st = lmp_run_reference(run, r);
+    int st = lmp_run_reference(run, r); /* once per run: compare runs it before the first variant */
     const double ref_s = lmp_now_s() - t0;
     if (!st && !v->model_path && !v->n_stages) { /* the unmodified model: the reference's own numbers */
         res->bits_per_weight = 32.0;
         memcpy(res->scores, run->ref_scores, (size_t)c->n_eval_texts * sizeof *res->scores);
         res->lambada = run->ref_lambada;
-        res->eval_seconds = ref_s;
+        res->eval_seconds = run->ref_seconds; /* its evaluation is the reference pass */
         res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears);
         if (!res->linears) st = lmp_fail(LMP_ENOMEM, "out of memory");
         for (int64_t b = 0; b < n_layers && !st; b++)
@@ -508,12 +588,13 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;
     }
     lmp_model *x = NULL; /* an external variant's model (checked in prepare) */
+    double calib_s = 0;  /* the calibration forwards of its compression */
     if (!st && v->model_path) st = lmp_model_load(v->model_path, &x);
     const lmp_model *vm = x ? x : run->m;
     lmp_stream s;
     memset(&s, 0, sizeof s);
     char what[300];
-    snprintf(what, sizeof what, "eval %s", v->name);
+    snprintf(what, sizeof what, "evaluate %s", v->name);
     if (!st)
         st = lmp_stream_begin(&s, run->ctx, &run->be, vm, c->n_eval_texts, run->text_ids, run->n_windows,
                               c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, what);
@@ -526,16 +607,18 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
         for (int64_t b = 0; b < n_layers && !st; b++) {
             lmp_block blk;
-            lmp_progress(run->ctx, what, b, n_layers);
             if ((st = lmp_model_block_copy(x, b, &blk))) break;
             st = tally_block(&tally, b, &blk);
             lmp_block_free(&blk);
         }
     } else if (!st) {
-        lmp_compress_watch watch = {.block_done = tally_block, .calib_cache = &run->calib_cache, .ud = &tally};
+        lmp_compress_watch watch = {.before_stage = stage_began, .after_stage = stage_ended, .block_done = tally_block,
+                                    .calib_cache = &run->calib_cache, .ud = &tally};
+        const double propagate0 = lmp_compress_times_get(run->ctx)->propagate;
         st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch, NULL);
         /* the blocks' evaluation (and their weight errors) is not compression */
         res->seconds = lmp_now_s() - t0 - tally.stream_s - tally.error_s;
+        calib_s = lmp_compress_times_get(run->ctx)->propagate - propagate0;
         lmp_log(run->ctx, LMP_LOG_DEBUG, "variant %s: compressed in %.2f s", v->name, res->seconds);
     }
     res->bits_per_weight = tally.count > 0 ? tally.bits / tally.count : 0;
@@ -552,25 +635,38 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     /* an external variant's blocks are read, not compressed: all of its time is evaluation */
     res->eval_seconds = ref_s + (x ? t1 - t0 : tally.stream_s) + (lmp_now_s() - t1);
     res->peak_rss_mb = lmp_peak_rss_mb();
+    if (!st && run->eta && run->eta->cur >= 0) { /* what it cost, for the variants still to run */
+        lmp_eta_measured m = {.blocks = n_layers, .calib_s = calib_s, .eval_blocks_s = x ? t1 - t0 : tally.stream_s,
+                              .eval_tail_s = s.finish_s};
+        double staged = 0;
+        for (int k = 0; k < v->n_stages && k < LMP_ETA_MAX_STAGES; k++) {
+            m.stage_s[k] = tally.stage_s[k];
+            staged += tally.stage_s[k];
+        }
+        m.other_s = fmax(res->seconds - staged - calib_s, 0); /* reading blocks, checks, a whole-model finish */
+        lmp_eta_learn(&run->eta->model, &run->eta->jobs[run->eta->cur], &m);
+    }
     lmp_stream_free(&s);
     lmp_model_free(x);
     return st ? lmp_fail_prefix(st, "variant '%s'", v->name) : 0;
 }
 
-/* "[variant 3/9 w4-g32, 2 done in 40 s, run ~1 min left]": the whole run's ETA from the
- * variants finished in this run so far (resumed ones cost nothing). */
-static void announce(lmp_ctx *ctx, const lmp_report *r, const lmp_variant_result *res, int k, int n, double spent)
+/* "[variant 3/9 w4-g32, run ~1 min left]": the whole run's time left, each variant still to run
+ * at its expected cost (eta.h); resumed variants cost nothing. */
+static void announce(lmp_ctx *ctx, lmp_run_state *run, const lmp_report *r, const lmp_variant_result *res, int k, int n)
 {
-    char eta[64] = "";
-    if (k > 1) { /* spent: the k - 1 variants before this one */
-        double left = spent / (k - 1) * (double)(n - k + 1);
-        if (left >= 90) snprintf(eta, sizeof eta, ", run ~%.0f min left", left / 60.0);
-        else snprintf(eta, sizeof eta, ", run ~%.0f s left", left);
+    run_eta *e = run->eta;
+    char left[160] = "";
+    if (e) {
+        e->cur = k - 1;
+        e->started = lmp_now_s();
+        snprintf(e->head, sizeof e->head, "[variant %d/%d %s", k, n, res->v->name);
+        int guessed = 0;
+        lmp_eta_format(lmp_eta_left(&e->model, e->jobs, e->n, e->cur, 0, 0, &guessed), guessed, left, sizeof left);
+        eta_show(run, 0);
     }
-    char line[512];
-    snprintf(line, sizeof line, "[variant %d/%d %s%s]", k, n, res->v->name, eta);
-    lmp_progress_context(ctx, line);
-    lmp_log(ctx, LMP_LOG_INFO, "variant %d/%d: %s%s (%.0f s so far)", k, n, res->v->name, eta, lmp_now_s() - r->started);
+    lmp_log(ctx, LMP_LOG_INFO, "variant %d/%d: %s%s%s (%.0f s so far)", k, n, res->v->name, *left ? ", " : "", left,
+            lmp_now_s() - r->started);
 }
 
 /* ---- a run spread over MPI ranks (core/distrib/distrib.h) --------------------------------------
@@ -832,15 +928,31 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
         st = lmp_dist_agree(dist, st);
         if (!st) st = run_distributed(&run, r, o);
     }
+    /* One process: the reference first (every variant is scored against it), timed, so that the
+     * time left can be estimated from the first variant on. */
+    run_eta eta = {.cur = -1};
+    if (!st && !dist && to_run) {
+        int64_t calib_tokens = run.calib.n * run.calib.T, eval_tokens = 0;
+        for (int t = 0; t < c->n_eval_texts; t++) eval_tokens += r->texts[t].windows * c->eval_seq_len;
+        lmp_eta_init(&eta.model, run.m->arch.n_layers, (double)calib_tokens, (double)eval_tokens);
+        if (!(eta.jobs = calloc((size_t)to_run, sizeof *eta.jobs))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int i = 0; i < n && !st; i++)
+            if (!r->results[i].done) eta_job_of(&run, r->results[i].v, &eta.jobs[eta.n++]);
+        if (!st) {
+            lmp_progress_context(ctx, "[reference]");
+            st = lmp_run_reference(&run, r);
+        }
+        if (!st) {
+            lmp_eta_reference(&eta.model, run.ref_seconds - run.ref_tail_seconds, run.ref_tail_seconds);
+            run.eta = &eta;
+        }
+    }
     int k = 0;
-    double spent = 0;
     for (int i = 0; i < n && !st && !dist; i++) {
         lmp_variant_result *res = &r->results[i];
         if (res->done) continue;
-        announce(ctx, r, res, ++k, to_run, spent);
-        double t0 = lmp_now_s();
+        announce(ctx, &run, r, res, ++k, to_run);
         st = run_variant(&run, r, res);
-        spent += lmp_now_s() - t0;
         /* A variant that fails is reported and the others still run (the exit status says it):
          * unless the run itself cannot go on (no reference, or an interrupt). */
         if (st && run.ref_done && !lmp_host_interrupted(ctx)) {
@@ -854,6 +966,8 @@ int lmp_run_compare(lmp_ctx *ctx, const lmp_run_config *c, const lmp_compare_opt
         if (o->hooks.finished) st = o->hooks.finished(r, i, o->hooks.ud);
     }
     lmp_progress_context(ctx, NULL);
+    run.eta = NULL;
+    free(eta.jobs);
     if (!st)
         lmp_log(ctx, LMP_LOG_INFO, "peak RSS of the run: %.1f MB (the peak MB column: each variant's own)",
                 fmax(run.peak_rss_mb, lmp_peak_rss_mb()));

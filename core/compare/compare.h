@@ -67,6 +67,8 @@ typedef struct lmp_run_state {
     lmp_score *ref_scores;     /* [n_texts]: the unmodified model's own numbers */
     lmp_lambada_score ref_lambada;
     int ref_done;
+    double ref_seconds, ref_tail_seconds; /* the reference pass: all of it; its head and scores */
+    struct run_eta *eta;       /* compare's estimate of the time left (compare.c); NULL: none */
     double peak_rss_mb;        /* the run's peak before the last reset */
     int have_lambada;
     lmp_lambada lambada;

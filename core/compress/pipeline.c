@@ -245,6 +245,33 @@ int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_varia
     return st;
 }
 
+int lmp_compress_observing_stages(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, uint32_t *stages)
+{
+    *stages = 0;
+    if (!v->n_stages) return 0;
+    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
+    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    int made = 0;
+    for (; made < v->n_stages && !st; made++) {
+        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
+        if (!vt->create) continue;
+        lmp_host_clear_error(ctx);
+        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
+            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
+    }
+    for (int s = 0; s < v->n_stages && s < 32 && !st; s++) {
+        int asks = 0;
+        st = stage_asks(m, &v->stages[s], selves[s], ~(uint32_t)LMP_STAT_IMATRIX, &asks);
+        if (asks) *stages |= 1u << s;
+    }
+    for (int s = 0; selves && s < made; s++) {
+        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
+    }
+    free(selves);
+    return st;
+}
+
 /* Whether the variant ends with a stage that works on the whole model (LMP_NEED_WHOLE_MODEL);
  * refused when such a stage is not the last, or has no finish(). */
 static int whole_model_stage(const lmp_model *m, const lmp_variant *v, void *const *selves, int *whole)

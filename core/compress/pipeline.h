@@ -63,6 +63,10 @@ typedef struct lmp_compress_watch {
  * stage that needs calibration statistics has them (has_calibration: a calibration text). */
 int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration);
 
+/* Which stages of v read calibration statistics (bit s: stage s, the first 32), asked of the
+ * stages as lmp_compress asks them: what a run's time estimate (compare/eta.h) needs to know. */
+int lmp_compress_observing_stages(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, uint32_t *stages);
+
 /* lmp_compress with a watch (NULL: none).  out NULL: nothing is kept; each block is read from
  * the model when its turn comes, handed to watch->block_done and freed, so memory holds one
  * block (the unmodified model's blocks are never all converted). */

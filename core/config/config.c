@@ -294,6 +294,17 @@ int lmp_pattern_match(const char *pattern, const char *name)
     return hit;
 }
 
+int lmp_pattern_match_all(const char *pattern, const char *const *names, int64_t n, uint8_t *hits)
+{
+    int optional, is_re;
+    const char *expr = pattern_expr(pattern, &optional, &is_re);
+    pcre2_code *re = is_re ? compile_re(expr, NULL, 0) : NULL;
+    if (is_re && !re) return lmp_fail(LMP_EINVAL, "pattern \"%s\" does not compile", pattern);
+    for (int64_t g = 0; g < n; g++) hits[g] = (uint8_t)(is_re ? re_search(re, names[g]) : glob_match(expr, names[g]));
+    pcre2_code_free(re);
+    return 0;
+}
+
 /* A loaded stage matches with its compiled patterns, one built by hand with its strings. */
 static int target_hit(const lmp_stage *s, int i, const char *name)
 {

@@ -182,6 +182,9 @@ int lmp_config_check_model_patterns(const lmp_run_config *c, const lmp_model *m)
  * patterns not loaded from a config: the regex is compiled at each call (an invalid one matches
  * nothing). */
 int lmp_pattern_match(const char *pattern, const char *name);
+/* hits[g] <- lmp_pattern_match(pattern, names[g]) for g < n, the pattern compiled once; an error
+ * when it does not compile. */
+int lmp_pattern_match_all(const char *pattern, const char *const *names, int64_t n, uint8_t *hits);
 
 /* The stage's parameters for this linear (NULL: the stage does not touch it). */
 const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *linear_name);

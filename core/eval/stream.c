@@ -22,6 +22,7 @@ int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const l
     s->n_texts = n_texts;
     s->lam = lam;
     snprintf(s->label, sizeof s->label, "%s: block", what);
+    snprintf(s->what, sizeof s->what, "%s", what);
     const int64_t d = m->arch.dim;
     int64_t max_T = L, lam_floats = 0;
     s->texts = calloc((size_t)n_texts + 1, sizeof *s->texts);
@@ -104,6 +105,12 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
     float *logits = malloc((size_t)(max_target * V) * sizeof *logits);
     int st = var && ref && logits ? 0 : lmp_fail(LMP_ENOMEM, "out of memory for %lld x %lld log-probabilities",
                                                  (long long)L, (long long)V);
+    /* the head over every window and passage: for a large vocabulary a good part of the time */
+    const double t0 = lmp_now_s();
+    char label[300];
+    snprintf(label, sizeof label, "%s: head and scores, window", s->what);
+    int64_t steps = s->lam ? s->lam->n : 0, step = 0;
+    for (int t = 0; t < s->n_texts; t++) steps += s->texts[t].n_windows;
     for (int t = 0; t < s->n_texts && !st; t++) {
         lmp_stream_text *tx = &s->texts[t];
         memset(&scores[t], 0, sizeof scores[t]);
@@ -113,6 +120,7 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
         if (f && !is_ref && !(refs && refs[t].have))
             st = lmp_fail(LMP_EINVAL, "%s: a window's second half is scored against a cached reference only", s->label);
         for (int64_t w = 0; w < tx->n_windows && !st; w++) {
+            lmp_progress(s->ctx, label, step++, steps);
             const int32_t *tok = tx->ids + w * tx->L;
             float *x = lmp_spill_at(&tx->h, w * tx->L * d); /* in place when in memory */
             if (!(st = lmp_host_stop_if_interrupted(s->ctx)) && !x) st = lmp_spill_read(&tx->h, w * tx->L * d, tx->L * d, x = s->x);
@@ -127,6 +135,7 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
     for (int64_t i = 0; s->lam && i < s->lam->n && !st; i++) {
         int64_t start, T;
         int ok = 0;
+        lmp_progress(s->ctx, label, step++, steps);
         lmp_lambada_span(m, &s->lam->items[i], &start, &T);
         st = lmp_spill_read(&s->lam_h, s->lam_off[i], T * d, s->x);
         if (!st) st = lmp_lambada_judge_from(s->be, m, NULL, m->arch.n_layers, &s->lam->items[i], s->x, logits, &ok);
@@ -135,6 +144,8 @@ int lmp_stream_finish(lmp_stream *s, lmp_ref_logprobs *refs, int is_ref, lmp_sco
             lam_out->correct += ok;
         }
     }
+    if (!st && steps) lmp_progress(s->ctx, label, steps, steps);
+    s->finish_s = lmp_now_s() - t0;
     free(var);
     if (!is_ref) free(ref);
     free(logits);

@@ -51,7 +51,9 @@ typedef struct lmp_stream {
     lmp_observe_fn observe;
     void *observe_ud;
     float *x;                   /* one window's or passage's state when the stores are on disk */
-    char label[256];
+    double finish_s;            /* seconds lmp_stream_finish took (the head and the scores) */
+    char label[256];            /* the blocks' progress label, "<what>: block" */
+    char what[256];             /* the caller's ("evaluate w4-g128") */
 } lmp_stream;
 
 /* Embeds every window of the n_texts texts (ids[t], n_windows[t] windows of L) and every passage

@@ -321,7 +321,7 @@ static int header_cells(const lmp_report *r, char cells[][CELL])
     int n = 0;
     snprintf(cells[n++], CELL, "variant");
     snprintf(cells[n++], CELL, "bits/w");
-    for (int t = 0; t < r->n_texts && n + 4 < MAX_CELLS - 2; t++) {
+    for (int t = 0; t < r->n_texts && n + 4 < MAX_CELLS - 4; t++) {
         char pre[48];
         text_prefix(r, t, pre, sizeof pre);
         snprintf(cells[n++], CELL, "%sppl", pre);
@@ -330,7 +330,8 @@ static int header_cells(const lmp_report *r, char cells[][CELL])
         snprintf(cells[n++], CELL, "%stop1 %%", pre);
     }
     if (r->cfg->lambada) snprintf(cells[n++], CELL, "lambada %%");
-    snprintf(cells[n++], CELL, "time s");
+    snprintf(cells[n++], CELL, "compress s");
+    snprintf(cells[n++], CELL, "eval s");
     snprintf(cells[n++], CELL, "peak MB");
     return n;
 }
@@ -349,7 +350,7 @@ static int row_cells(const lmp_report *r, int i, char cells[][CELL])
     int n = 0;
     snprintf(cells[n++], CELL, "%s", res->v->name);
     snprintf(cells[n++], CELL, "%.2f", res->bits_per_weight);
-    for (int t = 0; t < r->n_texts && n + 4 < MAX_CELLS - 2; t++) {
+    for (int t = 0; t < r->n_texts && n + 4 < MAX_CELLS - 4; t++) {
         const lmp_score *s = &res->scores[t];
         double base = base_ppl(r, t);
         snprintf(cells[n++], CELL, "%.4f", lmp_score_ppl(s));
@@ -362,6 +363,7 @@ static int row_cells(const lmp_report *r, int i, char cells[][CELL])
         snprintf(cells[n++], CELL, "%.2f ± %.2f", 100.0 * lmp_lambada_acc(&res->lambada),
                  100.0 * lmp_lambada_stderr(&res->lambada));
     snprintf(cells[n++], CELL, "%.2f", res->seconds);
+    snprintf(cells[n++], CELL, "%.2f", res->eval_seconds);
     snprintf(cells[n++], CELL, "%.1f", res->peak_rss_mb);
     return n;
 }
@@ -477,7 +479,7 @@ void lmp_report_csv(const lmp_report *r, FILE *f)
             csv_field(f, name);
         }
     if (r->cfg->lambada) fputs(",lambada_acc,lambada_stderr", f);
-    fputs(",seconds,peak_rss_mb\n", f);
+    fputs(",compress_seconds,eval_seconds,peak_rss_mb\n", f);
     for (int i = 0; i < r->n_results; i++) {
         const lmp_variant_result *res = &r->results[i];
         if (!res->done) continue;
@@ -495,6 +497,7 @@ void lmp_report_csv(const lmp_report *r, FILE *f)
             csv_number(f, lmp_lambada_stderr(&res->lambada));
         }
         csv_number(f, res->seconds);
+        csv_number(f, res->eval_seconds);
         csv_number(f, res->peak_rss_mb);
         fputc('\n', f);
     }

@@ -56,6 +56,8 @@ int lmp_report_resume(lmp_report *r, const lmp_json *doc, const char *path)
             snprintf(what, sizeof what, "%s: variant '%s'", path, name);
             st = lmp_json_get_number(e, "bits_per_weight", what, &res->bits_per_weight);
             if (!st) st = lmp_json_get_number(e, "seconds", what, &res->seconds);
+            /* an evaluation time is kept when the report has it (reports before it did not) */
+            if (!st && lmp_json_get(e, "eval_seconds")) st = lmp_json_get_number(e, "eval_seconds", what, &res->eval_seconds);
             if (!st) st = lmp_json_get_number(e, "peak_rss_mb", what, &res->peak_rss_mb);
             if (!st) st = read_scores(r, e, what, res);
             if (st) return st;
