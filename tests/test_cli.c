@@ -21,11 +21,7 @@ static char output[65536];
 /* Runs `lmpress ARGS` (a shell fragment), capturing stdout+stderr; returns the exit code. */
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, output, sizeof output);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally (crash?)\n%s", args, output);
-    return rc;
+    return lmp_test_cli_all(args, output, sizeof output);
 }
 
 static int count(const char *hay, const char *needle)

@@ -39,11 +39,7 @@ static void teardown(void) { lmp_test_rmtree(tmpdir); }
 /* `lmpress ARGS` with stdout and stderr into output; the exit code. */
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, output, sizeof output);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, output);
-    return rc;
+    return lmp_test_cli_all(args, output, sizeof output);
 }
 
 /* `lmpress ARGS` that must succeed and print one JSON document; parsed into *out. */

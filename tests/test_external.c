@@ -65,11 +65,7 @@ static const char *config(const char *variants)
 
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, output, sizeof output);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, output);
-    return rc;
+    return lmp_test_cli_all(args, output, sizeof output);
 }
 
 

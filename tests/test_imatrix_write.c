@@ -40,11 +40,7 @@ static void teardown(void) { lmp_test_rmtree(tmpdir); }
 
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, output, sizeof output);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, output);
-    return rc;
+    return lmp_test_cli_all(args, output, sizeof output);
 }
 
 /* Writes the stories260K imatrix of CALIB (64-token chunks, the first 8) to tmpdir/im.gguf. */

@@ -45,11 +45,7 @@ static int cli(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    char cmd[6200];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, out, sizeof out);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, out);
-    return rc;
+    return lmp_test_cli_all(args, out, sizeof out);
 }
 
 /* A small config (two windows of 64) with `variants` inside variants = ( ... ); into tmp(name). */

@@ -40,11 +40,7 @@ static const char *tmp(const char *name) { return lmp_test_path(tmpdir, name); }
 
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
-    int rc = lmp_test_cli(cmd, output, sizeof output);
-    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, output);
-    return rc;
+    return lmp_test_cli_all(args, output, sizeof output);
 }
 
 /* Runs once for the suite (check's unchecked fixture runs in the parent process): the config,

@@ -155,6 +155,17 @@ static inline int lmp_test_cli(const char *args, char *out, size_t n)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* `lmpress ARGS` with stdout and stderr into out[n]; the exit code.  A crash (no normal exit)
+ * fails the test, with what it printed. */
+static inline int lmp_test_cli_all(const char *args, char *out, size_t n)
+{
+    char cmd[7168]; /* lmp_test_cli prefixes LMP_CLI within its 8192 */
+    snprintf(cmd, sizeof cmd, "%s 2>&1", args);
+    int rc = lmp_test_cli(cmd, out, n);
+    ck_assert_msg(rc >= 0, "lmpress %s did not exit normally\n%s", args, out);
+    return rc;
+}
+
 /* The whole file, NUL-terminated (not counted in *size); fails the test if it cannot be read. */
 static inline unsigned char *lmp_test_slurp(const char *path, size_t *size)
 {
