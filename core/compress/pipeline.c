@@ -219,29 +219,44 @@ static int calibration_missing(void)
     return lmp_fail(LMP_EINVAL, "a stage needs calibration statistics: set calibration.text in the config");
 }
 
-int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration)
+/* Every stage of v created (*selves[n_stages], NULL for a stage without create()), to ask it
+ * what it needs; *made: how many were tried, for stages_destroy (also after a failure). */
+static int stages_create(lmp_ctx *ctx, const lmp_variant *v, void ***selves, int *made)
 {
-    if (!v->n_stages) return 0;
-    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
-    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    int made = 0;
-    for (; made < v->n_stages && !st; made++) {
-        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
+    *made = 0;
+    *selves = calloc((size_t)v->n_stages, sizeof **selves);
+    int st = *selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
+    for (; *made < v->n_stages && !st; (*made)++) {
+        const lmp_strategy_i *vt = v->stages[*made].plugin->desc->vtable;
         if (!vt->create) continue;
         lmp_host_clear_error(ctx);
-        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
-            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
+        if ((st = vt->create(lmp_host_services(), ctx, v->stages[*made].params, &(*selves)[*made])))
+            st = lmp_fail(st, "strategy '%s': %s", v->stages[*made].plugin->desc->name, lmp_host_error(ctx));
     }
-    int whole = 0, observes = 0;
-    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
-    if (!st) st = whole_model_stage(m, v, selves, &whole);
-    if (!st) st = any_stage_observes(m, v, selves, &observes);
-    if (!st && observes && !has_calibration) st = calibration_missing();
+    return st;
+}
+
+static void stages_destroy(const lmp_variant *v, void **selves, int made)
+{
     for (int s = 0; selves && s < made; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (selves[s] && vt->destroy) vt->destroy(selves[s]);
     }
     free(selves);
+}
+
+int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, int has_calibration)
+{
+    if (!v->n_stages) return 0;
+    void **selves;
+    int made;
+    int st = stages_create(ctx, v, &selves, &made);
+    int whole = 0, observes = 0;
+    if (!st) st = lmp_imatrix_check_stages(m, v, selves);
+    if (!st) st = whole_model_stage(m, v, selves, &whole);
+    if (!st) st = any_stage_observes(m, v, selves, &observes);
+    if (!st && observes && !has_calibration) st = calibration_missing();
+    stages_destroy(v, selves, made);
     return st;
 }
 
@@ -249,26 +264,15 @@ int lmp_compress_observing_stages(lmp_ctx *ctx, const lmp_model *m, const lmp_va
 {
     *stages = 0;
     if (!v->n_stages) return 0;
-    void **selves = calloc((size_t)v->n_stages, sizeof *selves);
-    int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    int made = 0;
-    for (; made < v->n_stages && !st; made++) {
-        const lmp_strategy_i *vt = v->stages[made].plugin->desc->vtable;
-        if (!vt->create) continue;
-        lmp_host_clear_error(ctx);
-        if ((st = vt->create(lmp_host_services(), ctx, v->stages[made].params, &selves[made])))
-            st = lmp_fail(st, "strategy '%s': %s", v->stages[made].plugin->desc->name, lmp_host_error(ctx));
-    }
+    void **selves;
+    int made;
+    int st = stages_create(ctx, v, &selves, &made);
     for (int s = 0; s < v->n_stages && s < 32 && !st; s++) {
         int asks = 0;
         st = stage_asks(m, &v->stages[s], selves[s], ~(uint32_t)LMP_STAT_IMATRIX, &asks);
         if (asks) *stages |= 1u << s;
     }
-    for (int s = 0; selves && s < made; s++) {
-        const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
-        if (selves[s] && vt->destroy) vt->destroy(selves[s]);
-    }
-    free(selves);
+    stages_destroy(v, selves, made);
     return st;
 }
 
