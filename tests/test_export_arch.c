@@ -628,6 +628,26 @@ START_TEST(architecture_refused_before_any_work)
 }
 END_TEST
 
+/* The checks before any work let through what the writers carry: GPT-2 as a GGUF through
+ * `lmpress run -o` (a stale family check there refused it after the writer learned it). */
+START_TEST(gpt2_gguf_through_the_cli)
+{
+    char cfg[600], gguf[600], args[2000], out[16384];
+    snprintf(cfg, sizeof cfg, "%s/gpt2.cfg", tmpdir);
+    snprintf(gguf, sizeof gguf, "%s/gpt2-q8_0.gguf", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "model = { path = \"%s/gpt2/hf5\"; };\n"
+               "variants = ( { name = \"rtn\"; pipeline = ( { strategy = \"rtn\"; params = { format = \"q8_0\"; }; } ); } );\n",
+            FIXTURES);
+    fclose(f);
+    snprintf(args, sizeof args, "run '%s' -o '%s' 2>&1", cfg, gguf);
+    const int rc = lmp_test_cli(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(access(gguf, F_OK) == 0 && strstr(out, "bits per weight"), "%s", out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_arch");
@@ -640,6 +660,7 @@ int main(void)
     tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
     tcase_add_loop_test(tc, variants_of_each_architecture_export, 0, N_VCASES);
     tcase_add_test(tc, architecture_refused_before_any_work);
+    tcase_add_test(tc, gpt2_gguf_through_the_cli);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -61,10 +61,6 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
     (void)c;
     const int gguf = lmp_export_is_gguf(path);
     if (v->model_path) return 0; /* another tool's file: not exported */
-    if (gguf && m->arch.family != LMP_FAMILY_LLAMA)
-        return lmp_fail(LMP_EUNSUPPORTED,
-                        "%s: a GPT-2 family model has no GGUF export here (the Llama block's families are written: "
-                        "llama, qwen2, qwen3, gemma)", path);
     int st = lmp_export_check_arch(m, path);
     if (st) return st;
     if (gguf) return 0; /* block formats that do not divide a row: lmp_run_check_model */

@@ -7,8 +7,8 @@
 #include "model/model.h"
 
 /* Before any work, what the writer for path will refuse in variant v of config c on model m, from
- * the stages' parameters alone: the architecture (lmp_export_check_arch; GGUF: the Llama block's
- * families); for a Hugging Face folder a group size that does not divide a linear's width (vLLM and
+ * the stages' parameters alone: the architecture (lmp_export_check_arch: what the format cannot
+ * say of it); for a Hugging Face folder a group size that does not divide a linear's width (vLLM and
  * compressed-tensors take no shorter last group), a GGUF block format or nf4 grid (no
  * compressed-tensors type); for a GGUF nf4.  A block format that does not divide a row is
  * lmp_run_check_model's.  The message names the variant, the linear and what to change. */
