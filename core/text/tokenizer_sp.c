@@ -320,6 +320,7 @@ int lmp_sp_from_vocab(const char *path, const lmp_sp_vocab *v, lmp_sp **out)
 {
     *out = NULL;
     const int V = v->n;
+    if (V <= 0) return lmp_fail(LMP_EINVAL, "%s: a vocabulary without pieces", path);
     /* "▁" (U+2581, E2 96 81) becomes " ": the pool needs at most the original size. */
     size_t pool_size = 0;
     for (int i = 0; i < V; i++) pool_size += (size_t)v->piece_len[i] + 1;
