@@ -659,10 +659,15 @@ START_TEST(gemma_fixture_block_matches_reference)
 }
 END_TEST
 
-/* Block b of fixture `name` (hf5) on the hidden states of the fixture's own tokens, the blocks
- * before it run first, the architecture changed by tw (NULL: as loaded), against the numpy
- * autodiff (post norms, windows, soft-capped scores, the q scale, the layer's own RoPE base). */
-static void fixture_block_matches_reference(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+typedef enum { AGAINST_REFERENCE, AGAINST_FINITE_DIFFERENCES } block_check;
+
+/* Block b of fixture `name` (tests/fixtures/arch/NAME/hf5) on the hidden states of the fixture's
+ * 48 tokens (archfix_tokens; the blocks before b run first), the architecture changed by tw (NULL:
+ * as loaded), its gradients checked against the numpy autodiff (post norms, windows, soft-capped
+ * scores, the q scale, the layer's own RoPE base) or against finite differences of the
+ * production forward. */
+static void fixture_block_check(const char *name, int64_t b, const arch_tweak *tw, const char *label,
+                                block_check check)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
@@ -677,12 +682,23 @@ static void fixture_block_matches_reference(const char *name, int64_t b, const a
     for (int64_t i = 0; i <= b; i++) {
         lmp_block blk;
         ck_assert_int_eq(lmp_model_block_copy(m, i, &blk), 0);
-        if (i == b) check_block_against_reference(&a, &blk, x, T, label, 1e-4);
-        else ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
+        if (i < b) ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
+        else if (check == AGAINST_REFERENCE) check_block_against_reference(&a, &blk, x, T, label, 1e-4);
+        else expect_block_finite_differences(&a, &blk, x, T, label, 0);
         lmp_block_free(&blk);
     }
     free(x), free(tok);
     lmp_model_free(m);
+}
+
+static void fixture_block_matches_reference(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+{
+    fixture_block_check(name, b, tw, label, AGAINST_REFERENCE);
+}
+
+static void fixture_block_finite_differences(const char *name, int64_t b, const arch_tweak *tw, const char *label)
+{
+    fixture_block_check(name, b, tw, label, AGAINST_FINITE_DIFFERENCES);
 }
 
 START_TEST(new_feature_fixture_blocks_match_reference)
@@ -864,31 +880,6 @@ END_TEST
 
 /* ---- the features the walker's backward took on: the architecture fixtures ----------------- */
 
-/* Block b of fixture `name` (tests/fixtures/arch/NAME/hf5) on the hidden states of the fixture's
- * 48 tokens (archfix_tokens; the blocks before b run first), every gradient against finite
- * differences of the production forward. */
-static void fixture_block_finite_differences(const char *name, int64_t b, const arch_tweak *tw, const char *label)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
-    lmp_model *m;
-    ck_assert_int_eq(lmp_model_load(path, &m), 0);
-    lmp_arch a = m->arch;
-    apply_tweak(&a, tw);
-    int64_t T;
-    int32_t *tok = archfix_tokens(name, &T);
-    float *x = malloc((size_t)(T * a.dim) * 4);
-    lmp_embed(m, tok, T, x);
-    for (int64_t i = 0; i <= b; i++) {
-        lmp_block blk;
-        ck_assert_int_eq(lmp_model_block_copy(m, i, &blk), 0);
-        if (i == b) expect_block_finite_differences(&a, &blk, x, T, label, 0);
-        else ck_assert_int_eq(lmp_block_forward(&g_be, &a, &blk, T, x, NULL, NULL), 0);
-        lmp_block_free(&blk);
-    }
-    free(x), free(tok);
-    lmp_model_free(m);
-}
 
 /* Post norms (RMSNorms on attention's and the MLP's outputs before each residual add): GLM-4's
  * post_self_attn_layernorm / post_mlp_layernorm and Gemma 2's, Gemma 3's (1 + w) sandwich. */
