@@ -91,6 +91,9 @@ struct lmp_model {
     int blocks_owned;         /* blocks were converted (free them) rather than mapped */
     void *owned[8];           /* f32 buffers the loader converted (freed with the model) */
     int n_owned;
+    /* model/rotate.h's state when the model was rotated (its source then wraps the file's);
+     * NULL otherwise */
+    void *rotation;
 };
 
 /* Opens a model: a llama2.c .bin, a .gguf, a .safetensors file or a Hugging Face folder
