@@ -5,7 +5,10 @@
  *     perplexity to 1e-5 (relative) on stories260K, the Qwen2 fixture (biased q/k/v, grouped
  *     heads) and SmolLM2 (skipped when not fetched): R1 hadamard + R2, and R1 orthogonal;
  *   - the rotation really moved the weights (a no-op would pass the above);
- *   - GPT-2 (LayerNorm) is refused naming LayerNorm. */
+ *   - R3 (q/k per head after RoPE) and R4 (down's input), online through the backend's hadamard
+ *     op, keep the log-probabilities too, alone and with R1 + R2 (stories260K, Qwen2, SmolLM2);
+ *   - GPT-2 (LayerNorm) is refused naming LayerNorm; an export of a model with online rotations
+ *     is refused naming them. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "export/export.h"
 #include "model/forward.h"
 #include "model/rotate.h"
 
@@ -73,12 +77,12 @@ static float *logprobs(lmp_model *m, const int32_t *tok, int64_t T, double *ppl)
     return out;
 }
 
-static void check_exact(const char *path, lmp_rot_kind r1, lmp_rot_kind r2, int64_t T)
+static void check_exact_online(const char *path, lmp_rot_kind r1, lmp_rot_kind r2, int r3, int r4, int64_t T)
 {
     lmp_model *m0, *m1;
     ck_assert_int_eq(lmp_model_load(path, &m0), 0);
     ck_assert_int_eq(lmp_model_load(path, &m1), 0);
-    const lmp_rotate_opts o = {.r1 = r1, .r2 = r2, .seed = 3};
+    const lmp_rotate_opts o = {.r1 = r1, .r2 = r2, .r3 = r3, .r4 = r4, .seed = 3};
     ck_assert_msg(lmp_model_rotate(m1, &o) == 0, "%s", lmp_last_error());
     lmp_windows w = windows(1, (int)T, m0->arch.vocab, 5);
     double ppl0, ppl1;
@@ -90,9 +94,16 @@ static void check_exact(const char *path, lmp_rot_kind r1, lmp_rot_kind r2, int6
     const lmp_linear *q0 = &lmp_model_blocks(m0)[0].linears[0], *q1 = &lmp_model_blocks(m1)[0].linears[0];
     double moved = 0;
     for (int64_t i = 0; i < q0->out * q0->in; i++) moved = fmax(moved, fabs((double)q0->w[i] - q1->w[i]));
-    printf("%s: r1 %s r2 %s: log-probs differ by <= %.2e (of up to %.1f), ppl %.6f -> %.6f (%.1e relative); q_proj moved by %.3f\n",
-           path, lmp_rot_kind_name(r1), lmp_rot_kind_name(r2), worst, scale, ppl0, ppl1, fabs(ppl1 / ppl0 - 1), moved);
-    ck_assert_msg(moved > 1e-3, "%s: the rotation left q_proj as it was", path);
+    printf("%s: r1 %s r2 %s r3 %d r4 %d: log-probs differ by <= %.2e (of up to %.1f), ppl %.6f -> %.6f (%.1e relative); q_proj moved by %.3f\n",
+           path, lmp_rot_kind_name(r1), lmp_rot_kind_name(r2), r3, r4, worst, scale, ppl0, ppl1, fabs(ppl1 / ppl0 - 1), moved);
+    if (r1 != LMP_ROT_NONE) ck_assert_msg(moved > 1e-3, "%s: the rotation left q_proj as it was", path);
+    if (r4) { /* the fused half of R4: down_proj's weight turned */
+        const lmp_linear *d0 = &lmp_model_blocks(m0)[0].linears[6], *d1 = &lmp_model_blocks(m1)[0].linears[6];
+        ck_assert_int_eq(d0->role, LMP_ROLE_DOWN);
+        double dm = 0;
+        for (int64_t i = 0; i < d0->out * d0->in; i++) dm = fmax(dm, fabs((double)d0->w[i] - d1->w[i]));
+        ck_assert_msg(dm > 1e-3, "%s: r4 left down_proj as it was", path);
+    }
     ck_assert_msg(worst < 1e-5 * scale, "%s: log-probs differ by %g (largest |log-prob| %g)", path, worst, scale);
     ck_assert_msg(fabs(ppl1 / ppl0 - 1) < 1e-5, "%s: ppl %g vs %g", path, ppl1, ppl0);
     free(a), free(b);
@@ -100,11 +111,40 @@ static void check_exact(const char *path, lmp_rot_kind r1, lmp_rot_kind r2, int6
     lmp_model_free(m0), lmp_model_free(m1);
 }
 
+static void check_exact(const char *path, lmp_rot_kind r1, lmp_rot_kind r2, int64_t T)
+{
+    check_exact_online(path, r1, r2, 0, 0, T);
+}
+
 START_TEST(rotated_stories260K_is_exact)
 {
     check_exact(STORIES, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 64);
     check_exact(STORIES, LMP_ROT_ORTHOGONAL, LMP_ROT_NONE, 64);
     check_exact(STORIES, LMP_ROT_NONE, LMP_ROT_ORTHOGONAL, 64);
+}
+END_TEST
+
+/* R3 and R4 run online through the backend's hadamard op (stories260K's hidden 172 = 4 x 43:
+ * the odd factor's mixing does most of it; the Qwen2 fixture's 64 is a pure Hadamard). */
+START_TEST(online_rotations_are_exact)
+{
+    check_exact_online(STORIES, LMP_ROT_NONE, LMP_ROT_NONE, 1, 1, 64);
+    check_exact_online(STORIES, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 1, 1, 64);
+    check_exact_online(QWEN2, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 1, 1, 32);
+}
+END_TEST
+
+/* A model with online rotations cannot be exported (neither format can say them), by name. */
+START_TEST(online_rotations_refuse_export)
+{
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    const lmp_rotate_opts o = {.r1 = LMP_ROT_HADAMARD, .r4 = 1};
+    ck_assert_int_eq(lmp_model_rotate(m, &o), 0);
+    ck_assert_int_ne(lmp_export_check_arch(m, "/tmp/out.gguf"), 0);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "online rotations (model.rotate r4)"));
+    lmp_model_free(m);
 }
 END_TEST
 
@@ -121,6 +161,7 @@ START_TEST(rotated_smollm2_is_exact)
         return;
     }
     check_exact(SMOLLM2, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 32);
+    check_exact_online(SMOLLM2, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 1, 1, 32);
 }
 END_TEST
 
@@ -147,6 +188,8 @@ int main(void)
     tcase_add_test(tc, rotated_stories260K_is_exact);
     tcase_add_test(tc, rotated_qwen2_fixture_is_exact);
     tcase_add_test(tc, gpt2_is_refused);
+    tcase_add_test(tc, online_rotations_are_exact);
+    tcase_add_test(tc, online_rotations_refuse_export);
     suite_add_tcase(s, tc);
     tc = tcase_create("smollm2");
     tcase_add_checked_fixture(tc, setup, teardown);

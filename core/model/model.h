@@ -53,6 +53,11 @@ typedef struct lmp_arch {
     float final_softcap;  /* Gemma 2: logits likewise */
     float q_scale;        /* q is multiplied by it before attention (Gemma's query_pre_attn_scalar:
                            * sqrt(head_dim / scalar)); 0 = 1 */
+    /* Online rotations (model/rotate.h), steps of the block's forward: online_r3 turns q and k
+     * per head after RoPE by H/sqrt(head_dim); online_r4 (NULL: none) turns down_proj's input,
+     * whose weight holds the inverse (set by lmp_model_rotate). */
+    int online_r3;
+    const struct lmp_rotation *online_r4;
 } lmp_arch;
 
 /* The sliding window layer l attends within (0: all earlier positions). */

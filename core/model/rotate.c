@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "plugin/backend.h"
 
 struct lmp_rotation {
     lmp_rot_kind kind;
@@ -105,47 +106,88 @@ void lmp_rotation_free(lmp_rotation *r)
     free(r);
 }
 
-/* x[i * stride], i < n  <-  (x Q)[i], in double inside. */
+/* x[i * stride], i < n  <-  (x Q)[i], in double inside.  Hadamard: Q = diag(signs) (R_m ⊗ H_a/sqrt(a)),
+ * x viewed as Z[m, a] (segment i = x[i*a .. i*a+a)): Z <- R^T Z, then each segment through H. */
 void lmp_rotation_apply(const lmp_rotation *r, float *x, int64_t stride)
 {
     const int64_t n = r->n, a = r->a, m = r->m;
-    double *b = r->buf, *t = b; /* b[n]: x ∘ signs, then X[a, m] */
-    for (int64_t i = 0; i < n; i++) b[i] = (double)x[i * stride] * r->signs[i];
-    double *row = r->row;
-    if (r->kind == LMP_ROT_ORTHOGONAL) { /* y = b R, R dense n×n */
+    double *t = r->buf, *col = r->row;
+    for (int64_t i = 0; i < n; i++) t[i] = (double)x[i * stride] * r->signs[i];
+    if (r->kind == LMP_ROT_ORTHOGONAL) { /* y = t R, R dense n×n */
         for (int64_t j = 0; j < n; j++) {
             double d = 0;
-            for (int64_t i = 0; i < n; i++) d += b[i] * r->R[i * n + j];
+            for (int64_t i = 0; i < n; i++) d += t[i] * r->R[i * n + j];
             x[j * stride] = (float)d;
         }
         return;
     }
-    if (m > 1) { /* each row of X times R */
-        for (int64_t i = 0; i < a; i++) {
-            double *xr = t + i * m;
-            for (int64_t j = 0; j < m; j++) {
+    if (m > 1) /* Z'[k, j] = sum_i R[i, k] Z[i, j] */
+        for (int64_t j = 0; j < a; j++) {
+            for (int64_t k = 0; k < m; k++) {
                 double d = 0;
-                for (int64_t k = 0; k < m; k++) d += xr[k] * r->R[k * m + j];
-                row[j] = d;
+                for (int64_t i = 0; i < m; i++) d += r->R[i * m + k] * t[i * a + j];
+                col[k] = d;
             }
-            memcpy(xr, row, (size_t)m * sizeof *xr);
+            for (int64_t k = 0; k < m; k++) t[k * a + j] = col[k];
         }
-    }
-    for (int64_t h = 1; h < a; h *= 2) /* Walsh-Hadamard over the a rows of X */
-        for (int64_t i = 0; i < a; i += 2 * h)
-            for (int64_t k = i; k < i + h; k++)
-                for (int64_t j = 0; j < m; j++) {
-                    const double u = t[k * m + j], v = t[(k + h) * m + j];
-                    t[k * m + j] = u + v;
-                    t[(k + h) * m + j] = u - v;
+    for (int64_t seg = 0; seg < m; seg++) { /* Walsh-Hadamard over each segment */
+        double *z = t + seg * a;
+        for (int64_t h = 1; h < a; h *= 2)
+            for (int64_t i = 0; i < a; i += 2 * h)
+                for (int64_t k = i; k < i + h; k++) {
+                    const double u = z[k], v = z[k + h];
+                    z[k] = u + v;
+                    z[k + h] = u - v;
                 }
+    }
     const double norm = 1.0 / sqrt((double)a);
     for (int64_t i = 0; i < n; i++) x[i * stride] = (float)(t[i] * norm);
+}
+
+/* Rows of x[T, n] through a hadamard rotation on the backend: x Q (transpose 0) or x Q^T. */
+static int online_rows(const lmp_backend *be, const lmp_rotation *r, int64_t T, float *x, int transpose)
+{
+    const int64_t n = r->n, a = r->a, m = r->m;
+    float col[64];
+    if (m > 64) return lmp_fail(LMP_EUNSUPPORTED, "rotate: an online rotation of %lld = %lld x %lld: the odd factor is "
+                                "larger than 64", (long long)n, (long long)a, (long long)m);
+    int st = 0;
+    if (!transpose)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < n; i++) x[t * n + i] *= r->signs[i];
+    if (transpose) st = lmp_be_hadamard(be, T * m, a, x);
+    for (int64_t t = 0; !st && m > 1 && t < T; t++) /* R^T Z (forward) or R Z (transpose) */
+        for (int64_t j = 0; j < a; j++) {
+            float *z = x + t * n + j;
+            for (int64_t k = 0; k < m; k++) {
+                double d = 0;
+                for (int64_t i = 0; i < m; i++) d += (transpose ? r->R[k * m + i] : r->R[i * m + k]) * z[i * a];
+                col[k] = (float)d;
+            }
+            for (int64_t k = 0; k < m; k++) z[k * a] = col[k];
+        }
+    if (!st && !transpose) st = lmp_be_hadamard(be, T * m, a, x);
+    if (!st && transpose)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < n; i++) x[t * n + i] *= r->signs[i];
+    return st;
+}
+
+int lmp_rotate_online(const lmp_backend *be, const lmp_arch *a, const lmp_block_step *s, int64_t T, float *const *slot,
+                      int transpose)
+{
+    if (s->heads[0]) { /* R3: H/sqrt(hd) per head of q and k; symmetric, so its own transpose */
+        int st = lmp_be_hadamard(be, T * s->heads[0], a->head_dim, slot[s->in[0]]);
+        return st ? st : lmp_be_hadamard(be, T * s->heads[1], a->head_dim, slot[s->in[1]]);
+    }
+    if (!a->online_r4) return lmp_fail(LMP_EINVAL, "rotate: an online R4 step without its rotation");
+    return online_rows(be, a->online_r4, T, slot[s->in[0]], transpose);
 }
 
 /* ---- the rotated model ----------------------------------------------------------------------- */
 typedef struct rotated_source {
     const lmp_model_source *inner;
+    lmp_rotation *r4;
     /* the model's blocks when they were views into the file (llama2.c) at rotate time: the
      * file's source clones m->blocks, which now holds the rotated copies, so they are cloned from
      * here instead */
@@ -199,6 +241,8 @@ static int rotate_block(const rotated_source *rs, const lmp_model *m, lmp_block 
                 rotate_cols(rs->r2, l->w, l->in, h * rs->head_dim, 0, l->in);
                 if (l->b) lmp_rotation_apply(rs->r2, l->b + h * rs->head_dim, 1);
             }
+        if (rs->r4 && l->role == LMP_ROLE_DOWN) /* W Q4: the forward turns its input by Q4 online */
+            rotate_rows(rs->r4, l->w, l->out, l->in, 0);
         if (rs->r2 && l->role == LMP_ROLE_O) /* each head's columns by Q2 */
             for (int64_t h = 0; h < l->in / rs->head_dim; h++) rotate_rows(rs->r2, l->w, l->out, l->in, h * rs->head_dim);
     }
@@ -223,8 +267,11 @@ static void rotated_close(lmp_model *m)
     m->rotation = NULL;
     for (int64_t l = 0; rs->views && l < rs->n_views; l++) lmp_block_free_tables(&rs->views[l]);
     free(rs->views);
+    m->arch.online_r3 = 0;
+    m->arch.online_r4 = NULL;
     lmp_rotation_free(rs->r1);
     lmp_rotation_free(rs->r2);
+    lmp_rotation_free(rs->r4);
     free(rs);
     if (m->src && m->src->close) m->src->close(m);
 }
@@ -262,7 +309,7 @@ static float *owned_copy(lmp_model *m, const float *src, int64_t n)
 
 int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
 {
-    if (o->r1 == LMP_ROT_NONE && o->r2 == LMP_ROT_NONE) return 0;
+    if (o->r1 == LMP_ROT_NONE && o->r2 == LMP_ROT_NONE && !o->r3 && !o->r4) return 0;
     const lmp_arch *a = &m->arch;
     const char *fam = a->desc ? a->desc->name : "this model";
     if (m->rotation) return lmp_fail(LMP_EINVAL, "rotate: %s is rotated already", m->path);
@@ -278,6 +325,9 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     if (m->final_norm_b) return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's final norm has a bias", fam);
     if (o->r2 != LMP_ROT_NONE && a->n_heads * a->head_dim != a->dim && a->head_dim <= 0)
         return lmp_fail(LMP_EINVAL, "rotate: %s: no head_dim", fam);
+    if (o->r3 && (a->head_dim & (a->head_dim - 1)))
+        return lmp_fail(LMP_EUNSUPPORTED, "rotate: r3 turns each head by the Walsh-Hadamard op, which needs a power of "
+                        "2; %s's head_dim is %lld", fam, (long long)a->head_dim);
     if (m->n_owned + 3 > (int)(sizeof m->owned / sizeof *m->owned))
         return lmp_fail(LMP_EINVAL, "rotate: %s: the loader keeps too many buffers to add the rotated ones", m->path);
     rotated_source *rs = calloc(1, sizeof *rs);
@@ -287,6 +337,10 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     int st = 0;
     if (o->r1 != LMP_ROT_NONE) st = lmp_rotation_make(o->r1, a->dim, o->seed, &rs->r1);
     if (!st && o->r2 != LMP_ROT_NONE) st = lmp_rotation_make(o->r2, a->head_dim, o->seed + 1, &rs->r2);
+    if (!st && o->r4) st = lmp_rotation_make(LMP_ROT_HADAMARD, a->hidden, o->seed + 2, &rs->r4);
+    if (!st && rs->r4 && rs->r4->m > 64)
+        st = lmp_fail(LMP_EUNSUPPORTED, "rotate: r4 on %s's hidden size %lld = %lld x %lld: the odd factor is larger "
+                      "than 64", fam, (long long)a->hidden, (long long)rs->r4->a, (long long)rs->r4->m);
     if (!st && rs->r1) {
         /* embeddings E Q; head (W diag(final norm)) Q; the final norm plain; the head untied */
         const int64_t V = a->vocab, d = a->dim;
@@ -304,6 +358,7 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     if (st) {
         lmp_rotation_free(rs->r1);
         lmp_rotation_free(rs->r2);
+        lmp_rotation_free(rs->r4);
         free(rs);
         return st;
     }
@@ -314,5 +369,7 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     }
     m->rotation = rs;
     m->src = &rotated_src;
+    m->arch.online_r3 = o->r3;
+    m->arch.online_r4 = rs->r4;
     return 0;
 }

@@ -39,6 +39,10 @@
  * attention_window (sliding-window attention and Gemma 2's soft-capped scores), appended to
  * lmp_backend_i; a backend built before them runs the CPU backend's.
  *
+ * ABI 4.5: the backend operation hadamard (the fast Walsh-Hadamard transform: the online
+ * rotations of core/model/rotate.h), appended to lmp_backend_i; a backend built before it runs
+ * the CPU backend's.
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -56,7 +60,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 4
+#define LMP_ABI_MINOR 5
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -1093,7 +1097,12 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * With window 0 and softcap 0 it is `attention`. */                                            \
     OP(attention_window, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
                           float softcap, const float *q, const float *k, const float *v, float *out),  \
-      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)
+      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)                             \
+    /* ABI 4.5.  The fast Walsh-Hadamard transform in place: each row of x[rows, n] <- row H / sqrt(n), \
+     * H Sylvester's n×n Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k], [H_k, -H_k]]: entry (i, j) \
+     * is (-1)^popcount(i & j)); n a power of 2, else LMP_EINVAL.  H / sqrt(n) is orthogonal and    \
+     * its own inverse. */                                                                          \
+    OP(hadamard, (int64_t rows, int64_t n, float *x), (rows, n, x), 0)
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);

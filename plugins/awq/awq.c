@@ -355,7 +355,7 @@ static int awq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
             rc = host->set_error(hctx, LMP_ENOMEM, "awq: out of memory");
             break;
         }
-        double ratio, loss;
+        double ratio = 0, loss = 0;
         rc = search_scales(&wk, p, blk, m, st->n_sample, st->sample, s, &ratio, &loss);
         if (!rc) rc = fold_scales(&wk, blk, m, s);
         if (!rc) {
