@@ -7,7 +7,9 @@
  *     sample, on stories260K and the GPT-2 fixture, symmetric and asymmetric grids;
  *   - with clip_search, down_proj of block 0 is clipped as AutoAWQ's search does (same reference);
  *   - awq composes with rtn (awq, rtn in one variant), and is refused after a quantizing stage and
- *     with a group that does not divide a linear's width, by name. */
+ *     with a group that does not divide a linear's width, by name;
+ *   - awq -> rtn exported as a GGUF (`lmpress run -o`), alone and on a model with fused rotations
+ *     (model.rotate r1, r2), reads back with the perplexity the run measured. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -372,6 +374,56 @@ START_TEST(awq_group_not_dividing_is_refused)
 }
 END_TEST
 
+/* ---- export: the scales are in the weights --------------------------------------------------- */
+/* `lmpress run -o x.gguf` of awq -> rtn, with and without fused rotations (model.rotate r1, r2):
+ * the exported file, evaluated by `lmpress eval`, gives the variant's own perplexity (the same
+ * windows), so the folded scales and the turned embeddings, blocks and head are what it holds. */
+static double ppl_in(const char *out, const char *line_start)
+{
+    const char *p = out, *hit = NULL;
+    while ((p = strstr(p, line_start))) hit = p++;
+    ck_assert_msg(hit != NULL, "no '%s' in:\n%s", line_start, out);
+    return atof(hit + strlen(line_start));
+}
+
+static void export_reads_back(const char *rotate)
+{
+    char dir[512], cfg[1024], gguf[1024], args[4096], *out = malloc(1 << 16);
+    lmp_test_tmpdir(dir, sizeof dir, "awq-export");
+    snprintf(cfg, sizeof cfg, "%s/x.cfg", dir);
+    snprintf(gguf, sizeof gguf, "%s/x.gguf", dir);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "model = { path = \"%s\"; tokenizer = \"%s/models/stories260K/tok512.bin\"; %s };\n"
+               "calibration = { text = \"%s/models/stories260K/tinystories-synth-calib.txt\"; samples = 4; seq_len = 128; };\n"
+               "eval = { texts = [ \"%s/models/stories260K/tinystories-synth-eval.txt\" ]; seq_len = 128; max_windows = 4; };\n"
+               "variants = ( { name = \"awq-rtn\"; pipeline = (\n"
+               "  { strategy = \"awq\"; params = { bits = 4; group = 4; symmetric = true; }; },\n"
+               "  { strategy = \"rtn\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); } );\n",
+            STORIES, LMP_SOURCE_DIR, rotate, LMP_SOURCE_DIR, LMP_SOURCE_DIR);
+    fclose(f);
+    snprintf(args, sizeof args, "run '%s' -o '%s'", cfg, gguf);
+    ck_assert_msg(lmp_test_cli_all(args, out, 1 << 16) == 0, "%s", out);
+    /* the table row: name, bits/w, ppl */
+    const char *row = strstr(out, "\nawq-rtn ");
+    ck_assert_msg(row != NULL, "no row in:\n%s", out);
+    double bits, ppl_run;
+    ck_assert_int_eq(sscanf(row + 9, "%lf %lf", &bits, &ppl_run), 2);
+    snprintf(args, sizeof args, "eval '%s' --text '%s/models/stories260K/tinystories-synth-eval.txt' --seq-len 128 "
+             "--max-windows 4", gguf, LMP_SOURCE_DIR);
+    ck_assert_msg(lmp_test_cli_all(args, out, 1 << 16) == 0, "%s", out);
+    const double ppl_file = ppl_in(out, "ppl ");
+    printf("awq -> rtn %s: run ppl %.4f, its exported GGUF %.6f\n", *rotate ? rotate : "(no rotation)", ppl_run, ppl_file);
+    ck_assert_msg(fabs(ppl_file / ppl_run - 1) < 2e-4, "exported %g, evaluated %g", ppl_file, ppl_run); /* 4 digits printed */
+    lmp_test_rmtree(dir);
+    free(out);
+}
+
+START_TEST(awq_export_reads_back) { export_reads_back(""); }
+END_TEST
+START_TEST(awq_rotated_export_reads_back) { export_reads_back("rotate = { r1 = \"hadamard\"; r2 = \"hadamard\"; };"); }
+END_TEST
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -396,6 +448,11 @@ int main(void)
     tcase_add_test(tc, awq_then_rtn_quantizes_the_scaled_weights);
     tcase_add_test(tc, awq_after_rtn_is_refused);
     tcase_add_test(tc, awq_group_not_dividing_is_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("export");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, awq_export_reads_back);
+    tcase_add_test(tc, awq_rotated_export_reads_back);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }
