@@ -118,7 +118,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
-    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
+    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"};
     if (m->arch.online_r3 || m->arch.online_r4)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has online rotations (model.rotate %s): they are steps of the "
                         "forward that neither GGUF nor a Hugging Face folder can say (compressed-tensors' transform "
