@@ -344,6 +344,59 @@ static int cu_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem sc
                     "quantize");
 }
 
+/* ---- the block path (devbe_block.c): buffers stay on the device ---------------------------------- */
+
+static int cu_copy(devbe *d, devbe_mem dst, devbe_mem src, int64_t n)
+{
+    CU_CHECK(d, cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, cu(d)->stream),
+             "cudaMemcpyAsync (on the device)");
+    return LMP_OK;
+}
+
+static int cu_add_bias(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b)
+{
+    return launched(d, lmp_cu_add_bias(cu(d)->stream, rows, cols, x, b), "add_bias");
+}
+
+static int cu_add(devbe *d, int64_t n, devbe_mem a, devbe_mem b, devbe_mem out)
+{
+    return launched(d, lmp_cu_add(cu(d)->stream, n, a, b, out), "add");
+}
+
+static int cu_mul(devbe *d, int64_t n, devbe_mem x, devbe_mem y)
+{
+    return launched(d, lmp_cu_mul(cu(d)->stream, n, x, y), "mul");
+}
+
+static int cu_scale(devbe *d, int64_t n, devbe_mem x, float v)
+{
+    return launched(d, lmp_cu_scale(cu(d)->stream, n, x, v), "scale");
+}
+
+static int cu_rope_part(devbe *d, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, devbe_mem cs,
+                        devbe_mem x)
+{
+    return launched(d, lmp_cu_rope_part(cu(d)->stream, T, n_heads, head_dim, n_rot, cs, x), "rope_part");
+}
+
+static int cu_attention_window(devbe *d, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                               float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
+{
+    return launched(d, lmp_cu_attention_window(cu(d)->stream, T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out),
+                    "attention_window");
+}
+
+static int cu_sqsum_cols(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out)
+{
+    return launched(d, lmp_cu_sqsum_cols(cu(d)->stream, n, c, x, out), "sqsum_cols");
+}
+
+static int cu_sync(devbe *d)
+{
+    CU_CHECK(d, cudaStreamSynchronize(cu(d)->stream), "cudaStreamSynchronize");
+    return LMP_OK;
+}
+
 /* ---- descriptor ---------------------------------------------------------------------------------- */
 
 static const devbe_dev cu_dev = {
@@ -352,6 +405,9 @@ static const devbe_dev cu_dev = {
     .rmsnorm = cu_rmsnorm, .layernorm = cu_layernorm, .rope = cu_rope, .attention = cu_attention,
     .swiglu = cu_swiglu, .gelu = cu_gelu, .log_softmax = cu_log_softmax,
     .reduce_cols = cu_reduce_cols, .quantize = cu_quantize,
+    .copy = cu_copy, .add_bias = cu_add_bias, .add = cu_add, .mul = cu_mul, .scale = cu_scale,
+    .rope_part = cu_rope_part, .attention_window = cu_attention_window, .sqsum_cols = cu_sqsum_cols,
+    .sync = cu_sync,
 };
 
 static const lmp_backend_i cu_vtable = {
