@@ -50,20 +50,32 @@ typedef struct fixture {
     lmp_backend cpu, dev;
 } fixture;
 
-/* 0 and both backends open, or 1 after a skip (the backend is not usable here). */
-static int open_fixture(fixture *f)
+/* 0 and both backends open, or 1 after a skip (the backend is not usable here).  block_rows >= 0
+ * sets the backend's parameter of that name where it has one (opencl: 0 one window at a time,
+ * larger: several windows per batch, as on a GPU). */
+static int open_fixture_rows(fixture *f, int block_rows)
 {
     lmp_ctx_init(&f->ctx);
     lmp_host_set_verbosity(&f->ctx, LMP_LOG_ERROR);
     ck_assert_int_eq(lmp_registry_init(&f->reg, &f->ctx, NULL, 0), 0);
     ck_assert_msg(lmp_backend_open(&f->ctx, &f->reg, "cpu", NULL, &f->cpu) == 0, "%s", lmp_last_error());
-    if (lmp_backend_open(&f->ctx, &f->reg, g_backend, NULL, &f->dev) != 0) {
+    lmp_value *params = NULL;
+    const lmp_plugin *p = lmp_registry_require(&f->reg, LMP_PLUGIN_BACKEND, g_backend, NULL) == 0
+                              ? lmp_registry_find(&f->reg, LMP_PLUGIN_BACKEND, g_backend) : NULL;
+    if (p && block_rows >= 0 && lmp_params_defaults(p->desc, &params) == 0)
+        for (uint32_t i = 0; i < p->desc->n_params; i++)
+            if (strcmp(p->desc->params[i].name, "block_rows") == 0) params[i].num = block_rows;
+    const int st = lmp_backend_open(&f->ctx, &f->reg, g_backend, params, &f->dev);
+    free(params);
+    if (st != 0) {
         lmp_test_skip("SKIPPED the %s block path: the backend is not usable here: %s", g_backend, lmp_last_error());
         lmp_backend_close(&f->cpu);
         return 1;
     }
     return 0;
 }
+
+static int open_fixture(fixture *f) { return open_fixture_rows(f, -1); }
 
 static void close_fixture(fixture *f)
 {
@@ -125,11 +137,12 @@ static uint64_t block_bytes(const lmp_arch *a, const lmp_block *blk, int64_t n, 
     return 4 * f;
 }
 
-/* Every block of the model on both paths: statistics and outputs. */
-static void compare_model(const char *path, const char *name, int64_t T)
+/* Every block of the model on both paths: statistics and outputs, the device's windows in
+ * batches of block_rows rows (-1: the backend's default). */
+static void compare_model(const char *path, const char *name, int64_t T, int block_rows)
 {
     fixture f;
-    if (open_fixture(&f)) return;
+    if (open_fixture_rows(&f, block_rows)) return;
     lmp_model *m;
     ck_assert_msg(lmp_model_load(path, &m) == 0, "%s: %s", path, lmp_last_error());
     const lmp_arch *a = &m->arch;
@@ -186,13 +199,21 @@ static void compare_model(const char *path, const char *name, int64_t T)
     close_fixture(&f);
 }
 
-START_TEST(test_block_stories260K) { compare_model(STORIES, "stories260K", 64); }
+START_TEST(test_block_stories260K) { compare_model(STORIES, "stories260K", 64, -1); }
 END_TEST
 
-START_TEST(test_block_qwen3) { compare_model(FIXTURE("qwen3"), "qwen3", 48); }
+START_TEST(test_block_qwen3) { compare_model(FIXTURE("qwen3"), "qwen3", 48, -1); }
 END_TEST
 
-START_TEST(test_block_gemma2) { compare_model(FIXTURE("gemma2"), "gemma2", 48); }
+START_TEST(test_block_gemma2) { compare_model(FIXTURE("gemma2"), "gemma2", 48, -1); }
+END_TEST
+
+/* Three windows in one batch (RoPE and attention per window inside a batch, the sliding window
+ * and soft-cap included): what a GPU runs by default. */
+START_TEST(test_block_batched) {
+    compare_model(FIXTURE("gemma2"), "gemma2 batched", 48, 4096);
+    compare_model(FIXTURE("qwen3"), "qwen3 batched", 48, 4096);
+}
 END_TEST
 
 /* What the path does not carry is refused by name, and the per-op path takes over. */
@@ -263,6 +284,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_block_stories260K);
     tcase_add_test(tc, test_block_qwen3);
     tcase_add_test(tc, test_block_gemma2);
+    tcase_add_test(tc, test_block_batched);
     tcase_add_test(tc, test_block_refusals);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

@@ -140,12 +140,14 @@ typedef struct devbe_dev {
     int (*add)(devbe *d, int64_t n, devbe_mem a, devbe_mem b, devbe_mem out);        /* out = a + b */
     int (*mul)(devbe *d, int64_t n, devbe_mem x, devbe_mem y);                       /* x *= y */
     int (*scale)(devbe *d, int64_t n, devbe_mem x, float s);                         /* x *= s */
-    /* x[T, n_heads*head_dim]: pairs i < n_rot/2 of each head turned by cs[T, n_rot/2, 2] */
-    int (*rope_part)(devbe *d, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, devbe_mem cs,
-                     devbe_mem x);
-    /* attention with a sliding window and soft-capped scores (plugin.h's attention_window) */
-    int (*attention_window)(devbe *d, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
-                            float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
+    /* x[batch * T, n_heads*head_dim], batch windows of T positions each: pairs i < n_rot/2 of
+     * each head turned by cs[T, n_rot/2, 2] */
+    int (*rope_part)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                     devbe_mem cs, devbe_mem x);
+    /* attention with a sliding window and soft-capped scores (plugin.h's attention_window) in
+     * each of batch windows of T rows */
+    int (*attention_window)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                            int64_t window, float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
     int (*sqsum_cols)(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out); /* out[j] += sum x^2 */
     int (*sync)(devbe *d); /* returns when everything queued has run */
 } devbe_dev;
@@ -162,6 +164,9 @@ struct devbe {
     int exact_div; /* 0: f32 division is not correctly rounded, so the quantization grid could
                     * differ from the CPU's */
     uint64_t moved[2]; /* bytes copied host -> device and device -> host (devbe_bytes_moved) */
+    /* The block path's rows per batch of windows (0: one window at a time): a GPU wants large
+     * launches; PoCL ran CLBlast's GEMM 1.45x slower on 4 windows (1024 rows) than on each. */
+    int64_t block_rows;
 };
 
 void devbe_init(devbe *d, const lmp_host *host, void *hctx, const devbe_dev *dev);

@@ -148,7 +148,7 @@ static void mem_release(devbe *d, block_mem *m)
 
 /* Everything the job needs on the device: slot buffers, weights (each array once), tables,
  * statistics initialised from the caller's arrays. */
-static int mem_setup(devbe *d, const lmp_block_job *job, block_mem *m)
+static int mem_setup(devbe *d, const lmp_block_job *job, int64_t rows, block_mem *m)
 {
     const lmp_host *h = d->err.host;
     m->n_ops = job->n_ops;
@@ -161,7 +161,7 @@ static int mem_setup(devbe *d, const lmp_block_job *job, block_mem *m)
     if (!m->w || !m->b || !m->table || !m->stat) return FAIL(d, LMP_ENOMEM, "block path: out of memory");
     int st = LMP_OK;
     for (int i = 0; !st && i < job->n_bufs; i++)
-        st = d->dev->alloc(d, (size_t)((job->T * job->buf_cols[i]) > 0 ? job->T * job->buf_cols[i] : 1) * sizeof(float),
+        st = d->dev->alloc(d, (size_t)((rows * job->buf_cols[i]) > 0 ? rows * job->buf_cols[i] : 1) * sizeof(float),
                            &m->buf[i]);
     for (int i = 0; !st && i < job->n_ops; i++) {
         const lmp_bop *o = &job->ops[i];
@@ -197,27 +197,28 @@ static devbe_mem table_of(const lmp_block_job *job, const block_mem *m, int i)
     return NULL;
 }
 
-static int observe(devbe *d, const lmp_block_job *job, const block_mem *m, const lmp_bop *o, devbe_mem x)
+static int observe(devbe *d, const lmp_block_job *job, const block_mem *m, const lmp_bop *o, int64_t rows, devbe_mem x)
 {
     const lmp_bstat *s = &job->stats[o->stat];
     devbe_mem const *a = &m->stat[o->stat * STAT_ARRAYS];
-    const int T = (int)job->T, C = (int)o->cols;
+    const int T = (int)rows, C = (int)o->cols;
     int st = LMP_OK;
     if (s->hessian) st = d->dev->xtx_accum(d, T, C, s->alpha, x, a[0]);
     if (!st && s->absmax) st = d->dev->reduce_cols(d, LMP_REDUCE_ABSMAX, T, C, x, a[1]);
     if (!st && s->min) st = d->dev->reduce_cols(d, LMP_REDUCE_MIN, T, C, x, a[2]);
     if (!st && s->max) st = d->dev->reduce_cols(d, LMP_REDUCE_MAX, T, C, x, a[3]);
     if (!st && s->sum) st = d->dev->reduce_cols(d, LMP_REDUCE_SUM, T, C, x, a[4]);
-    if (!st && s->sqsum) st = d->dev->sqsum_cols(d, job->T, o->cols, x, a[5]);
+    if (!st && s->sqsum) st = d->dev->sqsum_cols(d, rows, o->cols, x, a[5]);
     return st;
 }
 
-/* Op i of the job on window buffers already on the device. */
-static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i)
+/* Op i of the job on the buffers of `batch` windows already on the device (T = batch x the job's
+ * T rows: every op but RoPE and attention sees the windows as one matrix). */
+static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i, int64_t batch)
 {
     const devbe_dev *v = d->dev;
     const lmp_bop *o = &job->ops[i];
-    const int64_t T = job->T;
+    const int64_t T = batch * job->T;
     devbe_mem in = m->buf[o->in[0]], out = m->buf[o->out];
     const int64_t n = T * (o->kind == LMP_BOP_RMSNORM ? o->rows : 1) * o->cols; /* elements of in[0] */
     int st = LMP_OK;
@@ -235,14 +236,15 @@ static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i)
                      out);
         return st || !m->b[i] ? st : v->add_bias(d, T, o->n_out, out, m->b[i]);
     case LMP_BOP_ROPE:
-        return o->n_rot ? v->rope_part(d, T, o->rows, o->head_dim, o->n_rot, table_of(job, m, i), in) : LMP_OK;
+        return o->n_rot ? v->rope_part(d, batch, job->T, o->rows, o->head_dim, o->n_rot, table_of(job, m, i), in)
+                        : LMP_OK;
     case LMP_BOP_SCALE:
         return v->scale(d, n, in, o->scale);
     case LMP_BOP_ATTENTION:
-        if (!o->window && !o->softcap && o->head_dim <= d->att_max_hd && (double)T * (double)o->heads * (double)o->head_dim <= INT_MAX)
+        if (batch == 1 && !o->window && !o->softcap) /* one window: the backend's tuned plain attention */
             return v->attention(d, (int)T, (int)o->heads, (int)o->kv_heads, (int)o->head_dim, in, m->buf[o->in[1]],
-                                m->buf[o->in[2]], out); /* the backend's tuned plain attention */
-        return v->attention_window(d, T, o->heads, o->kv_heads, o->head_dim, o->window, o->softcap, in,
+                                m->buf[o->in[2]], out);
+        return v->attention_window(d, batch, job->T, o->heads, o->kv_heads, o->head_dim, o->window, o->softcap, in,
                                    m->buf[o->in[1]], m->buf[o->in[2]], out);
     case LMP_BOP_SWIGLU:
         if (out != in) st = v->copy(d, out, in, n);
@@ -255,7 +257,7 @@ static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i)
     case LMP_BOP_ADD:
         return v->add(d, n, in, m->buf[o->in[1]], out);
     case LMP_BOP_OBSERVE:
-        return observe(d, job, m, o, in);
+        return observe(d, job, m, o, T, in);
     case LMP_BOP_KINDS:
         break;
     }
@@ -268,21 +270,33 @@ int devbe_block_run(void *self, const lmp_block_job *job)
     int st = check_job(d, job);
     if (st) return st;
     if (job->n_windows == 0 || job->T == 0) return LMP_OK;
+    /* Windows go through in batches of about d->block_rows rows (as the CPU path stacks rows for
+     * X^T X): fewer, larger launches on a GPU; every buffer of a batch stays within the int range
+     * the checks above hold one window to. */
+    int64_t batch = job->T >= d->block_rows ? 1 : d->block_rows / job->T;
+    if (batch > job->n_windows) batch = job->n_windows;
+    for (int i = 0; i < job->n_bufs && batch > 1; i++)
+        while (batch > 1 && !fits_int((double)batch * (double)job->T * (double)job->buf_cols[i])) batch /= 2;
+    for (int i = 0; i < job->n_ops && batch > 1; i++)
+        while (batch > 1 && job->ops[i].kind == LMP_BOP_RMSNORM &&
+               !fits_int((double)batch * (double)job->T * (double)job->ops[i].rows))
+            batch /= 2;
     block_mem m;
     memset(&m, 0, sizeof m);
-    st = mem_setup(d, job, &m);
+    st = mem_setup(d, job, batch * job->T, &m);
     if (st == LMP_ENOMEM) /* nothing written yet: the core can still run the block op by op */
         st = FAIL(d, LMP_EUNSUPPORTED, "block path: the block and its buffers do not fit the device's memory");
     const int64_t xw = job->T * job->buf_cols[job->x_buf], yw = job->T * job->buf_cols[job->y_buf];
-    for (int64_t w = 0; !st && w < job->n_windows; w++) {
+    for (int64_t w = 0; !st && w < job->n_windows; w += batch) {
+        const int64_t b = job->n_windows - w < batch ? job->n_windows - w : batch;
         if (xw) {
-            d->moved[0] += (uint64_t)xw * sizeof(float);
-            st = d->dev->write(d, m.buf[job->x_buf], job->x + w * xw, 1, xw, xw);
+            d->moved[0] += (uint64_t)(b * xw) * sizeof(float);
+            st = d->dev->write(d, m.buf[job->x_buf], job->x + w * xw, 1, b * xw, b * xw);
         }
-        for (int i = 0; !st && i < job->n_ops; i++) st = run_op(d, job, &m, i);
-        /* the read blocks: window w's input (perhaps the same memory as its output) is then no
-         * longer needed by the queued write */
-        if (!st && job->y) st = download(d, m.buf[job->y_buf], job->y + w * yw, yw);
+        for (int i = 0; !st && i < job->n_ops; i++) st = run_op(d, job, &m, i, b);
+        /* the read blocks: these windows' inputs (perhaps the same memory as their outputs) are
+         * then no longer needed by the queued write */
+        if (!st && job->y) st = download(d, m.buf[job->y_buf], job->y + w * yw, b * yw);
     }
     for (int s = 0; !st && s < job->n_stats; s++) {
         float *a[STAT_ARRAYS];

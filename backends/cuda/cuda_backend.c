@@ -139,6 +139,7 @@ static int cu_create(const lmp_host *host, void *hctx, const lmp_value *params, 
     cu_backend *be = host->alloc(hctx, sizeof *be);
     if (!be) return host->set_error(hctx, LMP_ENOMEM, "cuda: out of memory");
     devbe_init(&be->base, host, hctx, &cu_dev);
+    be->base.block_rows = 2048; /* devbe.h: the block path's rows per batch of windows */
     be->base.att_max_hd = LMP_CU_MAXHD;
     be->base.att_max_T = 65535 * 1024;
     be->base.exact_div = 1; /* IEEE division: nvcc's default, never --use_fast_math */
@@ -373,16 +374,17 @@ static int cu_scale(devbe *d, int64_t n, devbe_mem x, float v)
     return launched(d, lmp_cu_scale(cu(d)->stream, n, x, v), "scale");
 }
 
-static int cu_rope_part(devbe *d, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, devbe_mem cs,
-                        devbe_mem x)
+static int cu_rope_part(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                        devbe_mem cs, devbe_mem x)
 {
-    return launched(d, lmp_cu_rope_part(cu(d)->stream, T, n_heads, head_dim, n_rot, cs, x), "rope_part");
+    return launched(d, lmp_cu_rope_part(cu(d)->stream, batch, T, n_heads, head_dim, n_rot, cs, x), "rope_part");
 }
 
-static int cu_attention_window(devbe *d, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
-                               float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
+static int cu_attention_window(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                               int64_t window, float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
 {
-    return launched(d, lmp_cu_attention_window(cu(d)->stream, T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out),
+    return launched(d, lmp_cu_attention_window(cu(d)->stream, batch, T, n_heads, n_kv_heads, hd, window, softcap, q, k,
+                                               v, out),
                     "attention_window");
 }
 

@@ -439,11 +439,12 @@ extern "C" int lmp_cu_scale(cudaStream_t s, int64_t n, float *x, float v)
     return (int)cudaGetLastError();
 }
 
-__global__ void k_rope_part(int64_t n, float *x, const float *cs, int64_t n_heads, int64_t head_dim, int64_t n_rot)
+__global__ void k_rope_part(int64_t n, float *x, const float *cs, int64_t T, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot)
 {
     int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gid >= n) return;
-    int64_t npair = n_rot / 2, i = gid % npair, th = gid / npair, t = th / n_heads;
+    int64_t npair = n_rot / 2, i = gid % npair, th = gid / npair, t = (th / n_heads) % T;
     float c = cs[(t * npair + i) * 2], sn = cs[(t * npair + i) * 2 + 1];
     float *xh = x + th * head_dim;
     float x0 = xh[2 * i], x1 = xh[2 * i + 1];
@@ -451,24 +452,28 @@ __global__ void k_rope_part(int64_t n, float *x, const float *cs, int64_t n_head
     xh[2 * i + 1] = x0 * sn + x1 * c;
 }
 
-extern "C" int lmp_cu_rope_part(cudaStream_t s, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                                const float *cs, float *x)
+extern "C" int lmp_cu_rope_part(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim,
+                                int64_t n_rot, const float *cs, float *x)
 {
-    const int64_t n = T * n_heads * (n_rot / 2);
+    const int64_t n = batch * T * n_heads * (n_rot / 2);
     if (n == 0) return 0;
-    k_rope_part<<<grid_for(n), 256, 0, s>>>(n, x, cs, n_heads, head_dim, n_rot);
+    k_rope_part<<<grid_for(n), 256, 0, s>>>(n, x, cs, T, n_heads, head_dim, n_rot);
     return (int)cudaGetLastError();
 }
 
-/* One thread per (query, head), as the OpenCL blk_attention: a sliding window and soft-capped
- * scores (cpu_ref.c's attention_window), two passes over the keys. */
+/* One thread per (query, head, window), as the OpenCL blk_attention: a sliding window and
+ * soft-capped scores (cpu_ref.c's attention_window), two passes over the keys. */
 __global__ void k_attention_window(const float *q, const float *k, const float *v, float *out, int64_t T,
                                    int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int64_t window,
                                    float softcap)
 {
-    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
     if (t >= T) return;
     int64_t kh = h / (n_heads / n_kv_heads), qdim = n_heads * hd, kvdim = n_kv_heads * hd;
+    q += b * T * qdim;
+    out += b * T * qdim;
+    k += b * T * kvdim;
+    v += b * T * kvdim;
     int64_t lo = window && t - window + 1 > 0 ? t - window + 1 : 0;
     const float *qt = q + t * qdim + h * hd;
     float m = -INFINITY;
@@ -497,13 +502,13 @@ __global__ void k_attention_window(const float *q, const float *k, const float *
     for (int64_t d = 0; d < hd; d++) ot[d] = acc[d] / sum;
 }
 
-extern "C" int lmp_cu_attention_window(cudaStream_t s, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                                       int64_t window, float softcap, const float *q, const float *k, const float *v,
-                                       float *out)
+extern "C" int lmp_cu_attention_window(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                                       int64_t hd, int64_t window, float softcap, const float *q, const float *k,
+                                       const float *v, float *out)
 {
-    if (T == 0 || n_heads == 0) return 0;
+    if (T == 0 || n_heads == 0 || batch == 0) return 0;
     float scale = (float)(1.0 / sqrt((double)hd));
-    dim3 grid((unsigned)((T + 127) / 128), (unsigned)n_heads);
+    dim3 grid((unsigned)((T + 127) / 128), (unsigned)n_heads, (unsigned)batch);
     k_attention_window<<<grid, 128, 0, s>>>(q, k, v, out, T, n_heads, n_kv_heads, hd, scale, window, softcap);
     return (int)cudaGetLastError();
 }

@@ -39,11 +39,11 @@ int lmp_cu_add(cudaStream_t s, int64_t n, const float *a, const float *b, float 
 int lmp_cu_mul(cudaStream_t s, int64_t n, float *x, const float *y);
 int lmp_cu_scale(cudaStream_t s, int64_t n, float *x, float v);
 /* cs[T, n_rot/2, 2]: the core's table; pairs i < n_rot/2 of each head */
-int lmp_cu_rope_part(cudaStream_t s, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float *cs,
-                     float *x);
-int lmp_cu_attention_window(cudaStream_t s, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                            int64_t window, float softcap, const float *q, const float *k, const float *v,
-                            float *out);
+int lmp_cu_rope_part(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                     const float *cs, float *x);
+int lmp_cu_attention_window(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t hd, int64_t window, float softcap, const float *q, const float *k,
+                            const float *v, float *out);
 int lmp_cu_sqsum_cols(cudaStream_t s, int64_t n, int64_t c, const float *X, float *out);
 
 #ifdef __cplusplus
