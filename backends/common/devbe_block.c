@@ -61,7 +61,7 @@ static int fits_int(double v) { return v >= 0 && v <= (double)INT_MAX; }
 static int check_job(devbe *d, const lmp_block_job *job)
 {
     const devbe_dev *v = d->dev;
-    if (!v->copy || !v->add_bias || !v->add || !v->mul || !v->scale || !v->rope_part || !v->attention_window ||
+    if (!v->copy || !v->zero || !v->add_bias || !v->add || !v->mul || !v->scale || !v->rope_part || !v->attention_window ||
         !v->sqsum_cols || !v->sync)
         return FAIL(d, LMP_EUNSUPPORTED, "block path: this backend has no block kernels");
     if (!job || job->struct_size < sizeof(lmp_block_job) || job->n_bufs < 1 || job->n_bufs > LMP_BJOB_MAX_BUFS ||
@@ -182,8 +182,17 @@ static int mem_setup(devbe *d, const lmp_block_job *job, int64_t rows, block_mem
     for (int s = 0; !st && s < job->n_stats; s++) {
         float *a[STAT_ARRAYS];
         stat_arrays(&job->stats[s], a);
-        for (int k = 0; !st && k < STAT_ARRAYS; k++)
-            if (a[k]) st = upload(d, a[k], stat_len(&job->stats[s], k), &m->stat[s * STAT_ARRAYS + k]);
+        for (int k = 0; !st && k < STAT_ARRAYS; k++) {
+            if (!a[k]) continue;
+            const int64_t n = stat_len(&job->stats[s], k);
+            int64_t nz = 0; /* a fresh sum or X^T X is zeros: made on the device, not copied */
+            while (nz < n && a[k][nz] == 0.0f && !signbit(a[k][nz])) nz++;
+            if (nz < n) {
+                st = upload(d, a[k], n, &m->stat[s * STAT_ARRAYS + k]);
+            } else if (!(st = d->dev->alloc(d, (size_t)(n > 0 ? n : 1) * sizeof(float), &m->stat[s * STAT_ARRAYS + k]))) {
+                st = d->dev->zero(d, m->stat[s * STAT_ARRAYS + k], n);
+            }
+        }
     }
     return st;
 }

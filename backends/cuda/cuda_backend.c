@@ -354,6 +354,12 @@ static int cu_copy(devbe *d, devbe_mem dst, devbe_mem src, int64_t n)
     return LMP_OK;
 }
 
+static int cu_zero(devbe *d, devbe_mem m, int64_t n)
+{
+    CU_CHECK(d, cudaMemsetAsync(m, 0, (size_t)n * sizeof(float), cu(d)->stream), "cudaMemsetAsync");
+    return LMP_OK;
+}
+
 static int cu_add_bias(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b)
 {
     return launched(d, lmp_cu_add_bias(cu(d)->stream, rows, cols, x, b), "add_bias");
@@ -407,7 +413,7 @@ static const devbe_dev cu_dev = {
     .rmsnorm = cu_rmsnorm, .layernorm = cu_layernorm, .rope = cu_rope, .attention = cu_attention,
     .swiglu = cu_swiglu, .gelu = cu_gelu, .log_softmax = cu_log_softmax,
     .reduce_cols = cu_reduce_cols, .quantize = cu_quantize,
-    .copy = cu_copy, .add_bias = cu_add_bias, .add = cu_add, .mul = cu_mul, .scale = cu_scale,
+    .copy = cu_copy, .zero = cu_zero, .add_bias = cu_add_bias, .add = cu_add, .mul = cu_mul, .scale = cu_scale,
     .rope_part = cu_rope_part, .attention_window = cu_attention_window, .sqsum_cols = cu_sqsum_cols,
     .sync = cu_sync,
 };

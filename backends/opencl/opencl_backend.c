@@ -493,6 +493,15 @@ static int ocl_copy(devbe *d, devbe_mem dst, devbe_mem src, int64_t n)
     return LMP_OK;
 }
 
+static int ocl_zero(devbe *d, devbe_mem m, int64_t n)
+{
+    const float zero = 0.0f;
+    if (n == 0) return LMP_OK;
+    CL_CHECK(d, clEnqueueFillBuffer(ocl(d)->q, m, &zero, sizeof zero, 0, (size_t)n * sizeof(float), 0, NULL, NULL),
+             "clEnqueueFillBuffer");
+    return LMP_OK;
+}
+
 static int ocl_add_bias(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b)
 {
     int st = args(d, K_BLK_ADD_BIAS, 3, A_MEM(x), A_MEM(b), A_LONG(cols));
@@ -557,7 +566,7 @@ static const devbe_dev ocl_dev = {
     .rmsnorm = ocl_rmsnorm, .layernorm = ocl_layernorm, .rope = ocl_rope,
     .attention = ocl_attention, .swiglu = ocl_swiglu, .gelu = ocl_gelu,
     .log_softmax = ocl_log_softmax, .reduce_cols = ocl_reduce_cols, .quantize = ocl_quantize,
-    .copy = ocl_copy, .add_bias = ocl_add_bias, .add = ocl_add, .mul = ocl_mul, .scale = ocl_scale,
+    .copy = ocl_copy, .zero = ocl_zero, .add_bias = ocl_add_bias, .add = ocl_add, .mul = ocl_mul, .scale = ocl_scale,
     .rope_part = ocl_rope_part, .attention_window = ocl_attention_window, .sqsum_cols = ocl_sqsum_cols,
     .sync = ocl_sync,
 };
