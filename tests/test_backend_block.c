@@ -8,7 +8,8 @@
  * A backend whose probe says no here skips (exit 77) with the probe's reason.  For each model —
  * stories260K (Llama: RMSNorm, RoPE, SwiGLU), the Qwen3 fixture (q/k norms, GQA) and the Gemma 2
  * fixture (post norms, GeGLU, the q scale, sliding windows and soft-capped scores) — every block
- * is run over 3 windows on both paths: the statistics a compression asks for (X^T X, sum x^2,
+ * is run over 3 windows on both paths (also GPT-2: LayerNorm, biases, GELU; Qwen2 with YaRN,
+ * Phi-3 with LongRoPE and GLM-4 with partial rotary: RoPE from a table): the statistics a compression asks for (X^T X, sum x^2,
  * min, max, abs-max and mean of every linear input: lmp_block_stats_collect) and the block's
  * outputs (lmp_calib_pass), which must agree by normalized MSE, nmse = sum((ref-got)^2) /
  * sum(ref^2), below 1e-9.  Why 1e-9: the ops held one by one sit at 1e-10 (GEMM, X^T X) to 1e-12
@@ -208,6 +209,20 @@ END_TEST
 START_TEST(test_block_gemma2) { compare_model(FIXTURE("gemma2"), "gemma2", 48, -1); }
 END_TEST
 
+/* GPT-2: LayerNorm, biases, GELU, learned positions (no RoPE). */
+START_TEST(test_block_gpt2) { compare_model(FIXTURE("gpt2"), "gpt2", 48, -1); }
+END_TEST
+
+/* RoPE from a table: YaRN's scaled frequencies and attention factor (Qwen2), LongRoPE's table
+ * and factor (Phi-3), and partial rotary with post norms (GLM-4: 8 of each head's 16 dims). */
+START_TEST(test_block_rope_tables)
+{
+    compare_model(FIXTURE("qwen2-yarn"), "qwen2-yarn", 48, -1);
+    compare_model(FIXTURE("phi3"), "phi3", 48, -1);
+    compare_model(FIXTURE("glm4"), "glm4", 48, -1);
+}
+END_TEST
+
 /* Three windows in one batch (RoPE and attention per window inside a batch, the sliding window
  * and soft-cap included): what a GPU runs by default. */
 START_TEST(test_block_batched) {
@@ -284,6 +299,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_block_stories260K);
     tcase_add_test(tc, test_block_qwen3);
     tcase_add_test(tc, test_block_gemma2);
+    tcase_add_test(tc, test_block_gpt2);
+    tcase_add_test(tc, test_block_rope_tables);
     tcase_add_test(tc, test_block_batched);
     tcase_add_test(tc, test_block_refusals);
     suite_add_tcase(s, tc);
