@@ -123,10 +123,11 @@ int lmp_be_block_run(const lmp_backend *be, const lmp_block_job *job)
 {
     if (!LMP_BACKEND_I_HAS(be->vt, block_run)) return LMP_EUNSUPPORTED;
     double t0 = lmp_now_s();
-    lmp_host_clear_error(be->ctx);
+    if (be->ctx) lmp_host_clear_error(be->ctx);
     int st = be->vt->block_run(be->self, job);
     /* the backend's words (host->set_error) as the last error, for the caller's log line */
-    if (st) lmp_fail(st, "%s", *lmp_host_error(be->ctx) ? lmp_host_error(be->ctx) : "declined without a reason");
+    const char *why = be->ctx ? lmp_host_error(be->ctx) : "";
+    if (st) lmp_fail(st, "backend '%s': %s", be->name, *why ? why : "declined the block without a reason");
     be->counters->block_seconds += lmp_now_s() - t0;
     be->counters->block_calls++;
     return st;
