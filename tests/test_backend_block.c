@@ -71,6 +71,8 @@ static int open_fixture_rows(fixture *f, int block_rows)
     if (st != 0) {
         lmp_test_skip("SKIPPED the %s block path: the backend is not usable here: %s", g_backend, lmp_last_error());
         lmp_backend_close(&f->cpu);
+        lmp_registry_free(&f->reg); /* no device runtime was started: nothing to keep loaded */
+        lmp_ctx_clear(&f->ctx);
         return 1;
     }
     return 0;
