@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "model/block_device.h"
+#include "model/block_steps.h"
 #include "model/forward.h"
 
 typedef struct collector {
@@ -15,7 +16,8 @@ typedef struct collector {
     const lmp_block *blk;
     lmp_block_stats *bs;
     int64_t n_windows, T;
-    int last_group;      /* the last input (lmp_input_group) anything is asked of */
+    lmp_block_plan plan; /* the block's steps: which input group each linear reads */
+    int last_group;      /* the last input group anything is asked of */
 } collector;
 
 static int alloc_filled(float **p, int64_t n, float init)
@@ -208,7 +210,7 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     s->n_tokens += T;
     if (need & LMP_STAT_WINDOWS) s->n_windows = w + 1;
     for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
-    if (lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
+    if (lmp_block_plan_input_group(&c->plan, c->blk->linears[lins[0]].role) >= c->last_group)
         return LMP_FORWARD_STOP; /* nothing later in the block is needed */
     return 0;
 }
@@ -237,7 +239,7 @@ static int collect_on_device(const lmp_backend *be, const lmp_arch *a, const lmp
     for (int k = 0; k < p.n_steps && !st; k++) {
         const lmp_block_step *s = &p.step[k];
         if (s->kind != LMP_STEP_LINEARS) continue;
-        const int g = lmp_input_group(s->roles[0]);
+        const int g = s->group; /* the input group its linears read */
         uint32_t need = 0;
         for (int o = 0; o < s->n_out; o++) {
             const int li = lmp_block_find(blk, s->roles[o]);
@@ -282,9 +284,10 @@ int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp
                             lmp_block_stats *bs)
 {
     collector c = {.be = be, .blk = blk, .bs = bs, .n_windows = n_windows, .T = T};
+    lmp_block_plan_make(&c.plan, a, blk->index);
     int first = 4; /* the first input asked for: a pass may start at its segment */
     for (int i = 0; i < blk->n_linears; i++) {
-        const int g = lmp_input_group(blk->linears[i].role);
+        const int g = lmp_block_plan_input_group(&c.plan, blk->linears[i].role);
         if (bs->needs[i] && g > c.last_group) c.last_group = g;
         if (bs->needs[i] && g < first) first = g;
     }

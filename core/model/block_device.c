@@ -107,7 +107,7 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
             break;
         }
         case LMP_STEP_LINEARS: {
-            const int g = lmp_input_group(s->roles[0]);
+            const int g = s->group;
             if (g == stop || (watch && watch->want[g])) {
                 if (watch && watch->want[g]) {
                     jm->stats[job->n_stats] = *watch->want[g];

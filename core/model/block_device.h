@@ -19,9 +19,9 @@
 #include "model/block_steps.h"
 #include "plugin/backend.h"
 
-/* Statistics wanted on the input of each input group (lmp_input_group: 0 q,k,v; 1 o; 2 gate,up;
- * 3 down): want[g] NULL for none, else its arrays (plugin.h's lmp_bstat: cols set, each array
- * NULL or initialised) are folded into over every token of every window. */
+/* Statistics wanted on the input of each input group (lmp_block_plan_input_group: 0 q,k,v;
+ * 1 o; 2 gate,up; 3 down): want[g] NULL for none, else its arrays (plugin.h's lmp_bstat: cols
+ * set, each array NULL or initialised) are folded into over every token of every window. */
 typedef struct lmp_block_watch {
     lmp_bstat *want[4];
 } lmp_block_watch;
