@@ -55,12 +55,13 @@ static int linear_on_device(const lmp_linear *l, int affine)
 
 typedef struct job_maker {
     lmp_block_job job;
-    lmp_bop ops[2 * LMP_BLOCK_MAX_STEPS + 8];
+    lmp_bop ops[(LMP_STEP_MAX_IO + 1) * LMP_BLOCK_MAX_STEPS]; /* a step: its linears and an observe */
     lmp_bstat stats[4];
 } job_maker;
 
 static lmp_bop *add_op(job_maker *jm, lmp_bop_kind kind, int in0, int out)
 {
+    /* make_job's steps make at most (LMP_STEP_MAX_IO + 1) ops each, which ops[] holds */
     lmp_bop *o = &jm->ops[jm->job.n_ops++];
     memset(o, 0, sizeof *o);
     o->kind = kind;
@@ -81,6 +82,9 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
     memset(job, 0, sizeof *job);
     job->struct_size = sizeof *job;
     job->T = T;
+    if (LMP_SLOT_COUNT > LMP_BJOB_MAX_BUFS) /* a later block with more values than a job carries */
+        return lmp_fail(LMP_EUNSUPPORTED, "block %d: %d slots, a device job carries %d", blk->index, (int)LMP_SLOT_COUNT,
+                        LMP_BJOB_MAX_BUFS);
     job->n_bufs = LMP_SLOT_COUNT; /* buffer i is slot i */
     for (int i = 0; i < LMP_SLOT_COUNT; i++) job->buf_cols[i] = p->width[i];
     job->x_buf = LMP_SLOT_X;
@@ -190,12 +194,15 @@ int lmp_block_device_forward(const lmp_backend *be, const lmp_arch *a, const lmp
     if (Y && stop != 4) return lmp_fail(LMP_EINVAL, "a block's outputs need the whole block (stop %d)", stop);
     lmp_block_plan p;
     lmp_block_plan_make(&p, a, blk->index);
+    /* a block that does not match its steps is the per-op forward's to judge: declined here */
     int st = lmp_block_plan_check(&p, blk);
-    if (st) return st;
+    if (st) return lmp_fail_prefix(LMP_EUNSUPPORTED, "block %d does not match its steps", blk->index);
     job_maker *jm = malloc(sizeof *jm);
     if (!jm) return lmp_fail(LMP_ENOMEM, "out of memory");
     float *cs = NULL;
     st = make_job(jm, a, blk, &p, T, stop, watch, &cs);
+    if (st && st != LMP_ENOMEM && st != LMP_EUNSUPPORTED)
+        st = lmp_fail_prefix(LMP_EUNSUPPORTED, "block %d", blk->index);
     if (!st) {
         jm->job.n_windows = n;
         jm->job.x = X;
