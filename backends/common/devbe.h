@@ -135,7 +135,7 @@ typedef struct devbe_dev {
     /* ---- the block path (devbe_block_run, plugin.h's lmp_block_job); a backend that leaves
      * any of these NULL has no block path.  Sizes are 64-bit: these kernels index with 64-bit
      * integers, so a buffer may pass 2^31 elements. */
-    int (*copy)(devbe *d, devbe_mem dst, devbe_mem src, int64_t n); /* n floats */
+    int (*copy)(devbe *d, devbe_mem dst, int64_t dst_at, devbe_mem src, int64_t n); /* n floats to dst + dst_at */
     int (*zero)(devbe *d, devbe_mem m, int64_t n);                  /* n floats of 0.0f */
     int (*add_bias)(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b); /* x[r,:] += b */
     int (*add)(devbe *d, int64_t n, devbe_mem a, devbe_mem b, devbe_mem out);        /* out = a + b */

@@ -23,6 +23,8 @@
 
 #define FAIL(d, st, ...) DEVBE_FAIL(&(d)->err, st, __VA_ARGS__)
 
+#define DEVBE_STACK_ROWS 2048 /* rows per X^T X update (calib_stats.h's LMP_HESSIAN_ROWS) */
+
 static const char *bop_name(int k)
 {
     static const char *const names[LMP_BOP_KINDS] = {
@@ -39,6 +41,11 @@ typedef struct block_mem {
     devbe_mem buf[LMP_BJOB_MAX_BUFS];
     devbe_mem *w, *b, *table; /* [n_ops] */
     devbe_mem *stat;          /* [n_stats * STAT_ARRAYS] */
+    /* X^T X's rows stacked up to stack_cap rows per SYRK (as the CPU path stacks windows: SYRK
+     * on a few hundred rows runs far below its speed on a couple of thousand) */
+    devbe_mem *stack;         /* [n_stats] */
+    int64_t *stacked;         /* [n_stats]: rows waiting */
+    int64_t stack_cap;
     int n_ops, n_stats;
 } block_mem;
 
@@ -140,6 +147,10 @@ static void mem_release(devbe *d, block_mem *m)
     }
     for (int i = 0; m->stat && i < m->n_stats * STAT_ARRAYS; i++)
         if (m->stat[i]) d->dev->release(d, m->stat[i]);
+    for (int i = 0; m->stack && i < m->n_stats; i++)
+        if (m->stack[i]) d->dev->release(d, m->stack[i]);
+    if (m->stack) h->free(d->err.hctx, m->stack);
+    if (m->stacked) h->free(d->err.hctx, m->stacked);
     if (m->w) h->free(d->err.hctx, m->w);
     if (m->b) h->free(d->err.hctx, m->b);
     if (m->table) h->free(d->err.hctx, m->table);
@@ -158,7 +169,12 @@ static int mem_setup(devbe *d, const lmp_block_job *job, int64_t rows, block_mem
     m->b = h->alloc(d->err.hctx, ops * sizeof *m->b);
     m->table = h->alloc(d->err.hctx, ops * sizeof *m->table);
     m->stat = h->alloc(d->err.hctx, stats * STAT_ARRAYS * sizeof *m->stat);
-    if (!m->w || !m->b || !m->table || !m->stat) return FAIL(d, LMP_ENOMEM, "block path: out of memory");
+    m->stack = h->alloc(d->err.hctx, stats * sizeof *m->stack);
+    m->stacked = h->alloc(d->err.hctx, stats * sizeof *m->stacked);
+    if (!m->w || !m->b || !m->table || !m->stat || !m->stack || !m->stacked)
+        return FAIL(d, LMP_ENOMEM, "block path: out of memory");
+    /* whole batches of rows, about DEVBE_STACK_ROWS, within the SYRK's int range */
+    m->stack_cap = rows * (rows < DEVBE_STACK_ROWS ? DEVBE_STACK_ROWS / rows : 1);
     int st = LMP_OK;
     for (int i = 0; !st && i < job->n_bufs; i++)
         st = d->dev->alloc(d, (size_t)((rows * job->buf_cols[i]) > 0 ? rows * job->buf_cols[i] : 1) * sizeof(float),
@@ -193,6 +209,11 @@ static int mem_setup(devbe *d, const lmp_block_job *job, int64_t rows, block_mem
                 st = d->dev->zero(d, m->stat[s * STAT_ARRAYS + k], n);
             }
         }
+        const int64_t C = job->stats[s].cols;
+        while (job->stats[s].hessian && m->stack_cap > rows && !fits_int((double)m->stack_cap * (double)C))
+            m->stack_cap -= rows;
+        if (!st && job->stats[s].hessian && m->stack_cap > rows)
+            st = d->dev->alloc(d, (size_t)(m->stack_cap * (C > 0 ? C : 1)) * sizeof(float), &m->stack[s]);
     }
     return st;
 }
@@ -206,13 +227,30 @@ static devbe_mem table_of(const lmp_block_job *job, const block_mem *m, int i)
     return NULL;
 }
 
-static int observe(devbe *d, const lmp_block_job *job, const block_mem *m, const lmp_bop *o, int64_t rows, devbe_mem x)
+/* X^T X of the rows stacked for statistic i, and the stack emptied. */
+static int flush_stack(devbe *d, const lmp_block_job *job, block_mem *m, int i)
+{
+    int st = LMP_OK;
+    if (m->stacked[i] > 0)
+        st = d->dev->xtx_accum(d, (int)m->stacked[i], (int)job->stats[i].cols, job->stats[i].alpha, m->stack[i],
+                               m->stat[i * STAT_ARRAYS]);
+    m->stacked[i] = 0;
+    return st;
+}
+
+static int observe(devbe *d, const lmp_block_job *job, block_mem *m, const lmp_bop *o, int64_t rows, devbe_mem x)
 {
     const lmp_bstat *s = &job->stats[o->stat];
     devbe_mem const *a = &m->stat[o->stat * STAT_ARRAYS];
     const int T = (int)rows, C = (int)o->cols;
     int st = LMP_OK;
-    if (s->hessian) st = d->dev->xtx_accum(d, T, C, s->alpha, x, a[0]);
+    if (s->hessian && !m->stack[o->stat]) {
+        st = d->dev->xtx_accum(d, T, C, s->alpha, x, a[0]);
+    } else if (s->hessian) { /* stacked, and SYRK'd when another batch would not fit */
+        if (m->stacked[o->stat] + rows > m->stack_cap) st = flush_stack(d, job, m, o->stat);
+        if (!st) st = d->dev->copy(d, m->stack[o->stat], m->stacked[o->stat] * o->cols, x, rows * o->cols);
+        m->stacked[o->stat] += rows;
+    }
     if (!st && s->absmax) st = d->dev->reduce_cols(d, LMP_REDUCE_ABSMAX, T, C, x, a[1]);
     if (!st && s->min) st = d->dev->reduce_cols(d, LMP_REDUCE_MIN, T, C, x, a[2]);
     if (!st && s->max) st = d->dev->reduce_cols(d, LMP_REDUCE_MAX, T, C, x, a[3]);
@@ -223,7 +261,7 @@ static int observe(devbe *d, const lmp_block_job *job, const block_mem *m, const
 
 /* Op i of the job on the buffers of `batch` windows already on the device (T = batch x the job's
  * T rows: every op but RoPE and attention sees the windows as one matrix). */
-static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i, int64_t batch)
+static int run_op(devbe *d, const lmp_block_job *job, block_mem *m, int i, int64_t batch)
 {
     const devbe_dev *v = d->dev;
     const lmp_bop *o = &job->ops[i];
@@ -233,12 +271,12 @@ static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i,
     int st = LMP_OK;
     switch (o->kind) {
     case LMP_BOP_RMSNORM:
-        if (out != in) st = v->copy(d, out, in, n);
+        if (out != in) st = v->copy(d, out, 0, in, n);
         if (!st) st = v->rmsnorm(d, (int)(T * o->rows), (int)o->cols, out, m->w[i], o->eps);
         if (!st && m->b[i]) st = v->add_bias(d, T * o->rows, o->cols, out, m->b[i]);
         return st;
     case LMP_BOP_LAYERNORM:
-        if (out != in) st = v->copy(d, out, in, n);
+        if (out != in) st = v->copy(d, out, 0, in, n);
         return st ? st : v->layernorm(d, (int)T, (int)o->cols, out, m->w[i], m->b[i], o->eps);
     case LMP_BOP_LINEAR:
         st = v->gemm(d, 0, 1, (int)T, (int)o->n_out, (int)o->cols, 1.0f, in, (int)o->cols, m->w[i], (int)o->cols, 0.0f,
@@ -256,11 +294,11 @@ static int run_op(devbe *d, const lmp_block_job *job, const block_mem *m, int i,
         return v->attention_window(d, batch, job->T, o->heads, o->kv_heads, o->head_dim, o->window, o->softcap, in,
                                    m->buf[o->in[1]], m->buf[o->in[2]], out);
     case LMP_BOP_SWIGLU:
-        if (out != in) st = v->copy(d, out, in, n);
+        if (out != in) st = v->copy(d, out, 0, in, n);
         return st ? st : v->swiglu(d, (int)n, out, m->buf[o->in[1]]);
     case LMP_BOP_GEGLU:
     case LMP_BOP_GELU:
-        if (out != in) st = v->copy(d, out, in, n);
+        if (out != in) st = v->copy(d, out, 0, in, n);
         if (!st) st = v->gelu(d, (int)n, out);
         return st || o->kind == LMP_BOP_GELU ? st : v->mul(d, n, out, m->buf[o->in[1]]);
     case LMP_BOP_ADD:
@@ -307,6 +345,8 @@ int devbe_block_run(void *self, const lmp_block_job *job)
          * then no longer needed by the queued write */
         if (!st && job->y) st = download(d, m.buf[job->y_buf], job->y + w * yw, b * yw);
     }
+    for (int s = 0; !st && s < job->n_stats; s++) st = flush_stack(d, job, &m, s);
+    for (int s = 0; !st && s < job->n_stats; s++) st = flush_stack(d, job, &m, s); /* the rows still stacked */
     for (int s = 0; !st && s < job->n_stats; s++) {
         float *a[STAT_ARRAYS];
         stat_arrays(&job->stats[s], a);

@@ -347,9 +347,10 @@ static int cu_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem sc
 
 /* ---- the block path (devbe_block.c): buffers stay on the device ---------------------------------- */
 
-static int cu_copy(devbe *d, devbe_mem dst, devbe_mem src, int64_t n)
+static int cu_copy(devbe *d, devbe_mem dst, int64_t dst_at, devbe_mem src, int64_t n)
 {
-    CU_CHECK(d, cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, cu(d)->stream),
+    CU_CHECK(d, cudaMemcpyAsync((float *)dst + dst_at, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                cu(d)->stream),
              "cudaMemcpyAsync (on the device)");
     return LMP_OK;
 }

@@ -485,10 +485,11 @@ static int ocl_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem s
 
 /* ---- the block path (devbe_block.c): buffers stay on the device ------------------------------ */
 
-static int ocl_copy(devbe *d, devbe_mem dst, devbe_mem src, int64_t n)
+static int ocl_copy(devbe *d, devbe_mem dst, int64_t dst_at, devbe_mem src, int64_t n)
 {
     if (n == 0) return LMP_OK;
-    CL_CHECK(d, clEnqueueCopyBuffer(ocl(d)->q, src, dst, 0, 0, (size_t)n * sizeof(float), 0, NULL, NULL),
+    CL_CHECK(d, clEnqueueCopyBuffer(ocl(d)->q, src, dst, 0, (size_t)dst_at * sizeof(float), (size_t)n * sizeof(float),
+                                    0, NULL, NULL),
              "clEnqueueCopyBuffer");
     return LMP_OK;
 }
