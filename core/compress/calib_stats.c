@@ -240,14 +240,17 @@ static int collect_on_device(const lmp_backend *be, const lmp_arch *a, const lmp
         const lmp_block_step *s = &p.step[k];
         if (s->kind != LMP_STEP_LINEARS) continue;
         const int g = s->group; /* the input group its linears read */
+        if (g < 0 || g > 3 || s->n_out > LMP_STEP_MAX_IO)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: an input group %d the device path does not know", blk->index, g);
         uint32_t need = 0;
         for (int o = 0; o < s->n_out; o++) {
             const int li = lmp_block_find(blk, s->roles[o]);
-            if (li < 0) return lmp_fail(LMP_EINVAL, "block %d has no linear of role %d", blk->index, (int)s->roles[o]);
+            if (li < 0) /* the per-op forward's to judge */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d has no linear of role %d", blk->index, (int)s->roles[o]);
             groups[g][o] = li;
             need |= bs->needs[li];
         }
-        if (!need || g < 0 || g > 3) continue;
+        if (!need) continue;
         n_in[g] = s->n_out;
         lmp_stats *ls = &bs->stats[groups[g][0]];
         const int64_t C = blk->linears[groups[g][0]].in;

@@ -79,6 +79,7 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
     *cs = NULL;
     lmp_block_job *job = &jm->job;
     int64_t n_rot = 0;
+    unsigned observed = 0; /* the input groups observed */
     memset(job, 0, sizeof *job);
     job->struct_size = sizeof *job;
     job->T = T;
@@ -112,8 +113,12 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
         }
         case LMP_STEP_LINEARS: {
             const int g = s->group;
+            if (g < 0 || g > 3) return lmp_fail(LMP_EUNSUPPORTED, "block %d: input group %d", blk->index, g);
             if (g == stop || (watch && watch->want[g])) {
                 if (watch && watch->want[g]) {
+                    if (observed >> g & 1u) /* one input per group: a plan with two would count twice */
+                        return lmp_fail(LMP_EUNSUPPORTED, "block %d: two inputs of group %d", blk->index, g);
+                    observed |= 1u << g;
                     jm->stats[job->n_stats] = *watch->want[g];
                     o = add_op(jm, LMP_BOP_OBSERVE, in0, in0);
                     o->cols = C;
