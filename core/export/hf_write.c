@@ -407,7 +407,8 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
                          .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1, .conv1d = conv1d,
                          /* q/k rows back to rotate-half order, unless the checkpoint turns adjacent
                           * pairs itself (GLM, ERNIE 4.5) */
-                         .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent
+                         .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent &&
+                                             !conv1d /* GPT-2 turns nothing */
                                          ? p->m->arch.head_dim : 0,
                          .n_rot = p->m->arch.rope.n_rot > 0 ? p->m->arch.rope.n_rot : p->m->arch.head_dim};
         if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
