@@ -150,6 +150,10 @@ typedef struct devbe_dev {
     int (*attention_window)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
                             int64_t window, float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
     int (*sqsum_cols)(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out); /* out[j] += sum x^2 */
+    /* Optional (NULL: attention_window): plain causal attention in each of batch windows of T rows
+     * with the backend's tuned kernel (cuda: the work-group kernel per window, by pointer offsets) */
+    int (*attention_batch)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                           devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
     int (*sync)(devbe *d); /* returns when everything queued has run */
 } devbe_dev;
 

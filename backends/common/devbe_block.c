@@ -291,6 +291,9 @@ static int run_op(devbe *d, const lmp_block_job *job, block_mem *m, int i, int64
         if (batch == 1 && !o->window && !o->softcap) /* one window: the backend's tuned plain attention */
             return v->attention(d, (int)T, (int)o->heads, (int)o->kv_heads, (int)o->head_dim, in, m->buf[o->in[1]],
                                 m->buf[o->in[2]], out);
+        if (v->attention_batch && !o->window && !o->softcap)
+            return v->attention_batch(d, batch, job->T, o->heads, o->kv_heads, o->head_dim, in, m->buf[o->in[1]],
+                                      m->buf[o->in[2]], out);
         return v->attention_window(d, batch, job->T, o->heads, o->kv_heads, o->head_dim, o->window, o->softcap, in,
                                    m->buf[o->in[1]], m->buf[o->in[2]], out);
     case LMP_BOP_SWIGLU:

@@ -395,6 +395,22 @@ static int cu_attention_window(devbe *d, int64_t batch, int64_t T, int64_t n_hea
                     "attention_window");
 }
 
+/* The work-group attention kernel on each window of a batch: device pointers offset by whole
+ * windows (int sizes per window: devbe_block.c checked T x columns fits int). */
+static int cu_attention_batch(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                              devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
+{
+    const int64_t nq = T * n_heads * hd, nkv = T * n_kv_heads * hd;
+    for (int64_t b = 0; b < batch; b++) {
+        int st = launched(d, lmp_cu_attention(cu(d)->stream, (int)T, (int)n_heads, (int)n_kv_heads, (int)hd,
+                                              (const float *)q + b * nq, (const float *)k + b * nkv,
+                                              (const float *)v + b * nkv, (float *)out + b * nq),
+                          "attention");
+        if (st) return st;
+    }
+    return LMP_OK;
+}
+
 static int cu_sqsum_cols(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out)
 {
     return launched(d, lmp_cu_sqsum_cols(cu(d)->stream, n, c, x, out), "sqsum_cols");
@@ -416,7 +432,7 @@ static const devbe_dev cu_dev = {
     .reduce_cols = cu_reduce_cols, .quantize = cu_quantize,
     .copy = cu_copy, .zero = cu_zero, .add_bias = cu_add_bias, .add = cu_add, .mul = cu_mul, .scale = cu_scale,
     .rope_part = cu_rope_part, .attention_window = cu_attention_window, .sqsum_cols = cu_sqsum_cols,
-    .sync = cu_sync,
+    .attention_batch = cu_attention_batch, .sync = cu_sync,
 };
 
 static const lmp_backend_i cu_vtable = {
