@@ -428,8 +428,9 @@ step_synth() {
     gptq_time "$model" "$text" "$w" "$seq" "$b" "synth_$b" "$(synth_layers)" || st=1
     eval_rate "$model" "$text" "$seq" 4 "$b" "synth_eval_$b" || st=1
   done
-  # the block path at real width: per block, op by op against whole blocks on the device
-  [ "$GC_MODE" = gpu ] && { block_table "$model" "$(synth_layers)" "$seq" "$w" synth "$GC_DEVICE" || st=1; }
+  # the block path at real width: per block, op by op against whole blocks on the device (4
+  # windows: the op-by-op row stages 7B-wide weights per op and window, and comes last in the step)
+  [ "$GC_MODE" = gpu ] && { block_table "$model" "$(synth_layers)" "$seq" 4 synth "$GC_DEVICE" || st=1; }
   return $st
 }
 
