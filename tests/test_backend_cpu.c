@@ -127,7 +127,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(g_desc);
     g_vt = g_desc->vtable;
     /* threads = 2 exercises openblas_set_num_threads (2-core machine); no jitter */
-    lmp_value params[3] = {{.num = 2}, {.num = 0}, {.num = 1}};
+    lmp_value params[4] = {{.num = 2}, {.num = 0}, {.num = 1}, {.num = 0}};
     g_rng = 0x9E3779B97F4A7C15ull;
     g_n_err = 0;
     g_err[0] = 0;
@@ -262,7 +262,7 @@ END_TEST
 START_TEST(test_create_params)
 {
     void *be = NULL;
-    lmp_value bad[3] = {{.num = 257}, {.num = 0}, {.num = 1}};
+    lmp_value bad[4] = {{.num = 257}, {.num = 0}, {.num = 1}, {.num = 0}};
     g_n_err = 0;
     ck_assert_int_eq(g_vt->create(&g_host, NULL, bad, &be), LMP_EINVAL);
     bad[0].num = 1e300; /* no undefined float -> int conversion on the way */
@@ -373,7 +373,7 @@ END_TEST
  * Hessian stays symmetric, and the same seed gives the same numbers. */
 START_TEST(test_jitter)
 {
-    lmp_value params[3] = {{.num = 1}, {.num = 1e-6}, {.num = 5}};
+    lmp_value params[4] = {{.num = 1}, {.num = 1e-6}, {.num = 5}, {.num = 0}};
     void *a = NULL, *b = NULL;
     ck_assert_int_eq(g_vt->create(&g_host, NULL, params, &a), LMP_OK);
     ck_assert_int_eq(g_vt->create(&g_host, NULL, params, &b), LMP_OK);
@@ -758,7 +758,7 @@ START_TEST(test_threaded_kernels_match_one_thread)
 
     const int64_t AT = 300, nh = 9, nkv = 3, hd = 64;
     float *q = rand_mat(AT * nh * hd, -2, 2), *k = rand_mat(AT * nkv * hd, -2, 2), *v = rand_mat(AT * nkv * hd, -1, 1);
-    lmp_value one[3] = {{.num = 1}, {.num = 0}, {.num = 1}};
+    lmp_value one[4] = {{.num = 1}, {.num = 0}, {.num = 1}, {.num = 0}};
     void *be1;
     ck_assert_int_eq(g_vt->create(&g_host, NULL, one, &be1), LMP_OK);
     ck_assert_int_eq(g_vt->attention(be1, AT, nh, nkv, hd, q, k, v, r), LMP_OK);
