@@ -16,6 +16,13 @@ typedef struct lmp_backend {
     const lmp_backend_i *cpu; void *cpu_self; /* fallback (the same object when name is "cpu") */
     struct lmp_be_counters *counters;         /* owned; counted through a const lmp_backend * */
     struct lmp_ctx *ctx;                      /* the run it was opened on (its error text) */
+    /* A lower compute precision (issue 42): when the chosen backend has an enum parameter
+     * `compute` set to other than its first choice ("f32"), vt/self are opened with compute =
+     * "f32" and run everything, and lowp_vt/lowp_self, a second instance with the config's
+     * compute, run the forward's linears (lmp_be_linear) in the views that ask for it
+     * (lmp_backend_view).  NULL: no such parameter, or f32 asked. */
+    const lmp_backend_i *lowp_vt; void *lowp_self;
+    int lowp_linears;                         /* this view sends lmp_be_linear to lowp_self */
 } lmp_backend;
 
 /* Creates backend `name` from the registry with validated params (NULL = defaults) on the run's
@@ -24,6 +31,13 @@ struct lmp_ctx;
 int lmp_backend_open(struct lmp_ctx *ctx, struct lmp_registry *reg, const char *name,
                      const lmp_value *params, lmp_backend *out);
 void lmp_backend_close(lmp_backend *be);
+
+/* A view of an open backend (shares its instances and counters; never closed): lowp != 0 sends
+ * the forward's linears to the lower-precision instance where there is one.  Compression's
+ * forwards run on lmp_backend_view(be, 1); evaluation on be itself unless the config's
+ * eval.compute = "backend".  The solvers' GEMMs (host->backend, lmp_be_gemm) always stay on the
+ * f32 instance. */
+lmp_backend lmp_backend_view(const lmp_backend *be, int lowp);
 
 /* The operations the core uses, one per line of LMP_BACKEND_OPS (plugin.h), each dispatched
  * with CPU fallback and counted: lmp_be_gemm(be, ta, tb, M, ...), lmp_be_rmsnorm(be, T, ...). */
