@@ -733,6 +733,29 @@ static int cpu_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_
     return ref_status(be, "quantize_act", lmp_ref_quantize_act(spec, T, C, X));
 }
 
+/* The fast Walsh-Hadamard transform: log2(n) butterfly passes over each row, in f32, then the
+ * 1/sqrt(n) (lmp_ref_hadamard is the O(n^2) product it is held to). */
+static int cpu_hadamard(void *self, int64_t rows, int64_t n, float *x)
+{
+    cpu_backend *be = self;
+    if (rows < 0 || n < 1 || (n & (n - 1)) != 0)
+        return FAIL(be, LMP_EINVAL, "hadamard: n = %lld is not a power of 2 (rows %lld)", (long long)n, (long long)rows);
+    if (rows > 0 && !x) return FAIL(be, LMP_EINVAL, "hadamard: x is NULL");
+    const float norm = (float)(1.0 / sqrt((double)n));
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        for (int64_t h = 1; h < n; h *= 2)
+            for (int64_t i = 0; i < n; i += 2 * h)
+                for (int64_t k = i; k < i + h; k++) {
+                    const float u = row[k], v = row[k + h];
+                    row[k] = u + v;
+                    row[k + h] = u - v;
+                }
+        for (int64_t j = 0; j < n; j++) row[j] *= norm;
+    }
+    return LMP_OK;
+}
+
 /* ---- descriptor --------------------------------------------------------------------------- */
 
 static const lmp_backend_i cpu_vtable = {
@@ -758,6 +781,7 @@ static const lmp_backend_i cpu_vtable = {
     .attention_backward = cpu_attention_backward,
     .rope_table = cpu_rope_table,
     .attention_window = cpu_attention_window,
+    .hadamard = cpu_hadamard,
 };
 
 static const char *const compute_choices[] = {"f32", "bf16", NULL};

@@ -44,6 +44,9 @@
  * calibration statistics accumulated where it runs: lmp_block_job) and bytes_moved (what the
  * backend copied between host and device).  A backend without them runs the block op by op, as
  * before (the core falls back where block_run is NULL or answers LMP_EUNSUPPORTED).
+ * Also the backend operation hadamard (the fast Walsh-Hadamard transform: the online rotations
+ * of core/model/rotate.h), appended to the operations; a backend built before it runs the CPU
+ * backend's.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -1099,7 +1102,12 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * With window 0 and softcap 0 it is `attention`. */                                            \
     OP(attention_window, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
                           float softcap, const float *q, const float *k, const float *v, float *out),  \
-      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)
+      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)                             \
+    /* ABI 4.5.  The fast Walsh-Hadamard transform in place: each row of x[rows, n] <- row H / sqrt(n), \
+     * H Sylvester's n×n Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k], [H_k, -H_k]]: entry (i, j) \
+     * is (-1)^popcount(i & j)); n a power of 2, else LMP_EINVAL.  H / sqrt(n) is orthogonal and    \
+     * its own inverse. */                                                                          \
+    OP(hadamard, (int64_t rows, int64_t n, float *x), (rows, n, x), 0)
 
 /* ---- a block on the device (ABI 4.5) ---------------------------------------------------- */
 /* One block's forward as a program the core makes from the block's steps (core/model/
