@@ -637,6 +637,14 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
     if (!spec) return FAIL(be, LMP_EINVAL, "%s: spec is NULL", op);
     if (!lmp_wformat_name(spec->format))
         return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
+    if (spec->format == LMP_WFORMAT_NVFP4 && !(spec->global_scale > 0.0f && spec->global_scale < INFINITY))
+        return FAIL(be, LMP_EINVAL, "%s: format nvfp4 needs the tensor's global scale (> 0, lmp_nvfp4_global_scale); "
+                    "the spec has %g", op, (double)spec->global_scale);
+    if ((spec->format == LMP_WFORMAT_FP8_E4M3 || spec->format == LMP_WFORMAT_FP8_E5M2) && !lmp_wspec_format_ok(spec))
+        return FAIL(be, LMP_EINVAL, "%s: format %s is 8 bits, symmetric (sym 1), with a scale type and no global "
+                    "scale; the spec says bits %d, sym %d, scale type %d, global scale %g", op,
+                    lmp_wformat_name(spec->format), spec->bits, spec->sym, (int)spec->scale_type,
+                    (double)spec->global_scale);
     if (!lmp_wspec_format_ok(spec))
         return FAIL(be, LMP_EINVAL,
                     "%s: format %s is %d bits, %s, in groups of %lld inputs%s (lmp_wspec_for_format); the "

@@ -437,7 +437,7 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                 lmp_wgrid_fit_kblock(spec, W + i * cols + c, NULL, scales + idx, spec->sym ? NULL : zeros + idx);
         return LMP_OK;
     }
-    if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks (NF4's): 32 (64) inputs of a row, in row order */
+    if (spec->format != LMP_WFORMAT_INT && !lmp_wformat_is_fp(spec->format)) { /* GGUF blocks (NF4's): 32 (64) inputs of a row, in row order */
         int64_t idx = 0;
         for (int64_t i = 0; i < rows; i++)
             for (int64_t c = 0; c < cols; c += spec->group, idx++) {
@@ -462,8 +462,11 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                     if (fabsf(w) > amax) amax = fabsf(w);
                 }
             }
-            float scale, zero;
-            lmp_wgrid_fit(spec, mn, mx, amax, &scale, &zero);
+            float scale, zero = 0.0f;
+            if (lmp_wformat_is_fp(spec->format)) /* the floating-point grids: INT's slices, their own scale */
+                scale = lmp_wgrid_fit_fp(spec, amax);
+            else
+                lmp_wgrid_fit(spec, mn, mx, amax, &scale, &zero);
             scales[idx] = scale;
             if (!spec->sym) zeros[idx] = zero;
             idx++;

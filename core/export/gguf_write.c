@@ -98,6 +98,11 @@ static lmp_ggml_type linear_type(const lmp_linear *l)
     case LMP_WFORMAT_GGUF_Q5_K: return LMP_GGML_Q5_K;
     case LMP_WFORMAT_GGUF_Q6_K: return LMP_GGML_Q6_K;
     case LMP_WFORMAT_NF4: /* no GGUF type */
+    case LMP_WFORMAT_FP8_E4M3: /* no GGUF type: the writer stores the dequantized weights */
+    case LMP_WFORMAT_FP8_E5M2:
+    case LMP_WFORMAT_NVFP4: /* compressed-tensors' roundings, not ggml's MXFP4 / NVFP4 blocks */
+    case LMP_WFORMAT_MXFP4:
+    case LMP_WFORMAT_MXFP8:
     case LMP_WFORMAT_INT: break;
     }
     return LMP_GGML_F32;

@@ -132,6 +132,11 @@ static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: its weights are on the nf4 grid (bitsandbytes'), which compressed-tensors has no type "
                         "for, and lmpress does not write bitsandbytes checkpoints", l->name);
+    if (lmp_wformat_is_fp(s->format))
+        return lmp_fail(LMP_EUNSUPPORTED,
+                        "%s: its weights are on the %s grid, whose compressed-tensors export (float-quantized, "
+                        "nvfp4-pack-quantized, mxfp4-pack-quantized) is not written yet (issue 38)", l->name,
+                        lmp_wformat_name(s->format));
     if (s->format != LMP_WFORMAT_INT)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: its weights are on the GGUF %s grid, which compressed-tensors has no type for; export a "

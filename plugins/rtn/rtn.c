@@ -53,7 +53,7 @@ static int rtn_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
         if (!p) continue;
         if (p[P_WEIGHTS].num) {
             lmp_wspec spec;
-            wgrid_spec_for(p + P_GRID, l->in, &spec);
+            wgrid_spec_linear(p + P_GRID, l, &spec);
             float *imp = NULL;
             int st = wgrid_check_options(host, hctx, p + P_GRID, "rtn", l->name); /* overrides */
             if (!st) st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp);
