@@ -121,6 +121,10 @@ START_TEST(equals_compressed_tensors)
     for (int k = 0; k < N_CASES; k++)
         fprintf(m, "%s %s %d %s %d %d %s/in.f32 %s/deq%d.f32 %s/sc%d.f32\n", CASES[k].fmt, CASES[k].gran, CASES[k].group,
                 CASES[k].sdt, ROWS, COLS, dir, dir, k, dir, k);
+    static const char *const ACTS[] = {"act_fp8_static", "act_fp8_token", "act_nvfp4", "act_mxfp4"};
+    static const lmp_act_mode ACT_MODES[] = {LMP_ACT_FP8_STATIC_TENSOR, LMP_ACT_FP8_DYN_TOKEN, LMP_ACT_NVFP4, LMP_ACT_MXFP4};
+    for (int k = 0; k < 4; k++)
+        fprintf(m, "%s - 0 - %d %d %s/in.f32 %s/adeq%d.f32 %s/asc%d.f32\n", ACTS[k], ROWS, COLS, dir, dir, k, dir, k);
     fclose(m);
     snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_fpgrid_check.py' '%s/cases.txt' 2>&1", py, LMP_SOURCE_DIR, dir);
     FILE *p = popen(cmd, "r");
@@ -165,6 +169,32 @@ START_TEST(equals_compressed_tensors)
         }
         printf("  %s %s/%d %s: %d x %d and %lld scales equal to compressed-tensors bit for bit (%lld weights -0)\n",
                c->fmt, c->gran, c->group, c->sdt, ROWS, COLS, (long long)n, (long long)neg_zero);
+        free(deq);
+        free(ref_sc);
+    }
+    /* the activations: the rows of w as tokens, the static scales (fp8's, nvfp4's global) from w
+     * itself as rtn makes them from the calibration's abs-max */
+    float amax = 0.0f;
+    for (int i = 0; i < ROWS * COLS; i++) amax = fmaxf(amax, fabsf(w[i]));
+    for (int k = 0; k < 4; k++) {
+        lmp_aspec a = {.mode = ACT_MODES[k], .bits = 8};
+        a.scale = ACT_MODES[k] == LMP_ACT_FP8_STATIC_TENSOR ? amax / 448.0f
+                  : ACT_MODES[k] == LMP_ACT_NVFP4           ? lmp_nvfp4_global_scale_of(amax)
+                                                            : 0.0f;
+        size_t nb;
+        snprintf(line, sizeof line, "adeq%d.f32", k);
+        float *deq = (float *)lmp_test_slurp(lmp_test_path(dir, line), &nb);
+        ck_assert_uint_eq(nb, sizeof w);
+        snprintf(line, sizeof line, "asc%d.f32", k);
+        float *ref_sc = (float *)lmp_test_slurp(lmp_test_path(dir, line), &nb);
+        if (nb) ck_assert_msg(a.scale == ref_sc[0], "%s: scale %a, compressed-tensors %a", ACTS[k], (double)a.scale,
+                              (double)ref_sc[0]);
+        memcpy(W, w, sizeof W);
+        ck_assert_msg(lmp_be_quantize_act(&be, &a, ROWS, COLS, W) == 0, "%s", lmp_last_error());
+        for (int i = 0; i < ROWS * COLS; i++)
+            ck_assert_msg(W[i] == deq[i] && signbit(W[i]) == signbit(deq[i]), "%s: x[%d][%d] = %a (input %a), "
+                          "compressed-tensors %a", ACTS[k], i / COLS, i % COLS, (double)W[i], (double)w[i], (double)deq[i]);
+        printf("  %s: %d tokens x %d equal to compressed-tensors' forward_quantize bit for bit\n", ACTS[k], ROWS, COLS);
         free(deq);
         free(ref_sc);
     }

@@ -39,8 +39,8 @@
  * attention_window (sliding-window attention and Gemma 2's soft-capped scores), appended to
  * lmp_backend_i; a backend built before them runs the CPU backend's.
  *
- * ABI 4.5: the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8
- * (lmpress/plugin_fpquants.h), and lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to
+ * ABI 4.5: the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8, and ggml's
+ * GGUF MXFP4, NVFP4, Q1_0 and Q2_0 (lmpress/plugin_fpquants.h; Q1_0's spec is 1 bit), and lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to
  * lmp_wspec; a backend built before them answers LMP_EINVAL for them, so the host keeps them on
  * the CPU backend's grid operations (devbe answers LMP_EUNSUPPORTED for every non-INT format).
  *
@@ -179,7 +179,11 @@ typedef enum {
     LMP_WFORMAT_FP8_E5M2 = 14,
     LMP_WFORMAT_NVFP4 = 15,
     LMP_WFORMAT_MXFP4 = 16,
-    LMP_WFORMAT_MXFP8 = 17
+    LMP_WFORMAT_MXFP8 = 17,
+    LMP_WFORMAT_GGUF_MXFP4 = 18, /* ABI 4.5: ggml's own MXFP4, NVFP4, Q1_0 and Q2_0, plugin_fpquants.h */
+    LMP_WFORMAT_GGUF_NVFP4 = 19,
+    LMP_WFORMAT_GGUF_Q1_0 = 20,
+    LMP_WFORMAT_GGUF_Q2_0 = 21
 } lmp_wformat;
 
 /* NF4's 16 values (bitsandbytes' table, as f32), ascending.  A block of 64 consecutive inputs of
@@ -249,6 +253,10 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
     case LMP_WFORMAT_NVFP4: return "nvfp4";
     case LMP_WFORMAT_MXFP4: return "mxfp4";
     case LMP_WFORMAT_MXFP8: return "mxfp8";
+    case LMP_WFORMAT_GGUF_MXFP4: return "gguf_mxfp4";
+    case LMP_WFORMAT_GGUF_NVFP4: return "gguf_nvfp4";
+    case LMP_WFORMAT_GGUF_Q1_0: return "q1_0";
+    case LMP_WFORMAT_GGUF_Q2_0: return "q2_0";
     }
     return NULL;
 }
@@ -269,14 +277,19 @@ static inline int lmp_wformat_is_k(lmp_wformat f) { return f >= LMP_WFORMAT_GGUF
 static inline int64_t lmp_wformat_span(lmp_wformat f)
 {
     return lmp_wformat_is_k(f) ? LMP_WFORMAT_KBLOCK
-           : f == LMP_WFORMAT_NF4 ? LMP_WFORMAT_NF4_BLOCK
+           : f == LMP_WFORMAT_NF4 || f == LMP_WFORMAT_GGUF_NVFP4 || f == LMP_WFORMAT_GGUF_Q2_0 ? 64
+           : f == LMP_WFORMAT_GGUF_Q1_0 ? 128
            : f == LMP_WFORMAT_NVFP4 ? LMP_WFORMAT_NVFP4_GROUP
            : f == LMP_WFORMAT_INT || f == LMP_WFORMAT_FP8_E4M3 || f == LMP_WFORMAT_FP8_E5M2 ? 1
                                   : LMP_WFORMAT_BLOCK;
 }
 
-/* Whether a format's scale takes a clip ratio: the k-quants and NF4 choose theirs (clip 1). */
-static inline int lmp_wformat_takes_clip(lmp_wformat f) { return !lmp_wformat_is_k(f) && f != LMP_WFORMAT_NF4; }
+/* Whether a format's scale takes a clip ratio: the k-quants, NF4 and ggml's MXFP4, NVFP4, Q1_0 and
+ * Q2_0 choose theirs (clip 1). */
+static inline int lmp_wformat_takes_clip(lmp_wformat f)
+{
+    return !lmp_wformat_is_k(f) && f != LMP_WFORMAT_NF4 && !(f >= LMP_WFORMAT_GGUF_MXFP4 && f <= LMP_WFORMAT_GGUF_Q2_0);
+}
 
 /* What llama-quantize stores instead when a row's width is not a multiple of a k-quant's 256
  * (llama-quant.cpp's tensor_type_fallback): Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
@@ -299,7 +312,8 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     switch (f) {
     case LMP_WFORMAT_GGUF_Q8_0: s.bits = 8; break;
     case LMP_WFORMAT_GGUF_Q5_0: case LMP_WFORMAT_GGUF_Q5_1: case LMP_WFORMAT_GGUF_Q5_K: s.bits = 5; break;
-    case LMP_WFORMAT_GGUF_Q2_K: s.bits = 2; break;
+    case LMP_WFORMAT_GGUF_Q2_K: case LMP_WFORMAT_GGUF_Q2_0: s.bits = 2; break;
+    case LMP_WFORMAT_GGUF_Q1_0: s.bits = 1; break;
     case LMP_WFORMAT_GGUF_Q3_K: s.bits = 3; break;
     case LMP_WFORMAT_GGUF_Q6_K: s.bits = 6; break;
     case LMP_WFORMAT_FP8_E4M3: case LMP_WFORMAT_FP8_E5M2: case LMP_WFORMAT_MXFP8: s.bits = 8; break;
@@ -311,7 +325,9 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     /* a k-quant's slice is its sub-block: 16 inputs (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K) */
     s.group = f == LMP_WFORMAT_GGUF_Q2_K || f == LMP_WFORMAT_GGUF_Q3_K || f == LMP_WFORMAT_GGUF_Q6_K ? 16
               : f == LMP_WFORMAT_NF4                                                             ? LMP_WFORMAT_NF4_BLOCK
-              : f == LMP_WFORMAT_NVFP4                                                           ? LMP_WFORMAT_NVFP4_GROUP
+              : f == LMP_WFORMAT_NVFP4 || f == LMP_WFORMAT_GGUF_NVFP4                            ? LMP_WFORMAT_NVFP4_GROUP
+              : f == LMP_WFORMAT_GGUF_Q1_0                                                       ? 128
+              : f == LMP_WFORMAT_GGUF_Q2_0                                                       ? 64
                                                                                                     : LMP_WFORMAT_BLOCK;
     if (f == LMP_WFORMAT_FP8_E4M3 || f == LMP_WFORMAT_FP8_E5M2) s.gran = LMP_GRAN_CHANNEL; /* the caller may change it */
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
@@ -482,10 +498,16 @@ static inline float lmp_wgrid_search_iq4nl(const float *x, int n, const float *w
  * (its reference quantizers, which llama-quantize uses without an importance matrix): *scale
  * the f32 d, *zero the f32 min (Q4_1, Q5_1) or 0.  NaN comparisons go as ggml's do.  NF4 (n 64):
  * *scale its abs-max, bitsandbytes' absmax. */
+static inline float lmp_wgrid_fit_ggml_block(const lmp_wspec *s, const float *x, int64_t n); /* plugin_fpquants.h */
+
 static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64_t n, float *scale, float *zero)
 {
     const float clip = lmp_wspec_clip(s);
     *zero = 0.0f;
+    if (s->format >= LMP_WFORMAT_GGUF_MXFP4 && s->format <= LMP_WFORMAT_GGUF_Q2_0) {
+        *scale = lmp_wgrid_fit_ggml_block(s, x, n);
+        return;
+    }
     if (s->format == LMP_WFORMAT_GGUF_Q8_0 || s->format == LMP_WFORMAT_NF4) {
         float amax = 0.0f;
         for (int64_t j = 0; j < n; j++) {
@@ -727,6 +749,7 @@ static inline float lmp_wgrid_code_nf4(float w, float a)
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
     if (lmp_wformat_is_fp(s->format)) return lmp_wgrid_code_fp(s, w, scale);
+    if (lmp_wformat_is_ggml_new(s->format)) return lmp_wgrid_code_ggml(s, w, scale);
     if (lmp_wformat_is_k(s->format)) return lmp_wgrid_code_k(s, w, scale, zero);
     if (s->format == LMP_WFORMAT_NF4) return lmp_wgrid_code_nf4(w, scale);
     if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) /* a NaN weight keeps a NaN code */
@@ -762,6 +785,7 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
 static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
 {
     if (lmp_wformat_is_fp(s->format)) return lmp_wgrid_value_fp(s, code, scale);
+    if (lmp_wformat_is_ggml_new(s->format)) return lmp_wgrid_value_ggml(s, code, scale);
     if (s->format == LMP_WFORMAT_NF4) return code == code ? lmp_nf4_values[(int)code] * scale : code;
     if (lmp_wformat_is_k(s->format)) /* the sub-block's scale and min are exact already */
         return s->sym ? scale * (code + (float)lmp_wgrid_k_lo(s)) : scale * code - zero;
@@ -790,6 +814,13 @@ typedef enum {
     LMP_ACT_STATIC_TENSOR = 1,
     LMP_ACT_DYN_TENSOR = 2,
     LMP_ACT_DYN_TOKEN = 3,
+    /* ABI 4.5: floating-point activations, as compressed-tensors' forward_quantize simulates them
+     * (the CPU reference, backends/cpu/cpu_ref.c act_quantize_fp; bits and rounding are not used): */
+    LMP_ACT_FP8_STATIC_TENSOR = 4, /* E4M3, s = the stored scale (calibration abs-max / 448) */
+    LMP_ACT_FP8_DYN_TOKEN = 5,     /* E4M3, s = abs-max of each token / 448 */
+    LMP_ACT_NVFP4 = 6,             /* E2M1 in groups of 16, E4M3 scales of each group's abs-max, the
+                                    * stored scale the global scale (2688 / calibration abs-max) */
+    LMP_ACT_MXFP4 = 7,             /* E2M1 in groups of 32 with E8M0 scales */
 } lmp_act_mode;
 
 typedef struct lmp_aspec {

@@ -197,4 +197,113 @@ static inline float lmp_wgrid_value_fp(const lmp_wspec *s, float code, float sca
     return lmp_minifloat_decode(lmp_wformat_minifloat(s->format), (uint32_t)code) * lmp_wgrid_fp_eff(s, scale);
 }
 
+/* ---- ggml's own MXFP4, NVFP4, Q1_0 and Q2_0 (GGUF types 39..42), as its reference quantizers
+ * (ggml-quants.c quantize_row_*_ref, llama.cpp as the llama-cpp-python 0.3.36 sdist vendors it)
+ * store them; a slice is one scale's inputs of a row:
+ *   gguf_mxfp4  blocks of 32: e = floor(log2f(amax)) - 2 + 127 (0 for amax 0; an amax below
+ *               2^-125, whose e ggml's uint8 cast leaves undefined, gets 0), d = 2^(e-128) (ggml's
+ *               E8M0_TO_FP32_HALF); q = the first index of kvalues_mxfp4 (2 x E2M1: 0, 1, 2, 3, 4, 6,
+ *               8, 12 and their negatives) minimising |kv[q] d - w|; w' = kv[q] d.
+ *   gguf_nvfp4  blocks of 64 in 4 sub-blocks of 16 (the slice), each a UE4M3 scale and no global
+ *               scale: u = ggml_fp32_to_ue4m3(amax / 6) (its own rounding: half up on the mantissa,
+ *               saturating at 448), d = ue4m3_to_fp32(u) (the value / 2, 0 for 0 and 0x7F); q and
+ *               w' as for gguf_mxfp4.
+ *   q1_0        blocks of 128: d = (sum of |w|) / 128; q = w >= 0; w' = q ? fp16(d) : -fp16(d).
+ *   q2_0        blocks of 64: d = amax, q = clamp((int)roundf(w * (1/d)) + 1, 0, 3) (1/d: 0 for d 0);
+ *               w' = (q - 1) fp16(d) (ggml's quantizer never reaches q = 3: |w| <= d).
+ * scales[] hold d (the f32 ggml computes, which the file rounds to fp16 for q1_0 and q2_0; the
+ * exact value the byte stores for the FP4 two).  None takes a clip ratio or an importance. */
+static inline int lmp_wformat_is_ggml_new(lmp_wformat f) { return f >= LMP_WFORMAT_GGUF_MXFP4 && f <= LMP_WFORMAT_GGUF_Q2_0; }
+
+static const int8_t lmp_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* ggml_e8m0_to_fp32_half */
+static inline float lmp_e8m0_half(int e)
+{
+    union { uint32_t u; float f; } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
+
+/* ggml_fp32_to_ue4m3 and ggml_ue4m3_to_fp32, in ggml's steps. */
+static inline uint8_t lmp_ue4m3_encode(float x)
+{
+    if (!(x > 0.0f)) return 0;
+    if (x > 448.0f) x = 448.0f;
+    union { float f; uint32_t u; } v = {x};
+    const int e = (int)((v.u >> 23) & 0xFF) - 127 + 7;
+    int man = (int)((v.u >> 20) & 0x7);
+    if (e <= 0) {
+        int m = (int)(x * 512.0f + 0.5f);
+        if (m > 7) m = 7;
+        return m < 1 ? 0 : (uint8_t)m;
+    }
+    if (e >= 15) return 0x7E;
+    int ex = e;
+    man += (int)((v.u >> 19) & 1);
+    if (man > 7) {
+        man = 0;
+        if (++ex >= 15) return 0x7E;
+    }
+    return (uint8_t)((ex << 3) | man);
+}
+
+static inline float lmp_ue4m3_half(uint8_t x)
+{
+    if (x == 0 || x == 0x7F) return 0.0f;
+    const int e = (x >> 3) & 0xF, m = x & 0x7;
+    const float raw = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + (float)m / 8.0f, e - 7);
+    return raw * 0.5f;
+}
+
+static inline float lmp_wgrid_fit_ggml_block(const lmp_wspec *s, const float *x, int64_t n)
+{
+    float amax = 0.0f, sum_abs = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        sum_abs += fabsf(x[j]);
+    }
+    switch (s->format) {
+    case LMP_WFORMAT_GGUF_MXFP4: {
+        if (!(amax > 0.0f)) return lmp_e8m0_half(0);
+        const float e = floorf(log2f(amax)) - 2 + 127;
+        return lmp_e8m0_half(e < 0.0f ? 0 : (int)e);
+    }
+    case LMP_WFORMAT_GGUF_NVFP4: return lmp_ue4m3_half(lmp_ue4m3_encode(amax / 6.0f));
+    case LMP_WFORMAT_GGUF_Q1_0: return sum_abs / (float)n;
+    case LMP_WFORMAT_GGUF_Q2_0: return amax;
+    default: return 0.0f;
+    }
+}
+
+static inline float lmp_wgrid_code_ggml(const lmp_wspec *s, float w, float d)
+{
+    if (w != w) return w;
+    if (s->format == LMP_WFORMAT_GGUF_Q1_0) return w >= 0.0f ? 1.0f : 0.0f;
+    if (s->format == LMP_WFORMAT_GGUF_Q2_0) {
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        const float t = roundf(w * id);
+        int q = (t - t == 0.0f ? (int)lmp_wgrid_clampf(t, -2.0f, 3.0f) : 0) + 1; /* an inf t: d subnormal */
+        return (float)(q < 0 ? 0 : q > 3 ? 3 : q);
+    }
+    int best = 0; /* best_index_mxfp4 */
+    float best_err = fabsf(lmp_kvalues_mxfp4[0] * d - w);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf(lmp_kvalues_mxfp4[i] * d - w);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return (float)best;
+}
+
+static inline float lmp_wgrid_value_ggml(const lmp_wspec *s, float code, float d)
+{
+    if (code != code) return code;
+    if (s->format == LMP_WFORMAT_GGUF_Q1_0) return code != 0.0f ? lmp_fp16_round(d) : -lmp_fp16_round(d);
+    if (s->format == LMP_WFORMAT_GGUF_Q2_0) return (float)((int)code - 1) * lmp_fp16_round(d);
+    return lmp_kvalues_mxfp4[(int)code] * d;
+}
+
 #endif

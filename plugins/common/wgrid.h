@@ -39,6 +39,11 @@
  *                sym and rounding are implied.  nvfp4: E2M1 in groups of 16 with E4M3 scales and
  *                the tensor's global scale; mxfp4, mxfp8: E2M1 / E4M3 in groups of 32 with E8M0
  *                scales (granularity, group_size and scale_dtype implied).  clip applies.
+ *                gguf_mxfp4, gguf_nvfp4, q1_0, q2_0: ggml's GGUF types of those names, as its
+ *                reference quantizers store them (plugin_fpquants.h: MXFP4 blocks of 32 with an
+ *                E8M0 scale, NVFP4 sub-blocks of 16 with a UE4M3 scale and no global scale, Q1_0
+ *                signs times the mean |w| of 128, Q2_0 levels -1..2 times the abs-max of 64:
+ *                4.25, 4.5, 1.125 and 2.25 bits per weight); no clip, no importance.
  *   importance   none | uniform | calibration | imatrix: GGUF formats only.  none: ggml's reference
  *                grid (llama-quantize without an importance matrix).  calibration: each block's
  *                scale (and min) searched to minimise the error weighted per input column by the
@@ -70,7 +75,8 @@ static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL
 /* In lmp_wformat's order. */
 static const char *const wgrid_format_choices[] = {"int",  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
                                                    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "nf4",
-                                                   "fp8_e4m3", "fp8_e5m2", "nvfp4", "mxfp4", "mxfp8", NULL};
+                                                   "fp8_e4m3", "fp8_e5m2", "nvfp4", "mxfp4", "mxfp8",
+                                                   "gguf_mxfp4", "gguf_nvfp4", "q1_0", "q2_0", NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
 /* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
@@ -106,7 +112,8 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
      "fallback: q4_0, q4_0, q5_0, q5_1, q8_0); nf4: bitsandbytes' NF4, blocks of 64; fp8_e4m3, "       \
      "fp8_e5m2: FP8 with a scale per slice of granularity (scale_dtype); nvfp4: E2M1, groups of 16, "  \
      "E4M3 scales and a global scale; mxfp4, mxfp8: E2M1 / E4M3, groups of 32, E8M0 scales (as "       \
-     "compressed-tensors rounds them)", 0, NULL, 0, 0,                                                 \
+     "compressed-tensors rounds them); gguf_mxfp4, gguf_nvfp4, q1_0, q2_0: ggml's GGUF types (its "     \
+     "reference quantizers)", 0, NULL, 0, 0,                                                           \
      wgrid_format_choices, 0},                                                                       \
     {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
      "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
@@ -148,7 +155,8 @@ static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lm
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: format %s chooses its scales itself: leave clip at 1 (it is %g)",
                                plugin, where, lmp_wformat_name(wgrid_format(p)), p[WGRID_CLIP].num);
     if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
-    if (wgrid_format(p) == LMP_WFORMAT_INT || wgrid_format(p) == LMP_WFORMAT_NF4 || lmp_wformat_is_fp(wgrid_format(p)))
+    if (wgrid_format(p) == LMP_WFORMAT_INT || wgrid_format(p) == LMP_WFORMAT_NF4 || lmp_wformat_is_fp(wgrid_format(p)) ||
+        lmp_wformat_is_ggml_new(wgrid_format(p)))
         return host->set_error(hctx, LMP_EINVAL,
                                "%s: %s: importance = \"%s\" searches GGUF block grids: set format to q4_0, q4_1, q5_0, "
                                "q5_1, iq4_nl or a k-quant, or importance = \"none\"", plugin, where,
@@ -308,6 +316,10 @@ static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t 
         return 4.0 + 8.0 / LMP_WFORMAT_NVFP4_GROUP + 32.0 / (double)(out * in);
     case LMP_WFORMAT_MXFP4: return 4.0 + 8.0 / LMP_WFORMAT_MX_GROUP; /* an E8M0 scale per 32 */
     case LMP_WFORMAT_MXFP8: return 8.0 + 8.0 / LMP_WFORMAT_MX_GROUP;
+    case LMP_WFORMAT_GGUF_MXFP4: return 17.0 * 8.0 / 32.0; /* ggml's block_mxfp4 */
+    case LMP_WFORMAT_GGUF_NVFP4: return 36.0 * 8.0 / 64.0; /* block_nvfp4 */
+    case LMP_WFORMAT_GGUF_Q1_0: return 18.0 * 8.0 / 128.0;
+    case LMP_WFORMAT_GGUF_Q2_0: return 18.0 * 8.0 / 64.0;
     case LMP_WFORMAT_FP8_E4M3:
     case LMP_WFORMAT_FP8_E5M2: /* a scale of scale_dtype per slice */
         return 8.0 + (double)lmp_wspec_n_scales(s, out, in) * (s->scale_type == LMP_SCALE_F32 ? 32.0 : 16.0) /

@@ -14,6 +14,14 @@ generate_gparam's global scale for nvfp4), then fake_quantize quantizes and dequ
 weight; DEQ.f32 receives the dequantized weight, SCALES.f32 the scales in storage order (nvfp4:
 the E4M3 group scales as f32, then the global scale; mx: 2^(e-127)).
 
+Activations: FORMAT act_fp8_static, act_fp8_token, act_nvfp4 or act_mxfp4 (GRAN, GROUP and
+SCALE_DTYPE unused) treats IN.f32 as the input X [ROWS tokens, COLS] of a linear, as compressed-
+tensors' forward_quantize does for the presets FP8 (static per tensor: calculate_qparams of X's own
+min and max, the calibration), FP8_DYNAMIC (per token: compute_dynamic_scales_and_zp on [1, T, C]),
+NVFP4 (dynamic local groups of 16 with the global scale generate_gparam makes of X) and MXFP4
+(dynamic groups of 32); SCALES.f32 then holds the static scale (fp8) or the global scale (nvfp4),
+or nothing.
+
 fp8_e5m2: compressed-tensors has no E5M2 weight scheme (its 8-bit float is always E4M3); the
 same steps are run with torch's float8_e5m2 cast and max 57344, which is what the format's
 library (torch) rounds to.  Needs torch and compressed-tensors (LMP_CT_PYTHON)."""
@@ -46,6 +54,8 @@ def one(argv):
     if x.size != rows * cols:
         sys.exit("ct_fpgrid_check: %s holds %d floats, expected %d" % (argv[7], x.size, rows * cols))
     t = torch.from_numpy(x.reshape(rows, cols).copy())
+    if fmt.startswith("act_"):
+        return one_act(fmt, t, argv)
     gscale = None
     if fmt in ("fp8_e4m3", "fp8_e5m2"):
         strategy = {"tensor": QuantizationStrategy.TENSOR, "channel": QuantizationStrategy.CHANNEL,
@@ -88,6 +98,40 @@ def one(argv):
     sc.numpy().astype("<f4").tofile(argv[9])
     print("ok: compressed-tensors %s, %s %s/%d %s, %d x %d, %d scales" % (
         __import__("compressed_tensors").__version__, fmt, gran, group, sdt, rows, cols, sc.numel()))
+
+
+def one_act(fmt, t, argv):
+    from compressed_tensors.quantization.quant_args import DynamicType
+    from compressed_tensors.quantization.utils import compute_dynamic_scales_and_zp
+    F = QuantizationType.FLOAT
+    sc = torch.zeros(0)
+    x3 = t.unsqueeze(0)  # [batch 1, T, C], as a linear's input arrives
+    if fmt == "act_fp8_static":
+        args = QuantizationArgs(num_bits=8, type=F, strategy=QuantizationStrategy.TENSOR, symmetric=True, dynamic=False)
+        scale, zp = calculate_qparams(t.amin().reshape(1), t.amax().reshape(1), args)
+        y = fake_quantize(x3, scale, zp, args)
+        sc = scale
+    elif fmt == "act_fp8_token":
+        args = QuantizationArgs(num_bits=8, type=F, strategy=QuantizationStrategy.TOKEN, symmetric=True, dynamic=True)
+        scale, zp = compute_dynamic_scales_and_zp(x3, args, module=None)
+        y = fake_quantize(x3, scale, zp, args)
+    elif fmt == "act_nvfp4":
+        args = QuantizationArgs(num_bits=4, type=F, strategy=QuantizationStrategy.TENSOR_GROUP, symmetric=True,
+                                dynamic=DynamicType.LOCAL, group_size=16, scale_dtype=torch.float8_e4m3fn)
+        gscale = generate_gparam(t.amin(), t.amax())
+        scale, zp = compute_dynamic_scales_and_zp(x3, args, module=None, global_scale=gscale)
+        y = fake_quantize(x3, scale, zp, args, global_scale=gscale)
+        sc = gscale
+    elif fmt == "act_mxfp4":
+        args = QuantizationArgs(num_bits=4, type=F, strategy=QuantizationStrategy.GROUP, symmetric=True, dynamic=True,
+                                group_size=32, scale_dtype=torch.uint8, zp_dtype=torch.uint8)
+        scale, zp = compute_dynamic_scales_and_zp(x3, args, module=None)
+        y = fake_quantize(x3, scale, zp, args)
+    else:
+        sys.exit("ct_fpgrid_check: unknown format %s" % fmt)
+    y.reshape(-1).numpy().astype("<f4").tofile(argv[8])
+    sc.to(torch.float32).reshape(-1).numpy().astype("<f4").tofile(argv[9])
+    print("ok: compressed-tensors %s, %s on %d x %d" % (__import__("compressed_tensors").__version__, fmt, *t.shape))
 
 
 def main():
