@@ -87,9 +87,11 @@ START_TEST(every_type_matches_gguf_py)
     fclose(manifest);
     fclose(want_f);
     lmp_gguf_close(g);
-    /* every type lmpress reads was compared */
+    /* every type lmpress reads was compared (Q1_0 and Q2_0, which gguf-py cannot decode, against
+     * ggml's own dequantizers: tests/test_ggml_fp4.c) */
     for (int ty = 0; ty < 64; ty++) {
         lmp_gguf_tensor probe = {.name = "probe", .type = (lmp_ggml_type)ty};
+        if (ty == LMP_GGML_Q1_0 || ty == LMP_GGML_Q2_0) continue;
         if (lmp_gguf_check_dequantize(&probe) == 0)
             ck_assert_msg(seen[ty], "type %s is read by lmpress but not compared", lmp_ggml_type_name((lmp_ggml_type)ty));
     }
