@@ -68,6 +68,8 @@ static int devbe_check_aspec(const devbe_err *e, const lmp_aspec *spec)
 {
     if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "quantize_act: spec is NULL");
     if (spec->mode == LMP_ACT_NONE) return LMP_OK;
+    /* the floating-point activations (ABI 4.5) run on the CPU backend: no error text, nothing failed */
+    if (spec->mode >= LMP_ACT_FP8_STATIC_TENSOR && spec->mode <= LMP_ACT_MXFP4) return LMP_EUNSUPPORTED;
     if (spec->mode < LMP_ACT_STATIC_TENSOR || spec->mode > LMP_ACT_DYN_TOKEN)
         return DEVBE_FAIL(e, LMP_EINVAL, "quantize_act: unknown mode %d", (int)spec->mode);
     if (spec->bits < 2 || spec->bits > 16)
