@@ -556,7 +556,8 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 
 static int load_eval(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"texts", "seq_len", "max_windows", "lambada", "lambada_max", NULL};
+    static const char *const keys[] = {"texts", "seq_len", "max_windows", "lambada", "lambada_max", "compute", NULL};
+    static const char *const computes[] = {"f32", "backend", NULL};
     config_setting_t *g;
     const char **texts = NULL, *lambada = NULL;
     c->eval_seq_len = 256;
@@ -570,7 +571,8 @@ static int load_eval(lmp_run_config *c, const config_setting_t *root)
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->eval_seq_len)) ||
         (st = get_int(g, "max_windows", 0, INT64_MAX, &c->eval_max_windows)) ||
         (st = get_string(g, "lambada", 0, &lambada)) ||
-        (st = get_int(g, "lambada_max", 0, INT64_MAX, &c->lambada_max))) {
+        (st = get_int(g, "lambada_max", 0, INT64_MAX, &c->lambada_max)) ||
+        (st = get_choice(g, "compute", 0, computes, &c->eval_compute_backend))) {
         free(texts);
         return st;
     }
