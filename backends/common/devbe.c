@@ -203,12 +203,14 @@ int devbe_put(devbe *d, int i, const float *host, int64_t rows, int64_t cols, in
 {
     int st = devbe_slot(d, i, (size_t)rows * (size_t)cols * sizeof(float), out);
     if (st || rows == 0 || cols == 0) return st;
+    d->moved[0] += (uint64_t)rows * (uint64_t)cols * sizeof(float);
     return d->dev->write(d, *out, host, rows, cols, ld);
 }
 
 int devbe_get(devbe *d, devbe_mem m, float *host, int64_t rows, int64_t cols, int64_t ld)
 {
     if (rows == 0 || cols == 0) return LMP_OK;
+    d->moved[1] += (uint64_t)rows * (uint64_t)cols * sizeof(float);
     return d->dev->read(d, m, host, rows, cols, ld);
 }
 

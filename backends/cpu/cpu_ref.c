@@ -176,6 +176,26 @@ int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, flo
     return LMP_OK;
 }
 
+int lmp_ref_hadamard(int64_t rows, int64_t n, float *x)
+{
+    if (rows < 0 || n < 1 || (n & (n - 1)) != 0) return LMP_EINVAL;
+    if (rows > 0 && !x) return LMP_EINVAL;
+    double *y = malloc((size_t)n * sizeof *y);
+    if (!y) return LMP_ENOMEM;
+    const double norm = 1.0 / sqrt((double)n);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t i = 0; i < n; i++) acc += __builtin_parityll((unsigned long long)(i & j)) ? -row[i] : row[i];
+            y[j] = acc * norm;
+        }
+        for (int64_t j = 0; j < n; j++) row[j] = (float)y[j];
+    }
+    free(y);
+    return LMP_OK;
+}
+
 int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,
                        const float *inv_freq, float mscale, float *x)
 {

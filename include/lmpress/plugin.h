@@ -39,7 +39,15 @@
  * attention_window (sliding-window attention and Gemma 2's soft-capped scores), appended to
  * lmp_backend_i; a backend built before them runs the CPU backend's.
  *
- * ABI 4.5: the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8, and ggml's
+ * ABI 4.5: a block on the device.  lmp_backend_i grew two optional entries after the operations:
+ * block_run (a whole block's forward over a batch of windows, its weights uploaded once and the
+ * calibration statistics accumulated where it runs: lmp_block_job) and bytes_moved (what the
+ * backend copied between host and device).  A backend without them runs the block op by op, as
+ * before (the core falls back where block_run is NULL or answers LMP_EUNSUPPORTED).
+ * Also the backend operation hadamard (the fast Walsh-Hadamard transform: the online rotations
+ * of core/model/rotate.h), appended to the operations; a backend built before it runs the CPU
+ * backend's.
+ * And the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8, and ggml's
  * GGUF MXFP4, NVFP4, Q1_0 and Q2_0 (lmpress/plugin_fpquants.h; Q1_0's spec is 1 bit), and lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to
  * lmp_wspec; a backend built before them answers LMP_EINVAL for them, so the host keeps them on
  * the CPU backend's grid operations (devbe answers LMP_EUNSUPPORTED for every non-INT format).
@@ -1158,7 +1166,77 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * With window 0 and softcap 0 it is `attention`. */                                            \
     OP(attention_window, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
                           float softcap, const float *q, const float *k, const float *v, float *out),  \
-      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)
+      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)                             \
+    /* ABI 4.5.  The fast Walsh-Hadamard transform in place: each row of x[rows, n] <- row H / sqrt(n), \
+     * H Sylvester's n×n Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k], [H_k, -H_k]]: entry (i, j) \
+     * is (-1)^popcount(i & j)); n a power of 2, else LMP_EINVAL.  H / sqrt(n) is orthogonal and    \
+     * its own inverse. */                                                                          \
+    OP(hadamard, (int64_t rows, int64_t n, float *x), (rows, n, x), 0)
+
+/* ---- a block on the device (ABI 4.5) ---------------------------------------------------- */
+/* One block's forward as a program the core makes from the block's steps (core/model/
+ * block_steps.h) with every weight resolved, for a backend that keeps the block on its device:
+ * it uploads the weights once, runs the ops window after window on buffers of its own, folds the
+ * statistics of the OBSERVE ops into device copies of the lmp_bstat arrays, and copies back only
+ * the statistics (at the end) and, when y is not NULL, each window's output.  Buffers are
+ * [T, buf_cols[i]] per window.  A backend answers LMP_EUNSUPPORTED (with a reason through
+ * host->set_error, naming the op kind or the size) for anything it does not run; the core then
+ * runs the block op by op, so an op kind added later is refused by a backend built before it. */
+typedef enum {
+    LMP_BOP_RMSNORM = 0,   /* out[T*rows, cols] = rmsnorm(in0; w, eps) (+ b per column when b) */
+    LMP_BOP_LAYERNORM = 1, /* out[T, cols] = layernorm(in0; w, b, eps) */
+    LMP_BOP_LINEAR = 2,    /* out[T, n_out] = in0[T, cols] W[n_out, cols]^T (+ b) */
+    LMP_BOP_ROPE = 3,      /* in0[T, rows*head_dim] in place: pairs (2i, 2i+1), i < n_rot/2, of each
+                            * of the rows heads turned by table[T, n_rot/2, 2] (cos, sin) */
+    LMP_BOP_SCALE = 4,     /* in0[T, cols] *= scale, in place */
+    LMP_BOP_ATTENTION = 5, /* out[T, heads*head_dim] = attention_window(q = in0, k = in1, v = in2;
+                            * heads, kv_heads, head_dim, window, softcap) */
+    LMP_BOP_SWIGLU = 6,    /* out = silu(in0) * in1, elementwise over [T, cols] */
+    LMP_BOP_GEGLU = 7,     /* out = gelu_tanh(in0) * in1 */
+    LMP_BOP_GELU = 8,      /* out = gelu_tanh(in0) */
+    LMP_BOP_ADD = 9,       /* out = in0 + in1 */
+    LMP_BOP_OBSERVE = 10,  /* fold in0[T, cols] into job->stats[stat] */
+    LMP_BOP_KINDS
+} lmp_bop_kind;
+
+typedef struct lmp_bop {
+    lmp_bop_kind kind;
+    int in[3], out;             /* buffer indices; out is in[0] for the in-place ops */
+    int64_t rows;               /* RMSNORM: rows per token (a q/k norm: the heads), else 1; ROPE: heads */
+    int64_t cols;               /* columns of in[0] per row */
+    int64_t n_out;              /* LINEAR: the output width */
+    const float *w, *b;         /* the norm's weight and bias (b may be NULL); LINEAR: W, b (b may be NULL) */
+    float eps, scale, softcap;
+    int64_t window;             /* ATTENTION: keys after t - window (0: every earlier one) */
+    int64_t heads, kv_heads, head_dim, n_rot;
+    const float *table;         /* ROPE: [T, n_rot/2, 2], the same for every window */
+    int stat;                   /* OBSERVE */
+} lmp_bop;
+
+/* One input's statistics over every token of every window; each array NULL when not wanted, else
+ * initialised by the caller and folded into (max, min, absmax fold; sum, sqsum, hessian add). */
+typedef struct lmp_bstat {
+    int64_t cols;
+    float *hessian;             /* [cols, cols] += alpha X^T X, both triangles */
+    float alpha;
+    float *absmax, *min, *max;  /* [cols] */
+    float *sum, *sqsum;         /* [cols]: sum x and sum x^2 over the tokens */
+} lmp_bstat;
+
+#define LMP_BJOB_MAX_BUFS 24
+typedef struct lmp_block_job {
+    uint32_t struct_size;
+    int64_t n_windows, T;
+    int n_bufs;
+    int64_t buf_cols[LMP_BJOB_MAX_BUFS];
+    int n_ops;
+    const lmp_bop *ops;
+    int n_stats;
+    lmp_bstat *stats;
+    int x_buf, y_buf;           /* the block's input and output buffers */
+    const float *x;             /* [n_windows, T, buf_cols[x_buf]] */
+    float *y;                   /* [n_windows, T, buf_cols[y_buf]], or NULL: not wanted (y may be x) */
+} lmp_block_job;
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
@@ -1168,6 +1246,11 @@ typedef struct lmp_backend_i {
     int (*create)(const lmp_host *host, void *hctx, const lmp_value *params, void **self);
     void (*destroy)(void *self);
     LMP_BACKEND_OPS(LMP_BACKEND_I_ENTRY)
+    /* ABI 4.5, optional (NULL: the core runs the block op by op).  Runs job (lmp_block_job). */
+    int (*block_run)(void *self, const lmp_block_job *job);
+    /* ABI 4.5, optional: bytes copied host -> device (moved[0]) and device -> host (moved[1])
+     * since create(), for the benchmarks.  NULL for a backend with no device (the CPU's). */
+    void (*bytes_moved)(void *self, uint64_t moved[2]);
 } lmp_backend_i;
 
 /* The size of an ABI 4.2 backend vtable: what the host requires of every backend.  An entry at
