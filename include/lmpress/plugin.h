@@ -48,9 +48,12 @@
  * of core/model/rotate.h), appended to the operations; a backend built before it runs the CPU
  * backend's.
  * And the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8, and ggml's
- * GGUF MXFP4, NVFP4, Q1_0 and Q2_0 (lmpress/plugin_fpquants.h; Q1_0's spec is 1 bit), and lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to
- * lmp_wspec; a backend built before them answers LMP_EINVAL for them, so the host keeps them on
- * the CPU backend's grid operations (devbe answers LMP_EUNSUPPORTED for every non-INT format).
+ * GGUF MXFP4, NVFP4, Q1_0 and Q2_0 (lmpress/plugin_fpquants.h; Q1_0's spec is 1 bit), and
+ * lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to lmp_wspec; a backend built
+ * before them answers LMP_EINVAL for them, so the host keeps them on the CPU backend's grid
+ * operations (devbe answers LMP_EUNSUPPORTED for every non-INT format).  The activation modes
+ * LMP_ACT_FP8_STATIC_TENSOR, LMP_ACT_FP8_DYN_TOKEN, LMP_ACT_NVFP4 and LMP_ACT_MXFP4 likewise
+ * run on the CPU backend's quantize_act.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
