@@ -23,7 +23,8 @@
 static const char *const mode_names[] = {"restore-one", "quantize-one", NULL};
 static const char *const gran_names[] = {"linear", "block", "role", NULL};
 static const char *const metric_names[] = {"kld", "ppl", "top1", "lambada", NULL};
-static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router",
+                                                       "shared_gate"};
 
 static int by_name(const char *const *names, const char *s)
 {

@@ -76,7 +76,7 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
     if (n < a->n_units) fprintf(f, "  ... %d more (--top 0 prints all)\n", a->n_units - n);
     /* which roles dominate the top ten */
     int counts[LMP_ROLE_COUNT + 1] = {0};
-    const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
+    const char *roles[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_gate"};
     int top10 = a->n_units < 10 ? a->n_units : 10;
     for (int k = 0; k < top10; k++)
         for (int r = 0; r < LMP_ROLE_COUNT; r++) counts[r] += strcmp(a->units[a->order[k]].role, roles[r]) == 0;
@@ -308,7 +308,7 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
             a->o.gran == LMP_AN_ROLE ? "role" : "block");
     fprintf(f, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">%s%s</text>\n",
             top + plot_h / 2, a->o.rank_proxy ? "proxy" : lmp_an_metric_name(a->o.metric), a->o.rank_proxy ? "" : " gain");
-    const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
+    const char *roles[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_gate"};
     for (int r = 0; r < 7; r++) {
         double ly = top + 10 + r * 20, lx = left + plot_w + 20;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, lmp_svg_role_colour(roles[r]));

@@ -27,6 +27,12 @@
  *   group 2:  xn_mlp = norm_mlp(x1)                       NORM
  *             gate, up = gate, up linears (xn_mlp)        LINEARS     [T,d] -> [T,f], [T,f]
  *             h = silu(gate) * up, gelu(gate) * up        GLU         (GPT-2: h = gelu(up), GELU)
+ *     (a sparse layer of a mixture of experts instead:
+ *             mlp_out = moe(xn_mlp)                       MOE         [T,d] -> [T,d]: the router's
+ *             logits, softmax, top k, each expert's SwiGLU MLP on the tokens routed to it weighted by
+ *             their probability, plus the shared expert times sigmoid(shared gate); it observes the
+ *             router's and every expert's gate/up input (group 2, an expert's the rows routed to it)
+ *             and then every expert's down input (group 3) itself)
  *   group 3:  mlp_out = down(h)                           LINEARS     [T,f] -> [T,d]
  *             mlp_post = norm_post_mlp(mlp_out)           NORM        (GLM-4, Gemma 2/3)
  *             y = x1 + mlp_post (or mlp_out)              ADD
@@ -69,6 +75,7 @@ typedef enum {
     LMP_STEP_GLU,       /* out = act(in[0]) * in[1], act silu (SwiGLU) or gelu_tanh (GeGLU) */
     LMP_STEP_GELU,      /* out = gelu_tanh(in[0]) */
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */
+    LMP_STEP_MOE,       /* out = the mixture of experts on in[0] (see above; group 2) */
     LMP_STEP_KINDS
 } lmp_step_kind;
 
@@ -87,7 +94,11 @@ typedef struct lmp_block_step {
     float scale;                        /* SCALE */
     int64_t window;                     /* ATTENTION: keys after t - window (0: all earlier) */
     float softcap;                      /* ATTENTION: scores through c tanh(s / c) (0: none) */
-    int gelu;                           /* GLU: gelu_tanh(gate) (GeGLU) rather than silu */
+    int gelu;                           /* GLU: gelu_tanh(gate) * up (GeGLU) rather than silu */
+    /* MOE: routed experts of width expert_hidden, top_k per token, renormalized when norm_topk;
+     * a shared expert of shared_hidden (0: none), gated when shared_gate */
+    int64_t n_experts, top_k, expert_hidden, shared_hidden;
+    int norm_topk, shared_gate;
 } lmp_block_step;
 
 #define LMP_BLOCK_MAX_STEPS 20

@@ -14,6 +14,11 @@
  * linears lins[0..n_lins) (q,k,v share one input; gate,up share one).  Returns 0 to go on,
  * LMP_FORWARD_STOP to end the block there (x is then left half-computed), or an LMP_E* error. */
 #define LMP_FORWARD_STOP 1
+/* A mixture of experts first calls the observer with n_lins 0 (lins and x NULL, T and C 0): an
+ * observer that answers LMP_OBSERVE_ALL_EXPERTS then sees every token at every expert's inputs
+ * (calibration.experts = "all": statistics only, the block's output still follows the router);
+ * any other answer, the tokens routed to each expert.  Every observer must accept such a call. */
+#define LMP_OBSERVE_ALL_EXPERTS 2
 typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float *x, int64_t T,
                               int64_t C);
 

@@ -53,7 +53,18 @@ typedef struct lmp_arch {
     float final_softcap;  /* Gemma 2: logits likewise */
     float q_scale;        /* q is multiplied by it before attention (Gemma's query_pre_attn_scalar:
                            * sqrt(head_dim / scalar)); 0 = 1 */
+    /* A mixture of experts (desc->moe; issue 37): the sparse layers' MLP is n_experts routed
+     * experts of expert_hidden, n_experts_used per token (softmax over the router's logits, the
+     * top k, renormalized when norm_topk), plus a shared expert of shared_hidden (0: none) behind
+     * a sigmoid gate.  dense_layer[l]: layer l keeps a dense MLP of `hidden` (Qwen's
+     * mlp_only_layers).  n_experts 0: a dense model. */
+    int64_t n_experts, n_experts_used, expert_hidden, shared_hidden;
+    int norm_topk;
+    unsigned char dense_layer[LMP_MAX_LAYERS];
 } lmp_arch;
+
+/* Whether layer l's MLP is a mixture of experts. */
+int lmp_arch_moe_layer(const lmp_arch *a, int64_t layer);
 
 /* The sliding window layer l attends within (0: all earlier positions). */
 int64_t lmp_arch_window(const lmp_arch *a, int64_t layer);
@@ -148,11 +159,21 @@ int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot);
 enum { LMP_FUSED_NONE, LMP_FUSED_QKV, LMP_FUSED_GATE_UP };
 int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fused_gate_up, int64_t *r0,
                    int64_t *rows);
-/* Index of the linear with this role in the block, -1 if the family has none. */
+/* Index of the linear with this role in the block that is no expert's (attention, a dense MLP,
+ * the router), -1 if the block has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
+/* Index of the gate, up or down linear of routed expert e (kind LMP_EXPERT_ROUTED) or of the
+ * shared expert (LMP_EXPERT_SHARED, e ignored), -1 if the block has none. */
+int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kind, int e);
+/* The name of a linear for messages and reports: its own name. The short label of its kind
+ * ("q", "router", "expert 3 gate", "shared down") into buf[n]. */
+const char *lmp_linear_kind_label(const lmp_linear *l, char *buf, size_t n);
 /* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;
- * 2 gate,up (GPT-2's fc); 3 down (GPT-2's proj). */
+ * 2 gate,up (GPT-2's fc), and in a sparse layer the router, the shared gate and every expert's
+ * gate and up; 3 down (GPT-2's proj, every expert's down). */
 int lmp_input_group(lmp_role r);
+/* An owned copy of a norm's fed[n] (NULL when n is 0, or out of memory). */
+int *lmp_fed_dup(const int *fed, int n);
 /* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
 /* An owned copy of the grid of a [out, in] weight (plugin.h's lmp_wgrid; NULL when out of

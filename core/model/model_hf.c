@@ -488,6 +488,52 @@ static int check_heads(const char *what, const lmp_arch *a)
     return 0;
 }
 
+/* A mixture of experts' keys (issue 37): the routed experts (num_local_experts or num_experts,
+ * num_experts_per_tok, their width moe_intermediate_size or Mixtral's intermediate_size), the
+ * shared expert's width, norm_topk_prob, and which layers are sparse (Qwen's mlp_only_layers and
+ * decoder_sparse_step; the others keep a dense MLP of intermediate_size). */
+static int parse_moe(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    const lmp_moe_desc *md = d->moe;
+    const int mixtral = md->hf_sparse_step == 0;
+    int st;
+    /* Qwen's num_experts; transformers 5 writes Qwen3-MoE's as num_local_experts (an attribute
+     * alias), Mixtral's always is */
+    const char *n_key = mixtral || !cfg_get(c, "num_experts") ? "num_local_experts" : "num_experts";
+    if (!mixtral && cfg_get(c, "num_experts") && cfg_get(c, "num_local_experts"))
+        return lmp_fail(LMP_EINVAL, "%s: both num_experts and num_local_experts (one is an alias of the other)", what);
+    if ((st = cfg_int(c, what, n_key, -1, &a->n_experts)) ||
+        (st = cfg_int(c, what, "num_experts_per_tok", -1, &a->n_experts_used)))
+        return st;
+    if (mixtral) a->expert_hidden = a->hidden;
+    else if ((st = cfg_int(c, what, "moe_intermediate_size", -1, &a->expert_hidden))) return st;
+    if (md->hf_shared && (st = cfg_int(c, what, "shared_expert_intermediate_size", -1, &a->shared_hidden))) return st;
+    if (a->n_experts_used > a->n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: num_experts_per_tok %lld exceeds the %lld experts", what,
+                        (long long)a->n_experts_used, (long long)a->n_experts);
+    a->norm_topk = md->norm_topk;
+    if (md->norm_topk < 0 && (st = cfg_bool(c, what, "norm_topk_prob", md->hf_norm_topk_default, &a->norm_topk)))
+        return st;
+    if (a->n_layers > LMP_MAX_LAYERS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers in a mixture of experts", what, LMP_MAX_LAYERS);
+    if (mixtral) return 0;
+    int64_t step = 1;
+    if ((st = cfg_int(c, what, "decoder_sparse_step", 1, &step))) return st;
+    for (int64_t l = 0; l < a->n_layers; l++) a->dense_layer[l] = (l + 1) % step != 0;
+    const lmp_json *only = cfg_get(c, "mlp_only_layers");
+    if (only && only->type != LMP_JSON_ARRAY)
+        return lmp_fail(LMP_EINVAL, "%s: mlp_only_layers must be a list of layer numbers", what);
+    for (size_t i = 0; only && i < only->n; i++) {
+        const lmp_json *v = &only->items[i];
+        if (v->type != LMP_JSON_NUMBER || v->number != (double)(int64_t)v->number || v->number < 0 ||
+            v->number >= (double)a->n_layers)
+            return lmp_fail(LMP_EINVAL, "%s: mlp_only_layers[%zu] is not a layer number below %lld", what, i,
+                            (long long)a->n_layers);
+        a->dense_layer[(int64_t)v->number] = 1;
+    }
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -608,6 +654,12 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         if (attn_bias) s->bias_roles |= qkv | 1u << LMP_ROLE_O;
         if (mlp_bias) s->bias_roles |= 1u << LMP_ROLE_GATE | 1u << LMP_ROLE_UP | 1u << LMP_ROLE_DOWN;
     }
+    int qkv_bias = 1; /* Qwen2-MoE: transformers 5's qkv_bias (true, as its q, k, v always had) */
+    if (d->bias == LMP_BIAS_QKV && (st = cfg_bool(c, what, "qkv_bias", 1, &qkv_bias))) return st;
+    if (!qkv_bias) s->bias_roles &= ~qkv;
+    if (d->moe && (s->bias_roles >> LMP_ROLE_GATE & 1u))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: mlp_bias on the experts of %s is not supported", what, d->hf_class);
+    if (d->moe) return parse_moe(c, what, d, a);
     return 0;
 }
 
@@ -666,6 +718,10 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     }
     const char *name = archs->items[0].str;
     s->desc = lmp_arch_by_hf_class(name);
+    if (!s->desc && lmp_arch_refused_hf(name)) {
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported: %s", what, name, lmp_arch_refused_hf(name));
+        goto done;
+    }
     if (!s->desc) {
         char list[512];
         st = lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%s' (supported: %s)", what, name,

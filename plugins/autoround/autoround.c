@@ -45,7 +45,7 @@ static const lmp_param_spec ar_params[P_COUNT] = {
                      0, 1, NULL, 0},
 };
 
-/* lmp_learn_problem.linears is a bit set of 32 */
+/* the learned linears of one block, at most (the parameter tables below are fixed arrays) */
 enum { AR_MAX_LINEARS = 32 };
 
 /* One learned linear: its parameters (v, a), their gradients, and the grid they make. */
@@ -260,6 +260,9 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     ar_problem P = {.host = host, .hctx = hctx};
     const lmp_value *p = NULL;
     int st = 0;
+    if (blk->n_experts > 0) /* named before the linear count, which a block of experts exceeds */
+        return host->set_error(hctx, LMP_EUNSUPPORTED, "autoround: block %d is a mixture of experts (%d experts), whose "
+                               "backward (routing, experts) is not implemented yet", blk->index, blk->n_experts);
     if (blk->n_linears > AR_MAX_LINEARS)
         return host->set_error(hctx, LMP_EINVAL, "autoround: blocks of more than %d linears", AR_MAX_LINEARS);
     for (int i = 0; i < blk->n_linears && !st; i++)
@@ -276,10 +279,14 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     float *params[2 * AR_MAX_LINEARS], *grads[2 * AR_MAX_LINEARS];
     int64_t sizes[2 * AR_MAX_LINEARS];
     int np = 0;
-    uint32_t linears = 0;
+    uint8_t *linears = host->alloc(hctx, (size_t)blk->n_linears);
+    if (!linears) {
+        free_problem(&P);
+        return host->set_error(hctx, LMP_ENOMEM, "autoround: out of memory");
+    }
     for (int n = 0; n < P.n; n++) {
         ar_linear *L = &P.lin[n];
-        linears |= 1u << L->index;
+        linears[L->index] = 1;
         params[np] = L->v, grads[np] = L->dv, sizes[np++] = L->rows * L->cols;
         if (P.learn_clip) params[np] = L->a, grads[np] = L->da, sizes[np++] = L->n_slices;
     }
@@ -295,6 +302,7 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
                                     .project = ar_project, .ud = &P};
     lmp_learn_result res;
     st = host->learn_block(hctx, blk, &spec, &prob, &res);
+    host->free(hctx, linears);
     if (!st)
         host->log(hctx, LMP_LOG_INFO, "autoround: block %d: MSE %.6g -> %.6g (best batch at step %lld of %lld), %.1f s",
                   blk->index, res.loss_first, res.loss_final, (long long)res.best_step, (long long)steps, res.seconds);
