@@ -31,7 +31,7 @@ static const linear_layout gpt2_linears[] = {
 
 static char *fmt_name(const char *prefix, int layer, const char *leaf)
 {
-    char buf[160];
+    char buf[320];
     snprintf(buf, sizeof buf, "%s.%d.%s", prefix, layer, leaf);
     return strdup(buf);
 }
@@ -96,6 +96,27 @@ static void linear_shape(const lmp_arch *a, lmp_linear *l)
     }
 }
 
+int64_t lmp_blocks_linear_count(const lmp_block *blocks, int64_t n)
+{
+    int64_t total = 0;
+    for (int64_t b = 0; b < n; b++) total += blocks[b].n_linears;
+    return total;
+}
+
+int lmp_blocks_linear_at(const lmp_block *blocks, int64_t n, int64_t g, int64_t *b, int *i)
+{
+    for (*b = 0; *b < n && g >= 0; (*b)++) {
+        if (g < blocks[*b].n_linears) {
+            *i = (int)g;
+            return 0;
+        }
+        g -= blocks[*b].n_linears;
+    }
+    *b = 0;
+    *i = 0;
+    return -1;
+}
+
 int *lmp_fed_dup(const int *fed, int n)
 {
     if (!fed || n <= 0) return NULL;
@@ -130,6 +151,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     for (int i = 0; i < b->n_linears; i++) {
         lmp_linear *l = &b->linears[i];
         l->weight_bits = 32.0;
+        l->calib_tokens = -1;
         linear_shape(a, l);
         if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }

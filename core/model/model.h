@@ -172,6 +172,11 @@ const char *lmp_linear_kind_label(const lmp_linear *l, char *buf, size_t n);
  * 2 gate,up (GPT-2's fc), and in a sparse layer the router, the shared gate and every expert's
  * gate and up; 3 down (GPT-2's proj, every expert's down). */
 int lmp_input_group(lmp_role r);
+/* The linears of blocks[0..n) together (blocks of one model may differ: dense first layers, then
+ * experts), and where the g-th of them in model order lies: block *b, linear *i (0, or -1 when
+ * g is out of range). */
+int64_t lmp_blocks_linear_count(const lmp_block *blocks, int64_t n);
+int lmp_blocks_linear_at(const lmp_block *blocks, int64_t n, int64_t g, int64_t *b, int *i);
 /* An owned copy of a norm's fed[n] (NULL when n is 0, or out of memory). */
 int *lmp_fed_dup(const int *fed, int n);
 /* Deep copy of a block into owned memory. */

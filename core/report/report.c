@@ -142,7 +142,8 @@ static void json_linears(FILE *f, const lmp_variant_result *res)
         int touched = 0;
         for (int s = 0; s < res->v->n_stages; s++) {
             const lmp_stage *st = &res->v->stages[s];
-            const lmp_value *p = lmp_stage_params_for(st, l->name);
+            const int router = l->role == LMP_ROLE_ROUTER || l->role == LMP_ROLE_SHARED_GATE;
+            const lmp_value *p = router && !lmp_stage_names_router(st, l->name) ? NULL : lmp_stage_params_for(st, l->name);
             if (!p) continue;
             fputs(touched++ ? ", {\"strategy\": " : "{\"strategy\": ", f);
             json_string(f, st->plugin->desc->name);
@@ -164,8 +165,18 @@ static void json_linears(FILE *f, const lmp_variant_result *res)
             }
             fputc('}', f);
         }
-        if (l->sparse_m) fprintf(f, ", \"sparsity\": \"%d:%d\"}", l->sparse_n, l->sparse_m);
-        else fputs(", \"sparsity\": null}", f);
+        if (l->sparse_m) fprintf(f, ", \"sparsity\": \"%d:%d\"", l->sparse_n, l->sparse_m);
+        else fputs(", \"sparsity\": null", f);
+        if (l->expert_kind == LMP_EXPERT_ROUTED) { /* the calibration each expert had (issue 37) */
+            fprintf(f, ", \"expert\": %d, \"calib_tokens\": ", l->expert);
+            if (l->calib_tokens >= 0) fprintf(f, "%lld", (long long)l->calib_tokens);
+            else fputs("null", f);
+            fputs(l->calib_fallback ? ", \"calib_fallback\": \"identity Hessian (RTN on the stage's grid)\"" :
+                                      ", \"calib_fallback\": null", f);
+        } else if (l->role == LMP_ROLE_ROUTER) {
+            fputs(", \"router\": true", f);
+        }
+        fputc('}', f);
     }
     fputs("]", f);
 }

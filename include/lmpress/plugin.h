@@ -897,6 +897,12 @@ typedef struct lmp_linear {
      * calibration.experts = "all", every token). */
     lmp_expert_kind expert_kind;
     int expert;
+    /* ABI 5, the host's record (read only): the calibration tokens a routed expert's statistics
+     * came from in its last observing stage (-1: none observed), and whether it got the declared
+     * fallback for too few of them (calibration.expert_min_tokens: its Hessian the identity, so
+     * GPTQ rounds it to its grid as RTN would). */
+    int64_t calib_tokens;
+    int calib_fallback;
 } lmp_linear;
 
 typedef struct lmp_norm {

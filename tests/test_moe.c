@@ -1,0 +1,384 @@
+/* test_moe.c — compressing mixtures of experts (issue 37) on the tiny fixtures of
+ * tests/fixtures/arch (Mixtral, Qwen2-MoE, Qwen3-MoE; made with PyPI transformers, whose forward
+ * test_arch_fixtures checks to 1e-5).
+ *
+ * What is held here:
+ *   - each routed expert's statistics come from the tokens the router sent it: every token goes
+ *     to exactly k experts, so the experts' Hessians sum to k times the router's (which sees
+ *     every token), and their token counts to k N;
+ *   - calibration.experts = "all" is really wired: every expert then sees every token (its gate's
+ *     Hessian is the router's), the statistics differ from the routed ones, and the block's
+ *     output does not change by a bit; through the pipeline, a GPTQ variant's experts differ and
+ *     its attention does not;
+ *   - an expert that receives no token (one calibration token: k experts get it) gets the declared
+ *     fallback: its Hessian the identity, which makes GPTQ exactly RTN on the same grid (checked
+ *     against the rtn plugin weight for weight), recorded on the linear (calib_tokens 0,
+ *     calib_fallback); with expert_min_tokens above every count, every expert is RTN;
+ *   - the router is never quantized unless a target names it;
+ *   - RTN and GPTQ variants run on each family and are measured against the unmodified model;
+ *   - what is not written yet is refused by name: learning (AutoRound) on an expert block, the
+ *     exporters, an importance matrix. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "compress/calib_stats.h"
+#include "export/export.h"
+#include "model/forward.h"
+
+#include "teststage.h"
+#include "testutil.h"
+
+#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
+
+static lmp_model *load(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+    ck_assert_int_gt(m->arch.n_experts, 0);
+    return m;
+}
+
+/* Block 0's inputs on windows w: the embeddings. */
+static float *embed_windows(const lmp_model *m, const lmp_windows *w)
+{
+    const int64_t per = w->T * m->arch.dim;
+    float *X = malloc((size_t)(w->n * per) * sizeof *X);
+    for (int64_t i = 0; i < w->n; i++) lmp_embed(m, w->tokens + i * w->T, w->T, X + i * per);
+    return X;
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        r = fmax(r, fabs((double)b[i]));
+    }
+    return d / r;
+}
+
+/* The Hessian of every linear of the model's block b over windows w (routed, or all). */
+static void block_hessians(lmp_model *m, int64_t b, const lmp_windows *w, int all, lmp_block_stats *bs)
+{
+    const lmp_block *blk = &lmp_model_blocks(m)[b];
+    ck_assert_int_eq(b, 0); /* the embeddings are block 0's inputs */
+    float *X = embed_windows(m, w);
+    ck_assert_int_eq(lmp_block_stats_init(bs, blk->n_linears), 0);
+    for (int i = 0; i < blk->n_linears; i++) bs->needs[i] = LMP_STAT_HESSIAN;
+    bs->all_experts = all;
+    ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, w->n, w->T, NULL, bs) == 0, "%s",
+                  lmp_last_error());
+    free(X);
+}
+
+START_TEST(routed_statistics_follow_the_router)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows w = windows(8, 32, m->arch.vocab, 1);
+        const int64_t N = w.n * w.T, k = m->arch.n_experts_used, E = m->arch.n_experts, d = m->arch.dim;
+        const lmp_block *blk = &lmp_model_blocks(m)[0];
+        const int router = lmp_block_find(blk, LMP_ROLE_ROUTER);
+        lmp_block_stats routed, all;
+        block_hessians(m, 0, &w, 0, &routed);
+        block_hessians(m, 0, &w, 1, &all);
+        const float *Hr = routed.stats[router].hessian;
+        ck_assert_int_eq(routed.stats[router].n_tokens, N);
+        float *sum = calloc((size_t)(d * d), sizeof *sum);
+        int64_t tokens = 0;
+        double down_change = 0;
+        for (int e = 0; e < E; e++) {
+            const int g = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
+            const int u = lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e);
+            const int dn = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e);
+            const lmp_stats *s = &routed.stats[g];
+            ck_assert(s->n_tokens > 0 && s->n_tokens < N);
+            ck_assert_int_eq(routed.stats[u].n_tokens, s->n_tokens); /* up shares gate's input */
+            ck_assert_int_eq(routed.stats[dn].n_tokens, s->n_tokens);
+            tokens += s->n_tokens;
+            for (int64_t i = 0; i < d * d; i++) sum[i] += s->hessian[i];
+            /* all: every token at every expert; its gate's input is the router's */
+            ck_assert_int_eq(all.stats[g].n_tokens, N);
+            ck_assert_int_eq(all.stats[dn].n_tokens, N);
+            ck_assert_msg(rel_diff(all.stats[g].hessian, all.stats[router].hessian, d * d) < 1e-6,
+                          "%s expert %d: with calibration.experts = all its gate's Hessian is not the router's", names[f],
+                          e);
+            const int64_t fi = blk->linears[dn].in;
+            down_change = fmax(down_change, rel_diff(routed.stats[dn].hessian, all.stats[dn].hessian, fi * fi));
+        }
+        for (int64_t i = 0; i < d * d; i++) sum[i] -= (float)k * Hr[i];
+        double off = 0, ref = 0;
+        for (int64_t i = 0; i < d * d; i++) off = fmax(off, fabs(sum[i])), ref = fmax(ref, fabs(k * Hr[i]));
+        printf("%s block 0: %lld tokens, routed to the %lld experts %lld times (k N = %lld); sum of the experts' "
+               "Hessians vs k H(router): %.2e relative; down's Hessian routed vs all: %.2e\n",
+               names[f], (long long)N, (long long)E, (long long)tokens, (long long)(k * N), off / ref, down_change);
+        ck_assert_int_eq(tokens, k * N);
+        ck_assert_msg(off / ref < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f],
+                      off / ref);
+        ck_assert_msg(down_change > 1e-2, "%s: calibration.experts = all leaves down's statistics as they were",
+                      names[f]);
+        free(sum);
+        lmp_block_stats_free(&routed, blk->n_linears);
+        lmp_block_stats_free(&all, blk->n_linears);
+        free(w.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* An observer that answers the experts' question and counts the rows expert 0's gate saw. */
+typedef struct asking {
+    int all;
+    int gate0;
+    int64_t rows;
+} asking;
+
+static int ask(void *ud, const int *lins, int n, const float *x, int64_t T, int64_t C)
+{
+    (void)x, (void)C;
+    asking *a = ud;
+    if (n == 0) return a->all ? LMP_OBSERVE_ALL_EXPERTS : 0;
+    if (lins[0] == a->gate0) a->rows += T;
+    return 0;
+}
+
+START_TEST(all_experts_changes_no_output)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows w = windows(1, 48, m->arch.vocab, 2);
+        const int64_t n = w.T * m->arch.dim;
+        const lmp_block *blk = &lmp_model_blocks(m)[0];
+        float *x0 = embed_windows(m, &w), *xr = malloc((size_t)n * sizeof *xr), *xa = malloc((size_t)n * sizeof *xa);
+        memcpy(xr, x0, (size_t)n * sizeof *xr);
+        memcpy(xa, x0, (size_t)n * sizeof *xa);
+        asking r = {.all = 0, .gate0 = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, 0)};
+        asking a = {.all = 1, .gate0 = r.gate0};
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, x0, NULL, NULL), 0);
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, xr, ask, &r), 0);
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, xa, ask, &a), 0);
+        printf("%s: expert 0's gate observed %lld of %lld rows routed, %lld with all; outputs %s\n", names[f],
+               (long long)r.rows, (long long)w.T, (long long)a.rows,
+               memcmp(xr, x0, (size_t)n * 4) || memcmp(xa, x0, (size_t)n * 4) ? "DIFFER" : "identical bit for bit");
+        ck_assert_int_eq(a.rows, w.T);
+        ck_assert(r.rows > 0 && r.rows < w.T);
+        ck_assert(memcmp(xr, x0, (size_t)n * sizeof *x0) == 0 && memcmp(xa, x0, (size_t)n * sizeof *x0) == 0);
+        free(x0);
+        free(xr);
+        free(xa);
+        free(w.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* ---- through the pipeline ----------------------------------------------------------------- */
+
+/* A stage of `plugin` with "name=value" settings, on every linear (target NULL) or those `target`
+ * matches, as variant v (calibration.experts, expert_min_tokens set by the caller). */
+static lmp_block *compress_v(const lmp_model *m, const char *plugin, const char *const *settings, const char *target,
+                             int all, int64_t min_tokens, const lmp_windows *w)
+{
+    one_stage os;
+    make_stage(&reg, &os, plugin, settings, target);
+    os.v.calib_experts_all = all;
+    os.v.expert_min_tokens = min_tokens;
+    lmp_block *out = NULL;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, w, &out) == 0, "%s", lmp_last_error());
+    free(os.stage.params);
+    return out;
+}
+
+static int same_weights(const lmp_linear *a, const lmp_linear *b)
+{
+    return a->out == b->out && a->in == b->in && !memcmp(a->w, b->w, (size_t)(a->out * a->in) * sizeof *a->w);
+}
+
+static const char *const W4[] = {"bits=4", "granularity=group", "group_size=32", NULL};
+
+START_TEST(all_experts_is_wired_through_the_pipeline)
+{
+    lmp_model *m = load("qwen3moe");
+    const lmp_windows w = windows(8, 32, m->arch.vocab, 3);
+    lmp_block *routed = compress_v(m, "gptq", W4, NULL, 0, 0, &w), *all = compress_v(m, "gptq", W4, NULL, 1, 0, &w);
+    int experts_differ = 0, others_same = 1;
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < routed[b].n_linears; i++) {
+            const lmp_linear *r = &routed[b].linears[i], *a = &all[b].linears[i];
+            if (r->expert_kind == LMP_EXPERT_ROUTED) experts_differ += !same_weights(r, a);
+            else if (b == 0) others_same &= same_weights(r, a); /* block 0's inputs do not depend on the mode */
+            if (r->expert_kind == LMP_EXPERT_ROUTED && r->role != LMP_ROLE_DOWN)
+                ck_assert_int_eq(a->calib_tokens, w.n * w.T);
+        }
+    printf("qwen3moe GPTQ W4: %d of %lld expert linears differ between routed and all; block 0's attention and "
+           "router %s\n", experts_differ, (long long)(3 * m->arch.n_experts * m->arch.n_layers),
+           others_same ? "identical" : "DIFFER");
+    ck_assert_int_gt(experts_differ, 0);
+    ck_assert(others_same);
+    lmp_blocks_free(routed, m->arch.n_layers);
+    lmp_blocks_free(all, m->arch.n_layers);
+    free(w.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* One calibration token: the router sends it to k of the E experts of each block, and the
+ * others receive none (a real calibration set leaves rarely-chosen experts of a large model
+ * likewise empty).  With expert_min_tokens 0 (at least 1 token), the empty experts get the
+ * fallback, which must be RTN on the same grid; the chosen ones GPTQ on their one token.  With
+ * expert_min_tokens above every count, every expert falls back. */
+START_TEST(an_expert_without_tokens_gets_the_declared_fallback)
+{
+    lmp_model *m = load("mixtral");
+    const lmp_windows w = windows(1, 1, m->arch.vocab, 4);
+    lmp_block *g = compress_v(m, "gptq", W4, NULL, 0, 0, &w), *r = compress_v(m, "rtn", W4, NULL, 0, 0, &w);
+    for (int64_t b = 0; b < m->arch.n_layers; b++) {
+        int starved = 0, fed = 0;
+        for (int i = 0; i < g[b].n_linears; i++) {
+            const lmp_linear *l = &g[b].linears[i];
+            if (l->expert_kind != LMP_EXPERT_ROUTED) continue;
+            if (l->role == LMP_ROLE_GATE)
+                printf("block %lld expert %d: %lld calibration token%s%s\n", (long long)b, l->expert,
+                       (long long)l->calib_tokens, l->calib_tokens == 1 ? "" : "s",
+                       l->calib_fallback ? ", fallback (identity Hessian: RTN on the grid)" : "");
+            if (l->calib_tokens == 0) {
+                starved += l->role == LMP_ROLE_GATE;
+                ck_assert_int_eq(l->calib_fallback, 1);
+                ck_assert_msg(same_weights(l, &r[b].linears[i]), "%s: the fallback is not RTN on the same grid", l->name);
+            } else {
+                fed += l->role == LMP_ROLE_GATE;
+                ck_assert_int_eq(l->calib_tokens, 1);
+                ck_assert_int_eq(l->calib_fallback, 0);
+                ck_assert_msg(!same_weights(l, &r[b].linears[i]), "%s: GPTQ gave RTN's weights", l->name);
+            }
+        }
+        ck_assert_int_eq(fed, m->arch.n_experts_used);
+        ck_assert_int_eq(starved, m->arch.n_experts - m->arch.n_experts_used);
+    }
+    lmp_blocks_free(g, m->arch.n_layers);
+    const lmp_windows w8 = windows(8, 32, m->arch.vocab, 4);
+    g = compress_v(m, "gptq", W4, NULL, 0, 1 << 20, &w8);
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < g[b].n_linears; i++) {
+            const lmp_linear *l = &g[b].linears[i];
+            if (l->expert_kind != LMP_EXPERT_ROUTED) continue;
+            ck_assert(l->calib_tokens > 0 && l->calib_fallback == 1);
+            ck_assert_msg(same_weights(l, &r[b].linears[i]), "%s: the fallback is not RTN", l->name);
+        }
+    lmp_blocks_free(g, m->arch.n_layers);
+    lmp_blocks_free(r, m->arch.n_layers);
+    free(w.tokens);
+    free(w8.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+START_TEST(the_router_stays_float_unless_named)
+{
+    lmp_model *m = load("qwen2moe");
+    lmp_block *orig = lmp_model_blocks(m);
+    const lmp_windows none = {0};
+    lmp_block *all = compress_v(m, "rtn", W4, NULL, 0, 0, &none);
+    lmp_block *named = compress_v(m, "rtn", W4, "re:\\.mlp\\.gate$", 0, 0, &none);
+    for (int64_t b = 0; b < m->arch.n_layers; b++) {
+        const int r = lmp_block_find(&orig[b], LMP_ROLE_ROUTER), s = lmp_block_find(&orig[b], LMP_ROLE_SHARED_GATE);
+        const int e = lmp_block_find_expert(&orig[b], LMP_ROLE_UP, LMP_EXPERT_ROUTED, 1);
+        ck_assert(r >= 0 && s >= 0 && e >= 0);
+        ck_assert_msg(same_weights(&all[b].linears[r], &orig[b].linears[r]), "an untargeted stage quantized the router");
+        ck_assert_msg(same_weights(&all[b].linears[s], &orig[b].linears[s]), "an untargeted stage quantized the shared gate");
+        ck_assert(!same_weights(&all[b].linears[e], &orig[b].linears[e]));
+        ck_assert_msg(!same_weights(&named[b].linears[r], &orig[b].linears[r]), "a target naming the router left it");
+        ck_assert(same_weights(&named[b].linears[e], &orig[b].linears[e]));
+    }
+    lmp_blocks_free(all, m->arch.n_layers);
+    lmp_blocks_free(named, m->arch.n_layers);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* KL(unmodified || variant) per token over windows w, in nats. */
+static double kl_per_token(lmp_model *m, const lmp_block *blocks, const lmp_windows *w)
+{
+    const int64_t V = m->arch.vocab, T = w->T;
+    float *p = malloc((size_t)(T * V) * sizeof *p), *q = malloc((size_t)(T * V) * sizeof *q);
+    double kl = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        ck_assert_int_eq(lmp_forward(&be, m, lmp_model_blocks(m), w->tokens + i * T, T, 1, p), 0);
+        ck_assert_int_eq(lmp_forward(&be, m, blocks, w->tokens + i * T, T, 1, q), 0);
+        for (int64_t j = 0; j < T * V; j++) kl += exp((double)p[j]) * ((double)p[j] - q[j]);
+    }
+    free(p);
+    free(q);
+    return kl / (double)(w->n * T);
+}
+
+START_TEST(rtn_and_gptq_compare_on_each_family)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
+        lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
+        lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
+        const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
+        printf("%s W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
+               names[f], k_rtn, k_gr, k_ga);
+        ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
+        ck_assert_msg(k_gr < k_rtn, "%s: GPTQ (%g) is not better than RTN (%g)", names[f], k_gr, k_rtn);
+        lmp_blocks_free(rtn, m->arch.n_layers);
+        lmp_blocks_free(gr, m->arch.n_layers);
+        lmp_blocks_free(ga, m->arch.n_layers);
+        free(cal.tokens);
+        free(ev.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+START_TEST(what_is_not_written_yet_is_refused_by_name)
+{
+    lmp_model *m = load("mixtral");
+    const lmp_windows w = windows(4, 32, m->arch.vocab, 7);
+    one_stage os;
+    static const char *const ar[] = {"steps=2", NULL};
+    make_stage(&reg, &os, "autoround", ar, NULL);
+    lmp_block *out = NULL;
+    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, &w, &out), 0);
+    printf("autoround: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
+    free(os.stage.params);
+    const char *paths[2] = {"/tmp/x.gguf", "/tmp/x-hf"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(lmp_export_check_arch(m, paths[i]), LMP_EUNSUPPORTED);
+        printf("export: %s\n", lmp_last_error());
+        ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
+    }
+    free(w.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("moe");
+    TCase *tc = tcase_create("experts");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, routed_statistics_follow_the_router);
+    tcase_add_test(tc, all_experts_changes_no_output);
+    tcase_add_test(tc, all_experts_is_wired_through_the_pipeline);
+    tcase_add_test(tc, an_expert_without_tokens_gets_the_declared_fallback);
+    tcase_add_test(tc, the_router_stays_float_unless_named);
+    tcase_add_test(tc, rtn_and_gptq_compare_on_each_family);
+    tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}
