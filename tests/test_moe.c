@@ -16,17 +16,22 @@
  *     calib_fallback); with expert_min_tokens above every count, every expert is RTN;
  *   - the router is never quantized unless a target names it;
  *   - RTN and GPTQ variants run on each family and are measured against the unmodified model;
+ *   - RTN and GPTQ variants on GGUF's Q4_0 grid export as llama.cpp's 3-D expert tensors, read back
+ *     by lmpress to the logits it evaluated and by gguf-py to the weights it held (routers F32);
  *   - what is not written yet is refused by name: learning (AutoRound) on an expert block, the
- *     exporters, an importance matrix. */
+ *     Hugging Face exporter, a GGUF llama.cpp could not read (a dense layer in qwen2moe). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "base/error.h"
 #include "compress/calib_stats.h"
 #include "export/export.h"
+#include "model/block_source.h"
 #include "model/forward.h"
 
 #include "teststage.h"
@@ -343,6 +348,100 @@ START_TEST(rtn_and_gptq_compare_on_each_family)
 }
 END_TEST
 
+/* Raw f32 of n values to dir/name. */
+static void dump(const char *dir, const char *name, const float *v, int64_t n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(v, sizeof *v, (size_t)n, f), (size_t)n);
+    fclose(f);
+}
+
+/* GPTQ and RTN on GGUF's Q4_0 grid (routed and all experts), exported as llama.cpp's 3-D expert
+ * tensors: lmpress reads the file back to the logits it evaluated, and gguf-py dequantizes every
+ * expert's weights and the float router to the values lmpress held. */
+START_TEST(variants_export_to_gguf_and_read_back)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    static const char *const q4[] = {"format=q4_0", NULL};
+    const int have_gguf = lmp_test_have_gguf("variants_export_to_gguf_and_read_back (gguf-py part)");
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "moe-export");
+    for (int f = 0; f < 3; f++)
+        for (int v = 0; v < 3; v++) {
+            lmp_model *m = load(names[f]);
+            const lmp_windows cal = windows(8, 32, m->arch.vocab, 8), ev = windows(1, 48, m->arch.vocab, 9);
+            const char *plugin = v == 0 ? "rtn" : "gptq";
+            lmp_block *blocks = compress_v(m, plugin, q4, NULL, v == 2, 0, &cal);
+            char out[128];
+            snprintf(out, sizeof out, "%s/%s-%d.gguf", dir, names[f], v);
+            const lmp_block_source src = lmp_block_source_array(blocks, m->arch.n_layers);
+            lmp_export_opts o = {.path = out, .variant = plugin, .pipeline = "[]"};
+            ck_assert_msg(lmp_export_model(&ctx, m, &src, &o) == 0, "%s", lmp_last_error());
+            lmp_model *x = NULL;
+            ck_assert_msg(lmp_model_load(out, &x) == 0, "%s", lmp_last_error());
+            const int64_t V = m->arch.vocab, T = ev.T;
+            float *a = malloc((size_t)(T * V) * sizeof *a), *b = malloc((size_t)(T * V) * sizeof *b);
+            ck_assert_int_eq(lmp_forward(&be, m, blocks, ev.tokens, T, 1, a), 0);
+            lmp_block *xb = lmp_model_blocks(x);
+            ck_assert_ptr_nonnull(xb);
+            ck_assert_int_eq(lmp_forward(&be, x, xb, ev.tokens, T, 1, b), 0);
+            const double rel = rel_diff(b, a, T * V);
+            printf("%s %s%s -> %s (%s): read back by lmpress, log-probs %.2e relative to the evaluated variant\n",
+                   names[f], plugin, v == 2 ? " all-experts" : "", out, x->format, rel);
+            ck_assert_msg(rel <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, rel);
+            /* the weights lmpress held, for gguf-py */
+            char refdir[160], name[96];
+            snprintf(refdir, sizeof refdir, "%s/%s-%d.ref", dir, names[f], v);
+            ck_assert_int_eq(mkdir(refdir, 0700), 0);
+            static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+            static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+            for (int64_t l = 0; l < m->arch.n_layers; l++) {
+                const lmp_block *blk = &blocks[l];
+                const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
+                snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
+                dump(refdir, name, r->w, r->out * r->in);
+                for (int k = 0; k < 3; k++) {
+                    const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
+                    const int64_t n = e0->out * e0->in;
+                    float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
+                    for (int e = 0; e < blk->n_experts; e++)
+                        memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
+                               (size_t)n * sizeof *all);
+                    snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
+                    dump(refdir, name, all, n * blk->n_experts);
+                    free(all);
+                }
+            }
+            if (have_gguf) {
+                char cmd[2000];
+                snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld 2>&1",
+                         LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, m->arch.desc->gguf_arch,
+                         (long long)m->arch.n_experts, (long long)m->arch.n_experts_used);
+                FILE *p = popen(cmd, "r");
+                ck_assert_ptr_nonnull(p);
+                char line[2048];
+                while (fgets(line, sizeof line, p)) printf("    %s", line);
+                const int st = pclose(p);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
+            }
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
+            ck_assert_int_eq(system(cmd), 0);
+            free(a);
+            free(b);
+            lmp_model_free(x);
+            lmp_blocks_free(blocks, m->arch.n_layers);
+            free(cal.tokens);
+            free(ev.tokens);
+            lmp_model_free(m);
+        }
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(what_is_not_written_yet_is_refused_by_name)
 {
     lmp_model *m = load("mixtral");
@@ -355,13 +454,16 @@ START_TEST(what_is_not_written_yet_is_refused_by_name)
     printf("autoround: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
     free(os.stage.params);
-    const char *paths[2] = {"/tmp/x.gguf", "/tmp/x-hf"};
-    for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(lmp_export_check_arch(m, paths[i]), LMP_EUNSUPPORTED);
-        printf("export: %s\n", lmp_last_error());
-        ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
-    }
+    /* a Hugging Face folder of experts; a GGUF of a qwen2moe with a dense layer (llama.cpp has none) */
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
     free(w.tokens);
+    lmp_model_free(m);
+    m = load("qwen2moe-dense0");
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "dense MLP in layer 0"));
     lmp_model_free(m);
 }
 END_TEST
@@ -378,6 +480,7 @@ int main(void)
     tcase_add_test(tc, an_expert_without_tokens_gets_the_declared_fallback);
     tcase_add_test(tc, the_router_stays_float_unless_named);
     tcase_add_test(tc, rtn_and_gptq_compare_on_each_family);
+    tcase_add_test(tc, variants_export_to_gguf_and_read_back);
     tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

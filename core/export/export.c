@@ -116,10 +116,15 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    if (m->arch.n_experts > 0) /* issue 37: llama.cpp's 3-D expert tensors, compressed-tensors' router ignore */
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a mixture of experts (%s, %lld experts): the %s exporter does not "
-                        "write experts yet", path, m->path, d->name, (long long)m->arch.n_experts,
-                        gguf ? "GGUF" : "Hugging Face");
+    if (m->arch.n_experts > 0 && !gguf) /* issue 37: compressed-tensors' router ignore, the experts' names */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a mixture of experts (%s, %lld experts): the Hugging Face exporter "
+                        "does not write experts yet (export a .gguf)", path, m->path, d->name,
+                        (long long)m->arch.n_experts);
+    for (int64_t l = 0; gguf && m->arch.n_experts > 0 && l < m->arch.n_layers; l++)
+        if (!lmp_arch_moe_layer(&m->arch, l))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld of a mixture of experts, which "
+                            "llama.cpp's %s does not read (every layer sparse): not exported", path, m->path,
+                            (long long)l, d->gguf_arch);
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
     static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
