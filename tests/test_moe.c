@@ -19,7 +19,10 @@
  *   - RTN and GPTQ variants on GGUF's Q4_0 grid export as llama.cpp's 3-D expert tensors, read back
  *     by lmpress to the logits it evaluated and by gguf-py to the weights it held (routers F32);
  *   - what is not written yet is refused by name: learning (AutoRound) on an expert block, the
- *     Hugging Face exporter, a GGUF llama.cpp could not read (a dense layer in qwen2moe). */
+ *     Hugging Face folder from a GGUF source, a GGUF llama.cpp could not read (a dense layer in
+ *     qwen2moe);
+ *   - the same variants as Hugging Face folders (compressed-tensors, routers in its ignore list)
+ *     read back by lmpress. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 #include <sys/wait.h>
 
 #include "base/error.h"
+#include "base/textfile.h"
 #include "compress/calib_stats.h"
 #include "export/export.h"
 #include "model/block_source.h"
@@ -442,6 +446,79 @@ START_TEST(variants_export_to_gguf_and_read_back)
 }
 END_TEST
 
+/* The same variants (compressed-tensors' int W4 g32) as Hugging Face folders, the experts under
+ * their own names: lmpress reads each back to the logits it evaluated, and config.json's
+ * quantization_config keeps every router (and shared gate) in float through its ignore list.
+ * qwen2moe-dense0's blocks differ (a dense first layer). */
+START_TEST(variants_export_to_hf_and_read_back)
+{
+    const char *names[4] = {"mixtral", "qwen2moe", "qwen3moe", "qwen2moe-dense0"};
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "moe-hf");
+    for (int f = 0; f < 4; f++)
+        for (int v = 0; v < 2; v++) {
+            lmp_model *m = load(names[f]);
+            const lmp_windows cal = windows(8, 32, m->arch.vocab, 10), ev = windows(1, 48, m->arch.vocab, 11);
+            const char *plugin = v == 0 ? "rtn" : "gptq";
+            lmp_block *blocks = compress_v(m, plugin, W4, NULL, 0, 0, &cal);
+            char out[128];
+            snprintf(out, sizeof out, "%s/%s-%d", dir, names[f], v);
+            const lmp_block_source src = lmp_block_source_array(blocks, m->arch.n_layers);
+            lmp_export_opts o = {.path = out, .variant = plugin, .pipeline = "[]"};
+            ck_assert_msg(lmp_export_model(&ctx, m, &src, &o) == 0, "%s", lmp_last_error());
+            lmp_model *x = NULL;
+            ck_assert_msg(lmp_model_load(out, &x) == 0, "%s", lmp_last_error());
+            const int64_t V = m->arch.vocab, T = ev.T;
+            float *a = malloc((size_t)(T * V) * sizeof *a), *b = malloc((size_t)(T * V) * sizeof *b);
+            ck_assert_int_eq(lmp_forward(&be, m, blocks, ev.tokens, T, 1, a), 0);
+            lmp_block *xb = lmp_model_blocks(x);
+            ck_assert_ptr_nonnull(xb);
+            ck_assert_int_eq(lmp_forward(&be, x, xb, ev.tokens, T, 1, b), 0);
+            const double rel = rel_diff(b, a, T * V);
+            /* the routers in quantization_config.ignore, no expert there */
+            char cfg[200], *text = NULL;
+            size_t len = 0;
+            snprintf(cfg, sizeof cfg, "%s/config.json", out);
+            ck_assert_int_eq(lmp_read_file(cfg, &text, &len), 0);
+            int routers = 0, ignored = 0;
+            for (int64_t l = 0; l < m->arch.n_layers; l++)
+                for (int i = 0; i < xb[l].n_linears; i++) {
+                    const lmp_linear *q = &xb[l].linears[i];
+                    char quoted[200];
+                    snprintf(quoted, sizeof quoted, "\"%s\"", q->name);
+                    const char *ign = strstr(text, "\"ignore\"");
+                    ck_assert_ptr_nonnull(ign);
+                    const int in_ignore = strstr(ign, quoted) != NULL;
+                    if (q->role == LMP_ROLE_ROUTER || q->role == LMP_ROLE_SHARED_GATE) {
+                        routers++;
+                        ignored += in_ignore;
+                        ck_assert_msg(same_weights(q, &blocks[l].linears[i]), "%s is not float", q->name);
+                    } else if (q->expert_kind != LMP_EXPERT_NONE) {
+                        ck_assert_msg(!in_ignore, "%s is in the ignore list", q->name);
+                    }
+                }
+            printf("%s %s -> %s (%s): read back by lmpress, log-probs %.2e relative to the evaluated variant; %d of %d "
+                   "routers and shared gates in quantization_config.ignore\n", names[f], plugin, out, x->format, rel,
+                   ignored, routers);
+            ck_assert_msg(rel <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, rel);
+            ck_assert_int_eq(ignored, routers);
+            ck_assert_int_gt(routers, 0);
+            free(text);
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+            ck_assert_int_eq(system(cmd), 0);
+            free(a);
+            free(b);
+            lmp_model_free(x);
+            lmp_blocks_free(blocks, m->arch.n_layers);
+            free(cal.tokens);
+            free(ev.tokens);
+            lmp_model_free(m);
+        }
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(what_is_not_written_yet_is_refused_by_name)
 {
     lmp_model *m = load("mixtral");
@@ -454,11 +531,16 @@ START_TEST(what_is_not_written_yet_is_refused_by_name)
     printf("autoround: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
     free(os.stage.params);
-    /* a Hugging Face folder of experts; a GGUF of a qwen2moe with a dense layer (llama.cpp has none) */
+    free(w.tokens);
+    lmp_model_free(m);
+    /* a Hugging Face folder of experts from a GGUF source (no config.json to keep); a GGUF of a
+     * qwen2moe with a dense layer (llama.cpp has none) */
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen3moe/model.gguf", FIXTURES);
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
-    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
-    free(w.tokens);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "qwen3moe"));
     lmp_model_free(m);
     m = load("qwen2moe-dense0");
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
@@ -481,6 +563,7 @@ int main(void)
     tcase_add_test(tc, the_router_stays_float_unless_named);
     tcase_add_test(tc, rtn_and_gptq_compare_on_each_family);
     tcase_add_test(tc, variants_export_to_gguf_and_read_back);
+    tcase_add_test(tc, variants_export_to_hf_and_read_back);
     tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

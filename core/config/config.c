@@ -680,6 +680,8 @@ static int load_variant_calibration(const lmp_run_config *c, const config_settin
     /* The unmodified model and another tool's file are not compressed here: the setting would
      * silently do nothing. */
     if (!has_pipeline) return bad(g, "only a variant with a pipeline is calibrated");
+    if (config_setting_length(g) == 0)
+        return bad(g, "an empty calibration group: set inputs, experts or expert_min_tokens");
     if ((st = check_keys(g, keys)) || (st = get_choice(g, "inputs", 0, calib_inputs_names, &inputs)) ||
         (st = get_choice(g, "experts", 0, calib_experts_names, &var->calib_experts_all)) ||
         (st = get_int(g, "expert_min_tokens", 0, 1 << 30, &var->expert_min_tokens)))

@@ -116,10 +116,6 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    if (m->arch.n_experts > 0 && !gguf) /* issue 37: compressed-tensors' router ignore, the experts' names */
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a mixture of experts (%s, %lld experts): the Hugging Face exporter "
-                        "does not write experts yet (export a .gguf)", path, m->path, d->name,
-                        (long long)m->arch.n_experts);
     for (int64_t l = 0; gguf && m->arch.n_experts > 0 && l < m->arch.n_layers; l++)
         if (!lmp_arch_moe_layer(&m->arch, l))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld of a mixture of experts, which "
@@ -130,10 +126,11 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
-    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json
-     * (LongRoPE, soft-caps, layer_types, partial rotary...) is the source's own; the config made
-     * here for a GGUF or llama2.c source says none of that */
-    static const char *const hf_from_hf[] = {"phi3", "gemma2", "gemma3", "glm", "glm4", "ernie4_5"};
+    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts: written in a Hugging Face
+     * folder whose config.json (LongRoPE, soft-caps, layer_types, partial rotary, the experts...) is
+     * the source's own; the config made here for a GGUF or llama2.c source says none of that */
+    static const char *const hf_from_hf[] = {"phi3",     "gemma2",   "gemma3",  "glm", "glm4", "ernie4_5",
+                                             "mixtral", "qwen2moe", "qwen3moe"};
     int from_hf_only = 0;
     for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
     ok |= from_hf_only && !gguf && from_hf;
