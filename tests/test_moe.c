@@ -18,8 +18,8 @@
  *   - RTN and GPTQ variants run on each family and are measured against the unmodified model;
  *   - RTN and GPTQ variants on GGUF's Q4_0 grid export as llama.cpp's 3-D expert tensors, read back
  *     by lmpress to the logits it evaluated and by gguf-py to the weights it held (routers F32);
- *   - what is not written yet is refused by name: learning (AutoRound) on an expert block, the
- *     Hugging Face folder from a GGUF source, a GGUF llama.cpp could not read (a dense layer in
+ *   - AutoRound learns on expert blocks (its backward checked in test_train_grad);
+ *   - what is not written yet is refused by name: a Hugging Face folder from a GGUF source, a GGUF llama.cpp could not read (a dense layer in
  *     qwen2moe);
  *   - the same variants as Hugging Face folders (compressed-tensors, routers in its ignore list)
  *     read back by lmpress. */
@@ -519,20 +519,30 @@ START_TEST(variants_export_to_hf_and_read_back)
 }
 END_TEST
 
+/* The strategies that learn run on expert blocks (their backward: test_train_grad's
+ * moe_blocks_match_finite_differences): AutoRound on the same grid as RTN ends closer to the
+ * unmodified model, and QAT after RTN moves the weights and stays finite. */
+START_TEST(strategies_that_learn_run_on_experts)
+{
+    lmp_model *m = load("qwen3moe");
+    const lmp_windows cal = windows(8, 32, m->arch.vocab, 12), ev = windows(4, 48, m->arch.vocab, 13);
+    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=40", NULL};
+    lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal), *aro = compress_v(m, "autoround", ar, NULL, 0, 0, &cal);
+    const double k_rtn = kl_per_token(m, rtn, &ev), k_ar = kl_per_token(m, aro, &ev);
+    printf("qwen3moe W4 g32: KL per token RTN %.5f, AutoRound (40 steps) %.5f\n", k_rtn, k_ar);
+    ck_assert(isfinite(k_ar) && k_ar > 0);
+    ck_assert_msg(k_ar < k_rtn, "AutoRound (%g) is not better than RTN (%g) on the experts", k_ar, k_rtn);
+    lmp_blocks_free(aro, m->arch.n_layers);
+    lmp_blocks_free(rtn, m->arch.n_layers);
+    free(cal.tokens);
+    free(ev.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(what_is_not_written_yet_is_refused_by_name)
 {
-    lmp_model *m = load("mixtral");
-    const lmp_windows w = windows(4, 32, m->arch.vocab, 7);
-    one_stage os;
-    static const char *const ar[] = {"steps=2", NULL};
-    make_stage(&reg, &os, "autoround", ar, NULL);
-    lmp_block *out = NULL;
-    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, &w, &out), 0);
-    printf("autoround: %s\n", lmp_last_error());
-    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "mixture of experts"));
-    free(os.stage.params);
-    free(w.tokens);
-    lmp_model_free(m);
+    lmp_model *m = NULL;
     /* a Hugging Face folder of experts from a GGUF source (no config.json to keep); a GGUF of a
      * qwen2moe with a dense layer (llama.cpp has none) */
     char path[512];
@@ -564,6 +574,7 @@ int main(void)
     tcase_add_test(tc, rtn_and_gptq_compare_on_each_family);
     tcase_add_test(tc, variants_export_to_gguf_and_read_back);
     tcase_add_test(tc, variants_export_to_hf_and_read_back);
+    tcase_add_test(tc, strategies_that_learn_run_on_experts);
     tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

@@ -116,6 +116,7 @@ static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *
         }
     }
     l->calib_fallback = 1;
+    if (l->role == LMP_ROLE_UP) return 0; /* it shares gate's input and tokens: said once for both */
     lmp_log(ctx, LMP_LOG_WARN, "block %d: %s (expert %d) saw %lld calibration token%s, fewer than expert_min_tokens = "
             "%lld: fallback, its Hessian is the identity (strategy '%s' rounds it to its grid as RTN would)",
             blk->index, l->name, l->expert, (long long)s->n_tokens, s->n_tokens == 1 ? "" : "s", (long long)least,

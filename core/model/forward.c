@@ -151,10 +151,7 @@ static void slot_homes(float *slot[LMP_SLOT_COUNT], float *x, float *xn, float *
 
 /* ---- a mixture of experts (LMP_STEP_MOE) ----------------------------------------------------- */
 
-/* What each token's router chose: sel[t * k + j] the j-th expert, wt its weight: softmax over the
- * E logits (in double), the k largest (ties to the lower index, as torch.topk on distinct values),
- * renormalized to sum to 1 when norm_topk. */
-static void moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt)
+void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt)
 {
     double *p = malloc((size_t)E * sizeof *p);
     for (int64_t t = 0; p && t < T; t++) {
@@ -230,7 +227,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
         if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
     }
     if (!st) st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
-    if (!st) moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
     int64_t *count = st ? NULL : calloc((size_t)E, sizeof *count);
     if (!st && !count) st = lmp_fail(LMP_ENOMEM, "out of memory");
     for (int64_t i = 0; !st && i < T * k; i++) count[sel[i]]++;

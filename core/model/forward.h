@@ -71,6 +71,12 @@ double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
  * classic `rope` op, or `rope_table` for a scaled or partial rotation. */
 int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x);
 
+/* A mixture of experts' routing (LMP_STEP_MOE) from the router's logits[T, E]: sel[t * k + j] the
+ * j-th expert token t goes to, wt its weight: softmax over the E logits (in double), the k largest
+ * (ties to the lower index, as torch.topk on distinct values), renormalized to sum to 1 when
+ * norm_topk.  The forward and the backward (train/backward.c) route with this one function. */
+void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt);
+
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);
 

@@ -194,6 +194,13 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
     /* per variant: a variant may override calibration.inputs, and two otherwise equal pipelines
      * then differ only here */
     if (res->v->n_stages) fprintf(f, ", \"calibration_inputs\": \"%s\"", lmp_calib_inputs_name(res->v->calib_inputs));
+    if (res->v->n_stages && res->linears) { /* a mixture of experts' calibration (issue 37) */
+        int experts = 0;
+        for (int i = 0; i < res->n_linears && !experts; i++) experts = res->linears[i].expert_kind == LMP_EXPERT_ROUTED;
+        if (experts)
+            fprintf(f, ", \"calibration_experts\": \"%s\", \"expert_min_tokens\": %lld",
+                    res->v->calib_experts_all ? "all" : "routed", (long long)res->v->expert_min_tokens);
+    }
     if (res->v->n_stages && res->v->imatrix_path) { /* the importance matrix its stages could ask for */
         fputs(", \"imatrix\": ", f);
         json_string(f, res->v->imatrix_path);

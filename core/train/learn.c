@@ -34,10 +34,6 @@ static int check_problem(const char *what, const lmp_block *blk, const lmp_learn
         if (!p->params[i] || !p->grads[i] || p->sizes[i] <= 0)
             return lmp_fail(LMP_EINVAL, "%s: parameter array %d is empty", what, i);
     if (!p->linears) return lmp_fail(LMP_EINVAL, "%s: the problem names no linears to learn", what);
-    if (blk->n_experts > 0) /* issue 37: the routing's and the experts' derivatives are not written yet */
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: block %d is a mixture of experts (%d experts), whose backward (routing, "
-                        "experts) is not implemented: AutoRound and QAT cannot learn it yet", what, blk->index,
-                        blk->n_experts);
     return 0;
 }
 

@@ -260,11 +260,10 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     ar_problem P = {.host = host, .hctx = hctx};
     const lmp_value *p = NULL;
     int st = 0;
-    if (blk->n_experts > 0) /* named before the linear count, which a block of experts exceeds */
-        return host->set_error(hctx, LMP_EUNSUPPORTED, "autoround: block %d is a mixture of experts (%d experts), whose "
-                               "backward (routing, experts) is not implemented yet", blk->index, blk->n_experts);
-    if (blk->n_linears > AR_MAX_LINEARS)
-        return host->set_error(hctx, LMP_EINVAL, "autoround: blocks of more than %d linears", AR_MAX_LINEARS);
+    if (blk->n_linears > AR_MAX_LINEARS) /* a mixture of experts of more than 9 experts (3 each) */
+        return host->set_error(hctx, LMP_EUNSUPPORTED, "autoround: block %d has %d linears%s, more than the %d it "
+                               "learns at once", blk->index, blk->n_linears,
+                               blk->n_experts ? " (a mixture of experts)" : "", AR_MAX_LINEARS);
     for (int i = 0; i < blk->n_linears && !st; i++)
         if (blk->linears[i].params) {
             p = blk->linears[i].params; /* the learning settings: the block's first targeted linear's */

@@ -148,12 +148,7 @@ static int qat_finish(void *self, const lmp_host *host, void *hctx, lmp_block *b
     qat_problem P = {.host = host, .hctx = hctx, .blocks = blocks};
     const lmp_value *p = NULL;
     int total = 0, st = 0, widest = 0;
-    for (int b = 0; b < n_blocks; b++) {
-        if (blocks[b].n_experts > 0)
-            return host->set_error(hctx, LMP_EUNSUPPORTED, "qat: block %d is a mixture of experts (%d experts), whose "
-                                   "backward (routing, experts) is not implemented yet", b, blocks[b].n_experts);
-        widest = blocks[b].n_linears > widest ? blocks[b].n_linears : widest;
-    }
+    for (int b = 0; b < n_blocks; b++) widest = blocks[b].n_linears > widest ? blocks[b].n_linears : widest;
     /* linear i of every block: the problem's mask is per index, over the widest block */
     uint8_t *linears = host->alloc(hctx, (size_t)widest + 1);
     if (!linears) return host->set_error(hctx, LMP_ENOMEM, "qat: out of memory");
