@@ -273,6 +273,15 @@ START_TEST(an_expert_without_tokens_gets_the_declared_fallback)
         ck_assert_int_eq(starved, m->arch.n_experts - m->arch.n_experts_used);
     }
     lmp_blocks_free(g, m->arch.n_layers);
+    /* a static activation scale needs the abs-max of an expert that saw nothing: refused by name */
+    one_stage os;
+    static const char *const stat[] = {"act=static_tensor", NULL};
+    make_stage(&reg, &os, "rtn", stat, NULL);
+    lmp_block *none = NULL;
+    ck_assert_int_eq(lmp_compress(&ctx, &be, m, &os.v, &w, &none), LMP_EUNSUPPORTED);
+    printf("rtn static activations: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "received no calibration token"));
+    free(os.stage.params);
     const lmp_windows w8 = windows(8, 32, m->arch.vocab, 4);
     g = compress_v(m, "gptq", W4, NULL, 0, 1 << 20, &w8);
     for (int64_t b = 0; b < m->arch.n_layers; b++)

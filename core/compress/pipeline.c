@@ -81,16 +81,12 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
 const lmp_compress_times *lmp_compress_times_get(const lmp_ctx *ctx) { return &ctx->times; }
 void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx->times); }
 
-/* Observes (if asked) and applies the stage to the targeted linears whose input group is in
- * `groups` (a bit set); the others are left alone.  The statistics are those of `observed` run
- * over X: blk itself, or the block as it was before the stage (a sequential stage calibrated on
- * the original inputs).  A linear whose stage asks for LMP_STAT_IMATRIX gets its vector of `im`
- * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 /* A routed expert's statistics, after the collection: its token count recorded on the linear,
- * and the declared fallback when it saw fewer than the variant's expert_min_tokens (at least 1):
- * its Hessian becomes the identity (GPTQ then rounds each weight to the stage's grid as RTN does,
- * its importance uniform), logged by name.  An expert with no token at all cannot give the
- * other statistics (ranges, means, samples): refused by name. */
+ * and, for a stage that asks for the Hessian, the declared fallback when it saw fewer than the
+ * variant's expert_min_tokens (at least 1): its Hessian becomes the identity (GPTQ then rounds
+ * each weight to the stage's grid as RTN does, its importance uniform), logged by name.  The
+ * other statistics (ranges, means, sums of squares) of a few tokens are used as they are; an
+ * expert with no token at all cannot give them: refused by name. */
 static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *stage, lmp_block *blk,
                            lmp_block_stats *bs, int i)
 {
@@ -104,7 +100,8 @@ static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *
         return lmp_fail(LMP_EUNSUPPORTED, "%s (expert %d of block %d) received no calibration token, and strategy '%s' "
                         "needs its activation statistics: use more calibration text, or calibration.experts = \"all\"",
                         l->name, l->expert, blk->index, stage->plugin->desc->name);
-    if (bs->needs[i] & LMP_STAT_HESSIAN) {
+    if (!(bs->needs[i] & LMP_STAT_HESSIAN)) return 0; /* a few tokens' ranges: as they are */
+    {
         const int64_t C = l->in;
         if (!s->hessian) { /* never observed: arrays of its own */
             if (!(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -124,7 +121,11 @@ static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *
     return 0;
 }
 
-
+/* Observes (if asked) and applies the stage to the targeted linears whose input group is in
+ * `groups` (a bit set); the others are left alone.  The statistics are those of `observed` run
+ * over X: blk itself, or the block as it was before the stage (a sequential stage calibrated on
+ * the original inputs).  A linear whose stage asks for LMP_STAT_IMATRIX gets its vector of `im`
+ * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                         const lmp_variant *v, lmp_block *blk, const lmp_block *observed, const float *X,
                         const lmp_windows *calib, lmp_calib_states *cs, unsigned groups)

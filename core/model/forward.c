@@ -228,9 +228,6 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     }
     if (!st) st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
     if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
-    int64_t *count = st ? NULL : calloc((size_t)E, sizeof *count);
-    if (!st && !count) st = lmp_fail(LMP_ENOMEM, "out of memory");
-    for (int64_t i = 0; !st && i < T * k; i++) count[sel[i]]++;
     for (int e = 0; obs && !st && e < E; e++) {
         const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
         const int lins[2] = {gi, lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)};
@@ -285,7 +282,6 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
         }
     }
     if (!st && stop) st = LMP_FORWARD_STOP;
-    free(count);
     free(logits);
     free(wt);
     free(sel);
