@@ -100,6 +100,9 @@ static const arch_case cases[] = {
     /* a dense first layer, then a sparse one (no GGUF: llama.cpp's converter cannot write it) */
     {"qwen2moe-dense0", "hf5", "logprobs.f64", MATCH, NULL},
     {"qwen2moe-dense0", "hf4", "logprobs.f64", MATCH, NULL},
+    /* the experts fused into 3-D gate_up_proj / down_proj, as transformers 5 holds them in memory
+     * (the same weights as qwen3moe: its golden) */
+    {"qwen3moe-fused", "hf5", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

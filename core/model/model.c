@@ -307,15 +307,6 @@ int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kin
     return -1;
 }
 
-const char *lmp_linear_kind_label(const lmp_linear *l, char *buf, size_t n)
-{
-    static const char *const roles[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared gate"};
-    const char *r = l->role >= 0 && l->role < LMP_ROLE_COUNT ? roles[l->role] : "?";
-    if (l->expert_kind == LMP_EXPERT_ROUTED) snprintf(buf, n, "expert %d %s", l->expert, r);
-    else if (l->expert_kind == LMP_EXPERT_SHARED) snprintf(buf, n, "shared %s", r);
-    else snprintf(buf, n, "%s", r);
-    return buf;
-}
 
 void lmp_block_free_tables(lmp_block *b)
 {

@@ -165,9 +165,6 @@ int lmp_block_find(const lmp_block *b, lmp_role role);
 /* Index of the gate, up or down linear of routed expert e (kind LMP_EXPERT_ROUTED) or of the
  * shared expert (LMP_EXPERT_SHARED, e ignored), -1 if the block has none. */
 int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kind, int e);
-/* The name of a linear for messages and reports: its own name. The short label of its kind
- * ("q", "router", "expert 3 gate", "shared down") into buf[n]. */
-const char *lmp_linear_kind_label(const lmp_linear *l, char *buf, size_t n);
 /* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;
  * 2 gate,up (GPT-2's fc), and in a sparse layer the router, the shared gate and every expert's
  * gate and up; 3 down (GPT-2's proj, every expert's down). */

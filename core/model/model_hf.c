@@ -69,6 +69,10 @@ typedef struct hf_state {
     const char *prefix;   /* GPT-2 tensor names: "transformer." or "" */
     unsigned bias_roles;  /* LLAMA family: bit r set when the linear of role r has a bias */
     lmp_ct *ct;           /* a compressed-tensors quantization_config, or NULL */
+    /* A mixture of experts whose routed experts are stored fused, as transformers 5 holds them in
+     * memory: <experts>.gate_up_proj [E, 2 f, d] (gate's rows, then up's, of each expert) and
+     * <experts>.down_proj [E, d, f] per sparse layer, rather than one linear per expert. */
+    int fused_experts;
 } hf_state;
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -205,9 +209,41 @@ static void linear_source(const hf_state *s, const lmp_arch *a, int64_t b, const
     }
 }
 
+/* Routed expert l's fused tensor (fused_experts): its name into name[n], its 3-D shape checked,
+ * and where l's [out, in] weight starts in it (elements). */
+static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char *name, size_t n,
+                        const lmp_st_tensor **out, int64_t *first)
+{
+    const int down = l->role == LMP_ROLE_DOWN;
+    snprintf(name, n, "model.layers.%lld.%s.%s", (long long)b, s->desc->moe->hf_experts,
+             down ? "down_proj" : "gate_up_proj");
+    const lmp_st_tensor *t = lmp_st_find(s->st, name);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (the experts of the other layers are fused)",
+                            s->where, name);
+    const int64_t rows = down ? l->out : 2 * l->out, E = t->shape[0];
+    if (t->ndim != 3 || t->shape[1] != rows || t->shape[2] != l->in || E <= l->expert)
+        return lmp_fail(LMP_EINVAL, "%s: %s is not [experts, %lld, %lld]", t->file, name, (long long)rows,
+                        (long long)l->in);
+    if (t->dtype != LMP_ST_F32 && t->dtype != LMP_ST_F16 && t->dtype != LMP_ST_BF16)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has dtype %s (only F32, F16 and BF16 weights are supported)",
+                        t->file, name, lmp_st_dtype_name(t->dtype));
+    *out = t;
+    *first = ((int64_t)l->expert * rows + (l->role == LMP_ROLE_UP ? l->out : 0)) * l->in;
+    return 0;
+}
+
 /* *w (and *bias when the linear has one) of linear l, cut from a fused module where it is one. */
 static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_linear *l)
 {
+    if (s->fused_experts && l->expert_kind == LMP_EXPERT_ROUTED) {
+        char name[400];
+        const lmp_st_tensor *t;
+        int64_t first;
+        int st = fused_expert(s, b, l, name, sizeof name, &t, &first);
+        if (st) return st;
+        if (!(l->w = malloc((size_t)(l->out * l->in) * sizeof *l->w))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        return lmp_st_to_f32(t, first, l->out * l->in, l->w);
+    }
     char module[256], name[300];
     int64_t r0, rows;
     linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
@@ -341,6 +377,16 @@ static double llama_linear_bits(const lmp_model *m, int64_t b, const lmp_linear 
     return 8.0 * (double)lmp_st_dtype_size(lmp_st_find(s->st, name)->dtype);
 }
 
+static double fused_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    const hf_state *s = m->src_data;
+    const lmp_st_tensor *t;
+    char name[400];
+    int64_t first;
+    if (!s->fused_experts || l->expert_kind != LMP_EXPERT_ROUTED) return llama_linear_bits(m, b, l);
+    return fused_expert(s, b, l, name, sizeof name, &t, &first) ? NAN : 8.0 * (double)lmp_st_dtype_size(t->dtype);
+}
+
 /* GPT-2's q, k and v share the fused c_attn's dtype. */
 static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 {
@@ -353,7 +399,7 @@ static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
 }
 
 static const lmp_model_source llama_source = {
-    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = llama_linear_bits,
+    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = fused_linear_bits,
     .release_pages = hf_release_pages};
 static const lmp_model_source gpt2_source = {
     .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits,
@@ -806,8 +852,15 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
         snprintf(want, sizeof want, "%s.weight", probe.norms[i].name);
         found = !strcmp(name, want);
     }
+    if (!found && s->fused_experts && probe.n_experts > 0) { /* the layer's two fused expert tensors */
+        snprintf(want, sizeof want, "model.layers.%lld.%s.gate_up_proj", b, s->desc->moe->hf_experts);
+        found = !strcmp(name, want);
+        snprintf(want, sizeof want, "model.layers.%lld.%s.down_proj", b, s->desc->moe->hf_experts);
+        found = found || !strcmp(name, want);
+    }
     for (int i = 0; i < probe.n_linears && !found; i++) {
         int64_t r0, rows;
+        if (s->fused_experts && probe.linears[i].expert_kind == LMP_EXPERT_ROUTED) continue;
         linear_source(s, a, b, &probe.linears[i], module, sizeof module, &r0, &rows);
         snprintf(want, sizeof want, "%s.weight", module);
         found = !strcmp(name, want);
@@ -847,6 +900,15 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
             lmp_ct_weight q;
             char module[256];
             int64_t r0, rows;
+            if (s->fused_experts && l->expert_kind == LMP_EXPERT_ROUTED) {
+                const lmp_st_tensor *t;
+                st = fused_expert(s, b, l, name, sizeof name, &t, &r0);
+                if (!st && t->shape[0] != a->n_experts)
+                    st = lmp_fail(LMP_EINVAL, "%s: %s holds %lld experts, config.json says %lld", t->file, name,
+                                  (long long)t->shape[0], (long long)a->n_experts);
+                if (!st) tally(&kinds, lmp_st_dtype_name(t->dtype), l->out * l->in);
+                continue;
+            }
             linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
             st = weight_find(s, module, "Linear", rows, l->in, &q);
             if (!st) {
@@ -946,6 +1008,17 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         if (act.mode != LMP_ACT_NONE)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of lm_head (not simulated: "
                             "add lm_head to its ignore list)", m->path);
+    }
+    /* transformers 5's fused experts, in the first sparse layer (then in every one) */
+    for (int64_t b = 0; !gpt2 && a->n_experts > 0 && b < a->n_layers && !s->fused_experts; b++) {
+        if (!lmp_arch_moe_layer(a, b)) continue;
+        char fused[300];
+        snprintf(fused, sizeof fused, "model.layers.%lld.%s.gate_up_proj", (long long)b, s->desc->moe->hf_experts);
+        s->fused_experts = lmp_st_find(s->st, fused) != NULL;
+        if (s->fused_experts && s->ct)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: fused experts (%s) in a compressed-tensors checkpoint are not read",
+                            s->where, fused);
+        break;
     }
     return gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
 }

@@ -572,6 +572,54 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
         f"{size / 1024:.0f} KiB")
 
 
+def fuse_experts(name, fused_name):
+    """fused_name/: fixture `name` with its routed experts stored as transformers 5 holds them in
+    memory, <experts>.gate_up_proj [E, 2 f, d] (each expert's gate rows, then its up rows) and
+    <experts>.down_proj [E, d, f] per layer, instead of one linear per expert as save_pretrained
+    writes them (transformers 5.24 converts back on save; other writers keep them fused).  The
+    same weights: the golden files, tokens and config are the source's (hf5/ only)."""
+    import re
+    from safetensors.numpy import load_file, save_file
+    src, out = os.path.join(OUT_ROOT, name), os.path.join(OUT_ROOT, fused_name)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "hf5"))
+    tensors = load_file(os.path.join(src, "hf5", "model.safetensors"))
+    experts, kept = {}, {}
+    for k, v in tensors.items():
+        m = re.match(r"(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$", k)
+        if m:
+            experts.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = v
+        else:
+            kept[k] = v
+    for prefix, parts in experts.items():
+        n = 1 + max(e for e, _ in parts)
+        kept[prefix + ".gate_up_proj"] = np.stack([np.concatenate([parts[(e, "gate")], parts[(e, "up")]]) for e in range(n)])
+        kept[prefix + ".down_proj"] = np.stack([parts[(e, "down")] for e in range(n)])
+    save_file(kept, os.path.join(tmp, "hf5", "model.safetensors"), metadata={"format": "pt"})
+    for fn in os.listdir(os.path.join(src, "hf5")):
+        if fn != "model.safetensors":
+            shutil.copy(os.path.join(src, "hf5", fn), os.path.join(tmp, "hf5", fn))
+    for fn in ("tokens.txt", "logprobs.f64"):
+        shutil.copy(os.path.join(src, fn), os.path.join(tmp, fn))
+    with open(os.path.join(tmp, "meta.txt"), "w") as f:
+        f.write(f"name {fused_name}\nfused_from {name} (tools/ref/arch_fixtures.py fuse_experts): the same weights, "
+                f"the experts as 3-D gate_up_proj / down_proj per layer; goldens and tokens are {name}'s\n")
+    # transformers 5 reads the fused folder as its own layout and gives the source's golden
+    with open(os.path.join(tmp, "tokens.txt")) as f:
+        tokens = [int(x) for x in f.read().split()]
+    _, lp = golden_logprobs(os.path.join(tmp, "hf5"), tokens)
+    gold = np.fromfile(os.path.join(tmp, "logprobs.f64"), dtype="<f8").reshape(lp.shape)
+    if np.abs(lp - gold).max() != 0:
+        raise SystemExit(f"arch_fixtures: transformers reads {fused_name} differently: {np.abs(lp - gold).max()}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log(f"{fused_name}: {name}'s experts fused ({len(experts)} layers); transformers reproduces the golden exactly")
+
+
+FUSED = {"qwen3moe-fused": "qwen3moe"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--converter", required=True, help="the sdist's vendor/llama.cpp folder")
@@ -580,6 +628,8 @@ def main():
     ap.add_argument("names", nargs="*", help=f"fixtures to make (default all: {' '.join(FIXTURES)})")
     a = ap.parse_args()
     names = a.names or list(FIXTURES)
+    fused = [n for n in names if n in FUSED]
+    names = [n for n in names if n not in FUSED]
     for n in names:
         if n not in FIXTURES:
             raise SystemExit(f"arch_fixtures: unknown fixture {n!r}; known: {' '.join(FIXTURES)}")
@@ -592,6 +642,8 @@ def main():
     os.makedirs(OUT_ROOT, exist_ok=True)
     for n in names:
         make(n, conv, a.llama_cpp_python, python4)
+    for n in fused or ([] if a.names else list(FUSED)):
+        fuse_experts(FUSED[n], n)
 
 
 if __name__ == "__main__":
