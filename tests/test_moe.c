@@ -561,7 +561,20 @@ START_TEST(what_is_not_written_yet_is_refused_by_name)
     printf("export: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "qwen3moe"));
     lmp_model_free(m);
+    /* a Qwen3-MoE without norm_topk_prob: llama.cpp's qwen3moe always renormalizes */
+    m = load("qwen3moe");
+    m->arch.norm_topk = 0;
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "norm_topk_prob false"));
+    lmp_model_free(m);
+    m = load("qwen2moe");
+    m->arch.norm_topk = 1;
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "never renormalizes"));
+    lmp_model_free(m);
     m = load("qwen2moe-dense0");
+    m->arch.norm_topk = 0; /* its dense layer is what is refused here */
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "dense MLP in layer 0"));

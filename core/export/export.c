@@ -116,6 +116,12 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
+    /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
+     * always do, and no key says otherwise */
+    if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has norm_topk_prob %s, but llama.cpp's %s %s renormalizes the top-k "
+                        "routing weights (no GGUF key says otherwise): not exported", path, m->path,
+                        m->arch.norm_topk ? "true" : "false", d->gguf_arch, d->moe->gguf_norm_topk ? "always" : "never");
     for (int64_t l = 0; gguf && m->arch.n_experts > 0 && l < m->arch.n_layers; l++)
         if (!lmp_arch_moe_layer(&m->arch, l))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld of a mixture of experts, which "
