@@ -13,6 +13,7 @@
 #include "compress/calib_states.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
+#include "model/block_steps.h"
 #include "model/forward.h"
 #include "plugin/host_services.h"
 #include "train/learn.h"
@@ -141,9 +142,12 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     int st = imx ? lmp_block_stats_init(&bs, n) : lmp_fail(LMP_ENOMEM, "out of memory");
     if (!imx) memset(&bs, 0, sizeof bs);
     bs.all_experts = v_all_experts;
+    lmp_block_plan plan; /* which input group each linear reads */
+    lmp_block_plan_make(&plan, &m->arch, blk->index);
     for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = (groups >> lmp_input_group(l->role) & 1u) ? lmp_stage_params_for_linear(stage, l) : NULL;
+        l->params = (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u) ? lmp_stage_params_for_linear(stage, l)
+                                                                                 : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;

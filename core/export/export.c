@@ -129,7 +129,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                             (long long)l, d->gguf_arch);
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
-    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
+    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"};
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
     /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts: written in a Hugging Face

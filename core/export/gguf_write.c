@@ -53,7 +53,7 @@
 #include "export/st_write.h"
 #include "formats/gguf.h"
 #include "model/block_source.h"
-#include "model/gguf_names.h"
+#include "model/tensor_names.h"
 #include "model/grid_codes.h"
 
 #define ALIGNMENT 32
@@ -62,21 +62,6 @@
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_Q5_0 = 8,
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
        FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
-
-/* llama.cpp's names of the norms by kind (arch.h's LMP_NORM_*: before attention, before the MLP,
- * the per-head q and k norms, after attention and after the MLP: Gemma 2/3's and GLM-4's). */
-static const char *const norm_kind_name[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
-                                                           "attn_q_norm", "attn_k_norm",
-                                                           "post_attention_norm", "post_ffw_norm"};
-
-/* The GGUF name of the block's norm i (lmp_norm_index's order), NULL when it has none. */
-static const char *norm_name(const lmp_arch *a, int i)
-{
-    for (int k = 0; k < LMP_NORM_KINDS; k++)
-        if (lmp_norm_index(a, k) == i) return norm_kind_name[k];
-    return NULL;
-}
-
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
 
@@ -295,44 +280,33 @@ static void add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t
     t->nbytes = tensor_bytes(t, type != LMP_GGML_F32 ? l : NULL);
 }
 
-/* The stem of a mixture of experts' linear other than a routed expert's (llama.cpp's names). */
-static const char *moe_stem(const lmp_linear *l)
-{
-    static const char *const shexp[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
-    if (l->role == LMP_ROLE_ROUTER) return "ffn_gate_inp";
-    if (l->role == LMP_ROLE_SHARED_GATE) return "ffn_gate_inp_shexp";
-    if (l->expert_kind == LMP_EXPERT_SHARED)
-        return shexp[l->role == LMP_ROLE_GATE ? 0 : l->role == LMP_ROLE_UP ? 1 : 2];
-    return NULL;
-}
-
 /* A sparse block's routed experts: one 3-D tensor per role, every expert stored alike (one ggml
  * type, as the tensor has). */
 static int plan_experts(plan_list *p, int64_t b, const lmp_block *blk)
 {
     static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
-    static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     char name[64];
     for (int r = 0; r < 3; r++) {
         const int i0 = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, 0);
-        if (i0 < 0) return lmp_fail(LMP_EINVAL, "block %lld: no expert 0 %s", (long long)b, stems[r]);
+        if (i0 < 0) return lmp_fail(LMP_EINVAL, "block %lld: no expert 0 of role %d", (long long)b, (int)roles[r]);
         const lmp_linear *l0 = &blk->linears[i0];
+        const char *stem = lmp_gguf_moe_stem(l0); /* ffn_{gate,up,down}_exps (model/tensor_names.h) */
         for (int e = 0; e < blk->n_experts; e++) {
             const int i = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, e);
             const lmp_linear *l = i < 0 ? NULL : &blk->linears[i];
             if (!l || l->out != l0->out || l->in != l0->in)
                 return lmp_fail(LMP_EINVAL, "block %lld: expert %d's %s is missing or of another shape", (long long)b,
-                                e, stems[r]);
+                                e, stem);
             if (l->b)
                 return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
-                                l->name, stems[r]);
+                                l->name, stem);
             if (linear_type(l) != linear_type(l0))
                 return lmp_fail(LMP_EINVAL, "%s is stored as %s but %s as %s, and llama.cpp holds every expert's in one "
                                 "tensor (blk.%lld.%s): quantize the experts alike", l->name,
                                 lmp_ggml_type_name(linear_type(l)), l0->name, lmp_ggml_type_name(linear_type(l0)),
-                                (long long)b, stems[r]);
+                                (long long)b, stem);
         }
-        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stems[r]);
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
         add_tensor(p, name, T_WEIGHT, b, 0, NULL, l0->in, l0->out, linear_type(l0), NULL);
         tensor_plan *t = &p->t[p->n - 1];
         t->n_dims = 3;
@@ -353,9 +327,9 @@ static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *par
 {
     const lmp_arch_desc *d = a->desc;
     if (blk->linears[i].expert_kind == LMP_EXPERT_ROUTED) return 0;
-    if (blk->n_experts > 0 && moe_stem(&blk->linears[i])) {
+    if (blk->n_experts > 0 && lmp_gguf_moe_stem(&blk->linears[i])) { /* router, shared expert (model/tensor_names.h) */
         part[0] = i;
-        *stem = moe_stem(&blk->linears[i]);
+        *stem = lmp_gguf_moe_stem(&blk->linears[i]);
         return 1;
     }
     int64_t r0, rows;
@@ -372,7 +346,7 @@ static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *par
     const int n = fused == LMP_FUSED_QKV ? 3 : 2;
     for (int k = 0; k < n; k++)
         if ((part[k] = lmp_block_find(blk, roles[k])) < 0) return 0;
-    *stem = fused == LMP_FUSED_QKV ? "attn_qkv" : "ffn_up";
+    *stem = lmp_gguf_fused_stem(fused);
     return n;
 }
 
@@ -383,7 +357,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
     char name[64];
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
     for (int i = 0; i < blk->n_norms; i++) {
-        const char *nn = norm_name(a, i);
+        const char *nn = lmp_gguf_norm_name(a, i);
         if (blk->norms[i].b && !gpt2)
             return lmp_fail(LMP_EINVAL,
                             "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's "
@@ -437,7 +411,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
         }
         for (int bias = 0; bias < 1 + (n_bias > 0); bias++) {
             snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, stem, bias ? "bias" : "weight");
-            if (blk->n_experts > 0 && bias && moe_stem(l0))
+            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0))
                 return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
                                 l0->name, stem);
             if (bias) add_tensor(p, name, T_BIAS, b, 0, NULL, rows, 0, LMP_GGML_F32, NULL);

@@ -210,6 +210,22 @@ int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
     return 0;
 }
 
+int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r)
+{
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        if (s->kind == LMP_STEP_MOE) { /* the router's and the experts' gate/up inputs, then downs' */
+            if (r == LMP_ROLE_ROUTER || r == LMP_ROLE_SHARED_GATE || r == LMP_ROLE_GATE || r == LMP_ROLE_UP)
+                return s->group;
+            if (r == LMP_ROLE_DOWN) return s->group + 1;
+        }
+        if (s->kind != LMP_STEP_LINEARS) continue;
+        for (int o = 0; o < s->n_out; o++)
+            if (s->roles[o] == r) return s->group;
+    }
+    return -1;
+}
+
 double lmp_block_plan_flops(const lmp_block_plan *p, int64_t T, int group)
 {
     const double t = (double)T;

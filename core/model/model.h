@@ -165,10 +165,6 @@ int lmp_block_find(const lmp_block *b, lmp_role role);
 /* Index of the gate, up or down linear of routed expert e (kind LMP_EXPERT_ROUTED) or of the
  * shared expert (LMP_EXPERT_SHARED, e ignored), -1 if the block has none. */
 int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kind, int e);
-/* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;
- * 2 gate,up (GPT-2's fc), and in a sparse layer the router, the shared gate and every expert's
- * gate and up; 3 down (GPT-2's proj, every expert's down). */
-int lmp_input_group(lmp_role r);
 /* The linears of blocks[0..n) together (blocks of one model may differ: dense first layers, then
  * experts), and where the g-th of them in model order lies: block *b, linear *i (0, or -1 when
  * g is out of range). */
