@@ -48,8 +48,13 @@
 /* ---- the backends under test, found and probed once in main() ----------------------------- */
 
 enum { MAX_BE = 16 };
-static char g_names[MAX_BE][64]; /* usable backends, "cpu" first */
-static int g_n;
+static char g_names[MAX_BE + 1][64]; /* usable backends, "cpu" first; then "cpu:bf16" */
+static int g_n;       /* usable backends: the e2e comparisons run each against cpu */
+static int g_n_ops;   /* g_n + 1: the op tests also hold "cpu:bf16" to the reference */
+
+/* "cpu" and "cpu:bf16" (the CPU backend with compute = "bf16", issue 42) are the CPU backend. */
+static int is_cpu(const char *name) { return strncmp(name, "cpu", 3) == 0 && (name[3] == 0 || name[3] == ':'); }
+static int is_bf16(const char *name) { return strcmp(name, "cpu:bf16") == 0; }
 
 /* Probes every lmp-backend-*.so of the plugin folder in a child process (OpenCL and CUDA
  * runtimes must not be initialised in a process that forks later) and prints the verdicts. */
@@ -108,6 +113,8 @@ static void find_backends(void)
     }
     if (in) fclose(in);
     waitpid(pid, NULL, 0);
+    snprintf(g_names[g_n], sizeof g_names[0], "cpu:bf16");
+    g_n_ops = g_n + 1;
     fflush(stdout);
 }
 
@@ -186,6 +193,8 @@ static int r_rope_table(void *s, int64_t T, int64_t nh, int64_t hd, int64_t n_ro
     return lmp_ref_rope_table(T, nh, hd, n_rot, pos0, inv_freq, mscale, x);
 }
 
+static int r_hadamard(void *s, int64_t rows, int64_t n, float *x) { return lmp_ref_hadamard(rows, n, x); }
+
 static const lmp_backend_i ref_vtable = {
     .struct_size = sizeof(lmp_backend_i),
     .gemm = r_gemm, .xtx_accum = r_xtx, .cholesky = r_chol, .chol_inverse = r_cinv,
@@ -196,6 +205,7 @@ static const lmp_backend_i ref_vtable = {
     .gelu = r_gelu,
     .rope_table = r_rope_table,
     .attention_window = r_attention_window,
+    .hadamard = r_hadamard,
 };
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
@@ -209,16 +219,38 @@ static const char *g_name;
 static int g_fallback;              /* the last CAND call ran on the CPU backend */
 static uint64_t g_rng;
 
+static const lmp_backend_i *g_f32_vt; /* "cpu:bf16": the f32 instance while lowp is the candidate */
+static void *g_f32_self;
+
 static void open_backend(int i)
 {
     g_name = g_names[i];
     lmp_ctx_init(&g_ctx);
     lmp_host_set_verbosity(&g_ctx, LMP_LOG_ERROR);
     ck_assert_int_eq(lmp_registry_init(&g_reg, &g_ctx, NULL, 0), 0);
-    int st = lmp_backend_open(&g_ctx, &g_reg, g_name, NULL, &g_be);
-    ck_assert_msg(st == 0, "backend %s: %s", g_name, lmp_last_error());
+    int st;
+    if (is_bf16(g_name)) {
+        /* The config's backend = { name = "cpu"; params = { compute = "bf16"; }; }: the core opens
+         * an f32 instance and a bf16 one (backend.h); the candidate is the bf16 one.  Where the
+         * CPU has no bf16 it runs f32 (its fallback), which the same thresholds hold. */
+        const lmp_plugin *p;
+        lmp_value *v = NULL;
+        ck_assert_int_eq(lmp_registry_require(&g_reg, LMP_PLUGIN_BACKEND, "cpu", &p), 0);
+        ck_assert_int_eq(lmp_params_defaults(p->desc, &v), 0);
+        for (uint32_t k = 0; k < p->desc->n_params; k++)
+            if (strcmp(p->desc->params[k].name, "compute") == 0) v[k].num = 1, v[k].str = "bf16";
+        st = lmp_backend_open(&g_ctx, &g_reg, "cpu", v, &g_be);
+        free(v);
+        ck_assert_msg(st == 0, "backend %s: %s", g_name, lmp_last_error());
+        ck_assert_ptr_nonnull(g_be.lowp_vt);
+        g_f32_vt = g_be.vt, g_f32_self = g_be.self;
+        g_be.vt = g_be.lowp_vt, g_be.self = g_be.lowp_self;
+    } else {
+        st = lmp_backend_open(&g_ctx, &g_reg, g_name, NULL, &g_be);
+        ck_assert_msg(st == 0, "backend %s: %s", g_name, lmp_last_error());
+    }
     lmp_host_set_backend(&g_ctx, &g_be);
-    if (strcmp(g_name, "cpu") == 0) {
+    if (is_cpu(g_name)) {
         g_ref = &ref_vtable;
         g_ref_self = NULL;
     } else {
@@ -231,6 +263,7 @@ static void open_backend(int i)
 static void close_backend(void)
 {
     lmp_host_set_backend(&g_ctx, NULL);
+    if (is_bf16(g_name)) g_be.vt = g_f32_vt, g_be.self = g_f32_self; /* as opened, for close */
     lmp_backend_close(&g_be);
     /* the registry is left loaded: unloading a runtime with live threads is not worth it */
 }
@@ -337,6 +370,12 @@ static float *spd_matrix(int64_t n, int64_t m, float shift)
  * 2-4 decades above what is measured and many decades below a bug. */
 
 /* ---- gemm: 1e-10 (K <= 200 f32 products in two different orders: ~K u^2 <= 1e-12) ---------- */
+/* "cpu:bf16": both operands rounded to bf16 (8 significant bits, u = 2^-8, each rounding's
+ * relative error uniform in [-u/2, u/2] at worst up to u), so each product carries a relative
+ * error of variance <= 2 u^2/3 and the f32 sum of K such independent errors gives nmse ~ 2u^2/3
+ * ~ 1e-5 whatever K is; the threshold 6.5 u^2 = 1e-4 leaves a decade for correlated inputs, and
+ * a bug (nmse ~ 1e-2 .. 1) still fails by two decades. */
+static double gemm_threshold(void) { return is_bf16(g_name) ? 1e-4 : 1e-10; }
 
 static void gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
                       float beta)
@@ -355,7 +394,7 @@ static void gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t p
     char what[96];
     snprintf(what, sizeof what, "gemm ta=%d tb=%d %lldx%lldx%lld pad %lld beta %g", ta, tb,
              (long long)M, (long long)N, (long long)K, (long long)pad, (double)beta);
-    check_nmse(what, Cr, Cg, M, N, ldc, 1e-10);
+    check_nmse(what, Cr, Cg, M, N, ldc, gemm_threshold());
     for (int64_t i = 0; i < M; i++) /* the padding of C is never written */
         for (int64_t j = N; j < ldc; j++)
             ck_assert_msg(memcmp(&C0[i * ldc + j], &Cg[i * ldc + j], 4) == 0, "%s: padding written", what);
@@ -533,6 +572,43 @@ START_TEST(test_norms)
 }
 END_TEST
 
+/* hadamard 1e-12: the butterflies in f32 (log2 n additions per output) against the O(n^2) sum
+ * in double.  Sizes 1 (the identity), 2, 64 and 512; applied twice it gives the input back (H/sqrt(n)
+ * is its own inverse) to 1e-6; a width not a power of 2 is refused. */
+START_TEST(test_hadamard)
+{
+    open_backend(_i);
+    const int64_t rows = 5, sizes[] = {1, 2, 64, 512};
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        const int64_t n = sizes[c];
+        float *x = rand_mat(rows * n, -1, 1), *r = copy_of(x, rows * n), *g = copy_of(x, rows * n);
+        int st;
+        ck_assert_int_eq(REF(hadamard, rows, n, r), LMP_OK);
+        CAND(st, hadamard, rows, n, g);
+        ck_assert_int_eq(st, LMP_OK);
+        char what[64];
+        snprintf(what, sizeof what, "hadamard %lldx%lld", (long long)rows, (long long)n);
+        check_nmse(what, r, g, rows, n, n, 1e-12);
+        CAND(st, hadamard, rows, n, g);
+        ck_assert_int_eq(st, LMP_OK);
+        double back = 0;
+        for (int64_t i = 0; i < rows * n; i++) back = fmax(back, fabs((double)g[i] - x[i]));
+        ck_assert_msg(back < 1e-6, "%s twice: off the input by %g", what, back);
+        if (n > 1) { /* it mixes: some output differs from its input */
+            double moved = 0;
+            for (int64_t i = 0; i < rows * n; i++) moved = fmax(moved, fabs((double)r[i] - x[i]));
+            ck_assert_msg(moved > 1e-3, "%s left the input as it was", what);
+        }
+        free(x), free(r), free(g);
+    }
+    float y[12] = {0};
+    int st;
+    CAND(st, hadamard, 1, 12, y);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    close_backend();
+}
+END_TEST
+
 /* rope_table 1e-12: both turn by the f32 angle pos * inv_freq[i] with cos and sin in double, so
  * only libm (or a device's cos/sin) separates them.  Cases: a whole head, partial rotary (the
  * dims from n_rot on must come back untouched, bit for bit), an attention factor, a far position;
@@ -642,7 +718,7 @@ START_TEST(test_attention)
     ck_assert_int_eq(st, LMP_EINVAL);
     /* A backend with several attention kernels: each of them, whatever the device would pick
      * (opencl: "workgroup" for GPUs, "item" for CPU runtimes). */
-    const lmp_plugin *p = lmp_registry_find(&g_reg, LMP_PLUGIN_BACKEND, g_name);
+    const lmp_plugin *p = lmp_registry_find(&g_reg, LMP_PLUGIN_BACKEND, is_cpu(g_name) ? "cpu" : g_name);
     ck_assert_ptr_nonnull(p);
     for (uint32_t k = 0; k < p->desc->n_params; k++) {
         const lmp_param_spec *ps = &p->desc->params[k];
@@ -695,7 +771,7 @@ START_TEST(test_attention_window)
         double differ = 0;
         for (int64_t i = 0; i < T * nh * hd; i++) differ += g[i] != plain[i];
         const int same = cases[c].window == 0 || cases[c].window >= T;
-        if (same && cases[c].softcap == 0 && !strcmp(g_name, "cpu"))
+        if (same && cases[c].softcap == 0 && is_cpu(g_name))
             ck_assert_msg(differ == 0, "%s: differs from attention in %g values", what, differ);
         else if (!same || cases[c].softcap > 0)
             ck_assert_msg(differ > 0, "%s: no different from attention: the window or softcap did nothing", what);
@@ -980,7 +1056,7 @@ START_TEST(test_weight_formats)
             free(W), free(Wr), free(Wg), free(sr), free(sg), free(zr), free(zg), free(cr), free(cg);
         }
     /* the device backends implement no block format: every call was a fallback */
-    if (strcmp(g_name, "cpu") != 0) ck_assert_int_eq(n_fallback, 3 * 2 * 3);
+    if (!is_cpu(g_name)) ck_assert_int_eq(n_fallback, 3 * 2 * 3);
     printf("  [%s] GGUF q8_0 / q4_0 / q4_1 weight grids bit for bit%s\n", g_name, n_fallback ? " (cpu fallback)" : "");
     const lmp_wspec s = lmp_wspec_for_format(LMP_WFORMAT_GGUF_Q4_0, 0.0f);
     float w[48] = {0}, sc[2];
@@ -1301,23 +1377,24 @@ static Suite *conformance_suite(void)
     Suite *s = suite_create("backend_conformance");
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_gemm, 0, g_n);
-    tcase_add_loop_test(tc, test_xtx_accum, 0, g_n);
-    tcase_add_loop_test(tc, test_cholesky, 0, g_n);
-    tcase_add_loop_test(tc, test_trsm_lower, 0, g_n);
-    tcase_add_loop_test(tc, test_norms, 0, g_n);
-    tcase_add_loop_test(tc, test_rope, 0, g_n);
-    tcase_add_loop_test(tc, test_rope_table, 0, g_n);
-    tcase_add_loop_test(tc, test_attention_window, 0, g_n);
-    tcase_add_loop_test(tc, test_attention, 0, g_n);
-    tcase_add_loop_test(tc, test_activations, 0, g_n);
-    tcase_add_loop_test(tc, test_log_softmax, 0, g_n);
-    tcase_add_loop_test(tc, test_reduce_cols, 0, g_n);
-    tcase_add_loop_test(tc, test_quantize_weight, 0, g_n);
-    tcase_add_loop_test(tc, test_weight_formats, 0, g_n);
-    tcase_add_loop_test(tc, test_quantize_act, 0, g_n);
-    tcase_add_loop_test(tc, test_empty_shapes, 0, g_n);
-    tcase_add_loop_test(tc, test_fallback, 0, g_n);
+    tcase_add_loop_test(tc, test_gemm, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_xtx_accum, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_cholesky, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_trsm_lower, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_norms, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_rope, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_rope_table, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_hadamard, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_attention_window, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_attention, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_activations, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_log_softmax, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_reduce_cols, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_quantize_weight, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_weight_formats, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_quantize_act, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_empty_shapes, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_fallback, 0, g_n_ops);
     suite_add_tcase(s, tc);
     TCase *probe = tcase_create("probe");
     tcase_set_timeout(probe, 60);

@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 # some tests call; Open MPI spreads compare and analyze over processes and machines (optional:
 # without it lmpress builds as one process, and tests/test_mpi skips); chromium opens the HTML
 # report headless in tests/test_report_html (without it that check skips).  The cuda backend is
-# built when the CUDA toolkit (nvcc) is already there.
+# built when the CUDA toolkit (nvcc) is already there.  libdnnl-dev (oneDNN) runs the CPU backend's
+# compute = "bf16" (AMX / AVX-512-BF16; without it the backend builds and runs bf16 configs in f32).
 packages=(gcc make cmake pkg-config libconfig-dev libpcre2-dev libutf8proc-dev check libsubunit-dev libopenblas-dev liblapacke-dev
+          libdnnl-dev
           ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo
           python3 python3-numpy python3-pip libopenmpi-dev openmpi-bin chromium)
 

@@ -21,11 +21,13 @@
  * rounding changes (tools/bench/switch_backends.sh, docs/backends.md "Tolerances"). */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "cpu_bf16.h"
 #include "cpu_parallel.h"
 #include "cpu_ref.h"
 #include "lmpress/plugin.h"
@@ -37,6 +39,7 @@ typedef struct cpu_backend {
     int blas_threads; /* what OpenBLAS uses for large problems */
     double jitter;    /* 0: none (see the top comment) */
     uint64_t rng;     /* splitmix64 state of the jitter */
+    lmp_bf16_gemm *bf16; /* compute = "bf16" where the CPU has it: gemm runs there; else NULL */
 } cpu_backend;
 
 /* Below this many multiply-adds OpenBLAS's threads cost more than they save (measured on
@@ -135,6 +138,22 @@ static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params,
     be->threads = threads;
     be->jitter = jit;
     be->rng = (uint64_t)seed;
+    /* compute = "bf16" (issue 42): only gemm changes; where this CPU (or this build) has no bf16
+     * the backend says so once and stays f32, so a config runs the same everywhere. */
+    const int want_bf16 = params && params[3].num == 1.0;
+    if (want_bf16) {
+        char why[200];
+        if (!lmp_bf16_available(why, sizeof why)) {
+            host->log(hctx, LMP_LOG_WARN, "cpu: compute = \"bf16\" is not available: %s; the GEMMs run in f32", why);
+        } else if (!(be->bf16 = lmp_bf16_gemm_new())) {
+            host->free(hctx, be);
+            return host->set_error(hctx, LMP_ENOMEM, "cpu: compute = \"bf16\": oneDNN could not start");
+        } else {
+            char what[128];
+            lmp_bf16_describe(what, sizeof what);
+            host->log(hctx, LMP_LOG_INFO, "cpu: compute = \"bf16\": GEMMs in bf16 with f32 sums (%s)", what);
+        }
+    }
     /* Process-wide setting of OpenBLAS; 0 leaves its default (OPENBLAS_NUM_THREADS or cores). */
     if (threads > 0) openblas_set_num_threads(threads);
     be->blas_threads = openblas_get_num_threads();
@@ -145,7 +164,9 @@ static int cpu_create(const lmp_host *host, void *hctx, const lmp_value *params,
 static void cpu_destroy(void *self)
 {
     cpu_backend *be = self;
-    if (be) be->host->free(be->hctx, be);
+    if (!be) return;
+    lmp_bf16_gemm_free(be->bf16);
+    be->host->free(be->hctx, be);
 }
 
 /* ---- BLAS / LAPACK ------------------------------------------------------------------------ */
@@ -168,6 +189,15 @@ static int cpu_gemm(void *self, int ta, int tb, int64_t M, int64_t N, int64_t K,
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++)
                 C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return LMP_OK;
+    }
+    if (be->bf16) {
+        lmp_bf16_set_threads(be->threads);
+        st = lmp_bf16_gemm_f32(be->bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (st == LMP_ENOMEM) return FAIL(be, st, "gemm: out of memory for the bf16 copies");
+        if (st) return FAIL(be, st, "gemm: oneDNN refused the bf16 product M=%lld N=%lld K=%lld", (long long)M,
+                            (long long)N, (long long)K);
+        jitter(be, C, M, N, ldc, 0);
         return LMP_OK;
     }
     blas_threads_for(be, (double)M * (double)N * (double)K);
@@ -637,6 +667,14 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
     if (!spec) return FAIL(be, LMP_EINVAL, "%s: spec is NULL", op);
     if (!lmp_wformat_name(spec->format))
         return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
+    if (spec->format == LMP_WFORMAT_NVFP4 && !(spec->global_scale > 0.0f && spec->global_scale < INFINITY))
+        return FAIL(be, LMP_EINVAL, "%s: format nvfp4 needs the tensor's global scale (> 0, lmp_nvfp4_global_scale); "
+                    "the spec has %g", op, (double)spec->global_scale);
+    if ((spec->format == LMP_WFORMAT_FP8_E4M3 || spec->format == LMP_WFORMAT_FP8_E5M2) && !lmp_wspec_format_ok(spec))
+        return FAIL(be, LMP_EINVAL, "%s: format %s is 8 bits, symmetric (sym 1), with a scale type and no global "
+                    "scale; the spec says bits %d, sym %d, scale type %d, global scale %g", op,
+                    lmp_wformat_name(spec->format), spec->bits, spec->sym, (int)spec->scale_type,
+                    (double)spec->global_scale);
     if (!lmp_wspec_format_ok(spec))
         return FAIL(be, LMP_EINVAL,
                     "%s: format %s is %d bits, %s, in groups of %lld inputs%s (lmp_wspec_for_format); the "
@@ -652,7 +690,7 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
                     "%s: format %s stores rows in blocks of %lld inputs; this weight's rows have %lld, not a "
                     "multiple of %lld", op, lmp_wformat_name(spec->format), (long long)span, (long long)cols,
                     (long long)span);
-    if (spec->bits < 2 || spec->bits > 8)
+    if ((spec->bits < 2 && spec->format != LMP_WFORMAT_GGUF_Q1_0) || spec->bits > 8)
         return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)
         return FAIL(be, LMP_EINVAL, "%s: unknown granularity %d", op, (int)spec->gran);
@@ -695,12 +733,43 @@ static int cpu_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_
 {
     cpu_backend *be = self;
     if (!spec) return FAIL(be, LMP_EINVAL, "quantize_act: spec is NULL");
-    if (spec->mode != LMP_ACT_NONE && (spec->bits < 2 || spec->bits > 16))
+    const int fp = spec->mode >= LMP_ACT_FP8_STATIC_TENSOR && spec->mode <= LMP_ACT_MXFP4;
+    if ((spec->mode == LMP_ACT_FP8_STATIC_TENSOR || spec->mode == LMP_ACT_NVFP4) &&
+        !(spec->scale > 0.0f && isfinite(spec->scale)))
+        return FAIL(be, LMP_EINVAL, "quantize_act: %s scale %g must be finite and > 0",
+                    spec->mode == LMP_ACT_NVFP4 ? "nvfp4's global" : "fp8's static", (double)spec->scale);
+    if (fp && C % (spec->mode == LMP_ACT_NVFP4 ? 16 : spec->mode == LMP_ACT_MXFP4 ? 32 : 1))
+        return FAIL(be, LMP_EINVAL, "quantize_act: %s activations take groups of %d inputs; this input has %lld",
+                    spec->mode == LMP_ACT_NVFP4 ? "nvfp4" : "mxfp4", spec->mode == LMP_ACT_NVFP4 ? 16 : 32, (long long)C);
+    if (!fp && spec->mode != LMP_ACT_NONE && (spec->bits < 2 || spec->bits > 16))
         return FAIL(be, LMP_EINVAL, "quantize_act: bits = %d is outside 2..16", spec->bits);
     if (spec->mode == LMP_ACT_STATIC_TENSOR && !(spec->scale > 0.0f && isfinite(spec->scale)))
         return FAIL(be, LMP_EINVAL, "quantize_act: static scale %g must be finite and > 0",
                     (double)spec->scale);
     return ref_status(be, "quantize_act", lmp_ref_quantize_act(spec, T, C, X));
+}
+
+/* The fast Walsh-Hadamard transform: log2(n) butterfly passes over each row, in f32, then the
+ * 1/sqrt(n) (lmp_ref_hadamard is the O(n^2) product it is held to). */
+static int cpu_hadamard(void *self, int64_t rows, int64_t n, float *x)
+{
+    cpu_backend *be = self;
+    if (rows < 0 || n < 1 || (n & (n - 1)) != 0)
+        return FAIL(be, LMP_EINVAL, "hadamard: n = %lld is not a power of 2 (rows %lld)", (long long)n, (long long)rows);
+    if (rows > 0 && !x) return FAIL(be, LMP_EINVAL, "hadamard: x is NULL");
+    const float norm = (float)(1.0 / sqrt((double)n));
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        for (int64_t h = 1; h < n; h *= 2)
+            for (int64_t i = 0; i < n; i += 2 * h)
+                for (int64_t k = i; k < i + h; k++) {
+                    const float u = row[k], v = row[k + h];
+                    row[k] = u + v;
+                    row[k + h] = u - v;
+                }
+        for (int64_t j = 0; j < n; j++) row[j] *= norm;
+    }
+    return LMP_OK;
 }
 
 /* ---- descriptor --------------------------------------------------------------------------- */
@@ -728,7 +797,10 @@ static const lmp_backend_i cpu_vtable = {
     .attention_backward = cpu_attention_backward,
     .rope_table = cpu_rope_table,
     .attention_window = cpu_attention_window,
+    .hadamard = cpu_hadamard,
 };
+
+static const char *const compute_choices[] = {"f32", "bf16", NULL};
 
 static const lmp_param_spec cpu_params[] = {
     {
@@ -760,21 +832,44 @@ static const lmp_param_spec cpu_params[] = {
         .min = 0,
         .max = 2147483647,
     },
+    {
+        .name = "compute",
+        .type = LMP_PARAM_ENUM,
+        .help = "precision of gemm: \"f32\", or \"bf16\" (both operands rounded to bf16, f32 sums, "
+                "through oneDNN: AMX or AVX-512-BF16).  The core uses it for compression's forward "
+                "linears only; norms, softmax, the Hessians and the solvers stay f32, and evaluation "
+                "stays f32 unless eval.compute = \"backend\".  Where the CPU has no bf16 "
+                "instructions the GEMMs run in f32, with a message (`lmpress plugins cpu` says which)",
+        .def_num = 0,
+        .choices = compute_choices,
+    },
 };
 
-static const lmp_plugin_desc cpu_desc = {
+/* Not const: the summary says whether compute = "bf16" runs here (`lmpress plugins`), which only
+ * the loaded process can tell; written by lmp_plugin_entry before the registry reads it. */
+static char cpu_summary[512];
+
+static lmp_plugin_desc cpu_desc = {
     .struct_size = sizeof(lmp_plugin_desc),
     .abi_major = LMP_ABI_MAJOR,
     .abi_minor = LMP_ABI_MINOR,
     .kind = LMP_PLUGIN_BACKEND,
     .name = "cpu",
     .version = "0.1.0",
-    .summary = "CPU reference backend: OpenBLAS/LAPACKE for GEMM, X^T X, Cholesky and solves; "
-               "plain C for the rest",
+    .summary = cpu_summary,
     .params = cpu_params,
     .n_params = sizeof cpu_params / sizeof cpu_params[0],
     .vtable = &cpu_vtable,
     .probe = NULL,
 };
 
-LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void) { return &cpu_desc; }
+LMP_EXPORT const lmp_plugin_desc *lmp_plugin_entry(void)
+{
+    char why[200], what[128];
+    const int bf16 = lmp_bf16_available(why, sizeof why);
+    lmp_bf16_describe(what, sizeof what);
+    snprintf(cpu_summary, sizeof cpu_summary,
+             "CPU reference backend: OpenBLAS/LAPACKE for GEMM, X^T X, Cholesky and solves; plain C for "
+             "the rest; compute = \"bf16\" %s%s", bf16 ? "runs here: " : "runs f32 here: ", bf16 ? what : why);
+    return &cpu_desc;
+}

@@ -420,7 +420,7 @@ static int compress_with_overrides(lmp_ctx *ctx, lmp_analysis *a, lmp_run_state 
     if (!st) st = lmp_config_load(ctx, path, &c2);
     unlink(path);
     const lmp_compress_watch watch = {.block_done = put_block, .ud = into};
-    if (!st) st = lmp_compress_watched(ctx, &run->be, run->m, &c2->variants[0], &run->calib, &watch, NULL);
+    if (!st) st = lmp_compress_watched(ctx, &run->be_compress, run->m, &c2->variants[0], &run->calib, &watch, NULL);
     lmp_config_free(c2);
     return st;
 }

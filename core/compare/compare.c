@@ -296,7 +296,14 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
     int st = lmp_backend_open(run->ctx, (lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
     if (st) return st;
     lmp_host_set_backend(run->ctx, &run->be);
+    run->be_compress = lmp_backend_view(&run->be, 1);
+    run->be_eval = lmp_backend_view(&run->be, c->eval_compute_backend);
+    if (run->be.lowp_vt)
+        lmp_log(run->ctx, LMP_LOG_INFO, "backend %s: its compute precision for compression's forwards; evaluation in %s",
+                c->backend_name, c->eval_compute_backend ? "the same" : "f32 (eval.compute = \"backend\" changes that)");
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
+    /* model.rotate: every variant and the reference read the rotated blocks (model/rotate.h) */
+    if ((st = lmp_model_rotate(run->m, &c->rotate))) return st;
     r->model = run->m;
     if ((st = lmp_run_check_model(run->ctx, c, run->m, r))) return st; /* before any variant runs */
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;
@@ -521,7 +528,7 @@ int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
     const lmp_run_config *c = run->c;
     lmp_stream s;
     const double t0 = lmp_now_s();
-    int st = lmp_stream_begin(&s, run->ctx, &run->be, run->m, c->n_eval_texts, run->text_ids, run->n_windows,
+    int st = lmp_stream_begin(&s, run->ctx, &run->be_eval, run->m, c->n_eval_texts, run->text_ids, run->n_windows,
                               c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, "evaluate the reference");
     for (int t = 0; t < c->n_eval_texts && !st; t++)
         st = lmp_ref_logprobs_init(run->ctx, &run->ref[t], r->texts[t].windows, c->eval_seq_len * run->m->arch.vocab);
@@ -600,7 +607,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     char what[300];
     snprintf(what, sizeof what, "evaluate %s", v->name);
     if (!st)
-        st = lmp_stream_begin(&s, run->ctx, &run->be, vm, c->n_eval_texts, run->text_ids, run->n_windows,
+        st = lmp_stream_begin(&s, run->ctx, &run->be_eval, vm, c->n_eval_texts, run->text_ids, run->n_windows,
                               c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, what);
     variant_tally tally = {.run = run, .res = res, .stream = &s, .x = x};
     if (!st && !(res->linears = calloc((size_t)lmp_blocks_linear_count(run->shape, n_layers) + 1, sizeof *res->linears)))
@@ -619,7 +626,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         lmp_compress_watch watch = {.before_stage = stage_began, .after_stage = stage_ended, .block_done = tally_block,
                                     .calib_cache = &run->calib_cache, .ud = &tally};
         const double propagate0 = lmp_compress_times_get(run->ctx)->propagate;
-        st = lmp_compress_watched(run->ctx, &run->be, run->m, v, &run->calib, &watch, NULL);
+        st = lmp_compress_watched(run->ctx, &run->be_compress, run->m, v, &run->calib, &watch, NULL);
         /* the blocks' evaluation (and their weight errors) is not compression */
         res->seconds = lmp_now_s() - t0 - tally.stream_s - tally.error_s;
         calib_s = lmp_compress_times_get(run->ctx)->propagate - propagate0;
@@ -704,7 +711,7 @@ int lmp_run_share_reference(lmp_run_state *run, const lmp_report *r)
     if (!st) st = lmp_dist_bcast(d, &run->ref_lambada, sizeof run->ref_lambada);
     for (int t = 0; t < c->n_eval_texts && !st; t++)
         for (int64_t w = 0; w < r->texts[t].windows && !st; w++) {
-            if (lead && !local) local = lmp_ref_window(&run->be, run->m, NULL, &run->ref[t], w, NULL, L, buf);
+            if (lead && !local) local = lmp_ref_window(&run->be_eval, run->m, NULL, &run->ref[t], w, NULL, L, buf);
             st = lmp_dist_bcast(d, buf, wf * (int64_t)sizeof *buf);
             if (!st && !lead && !local) local = lmp_ref_logprobs_put(&run->ref[t], w, buf);
         }
@@ -744,7 +751,7 @@ static int share_calibration(lmp_run_state *run, const int *todo, int n, lmp_dis
             lmp_block blk;
             double share = 0;
             if (!(local = lmp_model_block_copy(m, b, &blk))) {
-                local = lmp_calib_pass(run->ctx, NULL, &run->be, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
+                local = lmp_calib_pass(run->ctx, NULL, &run->be_compress, &m->arch, &blk, X, X, 4, 4, NULL, NULL, run->calib.n,
                                        run->calib.T, &share);
                 lmp_block_free(&blk);
             }

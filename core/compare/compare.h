@@ -56,6 +56,8 @@ typedef struct lmp_run_state {
     lmp_ctx *ctx;              /* the run's: backend, RNG, log, progress, interrupt flag */
     const lmp_run_config *c;
     lmp_backend be;
+    lmp_backend be_compress;   /* views of be (backend.h): compression's forwards, at the */
+    lmp_backend be_eval;       /* backend's compute; evaluation's, f32 unless eval.compute */
     lmp_model *m;              /* owned by the report */
     lmp_tokenizer *tok;
     lmp_block *shape;          /* the report's block tables (report.h) */

@@ -6,6 +6,8 @@
  *   calibration = { text = "..."; samples = 32; seq_len = 256; sampling = "sequential";
  *                   inputs = "compressed"; };        (inputs: see lmp_calib_inputs)
  *   eval        = { texts = [ "...", ... ]; seq_len = 256; max_windows = 0;
+ *                   compute = "f32";   ("f32": the evaluation's forwards in f32 whatever the
+ *                                       backend's compute; "backend": at the backend's compute)
  *                   lambada = "lambada_test.jsonl"; lambada_max = 0; };   (lambada optional;
  *                 the whole section optional when the variants are only written: run --output)
  *   export      = { embedding_type = "q6_k"; output_type = "q6_k"; };  (optional: a GGUF
@@ -44,6 +46,7 @@
 
 #include "formats/imatrix.h"
 #include "model/model.h"
+#include "model/rotate.h"
 #include "plugin/registry.h"
 
 /* Where a setting was written, for messages made after loading ("q.cfg:12: eval.texts[1]: ..."). */
@@ -135,6 +138,7 @@ typedef struct lmp_variant {
 typedef struct lmp_run_config {
     char *path;
     char *model_path, *tokenizer_path;     /* tokenizer NULL: looked up beside the model */
+    lmp_rotate_opts rotate;                /* model.rotate: applied right after the model loads */
     const char *backend_name;
     lmp_value *backend_params;
     char *calib_text;                      /* NULL: no calibration section */
@@ -147,6 +151,8 @@ typedef struct lmp_run_config {
     char **eval_texts;
     int n_eval_texts;
     int64_t eval_seq_len, eval_max_windows;
+    int eval_compute_backend;              /* eval.compute = "backend": the evaluation at the
+                                            * backend's compute (else f32, the default) */
     char *lambada;                         /* NULL: no LAMBADA */
     int64_t lambada_max;                   /* 0: every passage */
     uint64_t seed;

@@ -109,6 +109,7 @@ void lmp_config_write_head(FILE *f, const lmp_run_config *c, const char *comment
         write_path(f, c->eval_texts[t]);
     }
     fprintf(f, " ]; seq_len = %lld; max_windows = %lld;", (long long)c->eval_seq_len, (long long)c->eval_max_windows);
+    if (c->eval_compute_backend) fputs(" compute = \"backend\";", f);
     if (c->lambada) {
         fputs(" lambada = ", f);
         write_path(f, c->lambada);

@@ -304,7 +304,9 @@ void lmp_report_json(const lmp_report *r, FILE *f)
     fputs("], \"lambada\": ", f);
     if (c->lambada) json_string(f, c->lambada);
     else fputs("null", f);
-    fprintf(f, ", \"lambada_max\": %lld},\n", (long long)c->lambada_max);
+    /* "f32": the evaluation ran in f32 whatever the backend's compute; "backend": at it */
+    fprintf(f, ", \"lambada_max\": %lld, \"compute\": \"%s\"},\n", (long long)c->lambada_max,
+            c->eval_compute_backend ? "backend" : "f32");
     fputs(" \"model\": {\"path\": ", f);
     json_string(f, m->path);
     fputs(", \"format\": ", f);

@@ -13,7 +13,8 @@ convention adds one: SmolLM2's does not), cut into consecutive windows of --seq-
 the start, the tail dropped: lmpress's `calibration.sampling = "sequential"` (lmp_windows_cut).
 They go to oneshot pre-tokenized, in order (shuffle_calibration_samples=False), batch size 1.
 
-Methods (targets Linear, lm_head ignored, float32 weights, torch threads = --threads):
+Methods (targets Linear, lm_head ignored, float32 weights unless --dtype bfloat16, torch threads
+= --threads):
   gptq     GPTQModifier, int weights of --bits, symmetric, strategy channel or group
            (--group-size), actorder --actorder (llm-compressor's default is "static", an alias
            of "weight"), dampening_frac 0.01, block_size 128 (its defaults).
@@ -54,6 +55,9 @@ def parse_args():
     p.add_argument("--dense", action="store_true",
                    help="save_compressed=False: dense fake-quantized weights")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="the model's dtype for oneshot (torch_dtype): bfloat16 is the pair of "
+                        "lmpress's backend compute = \"bf16\" (peers.sh --computes)")
     p.add_argument("--json", help="write the timings and versions here")
     p.add_argument("--check-ppl", type=int, default=0, metavar="K",
                    help="only print the unmodified model's perplexity on the first K windows")
@@ -126,7 +130,7 @@ def main():
                                             a.check_ppl or a.windows, a.bos)
     print(f"llmc_oneshot: {a.text}: {n_tokens} tokens, {len(windows)} windows of {a.seq_len}, "
           f"first ids {windows[0][:6]}", file=sys.stderr)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=getattr(torch, a.dtype))
     model.eval()
 
     if a.check_ppl:
@@ -160,7 +164,7 @@ def main():
            "group_size": a.group_size if a.method == "gptq" and a.strategy == "group" else None,
            "actorder": a.actorder if a.method == "gptq" else None,
            "windows": len(windows), "seq_len": a.seq_len, "tokens": n_tokens,
-           "threads": torch.get_num_threads(), "compress_s": t1 - t0, "save_s": save_s,
+           "threads": torch.get_num_threads(), "dtype": a.dtype, "compress_s": t1 - t0, "save_s": save_s,
            "out": a.out, "versions": ver}
     print(f"llmc_oneshot: oneshot {t1 - t0:.2f} s" + (f", save {save_s:.2f} s" if save_s else ""),
           file=sys.stderr)

@@ -6,10 +6,12 @@
 # takes a few hours, most of it the 128-window GPTQ runs.
 #
 #   tools/bench/peers.sh [--runs N] [--windows "16 128"] [--only gptq|sq|eval[,...]]
-#                        [--actorder weight|none] [--eval-windows N] [--threads N] [OUT_DIR]
+#                        [--actorder weight|none] [--eval-windows N] [--threads N]
+#                        [--computes "f32 bf16"] [OUT_DIR]
 #   (defaults: 3 runs, 16 and 128 windows, every step, actorder weight (llm-compressor's
-#   default), 40 evaluation windows, 2 threads, OUT_DIR build-bench/peers)
+#   default), 40 evaluation windows, 2 threads, both computes, OUT_DIR build-bench/peers)
 #   LMPRESS=build-dev/lmpress tools/bench/peers.sh ...     (default build/lmpress)
+#   LLMC_VENV=build/other-venv ...                         (default build/llmc-venv)
 #   LLMC_PIP='llmcompressor==0.14.0.1' ...                 (what pip installs into the venv)
 #   GPTQ_CASES=g64 ...                                     (the GPTQ cases: default "channel g64")
 #
@@ -28,6 +30,11 @@
 #      (sequentially from the start, no BOS: SmolLM2's tokenizer adds none): lmpress run
 #      (tools/bench/peers/gptq.cfg, whose header says how each setting mirrors llm-compressor's)
 #      and tools/bench/llmc_oneshot.py (oneshot + GPTQModifier), alternately A B A B ...
+#      Each case in each compute of --computes: "f32" (the cases as named) and "bf16" (cases
+#      named ...-bf16-wN): lmpress with backend.params.compute = "bf16" (its forward's GEMMs in
+#      bf16 with f32 sums, docs/backends.md "bf16 compute") against llm-compressor on the model
+#      loaded with torch_dtype = bfloat16 (llmc_oneshot.py --dtype bfloat16), same windows and
+#      threads.  The processor's model name, its bf16 flags and OpenBLAS's core are recorded.
 #   2. SmoothQuant (alpha 0.5) + W8A8 (int8 per-channel weights, int8 dynamic per-token
 #      activations): tools/bench/peers/sq.cfg against SmoothQuantModifier + QuantizationModifier
 #      (scheme W8A8), the same way.
@@ -59,7 +66,7 @@
 # here, far more than lmpress; the load average at the start and end is recorded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-runs=3 windows="16 128" only=gptq,sq,eval actorder=weight eval_windows=40 threads=2 out=
+runs=3 windows="16 128" only=gptq,sq,eval actorder=weight eval_windows=40 threads=2 computes="f32 bf16" out=
 while [ $# -gt 0 ]; do
     case $1 in
         --runs) runs=$2; shift 2 ;;
@@ -68,19 +75,23 @@ while [ $# -gt 0 ]; do
         --actorder) actorder=$2; shift 2 ;;
         --eval-windows) eval_windows=$2; shift 2 ;;
         --threads) threads=$2; shift 2 ;;
+        --computes) computes=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) echo "peers.sh: unknown option $1 (--help)" >&2; exit 2 ;;
         *) out=$1; shift ;;
     esac
 done
 case $actorder in weight|none) ;; *) echo "peers.sh: --actorder weight|none" >&2; exit 2 ;; esac
+for c in $computes; do
+    case $c in f32|bf16) ;; *) echo "peers.sh: --computes takes f32 and bf16" >&2; exit 2 ;; esac
+done
 for s in ${only//,/ }; do
     case $s in gptq|sq|eval) ;; *) echo "peers.sh: --only takes gptq, sq, eval (comma-separated)" >&2; exit 2 ;; esac
 done
 want() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
 out=$(mkdir -p "${out:-$root/build-bench/peers}" && cd "${out:-$root/build-bench/peers}" && pwd)
 lmpress=${LMPRESS:-$root/build/lmpress}
-venv=$root/build/llmc-venv
+venv=${LLMC_VENV:-$root/build/llmc-venv}
 py=$venv/bin/python
 oneshot=$root/tools/bench/llmc_oneshot.py
 bin=$root/build-llamacpp/bin
@@ -103,12 +114,12 @@ timed() {
     fi
     mv "$tf.tmp" "$tf"
 }
-# cfg_head SAMPLES: model, backend, calibration and a token evaluation (lmpress needs one)
+# cfg_head SAMPLES [COMPUTE]: model, backend, calibration and a token evaluation (lmpress needs one)
 cfg_head() {
     cat <<EOF
 # written by tools/bench/peers.sh
 model = { path = "$model"; };
-backend = { name = "cpu"; params = { threads = $threads; }; };
+backend = { name = "cpu"; params = { threads = $threads; compute = "${2:-f32}"; }; };
 calibration = { text = "$calib"; samples = $1; seq_len = 512; sampling = "sequential"; };
 eval = { texts = [ "$test" ]; seq_len = 64; max_windows = 1; };
 seed = 1234;
@@ -146,12 +157,13 @@ if a["tokens"] != b["tokens"] or rel > 1e-4:
     sys.exit("peers.sh: the two tools do not read the same calibration tokens or model")
 EOF
 
-# pair KIND CASE SAMPLES LMP_VARIANT LLMC_ARGS...: the A/B series of one case
+# pair KIND CASE SAMPLES LMP_VARIANT COMPUTE LLMC_ARGS...: the A/B series of one case
 pair() {
-    local kind=$1 case=$2 n=$3 variant=$4 d=$out/$1/$2
-    shift 4
+    local kind=$1 case=$2 n=$3 variant=$4 compute=$5 d=$out/$1/$2
+    shift 5
+    [ "$compute" = bf16 ] && set -- "$@" --dtype bfloat16
     mkdir -p "$d"
-    { cfg_head "$n"; echo "@include \"$root/tools/bench/peers/$kind.cfg\""; } > "$out/cfg/$kind-$case.cfg"
+    { cfg_head "$n" "$compute"; echo "@include \"$root/tools/bench/peers/$kind.cfg\""; } > "$out/cfg/$kind-$case.cfg"
     run "$lmpress" check "$out/cfg/$kind-$case.cfg" > /dev/null
     local r
     for r in $(seq 1 "$runs"); do
@@ -197,17 +209,22 @@ quality() {
 if want gptq; then
     sfx=; [ "$actorder" = none ] && sfx=-noact
     for n in $windows; do
-        case " ${GPTQ_CASES:-channel g64} " in *" channel "*)
-            pair gptq "channel$sfx-w$n" "$n" "gptq-w4-channel$sfx" --method gptq --strategy channel --actorder "$actorder" ;; esac
-        case " ${GPTQ_CASES:-channel g64} " in *" g64 "*)
-            pair gptq "g64$sfx-w$n" "$n" "gptq-w4-g64$sfx" --method gptq --strategy group --group-size 64 --actorder "$actorder" ;; esac
+        for c in $computes; do
+            cs=; [ "$c" = bf16 ] && cs=-bf16
+            case " ${GPTQ_CASES:-channel g64} " in *" channel "*)
+                pair gptq "channel$sfx$cs-w$n" "$n" "gptq-w4-channel$sfx" "$c" --method gptq --strategy channel \
+                    --actorder "$actorder" ;; esac
+            case " ${GPTQ_CASES:-channel g64} " in *" g64 "*)
+                pair gptq "g64$sfx$cs-w$n" "$n" "gptq-w4-g64$sfx" "$c" --method gptq --strategy group --group-size 64 \
+                    --actorder "$actorder" ;; esac
+        done
     done
     quality gptq
 fi
 
 # ---- 2. SmoothQuant + W8A8 ----
 if want sq; then
-    for n in $windows; do pair sq "w8a8-w$n" "$n" sq-w8a8 --method sq-w8a8 --alpha 0.5; done
+    for n in $windows; do pair sq "w8a8-w$n" "$n" sq-w8a8 f32 --method sq-w8a8 --alpha 0.5; done
     quality sq
 fi
 
@@ -252,10 +269,20 @@ def times(p):
     return w, u + s
 
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+bf16_flags = " ".join(x for x in flags if x in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx2")) or "none"
+try:
+    import ctypes
+    ob = ctypes.CDLL("libopenblas.so.0")
+    ob.openblas_get_corename.restype = ctypes.c_char_p
+    corename = ob.openblas_get_corename().decode()
+except OSError:
+    corename = "?"
 ver = json.load(open(f"{out}/versions.json"))
 print("# lmpress against llm-compressor and llama.cpp (tools/bench/peers.sh)\n")
 print(f"SmolLM2-135M-Instruct (Q4_1 GGUF dequantized to f32); {threads} threads each; "
-      f"{os.cpu_count()} cores, {cpu}; load average (1 min) at the start {os.environ.get('PEERS_LOAD0', '?')}, "
+      f"{os.cpu_count()} cores, {cpu} (flags: {bf16_flags}; OpenBLAS core {corename}"
+      f"{', OPENBLAS_CORETYPE=' + os.environ['OPENBLAS_CORETYPE'] if os.environ.get('OPENBLAS_CORETYPE') else ''}); load average (1 min) at the start {os.environ.get('PEERS_LOAD0', '?')}, "
       f"at the end {os.getloadavg()[0]:.2f} (run it on an otherwise idle machine).  ")
 print("llm-compressor " + ver["llmcompressor"] + ", torch " + ver["torch"] + ", transformers "
       + ver["transformers"] + ", compressed-tensors " + ver["compressed-tensors"] + f"; lmpress {lmpress}.  ")
