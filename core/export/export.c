@@ -133,7 +133,8 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     if (m->arch.online_r3 || m->arch.online_r4)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has online rotations (model.rotate %s): they are steps of the "
                         "forward that neither GGUF nor a Hugging Face folder can say (compressed-tensors' transform "
-                        "config holds power-of-2 Hadamards, not lmpress's H_a x R_m with a random odd factor); "
+                        "config rebuilds its own Hadamards from a seed, not lmpress's H_a x R_m with a random odd "
+                        "factor); "
                         "export without r3/r4 (fused r1/r2 are plain weights)", path, m->path,
                         m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
     int ok = gguf && d->gguf_arch;

@@ -13,9 +13,10 @@
  * op): R3 turns q and k per head after RoPE by H/sqrt(head_dim) (q·k is unchanged: nothing is
  * fused; it is for a quantized KV cache, which lmpress does not simulate yet); R4 turns down's
  * input by Q4, a randomized Hadamard of the hidden size, and down's weight by Q4 (fused).
- * Neither can be exported: GGUF and compressed-tensors (0.20.1: a transform config vLLM reads
- * for QuIP/SpinQuant's R1/R2/R4 of power-of-2 Hadamards) have no entry for lmpress's
- * H_a ⊗ R_m with a random odd factor, so an export of a model with online rotations is refused.
+ * Neither can be exported: GGUF has no online transform, and compressed-tensors 0.20.1's transform
+ * config (what vLLM reads for QuIP/SpinQuant) rebuilds its Hadamards itself, from a torch seed and
+ * Sylvester's or Sloane's known matrices, not lmpress's H_a ⊗ R_m with a random odd factor; so an
+ * export of a model with online rotations is refused, naming them.
  *
  * Q is a randomized Hadamard matrix, diag(signs) (R_m ⊗ H_a/sqrt(a)) with dim = a·m, a the
  * largest power of 2 dividing dim and R_m a random orthogonal m×m matrix (m = 1: a plain
