@@ -86,6 +86,23 @@ static const arch_case cases[] = {
     {"ernie4_5", "hf5", "logprobs.f64", MATCH, NULL},
     {"ernie4_5", "hf4", "logprobs.f64", MATCH, NULL},
     {"ernie4_5", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* mixtures of experts (issue 37): per-expert linears in the folders, llama.cpp's 3-D expert
+     * tensors in the GGUF (Mixtral's as arch "llama" with llama.expert_count) */
+    {"mixtral", "hf5", "logprobs.f64", MATCH, NULL},
+    {"mixtral", "hf4", "logprobs.f64", MATCH, NULL},
+    {"mixtral", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"qwen2moe", "hf5", "logprobs.f64", MATCH, NULL},
+    {"qwen2moe", "hf4", "logprobs.f64", MATCH, NULL},
+    {"qwen2moe", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"qwen3moe", "hf5", "logprobs.f64", MATCH, NULL},
+    {"qwen3moe", "hf4", "logprobs.f64", MATCH, NULL},
+    {"qwen3moe", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* a dense first layer, then a sparse one (no GGUF: llama.cpp's converter cannot write it) */
+    {"qwen2moe-dense0", "hf5", "logprobs.f64", MATCH, NULL},
+    {"qwen2moe-dense0", "hf4", "logprobs.f64", MATCH, NULL},
+    /* the experts fused into 3-D gate_up_proj / down_proj, as transformers 5 holds them in memory
+     * (the same weights as qwen3moe: its golden) */
+    {"qwen3moe-fused", "hf5", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -177,6 +194,76 @@ START_TEST(tolerance_sees_a_small_weight_error)
 }
 END_TEST
 
+/* The same control on a mixture of experts: a 0.1 % error in one routed expert's down (block 0,
+ * expert 1 of Mixtral's 4), which only the tokens routed to it see, or in the router.  (Either
+ * also flips a near tie of the router's top 2 for a token of the fixture, which then moves its
+ * log-probabilities by far more than the weight error itself.) */
+START_TEST(tolerance_sees_a_small_expert_error)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/mixtral/model.gguf", FIXTURES);
+    for (int which = 0; which < 2; which++) {
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+        int64_t T, rows;
+        int32_t *tok = archfix_tokens("mixtral", &T);
+        double *gold = archfix_golden("mixtral", "logprobs.f64", m->arch.vocab, &rows);
+        lmp_block *blocks = lmp_model_blocks(m);
+        ck_assert_ptr_nonnull(blocks);
+        const int li = which ? lmp_block_find(&blocks[0], LMP_ROLE_ROUTER)
+                             : lmp_block_find_expert(&blocks[0], LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, 1);
+        ck_assert_int_ge(li, 0);
+        lmp_linear *l = &blocks[0].linears[li];
+        float *lp = log_probs(m, blocks, tok, T);
+        const double exact = archfix_rel_diff(lp, gold, T * m->arch.vocab);
+        free(lp);
+        uint64_t s = 12345;
+        for (int64_t i = 0; i < l->out * l->in; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const double u = ((double)(s >> 11) / 9007199254740992.0 * 2 - 1) * sqrt(3.0);
+            l->w[i] = (float)(l->w[i] * (1 + 1e-3 * u));
+        }
+        lp = log_probs(m, blocks, tok, T);
+        const double rel = archfix_rel_diff(lp, gold, T * m->arch.vocab);
+        printf("control: %s with a 0.1 %% error: relative difference %.2e (unperturbed %.2e, tolerance %g)\n", l->name,
+               rel, exact, TOLERANCE);
+        ck_assert(exact <= TOLERANCE);
+        ck_assert_msg(rel > TOLERANCE, "a 0.1 %% error in %s gives only %g: the tolerance cannot see it", l->name, rel);
+        free(lp);
+        free(gold);
+        free(tok);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* The mixtures of experts lmpress knows and does not run yet are refused by name, from a
+ * config.json and from a GGUF: never read as something else. */
+START_TEST(unsupported_moe_families_are_refused_by_name)
+{
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "arch-moe-refused");
+    const char *classes[3] = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM"};
+    const char *needles[3] = {"multi-head latent attention", "noaux_tc", "attention sinks"};
+    for (int i = 0; i < 3; i++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        FILE *f = fopen(cfg, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "{\"architectures\": [\"%s\"], \"hidden_size\": 64}\n", classes[i]);
+        fclose(f);
+        lmp_model *m = NULL;
+        ck_assert_int_ne(lmp_model_load(dir, &m), 0);
+        printf("%s: %s\n", classes[i], lmp_last_error());
+        ck_assert_msg(strstr(lmp_last_error(), classes[i]) && strstr(lmp_last_error(), needles[i]) &&
+                          strstr(lmp_last_error(), "not supported"),
+                      "%s", lmp_last_error());
+        unlink(cfg);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 /* What a real GGUF can hold that changes the numbers, added to the llama3 fixture's file by the
  * PyPI gguf package (tools/ref/gguf_mutate.py): each is refused, naming it.  The control, a
  * harmless general.* key, loads and still matches transformers, so the copy itself is faithful. */
@@ -188,7 +275,8 @@ START_TEST(gguf_additions_are_refused)
     const struct { const char *mutation, *needle; } cases[] = {
         {"key:general.note=1", NULL},
         {"key:llama.attention.scale_hint=3", "metadata 'llama.attention.scale_hint' is not read"},
-        {"key:llama.expert_count=8", "mixture-of-experts model (llama.expert_count = 8)"},
+        /* a "llama" file with experts reads as Mixtral, which needs the rest of the experts' keys */
+        {"key:llama.expert_count=8", "metadata 'llama.expert_used_count' is missing"},
         {"key:adapter.lora.alpha=16", "metadata 'adapter.lora.alpha' is not read"},
         {"tensor:blk.0.attn_q_norm.weight=16x1", "tensor 'blk.0.attn_q_norm.weight' is not read"},
         {"tensor:blk.1.ffn_gate_exps.weight=8x64", "tensor 'blk.1.ffn_gate_exps.weight' is not read"},
@@ -234,6 +322,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, each_form_matches_or_is_refused, 0, N_CASES);
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
+    tcase_add_test(tc, tolerance_sees_a_small_expert_error);
+    tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
     tcase_add_test(tc, gguf_additions_are_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

@@ -69,8 +69,11 @@ START_TEST(service_fits_perturbed_weights)
     const lmp_learn_inputs lent = {.be = &be, .m = m, .X = X, .n = n, .T = T};
     const lmp_learn_spec spec = {.optimizer = LMP_OPT_ADAM, .schedule = LMP_LR_CONSTANT, .steps = 60, .batch = 4,
                                  .lr = 2e-3, .keep_best = 0};
+    uint8_t all_learned[64]; /* linears 0..c.n-1 (ABI 5: one flag each) */
+    ck_assert_int_le(c.n, 64);
+    memset(all_learned, 1, sizeof all_learned);
     const lmp_learn_problem p = {.n_params = c.n, .params = c.params, .sizes = c.sizes, .grads = c.grads,
-                                 .linears = (1u << c.n) - 1, .materialize = copy_materialize,
+                                 .linears = all_learned, .materialize = copy_materialize,
                                  .pullback = copy_pullback, .ud = &c};
     lmp_learn_result res;
     ck_assert_int_eq(lmp_learn_block(&ctx, &blk, &spec, &p, &res), LMP_EINVAL); /* nothing lent */

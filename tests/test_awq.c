@@ -95,7 +95,7 @@ static void calib_open(calib *c, const char *path)
     c->X = malloc((size_t)(N_WIN * per) * sizeof *c->X);
     for (int i = 0; i < N_WIN; i++) lmp_embed(c->m, c->w.tokens + i * T_WIN, T_WIN, c->X + i * per);
     const lmp_block *blk = &lmp_model_blocks(c->m)[0];
-    memset(&c->bs, 0, sizeof c->bs);
+    ck_assert_int_eq(lmp_block_stats_init(&c->bs, blk->n_linears), 0);
     for (int i = 0; i < blk->n_linears; i++) {
         c->bs.needs[i] = LMP_STAT_SAMPLE;
         c->bs.n_sample[i] = S_ALL;

@@ -158,8 +158,8 @@ static void compare_model_n(const char *path, const char *name, int64_t n, int64
         lmp_block blk;
         ck_assert_msg(lmp_model_block_copy(m, b, &blk) == 0, "%s", lmp_last_error());
         lmp_block_stats sc, sd;
-        memset(&sc, 0, sizeof sc);
-        memset(&sd, 0, sizeof sd);
+        ck_assert_int_eq(lmp_block_stats_init(&sc, blk.n_linears), 0);
+        ck_assert_int_eq(lmp_block_stats_init(&sd, blk.n_linears), 0);
         for (int i = 0; i < blk.n_linears; i++) sc.needs[i] = sd.needs[i] = ALL_STATS;
         const lmp_be_counters *cnt = lmp_be_counters_get(&f.dev);
         const int64_t calls0 = cnt->block_calls;
@@ -269,8 +269,8 @@ START_TEST(test_block_refusals)
                   "%s", lmp_last_error());
     const int64_t calls0 = lmp_be_counters_get(&f.dev)->block_calls;
     lmp_block_stats sc, sd;
-    memset(&sc, 0, sizeof sc);
-    memset(&sd, 0, sizeof sd);
+    ck_assert_int_eq(lmp_block_stats_init(&sc, blk.n_linears), 0);
+    ck_assert_int_eq(lmp_block_stats_init(&sd, blk.n_linears), 0);
     const int down = lmp_block_find(&blk, LMP_ROLE_DOWN);
     sc.needs[down] = sd.needs[down] = LMP_STAT_HESSIAN;
     ck_assert_int_eq(lmp_block_stats_collect(NULL, &f.cpu, a, &blk, X, n, T, NULL, &sc), 0);

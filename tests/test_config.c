@@ -246,9 +246,24 @@ START_TEST(calibration_inputs_bad_values_refused)
     expect_load_error(&s, LINE_W4, "variants[1].calibration.inputs", "\"fp32\" is not \"compressed\" or \"original\"");
     /* a variant sets the source only: the windows are cut once for every variant */
     s.w4_extra = " calibration = { samples = 8; };";
-    expect_load_error(&s, LINE_W4, "variants[1].calibration.samples", "unknown setting (expected one of: inputs)");
+    expect_load_error(&s, LINE_W4, "variants[1].calibration.samples", "unknown setting (expected one of: inputs, experts, expert_min_tokens)");
     s.w4_extra = " calibration = { };";
-    expect_load_error(&s, LINE_W4, "variants[1].calibration", "missing required setting 'inputs'");
+    expect_load_error(&s, LINE_W4, "variants[1].calibration", "an empty calibration group");
+    /* a mixture of experts' settings (issue 37): checked, and carried to the variants */
+    s.w4_extra = " calibration = { experts = \"every\"; };";
+    expect_load_error(&s, LINE_W4, "variants[1].calibration.experts", "\"every\" is not \"routed\" or \"all\"");
+    s.w4_extra = " calibration = { expert_min_tokens = -1; };";
+    expect_load_error(&s, LINE_W4, "variants[1].calibration.expert_min_tokens", "out of range");
+    s = defaults();
+    s.calib_extra = " experts = \"all\"; expert_min_tokens = 4;";
+    s.w4_extra = " calibration = { experts = \"routed\"; };";
+    lmp_run_config *c = load_ok(&s);
+    ck_assert_int_eq(c->calib_experts_all, 1);
+    ck_assert_int_eq(c->expert_min_tokens, 4);
+    ck_assert_int_eq(c->variants[0].calib_experts_all, 1); /* the config's default */
+    ck_assert_int_eq(c->variants[1].calib_experts_all, 0);  /* its own */
+    ck_assert_int_eq(c->variants[1].expert_min_tokens, 4);
+    lmp_config_free(c);
     /* the unmodified model is not calibrated: the setting would do nothing */
     s = defaults();
     s.fp32_extra = " calibration = { inputs = \"original\"; };";

@@ -65,6 +65,7 @@ static void layer_open(layer_data *ld, const char *path, int n, int T)
     float *X = malloc((size_t)(n * per) * sizeof *X);
     for (int i = 0; i < n; i++) lmp_embed(ld->m, ld->w.tokens + i * T, T, X + i * per);
     ld->blk = &lmp_model_blocks(ld->m)[0];
+    ck_assert_int_eq(lmp_block_stats_init(&ld->bs, ld->blk->n_linears), 0);
     for (int i = 0; i < ld->blk->n_linears; i++) ld->bs.needs[i] = LMP_STAT_HESSIAN | LMP_STAT_SQSUM;
     ck_assert_int_eq(lmp_block_stats_collect(NULL, &be, &ld->m->arch, ld->blk, X, n, T, NULL, &ld->bs), 0);
     free(X);

@@ -408,7 +408,7 @@ static void dump_sqsum(const lmp_model *m, const char *dir)
     for (int b = 0; b < m->arch.n_layers; b++) {
         const lmp_block *blk = &m->blocks[b];
         lmp_block_stats bs;
-        memset(&bs, 0, sizeof bs);
+        ck_assert_int_eq(lmp_block_stats_init(&bs, blk->n_linears), 0);
         for (int i = 0; i < blk->n_linears; i++) bs.needs[i] = LMP_STAT_SQSUM;
         ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, n, T, NULL, &bs) == 0, "%s", lmp_last_error());
         for (int i = 0; i < blk->n_linears; i++) {

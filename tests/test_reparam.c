@@ -136,7 +136,7 @@ static void calib_close(calib_inputs *ci)
 /* Abs-max and a sample of S tokens of every linear input of `blk`, by the core's collector. */
 static void collect(calib_inputs *ci, const lmp_block *blk, int64_t S, lmp_block_stats *bs)
 {
-    memset(bs, 0, sizeof *bs);
+    ck_assert_int_eq(lmp_block_stats_init(bs, blk->n_linears), 0);
     for (int i = 0; i < blk->n_linears; i++) {
         bs->needs[i] = LMP_STAT_ABSMAX | LMP_STAT_SAMPLE;
         bs->n_sample[i] = S;

@@ -101,7 +101,7 @@ START_TEST(weights_follow_the_reference_grid)
     ck_assert_int_eq(lmp_compress(&ctx, &be, model, &v, &none, &out), 0);
     lmp_wspec spec = {.bits = 3, .sym = 0, .gran = LMP_GRAN_GROUP, .group = 48, .rounding = LMP_ROUND_HALF_EVEN};
     for (int b = 0; b < model->arch.n_layers; b++)
-        for (int i = 0; i < LMP_ROLE_COUNT; i++) {
+        for (int i = 0; i < model->blocks[b].n_linears; i++) {
             const lmp_linear *src = &model->blocks[b].linears[i], *q = &out[b].linears[i];
             int64_t n = src->out * src->in;
             float *expect = malloc((size_t)n * sizeof *expect);
@@ -136,7 +136,7 @@ START_TEST(clip_reaches_the_grid)
     lmp_wspec plain = clipped;
     plain.clip = 1.0f;
     for (int b = 0; b < model->arch.n_layers; b++)
-        for (int i = 0; i < LMP_ROLE_COUNT; i++) {
+        for (int i = 0; i < model->blocks[b].n_linears; i++) {
             const lmp_linear *src = &model->blocks[b].linears[i], *q = &out[b].linears[i];
             int64_t n = src->out * src->in;
             float *expect = malloc((size_t)n * sizeof *expect), *unclipped = malloc((size_t)n * sizeof *unclipped);
@@ -261,7 +261,7 @@ START_TEST(static_activation_scale_from_calibration)
         ck_assert_int_eq(memcmp(l->w, model->blocks[0].linears[r].w, (size_t)(l->out * l->in) * sizeof(float)), 0);
     }
     for (int b = 0; b < model->arch.n_layers; b++)
-        for (int r = 0; r < LMP_ROLE_COUNT; r++) ck_assert_float_gt(out[b].linears[r].act.scale, 0.0f);
+        for (int r = 0; r < out[b].n_linears; r++) ck_assert_float_gt(out[b].linears[r].act.scale, 0.0f);
     lmp_blocks_free(out, model->arch.n_layers);
     lmp_windows_free(&calib);
     free(x);

@@ -302,6 +302,9 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
     const int64_t n = a->n_layers, n_gqa = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
     const int gguf = is_gguf_preset(o->preset), imat = o->imatrix || o->calib;
     int n_lins = 0;
+    if (a->n_experts > 0) /* its presets and the exporters do not cover experts yet (issue 37) */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: quantize does not handle a mixture of experts (%lld experts) yet",
+                        m->path, (long long)a->n_experts);
     lin *lins = calloc((size_t)(n * LMP_ROLE_COUNT * 2) + 1, sizeof *lins);
     if (!lins) return lmp_fail(LMP_ENOMEM, "out of memory");
     int64_t min_group = 128; /* W4A16: the group every linear's width takes */

@@ -728,6 +728,11 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     if (!st) {
         a->n_layers = run.m->arch.n_layers;
         a->n_lin = run.shape[0].n_linears;
+        if (run.m->arch.n_experts > 0) /* its tables are per (block, linear) of blocks alike */
+            st = lmp_fail(LMP_EUNSUPPORTED, "analyze: %s is a mixture of experts (%lld experts): ranking its linears and "
+                          "experts is not implemented yet", run.m->path, (long long)run.m->arch.n_experts);
+    }
+    if (!st) {
         const int n_total = (int)a->n_layers * a->n_lin;
         a->stage_mask = calloc((size_t)n_total, sizeof *a->stage_mask);
         a->lin_names = calloc((size_t)n_total, sizeof *a->lin_names);

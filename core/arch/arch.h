@@ -51,6 +51,27 @@ enum {
  * LMP_ARCH_QK_NORM), then after attention and after the MLP (with LMP_ARCH_POST_NORMS). */
 enum { LMP_NORM_ATTN, LMP_NORM_MLP, LMP_NORM_Q, LMP_NORM_K, LMP_NORM_POST_ATTN, LMP_NORM_POST_MLP, LMP_NORM_KINDS };
 
+/* A mixture-of-experts family (issue 37): where its Hugging Face checkpoint keeps the router,
+ * the routed experts and the shared expert of a sparse layer, and how the router's top-k
+ * probabilities are weighted.  The GGUF names are llama.cpp's for every family:
+ * ffn_gate_inp (router), ffn_{gate,up,down}_exps (3-D: [E, out, in]), ffn_{gate,up,down}_shexp and
+ * ffn_gate_inp_shexp. */
+typedef struct lmp_moe_desc {
+    const char *hf_router;          /* "block_sparse_moe.gate" (Mixtral), "mlp.gate" (Qwen) */
+    const char *hf_experts;         /* the experts' module: expert e's linears are <it>.<e>.<leaf> */
+    const char *hf_expert_leaf[3];  /* gate, up, down: "w1", "w3", "w2" (Mixtral), "*_proj" (Qwen) */
+    const char *hf_shared;          /* the shared expert's module (its gate_proj, up_proj, down_proj),
+                                     * NULL when the family has none */
+    const char *hf_shared_gate;     /* its [1, dim] sigmoid gate, NULL when none */
+    /* The top-k probabilities renormalized to sum to 1: 1 always (Mixtral), or config.json's
+     * norm_topk_prob (norm_topk -1; its default hf_norm_topk_default). */
+    int norm_topk, hf_norm_topk_default;
+    /* What llama.cpp assumes for the family's GGUF (it has no key): qwen2moe no, qwen3moe yes. */
+    int gguf_norm_topk;
+    /* Sparse layers chosen by mlp_only_layers and decoder_sparse_step (Qwen), else all. */
+    int hf_sparse_step;
+} lmp_moe_desc;
+
 typedef struct lmp_arch_desc {
     const char *name;                /* "llama", "mistral", "qwen2", "qwen3", "gpt2" */
     lmp_family family;               /* the block's topology */
@@ -92,6 +113,8 @@ typedef struct lmp_arch_desc {
     int gguf_swa_pattern;
     double gguf_swa_base;
     int64_t gguf_scale_by_width_layers;
+    /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
+    const lmp_moe_desc *moe;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),
@@ -99,6 +122,10 @@ typedef struct lmp_arch_desc {
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls);
 const lmp_arch_desc *lmp_arch_by_gguf(const char *arch, size_t len);
 const lmp_arch_desc *lmp_arch_by_name(const char *name);
+/* Why lmpress refuses a Hugging Face class or GGUF architecture it knows of but does not run
+ * (DeepSeek-V2/V3's MLA, gpt-oss: issue 37), NULL for any other name. */
+const char *lmp_arch_refused_hf(const char *cls);
+const char *lmp_arch_refused_gguf(const char *arch, size_t len);
 /* "A, B, C": the Hugging Face classes (gguf = 0) or GGUF architectures (1) lmpress reads, for
  * messages. */
 const char *lmp_arch_list(char *buf, size_t n, int gguf);

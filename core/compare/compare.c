@@ -503,7 +503,9 @@ static int tally_block(void *ud, int64_t b, const lmp_block *blk)
         res->linears[res->n_linears++] = (lmp_linear_outcome){
             .name = names->linears[i].name, .weight_bits = l->weight_bits,
             .weight_err = comparable ? weight_error(l, &orig.linears[i]) : NAN, .act = l->act,
-            .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0};
+            .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0, .role = l->role,
+            .expert_kind = l->expert_kind, .expert = l->expert, .calib_tokens = l->calib_tokens,
+            .calib_fallback = l->calib_fallback};
     }
     lmp_block_free(&orig);
     t->error_s += lmp_now_s() - t_err;
@@ -581,12 +583,14 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         memcpy(res->scores, run->ref_scores, (size_t)c->n_eval_texts * sizeof *res->scores);
         res->lambada = run->ref_lambada;
         res->eval_seconds = run->ref_seconds; /* its evaluation is the reference pass */
-        res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears);
+        res->linears = calloc((size_t)lmp_blocks_linear_count(run->shape, n_layers) + 1, sizeof *res->linears);
         if (!res->linears) st = lmp_fail(LMP_ENOMEM, "out of memory");
         for (int64_t b = 0; b < n_layers && !st; b++)
             for (int i = 0; i < run->shape[b].n_linears; i++)
-                res->linears[res->n_linears++] = (lmp_linear_outcome){.name = run->shape[b].linears[i].name,
-                                                                      .weight_bits = 32.0, .weight_err = 0};
+                res->linears[res->n_linears++] = (lmp_linear_outcome){
+                    .name = run->shape[b].linears[i].name, .weight_bits = 32.0, .weight_err = 0,
+                    .role = run->shape[b].linears[i].role, .expert_kind = run->shape[b].linears[i].expert_kind,
+                    .expert = run->shape[b].linears[i].expert, .calib_tokens = -1};
         if (!st && run->hooks->compressed) { /* an export of the unmodified model, read from its file */
             const lmp_block_source src = lmp_block_source_model(run->m);
             st = run->hooks->compressed(run->m, res, &src, run->hooks->ud);
@@ -606,7 +610,7 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
         st = lmp_stream_begin(&s, run->ctx, &run->be_eval, vm, c->n_eval_texts, run->text_ids, run->n_windows,
                               c->eval_seq_len, run->have_lambada ? &run->lambada : NULL, what);
     variant_tally tally = {.run = run, .res = res, .stream = &s, .x = x};
-    if (!st && !(res->linears = calloc((size_t)(n_layers * run->shape[0].n_linears) + 1, sizeof *res->linears)))
+    if (!st && !(res->linears = calloc((size_t)lmp_blocks_linear_count(run->shape, n_layers) + 1, sizeof *res->linears)))
         st = lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st && !x && run->hooks->compressed) st = lmp_block_store_open(run->ctx, n_layers, "the blocks to export", &tally.kept);
     t0 = lmp_now_s();
@@ -793,8 +797,7 @@ static int result_unpack(const lmp_run_state *run, const lmp_report *r, lmp_vari
                          size_t bytes)
 {
     result_wire h;
-    const int n_lin = run->shape[0].n_linears;
-    const int64_t all = run->m->arch.n_layers * n_lin;
+    const int64_t all = lmp_blocks_linear_count(run->shape, run->m->arch.n_layers); /* blocks may differ */
     if (bytes < sizeof h) return lmp_fail(LMP_EIO, "MPI: variant '%s': a result of %zu bytes", res->v->name, bytes);
     memcpy(&h, in, sizeof h);
     const size_t ns = (size_t)r->n_texts * sizeof *res->scores, nl = (size_t)h.n_linears * sizeof *res->linears;
@@ -813,7 +816,12 @@ static int result_unpack(const lmp_run_state *run, const lmp_report *r, lmp_vari
     memcpy(res->scores, (const char *)in + sizeof h, ns);
     memcpy(res->linears, (const char *)in + sizeof h + ns, nl);
     res->n_linears = h.n_linears;
-    for (int g = 0; g < h.n_linears; g++) res->linears[g].name = run->shape[g / n_lin].linears[g % n_lin].name;
+    for (int g = 0; g < h.n_linears; g++) {
+        int64_t b;
+        int i;
+        lmp_blocks_linear_at(run->shape, run->m->arch.n_layers, g, &b, &i);
+        res->linears[g].name = run->shape[b].linears[i].name;
+    }
     return 0;
 }
 

@@ -79,7 +79,7 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
         }
         for (int s = 0; s < v->n_stages && !st; s++)
             for (int i = 0; i < blk.n_linears && !st; i++) {
-                const lmp_value *p = lmp_stage_params_for(&v->stages[s], blk.linears[i].name);
+                const lmp_value *p = lmp_stage_params_for_linear(&v->stages[s], &blk.linears[i]);
                 if (p) st = check_hf_linear(v, s, &blk.linears[i], p);
             }
         lmp_block_free_tables(&blk);

@@ -116,6 +116,9 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
         if (be->ctx) lmp_log(be->ctx, LMP_LOG_DEBUG, "block %d forward op by op: %s", blk->index, lmp_last_error());
     }
     int from = 0;
+    /* A mixture of experts computes its groups 2 and 3 in one step, whose inner state (each
+     * expert's activations) is not kept: its passes always start from the block's input. */
+    if (blk->n_experts > 0) cs = NULL;
     if (cs && !cs->full_passes && cs->at > 0 && cs->at <= first && cs->at <= stop &&
         segments_key(a, blk, cs->at) == cs->key)
         from = cs->at;

@@ -129,18 +129,19 @@ static int observe_sample(const collector *c, lmp_stats *s, int64_t S, const flo
 }
 
 /* GPTQ's H = 2/n_seq sum x x^T: the windows are stacked into linear i's h_stage and flushed
- * into H whenever another would not fit. */
+ * into H whenever another would not fit.  A routed expert's T rows (those of a window routed to
+ * it) are at most a window's c->T, which sizes the stack. */
 static int observe_hessian(const collector *c, lmp_stats *s, int i, const float *x, int64_t T, int64_t C)
 {
     lmp_block_stats *bs = c->bs;
-    const int64_t cap = lmp_hessian_stack_rows(T);
+    const int64_t cap = lmp_hessian_stack_rows(c->T);
     if (!s->hessian) s->hessian = calloc((size_t)(C * C), sizeof *s->hessian);
     if (s->hessian && !bs->h_stage[i]) bs->h_stage[i] = malloc((size_t)(cap * C) * sizeof(float));
     if (!s->hessian || !bs->h_stage[i])
         return lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
     memcpy(bs->h_stage[i] + bs->h_rows[i] * C, x, (size_t)(T * C) * sizeof *x);
     bs->h_rows[i] += T;
-    if (bs->h_rows[i] + T > cap) return flush_hessian(c->be, bs, i, C, c->n_windows);
+    if (bs->h_rows[i] + c->T > cap) return flush_hessian(c->be, bs, i, C, c->n_windows);
     return 0;
 }
 
@@ -163,7 +164,7 @@ static int observe_all(const collector *c, lmp_stats *s, uint32_t need, int64_t 
                        const float *x, int64_t T, int64_t C)
 {
     const int windows = (need & LMP_STAT_WINDOWS) != 0;
-    const int64_t w = s->n_tokens / T;
+    const int64_t w = s->n_tokens / c->T;
     int st;
     if (need & LMP_STAT_ABSMAX) {
         st = observe_absmax(c, s, x, T, C);
@@ -193,6 +194,7 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
 {
     collector *c = ud;
     lmp_block_stats *bs = c->bs;
+    if (n_lins == 0) return bs->all_experts ? LMP_OBSERVE_ALL_EXPERTS : 0; /* a mixture of experts asks */
     uint32_t need = 0;
     int64_t S = 0;
     for (int i = 0; i < n_lins; i++) {
@@ -202,7 +204,11 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     if (!need) return 0;
     lmp_stats *s = &bs->stats[lins[0]];
     bs->owner[lins[0]] = 1;
-    const int64_t w = s->n_tokens / T;
+    if (c->blk->linears[lins[0]].expert_kind == LMP_EXPERT_ROUTED && !bs->all_experts &&
+        (need & (LMP_STAT_WINDOWS | LMP_STAT_SAMPLE)))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: per-window statistics and token samples of a routed expert (the rows "
+                        "the router sent it, not whole windows) are not supported", c->blk->linears[lins[0]].name);
+    const int64_t w = s->n_tokens / c->T; /* the window (a routed expert's rows are fewer than T) */
     /* On a failure the caller only frees the statistics, through their owner: the counts and
      * the aliases need not follow. */
     int st = observe_all(c, s, need, S, lins[0], x, T, C);
@@ -313,15 +319,32 @@ int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp
     for (int i = 0; i < blk->n_linears; i++) {
         lmp_stats *s = &bs->stats[i]; /* aliases share the arrays divided here */
         if (!bs->owner[i]) continue;
-        for (int64_t j = 0; s->mean && j < blk->linears[i].in; j++) s->mean[j] /= (float)s->n_tokens;
+        for (int64_t j = 0; s->mean && s->n_tokens && j < blk->linears[i].in; j++) s->mean[j] /= (float)s->n_tokens;
         for (int64_t j = 0; s->win_mean && j < s->n_windows * blk->linears[i].in; j++) s->win_mean[j] /= (float)T;
     }
     return 0;
 }
 
+int lmp_block_stats_init(lmp_block_stats *bs, int n_linears)
+{
+    memset(bs, 0, sizeof *bs);
+    const size_t n = (size_t)(n_linears > 0 ? n_linears : 1);
+    bs->n_linears = n_linears;
+    bs->needs = calloc(n, sizeof *bs->needs);
+    bs->n_sample = calloc(n, sizeof *bs->n_sample);
+    bs->stats = calloc(n, sizeof *bs->stats);
+    bs->owner = calloc(n, sizeof *bs->owner);
+    bs->h_stage = calloc(n, sizeof *bs->h_stage);
+    bs->h_rows = calloc(n, sizeof *bs->h_rows);
+    if (bs->needs && bs->n_sample && bs->stats && bs->owner && bs->h_stage && bs->h_rows) return 0;
+    lmp_block_stats_free(bs, n_linears);
+    return lmp_fail(LMP_ENOMEM, "out of memory for the statistics of %d linears", n_linears);
+}
+
 void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)
 {
-    for (int i = 0; i < n_linears; i++)
+    (void)n_linears; /* the arrays' own count */
+    for (int i = 0; bs->owner && bs->stats && i < bs->n_linears; i++)
         if (bs->owner[i]) {
             lmp_stats *s = &bs->stats[i];
             free(s->absmax);
@@ -335,5 +358,12 @@ void lmp_block_stats_free(lmp_block_stats *bs, int n_linears)
             free(s->hessian);
             free(s->sqsum);
         }
+    for (int i = 0; bs->h_stage && i < bs->n_linears; i++) free(bs->h_stage[i]);
+    free(bs->needs);
+    free(bs->n_sample);
+    free(bs->stats);
+    free(bs->owner);
+    free(bs->h_stage);
+    free(bs->h_rows);
     memset(bs, 0, sizeof *bs);
 }

@@ -10,22 +10,30 @@
 #include "model/model.h"
 #include "plugin/backend.h"
 
-#define LMP_MAX_LINEARS 16
-
+/* Per linear of the block (n_linears of each array, lmp_block_stats_init).  A routed expert's
+ * statistics are those of the calibration tokens the router sent to it: stats[i].n_tokens of
+ * them, fewer than the windows' (all_experts: every token, for the statistics only). */
 typedef struct lmp_block_stats {
-    uint32_t needs[LMP_MAX_LINEARS];   /* LMP_STAT_* per linear (0: none) */
-    int64_t n_sample[LMP_MAX_LINEARS]; /* sample rows asked for, with LMP_STAT_SAMPLE */
-    lmp_stats stats[LMP_MAX_LINEARS];
-    uint8_t owner[LMP_MAX_LINEARS];
+    int n_linears;
+    uint32_t *needs;   /* LMP_STAT_* per linear (0: none) */
+    int64_t *n_sample; /* sample rows asked for, with LMP_STAT_SAMPLE */
+    lmp_stats *stats;
+    uint8_t *owner;
     /* Rows waiting for the Hessian: windows are stacked up to ~LMP_HESSIAN_ROWS rows per
      * xtx_accum call (SYRK on 512 rows runs at ~60 % of GEMM speed, on 2048 at 70-87 %). */
-    float *h_stage[LMP_MAX_LINEARS];
-    int64_t h_rows[LMP_MAX_LINEARS];
+    float **h_stage;
+    int64_t *h_rows;
+    /* calibration.experts = "all": every calibration token through every expert of a mixture of
+     * experts, for the statistics only (the block's output still follows the router). */
+    int all_experts;
     /* Set by lmp_block_stats_collect: the share of a whole block forward its forwards computed
      * (each stops once the last input asked for is observed, and starts at the first segment
      * not already computed; lmp_block_flops). */
     double forward_share;
 } lmp_block_stats;
+
+/* Zeroed arrays for a block of n_linears linears. */
+int lmp_block_stats_init(lmp_block_stats *bs, int n_linears);
 
 #define LMP_HESSIAN_ROWS 2048
 
@@ -43,6 +51,7 @@ static inline int64_t lmp_hessian_stack_rows(int64_t T)
 int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                             const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
                             lmp_block_stats *bs);
+/* Frees the statistics and the arrays (n_linears: bs->n_linears's, kept for the callers). */
 void lmp_block_stats_free(lmp_block_stats *bs, int n_linears);
 
 #endif

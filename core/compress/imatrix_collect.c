@@ -94,6 +94,9 @@ int lmp_imatrix_collect(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
                         int64_t C, lmp_imatrix_sums *out, lmp_score *ppl)
 {
     memset(out, 0, sizeof *out);
+    if (m->arch.n_experts > 0) /* llama-imatrix keeps one 3-D entry per expert tensor, with counts per expert */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: an importance matrix of a mixture of experts (%lld experts) is not "
+                        "written yet", m->path, (long long)m->arch.n_experts);
     out->chunk_count = n_chunks;
     out->chunk_size = C;
     lmp_stream s;

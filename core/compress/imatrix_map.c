@@ -38,6 +38,9 @@ int lmp_imatrix_for_linear(const lmp_imatrix *im, lmp_family family, int64_t blo
 int lmp_imatrix_check_stages(const lmp_model *m, const lmp_variant *v, void *const *selves)
 {
     int st = 0;
+    if (v->imatrix && m->arch.n_experts > 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "variant '%s': an importance matrix for a mixture of experts (%s, %lld experts) "
+                        "is not read yet", v->name, m->path, (long long)m->arch.n_experts);
     for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
         lmp_block blk; /* names, roles and shapes: no weight is read */
         if ((st = lmp_block_init(&blk, (int)b, &m->arch))) {

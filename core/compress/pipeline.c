@@ -82,28 +82,72 @@ double lmp_blocks_bits_per_weight(const lmp_block *blocks, int64_t n)
 const lmp_compress_times *lmp_compress_times_get(const lmp_ctx *ctx) { return &ctx->times; }
 void lmp_compress_times_reset(lmp_ctx *ctx) { memset(&ctx->times, 0, sizeof ctx->times); }
 
+/* A routed expert's statistics, after the collection: its token count recorded on the linear,
+ * and, for a stage that asks for the Hessian, the declared fallback when it saw fewer than the
+ * variant's expert_min_tokens (at least 1): its Hessian becomes the identity (GPTQ then rounds
+ * each weight to the stage's grid as RTN does, its importance uniform), logged by name.  The
+ * other statistics (ranges, means, sums of squares) of a few tokens are used as they are; an
+ * expert with no token at all cannot give them: refused by name. */
+static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *stage, lmp_block *blk,
+                           lmp_block_stats *bs, int i)
+{
+    lmp_linear *l = &blk->linears[i];
+    lmp_stats *s = &bs->stats[i];
+    const int64_t least = v->expert_min_tokens > 0 ? v->expert_min_tokens : 1;
+    l->calib_tokens = s->n_tokens;
+    l->calib_fallback = 0;
+    if (s->n_tokens >= least) return 0;
+    if (s->n_tokens == 0 && (bs->needs[i] & ~(uint32_t)LMP_STAT_HESSIAN))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s (expert %d of block %d) received no calibration token, and strategy '%s' "
+                        "needs its activation statistics: use more calibration text, or calibration.experts = \"all\"",
+                        l->name, l->expert, blk->index, stage->plugin->desc->name);
+    if (!(bs->needs[i] & LMP_STAT_HESSIAN)) return 0; /* a few tokens' ranges: as they are */
+    {
+        const int64_t C = l->in;
+        if (!s->hessian) { /* never observed: arrays of its own */
+            if (!(s->hessian = calloc((size_t)(C * C), sizeof *s->hessian))) return lmp_fail(LMP_ENOMEM, "out of memory");
+            bs->owner[i] = 1;
+        }
+        if (bs->owner[i]) { /* an alias (up beside gate) shares the owner's, already set */
+            memset(s->hessian, 0, (size_t)(C * C) * sizeof *s->hessian);
+            for (int64_t j = 0; j < C; j++) s->hessian[j * C + j] = 1.0f;
+        }
+    }
+    l->calib_fallback = 1;
+    if (l->role == LMP_ROLE_UP) return 0; /* it shares gate's input and tokens: said once for both */
+    lmp_log(ctx, LMP_LOG_WARN, "block %d: %s (expert %d) saw %lld calibration token%s, fewer than expert_min_tokens = "
+            "%lld: fallback, its Hessian is the identity (strategy '%s' rounds it to its grid as RTN would)",
+            blk->index, l->name, l->expert, (long long)s->n_tokens, s->n_tokens == 1 ? "" : "s", (long long)least,
+            stage->plugin->desc->name);
+    return 0;
+}
+
 /* Observes (if asked) and applies the stage to the targeted linears whose input group is in
  * `groups` (a bit set); the others are left alone.  The statistics are those of `observed` run
  * over X: blk itself, or the block as it was before the stage (a sequential stage calibrated on
  * the original inputs).  A linear whose stage asks for LMP_STAT_IMATRIX gets its vector of `im`
  * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
-                        const lmp_imatrix *im, lmp_block *blk, const lmp_block *observed, const float *X,
+                        const lmp_variant *v, lmp_block *blk, const lmp_block *observed, const float *X,
                         const lmp_windows *calib, lmp_calib_states *cs, unsigned groups)
 {
+    const lmp_imatrix *im = v->imatrix;
+    const int v_all_experts = v->calib_experts_all;
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int has_sample = vt->struct_size > offsetof(lmp_strategy_i, sample_tokens) && vt->sample_tokens;
     const int n = blk->n_linears;
     lmp_block_stats bs;
-    memset(&bs, 0, sizeof bs);
-    const float *imx[LMP_MAX_LINEARS] = {0};
+    const float **imx = calloc((size_t)n + 1, sizeof *imx);
     uint32_t any = 0, targeted = 0, learns = 0;
-    int st = 0;
+    int st = imx ? lmp_block_stats_init(&bs, n) : lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!imx) memset(&bs, 0, sizeof bs);
+    bs.all_experts = v_all_experts;
     lmp_block_plan plan; /* which input group each linear reads */
     lmp_block_plan_make(&plan, &m->arch, blk->index);
     for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
+        l->params = (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u) ? lmp_stage_params_for_linear(stage, l)
+                                                                                 : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
@@ -119,6 +163,9 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     double t0 = lmp_now_s();
     if (!st && targeted && any && !(st = lmp_block_stats_collect(ctx, be, &m->arch, observed, X, calib->n, calib->T, cs, &bs))) {
         ctx->times.forwards += bs.forward_share;
+        for (int i = 0; i < n && !st; i++)
+            if (blk->linears[i].params && bs.needs[i] && blk->linears[i].expert_kind == LMP_EXPERT_ROUTED)
+                st = expert_fallback(ctx, v, stage, blk, &bs, i);
         for (int i = 0; i < n; i++)
             if (blk->linears[i].params && bs.needs[i]) blk->linears[i].stats = &bs.stats[i];
     }
@@ -147,6 +194,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
         blk->linears[i].stats = NULL;
     }
     lmp_block_stats_free(&bs, n);
+    free(imx);
     return st;
 }
 
@@ -161,10 +209,10 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     int sequential = 0;
     for (int i = 0; i < blk->n_linears && !sequential; i++) {
-        const lmp_value *p = lmp_stage_params_for(stage, blk->linears[i].name);
+        const lmp_value *p = lmp_stage_params_for_linear(stage, &blk->linears[i]);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, blk, X, calib, cs, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v, blk, blk, X, calib, cs, 0xFu);
     lmp_block before;
     const lmp_block *observed = blk;
     int st = 0;
@@ -173,7 +221,7 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         observed = &before;
     }
     for (int g = 0; g < 4 && !st; g++)
-        st = run_stage_on(ctx, be, m, stage, self, v->imatrix, blk, observed, X, calib, cs, 1u << g);
+        st = run_stage_on(ctx, be, m, stage, self, v, blk, observed, X, calib, cs, 1u << g);
     if (observed != blk) lmp_block_free(&before);
     return st;
 }
@@ -194,7 +242,7 @@ static int stage_asks(const lmp_model *m, const lmp_stage *stage, void *self, ui
         int st = lmp_block_init(&shape, (int)b, &m->arch);
         if (st) return st;
         for (int i = 0; i < shape.n_linears && !*asks; i++) {
-            const lmp_value *p = lmp_stage_params_for(stage, shape.linears[i].name);
+            const lmp_value *p = lmp_stage_params_for_linear(stage, &shape.linears[i]);
             *asks = p && (vt->needs(self, p) & flag) != 0;
         }
         lmp_block_free_tables(&shape);
@@ -338,12 +386,6 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     float *X = NULL;
     lmp_block *blocks = NULL;
     int st = selves ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
-    lmp_block shape0;
-    if (!st && !(st = lmp_block_init(&shape0, 0, &m->arch))) {
-        if (shape0.n_linears > LMP_MAX_LINEARS)
-            st = lmp_fail(LMP_EINVAL, "blocks of more than %d linears are not supported", LMP_MAX_LINEARS);
-        lmp_block_free_tables(&shape0);
-    }
     for (int s = 0; s < v->n_stages && !st; s++) {
         const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
         if (!vt->create) continue;

@@ -333,6 +333,23 @@ const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *name)
     return s->params;
 }
 
+int lmp_stage_names_router(const lmp_stage *s, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    const char *last = dot ? dot + 1 : name;
+    for (int i = 0; i < s->n_targets; i++) {
+        const char *text = s->target_patterns ? s->target_patterns[i].text : s->targets[i];
+        if (text && strstr(text, last) && target_hit(s, i, name)) return 1;
+    }
+    return 0;
+}
+
+const lmp_value *lmp_stage_params_for_linear(const lmp_stage *s, const lmp_linear *l)
+{
+    const int router = l->role == LMP_ROLE_ROUTER || l->role == LMP_ROLE_SHARED_GATE;
+    return router && !lmp_stage_names_router(s, l->name) ? NULL : lmp_stage_params_for(s, l->name);
+}
+
 /* ---- parameters against a plugin's schema ------------------------------------------------ */
 static int set_param(const config_setting_t *s, const lmp_param_spec *p, lmp_value *v)
 {
@@ -520,6 +537,9 @@ static int load_model_section(lmp_run_config *c, const config_setting_t *root)
     return set_origin(config_setting_get_member(g, "tokenizer"), &c->tokenizer_at);
 }
 
+/* calibration.experts: "routed" (0) or "all" (1). */
+static const char *const calib_experts_names[] = {"routed", "all", NULL};
+
 /* calibration.inputs and a variant's calibration = { inputs = ...; }, in lmp_calib_inputs order. */
 static const char *const calib_inputs_names[] = {"compressed", "original", NULL};
 
@@ -532,7 +552,8 @@ const char *lmp_calib_inputs_name(lmp_calib_inputs inputs)
  * Read before the variants, which take calibration.inputs as their default. */
 static int load_calibration(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", "inputs", NULL};
+    static const char *const keys[] = {"text", "samples", "seq_len", "sampling", "inputs", "experts",
+                                       "expert_min_tokens", NULL};
     static const char *const modes[] = {"sequential", "random", NULL};
     config_setting_t *g;
     const char *text = NULL;
@@ -540,13 +561,16 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
     c->calib_samples = 32;
     c->calib_seq_len = 256;
     c->calib_inputs = LMP_CALIB_INPUTS_COMPRESSED;
+    c->expert_min_tokens = 16;
     int st;
     if ((st = get_group(root, "calibration", 0, &g)) || !g) return st;
     if ((st = check_keys(g, keys)) || (st = get_string(g, "text", 1, &text)) ||
         (st = get_int(g, "samples", 1, 1 << 20, &c->calib_samples)) ||
         (st = get_int(g, "seq_len", 2, 1 << 20, &c->calib_seq_len)) ||
         (st = get_choice(g, "sampling", 0, modes, &random)) ||
-        (st = get_choice(g, "inputs", 0, calib_inputs_names, &inputs)))
+        (st = get_choice(g, "inputs", 0, calib_inputs_names, &inputs)) ||
+        (st = get_choice(g, "experts", 0, calib_experts_names, &c->calib_experts_all)) ||
+        (st = get_int(g, "expert_min_tokens", 0, 1 << 30, &c->expert_min_tokens)))
         return st;
     c->calib_random = random;
     c->calib_inputs = (lmp_calib_inputs)inputs;
@@ -673,15 +697,22 @@ static int load_stage(lmp_run_config *c, const config_setting_t *s, lmp_stage *s
 static int load_variant_calibration(const lmp_run_config *c, const config_setting_t *v, int has_pipeline,
                                     lmp_variant *var)
 {
-    static const char *const keys[] = {"inputs", NULL};
+    static const char *const keys[] = {"inputs", "experts", "expert_min_tokens", NULL};
     config_setting_t *g;
     int inputs = (int)c->calib_inputs, st;
     var->calib_inputs = c->calib_inputs;
+    var->calib_experts_all = c->calib_experts_all;
+    var->expert_min_tokens = c->expert_min_tokens;
     if ((st = get_group(v, "calibration", 0, &g)) || !g) return st;
     /* The unmodified model and another tool's file are not compressed here: the setting would
      * silently do nothing. */
     if (!has_pipeline) return bad(g, "only a variant with a pipeline is calibrated");
-    if ((st = check_keys(g, keys)) || (st = get_choice(g, "inputs", 1, calib_inputs_names, &inputs))) return st;
+    if (config_setting_length(g) == 0)
+        return bad(g, "an empty calibration group: set inputs, experts or expert_min_tokens");
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "inputs", 0, calib_inputs_names, &inputs)) ||
+        (st = get_choice(g, "experts", 0, calib_experts_names, &var->calib_experts_all)) ||
+        (st = get_int(g, "expert_min_tokens", 0, 1 << 30, &var->expert_min_tokens)))
+        return st;
     var->calib_inputs = (lmp_calib_inputs)inputs;
     return 0;
 }

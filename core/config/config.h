@@ -112,6 +112,14 @@ typedef struct lmp_variant {
     /* the variant's own calibration.inputs, else the config's (a variant built by hand: 0,
      * "compressed") */
     lmp_calib_inputs calib_inputs;
+    /* A mixture of experts (issue 37): calibration.experts = "all" (1: every calibration token
+     * through every expert for the statistics, the block's output still routed) or "routed" (0,
+     * the default: each expert's statistics from the tokens the router sent it); and
+     * calibration.expert_min_tokens: a routed expert that saw fewer tokens gets the declared
+     * fallback (its Hessian the identity: RTN on the stage's grid), named in the log and the
+     * report.  The variant's own, else the config's (a variant built by hand: 0, 0 = 1 token). */
+    int calib_experts_all;
+    int64_t expert_min_tokens;
     /* An external variant (`model = "x.gguf";` instead of a pipeline): another tool's compressed
      * file, evaluated against the same base model; NULL for a pipeline variant.  Resolved against
      * the config's folder and checked like the main model (lmp_config_check_files). */
@@ -137,6 +145,8 @@ typedef struct lmp_run_config {
     int64_t calib_samples, calib_seq_len;
     int calib_random;
     lmp_calib_inputs calib_inputs;         /* calibration.inputs, the variants' default */
+    int calib_experts_all;                 /* calibration.experts, the variants' default */
+    int64_t expert_min_tokens;             /* calibration.expert_min_tokens (default 16) */
     int has_eval;                          /* an eval section (else nothing is measured) */
     char **eval_texts;
     int n_eval_texts;
@@ -194,5 +204,13 @@ int lmp_pattern_match_all(const char *pattern, const char *const *names, int64_t
 
 /* The stage's parameters for this linear (NULL: the stage does not touch it). */
 const lmp_value *lmp_stage_params_for(const lmp_stage *s, const char *linear_name);
+/* Whether one of s's targets names a router (or a shared expert's gate) of this name: the target
+ * matches it and its text holds the name's last component ("gate", "shared_expert_gate").  A
+ * router is never quantized through a target that does not name it (no target, "*", "re:.*_proj"):
+ * issue 37. */
+int lmp_stage_names_router(const lmp_stage *s, const char *linear_name);
+/* lmp_stage_params_for with that rule for the routers: what every caller about a block linear
+ * uses. */
+const lmp_value *lmp_stage_params_for_linear(const lmp_stage *s, const lmp_linear *l);
 
 #endif

@@ -116,6 +116,17 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
+    /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
+     * always do, and no key says otherwise */
+    if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has norm_topk_prob %s, but llama.cpp's %s %s renormalizes the top-k "
+                        "routing weights (no GGUF key says otherwise): not exported", path, m->path,
+                        m->arch.norm_topk ? "true" : "false", d->gguf_arch, d->moe->gguf_norm_topk ? "always" : "never");
+    for (int64_t l = 0; gguf && m->arch.n_experts > 0 && l < m->arch.n_layers; l++)
+        if (!lmp_arch_moe_layer(&m->arch, l))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld of a mixture of experts, which "
+                            "llama.cpp's %s does not read (every layer sparse): not exported", path, m->path,
+                            (long long)l, d->gguf_arch);
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
     static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"};
@@ -128,10 +139,11 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
-    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json
-     * (LongRoPE, soft-caps, layer_types, partial rotary...) is the source's own; the config made
-     * here for a GGUF or llama2.c source says none of that */
-    static const char *const hf_from_hf[] = {"phi3", "gemma2", "gemma3", "glm", "glm4", "ernie4_5"};
+    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts: written in a Hugging Face
+     * folder whose config.json (LongRoPE, soft-caps, layer_types, partial rotary, the experts...) is
+     * the source's own; the config made here for a GGUF or llama2.c source says none of that */
+    static const char *const hf_from_hf[] = {"phi3",     "gemma2",   "gemma3",  "glm", "glm4", "ernie4_5",
+                                             "mixtral", "qwen2moe", "qwen3moe"};
     int from_hf_only = 0;
     for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
     ok |= from_hf_only && !gguf && from_hf;

@@ -282,7 +282,7 @@ enum { MAX_PARTS = 3 };
 typedef struct tensor_plan {
     char name[64];
     int n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     lmp_ggml_type type;
     uint64_t offset, nbytes;   /* offset from the start of the data section */
     tensor_kind kind;
@@ -294,6 +294,10 @@ typedef struct tensor_plan {
     unsigned char part_halves[MAX_PARTS]; /* part k (q or k) goes back to rotate-half order */
     int64_t halves_hd, n_rot;  /* rows (or a vector's values) go back to rotate-half order in heads
                                 * of halves_hd, over the first n_rot of each; 0: as they are */
+    /* llama.cpp's 3-D ffn_{gate,up,down}_exps (ne = {in, out, experts}): the `role` linear of each
+     * routed expert, one after the other (n_parts and part[] unused) */
+    int experts;
+    lmp_role role;
 } tensor_plan;
 
 typedef struct plan_list {
@@ -310,7 +314,7 @@ typedef struct plan_list {
 /* The bytes of a tensor of t's type and shape; a quantized weight's, of its linear l. */
 static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
 {
-    const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1];
+    const uint64_t ne0 = (uint64_t)t->ne[0], ne1 = (uint64_t)t->ne[1] * (uint64_t)(t->n_dims == 3 ? t->ne[2] : 1);
     if (t->type == LMP_GGML_F32) return 4u * ne0 * ne1;
     if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
     const lmp_wformat f = l ? l->grid->spec.format : type_format(t->type);
@@ -330,12 +334,58 @@ static void add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t
     t->nbytes = tensor_bytes(t, type != LMP_GGML_F32 ? l : NULL);
 }
 
+/* A sparse block's routed experts: one 3-D tensor per role, every expert stored alike (one ggml
+ * type, as the tensor has). */
+static int plan_experts(plan_list *p, int64_t b, const lmp_block *blk)
+{
+    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    char name[64];
+    for (int r = 0; r < 3; r++) {
+        const int i0 = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, 0);
+        if (i0 < 0) return lmp_fail(LMP_EINVAL, "block %lld: no expert 0 of role %d", (long long)b, (int)roles[r]);
+        const lmp_linear *l0 = &blk->linears[i0];
+        const char *stem = lmp_gguf_moe_stem(l0); /* ffn_{gate,up,down}_exps (model/tensor_names.h) */
+        for (int e = 0; e < blk->n_experts; e++) {
+            const int i = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, e);
+            const lmp_linear *l = i < 0 ? NULL : &blk->linears[i];
+            if (!l || l->out != l0->out || l->in != l0->in)
+                return lmp_fail(LMP_EINVAL, "block %lld: expert %d's %s is missing or of another shape", (long long)b,
+                                e, stem);
+            if (l->b)
+                return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
+                                l->name, stem);
+            if (linear_type(l) != linear_type(l0))
+                return lmp_fail(LMP_EINVAL, "%s is stored as %s but %s as %s, and llama.cpp holds every expert's in one "
+                                "tensor (blk.%lld.%s): quantize the experts alike", l->name,
+                                lmp_ggml_type_name(linear_type(l)), l0->name, lmp_ggml_type_name(linear_type(l0)),
+                                (long long)b, stem);
+        }
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
+        add_tensor(p, name, T_WEIGHT, b, 0, NULL, l0->in, l0->out, linear_type(l0), NULL);
+        tensor_plan *t = &p->t[p->n - 1];
+        t->n_dims = 3;
+        t->ne[2] = blk->n_experts;
+        t->experts = blk->n_experts;
+        t->role = roles[r];
+        /* every expert's bytes alike: the first's type and shape, n_experts times */
+        const tensor_plan one = {.n_dims = 2, .ne = {l0->in, l0->out, 1}, .type = t->type};
+        t->nbytes = tensor_bytes(&one, t->type != LMP_GGML_F32 ? l0 : NULL) * (uint64_t)blk->n_experts;
+    }
+    return 0;
+}
+
 /* The linears of blk that tensor of linear i gathers, in row order (one, or a fused tensor's
  * parts: q, k, v or gate, up), and its stem; 0 parts when linear i is a later part of a fused
- * tensor (written with the first). */
+ * tensor (written with the first), or a routed expert's (plan_experts). */
 static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *part, const char **stem)
 {
     const lmp_arch_desc *d = a->desc;
+    if (blk->linears[i].expert_kind == LMP_EXPERT_ROUTED) return 0;
+    if (blk->n_experts > 0 && lmp_gguf_moe_stem(&blk->linears[i])) { /* router, shared expert (model/tensor_names.h) */
+        part[0] = i;
+        *stem = lmp_gguf_moe_stem(&blk->linears[i]);
+        return 1;
+    }
     int64_t r0, rows;
     const int fused = d ? lmp_fused_rows(a, &blk->linears[i], d->gguf_fused_qkv, d->gguf_fused_gate_up, &r0, &rows)
                         : LMP_FUSED_NONE;
@@ -415,6 +465,9 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
         }
         for (int bias = 0; bias < 1 + (n_bias > 0); bias++) {
             snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, stem, bias ? "bias" : "weight");
+            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0))
+                return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
+                                l0->name, stem);
             if (bias) add_tensor(p, name, T_BIAS, b, 0, NULL, rows, 0, LMP_GGML_F32, NULL);
             else add_tensor(p, name, T_WEIGHT, b, 0, NULL, l0->in, rows, linear_type(l0), l0);
             tensor_plan *t = &p->t[p->n - 1];
@@ -425,7 +478,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
             t->n_rot = p->n_rot;
         }
     }
-    return 0;
+    return blk->n_experts > 0 ? plan_experts(p, b, blk) : 0;
 }
 
 /* Per-pair divisors of the plain frequencies theta^(-2i/n_rot) that give `target` back, as GGUF
@@ -561,7 +614,16 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     lmp_gguf_kv_u32(kv, K("context_length"), (uint32_t)a->seq_len);
     lmp_gguf_kv_u32(kv, K("embedding_length"), (uint32_t)a->dim);
     lmp_gguf_kv_u32(kv, K("block_count"), (uint32_t)a->n_layers);
-    lmp_gguf_kv_u32(kv, K("feed_forward_length"), (uint32_t)a->hidden);
+    /* Mixtral's feed_forward_length is its experts' width (it has no other MLP) */
+    const int mixtral = a->n_experts > 0 && d && d->moe && !d->moe->hf_sparse_step;
+    lmp_gguf_kv_u32(kv, K("feed_forward_length"), (uint32_t)(mixtral ? a->expert_hidden : a->hidden));
+    if (a->n_experts > 0) { /* as convert_hf_to_gguf.py writes them */
+        lmp_gguf_kv_u32(kv, K("expert_count"), (uint32_t)a->n_experts);
+        lmp_gguf_kv_u32(kv, K("expert_used_count"), (uint32_t)a->n_experts_used);
+        if (!mixtral) lmp_gguf_kv_u32(kv, K("expert_feed_forward_length"), (uint32_t)a->expert_hidden);
+        if (a->shared_hidden)
+            lmp_gguf_kv_u32(kv, K("expert_shared_feed_forward_length"), (uint32_t)a->shared_hidden);
+    }
     lmp_gguf_kv_u32(kv, K("attention.head_count"), (uint32_t)a->n_heads);
     if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm, learned positions: no RoPE, no GQA keys */
         lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
@@ -812,7 +874,7 @@ static lmp_ggml_type source_type(lmp_ctx *ctx, const lmp_model *m, const char *n
  * blocks in memory at a time; halves: in rotate-half order (tensor_plan). */
 static int write_quantized(FILE *f, const tensor_plan *t, const lmp_linear *l, int halves)
 {
-    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+    const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)(t->ne[1] * (t->n_dims == 3 ? t->ne[2] : 1)));
     int32_t *codes = malloc((size_t)l->in * sizeof *codes);
     unsigned char *row = malloc(row_bytes);
     int st = codes && row ? 0 : lmp_fail(LMP_ENOMEM, "%s: out of memory", l->name);
@@ -866,6 +928,8 @@ static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
         return write_vector(f, t, t->kind == T_NORM ? nm->w : nm->b, t->ne[0], t->halves_hd != 0);
     }
     int st = 0;
+    for (int e = 0; e < t->experts && !st; e++) /* a 3-D experts tensor: expert after expert */
+        st = write_part(f, t, &blk->linears[lmp_block_find_expert(blk, t->role, LMP_EXPERT_ROUTED, e)], 0);
     for (int k = 0; k < t->n_parts && !st; k++) st = write_part(f, t, &blk->linears[t->part[k]], t->part_halves[k]);
     return st;
 }
@@ -991,7 +1055,9 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
         st = write_file(ctx, o->path, &header, &p, blocks);
         if (!st) {
             uint64_t bytes = 0, weights = 0;
-            for (int i = 0; i < p.n; i++) bytes += p.t[i].nbytes, weights += (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1];
+            for (int i = 0; i < p.n; i++)
+                bytes += p.t[i].nbytes,
+                    weights += (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1] * (uint64_t)(p.t[i].n_dims == 3 ? p.t[i].ne[2] : 1);
             lmp_export_log_size(ctx, o->path, (uint64_t)header.len + p.data_bytes, bytes, weights);
         }
     }

@@ -569,12 +569,17 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
     const lmp_arch *a = &m->arch;
     int st = read_source(p);
     if (st) return st;
-    lmp_block shape;
-    if ((st = lmp_block_init(&shape, 0, a))) return st;
-    const int64_t per_lin = shape.n_linears, per_norm = shape.n_norms;
-    lmp_block_free_tables(&shape);
-    p->lins = calloc((size_t)(a->n_layers * per_lin) + 1, sizeof *p->lins);
-    p->norms = calloc((size_t)(a->n_layers * per_norm) + 1, sizeof *p->norms);
+    /* blocks of one model may differ (a mixture of experts' dense first layers): each its own */
+    int64_t all_lins = 0, all_norms = 0;
+    for (int64_t b = 0; b < a->n_layers && !st; b++) {
+        lmp_block shape;
+        if ((st = lmp_block_init(&shape, (int)b, a))) return st;
+        all_lins += shape.n_linears;
+        all_norms += shape.n_norms;
+        lmp_block_free_tables(&shape);
+    }
+    p->lins = calloc((size_t)all_lins + 1, sizeof *p->lins);
+    p->norms = calloc((size_t)all_norms + 1, sizeof *p->norms);
     if (!p->lins || !p->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
     int n_quant = 0, n_bf16 = 0, n_f16 = 0;
     int64_t pruned = 0, total = 0;
@@ -582,9 +587,13 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
         lmp_progress(ctx, "checking the blocks", b, a->n_layers);
         lmp_block blk;
         if ((st = p->blocks->get(p->blocks->self, b, &blk))) break;
-        if (blk.n_linears != per_lin || blk.n_norms != per_norm)
-            st = lmp_fail(LMP_EINVAL, "block %lld has %d linears and %d norms, not the architecture's %lld and %lld",
-                          (long long)b, blk.n_linears, blk.n_norms, (long long)per_lin, (long long)per_norm);
+        lmp_block shape;
+        if (!(st = lmp_block_init(&shape, (int)b, a))) {
+            if (blk.n_linears != shape.n_linears || blk.n_norms != shape.n_norms)
+                st = lmp_fail(LMP_EINVAL, "block %lld has %d linears and %d norms, not the architecture's %d and %d",
+                              (long long)b, blk.n_linears, blk.n_norms, shape.n_linears, shape.n_norms);
+            lmp_block_free_tables(&shape);
+        }
         const int first = p->n_lins;
         if (!st) st = plan_block(ctx, p, b, &blk, &n_quant, &n_bf16, &n_f16, &pruned, &total);
         static const lmp_role qkv[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, gate_up[2] = {LMP_ROLE_GATE, LMP_ROLE_UP};

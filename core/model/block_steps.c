@@ -100,7 +100,16 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
     add_residual(p, 1, LMP_SLOT_X, a->post_norms ? LMP_SLOT_ATT_POST : LMP_SLOT_ATT_OUT, LMP_SLOT_X1);
     /* group 2: the MLP's activation over norm_mlp(x1) */
     norm_step(p, a, 2, LMP_NORM_MLP, LMP_SLOT_X1, LMP_SLOT_XN_MLP);
-    if (gpt2) {
+    if (lmp_arch_moe_layer(a, layer)) { /* a sparse layer: the experts in one step */
+        lmp_block_step *s = add_step(p, LMP_STEP_MOE, 2);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_XN_MLP}, 1, (lmp_slot[]){LMP_SLOT_MLP_OUT});
+        s->n_experts = a->n_experts;
+        s->top_k = a->n_experts_used;
+        s->expert_hidden = a->expert_hidden;
+        s->shared_hidden = a->shared_hidden;
+        s->norm_topk = a->norm_topk;
+        s->shared_gate = a->shared_hidden > 0 && a->desc && a->desc->moe && a->desc->moe->hf_shared_gate;
+    } else if (gpt2) {
         linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
         io(add_step(p, LMP_STEP_GELU, 2), 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
     } else {
@@ -113,7 +122,8 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
     if (a->online_r4) /* R4: down's input turned online; down's weight holds the inverse */
         io(add_step(p, LMP_STEP_ROTATE, 2), 1, (lmp_slot[]){LMP_SLOT_H}, 1, (lmp_slot[]){LMP_SLOT_H});
     /* group 3: y = x1 + down(h), through the post-MLP norm when there is one */
-    linears_step(p, 3, LMP_SLOT_H, 1, (lmp_role[]){LMP_ROLE_DOWN}, (lmp_slot[]){LMP_SLOT_MLP_OUT}, 1);
+    if (!lmp_arch_moe_layer(a, layer))
+        linears_step(p, 3, LMP_SLOT_H, 1, (lmp_role[]){LMP_ROLE_DOWN}, (lmp_slot[]){LMP_SLOT_MLP_OUT}, 1);
     if (a->post_norms) norm_step(p, a, 3, LMP_NORM_POST_MLP, LMP_SLOT_MLP_OUT, LMP_SLOT_MLP_POST);
     add_residual(p, 3, LMP_SLOT_X1, a->post_norms ? LMP_SLOT_MLP_POST : LMP_SLOT_MLP_OUT, LMP_SLOT_Y);
 
@@ -134,6 +144,44 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         }
 }
 
+/* One linear of the MoE step: present, of [out, in]. */
+static int moe_linear_check(const lmp_block *blk, int li, const char *what, int64_t out, int64_t in)
+{
+    if (li < 0) return lmp_fail(LMP_EINVAL, "block %d has no %s, its architecture's mixture of experts needs one",
+                                blk->index, what);
+    const lmp_linear *l = &blk->linears[li];
+    if (l->out != out || l->in != in)
+        return lmp_fail(LMP_EINVAL, "%s is [%lld, %lld], its architecture makes it [%lld, %lld]", l->name,
+                        (long long)l->out, (long long)l->in, (long long)out, (long long)in);
+    return 0;
+}
+
+/* The router, the shared expert and its gate, every routed expert's gate, up and down, and
+ * nothing else in the MLP's place. */
+static int moe_check(const lmp_block_plan *p, const lmp_block_step *s, const lmp_block *blk)
+{
+    const int64_t d = p->width[s->in[0]], E = s->n_experts, f = s->expert_hidden, fs = s->shared_hidden;
+    if (blk->n_experts != E || blk->n_experts_used != s->top_k)
+        return lmp_fail(LMP_EINVAL, "block %d has %d experts, %d per token; its architecture %lld, %lld", blk->index,
+                        blk->n_experts, blk->n_experts_used, (long long)E, (long long)s->top_k);
+    int st = moe_linear_check(blk, lmp_block_find(blk, LMP_ROLE_ROUTER), "router", E, d);
+    if (!st && s->shared_gate) st = moe_linear_check(blk, lmp_block_find(blk, LMP_ROLE_SHARED_GATE), "shared gate", 1, d);
+    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    for (int r = 0; r < 3 && !st; r++) {
+        const int down = roles[r] == LMP_ROLE_DOWN;
+        if (fs) st = moe_linear_check(blk, lmp_block_find_expert(blk, roles[r], LMP_EXPERT_SHARED, 0), "shared expert",
+                                      down ? d : fs, down ? fs : d);
+        for (int e = 0; e < E && !st; e++)
+            st = moe_linear_check(blk, lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, e), "expert linear",
+                                  down ? d : f, down ? f : d);
+    }
+    const int want = 4 + 1 + (s->shared_gate != 0) + 3 * (fs > 0) + 3 * (int)E;
+    if (!st && blk->n_linears != want)
+        st = lmp_fail(LMP_EINVAL, "block %d has %d linears, its architecture's sparse layer %d", blk->index,
+                      blk->n_linears, want);
+    return st;
+}
+
 int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
 {
     unsigned char used[64] = {0};
@@ -147,6 +195,10 @@ int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
                 return lmp_fail(LMP_EINVAL, "%s: a norm of %lld, the block's %s needs %lld", blk->norms[s->norm].name,
                                 (long long)blk->norms[s->norm].dim, lmp_step_kind_name(s->kind), (long long)dim);
             if (s->norm < (int)sizeof used) used[s->norm] = 1;
+        }
+        if (s->kind == LMP_STEP_MOE) {
+            int st = moe_check(p, s, blk);
+            if (st) return st;
         }
         if (s->kind == LMP_STEP_LINEARS)
             for (int o = 0; o < s->n_out; o++) {
@@ -170,6 +222,11 @@ int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r)
 {
     for (int i = 0; i < p->n_steps; i++) {
         const lmp_block_step *s = &p->step[i];
+        if (s->kind == LMP_STEP_MOE) { /* the router's and the experts' gate/up inputs, then downs' */
+            if (r == LMP_ROLE_ROUTER || r == LMP_ROLE_SHARED_GATE || r == LMP_ROLE_GATE || r == LMP_ROLE_UP)
+                return s->group;
+            if (r == LMP_ROLE_DOWN) return s->group + 1;
+        }
         if (s->kind != LMP_STEP_LINEARS) continue;
         for (int o = 0; o < s->n_out; o++)
             if (s->roles[o] == r) return s->group;
@@ -187,6 +244,11 @@ double lmp_block_plan_flops(const lmp_block_plan *p, int64_t T, int group)
         if (s->kind == LMP_STEP_LINEARS)
             for (int o = 0; o < s->n_out; o++) sum += 2 * t * (double)p->width[s->in[0]] * (double)p->width[s->out[o]];
         if (s->kind == LMP_STEP_ATTENTION) sum += 2 * (2 * t * t * (double)p->width[LMP_SLOT_Q]);
+        if (s->kind == LMP_STEP_MOE) { /* the router, k experts a token, the shared expert and its gate */
+            const double d = (double)p->width[s->in[0]];
+            sum += 2 * t * d * (double)s->n_experts + 2 * t * 3 * d * (double)(s->top_k * s->expert_hidden) +
+                   2 * t * 3 * d * (double)s->shared_hidden + (s->shared_gate ? 2 * t * d : 0);
+        }
     }
     return sum;
 }
@@ -197,6 +259,6 @@ const char *lmp_step_kind_name(lmp_step_kind k)
         [LMP_STEP_NORM] = "norm",   [LMP_STEP_LINEARS] = "linears", [LMP_STEP_HEAD_NORM] = "q/k norm",
         [LMP_STEP_ROPE] = "rope",   [LMP_STEP_SCALE] = "q scale",   [LMP_STEP_ATTENTION] = "attention",
         [LMP_STEP_GLU] = "gated activation", [LMP_STEP_GELU] = "gelu", [LMP_STEP_ADD] = "residual add",
-        [LMP_STEP_ROTATE] = "online rotation"};
+        [LMP_STEP_MOE] = "mixture of experts", [LMP_STEP_ROTATE] = "online rotation"};
     return k >= 0 && k < LMP_STEP_KINDS ? names[k] : "unknown step";
 }

@@ -29,6 +29,12 @@
  *             gate, up = gate, up linears (xn_mlp)        LINEARS     [T,d] -> [T,f], [T,f]
  *             h = silu(gate) * up, gelu(gate) * up        GLU         (GPT-2: h = gelu(up), GELU)
  *             h = h Q4                                    ROTATE      online R4 (model.rotate)
+ *     (a sparse layer of a mixture of experts instead:
+ *             mlp_out = moe(xn_mlp)                       MOE         [T,d] -> [T,d]: the router's
+ *             logits, softmax, top k, each expert's SwiGLU MLP on the tokens routed to it weighted by
+ *             their probability, plus the shared expert times sigmoid(shared gate); it observes the
+ *             router's and every expert's gate/up input (group 2, an expert's the rows routed to it)
+ *             and then every expert's down input (group 3) itself)
  *   group 3:  mlp_out = down(h)                           LINEARS     [T,f] -> [T,d]
  *             mlp_post = norm_post_mlp(mlp_out)           NORM        (GLM-4, Gemma 2/3)
  *             y = x1 + mlp_post (or mlp_out)              ADD
@@ -73,6 +79,7 @@ typedef enum {
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */
     LMP_STEP_ROTATE,    /* in[0] (and in[1]) turned in place by an online rotation (model/rotate.h):
                          * R3, q and k per head (heads[0], heads[1]), or R4, down's input */
+    LMP_STEP_MOE,       /* out = the mixture of experts on in[0] (see above; group 2) */
     LMP_STEP_KINDS
 } lmp_step_kind;
 
@@ -91,7 +98,11 @@ typedef struct lmp_block_step {
     float scale;                        /* SCALE */
     int64_t window;                     /* ATTENTION: keys after t - window (0: all earlier) */
     float softcap;                      /* ATTENTION: scores through c tanh(s / c) (0: none) */
-    int gelu;                           /* GLU: gelu_tanh(gate) (GeGLU) rather than silu */
+    int gelu;                           /* GLU: gelu_tanh(gate) * up (GeGLU) rather than silu */
+    /* MOE: routed experts of width expert_hidden, top_k per token, renormalized when norm_topk;
+     * a shared expert of shared_hidden (0: none), gated when shared_gate */
+    int64_t n_experts, top_k, expert_hidden, shared_hidden;
+    int norm_topk, shared_gate;
 } lmp_block_step;
 
 #define LMP_BLOCK_MAX_STEPS 20
@@ -113,7 +124,9 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer);
 int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk);
 
 /* The input group (0..3) of the step whose linears include role r: where a pass observing r's
- * input may stop, and which of a sequential stage's rounds treats it; -1 when the plan has none. */
+ * input may stop, and which of a sequential stage's rounds treats it; -1 when the plan has none.
+ * In a sparse layer (LMP_STEP_MOE): the router, the shared gate and every expert's gate and up
+ * read the MoE's input (its group, 2), every expert's down the next (3). */
 int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r);
 
 /* The FLOPs of the plan's steps in groups [0, group) over T tokens: each linear as 2·T·in·out,

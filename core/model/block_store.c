@@ -74,7 +74,10 @@ int lmp_block_store_open(lmp_ctx *ctx, int64_t n_blocks, const char *what, lmp_b
 static void free_tables(stored_block *sb)
 {
     for (int i = 0; sb->lin && i < sb->meta.n_linears; i++) free((char *)sb->lin[i].meta.name);
-    for (int i = 0; sb->norm && i < sb->meta.n_norms; i++) free((char *)sb->norm[i].meta.name);
+    for (int i = 0; sb->norm && i < sb->meta.n_norms; i++) {
+        free((char *)sb->norm[i].meta.name);
+        free(sb->norm[i].meta.fed);
+    }
     free(sb->lin);
     free(sb->norm);
     memset(sb, 0, sizeof *sb);
@@ -232,7 +235,8 @@ int lmp_block_store_put(lmp_block_store *s, const lmp_block *blk)
         sn->meta = *nm;
         sn->meta.w = sn->meta.b = NULL;
         sn->has_b = nm->b != NULL;
-        if (!(sn->meta.name = strdup(nm->name))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        sn->meta.fed = lmp_fed_dup(nm->fed, nm->n_fed);
+        if (!(sn->meta.name = strdup(nm->name)) || (nm->n_fed && !sn->meta.fed)) st = lmp_fail(LMP_ENOMEM, "out of memory");
         if (!st) st = put(s, nm->w, (size_t)nm->dim * 4, nm->dim * 4);
         if (!st && nm->b) st = put(s, nm->b, (size_t)nm->dim * 4, nm->dim * 4);
     }
@@ -339,7 +343,8 @@ static int store_get(const void *self, int64_t b, lmp_block *out)
         const stored_norm *sn = &sb->norm[i];
         lmp_norm *nm = &out->norms[i];
         *nm = sn->meta;
-        if (!(nm->name = strdup(sn->meta.name))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        nm->fed = lmp_fed_dup(sn->meta.fed, sn->meta.n_fed);
+        if (!(nm->name = strdup(sn->meta.name)) || (nm->n_fed && !nm->fed)) st = lmp_fail(LMP_ENOMEM, "out of memory");
         else if (!(nm->w = take(&rd, (size_t)nm->dim * 4)) || (sn->has_b && !(nm->b = take(&rd, (size_t)nm->dim * 4))))
             st = LMP_EIO;
     }

@@ -150,6 +150,148 @@ static void slot_homes(float *slot[LMP_SLOT_COUNT], float *x, float *xn, float *
     slot[LMP_SLOT_UP] = u;
 }
 
+/* ---- a mixture of experts (LMP_STEP_MOE) ----------------------------------------------------- */
+
+void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt)
+{
+    double *p = malloc((size_t)E * sizeof *p);
+    for (int64_t t = 0; p && t < T; t++) {
+        const float *z = logits + t * E;
+        double mx = z[0], sum = 0;
+        for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int64_t e = 0; e < E; e++) sum += p[e] = exp((double)z[e] - mx);
+        double top = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (p[e] >= 0 && (best < 0 || p[e] > p[best])) best = e;
+            sel[t * k + j] = (int)best;
+            wt[t * k + j] = (float)(p[best] / sum);
+            top += p[best] / sum;
+            p[best] = -1; /* taken */
+        }
+        for (int64_t j = 0; norm_topk && j < k; j++) wt[t * k + j] = (float)((double)wt[t * k + j] / top);
+    }
+    free(p);
+}
+
+/* Gathers the rows of x[T, C] listed in rows[n] into out[n, C]. */
+static void gather_rows(const float *x, int64_t C, const int64_t *rows, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * C, x + rows[i] * C, (size_t)C * sizeof *out);
+}
+
+/* One expert's SwiGLU MLP on x[n, d]: h[n, f] = silu(gate x) * up x (observed by obs as the gate's
+ * and up's input when obs_x is x), then y[n, d] = down h.  g is [n, f] scratch. */
+static int expert_mlp(const lmp_backend *be, const lmp_linear *gate, const lmp_linear *up, const lmp_linear *down,
+                      int64_t n, const float *x, float *g, float *h, float *qbuf, float *y)
+{
+    int st = run_linear(be, gate, n, x, qbuf, g);
+    if (!st) st = run_linear(be, up, n, x, qbuf, h);
+    if (!st) st = lmp_be_swiglu(be, n * gate->out, g, h, h);
+    if (!st && y) st = run_linear(be, down, n, h, qbuf, y);
+    return st;
+}
+
+/* out[T, d] = the mixture of experts on xn[T, d] (block_steps.h).  The observer sees, in this
+ * order: the router's input (shared by the shared expert's gate, up and sigmoid gate), each
+ * expert's gate/up input (the rows routed to it, or every row when it asks for
+ * LMP_OBSERVE_ALL_EXPERTS), then each expert's down input, then the shared expert's.  A
+ * LMP_FORWARD_STOP is honoured once every input of its group has been observed (an expert's
+ * statistics are not cut short at the first expert). */
+static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_step *s, int64_t T, const float *xn,
+                   float *out, lmp_observe_fn obs, void *ud)
+{
+    const int64_t d = blk->linears[0].in, E = s->n_experts, k = s->top_k, f = s->expert_hidden, fs = s->shared_hidden;
+    const int64_t fw = f > fs ? f : fs, wide = fw > d ? fw : d;
+    const int router = lmp_block_find(blk, LMP_ROLE_ROUTER), sgate = lmp_block_find(blk, LMP_ROLE_SHARED_GATE);
+    int sh[3] = {-1, -1, -1};
+    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    for (int r = 0; fs && r < 3; r++) sh[r] = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_SHARED, 0);
+    const int all = obs && obs(ud, NULL, 0, NULL, 0, 0) == LMP_OBSERVE_ALL_EXPERTS;
+    float *logits = malloc((size_t)(T * E) * sizeof *logits), *wt = malloc((size_t)(T * k) * sizeof *wt);
+    int *sel = malloc((size_t)(T * k) * sizeof *sel);
+    int64_t *rows = malloc((size_t)T * sizeof *rows), *slot = malloc((size_t)T * sizeof *slot);
+    /* xe[T, d] the rows of one expert, g, h [T, fw], ye [T, d], qbuf [T, wide], gate [T] */
+    float *buf = malloc((size_t)(T * (2 * d + 2 * fw + wide + 1)) * sizeof *buf);
+    int st = logits && wt && sel && rows && slot && buf ? 0 : lmp_fail(LMP_ENOMEM, "out of memory in block %d's experts",
+                                                                        blk->index);
+    float *xe = buf, *g = xe + T * d, *h = g + T * fw, *ye = h + T * fw, *qbuf = ye + T * d, *sg = qbuf + T * wide;
+    int stop = 0;
+    /* group 2: the router's input, then each expert's gate/up input */
+    if (!st && obs) {
+        int lins[4], n = 0;
+        lins[n++] = router;
+        if (sgate >= 0) lins[n++] = sgate;
+        if (sh[0] >= 0) lins[n++] = sh[0], lins[n++] = sh[1];
+        st = obs(ud, lins, n, xn, T, d);
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+    }
+    if (!st) st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
+    if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    for (int e = 0; obs && !st && e < E; e++) {
+        const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
+        const int lins[2] = {gi, lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)};
+        int64_t n = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < k; j++)
+                if (sel[t * k + j] == e) rows[n++] = t;
+        if (all) st = obs(ud, lins, 2, xn, T, d);
+        else if (n) {
+            gather_rows(xn, d, rows, n, xe);
+            st = obs(ud, lins, 2, xe, n, d);
+        }
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+    }
+    if (!st && stop) st = LMP_FORWARD_STOP;
+    /* the experts, each on its rows, weighted into out; their down inputs observed (group 3) */
+    if (!st) memset(out, 0, (size_t)(T * d) * sizeof *out);
+    for (int e = 0; !st && e < E; e++) {
+        const lmp_linear *G = &blk->linears[lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e)];
+        const lmp_linear *U = &blk->linears[lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)];
+        const int di = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e);
+        int64_t n = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < k; j++)
+                if (sel[t * k + j] == e) rows[n] = t, slot[n++] = t * k + j;
+        if (all && obs) { /* statistics only: every token through the expert; the output below is the routed one */
+            st = expert_mlp(be, G, U, NULL, T, xn, g, h, qbuf, NULL);
+            if (!st) st = obs(ud, &di, 1, h, T, f);
+            if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+        }
+        if (st || !n) continue;
+        gather_rows(xn, d, rows, n, xe);
+        st = expert_mlp(be, G, U, NULL, n, xe, g, h, qbuf, NULL);
+        if (!st && obs && !all) st = obs(ud, &di, 1, h, n, f);
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+        if (!st) st = run_linear(be, &blk->linears[di], n, h, qbuf, ye);
+        for (int64_t i = 0; !st && i < n; i++) { /* transformers: index_add_ of y * weight, expert by expert */
+            const float w = wt[slot[i]];
+            for (int64_t c = 0; c < d; c++) out[rows[i] * d + c] += ye[i * d + c] * w;
+        }
+    }
+    /* the shared expert on every token, times sigmoid(its gate) */
+    if (!st && fs) {
+        st = expert_mlp(be, &blk->linears[sh[0]], &blk->linears[sh[1]], NULL, T, xn, g, h, qbuf, NULL);
+        if (!st && obs) st = obs(ud, &sh[2], 1, h, T, fs);
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+        if (!st) st = run_linear(be, &blk->linears[sh[2]], T, h, qbuf, ye);
+        if (!st && sgate >= 0) st = run_linear(be, &blk->linears[sgate], T, xn, qbuf, sg);
+        for (int64_t t = 0; !st && t < T; t++) {
+            const float gate = sgate >= 0 ? (float)(1.0 / (1.0 + exp(-(double)sg[t]))) : 1.0f;
+            for (int64_t c = 0; c < d; c++) out[t * d + c] += gate * ye[t * d + c];
+        }
+    }
+    if (!st && stop) st = LMP_FORWARD_STOP;
+    free(logits);
+    free(wt);
+    free(sel);
+    free(rows);
+    free(slot);
+    free(buf);
+    return st;
+}
+
 /* Step s forward on the slots' buffers. */
 static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
                     const lmp_block_step *s, int64_t T, float *const *slot, float *qbuf, float *work,
@@ -193,6 +335,8 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         return 0;
     case LMP_STEP_ROTATE:
         return lmp_rotate_online(be, a, s, T, slot, 0);
+    case LMP_STEP_MOE:
+        return run_moe(be, blk, s, T, in, out, obs, ud);
     case LMP_STEP_KINDS:
         break;
     }

@@ -14,6 +14,11 @@
  * linears lins[0..n_lins) (q,k,v share one input; gate,up share one).  Returns 0 to go on,
  * LMP_FORWARD_STOP to end the block there (x is then left half-computed), or an LMP_E* error. */
 #define LMP_FORWARD_STOP 1
+/* A mixture of experts first calls the observer with n_lins 0 (lins and x NULL, T and C 0): an
+ * observer that answers LMP_OBSERVE_ALL_EXPERTS then sees every token at every expert's inputs
+ * (calibration.experts = "all": statistics only, the block's output still follows the router);
+ * any other answer, the tokens routed to each expert.  Every observer must accept such a call. */
+#define LMP_OBSERVE_ALL_EXPERTS 2
 typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float *x, int64_t T,
                               int64_t C);
 
@@ -65,6 +70,12 @@ double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
 /* RoPE on x[T, n_heads*head_dim] at positions 0..T-1 as the architecture says for `layer`: the
  * classic `rope` op, or `rope_table` for a scaled or partial rotation. */
 int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x);
+
+/* A mixture of experts' routing (LMP_STEP_MOE) from the router's logits[T, E]: sel[t * k + j] the
+ * j-th expert token t goes to, wt its weight: softmax over the E logits (in double), the k largest
+ * (ties to the lower index, as torch.topk on distinct values), renormalized to sum to 1 when
+ * norm_topk.  The forward and the backward (train/backward.c) route with this one function. */
+void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt);
 
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);

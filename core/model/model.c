@@ -18,9 +18,99 @@
 /* ---- block tables ------------------------------------------------------------------------ */
 static char *fmt_name(const char *prefix, int layer, const char *leaf)
 {
-    char buf[160];
+    char buf[320];
     snprintf(buf, sizeof buf, "%s.%d.%s", prefix, layer, leaf);
     return strdup(buf);
+}
+
+/* The HF names of a sparse layer's linears after "model.layers.N.": attention, the router, the
+ * shared gate, the shared expert's gate/up/down, then each routed expert's gate/up/down. */
+static int moe_layout(lmp_block *b, int index, const lmp_arch *a)
+{
+    const lmp_moe_desc *md = a->desc->moe;
+    const int shared = a->shared_hidden > 0, shared_gate = shared && md->hf_shared_gate;
+    const int E = (int)a->n_experts;
+    b->n_experts = E;
+    b->n_experts_used = (int)a->n_experts_used;
+    b->n_linears = 4 + 1 + shared_gate + 3 * shared + 3 * E;
+    b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
+    if (!b->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
+    int k = 0;
+    for (int i = 0; i < 4; i++) {
+        static const lmp_role attn[4] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O};
+        b->linears[k].role = attn[i];
+        b->linears[k++].name = fmt_name("model.layers", index, lmp_hf_linear_leaf(a->family, attn[i]));
+    }
+    b->linears[k].role = LMP_ROLE_ROUTER;
+    b->linears[k++].name = fmt_name("model.layers", index, md->hf_router);
+    if (shared_gate) {
+        b->linears[k].role = LMP_ROLE_SHARED_GATE;
+        b->linears[k++].name = fmt_name("model.layers", index, md->hf_shared_gate);
+    }
+    static const lmp_role mlp_roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    static const char *const shared_leaf[3] = {"gate_proj", "up_proj", "down_proj"};
+    char leaf[160];
+    for (int r = 0; shared && r < 3; r++) {
+        snprintf(leaf, sizeof leaf, "%s.%s", md->hf_shared, shared_leaf[r]);
+        b->linears[k] = (lmp_linear){.role = mlp_roles[r], .expert_kind = LMP_EXPERT_SHARED,
+                                     .name = fmt_name("model.layers", index, leaf)};
+        k++;
+    }
+    for (int e = 0; e < E; e++)
+        for (int r = 0; r < 3; r++) {
+            snprintf(leaf, sizeof leaf, "%s.%d.%s", md->hf_experts, e, md->hf_expert_leaf[r]);
+            b->linears[k] = (lmp_linear){.role = mlp_roles[r], .expert_kind = LMP_EXPERT_ROUTED, .expert = e,
+                                         .name = fmt_name("model.layers", index, leaf)};
+            k++;
+        }
+    return 0;
+}
+
+/* [out, in] of a linear of architecture a (in a sparse layer for the MLP's). */
+static void linear_shape(const lmp_arch *a, lmp_linear *l)
+{
+    const int64_t kv = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
+    const int64_t f = l->expert_kind == LMP_EXPERT_ROUTED ? a->expert_hidden
+                      : l->expert_kind == LMP_EXPERT_SHARED ? a->shared_hidden : a->hidden;
+    switch (l->role) {
+    case LMP_ROLE_Q: l->out = qd, l->in = a->dim; break;
+    case LMP_ROLE_K: case LMP_ROLE_V: l->out = kv, l->in = a->dim; break;
+    case LMP_ROLE_O: l->out = a->dim, l->in = qd; break;
+    case LMP_ROLE_GATE: case LMP_ROLE_UP: l->out = f, l->in = a->dim; break;
+    case LMP_ROLE_DOWN: l->out = a->dim, l->in = f; break;
+    case LMP_ROLE_ROUTER: l->out = a->n_experts, l->in = a->dim; break;
+    case LMP_ROLE_SHARED_GATE: l->out = 1, l->in = a->dim; break;
+    case LMP_ROLE_COUNT: break;
+    }
+}
+
+int64_t lmp_blocks_linear_count(const lmp_block *blocks, int64_t n)
+{
+    int64_t total = 0;
+    for (int64_t b = 0; b < n; b++) total += blocks[b].n_linears;
+    return total;
+}
+
+int lmp_blocks_linear_at(const lmp_block *blocks, int64_t n, int64_t g, int64_t *b, int *i)
+{
+    for (*b = 0; *b < n && g >= 0; (*b)++) {
+        if (g < blocks[*b].n_linears) {
+            *i = (int)g;
+            return 0;
+        }
+        g -= blocks[*b].n_linears;
+    }
+    *b = 0;
+    *i = 0;
+    return -1;
+}
+
+int *lmp_fed_dup(const int *fed, int n)
+{
+    if (!fed || n <= 0) return NULL;
+    int *p = malloc((size_t)n * sizeof *p);
+    if (p) memcpy(p, fed, (size_t)n * sizeof *p);
+    return p;
 }
 
 int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
@@ -35,21 +125,26 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     memset(b, 0, sizeof *b);
     b->index = index;
     b->n_blocks = (int)a->n_layers;
-    b->n_linears = gpt2 ? 6 : 7;
     b->n_norms = 2 + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0);
-    b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
-    if (!b->linears || !b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
-    const int64_t kv = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
+    if (!b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
+    if (lmp_arch_moe_layer(a, index)) {
+        int st = moe_layout(b, index, a);
+        if (st) return st;
+    } else {
+        b->n_linears = gpt2 ? 6 : 7;
+        b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
+        if (!b->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int i = 0; i < b->n_linears; i++) {
+            b->linears[i].role = roles[i];
+            b->linears[i].name = fmt_name(prefix, index, lmp_hf_linear_leaf(a->family, roles[i]));
+        }
+    }
     for (int i = 0; i < b->n_linears; i++) {
         lmp_linear *l = &b->linears[i];
-        l->role = roles[i];
-        l->name = fmt_name(prefix, index, lmp_hf_linear_leaf(a->family, l->role));
         l->weight_bits = 32.0;
-        l->in = l->role == LMP_ROLE_DOWN ? a->hidden : l->role == LMP_ROLE_O ? qd : a->dim;
-        l->out = l->role == LMP_ROLE_K || l->role == LMP_ROLE_V ? kv
-                 : l->role == LMP_ROLE_GATE || l->role == LMP_ROLE_UP ? a->hidden
-                 : l->role == LMP_ROLE_Q ? qd : a->dim;
+        l->calib_tokens = -1;
+        linear_shape(a, l);
         if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     for (int k = LMP_NORM_ATTN; k < LMP_NORM_KINDS; k++) {
@@ -61,23 +156,39 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     for (int i = 0; i < b->n_norms; i++)
         if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
     /* which linears each norm feeds: those of the block's steps (model/block_steps.h) that read
-     * its output (norm_attn: q, k, v; norm_mlp: gate, up or GPT-2's c_fc; q/k and post norms none) */
+     * its output (norm_attn: q, k, v; norm_mlp: gate, up or GPT-2's c_fc, or in a sparse layer the
+     * router, the shared gate and every expert's gate and up; q/k and post norms none) */
     lmp_block_plan p;
     lmp_block_plan_make(&p, a, index);
     for (int i = 0; i < p.n_steps; i++) {
         const lmp_block_step *s = &p.step[i];
         if (s->kind != LMP_STEP_NORM || s->norm < 0 || s->norm >= b->n_norms) continue;
         lmp_norm *nm = &b->norms[s->norm];
+        int n = 0;
+        int *fed = malloc((size_t)b->n_linears * sizeof *fed);
+        if (!fed) return lmp_fail(LMP_ENOMEM, "out of memory");
         for (int j = 0; j < p.n_steps; j++) {
             const lmp_block_step *r = &p.step[j];
-            if (r->kind != LMP_STEP_LINEARS || r->in[0] != s->out[0]) continue;
-            for (int o = 0; o < r->n_out && nm->n_fed < (int)(sizeof nm->fed / sizeof nm->fed[0]); o++) {
-                const int li = lmp_block_find(b, r->roles[o]);
-                if (li >= 0) nm->fed[nm->n_fed++] = li;
-            }
+            if (r->in[0] != s->out[0]) continue;
+            if (r->kind == LMP_STEP_LINEARS)
+                for (int o = 0; o < r->n_out; o++) {
+                    const int li = lmp_block_find(b, r->roles[o]);
+                    if (li >= 0) fed[n++] = li;
+                }
+            if (r->kind == LMP_STEP_MOE) /* every linear reading the MoE's input */
+                for (int li = 0; li < b->n_linears; li++)
+                    if (lmp_block_plan_input_group(&p, b->linears[li].role) == r->group) fed[n++] = li;
         }
+        nm->n_fed = n;
+        nm->fed = n ? fed : NULL;
+        if (!n) free(fed);
     }
     return 0;
+}
+
+int lmp_arch_moe_layer(const lmp_arch *a, int64_t layer)
+{
+    return a->n_experts > 0 && !(layer >= 0 && layer < LMP_MAX_LAYERS && a->dense_layer[layer]);
 }
 
 int64_t lmp_arch_window(const lmp_arch *a, int64_t layer)
@@ -160,14 +271,27 @@ int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fu
 int lmp_block_find(const lmp_block *b, lmp_role role)
 {
     for (int i = 0; i < b->n_linears; i++)
-        if (b->linears[i].role == role) return i;
+        if (b->linears[i].role == role && b->linears[i].expert_kind == LMP_EXPERT_NONE) return i;
     return -1;
 }
+
+int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kind, int e)
+{
+    for (int i = 0; i < b->n_linears; i++) {
+        const lmp_linear *l = &b->linears[i];
+        if (l->role == role && l->expert_kind == kind && (kind != LMP_EXPERT_ROUTED || l->expert == e)) return i;
+    }
+    return -1;
+}
+
 
 void lmp_block_free_tables(lmp_block *b)
 {
     for (int i = 0; b->linears && i < b->n_linears; i++) free((char *)b->linears[i].name);
-    for (int i = 0; b->norms && i < b->n_norms; i++) free((char *)b->norms[i].name);
+    for (int i = 0; b->norms && i < b->n_norms; i++) {
+        free((char *)b->norms[i].name);
+        free(b->norms[i].fed);
+    }
     free(b->linears);
     free(b->norms);
     memset(b, 0, sizeof *b);
@@ -241,10 +365,11 @@ int lmp_block_clone(const lmp_block *src, lmp_block *dst)
         const lmp_norm *s = &src->norms[i];
         lmp_norm *d = &dst->norms[i];
         *d = *s;
+        d->fed = lmp_fed_dup(s->fed, s->n_fed);
         d->name = strdup(s->name);
         d->w = dup_floats(s->w, s->dim);
         d->b = dup_floats(s->b, s->dim);
-        if (!d->name || !d->w || (s->b && !d->b)) goto oom;
+        if ((s->n_fed && !d->fed) || !d->name || !d->w || (s->b && !d->b)) goto oom;
     }
     return 0;
 oom:

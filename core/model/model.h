@@ -58,7 +58,18 @@ typedef struct lmp_arch {
      * whose weight holds the inverse (set by lmp_model_rotate). */
     int online_r3;
     const struct lmp_rotation *online_r4;
+    /* A mixture of experts (desc->moe; issue 37): the sparse layers' MLP is n_experts routed
+     * experts of expert_hidden, n_experts_used per token (softmax over the router's logits, the
+     * top k, renormalized when norm_topk), plus a shared expert of shared_hidden (0: none) behind
+     * a sigmoid gate.  dense_layer[l]: layer l keeps a dense MLP of `hidden` (Qwen's
+     * mlp_only_layers).  n_experts 0: a dense model. */
+    int64_t n_experts, n_experts_used, expert_hidden, shared_hidden;
+    int norm_topk;
+    unsigned char dense_layer[LMP_MAX_LAYERS];
 } lmp_arch;
+
+/* Whether layer l's MLP is a mixture of experts. */
+int lmp_arch_moe_layer(const lmp_arch *a, int64_t layer);
 
 /* The sliding window layer l attends within (0: all earlier positions). */
 int64_t lmp_arch_window(const lmp_arch *a, int64_t layer);
@@ -156,8 +167,19 @@ int64_t lmp_rope_halves_row(int64_t r, int64_t hd, int64_t n_rot);
 enum { LMP_FUSED_NONE, LMP_FUSED_QKV, LMP_FUSED_GATE_UP };
 int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fused_gate_up, int64_t *r0,
                    int64_t *rows);
-/* Index of the linear with this role in the block, -1 if the family has none. */
+/* Index of the linear with this role in the block that is no expert's (attention, a dense MLP,
+ * the router), -1 if the block has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
+/* Index of the gate, up or down linear of routed expert e (kind LMP_EXPERT_ROUTED) or of the
+ * shared expert (LMP_EXPERT_SHARED, e ignored), -1 if the block has none. */
+int lmp_block_find_expert(const lmp_block *b, lmp_role role, lmp_expert_kind kind, int e);
+/* The linears of blocks[0..n) together (blocks of one model may differ: dense first layers, then
+ * experts), and where the g-th of them in model order lies: block *b, linear *i (0, or -1 when
+ * g is out of range). */
+int64_t lmp_blocks_linear_count(const lmp_block *blocks, int64_t n);
+int lmp_blocks_linear_at(const lmp_block *blocks, int64_t n, int64_t g, int64_t *b, int *i);
+/* An owned copy of a norm's fed[n] (NULL when n is 0, or out of memory). */
+int *lmp_fed_dup(const int *fed, int n);
 /* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
 /* An owned copy of the grid of a [out, in] weight (plugin.h's lmp_wgrid; NULL when out of

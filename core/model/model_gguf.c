@@ -78,8 +78,40 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
  * GPT-2). */
 static const char *linear_source(const lmp_arch *a, const lmp_linear *l, int64_t *r0, int64_t *rows)
 {
+    /* a sparse layer's: llama.cpp's names, the routed experts' in one 3-D tensor each */
+    const char *moe = lmp_gguf_moe_stem(l);
+    *r0 = 0;
+    *rows = l->out;
+    if (moe) return moe;
     const int fused = lmp_fused_rows(a, l, a->desc->gguf_fused_qkv, a->desc->gguf_fused_gate_up, r0, rows);
     return fused == LMP_FUSED_NONE ? gguf_linear(a, l->role) : lmp_gguf_fused_stem(fused);
+}
+
+/* Routed expert l's [out, in] slice of the 3-D tensor `name` (ne = {in, out, n_experts}). */
+static int find_experts(const lmp_model *m, const char *name, const lmp_linear *l, const lmp_gguf_tensor **out)
+{
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor '%s' is missing", m->path, name);
+    if (t->n_dims != 3 || t->ne[0] != l->in || t->ne[1] != l->out || t->ne[2] != m->arch.n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: tensor '%s' has shape ne=[%lld, %lld, %lld] (%d dims), expected ne=[%lld, %lld, "
+                        "%lld] (the experts' weights, one after the other)", m->path, name, (long long)t->ne[0],
+                        (long long)(t->n_dims > 1 ? t->ne[1] : 1), (long long)(t->n_dims > 2 ? t->ne[2] : 1), t->n_dims,
+                        (long long)l->in, (long long)l->out, (long long)m->arch.n_experts);
+    int st = lmp_gguf_check_dequantize(t);
+    if (st) return lmp_fail_prefix(st, "%s", m->path);
+    *out = t;
+    return 0;
+}
+
+static int load_expert(const lmp_model *m, const char *name, const lmp_linear *l, float **w)
+{
+    const lmp_gguf_tensor *t;
+    int st = find_experts(m, name, l, &t);
+    if (st) return st;
+    const int64_t n = l->out * l->in;
+    if (!(*w = malloc((size_t)n * sizeof **w))) return lmp_fail(LMP_ENOMEM, "%s: out of memory for '%s'", m->path, name);
+    if ((st = lmp_gguf_dequantize(t, (int64_t)l->expert * n, n, *w))) return lmp_fail_prefix(st, "%s", m->path);
+    return 0;
 }
 
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
@@ -93,6 +125,10 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         int64_t r0, rows;
         const char *stem = linear_source(a, l, &r0, &rows);
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
+        if (l->expert_kind == LMP_EXPERT_ROUTED) {
+            st = load_expert(m, name, l, &l->w);
+            continue;
+        }
         st = load_f32(m, name, rows, l->in, &l->w);
         /* optional biases (Qwen2's q, k, v; what lmpress's exporter writes for a linear with one) */
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
@@ -128,6 +164,7 @@ static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
     int64_t r0, rows;
     snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, linear_source(&m->arch, l, &r0, &rows));
     const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
+    if (l->expert_kind == LMP_EXPERT_ROUTED) rows *= m->arch.n_experts; /* one tensor holds them all */
     return t && rows * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(rows * l->in) : 32.0;
 }
 
@@ -178,17 +215,11 @@ static const char *const read_keys[] = {
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
-    "expert_count", "expert_used_count", NULL};
+    "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
     const size_t plen = strlen(prefix);
-    int64_t experts = 0;
-    char key[96];
-    snprintf(key, sizeof key, "%s.expert_count", prefix);
-    if (lmp_gguf_find_kv(g, key) && lmp_gguf_get_int(g, key, &experts) == 0 && experts > 0)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: a mixture-of-experts model (%s = %lld): not supported yet", g->path, key,
-                        (long long)experts);
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const char *k = g->kv[i].key;
         if (!strncmp(k, "general.", 8) || !strncmp(k, "tokenizer.", 10) || !strncmp(k, "quantize.", 9) ||
@@ -208,7 +239,7 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
 
 /* Every tensor of the file must be one the model reads: an unknown one (an attention norm of a
  * newer family, an expert tensor) would otherwise be dropped without a word. */
-static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
+static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
 {
     const lmp_gguf *g = m->src_data;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -221,6 +252,7 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
         long long b;
         int at = 0;
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
+            const lmp_block *probe = &probes[b];
             const char *leaf = name + at;
             char want[64];
             for (int k = 0; k < probe->n_norms && !ok; k++) {
@@ -241,6 +273,45 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probe)
                             "%s architecture here lacks), so the file is refused rather than run without it",
                             m->path, name, m->arch.desc->gguf_arch);
     }
+    return 0;
+}
+
+/* A mixture of experts: <arch>.expert_count (Mixtral's "llama" file then reads as Mixtral),
+ * expert_used_count, the experts' width expert_feed_forward_length (Mixtral: feed_forward_length)
+ * and the shared expert's expert_shared_feed_forward_length; every layer sparse, as llama.cpp
+ * builds these architectures, the top-k weights renormalized as llama.cpp does for each. */
+static int read_experts(lmp_model *m)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_arch *a = &m->arch;
+    const char *P = a->desc->gguf_arch;
+    int64_t E = 0;
+    int st = arch_int(g, P, "expert_count", 0, &E);
+    if (st || E == 0) {
+        if (!st && a->desc->moe)
+            st = lmp_fail(LMP_EINVAL, "%s: metadata '%s.expert_count' is missing (a %s file is a mixture of experts)",
+                          m->path, P, P);
+        return st;
+    }
+    if (!a->desc->moe) {
+        const lmp_arch_desc *mixtral = lmp_arch_by_name("mixtral");
+        if (strcmp(P, "llama") != 0 || !mixtral)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.expert_count = %lld: a mixture of experts of architecture %s is not "
+                            "supported", m->path, P, (long long)E, P);
+        a->desc = mixtral; /* llama.cpp's converter writes Mixtral as "llama" with experts */
+    }
+    a->n_experts = E;
+    if ((st = arch_int(g, P, "expert_used_count", -1, &a->n_experts_used)) ||
+        (st = arch_int(g, P, a->desc->moe->hf_sparse_step ? "expert_feed_forward_length" : "feed_forward_length", -1,
+                       &a->expert_hidden)))
+        return st;
+    if (a->desc->moe->hf_shared &&
+        (st = arch_int(g, P, "expert_shared_feed_forward_length", -1, &a->shared_hidden)))
+        return st;
+    if (a->n_experts_used > E)
+        return lmp_fail(LMP_EINVAL, "%s: %s.expert_used_count %lld exceeds expert_count %lld", m->path, P,
+                        (long long)a->n_experts_used, (long long)E);
+    a->norm_topk = a->desc->moe->gguf_norm_topk;
     return 0;
 }
 
@@ -396,8 +467,9 @@ static int check_tensors(lmp_model *m)
         (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t)) ||
         (lmp_gguf_find_tensor(g, "output.weight") && (st = find_tensor(m, "output.weight", a->vocab, a->dim, &t))))
         return st;
-    lmp_block probe;
-    if ((st = lmp_block_init(&probe, 0, a))) return st;
+    lmp_block *probes = calloc((size_t)a->n_layers, sizeof *probes);
+    if (!probes) return lmp_fail(LMP_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < a->n_layers && !st; b++) st = lmp_block_init(&probes[b], (int)b, a);
     enum { MAX_TYPES = 16 };
     const char *type_names[MAX_TYPES];
     lmp_ggml_type types[MAX_TYPES];
@@ -405,6 +477,7 @@ static int check_tensors(lmp_model *m)
     int n_types = 0;
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         char name[96];
+        const lmp_block probe = probes[b];
         for (int i = 0; i < probe.n_norms && !st; i++) {
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
             st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
@@ -416,7 +489,9 @@ static int check_tensors(lmp_model *m)
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
             if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, rows, &t))) break;
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
-            if ((st = find_tensor(m, name, rows, l->in, &t))) break;
+            if (l->expert_kind == LMP_EXPERT_ROUTED ? (st = find_experts(m, name, l, &t)) != 0
+                                                     : (st = find_tensor(m, name, rows, l->in, &t)) != 0)
+                break;
             int k = 0;
             while (k < n_types && types[k] != t->type) k++;
             if (k == n_types && n_types < MAX_TYPES) {
@@ -428,8 +503,9 @@ static int check_tensors(lmp_model *m)
             if (k < n_types) type_params[k] += l->out * l->in;
         }
     }
-    if (!st) st = check_no_unread_tensors(m, &probe);
-    lmp_block_free_tables(&probe);
+    if (!st) st = check_no_unread_tensors(m, probes);
+    for (int64_t b = 0; b < a->n_layers; b++) lmp_block_free_tables(&probes[b]);
+    free(probes);
     if (!st) lmp_model_format_types(m->format_buf, sizeof m->format_buf, m->format_buf, n_types, type_names, type_params);
     return st;
 }
@@ -448,6 +524,9 @@ int lmp_model_open_gguf(lmp_model *m)
     if ((st = lmp_gguf_get_string(g, "general.architecture", &arch, &arch_len))) return st;
     lmp_arch *a = &m->arch;
     a->desc = lmp_arch_by_gguf(arch, arch_len);
+    if (!a->desc && lmp_arch_refused_gguf(arch, arch_len))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: GGUF architecture '%.*s' is not supported: %s", m->path, (int)arch_len,
+                        arch, lmp_arch_refused_gguf(arch, arch_len));
     if (!a->desc) {
         char list[256];
         return lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%.*s' (supported: %s)", m->path, (int)arch_len,
@@ -455,6 +534,7 @@ int lmp_model_open_gguf(lmp_model *m)
     }
     const char *P = a->desc->gguf_arch;
     if ((st = check_keys(g, P))) return st;
+    if ((st = read_experts(m))) return st;
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;

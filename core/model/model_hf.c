@@ -69,6 +69,10 @@ typedef struct hf_state {
     const char *prefix;   /* GPT-2 tensor names: "transformer." or "" */
     unsigned bias_roles;  /* LLAMA family: bit r set when the linear of role r has a bias */
     lmp_ct *ct;           /* a compressed-tensors quantization_config, or NULL */
+    /* A mixture of experts whose routed experts are stored fused, as transformers 5 holds them in
+     * memory: <experts>.gate_up_proj [E, 2 f, d] (gate's rows, then up's, of each expert) and
+     * <experts>.down_proj [E, d, f] per sparse layer, rather than one linear per expert. */
+    int fused_experts;
 } hf_state;
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -205,9 +209,41 @@ static void linear_source(const hf_state *s, const lmp_arch *a, int64_t b, const
     }
 }
 
+/* Routed expert l's fused tensor (fused_experts): its name into name[n], its 3-D shape checked,
+ * and where l's [out, in] weight starts in it (elements). */
+static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char *name, size_t n,
+                        const lmp_st_tensor **out, int64_t *first)
+{
+    const int down = l->role == LMP_ROLE_DOWN;
+    snprintf(name, n, "model.layers.%lld.%s.%s", (long long)b, s->desc->moe->hf_experts,
+             down ? "down_proj" : "gate_up_proj");
+    const lmp_st_tensor *t = lmp_st_find(s->st, name);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (the experts of the other layers are fused)",
+                            s->where, name);
+    const int64_t rows = down ? l->out : 2 * l->out, E = t->shape[0];
+    if (t->ndim != 3 || t->shape[1] != rows || t->shape[2] != l->in || E <= l->expert)
+        return lmp_fail(LMP_EINVAL, "%s: %s is not [experts, %lld, %lld]", t->file, name, (long long)rows,
+                        (long long)l->in);
+    if (t->dtype != LMP_ST_F32 && t->dtype != LMP_ST_F16 && t->dtype != LMP_ST_BF16)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has dtype %s (only F32, F16 and BF16 weights are supported)",
+                        t->file, name, lmp_st_dtype_name(t->dtype));
+    *out = t;
+    *first = ((int64_t)l->expert * rows + (l->role == LMP_ROLE_UP ? l->out : 0)) * l->in;
+    return 0;
+}
+
 /* *w (and *bias when the linear has one) of linear l, cut from a fused module where it is one. */
 static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_linear *l)
 {
+    if (s->fused_experts && l->expert_kind == LMP_EXPERT_ROUTED) {
+        char name[400];
+        const lmp_st_tensor *t;
+        int64_t first;
+        int st = fused_expert(s, b, l, name, sizeof name, &t, &first);
+        if (st) return st;
+        if (!(l->w = malloc((size_t)(l->out * l->in) * sizeof *l->w))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        return lmp_st_to_f32(t, first, l->out * l->in, l->w);
+    }
     char module[256], name[300];
     int64_t r0, rows;
     linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
@@ -341,6 +377,16 @@ static double llama_linear_bits(const lmp_model *m, int64_t b, const lmp_linear 
     return 8.0 * (double)lmp_st_dtype_size(lmp_st_find(s->st, name)->dtype);
 }
 
+static double fused_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
+{
+    const hf_state *s = m->src_data;
+    const lmp_st_tensor *t;
+    char name[400];
+    int64_t first;
+    if (!s->fused_experts || l->expert_kind != LMP_EXPERT_ROUTED) return llama_linear_bits(m, b, l);
+    return fused_expert(s, b, l, name, sizeof name, &t, &first) ? NAN : 8.0 * (double)lmp_st_dtype_size(t->dtype);
+}
+
 /* GPT-2's q, k and v share the fused c_attn's dtype. */
 static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *l)
 {
@@ -353,7 +399,7 @@ static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
 }
 
 static const lmp_model_source llama_source = {
-    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = llama_linear_bits,
+    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = fused_linear_bits,
     .release_pages = hf_release_pages};
 static const lmp_model_source gpt2_source = {
     .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits,
@@ -488,6 +534,52 @@ static int check_heads(const char *what, const lmp_arch *a)
     return 0;
 }
 
+/* A mixture of experts' keys (issue 37): the routed experts (num_local_experts or num_experts,
+ * num_experts_per_tok, their width moe_intermediate_size or Mixtral's intermediate_size), the
+ * shared expert's width, norm_topk_prob, and which layers are sparse (Qwen's mlp_only_layers and
+ * decoder_sparse_step; the others keep a dense MLP of intermediate_size). */
+static int parse_moe(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    const lmp_moe_desc *md = d->moe;
+    const int mixtral = md->hf_sparse_step == 0;
+    int st;
+    /* Qwen's num_experts; transformers 5 writes Qwen3-MoE's as num_local_experts (an attribute
+     * alias), Mixtral's always is */
+    const char *n_key = mixtral || !cfg_get(c, "num_experts") ? "num_local_experts" : "num_experts";
+    if (!mixtral && cfg_get(c, "num_experts") && cfg_get(c, "num_local_experts"))
+        return lmp_fail(LMP_EINVAL, "%s: both num_experts and num_local_experts (one is an alias of the other)", what);
+    if ((st = cfg_int(c, what, n_key, -1, &a->n_experts)) ||
+        (st = cfg_int(c, what, "num_experts_per_tok", -1, &a->n_experts_used)))
+        return st;
+    if (mixtral) a->expert_hidden = a->hidden;
+    else if ((st = cfg_int(c, what, "moe_intermediate_size", -1, &a->expert_hidden))) return st;
+    if (md->hf_shared && (st = cfg_int(c, what, "shared_expert_intermediate_size", -1, &a->shared_hidden))) return st;
+    if (a->n_experts_used > a->n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: num_experts_per_tok %lld exceeds the %lld experts", what,
+                        (long long)a->n_experts_used, (long long)a->n_experts);
+    a->norm_topk = md->norm_topk;
+    if (md->norm_topk < 0 && (st = cfg_bool(c, what, "norm_topk_prob", md->hf_norm_topk_default, &a->norm_topk)))
+        return st;
+    if (a->n_layers > LMP_MAX_LAYERS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers in a mixture of experts", what, LMP_MAX_LAYERS);
+    if (mixtral) return 0;
+    int64_t step = 1;
+    if ((st = cfg_int(c, what, "decoder_sparse_step", 1, &step))) return st;
+    for (int64_t l = 0; l < a->n_layers; l++) a->dense_layer[l] = (l + 1) % step != 0;
+    const lmp_json *only = cfg_get(c, "mlp_only_layers");
+    if (only && only->type != LMP_JSON_ARRAY)
+        return lmp_fail(LMP_EINVAL, "%s: mlp_only_layers must be a list of layer numbers", what);
+    for (size_t i = 0; only && i < only->n; i++) {
+        const lmp_json *v = &only->items[i];
+        if (v->type != LMP_JSON_NUMBER || v->number != (double)(int64_t)v->number || v->number < 0 ||
+            v->number >= (double)a->n_layers)
+            return lmp_fail(LMP_EINVAL, "%s: mlp_only_layers[%zu] is not a layer number below %lld", what, i,
+                            (long long)a->n_layers);
+        a->dense_layer[(int64_t)v->number] = 1;
+    }
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -608,6 +700,12 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         if (attn_bias) s->bias_roles |= qkv | 1u << LMP_ROLE_O;
         if (mlp_bias) s->bias_roles |= 1u << LMP_ROLE_GATE | 1u << LMP_ROLE_UP | 1u << LMP_ROLE_DOWN;
     }
+    int qkv_bias = 1; /* Qwen2-MoE: transformers 5's qkv_bias (true, as its q, k, v always had) */
+    if (d->bias == LMP_BIAS_QKV && (st = cfg_bool(c, what, "qkv_bias", 1, &qkv_bias))) return st;
+    if (!qkv_bias) s->bias_roles &= ~qkv;
+    if (d->moe && (s->bias_roles >> LMP_ROLE_GATE & 1u))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: mlp_bias on the experts of %s is not supported", what, d->hf_class);
+    if (d->moe) return parse_moe(c, what, d, a);
     return 0;
 }
 
@@ -666,6 +764,10 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     }
     const char *name = archs->items[0].str;
     s->desc = lmp_arch_by_hf_class(name);
+    if (!s->desc && lmp_arch_refused_hf(name)) {
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported: %s", what, name, lmp_arch_refused_hf(name));
+        goto done;
+    }
     if (!s->desc) {
         char list[512];
         st = lmp_fail(LMP_EUNSUPPORTED, "%s: unknown architecture '%s' (supported: %s)", what, name,
@@ -750,8 +852,15 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
         snprintf(want, sizeof want, "%s.weight", probe.norms[i].name);
         found = !strcmp(name, want);
     }
+    if (!found && s->fused_experts && probe.n_experts > 0) { /* the layer's two fused expert tensors */
+        snprintf(want, sizeof want, "model.layers.%lld.%s.gate_up_proj", b, s->desc->moe->hf_experts);
+        found = !strcmp(name, want);
+        snprintf(want, sizeof want, "model.layers.%lld.%s.down_proj", b, s->desc->moe->hf_experts);
+        found = found || !strcmp(name, want);
+    }
     for (int i = 0; i < probe.n_linears && !found; i++) {
         int64_t r0, rows;
+        if (s->fused_experts && probe.linears[i].expert_kind == LMP_EXPERT_ROUTED) continue;
         linear_source(s, a, b, &probe.linears[i], module, sizeof module, &r0, &rows);
         snprintf(want, sizeof want, "%s.weight", module);
         found = !strcmp(name, want);
@@ -791,6 +900,15 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
             lmp_ct_weight q;
             char module[256];
             int64_t r0, rows;
+            if (s->fused_experts && l->expert_kind == LMP_EXPERT_ROUTED) {
+                const lmp_st_tensor *t;
+                st = fused_expert(s, b, l, name, sizeof name, &t, &r0);
+                if (!st && t->shape[0] != a->n_experts)
+                    st = lmp_fail(LMP_EINVAL, "%s: %s holds %lld experts, config.json says %lld", t->file, name,
+                                  (long long)t->shape[0], (long long)a->n_experts);
+                if (!st) tally(&kinds, lmp_st_dtype_name(t->dtype), l->out * l->in);
+                continue;
+            }
             linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
             st = weight_find(s, module, "Linear", rows, l->in, &q);
             if (!st) {
@@ -890,6 +1008,17 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         if (act.mode != LMP_ACT_NONE)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of lm_head (not simulated: "
                             "add lm_head to its ignore list)", m->path);
+    }
+    /* transformers 5's fused experts, in the first sparse layer (then in every one) */
+    for (int64_t b = 0; !gpt2 && a->n_experts > 0 && b < a->n_layers && !s->fused_experts; b++) {
+        if (!lmp_arch_moe_layer(a, b)) continue;
+        char fused[300];
+        snprintf(fused, sizeof fused, "model.layers.%lld.%s.gate_up_proj", (long long)b, s->desc->moe->hf_experts);
+        s->fused_experts = lmp_st_find(s->st, fused) != NULL;
+        if (s->fused_experts && s->ct)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: fused experts (%s) in a compressed-tensors checkpoint are not read",
+                            s->where, fused);
+        break;
     }
     return gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
 }

@@ -8,7 +8,8 @@
 
 #include "arch/arch.h"
 
-static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router",
+                                                       "shared_gate"};
 
 const char *lmp_role_name(lmp_role r) { return (int)r >= 0 && r < LMP_ROLE_COUNT ? role_names[r] : NULL; }
 
@@ -61,6 +62,18 @@ const char *lmp_hf_linear_leaf(lmp_family family, lmp_role role)
 {
     const linear_names *r = linear_row(family, role);
     return r ? r->hf : NULL;
+}
+
+const char *lmp_gguf_moe_stem(const lmp_linear *l)
+{
+    static const char *const exps[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    static const char *const shexp[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+    const int r = l->role == LMP_ROLE_GATE ? 0 : l->role == LMP_ROLE_UP ? 1 : l->role == LMP_ROLE_DOWN ? 2 : -1;
+    if (l->role == LMP_ROLE_ROUTER) return "ffn_gate_inp";
+    if (l->role == LMP_ROLE_SHARED_GATE) return "ffn_gate_inp_shexp";
+    if (r >= 0 && l->expert_kind == LMP_EXPERT_SHARED) return shexp[r];
+    if (r >= 0 && l->expert_kind == LMP_EXPERT_ROUTED) return exps[r];
+    return NULL;
 }
 
 const char *lmp_gguf_fused_stem(int fused)

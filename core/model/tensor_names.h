@@ -24,6 +24,13 @@ int lmp_role_by_name(const char *name);
  * llama.cpp's fused "attn_qkv": one weight there, one input, so one importance vector. */
 const char *lmp_gguf_linear_stem(lmp_family family, lmp_role role);
 
+/* A mixture of experts' linears in GGUF (llama.cpp's names, issue 37): the router ffn_gate_inp,
+ * the shared expert's sigmoid gate ffn_gate_inp_shexp and its linears ffn_{gate,up,down}_shexp,
+ * the routed experts' ffn_{gate,up,down}_exps (3-D: every expert's weight one after the other);
+ * NULL for any other linear.  (Their Hugging Face names are the family's descriptor's:
+ * arch.h's lmp_moe_desc.) */
+const char *lmp_gguf_moe_stem(const lmp_linear *l);
+
 /* The stem of a fused GGUF tensor (model.h's LMP_FUSED_QKV "attn_qkv", LMP_FUSED_GATE_UP
  * "ffn_up"), NULL for LMP_FUSED_NONE. */
 const char *lmp_gguf_fused_stem(int fused);

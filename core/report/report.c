@@ -142,7 +142,8 @@ static void json_linears(FILE *f, const lmp_variant_result *res)
         int touched = 0;
         for (int s = 0; s < res->v->n_stages; s++) {
             const lmp_stage *st = &res->v->stages[s];
-            const lmp_value *p = lmp_stage_params_for(st, l->name);
+            const int router = l->role == LMP_ROLE_ROUTER || l->role == LMP_ROLE_SHARED_GATE;
+            const lmp_value *p = router && !lmp_stage_names_router(st, l->name) ? NULL : lmp_stage_params_for(st, l->name);
             if (!p) continue;
             fputs(touched++ ? ", {\"strategy\": " : "{\"strategy\": ", f);
             json_string(f, st->plugin->desc->name);
@@ -164,8 +165,18 @@ static void json_linears(FILE *f, const lmp_variant_result *res)
             }
             fputc('}', f);
         }
-        if (l->sparse_m) fprintf(f, ", \"sparsity\": \"%d:%d\"}", l->sparse_n, l->sparse_m);
-        else fputs(", \"sparsity\": null}", f);
+        if (l->sparse_m) fprintf(f, ", \"sparsity\": \"%d:%d\"", l->sparse_n, l->sparse_m);
+        else fputs(", \"sparsity\": null", f);
+        if (l->expert_kind == LMP_EXPERT_ROUTED) { /* the calibration each expert had (issue 37) */
+            fprintf(f, ", \"expert\": %d, \"calib_tokens\": ", l->expert);
+            if (l->calib_tokens >= 0) fprintf(f, "%lld", (long long)l->calib_tokens);
+            else fputs("null", f);
+            fputs(l->calib_fallback ? ", \"calib_fallback\": \"identity Hessian (RTN on the stage's grid)\"" :
+                                      ", \"calib_fallback\": null", f);
+        } else if (l->role == LMP_ROLE_ROUTER) {
+            fputs(", \"router\": true", f);
+        }
+        fputc('}', f);
     }
     fputs("]", f);
 }
@@ -183,6 +194,13 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
     /* per variant: a variant may override calibration.inputs, and two otherwise equal pipelines
      * then differ only here */
     if (res->v->n_stages) fprintf(f, ", \"calibration_inputs\": \"%s\"", lmp_calib_inputs_name(res->v->calib_inputs));
+    if (res->v->n_stages && res->linears) { /* a mixture of experts' calibration (issue 37) */
+        int experts = 0;
+        for (int i = 0; i < res->n_linears && !experts; i++) experts = res->linears[i].expert_kind == LMP_EXPERT_ROUTED;
+        if (experts)
+            fprintf(f, ", \"calibration_experts\": \"%s\", \"expert_min_tokens\": %lld",
+                    res->v->calib_experts_all ? "all" : "routed", (long long)res->v->expert_min_tokens);
+    }
     if (res->v->n_stages && res->v->imatrix_path) { /* the importance matrix its stages could ask for */
         fputs(", \"imatrix\": ", f);
         json_string(f, res->v->imatrix_path);

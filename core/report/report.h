@@ -23,6 +23,14 @@ typedef struct lmp_linear_outcome {
     double weight_err;
     lmp_aspec act;             /* simulated activation quantization */
     int sparse_n, sparse_m;    /* N:M pattern, 0 = dense */
+    /* A mixture of experts (issue 37): the linear's role (a router is reported untouched unless a
+     * target names it) and expert; a routed expert's calibration tokens (-1: none observed) and
+     * whether it got the declared fallback (calibration.expert_min_tokens). */
+    lmp_role role;
+    lmp_expert_kind expert_kind;
+    int expert;
+    int64_t calib_tokens;
+    int calib_fallback;
 } lmp_linear_outcome;
 
 typedef struct lmp_variant_result {

@@ -356,8 +356,19 @@ typedef enum { MAP_BITS = 0, MAP_ERROR = 1 } map_kind;
  * apart by a gap; colour on a log scale (bits: base 2, error: base 10). */
 static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
 {
-    const int n_lin = r->n_shape ? r->shape[0].n_linears : 0;
-    const int n_cols = (int)r->n_shape * n_lin;
+    /* blocks may differ in their linears (dense first layers, then experts): column g is linear
+     * col_i[g] of block col_b[g], drawn at col_x[g] */
+    const int n_cols = (int)lmp_blocks_linear_count(r->shape, r->n_shape);
+    int64_t *col_b = malloc(((size_t)n_cols + 1) * sizeof *col_b);
+    int *col_i = malloc(((size_t)n_cols + 1) * sizeof *col_i);
+    if (!col_b || !col_i) {
+        free(col_b);
+        free(col_i);
+        fputs("<p class=\"note\">Out of memory for the heat map.</p>\n", f);
+        return;
+    }
+    for (int g = 0; g < n_cols; g++) lmp_blocks_linear_at(r->shape, r->n_shape, g, &col_b[g], &col_i[g]);
+    const int n_lin = r->n_shape ? (int)(n_cols / r->n_shape) : 0; /* the mean, for the labels' spacing */
     int n_rows = 0;
     size_t longest = 8;
     double lo = INFINITY, hi = -INFINITY;
@@ -375,6 +386,8 @@ static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
     }
     if (!n_rows || !n_cols) {
         fputs("<p class=\"note\">No per-linear record (the variants were taken from a report without one).</p>\n", f);
+        free(col_b);
+        free(col_i);
         return;
     }
     if (!isfinite(lo)) lo = hi = what == MAP_BITS ? 32 : 1;
@@ -390,9 +403,10 @@ static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
             id, W, H, W, H);
     /* block numbers above their groups (every block while they fit, else every fifth) */
     const int every = n_lin * cw >= 18 ? 1 : 5;
-    for (int64_t b = 0; b < r->n_shape; b += every)
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%lld</text>\n",
-                left + (double)b * (n_lin * cw + gap) + n_lin * cw / 2, top - 8, (long long)b);
+    for (int64_t b = 0, first = 0; b < r->n_shape; first += r->shape[b].n_linears, b++)
+        if (b % every == 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%lld</text>\n",
+                    left + (double)b * gap + (double)first * cw + r->shape[b].n_linears * cw / 2, top - 8, (long long)b);
     fprintf(f, "<text x=\"%.1f\" y=\"12\" fill=\"#555\">block</text>\n", left);
     int row = 0;
     for (int i = 0; i < r->n_results; i++) {
@@ -409,14 +423,14 @@ static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
             double bits, err;
             linear_at(res, g, &bits, &err);
             const double v = what == MAP_BITS ? bits : err;
-            const double x = left + (g / n_lin) * (n_lin * cw + gap) + (g % n_lin) * cw;
+            const double x = left + (double)col_b[g] * gap + (double)g * cw;
             char colour[8] = "#dddddd"; /* no number: not comparable, or not recorded */
             if (isfinite(v) && v > 0)
                 lmp_svg_scale_colour(lhi > llo ? (log(v) / log(base) - llo) / (lhi - llo) : 1, colour);
             else if (v == 0) snprintf(colour, sizeof colour, "#ffffff"); /* error 0: untouched */
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>", x, y,
                     cw - (cw > 4 ? 1 : 0.5), ch - 1, colour);
-            lmp_xml_text(f, r->shape[g / n_lin].linears[g % n_lin].name);
+            lmp_xml_text(f, r->shape[col_b[g]].linears[col_i[g]].name);
             if (what == MAP_BITS) fprintf(f, ": %.4g bits/w</title></rect>", bits);
             else if (isfinite(err)) fprintf(f, ": relative weight error %.3g</title></rect>", err);
             else fputs(": no weight error (not comparable)</title></rect>", f);
@@ -441,6 +455,8 @@ static void html_heat_map(const lmp_report *r, map_kind what, FILE *f)
             what == MAP_BITS ? "bits per weight (log scale)"
                              : "||W'-W||²/||W||² (log scale); white: unchanged, grey: not comparable");
     fputs("</svg>\n", f);
+    free(col_b);
+    free(col_i);
 }
 
 /* ---- the page --------------------------------------------------------------------------------- */

@@ -12,6 +12,11 @@
  *                                              over a window / with soft-capped scores
  *   ROPE       q, k turned in place            the gradients turned back by the same angles
  *   SCALE      q *= s in place                 dq *= s
+ *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed), the
+ *                                              routing weights through the softmax (and the top-k
+ *                                              renormalization) into the router, the shared expert
+ *                                              and its sigmoid gate; the choice of the top k is
+ *                                              piecewise constant (no gradient), as in transformers
  * A value the tape does not keep (a norm's output) is recomputed by its own step's forward. */
 #include "train/backward.h"
 
@@ -32,7 +37,8 @@ static int tape_keeps(const lmp_block_plan *p, lmp_slot sl)
     for (int i = 0; i < p->n_steps; i++) {
         const lmp_block_step *s = &p->step[i];
         const int reads = s->kind == LMP_STEP_NORM || s->kind == LMP_STEP_HEAD_NORM || s->kind == LMP_STEP_LINEARS ||
-                          s->kind == LMP_STEP_ATTENTION || s->kind == LMP_STEP_GLU || s->kind == LMP_STEP_GELU;
+                          s->kind == LMP_STEP_ATTENTION || s->kind == LMP_STEP_GLU || s->kind == LMP_STEP_GELU ||
+                          s->kind == LMP_STEP_MOE;
         for (int j = 0; reads && j < s->n_in; j++)
             if (s->in[j] == sl) return 1;
     }
@@ -41,8 +47,15 @@ static int tape_keeps(const lmp_block_plan *p, lmp_slot sl)
 
 int lmp_block_tape_init(lmp_block_tape *tp, const lmp_arch *a, int64_t T)
 {
-    lmp_block_plan p; /* which slots are kept does not depend on the layer (only windows, rotations do) */
+    /* which slots are kept depends on the layer only where a mixture of experts keeps dense
+     * layers (a sparse layer keeps no MLP slot): the union, as the widest layer */
+    lmp_block_plan p, q;
     lmp_block_plan_make(&p, a, 0);
+    for (int64_t l = 1; a->n_experts > 0 && l < a->n_layers; l++) {
+        lmp_block_plan_make(&q, a, l);
+        for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
+            if (!(p.width[sl] && tape_keeps(&p, (lmp_slot)sl)) && q.width[sl] && tape_keeps(&q, (lmp_slot)sl)) p = q;
+    }
     memset(tp, 0, sizeof *tp);
     int64_t n = 0;
     for (int sl = 0; sl < LMP_SLOT_COUNT; sl++)
@@ -101,7 +114,7 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
 
 /* ---- gradient arrays ---------------------------------------------------------------------- */
 
-int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, uint32_t linears, int norms)
+int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, const uint8_t *linears, int norms)
 {
     memset(g, 0, sizeof *g);
     g->n_linears = blk->n_linears;
@@ -110,7 +123,7 @@ int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, uint32_t lin
     int ok = g->dw && g->db;
     for (int i = 0; ok && i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
-        if (!(linears >> i & 1u)) continue;
+        if (linears && !linears[i]) continue;
         ok = (g->dw[i] = calloc((size_t)(l->out * l->in), sizeof(float))) != NULL;
         if (ok && l->b) ok = (g->db[i] = calloc((size_t)l->out, sizeof(float))) != NULL;
     }
@@ -330,6 +343,150 @@ static void add_to(float *acc, const float *v, int64_t n)
     for (int64_t i = 0; i < n; i++) acc[i] += v[i];
 }
 
+/* y[n, out] = act_quant(x) W^T + b, as the forward's linears compute it (the MoE's recomputation). */
+static int linear_forward(const lmp_backend *be, const lmp_linear *l, int64_t n, const float *x, float *qbuf, float *y)
+{
+    const float *in = x;
+    if (l->act.mode != LMP_ACT_NONE) {
+        memcpy(qbuf, x, (size_t)(n * l->in) * sizeof *x);
+        int st = lmp_be_quantize_act(be, &l->act, n, l->in, qbuf);
+        if (st) return st;
+        in = qbuf;
+    }
+    return lmp_be_linear(be, n, l->in, l->out, in, l->w, l->b, y);
+}
+
+/* One SwiGLU MLP (gate G, up U, down D) on x[n, d] with dy[n, d] the gradient of its output:
+ * recomputed, then dx[n, d] = its input's gradient (overwritten), the weights' added.  y[n, d]
+ * (NULL: not wanted) gets its output; scratch: g, u, h, dh, dg, du [n, f], qbuf [n, max(d, f)]. */
+static int mlp_backward(backward_run *r, int gi, int ui, int di, int64_t n, const float *x, const float *dy, float *dx,
+                        float *y, float *g, float *u, float *h, float *dh, float *dg, float *du, float *qbuf)
+{
+    const lmp_block *blk = r->blk;
+    const lmp_linear *G = &blk->linears[gi], *U = &blk->linears[ui], *D = &blk->linears[di];
+    lmp_block_grads *gr = r->g;
+    const int64_t f = G->out;
+    int st = linear_forward(r->be, G, n, x, qbuf, g);
+    if (!st) st = linear_forward(r->be, U, n, x, qbuf, u);
+    for (int64_t i = 0; !st && i < n * f; i++) h[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+    if (!st && y) st = linear_forward(r->be, D, n, h, qbuf, y);
+    if (!st) st = linear_backward(r->be, D, n, h, qbuf, dy, dh, 0.0f, gr ? gr->dw[di] : NULL, gr ? gr->db[di] : NULL);
+    if (st) return st;
+    memset(dg, 0, (size_t)(n * f) * sizeof *dg);
+    memset(du, 0, (size_t)(n * f) * sizeof *du);
+    swiglu_backward(n * f, g, u, dh, dg, du);
+    st = linear_backward(r->be, G, n, x, qbuf, dg, dx, 0.0f, gr ? gr->dw[gi] : NULL, gr ? gr->db[gi] : NULL);
+    if (!st) st = linear_backward(r->be, U, n, x, qbuf, du, dx, 1.0f, gr ? gr->dw[ui] : NULL, gr ? gr->db[ui] : NULL);
+    return st;
+}
+
+/* The mixture of experts' derivative (block_steps.h LMP_STEP_MOE; forward.c run_moe): the
+ * routing made again from the router's logits (lmp_moe_route), each expert's MLP on its tokens
+ * recomputed and differentiated with its output scaled by the token's weight w; dL/dw = dy . y_e
+ * goes through the top-k renormalization (w_j = p_j / S: dp_j = (dw_j - sum_k w_k dw_k) / S) and
+ * the softmax (dz = p (dp - sum p dp)) into the router; the shared expert's output times
+ * sigmoid(its gate) likewise. */
+static int moe_backward(backward_run *r, const lmp_block_step *s)
+{
+    const lmp_block *blk = r->blk;
+    lmp_block_grads *gr = r->g;
+    const int64_t T = r->T, d = r->p->width[s->in[0]], E = s->n_experts, k = s->top_k;
+    const int64_t f = s->expert_hidden > s->shared_hidden ? s->expert_hidden : s->shared_hidden;
+    const int64_t wide = (f > d ? f : d) > E ? (f > d ? f : d) : E;
+    const float *xn;
+    int st = slot_value(r, s->in[0], &xn);
+    if (st) return st;
+    float *dxn = r->dslot[s->in[0]];
+    const float *dy = r->dslot[s->out[0]];
+    const int router = lmp_block_find(blk, LMP_ROLE_ROUTER), sgate = lmp_block_find(blk, LMP_ROLE_SHARED_GATE);
+    float *buf = malloc((size_t)(T * (2 * E + 2 * k + 4 * d + 6 * f + wide + 1)) * sizeof *buf);
+    int *sel = malloc((size_t)(T * k) * sizeof *sel);
+    int64_t *rows = malloc((size_t)(2 * T) * sizeof *rows);
+    double *p = malloc((size_t)E * sizeof *p);
+    if (!buf || !sel || !rows || !p) {
+        free(buf), free(sel), free(rows), free(p);
+        return lmp_fail(LMP_ENOMEM, "out of memory in block %d's experts backward", blk->index);
+    }
+    int64_t *slot = rows + T;
+    float *logits = buf, *dz = logits + T * E, *wt = dz + T * E, *dwt = wt + T * k, *xe = dwt + T * k;
+    float *ye = xe + T * d, *dye = ye + T * d, *dxe = dye + T * d, *g = dxe + T * d, *u = g + T * f, *h = u + T * f;
+    float *dh = h + T * f, *dg = dh + T * f, *du = dg + T * f, *qbuf = du + T * f, *sg = qbuf + T * wide;
+    st = linear_forward(r->be, &blk->linears[router], T, xn, qbuf, logits);
+    if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    /* each expert on its tokens: its weights' gradients, the input's, and dL/dw of each choice */
+    for (int e = 0; !st && e < E; e++) {
+        int64_t n = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < k; j++)
+                if (sel[t * k + j] == e) rows[n] = t, slot[n++] = t * k + j;
+        if (!n) continue;
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(xe + i * d, xn + rows[i] * d, (size_t)d * sizeof *xe);
+            for (int64_t c = 0; c < d; c++) dye[i * d + c] = dy[rows[i] * d + c] * wt[slot[i]];
+        }
+        st = mlp_backward(r, lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e),
+                          lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e),
+                          lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e), n, xe, dye, dxe, ye, g, u, h,
+                          dh, dg, du, qbuf);
+        for (int64_t i = 0; !st && i < n; i++) {
+            double dw = 0;
+            for (int64_t c = 0; c < d; c++) {
+                dw += (double)dy[rows[i] * d + c] * ye[i * d + c];
+                dxn[rows[i] * d + c] += dxe[i * d + c];
+            }
+            dwt[slot[i]] = (float)dw;
+        }
+    }
+    /* the weights back through the renormalization and the softmax into the router's logits */
+    for (int64_t t = 0; !st && t < T; t++) {
+        const float *z = logits + t * E;
+        double mx = z[0], sum = 0, top = 0, wdw = 0, pdp = 0;
+        for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int64_t e = 0; e < E; e++) sum += p[e] = exp((double)z[e] - mx);
+        for (int64_t e = 0; e < E; e++) p[e] /= sum;
+        for (int64_t j = 0; j < k; j++) top += p[sel[t * k + j]], wdw += (double)wt[t * k + j] * dwt[t * k + j];
+        for (int64_t e = 0; e < E; e++) dz[t * E + e] = 0;
+        for (int64_t j = 0; j < k; j++) { /* dp of the chosen; 0 for the others */
+            const double dp = s->norm_topk ? ((double)dwt[t * k + j] - wdw) / top : (double)dwt[t * k + j];
+            dz[t * E + sel[t * k + j]] = (float)dp;
+            pdp += p[sel[t * k + j]] * dp;
+        }
+        for (int64_t e = 0; e < E; e++) dz[t * E + e] = (float)(p[e] * ((double)dz[t * E + e] - pdp));
+    }
+    if (!st)
+        st = linear_backward(r->be, &blk->linears[router], T, xn, qbuf, dz, dxn, 1.0f, gr ? gr->dw[router] : NULL,
+                             gr ? gr->db[router] : NULL);
+    /* the shared expert on every token, times sigmoid(its gate) */
+    if (!st && s->shared_hidden) {
+        const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_SHARED, 0);
+        const int ui = lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_SHARED, 0);
+        const int di = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_SHARED, 0);
+        if (sgate >= 0) st = linear_forward(r->be, &blk->linears[sgate], T, xn, qbuf, sg);
+        /* its output first (for the gate's gradient), then its backward with dy times the gate */
+        if (!st) st = linear_forward(r->be, &blk->linears[gi], T, xn, qbuf, g);
+        if (!st) st = linear_forward(r->be, &blk->linears[ui], T, xn, qbuf, u);
+        for (int64_t i = 0; !st && i < T * s->shared_hidden; i++)
+            h[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+        if (!st) st = linear_forward(r->be, &blk->linears[di], T, h, qbuf, ye);
+        for (int64_t t = 0; !st && t < T; t++) {
+            const double gate = sgate >= 0 ? 1.0 / (1.0 + exp(-(double)sg[t])) : 1.0;
+            double dgate = 0;
+            for (int64_t c = 0; c < d; c++) {
+                dgate += (double)dy[t * d + c] * ye[t * d + c];
+                dye[t * d + c] = (float)(gate * dy[t * d + c]);
+            }
+            sg[t] = (float)(dgate * gate * (1.0 - gate)); /* now the gate logit's gradient */
+        }
+        if (!st && sgate >= 0)
+            st = linear_backward(r->be, &blk->linears[sgate], T, xn, qbuf, sg, dxn, 1.0f, gr ? gr->dw[sgate] : NULL,
+                                 gr ? gr->db[sgate] : NULL);
+        if (!st) st = mlp_backward(r, gi, ui, di, T, xn, dye, dxe, NULL, g, u, h, dh, dg, du, qbuf);
+        for (int64_t i = 0; !st && i < T * d; i++) dxn[i] += dxe[i];
+    }
+    free(buf), free(sel), free(rows), free(p);
+    return st;
+}
+
 /* Step s's derivative: its outputs' gradients into its inputs' (and its parameters'). */
 static int step_backward(backward_run *r, const lmp_block_step *s)
 {
@@ -340,6 +497,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
     const float *in = NULL, *in1 = NULL, *in2 = NULL;
     int st = 0;
     switch (s->kind) {
+    case LMP_STEP_MOE:
+        return moe_backward(r, s);
     case LMP_STEP_ADD:
         add_to(ds[s->in[0]], ds[s->out[0]], T * C);
         add_to(ds[s->in[1]], ds[s->out[0]], T * C);

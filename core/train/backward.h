@@ -53,10 +53,10 @@ typedef struct lmp_block_grads {
     float *dnorm_w[LMP_BLOCK_GRAD_NORMS], *dnorm_b[LMP_BLOCK_GRAD_NORMS];
 } lmp_block_grads;
 
-/* Zeroed arrays for the weight and bias of every linear i of blk whose bit i is set in
- * `linears` (LMP_ALL_LINEARS: all), and for every norm parameter when norms != 0. */
-#define LMP_ALL_LINEARS 0xFFFFFFFFu
-int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, uint32_t linears, int norms);
+/* Zeroed arrays for the weight and bias of every linear i of blk with linears[i] nonzero
+ * (linears LMP_ALL_LINEARS, NULL: all), and for every norm parameter when norms != 0. */
+#define LMP_ALL_LINEARS NULL
+int lmp_block_grads_alloc(lmp_block_grads *g, const lmp_block *blk, const uint8_t *linears, int norms);
 void lmp_block_grads_zero(lmp_block_grads *g, const lmp_block *blk);
 void lmp_block_grads_free(lmp_block_grads *g);
 

@@ -33,8 +33,7 @@ static int check_problem(const char *what, const lmp_block *blk, const lmp_learn
     for (int i = 0; i < p->n_params; i++)
         if (!p->params[i] || !p->grads[i] || p->sizes[i] <= 0)
             return lmp_fail(LMP_EINVAL, "%s: parameter array %d is empty", what, i);
-    if (p->linears >> blk->n_linears)
-        return lmp_fail(LMP_EINVAL, "%s: the problem names linears the block does not have", what);
+    if (!p->linears) return lmp_fail(LMP_EINVAL, "%s: the problem names no linears to learn", what);
     return 0;
 }
 

@@ -55,6 +55,18 @@
  * LMP_ACT_FP8_STATIC_TENSOR, LMP_ACT_FP8_DYN_TOKEN, LMP_ACT_NVFP4 and LMP_ACT_MXFP4 likewise
  * run on the CPU backend's quantize_act.
  *
+ * ABI 5.0 (after 4.5; mixtures of experts, docs/plugin-guide.md "Blocks with experts"): a block's linears
+ * are counted tensor kinds rather than 7 fixed roles.  lmp_role grew LMP_ROLE_ROUTER (the
+ * router's [n_experts, dim] logits, Hugging Face's mlp.gate) and LMP_ROLE_SHARED_GATE (the
+ * shared expert's [1, dim] sigmoid gate); lmp_linear grew expert_kind and expert (a gate, up or
+ * down linear of routed expert e, or of the shared expert); lmp_block grew n_experts and
+ * n_experts_used; lmp_norm.fed became a pointer to n_fed indices (a norm feeds the router and
+ * every expert); lmp_learn_problem.linears became a per-linear array instead of a 32-bit mask;
+ * the core's 16-linear cap is gone.  A block may hold hundreds of linears, and blocks of one
+ * model may differ (dense first layers).  A strategy that loops over blk->linears keeps working:
+ * an expert's linear is an ordinary lmp_linear whose statistics come from the tokens routed to
+ * it.  Plugins built for 4.x are refused (lmp_linear and lmp_norm changed size).
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -71,8 +83,8 @@
 extern "C" {
 #endif
 
-#define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 5
+#define LMP_ABI_MAJOR 5
+#define LMP_ABI_MINOR 0
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -845,8 +857,18 @@ typedef struct lmp_aspec {
 typedef enum {
     LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O,
     LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN,
+    LMP_ROLE_ROUTER,      /* ABI 5: the router, [n_experts, dim]: logits over the routed experts */
+    LMP_ROLE_SHARED_GATE, /* ABI 5: the shared expert's gate, [1, dim], through a sigmoid (Qwen2-MoE) */
     LMP_ROLE_COUNT
 } lmp_role;
+
+/* ABI 5: which MLP a gate, up or down linear belongs to.  LMP_EXPERT_NONE for the attention's
+ * linears, a dense block's MLP, the router and the shared gate. */
+typedef enum {
+    LMP_EXPERT_NONE = 0,
+    LMP_EXPERT_ROUTED = 1,     /* routed expert lmp_linear.expert, 0 <= expert < lmp_block.n_experts */
+    LMP_EXPERT_SHARED = 2,     /* the shared expert, which every token goes through */
+} lmp_expert_kind;
 
 /* Statistics over the calibration tokens that reached a linear's input x[N, in] (after the
  * linear's input affine, if it has one).  A "window" is one calibration sequence of T tokens,
@@ -946,6 +968,17 @@ typedef struct lmp_linear {
     /* ABI 4.0: the grid the weights were quantized onto, NULL when no stage recorded one (set
      * with host->set_weight_grid; an edit of W by the host drops it). */
     lmp_wgrid *grid;
+    /* ABI 5: the MLP this linear belongs to, and for a routed expert its index.  Its statistics
+     * come from the calibration tokens the router sent to it (stats->n_tokens of them; with
+     * calibration.experts = "all", every token). */
+    lmp_expert_kind expert_kind;
+    int expert;
+    /* ABI 5, the host's record (read only): the calibration tokens a routed expert's statistics
+     * came from in its last observing stage (-1: none observed), and whether it got the declared
+     * fallback for too few of them (calibration.expert_min_tokens: its Hessian the identity, so
+     * GPTQ rounds it to its grid as RTN would). */
+    int64_t calib_tokens;
+    int calib_fallback;
 } lmp_linear;
 
 typedef struct lmp_norm {
@@ -955,7 +988,8 @@ typedef struct lmp_norm {
     float *b;                  /* [dim] or NULL.  An RMSNorm may have one too: added after it
                                 * (host->fold_norm_shift creates it) */
     int n_fed;
-    int fed[4];                /* indices into lmp_block.linears of the linears this norm feeds */
+    int *fed;                  /* ABI 5: [n_fed] indices into lmp_block.linears of the linears this
+                                * norm feeds (the host's: read only); NULL when n_fed is 0 */
 } lmp_norm;
 
 typedef struct lmp_block {
@@ -965,6 +999,9 @@ typedef struct lmp_block {
     lmp_linear *linears;
     int n_norms;
     lmp_norm *norms;
+    /* ABI 5: routed experts in this block and how many each token goes through (0, 0: a dense
+     * block); its linears include the router and E x {gate, up, down} expert linears. */
+    int n_experts, n_experts_used;
 } lmp_block;
 
 /* ---- learning within a block (ABI 4.3; docs/plugin-guide.md, "Strategies that learn") ---- */
@@ -1000,7 +1037,8 @@ typedef struct lmp_learn_problem {
     const int64_t *sizes;      /* [n_params] their lengths */
     float *const *grads;       /* [n_params] same lengths: the host zeroes them before each step,
                                 * pullback adds to them */
-    uint32_t linears;          /* bit i: blk->linears[i] is learned (its dL/dW is wanted) */
+    const uint8_t *linears;    /* ABI 5: [blk->n_linears], nonzero: blk->linears[i] is learned
+                                * (its dL/dW is wanted) */
     /* Writes the linears' weights from the parameters: what the forward then runs. */
     int (*materialize)(void *ud, lmp_block *blk);
     /* Adds dL/dparameters given dL/dW: dw[i] [out, in] for each learned linear i, else NULL. */

@@ -45,7 +45,7 @@ static const lmp_param_spec ar_params[P_COUNT] = {
                      0, 1, NULL, 0},
 };
 
-/* lmp_learn_problem.linears is a bit set of 32 */
+/* the learned linears of one block, at most (the parameter tables below are fixed arrays) */
 enum { AR_MAX_LINEARS = 32 };
 
 /* One learned linear: its parameters (v, a), their gradients, and the grid they make. */
@@ -277,8 +277,10 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     ar_problem P = {.host = host, .hctx = hctx};
     const lmp_value *p = NULL;
     int st = 0;
-    if (blk->n_linears > AR_MAX_LINEARS)
-        return host->set_error(hctx, LMP_EINVAL, "autoround: blocks of more than %d linears", AR_MAX_LINEARS);
+    if (blk->n_linears > AR_MAX_LINEARS) /* a mixture of experts of more than 9 experts (3 each) */
+        return host->set_error(hctx, LMP_EUNSUPPORTED, "autoround: block %d has %d linears%s, more than the %d it "
+                               "learns at once", blk->index, blk->n_linears,
+                               blk->n_experts ? " (a mixture of experts)" : "", AR_MAX_LINEARS);
     for (int i = 0; i < blk->n_linears && !st; i++)
         if (blk->linears[i].params) {
             p = blk->linears[i].params; /* the learning settings: the block's first targeted linear's */
@@ -293,10 +295,14 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     float *params[2 * AR_MAX_LINEARS], *grads[2 * AR_MAX_LINEARS];
     int64_t sizes[2 * AR_MAX_LINEARS];
     int np = 0;
-    uint32_t linears = 0;
+    uint8_t *linears = host->alloc(hctx, (size_t)blk->n_linears);
+    if (!linears) {
+        free_problem(&P);
+        return host->set_error(hctx, LMP_ENOMEM, "autoround: out of memory");
+    }
     for (int n = 0; n < P.n; n++) {
         ar_linear *L = &P.lin[n];
-        linears |= 1u << L->index;
+        linears[L->index] = 1;
         params[np] = L->v, grads[np] = L->dv, sizes[np++] = L->rows * L->cols;
         if (P.learn_clip) params[np] = L->a, grads[np] = L->da, sizes[np++] = L->n_slices;
     }
@@ -312,6 +318,7 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
                                     .project = ar_project, .ud = &P};
     lmp_learn_result res;
     st = host->learn_block(hctx, blk, &spec, &prob, &res);
+    host->free(hctx, linears);
     if (!st)
         host->log(hctx, LMP_LOG_INFO, "autoround: block %d: MSE %.6g -> %.6g (best batch at step %lld of %lld), %.1f s",
                   blk->index, res.loss_first, res.loss_final, (long long)res.best_step, (long long)steps, res.seconds);

@@ -211,6 +211,10 @@ static int reparam_apply(void *self, const lmp_host *host, void *hctx, lmp_block
     (void)self;
     const lmp_plugin_desc *d = &reparam_plugin;
     uint8_t fed[256] = {0};
+    if (blk->n_experts > 0) /* its norm feeds the router and every expert: groups of 2E + 2 linears */
+        return host->set_error(hctx, LMP_EUNSUPPORTED, "%s: block %d is a mixture of experts (%d experts): folding "
+                               "into the norm that feeds the router and every expert is not implemented yet",
+                               d->name, blk->index, blk->n_experts);
     if (blk->n_linears > 256) return host->set_error(hctx, LMP_EINVAL, "block %d: too many linears", blk->index);
     for (int n = 0; n < blk->n_norms; n++) {
         const lmp_norm *nm = &blk->norms[n];

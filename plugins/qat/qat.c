@@ -147,23 +147,29 @@ static int qat_finish(void *self, const lmp_host *host, void *hctx, lmp_block *b
     (void)self;
     qat_problem P = {.host = host, .hctx = hctx, .blocks = blocks};
     const lmp_value *p = NULL;
-    uint32_t linears = 0;
-    int total = 0, st = 0;
+    int total = 0, st = 0, widest = 0;
+    for (int b = 0; b < n_blocks; b++) widest = blocks[b].n_linears > widest ? blocks[b].n_linears : widest;
+    /* linear i of every block: the problem's mask is per index, over the widest block */
+    uint8_t *linears = host->alloc(hctx, (size_t)widest + 1);
+    if (!linears) return host->set_error(hctx, LMP_ENOMEM, "qat: out of memory");
     for (int b = 0; b < n_blocks; b++)
-        for (int i = 0; i < blocks[b].n_linears && i < 32; i++)
+        for (int i = 0; i < blocks[b].n_linears; i++)
             if (blocks[b].linears[i].params) {
                 total++;
-                linears |= 1u << i;
+                linears[i] = 1;
                 p = blocks[b].linears[i].params;
             }
-    if (!total) return LMP_OK;
+    if (!total) {
+        host->free(hctx, linears);
+        return LMP_OK;
+    }
     P.lin = host->alloc(hctx, (size_t)total * sizeof *P.lin);
     float **params = host->alloc(hctx, (size_t)total * sizeof *params);
     float **grads = host->alloc(hctx, (size_t)total * sizeof *grads);
     int64_t *sizes = host->alloc(hctx, (size_t)total * sizeof *sizes);
     if (!P.lin || !params || !grads || !sizes) st = host->set_error(hctx, LMP_ENOMEM, "qat: out of memory");
     for (int b = 0; b < n_blocks && !st; b++)
-        for (int i = 0; i < blocks[b].n_linears && i < 32 && !st; i++) {
+        for (int i = 0; i < blocks[b].n_linears && !st; i++) {
             const lmp_linear *l = &blocks[b].linears[i];
             if (!l->params) continue;
             if (l->in_shift || l->in_scale)
@@ -194,6 +200,8 @@ static int qat_finish(void *self, const lmp_host *host, void *hctx, lmp_block *b
                                         .linears = linears, .materialize = qat_materialize, .pullback = qat_pullback,
                                         .project = qat_project, .ud = &P};
         st = host->learn_model(hctx, blocks, n_blocks, &spec, &prob, &res);
+        host->free(hctx, linears);
+        linears = NULL;
         if (!st)
             host->log(hctx, LMP_LOG_INFO, "qat: %s %.6g -> %.6g over the calibration windows, %lld steps, %.1f s",
                       spec.loss == LMP_LOSS_KL ? "KL" : "cross-entropy", res.loss_first, res.loss_final,
@@ -203,6 +211,7 @@ static int qat_finish(void *self, const lmp_host *host, void *hctx, lmp_block *b
         if (P.lin[n].latent) host->free(hctx, P.lin[n].latent);
         if (P.lin[n].grad) host->free(hctx, P.lin[n].grad);
     }
+    if (linears) host->free(hctx, linears); /* when learn_model was not reached */
     void *arrays[] = {P.lin, params, grads, sizes};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
         if (arrays[i]) host->free(hctx, arrays[i]);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # arch_llamacpp_ppl.sh — lmpress's GGUF exports of every architecture fixture
-# (tests/fixtures/arch) run by llama.cpp's own llama-perplexity, beside lmpress's perplexity of
+# (tests/fixtures/arch; the mixtures of experts mixtral, qwen2moe and qwen3moe when named) run by
+# llama.cpp's own llama-perplexity, beside lmpress's perplexity of
 # the same file on the same tokens.  A benchmark, not a test (issue 33, point 6): a few minutes on
 # 2 cores once llama.cpp is built.  docs/architectures.md, "llama.cpp on lmpress's exports", has
 # its output.
@@ -71,7 +72,7 @@ rows=()
 for f in "${fixtures[@]}"; do
     src=$fix/$f/hf5 tok=""
     case $f in mistral) src=$fix/$f/model.gguf ;; esac
-    case $f in gemma|gemma2|gemma3|phi3|ernie4_5) tok="tokenizer = \"$fix/$f/model.gguf\";" ;; esac
+    case $f in gemma|gemma2|gemma3|phi3|ernie4_5|mixtral) tok="tokenizer = \"$fix/$f/model.gguf\";" ;; esac
     cfg=$out/$f.cfg
     cat > "$cfg" <<EOF
 # made by tools/bench/arch_llamacpp_ppl.sh

@@ -193,9 +193,9 @@ static int profile_blocks(const lmp_backend *be, const char *name, const char *p
         }
         memcpy(W, X, (size_t)per * sizeof *W);
         lmp_block_stats bs;
-        memset(&bs, 0, sizeof bs);
-        for (int i = 0; i < blk.n_linears && i < LMP_MAX_LINEARS; i++) bs.needs[i] = LMP_STAT_HESSIAN;
-        st = lmp_block_stats_collect(NULL, be, a, &blk, W, 1, T, NULL, &bs);
+        st = lmp_block_stats_init(&bs, blk.n_linears);
+        for (int i = 0; !st && i < blk.n_linears; i++) bs.needs[i] = LMP_STAT_HESSIAN;
+        if (!st) st = lmp_block_stats_collect(NULL, be, a, &blk, W, 1, T, NULL, &bs);
         if (!st) st = lmp_calib_pass(NULL, NULL, be, a, &blk, W, W, 4, 4, NULL, NULL, 1, T, &share);
         lmp_block_stats_free(&bs, blk.n_linears);
         lmp_block_free(&blk);
@@ -207,10 +207,10 @@ static int profile_blocks(const lmp_backend *be, const char *name, const char *p
         lmp_block blk;
         if ((st = lmp_model_block_copy(m, b, &blk))) break;
         lmp_block_stats bs;
-        memset(&bs, 0, sizeof bs);
-        for (int i = 0; i < blk.n_linears && i < LMP_MAX_LINEARS; i++) bs.needs[i] = LMP_STAT_HESSIAN;
+        st = lmp_block_stats_init(&bs, blk.n_linears);
+        for (int i = 0; !st && i < blk.n_linears; i++) bs.needs[i] = LMP_STAT_HESSIAN;
         double share = 0, t0 = now_s();
-        st = lmp_block_stats_collect(NULL, be, a, &blk, X, windows, T, NULL, &bs);
+        if (!st) st = lmp_block_stats_collect(NULL, be, a, &blk, X, windows, T, NULL, &bs);
         if (!st) st = lmp_calib_pass(NULL, NULL, be, a, &blk, X, X, 4, 4, NULL, NULL, windows, T, &share);
         seconds += now_s() - t0;
         lmp_block_stats_free(&bs, blk.n_linears);

@@ -177,6 +177,44 @@ FIXTURES = {
         model_type="ernie4_5", cls="Ernie4_5ForCausalLM", seed=3313, tok="spm",
         config=dict(tie_word_embeddings=True, rms_norm_eps=1e-5, head_dim=32, use_bias=False,
                     rope_parameters=dict(rope_type="default", rope_theta=500000.0))),
+    # Mixtures of experts (issue 37): 4 experts, 2 per token, experts of 32 (a quarter of the dense
+    # MLPs' 128), so each expert sees about half of the 48 tokens.  Mixtral: softmax, top-k, then
+    # the k weights renormalized (always); GGUF arch "llama" with expert_count.
+    "mixtral": dict(
+        model_type="mixtral", cls="MixtralForCausalLM", seed=3701, tok="spm",
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, head_dim=16, sliding_window=None,
+                    num_local_experts=4, num_experts_per_tok=2, intermediate_size=32,
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    # Qwen2-MoE: a shared expert (64) behind a sigmoid gate, norm_topk_prob false (as Qwen1.5-MoE
+    # and what llama.cpp's qwen2moe assumes)
+    "qwen2moe": dict(
+        model_type="qwen2_moe", cls="Qwen2MoeForCausalLM", seed=3702, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, use_sliding_window=False,
+                    num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    shared_expert_intermediate_size=64, norm_topk_prob=False, decoder_sparse_step=1,
+                    mlp_only_layers=[],
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    # The same with a dense first layer (mlp_only_layers [0], intermediate 128) and norm_topk_prob
+    # true: the blocks differ in structure.  Hugging Face only: llama.cpp's converter cannot map a
+    # dense MLP in a qwen2moe file ("Can not map tensor 'model.layers.0.mlp.down_proj.weight'").
+    "qwen2moe-dense0": dict(
+        model_type="qwen2_moe", cls="Qwen2MoeForCausalLM", seed=3704, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], gguf=False,
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, use_sliding_window=False,
+                    num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    shared_expert_intermediate_size=64, norm_topk_prob=True, decoder_sparse_step=1,
+                    mlp_only_layers=[0],
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    # Qwen3-MoE: q/k norms, head_dim 32, norm_topk_prob true (as Qwen3-30B-A3B, and what llama.cpp's
+    # qwen3moe assumes), no shared expert
+    "qwen3moe": dict(
+        model_type="qwen3_moe", cls="Qwen3MoeForCausalLM", seed=3703, tok="bpe", regex=RE_QWEN2, nfc=True,
+        pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=32, attention_bias=False,
+                    use_sliding_window=False, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -300,6 +338,9 @@ def randomize(model, spec, seed):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
             v = rng.normal(0.0, 0.2, shape)
+        elif len(shape) == 3 and ".experts." in pname:
+            # transformers 5 holds a layer's experts fused: gate_up_proj [E, 2 f, d], down_proj [E, d, f]
+            v = rng.normal(0.0, 1.0 / np.sqrt(shape[2]), shape)
         elif len(shape) == 2:
             # nn.Linear stores [out, in]; GPT-2's Conv1D stores [in, out]
             fan_in = shape[0] if spec["model_type"] == "gpt2" else shape[1]
@@ -315,8 +356,11 @@ def golden_logprobs(folder, tokens, **overrides):
     applies sliding windows and soft-capping exactly as the modelling code defines them)."""
     import torch
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager",
-                                                 **overrides)
+    kw = dict(overrides)
+    if "experts" in open(os.path.join(folder, "config.json")).read():
+        # the experts one by one in float64 (the grouped_mm kernel takes no float64)
+        kw["experts_implementation"] = "eager"
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager", **kw)
     model.eval()
     with torch.no_grad():
         logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0]
@@ -492,8 +536,11 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
         if fn != "config.json":
             os.symlink(os.path.join("..", "hf5", fn), os.path.join(hf4, fn))
 
-    convert_gguf(conv_dir, hf5, os.path.join(tmp, "model.gguf"), spec.get("pre"))
-    arch, gkeys, gnames = gguf_summary(os.path.join(tmp, "model.gguf"), conv_dir)
+    if spec.get("gguf", True):
+        convert_gguf(conv_dir, hf5, os.path.join(tmp, "model.gguf"), spec.get("pre"))
+        arch, gkeys, gnames = gguf_summary(os.path.join(tmp, "model.gguf"), conv_dir)
+    else:
+        arch, gkeys, gnames = "none (no GGUF: see FIXTURES)", {}, []
 
     ver = versions()
     std = float(logits.std(dim=-1).mean())
@@ -525,6 +572,54 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
         f"{size / 1024:.0f} KiB")
 
 
+def fuse_experts(name, fused_name):
+    """fused_name/: fixture `name` with its routed experts stored as transformers 5 holds them in
+    memory, <experts>.gate_up_proj [E, 2 f, d] (each expert's gate rows, then its up rows) and
+    <experts>.down_proj [E, d, f] per layer, instead of one linear per expert as save_pretrained
+    writes them (transformers 5.24 converts back on save; other writers keep them fused).  The
+    same weights: the golden files, tokens and config are the source's (hf5/ only)."""
+    import re
+    from safetensors.numpy import load_file, save_file
+    src, out = os.path.join(OUT_ROOT, name), os.path.join(OUT_ROOT, fused_name)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "hf5"))
+    tensors = load_file(os.path.join(src, "hf5", "model.safetensors"))
+    experts, kept = {}, {}
+    for k, v in tensors.items():
+        m = re.match(r"(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$", k)
+        if m:
+            experts.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = v
+        else:
+            kept[k] = v
+    for prefix, parts in experts.items():
+        n = 1 + max(e for e, _ in parts)
+        kept[prefix + ".gate_up_proj"] = np.stack([np.concatenate([parts[(e, "gate")], parts[(e, "up")]]) for e in range(n)])
+        kept[prefix + ".down_proj"] = np.stack([parts[(e, "down")] for e in range(n)])
+    save_file(kept, os.path.join(tmp, "hf5", "model.safetensors"), metadata={"format": "pt"})
+    for fn in os.listdir(os.path.join(src, "hf5")):
+        if fn != "model.safetensors":
+            shutil.copy(os.path.join(src, "hf5", fn), os.path.join(tmp, "hf5", fn))
+    for fn in ("tokens.txt", "logprobs.f64"):
+        shutil.copy(os.path.join(src, fn), os.path.join(tmp, fn))
+    with open(os.path.join(tmp, "meta.txt"), "w") as f:
+        f.write(f"name {fused_name}\nfused_from {name} (tools/ref/arch_fixtures.py fuse_experts): the same weights, "
+                f"the experts as 3-D gate_up_proj / down_proj per layer; goldens and tokens are {name}'s\n")
+    # transformers 5 reads the fused folder as its own layout and gives the source's golden
+    with open(os.path.join(tmp, "tokens.txt")) as f:
+        tokens = [int(x) for x in f.read().split()]
+    _, lp = golden_logprobs(os.path.join(tmp, "hf5"), tokens)
+    gold = np.fromfile(os.path.join(tmp, "logprobs.f64"), dtype="<f8").reshape(lp.shape)
+    if np.abs(lp - gold).max() != 0:
+        raise SystemExit(f"arch_fixtures: transformers reads {fused_name} differently: {np.abs(lp - gold).max()}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log(f"{fused_name}: {name}'s experts fused ({len(experts)} layers); transformers reproduces the golden exactly")
+
+
+FUSED = {"qwen3moe-fused": "qwen3moe"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--converter", required=True, help="the sdist's vendor/llama.cpp folder")
@@ -533,6 +628,8 @@ def main():
     ap.add_argument("names", nargs="*", help=f"fixtures to make (default all: {' '.join(FIXTURES)})")
     a = ap.parse_args()
     names = a.names or list(FIXTURES)
+    fused = [n for n in names if n in FUSED]
+    names = [n for n in names if n not in FUSED]
     for n in names:
         if n not in FIXTURES:
             raise SystemExit(f"arch_fixtures: unknown fixture {n!r}; known: {' '.join(FIXTURES)}")
@@ -545,6 +642,8 @@ def main():
     os.makedirs(OUT_ROOT, exist_ok=True)
     for n in names:
         make(n, conv, a.llama_cpp_python, python4)
+    for n in fused or ([] if a.names else list(FUSED)):
+        fuse_experts(FUSED[n], n)
 
 
 if __name__ == "__main__":

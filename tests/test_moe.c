@@ -1,0 +1,603 @@
+/* test_moe.c — compressing mixtures of experts (issue 37) on the tiny fixtures of
+ * tests/fixtures/arch (Mixtral, Qwen2-MoE, Qwen3-MoE; made with PyPI transformers, whose forward
+ * test_arch_fixtures checks to 1e-5).
+ *
+ * What is held here:
+ *   - each routed expert's statistics come from the tokens the router sent it: every token goes
+ *     to exactly k experts, so the experts' Hessians sum to k times the router's (which sees
+ *     every token), and their token counts to k N;
+ *   - calibration.experts = "all" is really wired: every expert then sees every token (its gate's
+ *     Hessian is the router's), the statistics differ from the routed ones, and the block's
+ *     output does not change by a bit; through the pipeline, a GPTQ variant's experts differ and
+ *     its attention does not;
+ *   - an expert that receives no token (one calibration token: k experts get it) gets the declared
+ *     fallback: its Hessian the identity, which makes GPTQ exactly RTN on the same grid (checked
+ *     against the rtn plugin weight for weight), recorded on the linear (calib_tokens 0,
+ *     calib_fallback); with expert_min_tokens above every count, every expert is RTN;
+ *   - the router is never quantized unless a target names it;
+ *   - RTN and GPTQ variants run on each family and are measured against the unmodified model;
+ *   - RTN and GPTQ variants on GGUF's Q4_0 grid export as llama.cpp's 3-D expert tensors, read back
+ *     by lmpress to the logits it evaluated and by gguf-py to the weights it held (routers F32);
+ *   - AutoRound learns on expert blocks (its backward checked in test_train_grad);
+ *   - what is not written yet is refused by name: a Hugging Face folder from a GGUF source, a GGUF llama.cpp could not read (a dense layer in
+ *     qwen2moe);
+ *   - the same variants as Hugging Face folders (compressed-tensors, routers in its ignore list)
+ *     read back by lmpress. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "base/error.h"
+#include "base/textfile.h"
+#include "compress/calib_stats.h"
+#include "export/export.h"
+#include "model/block_source.h"
+#include "model/forward.h"
+
+#include "teststage.h"
+#include "testutil.h"
+
+#define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
+
+static lmp_model *load(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+    ck_assert_int_gt(m->arch.n_experts, 0);
+    return m;
+}
+
+/* Block 0's inputs on windows w: the embeddings. */
+static float *embed_windows(const lmp_model *m, const lmp_windows *w)
+{
+    const int64_t per = w->T * m->arch.dim;
+    float *X = malloc((size_t)(w->n * per) * sizeof *X);
+    for (int64_t i = 0; i < w->n; i++) lmp_embed(m, w->tokens + i * w->T, w->T, X + i * per);
+    return X;
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        r = fmax(r, fabs((double)b[i]));
+    }
+    return d / r;
+}
+
+/* The Hessian of every linear of the model's block b over windows w (routed, or all). */
+static void block_hessians(lmp_model *m, int64_t b, const lmp_windows *w, int all, lmp_block_stats *bs)
+{
+    const lmp_block *blk = &lmp_model_blocks(m)[b];
+    ck_assert_int_eq(b, 0); /* the embeddings are block 0's inputs */
+    float *X = embed_windows(m, w);
+    ck_assert_int_eq(lmp_block_stats_init(bs, blk->n_linears), 0);
+    for (int i = 0; i < blk->n_linears; i++) bs->needs[i] = LMP_STAT_HESSIAN;
+    bs->all_experts = all;
+    ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, w->n, w->T, NULL, bs) == 0, "%s",
+                  lmp_last_error());
+    free(X);
+}
+
+START_TEST(routed_statistics_follow_the_router)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows w = windows(8, 32, m->arch.vocab, 1);
+        const int64_t N = w.n * w.T, k = m->arch.n_experts_used, E = m->arch.n_experts, d = m->arch.dim;
+        const lmp_block *blk = &lmp_model_blocks(m)[0];
+        const int router = lmp_block_find(blk, LMP_ROLE_ROUTER);
+        lmp_block_stats routed, all;
+        block_hessians(m, 0, &w, 0, &routed);
+        block_hessians(m, 0, &w, 1, &all);
+        const float *Hr = routed.stats[router].hessian;
+        ck_assert_int_eq(routed.stats[router].n_tokens, N);
+        float *sum = calloc((size_t)(d * d), sizeof *sum);
+        int64_t tokens = 0;
+        double down_change = 0;
+        for (int e = 0; e < E; e++) {
+            const int g = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
+            const int u = lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e);
+            const int dn = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e);
+            const lmp_stats *s = &routed.stats[g];
+            ck_assert(s->n_tokens > 0 && s->n_tokens < N);
+            ck_assert_int_eq(routed.stats[u].n_tokens, s->n_tokens); /* up shares gate's input */
+            ck_assert_int_eq(routed.stats[dn].n_tokens, s->n_tokens);
+            tokens += s->n_tokens;
+            for (int64_t i = 0; i < d * d; i++) sum[i] += s->hessian[i];
+            /* all: every token at every expert; its gate's input is the router's */
+            ck_assert_int_eq(all.stats[g].n_tokens, N);
+            ck_assert_int_eq(all.stats[dn].n_tokens, N);
+            ck_assert_msg(rel_diff(all.stats[g].hessian, all.stats[router].hessian, d * d) < 1e-6,
+                          "%s expert %d: with calibration.experts = all its gate's Hessian is not the router's", names[f],
+                          e);
+            const int64_t fi = blk->linears[dn].in;
+            down_change = fmax(down_change, rel_diff(routed.stats[dn].hessian, all.stats[dn].hessian, fi * fi));
+        }
+        for (int64_t i = 0; i < d * d; i++) sum[i] -= (float)k * Hr[i];
+        double off = 0, ref = 0;
+        for (int64_t i = 0; i < d * d; i++) off = fmax(off, fabs(sum[i])), ref = fmax(ref, fabs(k * Hr[i]));
+        printf("%s block 0: %lld tokens, routed to the %lld experts %lld times (k N = %lld); sum of the experts' "
+               "Hessians vs k H(router): %.2e relative; down's Hessian routed vs all: %.2e\n",
+               names[f], (long long)N, (long long)E, (long long)tokens, (long long)(k * N), off / ref, down_change);
+        ck_assert_int_eq(tokens, k * N);
+        ck_assert_msg(off / ref < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f],
+                      off / ref);
+        ck_assert_msg(down_change > 1e-2, "%s: calibration.experts = all leaves down's statistics as they were",
+                      names[f]);
+        free(sum);
+        lmp_block_stats_free(&routed, blk->n_linears);
+        lmp_block_stats_free(&all, blk->n_linears);
+        free(w.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* An observer that answers the experts' question and counts the rows expert 0's gate saw. */
+typedef struct asking {
+    int all;
+    int gate0;
+    int64_t rows;
+} asking;
+
+static int ask(void *ud, const int *lins, int n, const float *x, int64_t T, int64_t C)
+{
+    (void)x, (void)C;
+    asking *a = ud;
+    if (n == 0) return a->all ? LMP_OBSERVE_ALL_EXPERTS : 0;
+    if (lins[0] == a->gate0) a->rows += T;
+    return 0;
+}
+
+START_TEST(all_experts_changes_no_output)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows w = windows(1, 48, m->arch.vocab, 2);
+        const int64_t n = w.T * m->arch.dim;
+        const lmp_block *blk = &lmp_model_blocks(m)[0];
+        float *x0 = embed_windows(m, &w), *xr = malloc((size_t)n * sizeof *xr), *xa = malloc((size_t)n * sizeof *xa);
+        memcpy(xr, x0, (size_t)n * sizeof *xr);
+        memcpy(xa, x0, (size_t)n * sizeof *xa);
+        asking r = {.all = 0, .gate0 = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, 0)};
+        asking a = {.all = 1, .gate0 = r.gate0};
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, x0, NULL, NULL), 0);
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, xr, ask, &r), 0);
+        ck_assert_int_eq(lmp_block_forward(&be, &m->arch, blk, w.T, xa, ask, &a), 0);
+        printf("%s: expert 0's gate observed %lld of %lld rows routed, %lld with all; outputs %s\n", names[f],
+               (long long)r.rows, (long long)w.T, (long long)a.rows,
+               memcmp(xr, x0, (size_t)n * 4) || memcmp(xa, x0, (size_t)n * 4) ? "DIFFER" : "identical bit for bit");
+        ck_assert_int_eq(a.rows, w.T);
+        ck_assert(r.rows > 0 && r.rows < w.T);
+        ck_assert(memcmp(xr, x0, (size_t)n * sizeof *x0) == 0 && memcmp(xa, x0, (size_t)n * sizeof *x0) == 0);
+        free(x0);
+        free(xr);
+        free(xa);
+        free(w.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* ---- through the pipeline ----------------------------------------------------------------- */
+
+/* A stage of `plugin` with "name=value" settings, on every linear (target NULL) or those `target`
+ * matches, as variant v (calibration.experts, expert_min_tokens set by the caller). */
+static lmp_block *compress_v(const lmp_model *m, const char *plugin, const char *const *settings, const char *target,
+                             int all, int64_t min_tokens, const lmp_windows *w)
+{
+    one_stage os;
+    make_stage(&reg, &os, plugin, settings, target);
+    os.v.calib_experts_all = all;
+    os.v.expert_min_tokens = min_tokens;
+    lmp_block *out = NULL;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, w, &out) == 0, "%s", lmp_last_error());
+    free(os.stage.params);
+    return out;
+}
+
+static int same_weights(const lmp_linear *a, const lmp_linear *b)
+{
+    return a->out == b->out && a->in == b->in && !memcmp(a->w, b->w, (size_t)(a->out * a->in) * sizeof *a->w);
+}
+
+static const char *const W4[] = {"bits=4", "granularity=group", "group_size=32", NULL};
+
+START_TEST(all_experts_is_wired_through_the_pipeline)
+{
+    lmp_model *m = load("qwen3moe");
+    const lmp_windows w = windows(8, 32, m->arch.vocab, 3);
+    lmp_block *routed = compress_v(m, "gptq", W4, NULL, 0, 0, &w), *all = compress_v(m, "gptq", W4, NULL, 1, 0, &w);
+    int experts_differ = 0, others_same = 1;
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < routed[b].n_linears; i++) {
+            const lmp_linear *r = &routed[b].linears[i], *a = &all[b].linears[i];
+            if (r->expert_kind == LMP_EXPERT_ROUTED) experts_differ += !same_weights(r, a);
+            else if (b == 0) others_same &= same_weights(r, a); /* block 0's inputs do not depend on the mode */
+            if (r->expert_kind == LMP_EXPERT_ROUTED && r->role != LMP_ROLE_DOWN)
+                ck_assert_int_eq(a->calib_tokens, w.n * w.T);
+        }
+    printf("qwen3moe GPTQ W4: %d of %lld expert linears differ between routed and all; block 0's attention and "
+           "router %s\n", experts_differ, (long long)(3 * m->arch.n_experts * m->arch.n_layers),
+           others_same ? "identical" : "DIFFER");
+    ck_assert_int_gt(experts_differ, 0);
+    ck_assert(others_same);
+    lmp_blocks_free(routed, m->arch.n_layers);
+    lmp_blocks_free(all, m->arch.n_layers);
+    free(w.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* One calibration token: the router sends it to k of the E experts of each block, and the
+ * others receive none (a real calibration set leaves rarely-chosen experts of a large model
+ * likewise empty).  With expert_min_tokens 0 (at least 1 token), the empty experts get the
+ * fallback, which must be RTN on the same grid; the chosen ones GPTQ on their one token.  With
+ * expert_min_tokens above every count, every expert falls back. */
+START_TEST(an_expert_without_tokens_gets_the_declared_fallback)
+{
+    lmp_model *m = load("mixtral");
+    const lmp_windows w = windows(1, 1, m->arch.vocab, 4);
+    lmp_block *g = compress_v(m, "gptq", W4, NULL, 0, 0, &w), *r = compress_v(m, "rtn", W4, NULL, 0, 0, &w);
+    for (int64_t b = 0; b < m->arch.n_layers; b++) {
+        int starved = 0, fed = 0;
+        for (int i = 0; i < g[b].n_linears; i++) {
+            const lmp_linear *l = &g[b].linears[i];
+            if (l->expert_kind != LMP_EXPERT_ROUTED) continue;
+            if (l->role == LMP_ROLE_GATE)
+                printf("block %lld expert %d: %lld calibration token%s%s\n", (long long)b, l->expert,
+                       (long long)l->calib_tokens, l->calib_tokens == 1 ? "" : "s",
+                       l->calib_fallback ? ", fallback (identity Hessian: RTN on the grid)" : "");
+            if (l->calib_tokens == 0) {
+                starved += l->role == LMP_ROLE_GATE;
+                ck_assert_int_eq(l->calib_fallback, 1);
+                ck_assert_msg(same_weights(l, &r[b].linears[i]), "%s: the fallback is not RTN on the same grid", l->name);
+            } else {
+                fed += l->role == LMP_ROLE_GATE;
+                ck_assert_int_eq(l->calib_tokens, 1);
+                ck_assert_int_eq(l->calib_fallback, 0);
+                ck_assert_msg(!same_weights(l, &r[b].linears[i]), "%s: GPTQ gave RTN's weights", l->name);
+            }
+        }
+        ck_assert_int_eq(fed, m->arch.n_experts_used);
+        ck_assert_int_eq(starved, m->arch.n_experts - m->arch.n_experts_used);
+    }
+    lmp_blocks_free(g, m->arch.n_layers);
+    /* a static activation scale needs the abs-max of an expert that saw nothing: refused by name */
+    one_stage os;
+    static const char *const stat[] = {"act=static_tensor", NULL};
+    make_stage(&reg, &os, "rtn", stat, NULL);
+    lmp_block *none = NULL;
+    ck_assert_int_eq(lmp_compress(&ctx, &be, m, &os.v, &w, &none), LMP_EUNSUPPORTED);
+    printf("rtn static activations: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "received no calibration token"));
+    free(os.stage.params);
+    const lmp_windows w8 = windows(8, 32, m->arch.vocab, 4);
+    g = compress_v(m, "gptq", W4, NULL, 0, 1 << 20, &w8);
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < g[b].n_linears; i++) {
+            const lmp_linear *l = &g[b].linears[i];
+            if (l->expert_kind != LMP_EXPERT_ROUTED) continue;
+            ck_assert(l->calib_tokens > 0 && l->calib_fallback == 1);
+            ck_assert_msg(same_weights(l, &r[b].linears[i]), "%s: the fallback is not RTN", l->name);
+        }
+    lmp_blocks_free(g, m->arch.n_layers);
+    lmp_blocks_free(r, m->arch.n_layers);
+    free(w.tokens);
+    free(w8.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+START_TEST(the_router_stays_float_unless_named)
+{
+    lmp_model *m = load("qwen2moe");
+    lmp_block *orig = lmp_model_blocks(m);
+    const lmp_windows none = {0};
+    lmp_block *all = compress_v(m, "rtn", W4, NULL, 0, 0, &none);
+    lmp_block *named = compress_v(m, "rtn", W4, "re:\\.mlp\\.gate$", 0, 0, &none);
+    for (int64_t b = 0; b < m->arch.n_layers; b++) {
+        const int r = lmp_block_find(&orig[b], LMP_ROLE_ROUTER), s = lmp_block_find(&orig[b], LMP_ROLE_SHARED_GATE);
+        const int e = lmp_block_find_expert(&orig[b], LMP_ROLE_UP, LMP_EXPERT_ROUTED, 1);
+        ck_assert(r >= 0 && s >= 0 && e >= 0);
+        ck_assert_msg(same_weights(&all[b].linears[r], &orig[b].linears[r]), "an untargeted stage quantized the router");
+        ck_assert_msg(same_weights(&all[b].linears[s], &orig[b].linears[s]), "an untargeted stage quantized the shared gate");
+        ck_assert(!same_weights(&all[b].linears[e], &orig[b].linears[e]));
+        ck_assert_msg(!same_weights(&named[b].linears[r], &orig[b].linears[r]), "a target naming the router left it");
+        ck_assert(same_weights(&named[b].linears[e], &orig[b].linears[e]));
+    }
+    lmp_blocks_free(all, m->arch.n_layers);
+    lmp_blocks_free(named, m->arch.n_layers);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* KL(unmodified || variant) per token over windows w, in nats. */
+static double kl_per_token(lmp_model *m, const lmp_block *blocks, const lmp_windows *w)
+{
+    const int64_t V = m->arch.vocab, T = w->T;
+    float *p = malloc((size_t)(T * V) * sizeof *p), *q = malloc((size_t)(T * V) * sizeof *q);
+    double kl = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        ck_assert_int_eq(lmp_forward(&be, m, lmp_model_blocks(m), w->tokens + i * T, T, 1, p), 0);
+        ck_assert_int_eq(lmp_forward(&be, m, blocks, w->tokens + i * T, T, 1, q), 0);
+        for (int64_t j = 0; j < T * V; j++) kl += exp((double)p[j]) * ((double)p[j] - q[j]);
+    }
+    free(p);
+    free(q);
+    return kl / (double)(w->n * T);
+}
+
+START_TEST(rtn_and_gptq_compare_on_each_family)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    for (int f = 0; f < 3; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
+        lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
+        lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
+        const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
+        printf("%s W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
+               names[f], k_rtn, k_gr, k_ga);
+        ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
+        ck_assert_msg(k_gr < k_rtn, "%s: GPTQ (%g) is not better than RTN (%g)", names[f], k_gr, k_rtn);
+        lmp_blocks_free(rtn, m->arch.n_layers);
+        lmp_blocks_free(gr, m->arch.n_layers);
+        lmp_blocks_free(ga, m->arch.n_layers);
+        free(cal.tokens);
+        free(ev.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* Raw f32 of n values to dir/name. */
+static void dump(const char *dir, const char *name, const float *v, int64_t n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(v, sizeof *v, (size_t)n, f), (size_t)n);
+    fclose(f);
+}
+
+/* GPTQ and RTN on GGUF's Q4_0 grid (routed and all experts), exported as llama.cpp's 3-D expert
+ * tensors: lmpress reads the file back to the logits it evaluated, and gguf-py dequantizes every
+ * expert's weights and the float router to the values lmpress held. */
+START_TEST(variants_export_to_gguf_and_read_back)
+{
+    const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
+    static const char *const q4[] = {"format=q4_0", NULL};
+    const int have_gguf = lmp_test_have_gguf("variants_export_to_gguf_and_read_back (gguf-py part)");
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "moe-export");
+    for (int f = 0; f < 3; f++)
+        for (int v = 0; v < 3; v++) {
+            lmp_model *m = load(names[f]);
+            const lmp_windows cal = windows(8, 32, m->arch.vocab, 8), ev = windows(1, 48, m->arch.vocab, 9);
+            const char *plugin = v == 0 ? "rtn" : "gptq";
+            lmp_block *blocks = compress_v(m, plugin, q4, NULL, v == 2, 0, &cal);
+            char out[128];
+            snprintf(out, sizeof out, "%s/%s-%d.gguf", dir, names[f], v);
+            const lmp_block_source src = lmp_block_source_array(blocks, m->arch.n_layers);
+            lmp_export_opts o = {.path = out, .variant = plugin, .pipeline = "[]"};
+            ck_assert_msg(lmp_export_model(&ctx, m, &src, &o) == 0, "%s", lmp_last_error());
+            lmp_model *x = NULL;
+            ck_assert_msg(lmp_model_load(out, &x) == 0, "%s", lmp_last_error());
+            const int64_t V = m->arch.vocab, T = ev.T;
+            float *a = malloc((size_t)(T * V) * sizeof *a), *b = malloc((size_t)(T * V) * sizeof *b);
+            ck_assert_int_eq(lmp_forward(&be, m, blocks, ev.tokens, T, 1, a), 0);
+            lmp_block *xb = lmp_model_blocks(x);
+            ck_assert_ptr_nonnull(xb);
+            ck_assert_int_eq(lmp_forward(&be, x, xb, ev.tokens, T, 1, b), 0);
+            const double rel = rel_diff(b, a, T * V);
+            printf("%s %s%s -> %s (%s): read back by lmpress, log-probs %.2e relative to the evaluated variant\n",
+                   names[f], plugin, v == 2 ? " all-experts" : "", out, x->format, rel);
+            ck_assert_msg(rel <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, rel);
+            /* the weights lmpress held, for gguf-py */
+            char refdir[160], name[96];
+            snprintf(refdir, sizeof refdir, "%s/%s-%d.ref", dir, names[f], v);
+            ck_assert_int_eq(mkdir(refdir, 0700), 0);
+            static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+            static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+            for (int64_t l = 0; l < m->arch.n_layers; l++) {
+                const lmp_block *blk = &blocks[l];
+                const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
+                snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
+                dump(refdir, name, r->w, r->out * r->in);
+                for (int k = 0; k < 3; k++) {
+                    const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
+                    const int64_t n = e0->out * e0->in;
+                    float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
+                    for (int e = 0; e < blk->n_experts; e++)
+                        memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
+                               (size_t)n * sizeof *all);
+                    snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
+                    dump(refdir, name, all, n * blk->n_experts);
+                    free(all);
+                }
+            }
+            if (have_gguf) {
+                char cmd[2000];
+                snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld 2>&1",
+                         LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, m->arch.desc->gguf_arch,
+                         (long long)m->arch.n_experts, (long long)m->arch.n_experts_used);
+                FILE *p = popen(cmd, "r");
+                ck_assert_ptr_nonnull(p);
+                char line[2048];
+                while (fgets(line, sizeof line, p)) printf("    %s", line);
+                const int st = pclose(p);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
+            }
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
+            ck_assert_int_eq(system(cmd), 0);
+            free(a);
+            free(b);
+            lmp_model_free(x);
+            lmp_blocks_free(blocks, m->arch.n_layers);
+            free(cal.tokens);
+            free(ev.tokens);
+            lmp_model_free(m);
+        }
+    rmdir(dir);
+}
+END_TEST
+
+/* The same variants (compressed-tensors' int W4 g32) as Hugging Face folders, the experts under
+ * their own names: lmpress reads each back to the logits it evaluated, and config.json's
+ * quantization_config keeps every router (and shared gate) in float through its ignore list.
+ * qwen2moe-dense0's blocks differ (a dense first layer). */
+START_TEST(variants_export_to_hf_and_read_back)
+{
+    const char *names[4] = {"mixtral", "qwen2moe", "qwen3moe", "qwen2moe-dense0"};
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "moe-hf");
+    for (int f = 0; f < 4; f++)
+        for (int v = 0; v < 2; v++) {
+            lmp_model *m = load(names[f]);
+            const lmp_windows cal = windows(8, 32, m->arch.vocab, 10), ev = windows(1, 48, m->arch.vocab, 11);
+            const char *plugin = v == 0 ? "rtn" : "gptq";
+            lmp_block *blocks = compress_v(m, plugin, W4, NULL, 0, 0, &cal);
+            char out[128];
+            snprintf(out, sizeof out, "%s/%s-%d", dir, names[f], v);
+            const lmp_block_source src = lmp_block_source_array(blocks, m->arch.n_layers);
+            lmp_export_opts o = {.path = out, .variant = plugin, .pipeline = "[]"};
+            ck_assert_msg(lmp_export_model(&ctx, m, &src, &o) == 0, "%s", lmp_last_error());
+            lmp_model *x = NULL;
+            ck_assert_msg(lmp_model_load(out, &x) == 0, "%s", lmp_last_error());
+            const int64_t V = m->arch.vocab, T = ev.T;
+            float *a = malloc((size_t)(T * V) * sizeof *a), *b = malloc((size_t)(T * V) * sizeof *b);
+            ck_assert_int_eq(lmp_forward(&be, m, blocks, ev.tokens, T, 1, a), 0);
+            lmp_block *xb = lmp_model_blocks(x);
+            ck_assert_ptr_nonnull(xb);
+            ck_assert_int_eq(lmp_forward(&be, x, xb, ev.tokens, T, 1, b), 0);
+            const double rel = rel_diff(b, a, T * V);
+            /* the routers in quantization_config.ignore, no expert there */
+            char cfg[200], *text = NULL;
+            size_t len = 0;
+            snprintf(cfg, sizeof cfg, "%s/config.json", out);
+            ck_assert_int_eq(lmp_read_file(cfg, &text, &len), 0);
+            int routers = 0, ignored = 0;
+            for (int64_t l = 0; l < m->arch.n_layers; l++)
+                for (int i = 0; i < xb[l].n_linears; i++) {
+                    const lmp_linear *q = &xb[l].linears[i];
+                    char quoted[200];
+                    snprintf(quoted, sizeof quoted, "\"%s\"", q->name);
+                    const char *ign = strstr(text, "\"ignore\"");
+                    ck_assert_ptr_nonnull(ign);
+                    const int in_ignore = strstr(ign, quoted) != NULL;
+                    if (q->role == LMP_ROLE_ROUTER || q->role == LMP_ROLE_SHARED_GATE) {
+                        routers++;
+                        ignored += in_ignore;
+                        ck_assert_msg(same_weights(q, &blocks[l].linears[i]), "%s is not float", q->name);
+                    } else if (q->expert_kind != LMP_EXPERT_NONE) {
+                        ck_assert_msg(!in_ignore, "%s is in the ignore list", q->name);
+                    }
+                }
+            printf("%s %s -> %s (%s): read back by lmpress, log-probs %.2e relative to the evaluated variant; %d of %d "
+                   "routers and shared gates in quantization_config.ignore\n", names[f], plugin, out, x->format, rel,
+                   ignored, routers);
+            ck_assert_msg(rel <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, rel);
+            ck_assert_int_eq(ignored, routers);
+            ck_assert_int_gt(routers, 0);
+            free(text);
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+            ck_assert_int_eq(system(cmd), 0);
+            free(a);
+            free(b);
+            lmp_model_free(x);
+            lmp_blocks_free(blocks, m->arch.n_layers);
+            free(cal.tokens);
+            free(ev.tokens);
+            lmp_model_free(m);
+        }
+    rmdir(dir);
+}
+END_TEST
+
+/* The strategies that learn run on expert blocks (their backward: test_train_grad's
+ * moe_blocks_match_finite_differences): AutoRound on the same grid as RTN ends closer to the
+ * unmodified model, and QAT after RTN moves the weights and stays finite. */
+START_TEST(strategies_that_learn_run_on_experts)
+{
+    lmp_model *m = load("qwen3moe");
+    const lmp_windows cal = windows(8, 32, m->arch.vocab, 12), ev = windows(4, 48, m->arch.vocab, 13);
+    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=40", NULL};
+    lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal), *aro = compress_v(m, "autoround", ar, NULL, 0, 0, &cal);
+    const double k_rtn = kl_per_token(m, rtn, &ev), k_ar = kl_per_token(m, aro, &ev);
+    printf("qwen3moe W4 g32: KL per token RTN %.5f, AutoRound (40 steps) %.5f\n", k_rtn, k_ar);
+    ck_assert(isfinite(k_ar) && k_ar > 0);
+    ck_assert_msg(k_ar < k_rtn, "AutoRound (%g) is not better than RTN (%g) on the experts", k_ar, k_rtn);
+    lmp_blocks_free(aro, m->arch.n_layers);
+    lmp_blocks_free(rtn, m->arch.n_layers);
+    free(cal.tokens);
+    free(ev.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+START_TEST(what_is_not_written_yet_is_refused_by_name)
+{
+    lmp_model *m = NULL;
+    /* a Hugging Face folder of experts from a GGUF source (no config.json to keep); a GGUF of a
+     * qwen2moe with a dense layer (llama.cpp has none) */
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen3moe/model.gguf", FIXTURES);
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "qwen3moe"));
+    lmp_model_free(m);
+    /* a Qwen3-MoE without norm_topk_prob: llama.cpp's qwen3moe always renormalizes */
+    m = load("qwen3moe");
+    m->arch.norm_topk = 0;
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "norm_topk_prob false"));
+    lmp_model_free(m);
+    m = load("qwen2moe");
+    m->arch.norm_topk = 1;
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "never renormalizes"));
+    lmp_model_free(m);
+    m = load("qwen2moe-dense0");
+    m->arch.norm_topk = 0; /* its dense layer is what is refused here */
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "dense MLP in layer 0"));
+    lmp_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("moe");
+    TCase *tc = tcase_create("experts");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, routed_statistics_follow_the_router);
+    tcase_add_test(tc, all_experts_changes_no_output);
+    tcase_add_test(tc, all_experts_is_wired_through_the_pipeline);
+    tcase_add_test(tc, an_expert_without_tokens_gets_the_declared_fallback);
+    tcase_add_test(tc, the_router_stays_float_unless_named);
+    tcase_add_test(tc, rtn_and_gptq_compare_on_each_family);
+    tcase_add_test(tc, variants_export_to_gguf_and_read_back);
+    tcase_add_test(tc, variants_export_to_hf_and_read_back);
+    tcase_add_test(tc, strategies_that_learn_run_on_experts);
+    tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}
