@@ -2,8 +2,8 @@
  * architecture fixture (tests/fixtures/arch/NAME, the Hugging Face folder and the GGUF), and what
  * is derived from it:
  *  - each block of each fixture has what its steps use and nothing else (lmp_block_plan_check);
- *  - the steps read each linear once, in the input groups lmp_input_group numbers, in forward
- *    order; the norms feed (lmp_norm.fed, what SmoothQuant and Shift fold into) exactly the
+ *  - the steps read each linear once, in forward order, in the input groups the topology has
+ *    (q, k, v 0; o 1; gate, up 2; down 3), which lmp_block_plan_input_group reports; the norms feed (lmp_norm.fed, what SmoothQuant and Shift fold into) exactly the
  *    linears whose group reads their output: norm_attn q, k, v; norm_mlp gate, up (GPT-2: c_fc);
  *    q/k and post norms none;
  *  - the FLOP count against the block's shapes written out here (each GEMM 2·T·in·out, attention
@@ -57,6 +57,18 @@ static lmp_model *load(const char *fixture, const char *form)
     return m;
 }
 
+/* The input group a linear of this role reads in every topology lmpress has: one input shared by
+ * q, k and v, then o's, then the MLP's input linears', then down's. */
+static int expected_group(lmp_role r)
+{
+    switch (r) {
+    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
+    case LMP_ROLE_O: return 1;
+    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
+    default: return 3;
+    }
+}
+
 static int count_kind(const lmp_block_plan *p, lmp_step_kind k)
 {
     int n = 0;
@@ -82,8 +94,9 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
             const int li = lmp_block_find(blk, s->roles[o]);
             ck_assert_int_ge(li, 0);
             seen[li]++;
-            ck_assert_msg(lmp_input_group(s->roles[o]) == s->group, "%s: role %d in group %d, lmp_input_group says %d",
-                          label, (int)s->roles[o], s->group, lmp_input_group(s->roles[o]));
+            ck_assert_msg(expected_group(s->roles[o]) == s->group, "%s: role %d in group %d, not %d", label,
+                          (int)s->roles[o], s->group, expected_group(s->roles[o]));
+            ck_assert_int_eq(lmp_block_plan_input_group(&p, s->roles[o]), s->group);
         }
     }
     for (int i = 0; i < blk->n_linears; i++) ck_assert_msg(seen[i] == 1, "%s: %s read %d times", label, blk->linears[i].name, seen[i]);
@@ -91,7 +104,7 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
     const lmp_norm *n0 = &blk->norms[lmp_norm_index(a, LMP_NORM_ATTN)], *n1 = &blk->norms[lmp_norm_index(a, LMP_NORM_MLP)];
     ck_assert_int_eq(n0->n_fed, 3);
-    for (int f = 0; f < 3; f++) ck_assert_int_eq(lmp_input_group(blk->linears[n0->fed[f]].role), 0);
+    for (int f = 0; f < 3; f++) ck_assert_int_eq(lmp_block_plan_input_group(&p, blk->linears[n0->fed[f]].role), 0);
     ck_assert_int_eq(n1->n_fed, gpt2 ? 1 : 2);
     ck_assert_int_eq(blk->linears[n1->fed[0]].role, gpt2 ? LMP_ROLE_UP : LMP_ROLE_GATE);
     if (!gpt2) ck_assert_int_eq(blk->linears[n1->fed[1]].role, LMP_ROLE_UP);
@@ -182,13 +195,14 @@ END_TEST
 typedef struct stop_at {
     int group;
     const lmp_block *blk;
+    lmp_block_plan plan;
 } stop_at;
 
 static int stop_observer(void *ud, const int *lins, int n_lins, const float *x, int64_t T, int64_t C)
 {
     (void)n_lins, (void)x, (void)T, (void)C;
     const stop_at *s = ud;
-    return lmp_input_group(s->blk->linears[lins[0]].role) == s->group ? LMP_FORWARD_STOP : 0;
+    return lmp_block_plan_input_group(&s->plan, s->blk->linears[lins[0]].role) == s->group ? LMP_FORWARD_STOP : 0;
 }
 
 START_TEST(resumed_passes_are_the_forward)
@@ -210,6 +224,7 @@ START_TEST(resumed_passes_are_the_forward)
             for (int g = 1; g < 4; g++) {
                 const lmp_block_state st = {.x1 = x1, .mid = mid};
                 stop_at s = {.group = g, .blk = &blk};
+                lmp_block_plan_make(&s.plan, &m->arch, b);
                 memcpy(part, x, (size_t)n * 4);
                 ck_assert_int_eq(lmp_block_forward_from(&g_be, &m->arch, &blk, T, 0, part, &st, stop_observer, &s),
                                  LMP_FORWARD_STOP);

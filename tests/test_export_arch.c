@@ -134,7 +134,9 @@ static const export_case cases[] = {
     {"ernie4_5", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
-    {"gpt2", "hf5", "hf", "logprobs.f64", REFUSED, "GPT-2", ""},
+    /* GPT-2 as transformers' GPT2LMHeadModel (Conv1D linears, written dense), from either source */
+    {"gpt2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gpt2", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -383,8 +385,8 @@ static const variant_case vcases[] = {
     BOTH("ernie4_5", "hf5", "hf5"),
     /* Mistral's window: GGUF from the converter's file (full attention, llama.cpp's llama) */
     BOTH("mistral", "model.gguf", "hf5"),
-    /* GPT-2: GGUF only (its Hugging Face export is refused above) */
-    {"gpt2", "hf5", "gguf", V_GPTQ_W4}, {"gpt2", "hf5", "gguf", V_SQ_W8A8},
+    /* GPT-2: its Hugging Face folder holds the quantized weights dense, activations unquantized */
+    BOTH("gpt2", "hf5", "hf5"),
 #undef BOTH
 };
 enum { N_VCASES = sizeof vcases / sizeof *vcases };
@@ -463,11 +465,13 @@ START_TEST(variants_of_each_architecture_export)
     src = stored_blocks(dense, m->arch.n_layers, &store);
     ck_assert_msg(export_to(m, &src, ref, vname, tokenizer) == 0, "%s: %s", ref, lmp_last_error());
     lmp_block_store_free(store);
-    /* lmpress reads the export back: the variant's log-probs (GGUF: its activations unquantized) */
+    /* lmpress reads the export back: the variant's log-probs */
     int64_t T;
     int32_t *tok = archfix_tokens(c->fixture, &T);
     int64_t n = T < m->arch.seq_len ? T : m->arch.seq_len;
-    float *want = log_probs(m, gguf ? dense : var, tok, n);
+    /* what the file carries: GGUF and GPT-2's dense folder run the activations unquantized */
+    const int act_dropped = gguf || m->arch.family == LMP_FAMILY_GPT2;
+    float *want = log_probs(m, act_dropped ? dense : var, tok, n);
     lmp_block *orig = lmp_model_blocks(m);
     ck_assert_msg(orig != NULL, "%s", lmp_last_error());
     float *unmodified = log_probs(m, orig, tok, n);

@@ -19,11 +19,11 @@
 #include "model/block_store.h"
 #include "model/forward.h"
 #include "plugin/host_services.h"
+#include "model/tensor_names.h"
 
 static const char *const mode_names[] = {"restore-one", "quantize-one", NULL};
 static const char *const gran_names[] = {"linear", "block", "role", NULL};
 static const char *const metric_names[] = {"kld", "ppl", "top1", "lambada", NULL};
-static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
 
 static int by_name(const char *const *names, const char *s)
 {
@@ -316,15 +316,15 @@ static int make_units(lmp_analysis *a, const lmp_block *shape, const uint8_t *ha
         const lmp_linear *l0 = &shape[un->lins[0] / n_lin].linears[un->lins[0] % n_lin];
         if (a->o.gran == LMP_AN_LINEAR) {
             snprintf(un->name, sizeof un->name, "%s", a->lin_names[un->lins[0]]);
-            un->role = role_names[l0->role];
+            un->role = lmp_role_name(l0->role);
             un->block = un->first;
         } else if (a->o.gran == LMP_AN_BLOCK) {
             snprintf(un->name, sizeof un->name, "block %d", u);
             un->role = "all";
             un->block = u;
         } else {
-            snprintf(un->name, sizeof un->name, "%s (all blocks)", role_names[u]);
-            un->role = role_names[u];
+            snprintf(un->name, sizeof un->name, "%s (all blocks)", lmp_role_name(u));
+            un->role = lmp_role_name(u);
         }
         a->n_units++;
     }

@@ -9,15 +9,15 @@
 
 #include "analyze/analyze.h"
 #include "base/error.h"
+#include "model/tensor_names.h"
 
 /* A unit's place in model order: by block, then by role (q .. down), a block's unit ("mixed")
  * after them; a role's units (block -1) in role order. */
 static int model_position(const lmp_an_unit *u)
 {
-    static const char *const roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
-    int r = 0;
-    while (r < 7 && strcmp(u->role, roles[r]) != 0) r++;
-    return u->block < 0 ? r : (u->block + 1) * 8 + r;
+    int r = lmp_role_by_name(u->role);
+    if (r < 0) r = LMP_ROLE_COUNT; /* "mixed" */
+    return u->block < 0 ? r : (u->block + 1) * (LMP_ROLE_COUNT + 1) + r;
 }
 
 static int by_model_order(const void *x, const void *y)

@@ -9,9 +9,9 @@
 #include "analyze/analyze.h"
 #include "report/html_page.h"
 #include "report/svg.h"
+#include "model/tensor_names.h"
 
-static const char *const roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
-enum { N_ROLES = 7 };
+enum { N_ROLES = LMP_ROLE_COUNT };
 
 /* Sensitivity per block (rows) and role (columns), colour on the range of the gains; a cell with
  * no unit (a linear the variant does not compress) is grey. */
@@ -27,7 +27,7 @@ static void gain_map(const lmp_analysis *a, FILE *f)
                "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             W, H, W, H);
     for (int r = 0; r < N_ROLES; r++)
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", left + r * cw + cw / 2, top - 8, roles[r]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", left + r * cw + cw / 2, top - 8, lmp_role_name(r));
     for (int64_t b = 0; b < a->n_layers; b++)
         if (ch >= 14 || b % 5 == 0)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%lld</text>\n", left - 6,
@@ -41,9 +41,8 @@ static void gain_map(const lmp_analysis *a, FILE *f)
     fputc('\n', f);
     for (int u = 0; u < a->n_units; u++) {
         const lmp_an_unit *un = &a->units[u];
-        int r = 0;
-        while (r < N_ROLES && strcmp(un->role, roles[r]) != 0) r++;
-        if (r == N_ROLES || un->block < 0) continue;
+        const int r = lmp_role_by_name(un->role);
+        if (r < 0 || un->block < 0) continue;
         char colour[8];
         lmp_svg_scale_colour(hi > lo && isfinite(un->gain) ? (un->gain - lo) / (hi - lo) : 0, colour);
         fprintf(f, "<rect class=\"unit\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>", left + r * cw,

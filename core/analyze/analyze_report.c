@@ -10,6 +10,7 @@
 #include "config/config_write.h"
 #include "formats/json_write.h"
 #include "report/svg.h"
+#include "model/tensor_names.h"
 
 /* A result's numbers, sums at full precision (so a test can hold them to compare's). */
 static void json_result(FILE *f, const lmp_analysis *a, const lmp_bcache_result *r)
@@ -76,13 +77,14 @@ void lmp_analysis_table(const lmp_analysis *a, FILE *f, int top)
     if (n < a->n_units) fprintf(f, "  ... %d more (--top 0 prints all)\n", a->n_units - n);
     /* which roles dominate the top ten */
     int counts[LMP_ROLE_COUNT + 1] = {0};
-    const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
     int top10 = a->n_units < 10 ? a->n_units : 10;
-    for (int k = 0; k < top10; k++)
-        for (int r = 0; r < LMP_ROLE_COUNT; r++) counts[r] += strcmp(a->units[a->order[k]].role, roles[r]) == 0;
+    for (int k = 0; k < top10; k++) {
+        const int r = lmp_role_by_name(a->units[a->order[k]].role);
+        if (r >= 0) counts[r]++;
+    }
     fprintf(f, "top %d by role:", top10);
     for (int r = 0; r < LMP_ROLE_COUNT; r++)
-        if (counts[r]) fprintf(f, " %s %d", roles[r], counts[r]);
+        if (counts[r]) fprintf(f, " %s %d", lmp_role_name(r), counts[r]);
     fputc('\n', f);
     if (!a->o.rank_proxy) fprintf(f, "proxy vs measured: Spearman rho = %.3f\n", a->spearman);
     if (a->skip.k || a->o.have_target || a->o.skip_top) {
@@ -308,11 +310,10 @@ static void analysis_svg(const lmp_analysis *a, FILE *f, int standalone)
             a->o.gran == LMP_AN_ROLE ? "role" : "block");
     fprintf(f, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">%s%s</text>\n",
             top + plot_h / 2, a->o.rank_proxy ? "proxy" : lmp_an_metric_name(a->o.metric), a->o.rank_proxy ? "" : " gain");
-    const char *roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
-    for (int r = 0; r < 7; r++) {
+    for (int r = 0; r < LMP_ROLE_COUNT; r++) {
         double ly = top + 10 + r * 20, lx = left + plot_w + 20;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, lmp_svg_role_colour(roles[r]));
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly + 10, roles[r]);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, ly, lmp_svg_role_colour(lmp_role_name(r)));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly + 10, lmp_role_name(r));
     }
     if (a->o.rank_proxy)
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">ranked by the proxy: no evaluation "

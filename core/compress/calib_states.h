@@ -47,7 +47,7 @@ static inline void lmp_calib_states_forget(lmp_calib_states *cs)
 }
 
 /* One pass of blk over the windows X[n, T, dim], observed by obs (may be NULL), which stops
- * every window at input group `stop` (lmp_input_group; 4: runs the whole block), observing
+ * every window at input group `stop` (lmp_block_plan_input_group; 4: runs the whole block), observing
  * nothing before group `first` (4: nothing).  With out, the block's outputs go to
  * out[n, T, dim] (may be X), else X is left as it is.  cs may be NULL: every window from the
  * input.  *share: the block-forward equivalents it computed (lmp_block_flops).  ctx (may be

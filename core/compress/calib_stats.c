@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/block_steps.h"
 #include "model/forward.h"
 
 typedef struct collector {
@@ -13,7 +14,8 @@ typedef struct collector {
     const lmp_block *blk;
     lmp_block_stats *bs;
     int64_t n_windows, T;
-    int last_group;      /* the last input (lmp_input_group) anything is asked of */
+    lmp_block_plan plan; /* the block's steps: which input group each linear reads */
+    int last_group;      /* the last input group anything is asked of */
 } collector;
 
 static int alloc_filled(float **p, int64_t n, float init)
@@ -206,7 +208,7 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     s->n_tokens += T;
     if (need & LMP_STAT_WINDOWS) s->n_windows = w + 1;
     for (int i = 1; i < n_lins; i++) bs->stats[lins[i]] = *s; /* shared input, shared numbers */
-    if (lmp_input_group(c->blk->linears[lins[0]].role) >= c->last_group)
+    if (lmp_block_plan_input_group(&c->plan, c->blk->linears[lins[0]].role) >= c->last_group)
         return LMP_FORWARD_STOP; /* nothing later in the block is needed */
     return 0;
 }
@@ -216,9 +218,10 @@ int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp
                             lmp_block_stats *bs)
 {
     collector c = {.be = be, .blk = blk, .bs = bs, .n_windows = n_windows, .T = T};
+    lmp_block_plan_make(&c.plan, a, blk->index);
     int first = 4; /* the first input asked for: a pass may start at its segment */
     for (int i = 0; i < blk->n_linears; i++) {
-        const int g = lmp_input_group(blk->linears[i].role);
+        const int g = lmp_block_plan_input_group(&c.plan, blk->linears[i].role);
         if (bs->needs[i] && g > c.last_group) c.last_group = g;
         if (bs->needs[i] && g < first) first = g;
     }

@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "eval/stream.h"
-#include "model/gguf_names.h"
+#include "model/tensor_names.h"
 
 int lmp_imatrix_chunks(const int32_t *ids, int64_t n, int64_t C, int64_t max_chunks, int32_t bos, int32_t **chunks,
                        int64_t *n_chunks)

@@ -6,7 +6,7 @@
  * replaced by BOS when the tokenizer adds one; each chunk runs from position 0.  For every block
  * linear, every token of every chunk adds x^2 of each input to the weight's in_sum2 and 1 to its
  * count (llama-imatrix's collect_imatrix on each MUL_MAT of a blk.* weight); the entry is named
- * after the weight's GGUF tensor (model/gguf_names.h): q, k and v have three entries with the
+ * after the weight's GGUF tensor (model/tensor_names.h): q, k and v have three entries with the
  * same sums, GPT-2's fused attn_qkv one.  The head (output.weight) is left out, as llama-imatrix
  * leaves it out without --process-output.  The model runs block by block (eval/stream.h): one
  * block's weights in memory at a time, the chunks' states in memory or spilled to a file. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "model/gguf_names.h"
+#include "model/tensor_names.h"
 
 int lmp_imatrix_for_linear(const lmp_imatrix *im, lmp_family family, int64_t block, const lmp_linear *l,
                            const float **values)

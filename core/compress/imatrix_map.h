@@ -2,7 +2,7 @@
  * which block linear, and the check, before anything is compressed, that every linear a stage
  * quantizes with it (its needs() has LMP_STAT_IMATRIX) has one that fits.
  *
- * llama-imatrix names each entry after the weight's GGUF tensor (model/gguf_names.h):
+ * llama-imatrix names each entry after the weight's GGUF tensor (model/tensor_names.h):
  * model.layers.3.self_attn.q_proj is blk.3.attn_q.weight; GPT-2's q, k and v, one fused attn_qkv
  * in llama.cpp, all take blk.N.attn_qkv.weight, which measured the input they share. */
 #ifndef LMP_CORE_IMATRIX_MAP_H

@@ -13,6 +13,7 @@
 #include "compress/calib_states.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
+#include "model/block_steps.h"
 #include "model/forward.h"
 #include "plugin/host_services.h"
 #include "train/learn.h"
@@ -98,9 +99,11 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     const float *imx[LMP_MAX_LINEARS] = {0};
     uint32_t any = 0, targeted = 0, learns = 0;
     int st = 0;
+    lmp_block_plan plan; /* which input group each linear reads */
+    lmp_block_plan_make(&plan, &m->arch, blk->index);
     for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = (groups >> lmp_input_group(l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
+        l->params = (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u) ? lmp_stage_params_for(stage, l->name) : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;

@@ -118,7 +118,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
-    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma"};
+    static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"};
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
     /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json

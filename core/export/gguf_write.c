@@ -53,7 +53,7 @@
 #include "export/st_write.h"
 #include "formats/gguf.h"
 #include "model/block_source.h"
-#include "model/gguf_names.h"
+#include "model/tensor_names.h"
 #include "model/grid_codes.h"
 
 #define ALIGNMENT 32
@@ -62,21 +62,6 @@
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_Q5_0 = 8,
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
        FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
-
-/* llama.cpp's names of the norms by kind (arch.h's LMP_NORM_*: before attention, before the MLP,
- * the per-head q and k norms, after attention and after the MLP: Gemma 2/3's and GLM-4's). */
-static const char *const norm_kind_name[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
-                                                           "attn_q_norm", "attn_k_norm",
-                                                           "post_attention_norm", "post_ffw_norm"};
-
-/* The GGUF name of the block's norm i (lmp_norm_index's order), NULL when it has none. */
-static const char *norm_name(const lmp_arch *a, int i)
-{
-    for (int k = 0; k < LMP_NORM_KINDS; k++)
-        if (lmp_norm_index(a, k) == i) return norm_kind_name[k];
-    return NULL;
-}
-
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
 
@@ -311,7 +296,7 @@ static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *par
     const int n = fused == LMP_FUSED_QKV ? 3 : 2;
     for (int k = 0; k < n; k++)
         if ((part[k] = lmp_block_find(blk, roles[k])) < 0) return 0;
-    *stem = fused == LMP_FUSED_QKV ? "attn_qkv" : "ffn_up";
+    *stem = lmp_gguf_fused_stem(fused);
     return n;
 }
 
@@ -322,7 +307,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
     char name[64];
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
     for (int i = 0; i < blk->n_norms; i++) {
-        const char *nn = norm_name(a, i);
+        const char *nn = lmp_gguf_norm_name(a, i);
         if (blk->norms[i].b && !gpt2)
             return lmp_fail(LMP_EINVAL,
                             "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's "

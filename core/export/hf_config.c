@@ -77,6 +77,49 @@ static void special_ids(const lmp_model *m, int64_t *bos, int64_t *eos)
     }
 }
 
+/* bos_token_id and eos_token_id where the source says them. */
+static void special_id_keys(const hf_plan *p, FILE *f, int *n)
+{
+    int64_t bos, eos;
+    special_ids(p->m, &bos, &eos);
+    if (bos >= 0) {
+        key(f, n, 1, "bos_token_id");
+        fprintf(f, "%lld", (long long)bos);
+    }
+    if (eos >= 0) {
+        key(f, n, 1, "eos_token_id");
+        fprintf(f, "%lld", (long long)eos);
+    }
+}
+
+/* GPT2Config's names: n_embd, n_head, n_layer, n_positions, n_inner; gelu_new is the tanh GELU
+ * lmpress runs (transformers' NewGELUActivation). */
+static void synthesized_gpt2(const hf_plan *p, FILE *f, int *n)
+{
+    const lmp_arch *a = &p->m->arch;
+    const struct { const char *k; int64_t v; } ints[] = {
+        {"n_embd", a->dim}, {"n_head", a->n_heads}, {"n_layer", a->n_layers}, {"n_positions", a->seq_len},
+        {"n_ctx", a->seq_len}, {"n_inner", a->hidden}, {"vocab_size", a->vocab}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        key(f, n, 1, ints[i].k);
+        fprintf(f, "%lld", (long long)ints[i].v);
+    }
+    key(f, n, 1, "activation_function");
+    lmp_jw_string(f, "gelu_new");
+    key(f, n, 1, "layer_norm_epsilon");
+    lmp_jw_float(f, a->norm_eps);
+    static const char *const zero[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop"};
+    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) {
+        key(f, n, 1, zero[i]);
+        fputs("0.0", f);
+    }
+    key(f, n, 1, "scale_attn_weights");
+    fputs("true", f);
+    key(f, n, 1, "use_cache");
+    fputs("true", f);
+    special_id_keys(p, f, n);
+}
+
 static void synthesized(const hf_plan *p, FILE *f, int *n)
 {
     const lmp_arch *a = &p->m->arch;
@@ -88,6 +131,10 @@ static void synthesized(const hf_plan *p, FILE *f, int *n)
     fputc(']', f);
     key(f, n, 1, "model_type");
     lmp_jw_string(f, d->hf_model_type);
+    if (a->family == LMP_FAMILY_GPT2) {
+        synthesized_gpt2(p, f, n);
+        return;
+    }
     const struct { const char *k; int64_t v; } ints[] = {
         {"hidden_size", a->dim},          {"intermediate_size", a->hidden},
         {"num_hidden_layers", a->n_layers}, {"num_attention_heads", a->n_heads},
@@ -142,16 +189,7 @@ static void synthesized(const hf_plan *p, FILE *f, int *n)
     }
     key(f, n, 1, "use_cache");
     fputs("true", f);
-    int64_t bos, eos;
-    special_ids(p->m, &bos, &eos);
-    if (bos >= 0) {
-        key(f, n, 1, "bos_token_id");
-        fprintf(f, "%lld", (long long)bos);
-    }
-    if (eos >= 0) {
-        key(f, n, 1, "eos_token_id");
-        fprintf(f, "%lld", (long long)eos);
-    }
+    special_id_keys(p, f, n);
 }
 
 /* QuantizationArgs of a weight scheme or of an input scheme. */

@@ -40,7 +40,12 @@
  * h*hd + n_rot/2 + i is row h*hd + 2i + 1 (lmp_rope_halves_row, the inverse of model_hf.c's load).
  * Gemma's RMSNorm weights are held as 1 + w and written as w.  Phi-3's fused qkv_proj and
  * gate_up_proj are the parts' rows one after the other (q, k, v; gate, up), each part's rows as
- * above, on one scheme (channel or group scales, which are per row). */
+ * above, on one scheme (channel or group scales, which are per row).
+ * GPT-2 (GPT2LMHeadModel): transformer.wte, transformer.wpe, transformer.h.N.{ln_1, attn.c_attn
+ * (q, k, v fused, with its bias), attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj} and transformer.ln_f,
+ * LayerNorms with biases, the head tied.  Its linears are transformers' Conv1D, weight [in, out]:
+ * written transposed and dense (the quantized weights' exact f32 values), since compressed-tensors
+ * quantizes nn.Linear modules only; activation quantization is not carried (a warning says so). */
 #ifndef LMP_CORE_HF_PLAN_H
 #define LMP_CORE_HF_PLAN_H
 
@@ -77,6 +82,7 @@ typedef struct hf_linear {
     int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
     int64_t n_rot;             /* ... over the first n_rot rows of each head */
     int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
+    int conv1d;                /* GPT-2's Conv1D: the weight is written transposed, [in, out] */
     /* A fused module (Phi-3's qkv_proj, gate_up_proj): this entry is written under the fused name
      * with `out` the members' rows together, members[k] the block's linear index of each part in
      * order (q, k, v or gate, up); the parts' own entries are `merged` and write nothing. */
@@ -89,6 +95,7 @@ typedef struct hf_norm {
     char *name;                /* owned */
     int64_t dim, block;
     int index;
+    int has_b;                 /* a LayerNorm's bias (GPT-2) */
 } hf_norm;
 
 typedef enum {
@@ -115,6 +122,7 @@ typedef struct hf_tensor {
     const float *src;          /* HF_T_DENSE: the model's own values (embedding, final norm, head) */
     int64_t block;             /* HF_T_DENSE of a block's norm: the block (else -1) and the norm */
     int norm;
+    int norm_bias;             /* ... its bias rather than its weight (GPT-2's LayerNorms) */
     int minus_one;             /* HF_T_DENSE norm held as 1 + w (Gemma): written w */
     int64_t halves_hd, n_rot;  /* HF_T_DENSE q/k norm: values back to rotate-half order (0: as they are) */
     int shard;                 /* 0-based */
@@ -143,6 +151,8 @@ typedef struct hf_plan {
     /* N:M sparsity (sparse linears keep their dense weights; config.json says so) */
     int n_sparse, sparse_n, sparse_m, sparse_mixed;
     int warned_gidx;           /* the act-order warning was given */
+    int n_dense_quantized;     /* GPT-2: quantized linears written dense, and those with activation */
+    int n_dense_act;           /* quantization (not carried) */
     double global_sparsity;
 } hf_plan;
 

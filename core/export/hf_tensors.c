@@ -142,7 +142,7 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     const lmp_block *blk = NULL;
     if (block >= 0 && t->kind != HF_T_SHAPE && !(blk = lmp_block_cursor_at(cur, block))) return LMP_EIO;
     const lmp_linear *l = h && blk ? &blk->linears[h->index] : NULL;
-    const float *dense = t->block >= 0 ? blk->norms[t->norm].w : t->src;
+    const float *dense = t->block < 0 ? t->src : t->norm_bias ? blk->norms[t->norm].b : blk->norms[t->norm].w;
     const hf_scheme *sc = h && h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
     const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)rows);
@@ -167,7 +167,8 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     }
     for (int64_t r = 0; r < rows && !st; r++) {
         int64_t sr = r;
-        if (l && t->kind != HF_T_BIAS) l = row_source(h, blk, r, &sr); /* a bias is one row: per element */
+        /* a bias is one row, and a Conv1D weight's row an input column: both per element */
+        if (l && t->kind != HF_T_BIAS && !(t->kind == HF_T_WEIGHT && h->conv1d)) l = row_source(h, blk, r, &sr);
         const lmp_wgrid *g = l ? l->grid : NULL;
         switch (t->kind) {
         case HF_T_DENSE:
@@ -184,7 +185,18 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
                 st = encode_floats(t, dense + r * cols, cols, e.buf, rounded);
             }
             break;
-        case HF_T_WEIGHT: st = encode_floats(t, l->w + sr * l->in, l->in, e.buf, rounded); break;
+        case HF_T_WEIGHT:
+            if (h->conv1d) { /* file row r is input column r: element c of it is output row c's */
+                for (int64_t c = 0; c < cols && !st; c++) {
+                    int64_t cs;
+                    const lmp_linear *cl = row_source(h, blk, c, &cs);
+                    st = encode_floats(t, &cl->w[cs * cl->in + r], 1,
+                                       e.buf + c * (int64_t)lmp_st_dtype_size(t->dtype), rounded);
+                }
+            } else {
+                st = encode_floats(t, l->w + sr * l->in, l->in, e.buf, rounded);
+            }
+            break;
         case HF_T_BIAS:
             for (int64_t c = 0; c < cols && !st; c++) {
                 int64_t bs;

@@ -29,8 +29,10 @@
  * weights), the second writes (a block cursor: each block is read once per element size, the
  * order a shard's tensors are written in).
  *
- * Refused before anything is written, each naming the linear or norm and what to change: GPT-2;
- * an input affine (Shift/SmoothQuant's all_linears on o/down); a bias on an RMSNorm; a bias the
+ * GPT-2 is written as transformers' GPT2LMHeadModel, its Conv1D linears dense (hf_plan.h).
+ *
+ * Refused before anything is written, each naming the linear or norm and what to change: an
+ * input affine (Shift/SmoothQuant's all_linears on o/down); a bias on an RMSNorm; a bias the
  * architecture has no place for; a GGUF grid (q8_0, q4_0, ...: export a .gguf); weights
  * quantized with no recorded grid; 3, 5, 6 or 7 weight bits without activation quantization;
  * a group size that does not divide the row; activation quantization other than 8-bit dynamic
@@ -50,6 +52,7 @@
 #include "export/out_dir.h"
 #include "export/st_write.h"
 #include "formats/json_write.h"
+#include "model/tensor_names.h"
 
 #define HF_DEFAULT_SHARD_BYTES 5000000000LL /* transformers' "5GB" */
 
@@ -203,6 +206,10 @@ static int plan_biases(hf_plan *p)
     const int mistral = !strcmp(p->desc->name, "mistral") || !strcmp(p->desc->name, "ernie4_5");
     const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || (p->desc->flags & LMP_ARCH_GEGLU);
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
+    if (p->desc->bias == LMP_BIAS_ALL) { /* GPT-2: every Conv1D has one */
+        for (int i = 0; i < p->n_lins; i++) p->lins[i].bias = 1;
+        return 0;
+    }
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
         if (!l->has_b) continue;
@@ -259,7 +266,8 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
     int st = 0;
     if (h->merged) return 0; /* written with its fused module */
     if (h->scheme < 0) {
-        st = add_tensor(p, cap, h->name, ".weight", HF_T_WEIGHT, p->dtype, 2, h->out, h->in, h, NULL);
+        st = add_tensor(p, cap, h->name, ".weight", HF_T_WEIGHT, p->dtype, 2, h->conv1d ? h->in : h->out,
+                        h->conv1d ? h->out : h->in, h, NULL);
     } else {
         const hf_scheme *sc = &p->schemes[h->scheme];
         const lmp_st_dtype sd = scale_dtype(h->scale_type);
@@ -301,11 +309,19 @@ static int plan_tensors(hf_plan *p)
     const lmp_arch *a = &m->arch;
     size_t cap = 0;
     size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + 8, sizeof *unit_start);
+    /* (a norm's bias goes in its weight's unit) */
     size_t n_units = 0;
     if (!unit_start) return lmp_fail(LMP_ENOMEM, "out of memory");
     int st = 0;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2;
     unit_start[n_units++] = p->n_tensors;
-    st = add_tensor(p, &cap, "model.embed_tokens", ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->tok_emb);
+    st = add_tensor(p, &cap, gpt2 ? "transformer.wte" : "model.embed_tokens", ".weight", HF_T_DENSE, p->dtype, 2,
+                    a->vocab, a->dim, NULL, m->tok_emb);
+    if (!st && gpt2) {
+        unit_start[n_units++] = p->n_tensors;
+        st = add_tensor(p, &cap, "transformer.wpe", ".weight", HF_T_DENSE, p->dtype, 2, a->seq_len, a->dim, NULL,
+                        m->pos_emb);
+    }
     int li = 0, ni = 0;
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         for (; ni < p->n_norms && p->norms[ni].block == b && !st; ni++) {
@@ -321,6 +337,13 @@ static int plan_tensors(hf_plan *p)
                 t->halves_hd = a->head_dim;
                 t->n_rot = a->rope.n_rot > 0 ? a->rope.n_rot : a->head_dim;
             }
+            if (!st && nm->has_b) {
+                st = add_tensor(p, &cap, nm->name, ".bias", HF_T_DENSE, p->dtype, 1, nm->dim, 0, NULL, NULL);
+                t = &p->tensors[p->n_tensors - 1];
+                t->block = b;
+                t->norm = nm->index;
+                t->norm_bias = 1;
+            }
         }
         for (; li < p->n_lins && p->lins[li].block == b && !st; li++) {
             unit_start[n_units++] = p->n_tensors;
@@ -328,9 +351,12 @@ static int plan_tensors(hf_plan *p)
         }
     }
     if (!st) {
+        const char *final = gpt2 ? "transformer.ln_f" : "model.norm";
         unit_start[n_units++] = p->n_tensors;
-        st = add_tensor(p, &cap, "model.norm", ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
+        st = add_tensor(p, &cap, final, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
         if (!st) p->tensors[p->n_tensors - 1].minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
+        if (!st && m->final_norm_b)
+            st = add_tensor(p, &cap, final, ".bias", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_b);
     }
     if (!st && m->lm_head != m->tok_emb) {
         unit_start[n_units++] = p->n_tensors;
@@ -363,26 +389,37 @@ static int plan_tensors(hf_plan *p)
 static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk, int *n_quant, int *n_bf16, int *n_f16,
                       int64_t *pruned, int64_t *total)
 {
+    const int conv1d = p->m->arch.family == LMP_FAMILY_GPT2; /* GPT-2: LayerNorms, Conv1D linears */
     for (int i = 0; i < blk->n_norms; i++) {
-        if (blk->norms[i].b)
+        if (blk->norms[i].b && !conv1d)
             return lmp_fail(LMP_EUNSUPPORTED,
                             "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
                             "place for; export a variant without shift", blk->norms[i].name);
         hf_norm *nm = &p->norms[p->n_norms++];
-        *nm = (hf_norm){.name = strdup(blk->norms[i].name), .dim = blk->norms[i].dim, .block = b, .index = i};
+        *nm = (hf_norm){.name = strdup(blk->norms[i].name), .dim = blk->norms[i].dim, .block = b, .index = i,
+                        .has_b = blk->norms[i].b != NULL};
         if (!nm->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         hf_linear *h = &p->lins[p->n_lins++];
         *h = (hf_linear){.name = strdup(l->name), .role = l->role, .out = l->out, .in = l->in, .block = b, .index = i,
-                         .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1,
+                         .has_b = l->b != NULL, .masked = l->mask != NULL, .scheme = -1, .conv1d = conv1d,
                          /* q/k rows back to rotate-half order, unless the checkpoint turns adjacent
                           * pairs itself (GLM, ERNIE 4.5) */
-                         .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent
+                         .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent &&
+                                             !conv1d /* GPT-2 turns nothing */
                                          ? p->m->arch.head_dim : 0,
                          .n_rot = p->m->arch.rope.n_rot > 0 ? p->m->arch.rope.n_rot : p->m->arch.head_dim};
         if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
+        if (conv1d) { /* written dense: compressed-tensors has no Conv1D scheme (hf_plan.h) */
+            p->n_dense_quantized += l->grid != NULL || l->weight_bits < 32.0;
+            p->n_dense_act += l->act.mode != LMP_ACT_NONE;
+            if (l->in_shift || l->in_scale || l->shift_bias)
+                return lmp_fail(LMP_EUNSUPPORTED, "%s: has an input affine x -> (x - shift) / scale, which "
+                                "transformers' GPT-2 has no place for; export a .gguf or a variant without it", l->name);
+            continue;
+        }
         hf_scheme sc;
         int none, st;
         if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
@@ -420,6 +457,7 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
  * input scales or biases: a fused module has one of each. */
 static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_role *roles, int n)
 {
+    const int fused_bias = p->desc->bias == LMP_BIAS_ALL; /* GPT-2's c_attn has one bias for the three */
     int at[3];
     for (int k = 0; k < n; k++) {
         at[k] = -1;
@@ -431,7 +469,7 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
     for (int k = 0; k < n; k++) {
         const hf_linear *h = &p->lins[at[k]];
         const hf_scheme *sc = h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
-        if (h->has_b)
+        if (h->has_b && !fused_bias)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s's fused %s has no place for", h->name, p->arch,
                             module);
         if (h->scheme != f->scheme || h->scale_type != f->scale_type)
@@ -445,7 +483,7 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
                             p->arch, module, sc->g_idx ? " without act_order" : "");
     }
     char name[256];
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)b, module);
+    snprintf(name, sizeof name, "%s.%lld.%s", lmp_hf_block_prefix(p->m->arch.family), (long long)b, module);
     char *fused = strdup(name);
     if (!fused) return lmp_fail(LMP_ENOMEM, "out of memory");
     free(f->name);
@@ -488,12 +526,13 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
         const int first = p->n_lins;
         if (!st) st = plan_block(ctx, p, b, &blk, &n_quant, &n_bf16, &n_f16, &pruned, &total);
         static const lmp_role qkv[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V}, gate_up[2] = {LMP_ROLE_GATE, LMP_ROLE_UP};
-        if (!st && p->desc->hf_fused_qkv) st = fuse(p, first, b, p->desc->hf_fused_qkv, qkv, 3);
+        const char *fused_qkv = a->family == LMP_FAMILY_GPT2 ? "attn.c_attn" : p->desc->hf_fused_qkv;
+        if (!st && fused_qkv) st = fuse(p, first, b, fused_qkv, qkv, 3);
         if (!st && p->desc->hf_fused_gate_up) st = fuse(p, first, b, p->desc->hf_fused_gate_up, gate_up, 2);
         lmp_block_free(&blk);
     }
     if (st) return st;
-    if (m->final_norm_b)
+    if (m->final_norm_b && a->family != LMP_FAMILY_GPT2)
         return lmp_fail(LMP_EUNSUPPORTED, "model.norm: has a bias, which a Hugging Face Llama's RMSNorm has no place for");
     if (p->sparse_mixed)
         lmp_log(ctx, LMP_LOG_WARN, "%s: the linears are pruned to different N:M patterns; config.json's "
@@ -626,10 +665,6 @@ static int write_all(lmp_ctx *ctx, const hf_plan *p, lmp_outdir *od, int64_t *ro
 
 int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *blocks, const lmp_export_opts *o)
 {
-    if (m->arch.family != LMP_FAMILY_LLAMA)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: only the Llama block's families (Llama, Mistral, Qwen2, Qwen3, Gemma) are "
-                                          "exported as a Hugging Face folder; %s is GPT-2: keep the original", o->path,
-                        m->path);
     int st = lmp_export_check_arch(m, o->path);
     if (!st) st = lmp_export_check_path(o->path, "export");
     if (!st) st = check_destination(o->path);
@@ -652,6 +687,14 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
             n_written++;
             if (p.lins[i].scheme >= 0) *(p.schemes[p.lins[i].scheme].fmt == HF_FMT_PACK ? &n_packed : &n_int) += 1;
         }
+        if (p.n_dense_quantized)
+            lmp_log(ctx, LMP_LOG_WARN, "%s: GPT-2's %d quantized linears are written dense (their exact values in %s): "
+                                       "compressed-tensors quantizes nn.Linear modules, and transformers' GPT-2 has "
+                                       "Conv1D; export a .gguf for a smaller file", o->path, p.n_dense_quantized,
+                    lmp_st_dtype_name(p.dtype));
+        if (p.n_dense_act)
+            lmp_log(ctx, LMP_LOG_WARN, "%s: %d linears quantize their activations, which a dense GPT-2 folder does not "
+                                       "carry: transformers runs them unquantized", o->path, p.n_dense_act);
         lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
                                    "unquantized tensors in %s", o->path, n_packed, n_int, n_written - n_packed - n_int,
                 p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));

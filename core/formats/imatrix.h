@@ -15,7 +15,7 @@
  *    optionally int32 the chunk count, and int32 length + the dataset's name.  Importance =
  *    value / ncall in f32, or the value as written when ncall is 0 (llama-quantize's rule).
  * All little-endian.  An entry is named after its weight's GGUF tensor ("blk.3.attn_q.weight":
- * model/gguf_names.h maps lmpress's linears to those names).
+ * model/tensor_names.h maps lmpress's linears to those names).
  *
  * Everything is checked before use, each failure one message naming the file and, past the
  * header, the entry: a truncated file, a count or length that does not fit, an in_sum2 without

@@ -158,6 +158,17 @@ int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
     return 0;
 }
 
+int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r)
+{
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        if (s->kind != LMP_STEP_LINEARS) continue;
+        for (int o = 0; o < s->n_out; o++)
+            if (s->roles[o] == r) return s->group;
+    }
+    return -1;
+}
+
 double lmp_block_plan_flops(const lmp_block_plan *p, int64_t T, int group)
 {
     const double t = (double)T;

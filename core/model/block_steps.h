@@ -30,7 +30,7 @@
  *   group 3:  mlp_out = down(h)                           LINEARS     [T,f] -> [T,d]
  *             mlp_post = norm_post_mlp(mlp_out)           NORM        (GLM-4, Gemma 2/3)
  *             y = x1 + mlp_post (or mlp_out)              ADD
- * A group is what lies between one linear input and the next (lmp_input_group's numbering): a
+ * A group is what lies between one linear input and the next (lmp_block_plan_input_group): a
  * pass may start at a group (lmp_block_forward_from) and an observer may stop it at one. */
 #ifndef LMP_CORE_MODEL_BLOCK_STEPS_H
 #define LMP_CORE_MODEL_BLOCK_STEPS_H
@@ -107,6 +107,10 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer);
  * the plan says) and nothing it does not (a norm no step takes is refused by name, rather than
  * silently left out).  0, or an LMP_E* error naming the tensor. */
 int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk);
+
+/* The input group (0..3) of the step whose linears include role r: where a pass observing r's
+ * input may stop, and which of a sequential stage's rounds treats it; -1 when the plan has none. */
+int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r);
 
 /* The FLOPs of the plan's steps in groups [0, group) over T tokens: each linear as 2·T·in·out,
  * attention's two products as 2·T²·qd each (the causal half not taken off); norms, RoPE and

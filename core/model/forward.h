@@ -22,7 +22,7 @@ typedef int (*lmp_observe_fn)(void *ud, const int *lins, int n_lins, const float
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,
                       float *x, lmp_observe_fn obs, void *ud);
 
-/* The block in four segments, segment g starting where input group g (lmp_input_group) is taken
+/* The block in four segments, segment g starting where input group g (lmp_block_plan_input_group) is taken
  * and ending where the next one's input is made:
  *   0: mid = attention(rope(q), rope(k), v) of norm0(x)    [T, dim], before o's input affine
  *   1: x1 = x + o(mid)                                     [T, dim]
@@ -54,7 +54,7 @@ int lmp_block_run(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk
 int lmp_block_step_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
                            int i, int64_t T, float *const slot[LMP_SLOT_COUNT], float *qbuf, float *work);
 
-/* The FLOPs of a block forward over T tokens up to where input group `group` (lmp_input_group:
+/* The FLOPs of a block forward over T tokens up to where input group `group` (lmp_block_plan_input_group:
  * 0 q,k,v; 1 o; 2 gate,up; 3 down) is observed, 4: the whole block.  Counted: each GEMM as
  * 2·T·in·out, attention's two products as 2·T²·(heads·head_dim) each (the causal half not
  * taken off); norms, RoPE and activations are left out (they are O(T·dim)).  For counting

@@ -13,22 +13,9 @@
 #include "base/error.h"
 #include "base/input_file.h"
 #include "model/block_steps.h"
+#include "model/tensor_names.h"
 
 /* ---- block tables ------------------------------------------------------------------------ */
-typedef struct linear_layout {
-    lmp_role role;
-    const char *leaf;     /* name after "<prefix>.N." */
-} linear_layout;
-
-static const linear_layout llama_linears[] = {
-    {LMP_ROLE_Q, "self_attn.q_proj"}, {LMP_ROLE_K, "self_attn.k_proj"},
-    {LMP_ROLE_V, "self_attn.v_proj"}, {LMP_ROLE_O, "self_attn.o_proj"},
-    {LMP_ROLE_GATE, "mlp.gate_proj"}, {LMP_ROLE_UP, "mlp.up_proj"},
-    {LMP_ROLE_DOWN, "mlp.down_proj"}};
-static const linear_layout gpt2_linears[] = {
-    {LMP_ROLE_Q, "attn.c_attn.q"}, {LMP_ROLE_K, "attn.c_attn.k"}, {LMP_ROLE_V, "attn.c_attn.v"},
-    {LMP_ROLE_O, "attn.c_proj"},   {LMP_ROLE_UP, "mlp.c_fc"},     {LMP_ROLE_DOWN, "mlp.c_proj"}};
-
 static char *fmt_name(const char *prefix, int layer, const char *leaf)
 {
     char buf[160];
@@ -39,8 +26,12 @@ static char *fmt_name(const char *prefix, int layer, const char *leaf)
 int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
 {
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
-    const linear_layout *layout = gpt2 ? gpt2_linears : llama_linears;
-    const char *prefix = gpt2 ? "transformer.h" : "model.layers";
+    /* the block's linears in role order (GPT-2 has no gate), named from model/tensor_names.h */
+    static const lmp_role llama_roles[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O,
+                                           LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    static const lmp_role gpt2_roles[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    const lmp_role *roles = gpt2 ? gpt2_roles : llama_roles;
+    const char *prefix = lmp_hf_block_prefix(a->family);
     memset(b, 0, sizeof *b);
     b->index = index;
     b->n_blocks = (int)a->n_layers;
@@ -52,8 +43,8 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     const int64_t kv = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     for (int i = 0; i < b->n_linears; i++) {
         lmp_linear *l = &b->linears[i];
-        l->role = layout[i].role;
-        l->name = fmt_name(prefix, index, layout[i].leaf);
+        l->role = roles[i];
+        l->name = fmt_name(prefix, index, lmp_hf_linear_leaf(a->family, l->role));
         l->weight_bits = 32.0;
         l->in = l->role == LMP_ROLE_DOWN ? a->hidden : l->role == LMP_ROLE_O ? qd : a->dim;
         l->out = l->role == LMP_ROLE_K || l->role == LMP_ROLE_V ? kv
@@ -61,15 +52,10 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
                  : l->role == LMP_ROLE_Q ? qd : a->dim;
         if (!l->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
-    /* the norms' names: GPT-2's, the family's own (Gemma 2/3, GLM-4), or Llama's */
-    static const char *const gpt2_norms[LMP_NORM_KINDS] = {"ln_1", "ln_2"};
-    static const char *const llama_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
-                                                            "self_attn.q_norm", "self_attn.k_norm"};
-    const char *const *names = gpt2 ? gpt2_norms : a->desc && a->desc->hf_norms ? a->desc->hf_norms : llama_norms;
     for (int k = LMP_NORM_ATTN; k < LMP_NORM_KINDS; k++) {
         const int i = lmp_norm_index(a, k);
         if (i < 0) continue;
-        b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, names[k]),
+        b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, lmp_hf_norm_leaf(a, k)),
                                  .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim : a->dim};
     }
     for (int i = 0; i < b->n_norms; i++)
@@ -169,16 +155,6 @@ int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fu
         return LMP_FUSED_GATE_UP;
     }
     return LMP_FUSED_NONE;
-}
-
-int lmp_input_group(lmp_role r)
-{
-    switch (r) {
-    case LMP_ROLE_Q: case LMP_ROLE_K: case LMP_ROLE_V: return 0;
-    case LMP_ROLE_O: return 1;
-    case LMP_ROLE_GATE: case LMP_ROLE_UP: return 2;
-    default: return 3;
-    }
 }
 
 int lmp_block_find(const lmp_block *b, lmp_role role)

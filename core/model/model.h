@@ -150,9 +150,6 @@ int lmp_fused_rows(const lmp_arch *a, const lmp_linear *l, int fused_qkv, int fu
                    int64_t *rows);
 /* Index of the linear with this role in the block, -1 if the family has none. */
 int lmp_block_find(const lmp_block *b, lmp_role role);
-/* The distinct input a linear of this role reads, numbered in forward order: 0 q,k,v; 1 o;
- * 2 gate,up (GPT-2's fc); 3 down (GPT-2's proj). */
-int lmp_input_group(lmp_role r);
 /* Deep copy of a block into owned memory. */
 int lmp_block_clone(const lmp_block *src, lmp_block *dst);
 /* An owned copy of the grid of a [out, in] weight (plugin.h's lmp_wgrid; NULL when out of

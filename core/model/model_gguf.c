@@ -24,22 +24,16 @@
 
 #include "base/error.h"
 #include "formats/gguf.h"
-#include "model/gguf_names.h"
+#include "model/tensor_names.h"
 #include "model/model.h"
 
-/* The linears' names are gguf_names.h's (shared with the importance-matrix reader). */
+/* The block's names are model/tensor_names.h's (shared with the writer and the importance-matrix
+ * reader). */
 static const char *gguf_linear(const lmp_arch *a, lmp_role role) { return lmp_gguf_linear_stem(a->family, role); }
-/* The block's norms in lmp_block_init's order: before attention, before the MLP, and the q/k
- * norms of an arch with LMP_ARCH_QK_NORM. */
-static const char *const gguf_norm_kind[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
-                                                            "attn_q_norm", "attn_k_norm",
-                                                            "post_attention_norm", "post_ffw_norm"};
-/* The GGUF name of the block's norm i. */
 static const char *gguf_norm(const lmp_arch *a, int i)
 {
-    for (int k = 0; k < LMP_NORM_KINDS; k++)
-        if (lmp_norm_index(a, k) == i) return gguf_norm_kind[k];
-    return "?";
+    const char *n = lmp_gguf_norm_name(a, i);
+    return n ? n : "?";
 }
 
 /* The tensor `name`, which must be 2-D [rows, cols] (ne = {cols, rows}) or 1-D [cols] (rows 0),
@@ -84,11 +78,8 @@ static int load_f32(const lmp_model *m, const char *name, int64_t rows, int64_t 
  * GPT-2). */
 static const char *linear_source(const lmp_arch *a, const lmp_linear *l, int64_t *r0, int64_t *rows)
 {
-    switch (lmp_fused_rows(a, l, a->desc->gguf_fused_qkv, a->desc->gguf_fused_gate_up, r0, rows)) {
-    case LMP_FUSED_QKV: return "attn_qkv";
-    case LMP_FUSED_GATE_UP: return "ffn_up";
-    default: return gguf_linear(a, l->role);
-    }
+    const int fused = lmp_fused_rows(a, l, a->desc->gguf_fused_qkv, a->desc->gguf_fused_gate_up, r0, rows);
+    return fused == LMP_FUSED_NONE ? gguf_linear(a, l->role) : lmp_gguf_fused_stem(fused);
 }
 
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)

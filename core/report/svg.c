@@ -1,5 +1,6 @@
 /* svg.c — shared pieces of the SVG charts (svg.h). */
 #include "report/svg.h"
+#include "model/tensor_names.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,12 +22,10 @@ void lmp_xml_text(FILE *f, const char *s)
 
 const char *lmp_svg_role_colour(const char *role)
 {
-    static const char *const roles[] = {"q", "k", "v", "o", "gate", "up", "down"};
-    static const char *const colours[] = {LMP_SVG_BLUE, LMP_SVG_SKY, LMP_SVG_GREEN, LMP_SVG_YELLOW,
-                                          LMP_SVG_ORANGE, LMP_SVG_VERMILLION, LMP_SVG_PURPLE};
-    for (int i = 0; role && i < 7; i++)
-        if (strcmp(role, roles[i]) == 0) return colours[i];
-    return LMP_SVG_GREY;
+    static const char *const colours[LMP_ROLE_COUNT] = {LMP_SVG_BLUE, LMP_SVG_SKY, LMP_SVG_GREEN, LMP_SVG_YELLOW,
+                                                        LMP_SVG_ORANGE, LMP_SVG_VERMILLION, LMP_SVG_PURPLE};
+    const int r = lmp_role_by_name(role);
+    return r >= 0 ? colours[r] : LMP_SVG_GREY;
 }
 
 void lmp_svg_scale_colour(double t, char out[8])

@@ -12,6 +12,10 @@
 # SAME_CONFIGS="quickstart w8a8-compare" runs only those configs (the learning ones,
 # autoround-compare and finetune-compare, take most of the time).
 #
+# SAME_REDUCE="--calib 16 --eval 4 --lambada 0" runs each side's config through
+# tools/bench/reduce_config.py with those arguments first (fewer windows, the same pipelines and
+# parameters): the learning configs then take minutes, not hours, and still compare bit for bit.
+#
 # The old build's tables are kept in OUT_DIR and reused (SAME_REUSE=0 reruns them), so checking
 # a series of changes against one revision runs the old side once.
 # Exit status: the number of configs whose tables differ (or failed to run).
@@ -42,7 +46,17 @@ for cfg in configs/*.cfg; do
     grep -q 'path = "../models/stories260K/' "$cfg" || continue # the model, not only its texts
     name=$(basename "$cfg" .cfg)
     if [ -n "${SAME_CONFIGS:-}" ] && ! [[ " $SAME_CONFIGS " == *" $name "* ]]; then continue; fi
-    a="$out/$name.$sha.json" b="$out/$name.new.json"
+    old_cfg="$old_src/$cfg" new_cfg="$cfg" tag=""
+    if [ -n "${SAME_REDUCE:-}" ]; then
+        # beside each side's own config, so its relative paths still hold
+        tag=".reduced"
+        old_cfg="$old_src/configs/.same-$name.cfg" new_cfg="configs/.same-$name.cfg"
+        # shellcheck disable=SC2086
+        { build_old && "$py" tools/bench/reduce_config.py "$old_src/$cfg" "$old_cfg" $SAME_REDUCE &&
+            "$py" tools/bench/reduce_config.py "$cfg" "$new_cfg" $SAME_REDUCE; } ||
+            { echo "   FAILED to reduce $cfg"; bad=$((bad + 1)); continue; }
+    fi
+    a="$out/$name$tag.$sha.json" b="$out/$name$tag.new.json"
     if [ "${SAME_REUSE:-1}" != 0 ] && [ -s "$a" ]; then
         echo "== $name ($sha: table kept from an earlier run)"
     else
@@ -50,14 +64,15 @@ for cfg in configs/*.cfg; do
         # made explicit) runs as each side shipped it
         build_old || exit 1
         echo "== $name ($sha)"
-        nice -n 19 "$old" --quiet compare "$old_src/$cfg" --json "$a" >/dev/null ||
+        nice -n 19 "$old" --quiet compare "$old_cfg" --json "$a" >/dev/null ||
             { echo "   FAILED to run"; bad=$((bad + 1)); continue; }
     fi
     echo "== $name (this build: $new)"
-    nice -n 19 "$new" --quiet compare "$cfg" --json "$b" >/dev/null ||
+    nice -n 19 "$new" --quiet compare "$new_cfg" --json "$b" >/dev/null ||
         { echo "   FAILED to run"; bad=$((bad + 1)); continue; }
-    "$new" diff "$a" "$b" --class exact >"$out/$name.diff.txt" ||
-        { echo "   beyond the exact floors: $out/$name.diff.txt"; bad=$((bad + 1)); continue; }
+    [ -z "$tag" ] || rm -f "$new_cfg"
+    "$new" diff "$a" "$b" --class exact >"$out/$name$tag.diff.txt" ||
+        { echo "   beyond the exact floors: $out/$name$tag.diff.txt"; bad=$((bad + 1)); continue; }
     "$py" - "$a" "$b" <<'EOF' || bad=$((bad + 1))
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])

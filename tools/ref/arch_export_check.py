@@ -223,9 +223,22 @@ def unpack_ct(tensors, module, cfg):
     return (q - z) * step, step
 
 
+def gpt2_as_generic(c):
+    """GPT2Config's own names (n_embd, n_layer, ...) under the names the checks below compare, as
+    transformers' GPT2Config.attribute_map does; n_inner null is 4 * n_embd."""
+    if c.get("model_type") != "gpt2":
+        return c
+    c = dict(c)
+    c.update(hidden_size=c["n_embd"], num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
+             num_key_value_heads=c["n_head"], intermediate_size=c.get("n_inner") or 4 * c["n_embd"],
+             rms_norm_eps=c.get("layer_norm_epsilon", 1e-5), hidden_act=c.get("activation_function", "gelu_new"))
+    c.setdefault("tie_word_embeddings", True)  # GPT2Config's default
+    return c
+
+
 def check_hf(path, ref_path, quantized, cls, exact=False):
-    cfg = json.load(open(os.path.join(path, "config.json")))
-    ref = json.load(open(os.path.join(ref_path, "config.json")))
+    cfg = gpt2_as_generic(json.load(open(os.path.join(path, "config.json"))))
+    ref = gpt2_as_generic(json.load(open(os.path.join(ref_path, "config.json"))))
     want = {"architectures": ref.get("architectures"), "model_type": ref.get("model_type")}
     if cls:
         want = {"architectures": [cls.split(":")[0]], "model_type": cls.split(":")[1]}

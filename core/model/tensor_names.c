@@ -1,0 +1,94 @@
+/* tensor_names.c — see tensor_names.h.  The GGUF names are llama.cpp's (src/llama-arch.cpp,
+ * LLM_TENSOR_*; the PyPI gguf package's constants.py TENSOR_NAMES say the same); the Hugging Face
+ * ones are transformers' modeling files'. */
+#include "model/tensor_names.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "arch/arch.h"
+
+static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+const char *lmp_role_name(lmp_role r) { return (int)r >= 0 && r < LMP_ROLE_COUNT ? role_names[r] : NULL; }
+
+int lmp_role_by_name(const char *name)
+{
+    for (int r = 0; name && r < LMP_ROLE_COUNT; r++)
+        if (!strcmp(name, role_names[r])) return r;
+    return -1;
+}
+
+/* One row per role: Hugging Face's leaf, llama.cpp's stem. */
+typedef struct linear_names {
+    const char *hf, *gguf;
+} linear_names;
+
+static const linear_names llama_linears[LMP_ROLE_COUNT] = {
+    [LMP_ROLE_Q] = {"self_attn.q_proj", "attn_q"},    [LMP_ROLE_K] = {"self_attn.k_proj", "attn_k"},
+    [LMP_ROLE_V] = {"self_attn.v_proj", "attn_v"},    [LMP_ROLE_O] = {"self_attn.o_proj", "attn_output"},
+    [LMP_ROLE_GATE] = {"mlp.gate_proj", "ffn_gate"}, [LMP_ROLE_UP] = {"mlp.up_proj", "ffn_up"},
+    [LMP_ROLE_DOWN] = {"mlp.down_proj", "ffn_down"}};
+
+/* GPT-2: transformers' fused c_attn split three ways (model_hf.c), llama.cpp's attn_qkv;
+ * attn_output (c_proj), ffn_up (c_fc), ffn_down (mlp's c_proj); no gate. */
+static const linear_names gpt2_linears[LMP_ROLE_COUNT] = {
+    [LMP_ROLE_Q] = {"attn.c_attn.q", "attn_qkv"}, [LMP_ROLE_K] = {"attn.c_attn.k", "attn_qkv"},
+    [LMP_ROLE_V] = {"attn.c_attn.v", "attn_qkv"}, [LMP_ROLE_O] = {"attn.c_proj", "attn_output"},
+    [LMP_ROLE_UP] = {"mlp.c_fc", "ffn_up"},       [LMP_ROLE_DOWN] = {"mlp.c_proj", "ffn_down"}};
+
+/* Norms by kind (LMP_NORM_*): llama.cpp's, Llama's and GPT-2's Hugging Face names. */
+static const char *const gguf_norms[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
+                                                       "attn_q_norm", "attn_k_norm",
+                                                       "post_attention_norm", "post_ffw_norm"};
+static const char *const llama_hf_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
+                                                           "self_attn.q_norm", "self_attn.k_norm"};
+static const char *const gpt2_hf_norms[LMP_NORM_KINDS] = {"ln_1", "ln_2"};
+
+static const linear_names *linear_row(lmp_family family, lmp_role role)
+{
+    if ((int)role < 0 || role >= LMP_ROLE_COUNT) return NULL;
+    return family == LMP_FAMILY_GPT2 ? &gpt2_linears[role] : family == LMP_FAMILY_LLAMA ? &llama_linears[role] : NULL;
+}
+
+const char *lmp_gguf_linear_stem(lmp_family family, lmp_role role)
+{
+    const linear_names *r = linear_row(family, role);
+    return r ? r->gguf : NULL;
+}
+
+const char *lmp_hf_linear_leaf(lmp_family family, lmp_role role)
+{
+    const linear_names *r = linear_row(family, role);
+    return r ? r->hf : NULL;
+}
+
+const char *lmp_gguf_fused_stem(int fused)
+{
+    return fused == LMP_FUSED_QKV ? "attn_qkv" : fused == LMP_FUSED_GATE_UP ? "ffn_up" : NULL;
+}
+
+const char *lmp_gguf_norm_name(const lmp_arch *a, int i)
+{
+    for (int k = 0; k < LMP_NORM_KINDS; k++)
+        if (lmp_norm_index(a, k) == i) return gguf_norms[k];
+    return NULL;
+}
+
+const char *lmp_hf_block_prefix(lmp_family family) { return family == LMP_FAMILY_GPT2 ? "transformer.h" : "model.layers"; }
+
+const char *lmp_hf_norm_leaf(const lmp_arch *a, int k)
+{
+    if (k < 0 || k >= LMP_NORM_KINDS) return NULL;
+    if (a->family == LMP_FAMILY_GPT2) return gpt2_hf_norms[k];
+    return a->desc && a->desc->hf_norms ? a->desc->hf_norms[k] : llama_hf_norms[k];
+}
+
+int lmp_gguf_linear_name(lmp_family family, int64_t block, lmp_role role, const char *suffix, char *buf, size_t n)
+{
+    const char *stem = lmp_gguf_linear_stem(family, role);
+    if (n) buf[0] = 0;
+    if (!stem) return -1;
+    const int k = snprintf(buf, n, "blk.%lld.%s.%s", (long long)block, stem, suffix);
+    return k < 0 || (size_t)k >= n ? -1 : 0;
+}
