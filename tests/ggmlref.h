@@ -38,12 +38,16 @@ typedef struct ggml_ref_type {
  *   q3_K: hmask[32] at 0, qs[64] at 32, scales[12] at 96 (6-bit, packed).
  *   q4_K: scales[12] at 4 (6-bit scales and mins, packed), qs[128] at 16.
  *   q5_K: scales[12] at 4, qh[32] at 16, qs[128] at 48.  q6_K: ql[128] at 0, qh[64] at 128,
- *   int8 scales[16] at 192. */
+ *   int8 scales[16] at 192.  q1_0: qs[16] at 2 (bit j of byte j/8).  q2_0: qs[16] at 2 (code j in
+ *   bits 2(j%4) of byte j/4). */
 static const ggml_ref_type GGML_REF_TYPES[] = {
     {"q8_0", 32, 34, 0, -1},    {"q4_0", 32, 18, 0, -1},    {"q4_1", 32, 20, 0, 2},
     {"q5_0", 32, 22, 0, -1},    {"q5_1", 32, 24, 0, 2},     {"iq4_nl", 32, 18, 0, -1},
     {"iq4_xs", 256, 136, 0, -1}, {"q2_k", 256, 84, 80, 82}, {"q3_k", 256, 110, 108, -1},
     {"q4_k", 256, 144, 0, 2},   {"q5_k", 256, 176, 0, 2},   {"q6_k", 256, 210, 208, -1},
+    /* mxfp4: e (E8M0) at 0, qs[16] at 1; nvfp4: d[4] (UE4M3) at 0, qs[32] at 4: no fp16 d */
+    {"mxfp4", 32, 17, -1, -1},  {"nvfp4", 64, 36, -1, -1},  {"q1_0", 128, 18, 0, -1},
+    {"q2_0", 64, 18, 0, -1},
 };
 
 /* The layout of `type` (ggml's name, case ignored: "q4_K" and "q4_k" are one); NULL if the
@@ -78,7 +82,7 @@ static inline float ggml_ref_half(const unsigned char *p)
 static inline float ggml_ref_block_d(const char *type, const unsigned char *bytes, size_t block)
 {
     const ggml_ref_type *t = ggml_ref_type_of(type);
-    ck_assert_msg(t != NULL, "ggmlref: unknown type %s", type);
+    ck_assert_msg(t != NULL && t->d_at >= 0, "ggmlref: %s has no fp16 d", type);
     return ggml_ref_half(bytes + block * (size_t)t->block_bytes + (size_t)t->d_at);
 }
 

@@ -50,14 +50,15 @@ bad = []
 if doc.get("mode") != "dry-run" or not doc.get("finished"):
     bad.append("mode %r, finished %r" % (doc.get("mode"), doc.get("finished")))
 steps = {s["name"]: s for s in doc["steps"]}
-for name in ("machine", "unpack", "build", "conformance", "compare", "throughput", "synth"):
+for name in ("machine", "unpack", "build", "conformance", "block", "compare", "throughput", "synth"):
     if steps.get(name, {}).get("status") != "ok":
         bad.append("step %s: %s" % (name, steps.get(name)))
 if steps.get("peer", {}).get("status") not in ("ok", "skipped"):
     bad.append("step peer: %s" % steps.get("peer"))
 m = doc["metrics"]
 for key in ("conformance_cpu", "compare_within_tolerance", "stories260K_eval_cpu_tokens_per_s",
-            "stories260K_cpu_gptq_per_block_s", "synth_cpu_gptq_per_block_s", "synth_eval_cpu_tokens_per_s"):
+            "stories260K_cpu_gptq_per_block_s", "synth_cpu_gptq_per_block_s", "synth_eval_cpu_tokens_per_s",
+            "stories260K_block_cpu_per-op"):
     if key not in m:
         bad.append("metric %s missing" % key)
 if m.get("conformance_cpu") != "pass" or m.get("compare_within_tolerance") != "yes":

@@ -193,6 +193,8 @@ static int r_rope_table(void *s, int64_t T, int64_t nh, int64_t hd, int64_t n_ro
     return lmp_ref_rope_table(T, nh, hd, n_rot, pos0, inv_freq, mscale, x);
 }
 
+static int r_hadamard(void *s, int64_t rows, int64_t n, float *x) { return lmp_ref_hadamard(rows, n, x); }
+
 static const lmp_backend_i ref_vtable = {
     .struct_size = sizeof(lmp_backend_i),
     .gemm = r_gemm, .xtx_accum = r_xtx, .cholesky = r_chol, .chol_inverse = r_cinv,
@@ -203,6 +205,7 @@ static const lmp_backend_i ref_vtable = {
     .gelu = r_gelu,
     .rope_table = r_rope_table,
     .attention_window = r_attention_window,
+    .hadamard = r_hadamard,
 };
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
@@ -565,6 +568,43 @@ START_TEST(test_norms)
     free(b);
     free(r);
     free(g);
+    close_backend();
+}
+END_TEST
+
+/* hadamard 1e-12: the butterflies in f32 (log2 n additions per output) against the O(n^2) sum
+ * in double.  Sizes 1 (the identity), 2, 64 and 512; applied twice it gives the input back (H/sqrt(n)
+ * is its own inverse) to 1e-6; a width not a power of 2 is refused. */
+START_TEST(test_hadamard)
+{
+    open_backend(_i);
+    const int64_t rows = 5, sizes[] = {1, 2, 64, 512};
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        const int64_t n = sizes[c];
+        float *x = rand_mat(rows * n, -1, 1), *r = copy_of(x, rows * n), *g = copy_of(x, rows * n);
+        int st;
+        ck_assert_int_eq(REF(hadamard, rows, n, r), LMP_OK);
+        CAND(st, hadamard, rows, n, g);
+        ck_assert_int_eq(st, LMP_OK);
+        char what[64];
+        snprintf(what, sizeof what, "hadamard %lldx%lld", (long long)rows, (long long)n);
+        check_nmse(what, r, g, rows, n, n, 1e-12);
+        CAND(st, hadamard, rows, n, g);
+        ck_assert_int_eq(st, LMP_OK);
+        double back = 0;
+        for (int64_t i = 0; i < rows * n; i++) back = fmax(back, fabs((double)g[i] - x[i]));
+        ck_assert_msg(back < 1e-6, "%s twice: off the input by %g", what, back);
+        if (n > 1) { /* it mixes: some output differs from its input */
+            double moved = 0;
+            for (int64_t i = 0; i < rows * n; i++) moved = fmax(moved, fabs((double)r[i] - x[i]));
+            ck_assert_msg(moved > 1e-3, "%s left the input as it was", what);
+        }
+        free(x), free(r), free(g);
+    }
+    float y[12] = {0};
+    int st;
+    CAND(st, hadamard, 1, 12, y);
+    ck_assert_int_eq(st, LMP_EINVAL);
     close_backend();
 }
 END_TEST
@@ -1344,6 +1384,7 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_norms, 0, g_n_ops);
     tcase_add_loop_test(tc, test_rope, 0, g_n_ops);
     tcase_add_loop_test(tc, test_rope_table, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_hadamard, 0, g_n_ops);
     tcase_add_loop_test(tc, test_attention_window, 0, g_n_ops);
     tcase_add_loop_test(tc, test_attention, 0, g_n_ops);
     tcase_add_loop_test(tc, test_activations, 0, g_n_ops);

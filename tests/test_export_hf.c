@@ -523,7 +523,8 @@ static const variant STORIES_VARIANTS[] = {
     {"autoround-g32-asym-bf16",
      {"autoround#" NOT_DOWN "#bits=4,granularity=group,group_size=32,sym=false,scale_dtype=bf16,steps=10,batch=4", NULL},
      0, "pack-quantized", "bfloat16", 30},
-    {"sparse24", {"sparse24##n=2,m=4", NULL}, 0, "dense", "float32", 0},
+    /* N:M alone: the dense weights and no quantization_config (no sparsity_config: vLLM 0.24 refuses one) */
+    {"sparse24", {"sparse24##n=2,m=4", NULL}, 0, NULL, "float32", 0},
     {"sparse24-w4", {"sparse24##n=2,m=4,bits=4,granularity=channel", NULL}, 0, "pack-quantized", "float32", 35},
     {"mixed", {"rtn#re:self_attn#bits=8,granularity=channel,act=dynamic_token",
                "rtn#re:mlp#bits=4,granularity=channel", NULL}, 0, "mixed-precision", "float32", 35},

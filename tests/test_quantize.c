@@ -1,6 +1,9 @@
 /* test_quantize.c — `lmpress quantize MODEL OUT PRESET` (tools/cmd_quantize.c), run as users run
  * it, the real binary:
- *   - a mistyped preset, option or method gets "did you mean"; awq and FP8 are "not yet";
+ *   - a mistyped preset, option or method gets "did you mean"; awq, MXFP8 and FP8 blocks are "not
+ *     yet"; NVFP4 (W4A4) without --calib is refused naming it;
+ *   - the FP8 preset on stories260K writes a float-quantized folder (E4M3 weights per channel, FP8
+ *     inputs per token) that compressed-tensors reads (LMP_CT_PYTHON: ct_load_check.py);
  *   - --print-config prints a config that `lmpress run` turns into the very same file, and that
  *     text is the file's lmpress.config_text;
  *   - an export that cannot hold the variant is refused before the first block (no block was
@@ -81,8 +84,16 @@ START_TEST(typos_get_did_you_mean)
     ck_assert_msg(strstr(out, "did you mean gptq?"), "%s", out);
     ck_assert_int_eq(run("quantize '%s' '%s' Q4_K_M --method awq", MODEL, in_tmp("x.gguf")), 2);
     ck_assert_msg(strstr(out, "not yet") && strstr(out, "issue 39"), "%s", out);
-    ck_assert_int_eq(run("quantize '%s' '%s' NVFP4", MODEL, in_tmp("x")), 2);
+    ck_assert_int_eq(run("quantize '%s' '%s' MXFP8", MODEL, in_tmp("x")), 2);
+    ck_assert_msg(strstr(out, "not yet") && strstr(out, "issue 38"), "%s", out);
+    ck_assert_int_eq(run("quantize '%s' '%s' FP8-block", MODEL, in_tmp("x")), 2);
     ck_assert_msg(strstr(out, "not yet"), "%s", out);
+    ck_assert_int_ne(run("quantize '%s' '%s' NVFP4 --tokenizer '%s'", MODEL, in_tmp("x"), TOK), 0);
+    ck_assert_msg(strstr(out, "--calib"), "%s", out);
+    /* stories260K's down_proj (172 inputs) is no whole group of 16: said before any work */
+    ck_assert_int_ne(run("quantize '%s' '%s' NVFP4A16 --tokenizer '%s'", MODEL, in_tmp("x"), TOK), 0);
+    ck_assert_msg(strstr(out, "groups of 16") && strstr(out, "down_proj"), "%s", out);
+    ck_assert_int_ne(access(in_tmp("x"), F_OK), 0);
     /* a preset whose format is not OUT's, and a method that needs text without it */
     ck_assert_int_eq(run("quantize '%s' '%s' W4A16", MODEL, in_tmp("x.gguf")), 2);
     ck_assert_msg(strstr(out, "OUT must be a folder"), "%s", out);
@@ -94,6 +105,35 @@ START_TEST(typos_get_did_you_mean)
     /* the command itself */
     ck_assert_int_eq(run("quantise"), 2);
     ck_assert_msg(strstr(out, "did you mean quantize?"), "%s", out);
+}
+END_TEST
+
+/* The FP8 preset (llm-compressor's FP8_DYNAMIC) on stories260K: a float-quantized folder whose
+ * config says E4M3 weights per channel and FP8 inputs per token, read by compressed-tensors. */
+START_TEST(fp8_preset_folder)
+{
+    ck_assert_int_eq(run("quantize '%s' '%s' FP8 --tokenizer '%s' --print-config", MODEL, in_tmp("fp8"), TOK), 0);
+    ck_assert_msg(strstr(out, "format = \"fp8_e4m3\"") && strstr(out, "act = \"fp8_dynamic_token\""), "%s", out);
+    ck_assert_int_eq(run("quantize '%s' '%s' W8A8-FP8 --tokenizer '%s'", MODEL, in_tmp("fp8"), TOK), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", in_tmp("fp8"));
+    size_t n;
+    char *cfg = (char *)lmp_test_slurp(path, &n);
+    ck_assert_msg(strstr(cfg, "float-quantized") && strstr(cfg, "\"token\"") && strstr(cfg, "\"float\""), "%s", cfg);
+    free(cfg);
+    const char *py = getenv("LMP_CT_PYTHON");
+    if (!py || !*py) {
+        lmp_test_skip("SKIPPED fp8_preset_folder (compressed-tensors side): LMP_CT_PYTHON is not set\n");
+        return;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' 2>&1", py, CT_CHECK, in_tmp("fp8"));
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    out[fread(out, 1, sizeof out - 1, p)] = 0;
+    const int rc = pclose(p);
+    printf("%s", out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
 }
 END_TEST
 
@@ -368,6 +408,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, typos_get_did_you_mean);
+    tcase_add_test(tc, fp8_preset_folder);
     tcase_add_test(tc, print_config_round_trip);
     tcase_add_test(tc, preflight_refuses_before_any_block);
     tcase_add_test(tc, eval_optional_with_output);

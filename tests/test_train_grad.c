@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/rotate.h"
 #include "cpu_ref.h"
 #include "base/error.h"
 #include "base/ctx.h"
@@ -377,6 +378,23 @@ START_TEST(feature_backward_matches_finite_differences)
         expect_finite_differences(&s, feature_cases[c].label);
         synth_free(&s);
     }
+}
+END_TEST
+
+/* The online R4 step (model/rotate.h: down's input turned by a randomized Hadamard of the hidden
+ * size, 80 = 5 x 16 here, through the backend's hadamard op): its derivative, the transposed
+ * rotation, against finite differences, and the training forward with it is the forward. */
+START_TEST(online_rotation_backward_matches_finite_differences)
+{
+    synth s;
+    synth_make(&s, LMP_FAMILY_LLAMA, 1);
+    lmp_rotation *r;
+    ck_assert_int_eq(lmp_rotation_make(LMP_ROT_HADAMARD, s.a.hidden, 5, &r), 0);
+    s.a.online_r4 = r;
+    expect_training_forward_is_the_forward(&s);
+    expect_finite_differences(&s, "online R4");
+    lmp_rotation_free(r);
+    synth_free(&s);
 }
 END_TEST
 
@@ -987,6 +1005,7 @@ int main(void)
     tcase_add_test(tc, training_forward_is_the_forward);
     tcase_add_test(tc, backward_matches_finite_differences);
     tcase_add_test(tc, feature_backward_matches_finite_differences);
+    tcase_add_test(tc, online_rotation_backward_matches_finite_differences);
     tcase_add_test(tc, stories260K_blocks_match_reference);
     tcase_add_test(tc, synthetic_blocks_match_reference);
     tcase_add_test(tc, feature_blocks_match_reference);

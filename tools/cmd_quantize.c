@@ -53,7 +53,14 @@ const char *const lmp_usage_quantize =
     "                32 when 128 does not divide every linear's width: said), bf16 scales\n"
     "    W4A16-asym  the same with a zero point (asymmetric min-max)\n"
     "    W8A8        int8 weights per channel (symmetric, full) and int8 activations, dynamic per token\n"
-    "  not yet: FP8 (W8A8-FP8) and NVFP4 (issue 38)\n"
+    "    FP8         FP8 E4M3 weights per channel (bf16 scales), FP8 activations dynamic per token\n"
+    "                (llm-compressor's FP8_DYNAMIC; also spelled W8A8-FP8, FP8-dynamic)\n"
+    "    W4AFP8      int4 weights in groups of 128 (as W4A16) and FP8 activations dynamic per token\n"
+    "    NVFP4A16    NVFP4 weights (E2M1, groups of 16, E4M3 scales, a global scale per tensor)\n"
+    "    NVFP4       NVFP4 weights and activations (W4A4; the inputs' global scales need --calib)\n"
+    "    MXFP4A16    MXFP4 weights (E2M1, groups of 32, E8M0 scales)\n"
+    "    MXFP4       MXFP4 weights and activations (dynamic)\n"
+    "  not yet: MXFP8 and FP8 in 128x128 blocks (issue 38)\n"
     "\n"
     "--method: rtn, gptq or autoround (awq: not yet, issue 39).  Default: gptq when --calib is\n"
     "given, else rtn.  Why (docs/results.md, SmolLM2-135M): with calibration text GPTQ (act-order,\n"
@@ -73,15 +80,32 @@ const char *const lmp_usage_quantize =
 /* ---- presets ----------------------------------------------------------------------------------- */
 
 typedef enum { P_Q8_0, P_Q6_K, P_Q5_K_M, P_Q4_K_M, P_Q4_0, P_IQ4_NL, P_Q3_K_M, P_Q2_K, P_W8A8, P_W4A16, P_W4A16_ASYM,
-               P_COUNT } preset_id;
+               P_FP8, P_W4AFP8, P_NVFP4A16, P_NVFP4, P_MXFP4A16, P_MXFP4, P_COUNT } preset_id;
 
-static const char *const preset_names[P_COUNT] = {"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "IQ4_NL",
-                                                  "Q3_K_M", "Q2_K", "W8A8", "W4A16", "W4A16-asym"};
+static const char *const preset_names[P_COUNT] = {"Q8_0",   "Q6_K",   "Q5_K_M",   "Q4_K_M", "Q4_0",     "IQ4_NL",
+                                                  "Q3_K_M", "Q2_K",   "W8A8",     "W4A16",  "W4A16-asym", "FP8",
+                                                  "W4AFP8", "NVFP4A16", "NVFP4",  "MXFP4A16", "MXFP4"};
 /* the llama.cpp presets' base type; NULL for the compressed-tensors ones */
 static const char *const preset_base[P_COUNT] = {"q8_0", "q6_k", "q5_k", "q4_k", "q4_0", "iq4_nl", "q3_k", "q2_k",
-                                                 NULL,   NULL,   NULL};
+                                                 NULL,   NULL,   NULL,   NULL,   NULL,   NULL,     NULL,   NULL, NULL};
+/* other spellings of a preset (llm-compressor's and the issue's names) */
+static const struct { const char *name; preset_id p; } aliases[] = {
+    {"W8A8-FP8", P_FP8}, {"FP8-dynamic", P_FP8}, {"FP8_DYNAMIC", P_FP8}, {"W4A4", P_NVFP4}, {NULL, P_COUNT}};
 /* named by users, refused with the issue that will bring them */
-static const char *const later_names[] = {"FP8", "W8A8-FP8", "FP8-dynamic", "NVFP4", "W4A4", "MXFP4", NULL};
+static const char *const later_names[] = {"MXFP8", "FP8-block", "FP8_BLOCK", NULL};
+
+/* The floating-point grid a compressed-tensors preset puts the weights on, and the input's
+ * mode; NULL / NULL for the int ones. */
+static const char *preset_format(preset_id p)
+{
+    return p == P_FP8 ? "fp8_e4m3" : p == P_NVFP4A16 || p == P_NVFP4 ? "nvfp4" : p == P_MXFP4A16 || p == P_MXFP4 ? "mxfp4" : NULL;
+}
+
+static const char *preset_act(preset_id p)
+{
+    return p == P_W8A8 ? "dynamic_token" : p == P_FP8 || p == P_W4AFP8 ? "fp8_dynamic_token" : p == P_NVFP4 ? "nvfp4"
+           : p == P_MXFP4 ? "mxfp4" : NULL;
+}
 
 static int is_gguf_preset(preset_id p) { return preset_base[p] != NULL; }
 
@@ -299,10 +323,26 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
             return st;
         }
     }
-    if (!gguf && o->preset != P_W8A8 && min_group < 128 && min_group >= 32)
+    const int int4 = o->preset == P_W4A16 || o->preset == P_W4A16_ASYM || o->preset == P_W4AFP8;
+    const int64_t fp_group = preset_format(o->preset) && strcmp(preset_format(o->preset), "nvfp4") == 0 ? 16
+                             : preset_format(o->preset) && strcmp(preset_format(o->preset), "mxfp4") == 0 ? 32 : 1;
+    if (o->preset == P_NVFP4 && !o->calib) {
+        free(lins);
+        return lmp_fail(LMP_EINVAL, "NVFP4 (W4A4): the inputs' global scales come from calibration: give --calib TEXT "
+                        "(or use NVFP4A16, weights only)");
+    }
+    for (int i = 0; i < n_lins; i++)
+        if (lins[i].in % fp_group) {
+            const int st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s puts every linear in groups of %lld inputs; %s has %lld",
+                                    o->model, preset_names[o->preset], (long long)fp_group, lins[i].name,
+                                    (long long)lins[i].in);
+            free(lins);
+            return st;
+        }
+    if (int4 && min_group < 128 && min_group >= 32)
         fprintf(stderr, "lmpress: note: %s: groups of %lld, not 128: 128 does not divide every linear's width (vLLM "
                 "and compressed-tensors take no shorter last group)\n", preset_names[o->preset], (long long)min_group);
-    if (!gguf && o->preset != P_W8A8 && min_group < 32) {
+    if (int4 && min_group < 32) {
         free(lins);
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s needs every linear's width to be a multiple of 32 (groups that "
                         "divide it: vLLM takes no shorter last group)", o->model, preset_names[o->preset]);
@@ -319,6 +359,12 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
             preset_names[o->preset], preset_base[o->preset]);
     else if (o->preset == P_W8A8)
         add(t, "# compressed-tensors W8A8 (int8): weights per channel, activations dynamic per token.\n");
+    else if (preset_format(o->preset))
+        add(t, "# compressed-tensors %s: %s weights%s%s (as compressed-tensors rounds them).\n", preset_names[o->preset],
+            preset_format(o->preset), preset_act(o->preset) ? ", inputs " : "", preset_act(o->preset) ? preset_act(o->preset) : "");
+    else if (o->preset == P_W4AFP8)
+        add(t, "# compressed-tensors W4AFP8: int4 weights in groups of %lld, bf16 scales, FP8 inputs per token.\n",
+            (long long)min_group);
     else
         add(t, "# compressed-tensors W4A16%s: int4 weights in groups of %lld, bf16 scales.\n",
             o->preset == P_W4A16_ASYM ? " (asymmetric, zero points)" : " (symmetric)", (long long)min_group);
@@ -358,18 +404,22 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
     add(t, "seed = 1234;\n");
     add(t, "variants = (\n  { name = \"%s\";\n    pipeline = ( { strategy = \"%s\";\n                   params = {",
         preset_names[o->preset], o->method);
+    const char *const pformat = preset_format(o->preset);
     if (gguf) {
         add(t, " format = \"%s\";", preset_base[o->preset]);
         const char *imp = importance_of(o);
         if (imp) add(t, " importance = \"%s\";", imp);
     } else if (o->preset == P_W8A8) {
         add(t, " bits = 8; sym = true; sym_scale = \"full\"; granularity = \"channel\"; scale_dtype = \"bf16\";");
-        if (!strcmp(o->method, "rtn")) add(t, " act = \"dynamic_token\";");
+    } else if (pformat) {
+        add(t, " format = \"%s\";", pformat);
+        if (o->preset == P_FP8) add(t, " granularity = \"channel\"; scale_dtype = \"bf16\";");
     } else {
         add(t, " bits = 4; sym = %s;%s granularity = \"group\"; group_size = %lld; scale_dtype = \"bf16\";",
-            o->preset == P_W4A16 ? "true" : "false", o->preset == P_W4A16 ? " sym_scale = \"full\";" : "",
+            o->preset == P_W4A16_ASYM ? "false" : "true", o->preset == P_W4A16_ASYM ? "" : " sym_scale = \"full\";",
             (long long)min_group);
     }
+    if (preset_act(o->preset) && !strcmp(o->method, "rtn")) add(t, " act = \"%s\";", preset_act(o->preset));
     add_method_params(t, o);
     add(t, " };");
     if (gguf) {
@@ -404,8 +454,9 @@ static int build_config(const quantize_opts *o, const lmp_model *m, text *t)
         free(pick);
     }
     add(t, " }");
-    if (o->preset == P_W8A8 && strcmp(o->method, "rtn") != 0) /* the solver has no activations: rtn adds them */
-        add(t, ",\n                 { strategy = \"rtn\"; params = { weights = false; act = \"dynamic_token\"; }; }");
+    if (preset_act(o->preset) && strcmp(o->method, "rtn") != 0) /* the solver has no activations: rtn adds them */
+        add(t, ",\n                 { strategy = \"rtn\"; params = { weights = false; act = \"%s\"; }; }",
+            preset_act(o->preset));
     add(t, " );\n  }\n);\n");
     free(lins);
     return t->oom ? lmp_fail(LMP_ENOMEM, "out of memory") : 0;
@@ -430,16 +481,20 @@ static int find_preset(const char *name)
 {
     for (int p = 0; p < P_COUNT; p++)
         if (!strcasecmp(name, preset_names[p])) return p;
+    for (int k = 0; aliases[k].name; k++)
+        if (!strcasecmp(name, aliases[k].name)) return aliases[k].p;
     for (int k = 0; later_names[k]; k++)
         if (!strcasecmp(name, later_names[k])) {
-            fprintf(stderr, "lmpress: preset %s: not yet (FP8 and NVFP4 come with issue 38); the presets now: "
-                            "Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 IQ4_NL Q3_K_M Q2_K W8A8 W4A16 W4A16-asym\n", name);
+            fprintf(stderr, "lmpress: preset %s: not yet (MXFP8 and 128x128 FP8 blocks: issue 38); the presets now: "
+                            "Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 IQ4_NL Q3_K_M Q2_K W8A8 W4A16 W4A16-asym FP8 W4AFP8 NVFP4A16 "
+                            "NVFP4 MXFP4A16 MXFP4\n", name);
             return -1;
         }
     const char *best = lmp_suggest(name, preset_names, P_COUNT);
     char msg[256];
     snprintf(msg, sizeof msg, "unknown preset %%s%s%s%s (presets: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 IQ4_NL Q3_K_M Q2_K W8A8 "
-             "W4A16 W4A16-asym)", best ? " (did you mean " : "", best ? best : "", best ? "?)" : "");
+             "W4A16 W4A16-asym FP8 W4AFP8 NVFP4A16 NVFP4 MXFP4A16 MXFP4)", best ? " (did you mean " : "", best ? best : "",
+             best ? "?)" : "");
     usage_error(msg, name);
     return -1;
 }

@@ -1120,6 +1120,7 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
     lmp_model *m = NULL;
     lmp_tokenizer *tok = NULL;
     int st = lmp_model_load(c->model_path, &m);
+    if (!st) st = lmp_model_rotate(m, &c->rotate); /* a family it refuses is refused here */
     /* what compare refuses before any work: patterns, contexts, imatrix, block formats ... */
     if (!st) st = lmp_run_check_model(ctx, c, m, NULL);
     /* and a tokenizer whose ids do not fit the model (tokenizer_open.h) */

@@ -68,6 +68,8 @@ static int devbe_check_aspec(const devbe_err *e, const lmp_aspec *spec)
 {
     if (!spec) return DEVBE_FAIL(e, LMP_EINVAL, "quantize_act: spec is NULL");
     if (spec->mode == LMP_ACT_NONE) return LMP_OK;
+    /* the floating-point activations (ABI 4.5) run on the CPU backend: no error text, nothing failed */
+    if (spec->mode >= LMP_ACT_FP8_STATIC_TENSOR && spec->mode <= LMP_ACT_MXFP4) return LMP_EUNSUPPORTED;
     if (spec->mode < LMP_ACT_STATIC_TENSOR || spec->mode > LMP_ACT_DYN_TOKEN)
         return DEVBE_FAIL(e, LMP_EINVAL, "quantize_act: unknown mode %d", (int)spec->mode);
     if (spec->bits < 2 || spec->bits > 16)
@@ -201,12 +203,14 @@ int devbe_put(devbe *d, int i, const float *host, int64_t rows, int64_t cols, in
 {
     int st = devbe_slot(d, i, (size_t)rows * (size_t)cols * sizeof(float), out);
     if (st || rows == 0 || cols == 0) return st;
+    d->moved[0] += (uint64_t)rows * (uint64_t)cols * sizeof(float);
     return d->dev->write(d, *out, host, rows, cols, ld);
 }
 
 int devbe_get(devbe *d, devbe_mem m, float *host, int64_t rows, int64_t cols, int64_t ld)
 {
     if (rows == 0 || cols == 0) return LMP_OK;
+    d->moved[1] += (uint64_t)rows * (uint64_t)cols * sizeof(float);
     return d->dev->read(d, m, host, rows, cols, ld);
 }
 

@@ -131,6 +131,30 @@ typedef struct devbe_dev {
      * written when q->want_codes (else it may be NULL). */
     int (*quantize)(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem scales, devbe_mem zeros,
                     devbe_mem codes);
+
+    /* ---- the block path (devbe_block_run, plugin.h's lmp_block_job); a backend that leaves
+     * any of these NULL has no block path.  Sizes are 64-bit: these kernels index with 64-bit
+     * integers, so a buffer may pass 2^31 elements. */
+    int (*copy)(devbe *d, devbe_mem dst, int64_t dst_at, devbe_mem src, int64_t n); /* n floats to dst + dst_at */
+    int (*zero)(devbe *d, devbe_mem m, int64_t n);                  /* n floats of 0.0f */
+    int (*add_bias)(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b); /* x[r,:] += b */
+    int (*add)(devbe *d, int64_t n, devbe_mem a, devbe_mem b, devbe_mem out);        /* out = a + b */
+    int (*mul)(devbe *d, int64_t n, devbe_mem x, devbe_mem y);                       /* x *= y */
+    int (*scale)(devbe *d, int64_t n, devbe_mem x, float s);                         /* x *= s */
+    /* x[batch * T, n_heads*head_dim], batch windows of T positions each: pairs i < n_rot/2 of
+     * each head turned by cs[T, n_rot/2, 2] */
+    int (*rope_part)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                     devbe_mem cs, devbe_mem x);
+    /* attention with a sliding window and soft-capped scores (plugin.h's attention_window) in
+     * each of batch windows of T rows */
+    int (*attention_window)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                            int64_t window, float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
+    int (*sqsum_cols)(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out); /* out[j] += sum x^2 */
+    /* Optional (NULL: attention_window): plain causal attention in each of batch windows of T rows
+     * with the backend's tuned kernel (cuda: the work-group kernel per window, by pointer offsets) */
+    int (*attention_batch)(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                           devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out);
+    int (*sync)(devbe *d); /* returns when everything queued has run */
 } devbe_dev;
 
 /* The first member of a backend's instance, so that the vtable's self is a devbe. */
@@ -144,6 +168,10 @@ struct devbe {
     int64_t att_max_hd, att_max_T; /* the largest attention the kernels take */
     int exact_div; /* 0: f32 division is not correctly rounded, so the quantization grid could
                     * differ from the CPU's */
+    uint64_t moved[2]; /* bytes copied host -> device and device -> host (devbe_bytes_moved) */
+    /* The block path's rows per batch of windows (0: one window at a time): a GPU wants large
+     * launches; PoCL ran CLBlast's GEMM 1.45x slower on 4 windows (1024 rows) than on each. */
+    int64_t block_rows;
 };
 
 void devbe_init(devbe *d, const lmp_host *host, void *hctx, const devbe_dev *dev);
@@ -182,6 +210,12 @@ int devbe_apply_weight_grid(void *self, const lmp_wspec *spec, int64_t rows, int
                             const float *scales, const float *zeros, int32_t *codes);
 int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, float *X);
 
+/* A block on the device (plugin.h's block_run): the weights uploaded once, the windows run one
+ * after the other on buffers of the block's own, the statistics folded on the device; only the
+ * statistics and the outputs come back (devbe.c). */
+int devbe_block_run(void *self, const lmp_block_job *job);
+void devbe_bytes_moved(void *self, uint64_t moved[2]);
+
 /* The lmp_backend_i entries above, for a backend's vtable initializer. */
 #define DEVBE_VTABLE_ENTRIES                                                                   \
     .gemm = devbe_gemm, .xtx_accum = devbe_xtx_accum, .trsm_lower = devbe_trsm_lower,         \
@@ -189,6 +223,6 @@ int devbe_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_t C, 
     .attention = devbe_attention, .swiglu = devbe_swiglu, .gelu = devbe_gelu,                 \
     .log_softmax = devbe_log_softmax, .reduce_cols = devbe_reduce_cols,                       \
     .choose_weight_grid = devbe_choose_weight_grid, .apply_weight_grid = devbe_apply_weight_grid, \
-    .quantize_act = devbe_quantize_act
+    .quantize_act = devbe_quantize_act, .block_run = devbe_block_run, .bytes_moved = devbe_bytes_moved
 
 #endif

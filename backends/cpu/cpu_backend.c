@@ -667,6 +667,14 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
     if (!spec) return FAIL(be, LMP_EINVAL, "%s: spec is NULL", op);
     if (!lmp_wformat_name(spec->format))
         return FAIL(be, LMP_EINVAL, "%s: unknown weight format %d", op, (int)spec->format);
+    if (spec->format == LMP_WFORMAT_NVFP4 && !(spec->global_scale > 0.0f && spec->global_scale < INFINITY))
+        return FAIL(be, LMP_EINVAL, "%s: format nvfp4 needs the tensor's global scale (> 0, lmp_nvfp4_global_scale); "
+                    "the spec has %g", op, (double)spec->global_scale);
+    if ((spec->format == LMP_WFORMAT_FP8_E4M3 || spec->format == LMP_WFORMAT_FP8_E5M2) && !lmp_wspec_format_ok(spec))
+        return FAIL(be, LMP_EINVAL, "%s: format %s is 8 bits, symmetric (sym 1), with a scale type and no global "
+                    "scale; the spec says bits %d, sym %d, scale type %d, global scale %g", op,
+                    lmp_wformat_name(spec->format), spec->bits, spec->sym, (int)spec->scale_type,
+                    (double)spec->global_scale);
     if (!lmp_wspec_format_ok(spec))
         return FAIL(be, LMP_EINVAL,
                     "%s: format %s is %d bits, %s, in groups of %lld inputs%s (lmp_wspec_for_format); the "
@@ -682,7 +690,7 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
                     "%s: format %s stores rows in blocks of %lld inputs; this weight's rows have %lld, not a "
                     "multiple of %lld", op, lmp_wformat_name(spec->format), (long long)span, (long long)cols,
                     (long long)span);
-    if (spec->bits < 2 || spec->bits > 8)
+    if ((spec->bits < 2 && spec->format != LMP_WFORMAT_GGUF_Q1_0) || spec->bits > 8)
         return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
     if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)
         return FAIL(be, LMP_EINVAL, "%s: unknown granularity %d", op, (int)spec->gran);
@@ -725,12 +733,43 @@ static int cpu_quantize_act(void *self, const lmp_aspec *spec, int64_t T, int64_
 {
     cpu_backend *be = self;
     if (!spec) return FAIL(be, LMP_EINVAL, "quantize_act: spec is NULL");
-    if (spec->mode != LMP_ACT_NONE && (spec->bits < 2 || spec->bits > 16))
+    const int fp = spec->mode >= LMP_ACT_FP8_STATIC_TENSOR && spec->mode <= LMP_ACT_MXFP4;
+    if ((spec->mode == LMP_ACT_FP8_STATIC_TENSOR || spec->mode == LMP_ACT_NVFP4) &&
+        !(spec->scale > 0.0f && isfinite(spec->scale)))
+        return FAIL(be, LMP_EINVAL, "quantize_act: %s scale %g must be finite and > 0",
+                    spec->mode == LMP_ACT_NVFP4 ? "nvfp4's global" : "fp8's static", (double)spec->scale);
+    if (fp && C % (spec->mode == LMP_ACT_NVFP4 ? 16 : spec->mode == LMP_ACT_MXFP4 ? 32 : 1))
+        return FAIL(be, LMP_EINVAL, "quantize_act: %s activations take groups of %d inputs; this input has %lld",
+                    spec->mode == LMP_ACT_NVFP4 ? "nvfp4" : "mxfp4", spec->mode == LMP_ACT_NVFP4 ? 16 : 32, (long long)C);
+    if (!fp && spec->mode != LMP_ACT_NONE && (spec->bits < 2 || spec->bits > 16))
         return FAIL(be, LMP_EINVAL, "quantize_act: bits = %d is outside 2..16", spec->bits);
     if (spec->mode == LMP_ACT_STATIC_TENSOR && !(spec->scale > 0.0f && isfinite(spec->scale)))
         return FAIL(be, LMP_EINVAL, "quantize_act: static scale %g must be finite and > 0",
                     (double)spec->scale);
     return ref_status(be, "quantize_act", lmp_ref_quantize_act(spec, T, C, X));
+}
+
+/* The fast Walsh-Hadamard transform: log2(n) butterfly passes over each row, in f32, then the
+ * 1/sqrt(n) (lmp_ref_hadamard is the O(n^2) product it is held to). */
+static int cpu_hadamard(void *self, int64_t rows, int64_t n, float *x)
+{
+    cpu_backend *be = self;
+    if (rows < 0 || n < 1 || (n & (n - 1)) != 0)
+        return FAIL(be, LMP_EINVAL, "hadamard: n = %lld is not a power of 2 (rows %lld)", (long long)n, (long long)rows);
+    if (rows > 0 && !x) return FAIL(be, LMP_EINVAL, "hadamard: x is NULL");
+    const float norm = (float)(1.0 / sqrt((double)n));
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        for (int64_t h = 1; h < n; h *= 2)
+            for (int64_t i = 0; i < n; i += 2 * h)
+                for (int64_t k = i; k < i + h; k++) {
+                    const float u = row[k], v = row[k + h];
+                    row[k] = u + v;
+                    row[k + h] = u - v;
+                }
+        for (int64_t j = 0; j < n; j++) row[j] *= norm;
+    }
+    return LMP_OK;
 }
 
 /* ---- descriptor --------------------------------------------------------------------------- */
@@ -758,6 +797,7 @@ static const lmp_backend_i cpu_vtable = {
     .attention_backward = cpu_attention_backward,
     .rope_table = cpu_rope_table,
     .attention_window = cpu_attention_window,
+    .hadamard = cpu_hadamard,
 };
 
 static const char *const compute_choices[] = {"f32", "bf16", NULL};

@@ -176,6 +176,26 @@ int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, flo
     return LMP_OK;
 }
 
+int lmp_ref_hadamard(int64_t rows, int64_t n, float *x)
+{
+    if (rows < 0 || n < 1 || (n & (n - 1)) != 0) return LMP_EINVAL;
+    if (rows > 0 && !x) return LMP_EINVAL;
+    double *y = malloc((size_t)n * sizeof *y);
+    if (!y) return LMP_ENOMEM;
+    const double norm = 1.0 / sqrt((double)n);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t i = 0; i < n; i++) acc += __builtin_parityll((unsigned long long)(i & j)) ? -row[i] : row[i];
+            y[j] = acc * norm;
+        }
+        for (int64_t j = 0; j < n; j++) row[j] = (float)y[j];
+    }
+    free(y);
+    return LMP_OK;
+}
+
 int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,
                        const float *inv_freq, float mscale, float *x)
 {
@@ -407,7 +427,7 @@ int lmp_ref_reduce_cols(lmp_reduce kind, int64_t n, int64_t c, const float *X, f
 /* The checks both weight-grid ops share: a spec the formulas of plugin.h cover. */
 static int bad_wspec(const lmp_wspec *s)
 {
-    if (!s || s->bits < 2 || s->bits > 8) return 1;
+    if (!s || s->bits < (s->format == LMP_WFORMAT_GGUF_Q1_0 ? 1 : 2) || s->bits > 8) return 1;
     if (s->rounding != LMP_ROUND_HALF_EVEN && s->rounding != LMP_ROUND_HALF_AWAY) return 1;
     if (s->gran != LMP_GRAN_TENSOR && s->gran != LMP_GRAN_CHANNEL && s->gran != LMP_GRAN_GROUP) return 1;
     if (s->gran == LMP_GRAN_GROUP && s->group <= 0) return 1;
@@ -437,7 +457,7 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                 lmp_wgrid_fit_kblock(spec, W + i * cols + c, NULL, scales + idx, spec->sym ? NULL : zeros + idx);
         return LMP_OK;
     }
-    if (spec->format != LMP_WFORMAT_INT) { /* GGUF blocks (NF4's): 32 (64) inputs of a row, in row order */
+    if (spec->format != LMP_WFORMAT_INT && !lmp_wformat_is_fp(spec->format)) { /* GGUF blocks (NF4's): 32 (64) inputs of a row, in row order */
         int64_t idx = 0;
         for (int64_t i = 0; i < rows; i++)
             for (int64_t c = 0; c < cols; c += spec->group, idx++) {
@@ -462,8 +482,11 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
                     if (fabsf(w) > amax) amax = fabsf(w);
                 }
             }
-            float scale, zero;
-            lmp_wgrid_fit(spec, mn, mx, amax, &scale, &zero);
+            float scale, zero = 0.0f;
+            if (lmp_wformat_is_fp(spec->format)) /* the floating-point grids: INT's slices, their own scale */
+                scale = lmp_wgrid_fit_fp(spec, amax);
+            else
+                lmp_wgrid_fit(spec, mn, mx, amax, &scale, &zero);
             scales[idx] = scale;
             if (!spec->sym) zeros[idx] = zero;
             idx++;
@@ -514,10 +537,39 @@ static float absmax(const float *x, int64_t n)
     return m;
 }
 
+/* The floating-point activations (lmp_act_mode 4..7, plugin.h): X[T, C] in place, each slice (the tensor, a token, a group
+ * of 16 or 32 of a token) on the weight formula above of its abs-max, as compressed-tensors'
+ * forward_quantize computes them (calculate_qparams of the slice's min and max, then
+ * fake_quantize; an FP8 scale 0 becomes f32's eps).  LMP_ACT_FP8_STATIC_TENSOR and LMP_ACT_NVFP4
+ * need spec->scale > 0 (the static scale, NVFP4's global scale).  LMP_EINVAL otherwise (C not a
+ * multiple of the group). */
+static int act_quantize_fp(const lmp_aspec *a, int64_t T, int64_t C, float *X)
+{
+    lmp_wspec s = lmp_wspec_for_format(a->mode == LMP_ACT_NVFP4   ? LMP_WFORMAT_NVFP4
+                                       : a->mode == LMP_ACT_MXFP4 ? LMP_WFORMAT_MXFP4
+                                                                  : LMP_WFORMAT_FP8_E4M3, 1.0f);
+    const int64_t group = a->mode == LMP_ACT_NVFP4 ? 16 : a->mode == LMP_ACT_MXFP4 ? 32 : C;
+    if (a->mode == LMP_ACT_NVFP4) s.global_scale = a->scale;
+    if ((a->mode == LMP_ACT_FP8_STATIC_TENSOR || a->mode == LMP_ACT_NVFP4) && !(a->scale > 0.0f && a->scale < INFINITY))
+        return LMP_EINVAL;
+    if (group <= 0 || C % group) return LMP_EINVAL;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c += group) {
+            float *x = X + t * C + c, amax = 0.0f;
+            for (int64_t j = 0; j < group; j++)
+                if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+            const float scale = a->mode == LMP_ACT_FP8_STATIC_TENSOR ? a->scale : lmp_wgrid_fit_fp(&s, amax);
+            for (int64_t j = 0; j < group; j++) x[j] = lmp_wgrid_value_fp(&s, lmp_wgrid_code_fp(&s, x[j], scale), scale);
+        }
+    return LMP_OK;
+}
+
 int lmp_ref_quantize_act(const lmp_aspec *spec, int64_t T, int64_t C, float *X)
 {
     if (!spec || bad_dims2(T, C)) return LMP_EINVAL;
     if (spec->mode == LMP_ACT_NONE) return LMP_OK;
+    if (spec->mode >= LMP_ACT_FP8_STATIC_TENSOR && spec->mode <= LMP_ACT_MXFP4) /* plugin_fpquants.h */
+        return T == 0 || C == 0 ? LMP_OK : !X ? LMP_EINVAL : act_quantize_fp(spec, T, C, X);
     if (spec->mode < LMP_ACT_STATIC_TENSOR || spec->mode > LMP_ACT_DYN_TOKEN) return LMP_EINVAL;
     if (spec->bits < 2 || spec->bits > 16) return LMP_EINVAL;
     if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)

@@ -73,6 +73,10 @@ LMP_REF_API int lmp_ref_attention_window(int64_t T, int64_t n_heads, int64_t n_k
 LMP_REF_API int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,
                                    const float *inv_freq, float mscale, float *x);
 
+/* The Walsh-Hadamard transform (plugin.h's hadamard) as a plain matrix product: each row of
+ * x[rows, n] <- row H / sqrt(n), entry (i, j) of H (-1)^popcount(i & j), in double; n a power of 2. */
+LMP_REF_API int lmp_ref_hadamard(int64_t rows, int64_t n, float *x);
+
 /* Causal attention.  q[T, nh*hd], k,v[T, nkv*hd] -> out[T, nh*hd]; query head h reads kv head
  * h / (nh/nkv) (nh % nkv == 0); scores scaled by 1/sqrt(hd); softmax over keys 0..t. */
 LMP_REF_API int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,

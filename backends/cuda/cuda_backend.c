@@ -139,6 +139,7 @@ static int cu_create(const lmp_host *host, void *hctx, const lmp_value *params, 
     cu_backend *be = host->alloc(hctx, sizeof *be);
     if (!be) return host->set_error(hctx, LMP_ENOMEM, "cuda: out of memory");
     devbe_init(&be->base, host, hctx, &cu_dev);
+    be->base.block_rows = 2048; /* devbe.h: the block path's rows per batch of windows */
     be->base.att_max_hd = LMP_CU_MAXHD;
     be->base.att_max_T = 65535 * 1024;
     be->base.exact_div = 1; /* IEEE division: nvcc's default, never --use_fast_math */
@@ -344,6 +345,83 @@ static int cu_quantize(devbe *d, const devbe_quant *q, devbe_mem w, devbe_mem sc
                     "quantize");
 }
 
+/* ---- the block path (devbe_block.c): buffers stay on the device ---------------------------------- */
+
+static int cu_copy(devbe *d, devbe_mem dst, int64_t dst_at, devbe_mem src, int64_t n)
+{
+    CU_CHECK(d, cudaMemcpyAsync((float *)dst + dst_at, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                cu(d)->stream),
+             "cudaMemcpyAsync (on the device)");
+    return LMP_OK;
+}
+
+static int cu_zero(devbe *d, devbe_mem m, int64_t n)
+{
+    CU_CHECK(d, cudaMemsetAsync(m, 0, (size_t)n * sizeof(float), cu(d)->stream), "cudaMemsetAsync");
+    return LMP_OK;
+}
+
+static int cu_add_bias(devbe *d, int64_t rows, int64_t cols, devbe_mem x, devbe_mem b)
+{
+    return launched(d, lmp_cu_add_bias(cu(d)->stream, rows, cols, x, b), "add_bias");
+}
+
+static int cu_add(devbe *d, int64_t n, devbe_mem a, devbe_mem b, devbe_mem out)
+{
+    return launched(d, lmp_cu_add(cu(d)->stream, n, a, b, out), "add");
+}
+
+static int cu_mul(devbe *d, int64_t n, devbe_mem x, devbe_mem y)
+{
+    return launched(d, lmp_cu_mul(cu(d)->stream, n, x, y), "mul");
+}
+
+static int cu_scale(devbe *d, int64_t n, devbe_mem x, float v)
+{
+    return launched(d, lmp_cu_scale(cu(d)->stream, n, x, v), "scale");
+}
+
+static int cu_rope_part(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                        devbe_mem cs, devbe_mem x)
+{
+    return launched(d, lmp_cu_rope_part(cu(d)->stream, batch, T, n_heads, head_dim, n_rot, cs, x), "rope_part");
+}
+
+static int cu_attention_window(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                               int64_t window, float softcap, devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
+{
+    return launched(d, lmp_cu_attention_window(cu(d)->stream, batch, T, n_heads, n_kv_heads, hd, window, softcap, q, k,
+                                               v, out),
+                    "attention_window");
+}
+
+/* The work-group attention kernel on each window of a batch: device pointers offset by whole
+ * windows (int sizes per window: devbe_block.c checked T x columns fits int). */
+static int cu_attention_batch(devbe *d, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
+                              devbe_mem q, devbe_mem k, devbe_mem v, devbe_mem out)
+{
+    const int64_t nq = T * n_heads * hd, nkv = T * n_kv_heads * hd;
+    for (int64_t b = 0; b < batch; b++) {
+        int st = launched(d, lmp_cu_attention(cu(d)->stream, (int)T, (int)n_heads, (int)n_kv_heads, (int)hd,
+                                              (const float *)q + b * nq, (const float *)k + b * nkv,
+                                              (const float *)v + b * nkv, (float *)out + b * nq),
+                          "attention");
+        if (st) return st;
+    }
+    return LMP_OK;
+}
+
+static int cu_sqsum_cols(devbe *d, int64_t n, int64_t c, devbe_mem x, devbe_mem out)
+{
+    return launched(d, lmp_cu_sqsum_cols(cu(d)->stream, n, c, x, out), "sqsum_cols");
+}
+
+static int cu_sync(devbe *d)
+{
+    CU_CHECK(d, cudaStreamSynchronize(cu(d)->stream), "cudaStreamSynchronize");
+    return LMP_OK;
+}
+
 /* ---- descriptor ---------------------------------------------------------------------------------- */
 
 static const devbe_dev cu_dev = {
@@ -352,6 +430,9 @@ static const devbe_dev cu_dev = {
     .rmsnorm = cu_rmsnorm, .layernorm = cu_layernorm, .rope = cu_rope, .attention = cu_attention,
     .swiglu = cu_swiglu, .gelu = cu_gelu, .log_softmax = cu_log_softmax,
     .reduce_cols = cu_reduce_cols, .quantize = cu_quantize,
+    .copy = cu_copy, .zero = cu_zero, .add_bias = cu_add_bias, .add = cu_add, .mul = cu_mul, .scale = cu_scale,
+    .rope_part = cu_rope_part, .attention_window = cu_attention_window, .sqsum_cols = cu_sqsum_cols,
+    .attention_batch = cu_attention_batch, .sync = cu_sync,
 };
 
 static const lmp_backend_i cu_vtable = {

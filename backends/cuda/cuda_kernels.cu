@@ -381,3 +381,153 @@ extern "C" int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *z
                                        rounding, sscale, clip, mode);
     return launched();
 }
+
+/* ---- the block path (devbe_block.c): 64-bit indices, one thread per element -------------------- */
+
+static unsigned grid_for(int64_t n) { return (unsigned)((n + 255) / 256); }
+
+__global__ void k_add_bias(int64_t n, int64_t cols, float *x, const float *b)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += b[i % cols];
+}
+
+extern "C" int lmp_cu_add_bias(cudaStream_t s, int64_t rows, int64_t cols, float *x, const float *b)
+{
+    const int64_t n = rows * cols;
+    if (n == 0) return 0;
+    k_add_bias<<<grid_for(n), 256, 0, s>>>(n, cols, x, b);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_add(int64_t n, const float *a, const float *b, float *out)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+extern "C" int lmp_cu_add(cudaStream_t s, int64_t n, const float *a, const float *b, float *out)
+{
+    if (n == 0) return 0;
+    k_add<<<grid_for(n), 256, 0, s>>>(n, a, b, out);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_mul(int64_t n, float *x, const float *y)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= y[i];
+}
+
+extern "C" int lmp_cu_mul(cudaStream_t s, int64_t n, float *x, const float *y)
+{
+    if (n == 0) return 0;
+    k_mul<<<grid_for(n), 256, 0, s>>>(n, x, y);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_scale(int64_t n, float *x, float v)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= v;
+}
+
+extern "C" int lmp_cu_scale(cudaStream_t s, int64_t n, float *x, float v)
+{
+    if (n == 0) return 0;
+    k_scale<<<grid_for(n), 256, 0, s>>>(n, x, v);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_rope_part(int64_t n, float *x, const float *cs, int64_t T, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot)
+{
+    int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gid >= n) return;
+    int64_t npair = n_rot / 2, i = gid % npair, th = gid / npair, t = (th / n_heads) % T;
+    float c = cs[(t * npair + i) * 2], sn = cs[(t * npair + i) * 2 + 1];
+    float *xh = x + th * head_dim;
+    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+    xh[2 * i] = x0 * c - x1 * sn;
+    xh[2 * i + 1] = x0 * sn + x1 * c;
+}
+
+extern "C" int lmp_cu_rope_part(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim,
+                                int64_t n_rot, const float *cs, float *x)
+{
+    const int64_t n = batch * T * n_heads * (n_rot / 2);
+    if (n == 0) return 0;
+    k_rope_part<<<grid_for(n), 256, 0, s>>>(n, x, cs, T, n_heads, head_dim, n_rot);
+    return (int)cudaGetLastError();
+}
+
+/* One thread per (query, head, window), as the OpenCL blk_attention: a sliding window and
+ * soft-capped scores (cpu_ref.c's attention_window), two passes over the keys. */
+__global__ void k_attention_window(const float *q, const float *k, const float *v, float *out, int64_t T,
+                                   int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int64_t window,
+                                   float softcap)
+{
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (t >= T) return;
+    int64_t kh = h / (n_heads / n_kv_heads), qdim = n_heads * hd, kvdim = n_kv_heads * hd;
+    q += b * T * qdim;
+    out += b * T * qdim;
+    k += b * T * kvdim;
+    v += b * T * kvdim;
+    int64_t lo = window && t - window + 1 > 0 ? t - window + 1 : 0;
+    const float *qt = q + t * qdim + h * hd;
+    float m = -INFINITY;
+    for (int64_t j = lo; j <= t; j++) {
+        const float *kj = k + j * kvdim + kh * hd;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; d++) dot += qt[d] * kj[d];
+        float sc = dot * scale;
+        if (softcap > 0) sc = softcap * tanhf(sc / softcap);
+        m = fmaxf(m, sc);
+    }
+    float acc[MAXHD];
+    for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
+    float sum = 0.0f;
+    for (int64_t j = lo; j <= t; j++) {
+        const float *kj = k + j * kvdim + kh * hd, *vj = v + j * kvdim + kh * hd;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; d++) dot += qt[d] * kj[d];
+        float sc = dot * scale;
+        if (softcap > 0) sc = softcap * tanhf(sc / softcap);
+        float p = expf(sc - m);
+        sum += p;
+        for (int64_t d = 0; d < hd; d++) acc[d] += p * vj[d];
+    }
+    float *ot = out + t * qdim + h * hd;
+    for (int64_t d = 0; d < hd; d++) ot[d] = acc[d] / sum;
+}
+
+extern "C" int lmp_cu_attention_window(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                                       int64_t hd, int64_t window, float softcap, const float *q, const float *k,
+                                       const float *v, float *out)
+{
+    if (T == 0 || n_heads == 0 || batch == 0) return 0;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    dim3 grid((unsigned)((T + 127) / 128), (unsigned)n_heads, (unsigned)batch);
+    k_attention_window<<<grid, 128, 0, s>>>(q, k, v, out, T, n_heads, n_kv_heads, hd, scale, window, softcap);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_sqsum_cols(int64_t n, int64_t c, const float *X, float *out)
+{
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = X[i * c + j];
+        acc += x * x;
+    }
+    out[j] = (float)((double)out[j] + acc);
+}
+
+extern "C" int lmp_cu_sqsum_cols(cudaStream_t s, int64_t n, int64_t c, const float *X, float *out)
+{
+    if (c == 0) return 0;
+    k_sqsum_cols<<<grid_for(c), 256, 0, s>>>(n, c, X, out);
+    return (int)cudaGetLastError();
+}

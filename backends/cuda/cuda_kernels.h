@@ -4,6 +4,7 @@
 #define LMP_CUDA_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -31,6 +32,19 @@ int lmp_cu_reduce_cols(cudaStream_t s, int kind, int n, int c, const float *X, f
 int lmp_cu_quantize(cudaStream_t s, float *W, float *scales, float *zeros, int *codes, int rows,
                     int cols, int nr, int nc, int ncs, int n_slices, int kind, int bits,
                     int rounding, float sscale, float clip, int mode);
+
+/* ---- the block path (devbe_block.c): 64-bit sizes and indices ---- */
+int lmp_cu_add_bias(cudaStream_t s, int64_t rows, int64_t cols, float *x, const float *b);
+int lmp_cu_add(cudaStream_t s, int64_t n, const float *a, const float *b, float *out);
+int lmp_cu_mul(cudaStream_t s, int64_t n, float *x, const float *y);
+int lmp_cu_scale(cudaStream_t s, int64_t n, float *x, float v);
+/* cs[T, n_rot/2, 2]: the core's table; pairs i < n_rot/2 of each head */
+int lmp_cu_rope_part(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                     const float *cs, float *x);
+int lmp_cu_attention_window(cudaStream_t s, int64_t batch, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t hd, int64_t window, float softcap, const float *q, const float *k,
+                            const float *v, float *out);
+int lmp_cu_sqsum_cols(cudaStream_t s, int64_t n, int64_t c, const float *X, float *out);
 
 #ifdef __cplusplus
 }

@@ -388,3 +388,101 @@ kernel void quantize(global float *W, global float *scales, global float *zeros,
         if (want_codes) codes[i] = q == q ? (int)q : 0; /* a NaN weight has no code */
     }
 }
+
+/* ---- the block path (devbe_block.c): 64-bit indices, one item per element --------------- */
+
+/* x[r, j] += b[j] over rows x cols */
+kernel void blk_add_bias(global float *x, global const float *b, long cols)
+{
+    long i = get_global_id(0);
+    x[i] += b[i % cols];
+}
+
+kernel void blk_add(global const float *a, global const float *b, global float *out)
+{
+    long i = get_global_id(0);
+    out[i] = a[i] + b[i];
+}
+
+kernel void blk_mul(global float *x, global const float *y)
+{
+    long i = get_global_id(0);
+    x[i] *= y[i];
+}
+
+kernel void blk_scale(global float *x, float s)
+{
+    long i = get_global_id(0);
+    x[i] *= s;
+}
+
+/* One item per turned pair: global size rows * n_heads * n_rot/2, the rows being windows of T
+ * positions; cs[T, n_rot/2, 2] (the core's table: cos and sin of each angle, times the attention
+ * factor).  Dims from n_rot on are left. */
+kernel void blk_rope(global float *x, global const float *cs, long n_heads, long head_dim, long n_rot, long T)
+{
+    long npair = n_rot / 2, gid = get_global_id(0);
+    long i = gid % npair, th = gid / npair, t = (th / n_heads) % T; /* th: row * n_heads + head */
+    float c = cs[(t * npair + i) * 2], s = cs[(t * npair + i) * 2 + 1];
+    global float *xh = x + th * head_dim;
+    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+    xh[2 * i] = x0 * c - x1 * s;
+    xh[2 * i + 1] = x0 * s + x1 * c;
+}
+
+/* attention_seq with a sliding window (query t reads keys t - window < j <= t; 0: all) and
+ * soft-capped scores (softcap * tanh(s / softcap); 0: none), as cpu_ref.c's attention_window,
+ * in each window get_global_id(2) of T rows. */
+kernel void blk_attention(global const float *q, global const float *k, global const float *v,
+                          global float *out, long n_heads, long n_kv_heads, long hd_l, float scale,
+                          long T, long window, float softcap)
+{
+    /* 64-bit offsets; the loops run over one window's keys and one head's dims, which the host
+     * checked fit int (an int loop vectorizes on CPU runtimes, a long one did not: 4x slower) */
+    int t = get_global_id(0), h = get_global_id(1), hd = (int)hd_l;
+    long b = get_global_id(2);
+    if (t >= T) return;
+    long kh = h / (n_heads / n_kv_heads);
+    long qdim = n_heads * hd_l, kvdim = n_kv_heads * hd_l;
+    global const float *qt = q + (b * T + t) * qdim + h * hd_l;
+    global const float *kb = k + b * T * kvdim + kh * hd_l, *vb = v + b * T * kvdim + kh * hd_l;
+    int lo = window && t - window + 1 > 0 ? (int)(t - window + 1) : 0;
+    float m = -INFINITY;
+    for (int j = lo; j <= t; j++) {
+        global const float *kj = kb + j * kvdim;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; d++) dot += qt[d] * kj[d];
+        float s = dot * scale;
+        if (softcap > 0) s = softcap * tanh(s / softcap);
+        m = fmax(m, s);
+    }
+    float acc[MAXHD];
+    for (int d = 0; d < hd; d++) acc[d] = 0.0f;
+    float sum = 0.0f;
+    for (int j = lo; j <= t; j++) {
+        global const float *kj = kb + j * kvdim, *vj = vb + j * kvdim;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; d++) dot += qt[d] * kj[d];
+        float s = dot * scale;
+        if (softcap > 0) s = softcap * tanh(s / softcap);
+        float p = exp(s - m);
+        sum += p;
+        for (int d = 0; d < hd; d++) acc[d] += p * vj[d];
+    }
+    global float *ot = out + (b * T + t) * qdim + h * hd_l;
+    for (int d = 0; d < hd; d++) ot[d] = acc[d] / sum;
+}
+
+/* out[j] += sum over the n rows of X[n, c] of x^2, one item per column (double where the device
+ * has it, as the CPU path sums a window in double). */
+kernel void blk_sqsum(long n, long c, global const float *X, global float *out)
+{
+    long j = get_global_id(0);
+    if (j >= c) return;
+    real s = 0;
+    for (long i = 0; i < n; i++) {
+        real x = X[i * c + j];
+        s += x * x;
+    }
+    out[j] = (float)((real)out[j] + s);
+}

@@ -302,6 +302,8 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
         lmp_log(run->ctx, LMP_LOG_INFO, "backend %s: its compute precision for compression's forwards; evaluation in %s",
                 c->backend_name, c->eval_compute_backend ? "the same" : "f32 (eval.compute = \"backend\" changes that)");
     if ((st = lmp_model_load(c->model_path, &run->m))) return st;
+    /* model.rotate: every variant and the reference read the rotated blocks (model/rotate.h) */
+    if ((st = lmp_model_rotate(run->m, &c->rotate))) return st;
     r->model = run->m;
     if ((st = lmp_run_check_model(run->ctx, c, run->m, r))) return st; /* before any variant runs */
     if ((st = lmp_open_tokenizer(run->m, c->tokenizer_path, &run->tok))) return st;

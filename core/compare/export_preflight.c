@@ -39,11 +39,18 @@ static int check_hf_linear(const lmp_variant *v, int s, const lmp_linear *l, con
     const lmp_value *gran = param(stage, p, "granularity"), *group = param(stage, p, "group_size");
     const lmp_value *weights = param(stage, p, "weights");
     if (weights && weights->num == 0) return 0; /* rtn weights = false: activations only */
-    if (format && format->str && strcmp(format->str, "int") != 0)
+    /* the floating-point grids compressed-tensors stores (hf_plan.h; the writer refuses the rest by name) */
+    const int ct_float = is_str(format, "fp8_e4m3") || is_str(format, "nvfp4") || is_str(format, "mxfp4");
+    if (format && format->str && strcmp(format->str, "int") != 0 && !ct_float)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, which compressed-tensors has no type "
-                        "for: export a .gguf for a GGUF format, or use the int grid (format = \"int\")",
-                        v->name, s, plugin, l->name, format->str);
+                        "for here: export a .gguf for a GGUF format, or use the int grid (format = \"int\") or "
+                        "fp8_e4m3, nvfp4, mxfp4", v->name, s, plugin, l->name, format->str);
+    if ((is_str(format, "nvfp4") && l->in % 16) || (is_str(format, "mxfp4") && l->in % 32))
+        return lmp_fail(LMP_EUNSUPPORTED, "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, whose groups of %d do "
+                        "not divide its %lld inputs: leave it out of that stage (refused before any work)", v->name, s,
+                        plugin, l->name, format->str, is_str(format, "nvfp4") ? 16 : 32, (long long)l->in);
+    if (ct_float && !is_str(format, "fp8_e4m3")) return 0; /* their groups are fixed */
     if (!bits || bits->num >= 16 || !is_str(gran, "group") || !group || group->num < 1) return 0;
     const int64_t g = (int64_t)group->num;
     if (l->in % g != 0)

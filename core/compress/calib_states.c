@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/log.h"
+#include "model/block_device.h"
 
 int lmp_calib_states_init(lmp_ctx *ctx, lmp_calib_states *cs, const lmp_arch *a, int64_t n, int64_t T)
 {
@@ -102,6 +103,18 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
                    int64_t n, int64_t T, double *share)
 {
     const int64_t per = T * a->dim;
+    if (!obs && out && stop == 4 && n > 0 && lmp_block_device_enabled(be)) {
+        /* the whole block on the device, every window in one call (no states are left: none
+         * is needed after a pass over the whole block) */
+        int st = ctx ? lmp_host_stop_if_interrupted(ctx) : 0;
+        if (st) return st;
+        st = lmp_block_device_forward(be, a, blk, X, n, T, out, 4, NULL);
+        if (st != LMP_EUNSUPPORTED) {
+            *share = 1.0;
+            return st;
+        }
+        if (be->ctx) lmp_log(be->ctx, LMP_LOG_DEBUG, "block %d forward op by op: %s", blk->index, lmp_last_error());
+    }
     int from = 0;
     if (cs && !cs->full_passes && cs->at > 0 && cs->at <= first && cs->at <= stop &&
         segments_key(a, blk, cs->at) == cs->key)

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/log.h"
+#include "model/block_device.h"
 #include "model/block_steps.h"
 #include "model/forward.h"
 
@@ -213,6 +215,73 @@ static int observe_input(void *ud, const int *lins, int n_lins, const float *x, 
     return 0;
 }
 
+/* The statistics the device block path folds (model/block_device.h); a token sample and the
+ * per-window ranges are collected op by op. */
+#define DEVICE_STATS (LMP_STAT_ABSMAX | LMP_STAT_MINMAX | LMP_STAT_MEAN | LMP_STAT_HESSIAN | LMP_STAT_SQSUM)
+
+/* Every statistic on the device, one block call over all windows up to the last input asked
+ * for.  LMP_EUNSUPPORTED (nothing changed but the arrays allocated and initialised, which the
+ * per-op collection then fills) when the path does not take this block or these statistics. */
+static int collect_on_device(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const float *X,
+                             int64_t n_windows, int64_t T, int last_group, lmp_block_stats *bs)
+{
+    if (!lmp_block_device_enabled(be)) return LMP_EUNSUPPORTED;
+    for (int i = 0; i < blk->n_linears; i++)
+        if (bs->needs[i] & ~(uint32_t)DEVICE_STATS)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: a token sample or per-window ranges are collected op by op",
+                            blk->linears[i].name);
+    lmp_block_plan p;
+    lmp_block_plan_make(&p, a, blk->index);
+    lmp_bstat want[4];
+    lmp_block_watch watch = {{NULL}};
+    int groups[4][LMP_STEP_MAX_IO], n_in[4] = {0};
+    int st = 0;
+    for (int k = 0; k < p.n_steps && !st; k++) {
+        const lmp_block_step *s = &p.step[k];
+        if (s->kind != LMP_STEP_LINEARS) continue;
+        const int g = s->group; /* the input group its linears read */
+        if (g < 0 || g > 3 || s->n_out > LMP_STEP_MAX_IO)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: an input group %d the device path does not know", blk->index, g);
+        uint32_t need = 0;
+        for (int o = 0; o < s->n_out; o++) {
+            const int li = lmp_block_find(blk, s->roles[o]);
+            if (li < 0) /* the per-op forward's to judge */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d has no linear of role %d", blk->index, (int)s->roles[o]);
+            groups[g][o] = li;
+            need |= bs->needs[li];
+        }
+        if (!need) continue;
+        n_in[g] = s->n_out;
+        lmp_stats *ls = &bs->stats[groups[g][0]];
+        const int64_t C = blk->linears[groups[g][0]].in;
+        bs->owner[groups[g][0]] = 1;
+        want[g] = (lmp_bstat){.cols = C, .alpha = 2.0f / (float)n_windows};
+        if (need & LMP_STAT_ABSMAX && !(st = alloc_filled(&ls->absmax, C, 0.0f))) want[g].absmax = ls->absmax;
+        if (!st && need & LMP_STAT_MINMAX && !(st = alloc_filled(&ls->min, C, INFINITY)) &&
+            !(st = alloc_filled(&ls->max, C, -INFINITY))) {
+            want[g].min = ls->min;
+            want[g].max = ls->max;
+        }
+        if (!st && need & LMP_STAT_MEAN && !(st = alloc_filled(&ls->mean, C, 0.0f))) want[g].sum = ls->mean;
+        if (!st && need & LMP_STAT_SQSUM && !(st = alloc_filled(&ls->sqsum, C, 0.0f))) want[g].sqsum = ls->sqsum;
+        if (!st && need & LMP_STAT_HESSIAN) {
+            if (!ls->hessian && !(ls->hessian = calloc((size_t)(C * C), sizeof *ls->hessian)))
+                st = lmp_fail(LMP_ENOMEM, "out of memory for a %lld x %lld Hessian", (long long)C, (long long)C);
+            want[g].hessian = ls->hessian;
+        }
+        watch.want[g] = &want[g];
+    }
+    if (!st) st = lmp_block_device_forward(be, a, blk, X, n_windows, T, NULL, last_group, &watch);
+    if (st) return st;
+    for (int g = 0; g < 4; g++) {
+        if (!watch.want[g]) continue;
+        lmp_stats *ls = &bs->stats[groups[g][0]];
+        ls->n_tokens = n_windows * T;
+        for (int o = 1; o < n_in[g]; o++) bs->stats[groups[g][o]] = *ls; /* shared input, shared numbers */
+    }
+    return 0;
+}
+
 int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                             const float *X, int64_t n_windows, int64_t T, lmp_calib_states *cs,
                             lmp_block_stats *bs)
@@ -225,8 +294,15 @@ int lmp_block_stats_collect(const lmp_ctx *ctx, const lmp_backend *be, const lmp
         if (bs->needs[i] && g > c.last_group) c.last_group = g;
         if (bs->needs[i] && g < first) first = g;
     }
-    int st = lmp_calib_pass(ctx, cs, be, a, blk, X, NULL, first, c.last_group, observe_input, &c, n_windows, T,
+    int st = collect_on_device(be, a, blk, X, n_windows, T, c.last_group, bs);
+    if (!st) {
+        bs->forward_share = lmp_block_flops(a, T, c.last_group) / lmp_block_flops(a, T, 4);
+    } else if (st == LMP_EUNSUPPORTED) { /* the per-op forward computes everything */
+        if (be->ctx && lmp_block_device_enabled(be))
+            lmp_log(be->ctx, LMP_LOG_DEBUG, "block %d statistics op by op: %s", blk->index, lmp_last_error());
+        st = lmp_calib_pass(ctx, cs, be, a, blk, X, NULL, first, c.last_group, observe_input, &c, n_windows, T,
                             &bs->forward_share);
+    }
     /* The rows still stacked, then the stacks: every stack is freed, also after a failure. */
     for (int i = 0; i < blk->n_linears; i++) {
         if (!st && bs->h_stage[i]) st = flush_hessian(be, bs, i, blk->linears[i].in, n_windows);

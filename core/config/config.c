@@ -479,14 +479,39 @@ static int load_backend(lmp_run_config *c, const config_setting_t *root)
     return parse_params(params, g, p->desc, NULL, 1, &c->backend_params);
 }
 
+/* model.rotate = { r1 = "hadamard"; r2 = "hadamard"; r3 = true; r4 = true; seed = 0; }: fused and
+ * online rotations of the model (model/rotate.h), every variant's and the reference's. */
+static int load_rotate(lmp_run_config *c, const config_setting_t *model)
+{
+    static const char *const keys[] = {"r1", "r2", "r3", "r4", "seed", NULL};
+    static const char *const kinds[] = {"none", "hadamard", "orthogonal", NULL};
+    config_setting_t *g;
+    int r1 = LMP_ROT_NONE, r2 = LMP_ROT_NONE, online[2] = {0, 0}, st;
+    int64_t seed = 0;
+    if ((st = get_group(model, "rotate", 0, &g)) || !g) return st;
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "r1", 0, kinds, &r1)) ||
+        (st = get_choice(g, "r2", 0, kinds, &r2)) || (st = get_int(g, "seed", 0, INT64_MAX, &seed)))
+        return st;
+    for (int i = 0; i < 2; i++) {
+        const config_setting_t *b = config_setting_get_member(g, i ? "r4" : "r3");
+        if (!b) continue;
+        if (config_setting_type(b) != CONFIG_TYPE_BOOL) return bad(b, "expected true or false");
+        online[i] = config_setting_get_bool(b);
+    }
+    c->rotate = (lmp_rotate_opts){.r1 = (lmp_rot_kind)r1, .r2 = (lmp_rot_kind)r2, .r3 = online[0], .r4 = online[1],
+                                  .seed = (uint64_t)seed};
+    return 0;
+}
+
 static int load_model_section(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"path", "tokenizer", NULL};
+    static const char *const keys[] = {"path", "tokenizer", "rotate", NULL};
     config_setting_t *g;
     const char *path = NULL, *tok = NULL;
     int st;
     if ((st = get_group(root, "model", 1, &g)) || (st = check_keys(g, keys)) ||
-        (st = get_string(g, "path", 1, &path)) || (st = get_string(g, "tokenizer", 0, &tok)))
+        (st = get_string(g, "path", 1, &path)) || (st = get_string(g, "tokenizer", 0, &tok)) ||
+        (st = load_rotate(c, g)))
         return st;
     if (!(c->model_path = resolve(c->path, path))) return lmp_fail(LMP_ENOMEM, "out of memory");
     if ((st = set_origin(config_setting_get_member(g, "path"), &c->model_at))) return st;

@@ -46,6 +46,7 @@
 
 #include "formats/imatrix.h"
 #include "model/model.h"
+#include "model/rotate.h"
 #include "plugin/registry.h"
 
 /* Where a setting was written, for messages made after loading ("q.cfg:12: eval.texts[1]: ..."). */
@@ -129,6 +130,7 @@ typedef struct lmp_variant {
 typedef struct lmp_run_config {
     char *path;
     char *model_path, *tokenizer_path;     /* tokenizer NULL: looked up beside the model */
+    lmp_rotate_opts rotate;                /* model.rotate: applied right after the model loads */
     const char *backend_name;
     lmp_value *backend_params;
     char *calib_text;                      /* NULL: no calibration section */

@@ -119,6 +119,13 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     /* The families the Hugging Face writer carries (docs/architectures.md, "export"); the GGUF
      * writer carries every family with a llama.cpp architecture. */
     static const char *const hf_written[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"};
+    if (m->arch.online_r3 || m->arch.online_r4)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has online rotations (model.rotate %s): they are steps of the "
+                        "forward that neither GGUF nor a Hugging Face folder can say (compressed-tensors' transform "
+                        "config rebuilds its own Hadamards from a seed, not lmpress's H_a x R_m with a random odd "
+                        "factor); "
+                        "export without r3/r4 (fused r1/r2 are plain weights)", path, m->path,
+                        m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
     /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5: written in a Hugging Face folder whose config.json

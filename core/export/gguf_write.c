@@ -61,7 +61,8 @@
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q4_1 = 3, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_Q5_0 = 8,
        FTYPE_MOSTLY_Q5_1 = 9, FTYPE_MOSTLY_Q2_K = 10, FTYPE_MOSTLY_Q3_K_S = 11, FTYPE_MOSTLY_Q4_K_S = 14,
-       FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25 };
+       FTYPE_MOSTLY_Q5_K_S = 16, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_IQ4_NL = 25, FTYPE_MOSTLY_MXFP4_MOE = 38,
+       FTYPE_MOSTLY_NVFP4 = 39, FTYPE_MOSTLY_Q1_0 = 40, FTYPE_MOSTLY_Q2_0 = 41 };
 
 /* ---- what each linear becomes ------------------------------------------------------------- */
 
@@ -83,15 +84,29 @@ static lmp_ggml_type linear_type(const lmp_linear *l)
     case LMP_WFORMAT_GGUF_Q5_K: return LMP_GGML_Q5_K;
     case LMP_WFORMAT_GGUF_Q6_K: return LMP_GGML_Q6_K;
     case LMP_WFORMAT_NF4: /* no GGUF type */
+    case LMP_WFORMAT_GGUF_MXFP4: return LMP_GGML_MXFP4;
+    case LMP_WFORMAT_GGUF_NVFP4: return LMP_GGML_NVFP4;
+    case LMP_WFORMAT_GGUF_Q1_0: return LMP_GGML_Q1_0;
+    case LMP_WFORMAT_GGUF_Q2_0: return LMP_GGML_Q2_0;
+    case LMP_WFORMAT_FP8_E4M3: /* no GGUF type: the writer stores the dequantized weights */
+    case LMP_WFORMAT_FP8_E5M2:
+    case LMP_WFORMAT_NVFP4: /* compressed-tensors' roundings, not ggml's MXFP4 / NVFP4 blocks */
+    case LMP_WFORMAT_MXFP4:
+    case LMP_WFORMAT_MXFP8:
     case LMP_WFORMAT_INT: break;
     }
     return LMP_GGML_F32;
 }
 
-/* Bytes of one block of 32 weights (ggml's block_q8_0, _q4_0, _q4_1, _q5_0, _q5_1, _iq4_nl). */
+/* Bytes of one block (lmp_ggml_type_block's weights) of ggml's block_q8_0, _q4_0, _q4_1, _q5_0,
+ * _q5_1, _iq4_nl (32 weights), block_mxfp4 (32), block_nvfp4 (64), block_q1_0 (128), block_q2_0
+ * (64). */
 static int block_bytes(lmp_ggml_type t)
 {
     switch (t) {
+    case LMP_GGML_MXFP4: return 17;
+    case LMP_GGML_NVFP4: return 36;
+    case LMP_GGML_Q1_0: case LMP_GGML_Q2_0: return 18;
     case LMP_GGML_Q8_0: return 34;
     case LMP_GGML_Q4_0: case LMP_GGML_IQ4_NL: return 18;
     case LMP_GGML_Q4_1: return 20;
@@ -135,10 +150,49 @@ static int named_type(const char *name, int64_t cols, lmp_ggml_type *out)
  * f32 scale and min; Q5_0 and Q5_1 then qh, bit j the fifth bit of code j (little-endian
  * uint32); then the codes: Q8_0 one int8 each; the others code j's low four bits in the low
  * nibble of qs[j] and code j + 16's in its high nibble. */
+/* ggml's MXFP4, NVFP4, Q1_0 and Q2_0 blocks (ggml-common.h): MXFP4 its E8M0 byte (recovered
+ * from d = 2^(e-128), exact), then code j in the low nibble of qs[j] and j + 16 in the high one;
+ * NVFP4 four UE4M3 bytes (of 2 d, exact), then each sub-block of 16 as 8 bytes, code j low and
+ * j + 8 high; Q1_0 an fp16 d and bit j of byte j / 8; Q2_0 an fp16 d and code j in bits 2 (j % 4)
+ * of byte j / 4. */
+static void pack_row_new(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_ggml_type t, unsigned char *out)
+{
+    const lmp_wgrid *g = l->grid;
+    const int bw = lmp_ggml_type_block(t), bb = block_bytes(t);
+    for (int64_t k = 0; k < l->in / bw; k++) {
+        const int32_t *q = codes + k * bw;
+        unsigned char *p = out + k * bb;
+        memset(p, 0, (size_t)bb);
+        if (t == LMP_GGML_MXFP4) {
+            int e2 = 0;
+            (void)frexpf(g->scales[lmp_wgrid_slice(g, l->in, r, k * bw)], &e2);
+            p[0] = (unsigned char)(e2 - 1 + 128);
+            for (int j = 0; j < 16; j++) p[1 + j] = (unsigned char)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        } else if (t == LMP_GGML_NVFP4) {
+            for (int sb = 0; sb < 4; sb++) {
+                p[sb] = lmp_ue4m3_encode(2.0f * g->scales[lmp_wgrid_slice(g, l->in, r, k * bw + 16 * sb)]);
+                for (int j = 0; j < 8; j++)
+                    p[4 + 8 * sb + j] = (unsigned char)((q[16 * sb + j] & 15) | (q[16 * sb + j + 8] & 15) << 4);
+            }
+        } else {
+            const uint16_t d = lmp_stw_f16(g->scales[lmp_wgrid_slice(g, l->in, r, k * bw)], NULL);
+            p[0] = (unsigned char)d;
+            p[1] = (unsigned char)(d >> 8);
+            for (int j = 0; j < bw; j++)
+                p[2 + (t == LMP_GGML_Q1_0 ? j / 8 : j / 4)] |=
+                    (unsigned char)(t == LMP_GGML_Q1_0 ? (q[j] & 1) << (j % 8) : (q[j] & 3) << ((j % 4) * 2));
+        }
+    }
+}
+
 static void pack_row(const lmp_linear *l, int64_t r, const int32_t *codes, lmp_ggml_type t, unsigned char *out)
 {
     const lmp_wgrid *g = l->grid;
     const int bb = block_bytes(t);
+    if (t == LMP_GGML_MXFP4 || t == LMP_GGML_NVFP4 || t == LMP_GGML_Q1_0 || t == LMP_GGML_Q2_0) {
+        pack_row_new(l, r, codes, t, out);
+        return;
+    }
     for (int64_t k = 0; k < l->in / LMP_WFORMAT_BLOCK; k++) {
         const int64_t s = lmp_wgrid_slice(g, l->in, r, k * LMP_WFORMAT_BLOCK);
         const int32_t *q = codes + k * LMP_WFORMAT_BLOCK;
@@ -261,7 +315,7 @@ static uint64_t tensor_bytes(const tensor_plan *t, const lmp_linear *l)
     if (t->type == LMP_GGML_F16) return 2u * ne0 * ne1;
     const lmp_wformat f = l ? l->grid->spec.format : type_format(t->type);
     if (lmp_wformat_is_k(f)) return (uint64_t)lmp_gguf_kblock_bytes(f) * (ne0 / LMP_WFORMAT_KBLOCK) * ne1;
-    return (uint64_t)block_bytes(t->type) * (ne0 / LMP_WFORMAT_BLOCK) * ne1;
+    return (uint64_t)block_bytes(t->type) * (ne0 / (uint64_t)lmp_ggml_type_block(t->type)) * ne1;
 }
 
 /* A tensor of ne0 x ne1 (ne1 0: 1-D) in type; block b's norm or linear `index` (b -1: the
@@ -464,11 +518,14 @@ static uint32_t file_type(const plan_list *p)
 {
     static const lmp_ggml_type types[] = {LMP_GGML_F32,  LMP_GGML_Q4_0, LMP_GGML_Q4_1,   LMP_GGML_Q8_0,
                                           LMP_GGML_Q5_0, LMP_GGML_Q5_1, LMP_GGML_IQ4_NL, LMP_GGML_Q2_K,
-                                          LMP_GGML_Q3_K, LMP_GGML_Q4_K, LMP_GGML_Q5_K,   LMP_GGML_Q6_K};
+                                          LMP_GGML_Q3_K, LMP_GGML_Q4_K, LMP_GGML_Q5_K,   LMP_GGML_Q6_K,
+                                          LMP_GGML_MXFP4, LMP_GGML_NVFP4, LMP_GGML_Q1_0,  LMP_GGML_Q2_0};
     /* a file mostly of one k-quant is that k-quant's _S (llama.cpp's name for the plain recipe) */
     static const uint32_t ftype[] = {FTYPE_ALL_F32,       FTYPE_MOSTLY_Q4_0,   FTYPE_MOSTLY_Q4_1,   FTYPE_MOSTLY_Q8_0,
                                      FTYPE_MOSTLY_Q5_0,   FTYPE_MOSTLY_Q5_1,   FTYPE_MOSTLY_IQ4_NL, FTYPE_MOSTLY_Q2_K,
-                                     FTYPE_MOSTLY_Q3_K_S, FTYPE_MOSTLY_Q4_K_S, FTYPE_MOSTLY_Q5_K_S, FTYPE_MOSTLY_Q6_K};
+                                     FTYPE_MOSTLY_Q3_K_S, FTYPE_MOSTLY_Q4_K_S, FTYPE_MOSTLY_Q5_K_S, FTYPE_MOSTLY_Q6_K,
+                                     /* llama.cpp has one MXFP4 file type, named for the MoE models it came with */
+                                     FTYPE_MOSTLY_MXFP4_MOE, FTYPE_MOSTLY_NVFP4, FTYPE_MOSTLY_Q1_0, FTYPE_MOSTLY_Q2_0};
     enum { N = sizeof types / sizeof *types };
     uint64_t n[N] = {0};
     for (int i = 0; i < p->n; i++) {

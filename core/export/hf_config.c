@@ -1,7 +1,8 @@
 /* hf_config.c — config.json of a Hugging Face export (hf_plan.h): the source's own or one made
  * for the family (its class and model_type from core/arch), with torch_dtype, tie_word_embeddings,
- * the family's bias switches, compressed-tensors' quantization_config (and its sparsity_config)
- * and lmpress's own record.
+ * the family's bias switches, compressed-tensors' quantization_config and lmpress's own record
+ * (with an N:M pattern's structure and targets: no sparsity_config, which vLLM 0.24 refuses
+ * whatever its format; README "N:M sparsity and vLLM").
  *
  * RoPE in a config made here: top-level rope_theta and rope_scaling (null, or {"rope_type":
  * "linear" | "yarn", ...}), transformers 4's form, which transformers 5 still reads (it moves
@@ -201,11 +202,15 @@ static void weight_args(FILE *f, const hf_scheme *sc, int depth)
     key(f, &n, depth + 1, "num_bits");
     fprintf(f, "%d", sc->bits);
     key(f, &n, depth + 1, "type");
-    fputs("\"int\"", f);
+    fputs(sc->wfmt == LMP_WFORMAT_INT ? "\"int\"" : "\"float\"", f);
     key(f, &n, depth + 1, "symmetric");
     fputs(sc->sym ? "true" : "false", f);
     key(f, &n, depth + 1, "strategy");
-    lmp_jw_string(f, strategy[sc->gran]);
+    lmp_jw_string(f, sc->wfmt == LMP_WFORMAT_NVFP4 ? "tensor_group" : strategy[sc->gran]);
+    if (sc->wfmt == LMP_WFORMAT_NVFP4 || sc->wfmt == LMP_WFORMAT_MXFP4) { /* the presets NVFP4A16 and MXFP4A16 */
+        key(f, &n, depth + 1, "scale_dtype");
+        fputs(sc->wfmt == LMP_WFORMAT_NVFP4 ? "\"torch.float8_e4m3fn\"" : "\"torch.uint8\"", f);
+    }
     key(f, &n, depth + 1, "group_size");
     if (sc->gran == LMP_GRAN_GROUP) fprintf(f, "%lld", (long long)sc->group);
     else fputs("null", f);
@@ -221,30 +226,46 @@ static void weight_args(FILE *f, const hf_scheme *sc, int depth)
     fputc('}', f);
 }
 
+/* The input's QuantizationArgs: int8 per token or per tensor; FP8 per token (dynamic) or per
+ * tensor (static), as the presets FP8_DYNAMIC and FP8 (and W4AFP8) write them; NVFP4 (dynamic
+ * local groups of 16) and MXFP4 (dynamic groups of 32), as NVFP4 and MXFP4 do. */
 static void input_args(FILE *f, const hf_scheme *sc, int depth)
 {
-    const int dyn = sc->act == LMP_ACT_DYN_TOKEN;
+    const int dyn = sc->act == LMP_ACT_DYN_TOKEN || sc->act == LMP_ACT_FP8_DYN_TOKEN;
+    const int fp4 = sc->act == LMP_ACT_NVFP4 || sc->act == LMP_ACT_MXFP4, fl = sc->act >= LMP_ACT_FP8_STATIC_TENSOR;
     int n = 0;
     fputc('{', f);
     key(f, &n, depth + 1, "num_bits");
-    fputs("8", f);
+    fputs(fp4 ? "4" : "8", f);
     key(f, &n, depth + 1, "type");
-    fputs("\"int\"", f);
+    fputs(fl ? "\"float\"" : "\"int\"", f);
     key(f, &n, depth + 1, "symmetric");
     fputs("true", f);
     key(f, &n, depth + 1, "strategy");
-    fputs(dyn ? "\"token\"" : "\"tensor\"", f);
+    fputs(sc->act == LMP_ACT_NVFP4 ? "\"tensor_group\"" : sc->act == LMP_ACT_MXFP4 ? "\"group\"" : dyn ? "\"token\"" : "\"tensor\"", f);
     key(f, &n, depth + 1, "group_size");
-    fputs("null", f);
+    fputs(sc->act == LMP_ACT_NVFP4 ? "16" : sc->act == LMP_ACT_MXFP4 ? "32" : "null", f);
     key(f, &n, depth + 1, "dynamic");
-    fputs(dyn ? "true" : "false", f);
+    fputs(sc->act == LMP_ACT_NVFP4 ? "\"local\"" : dyn || sc->act == LMP_ACT_MXFP4 ? "true" : "false", f);
+    if (fp4) {
+        key(f, &n, depth + 1, "scale_dtype");
+        fputs(sc->act == LMP_ACT_NVFP4 ? "\"torch.float8_e4m3fn\"" : "\"torch.uint8\"", f);
+    }
     key(f, &n, depth + 1, "observer");
-    fputs(dyn ? "null" : "\"minmax\"", f);
+    fputs(dyn || sc->act == LMP_ACT_MXFP4 ? "null" : fl ? "\"static_minmax\"" : "\"minmax\"", f);
     lmp_jw_indent(f, depth);
     fputc('}', f);
 }
 
-static const char *format_name(hf_fmt f) { return f == HF_FMT_PACK ? "pack-quantized" : "int-quantized"; }
+static const char *format_name(hf_fmt f)
+{
+    return f == HF_FMT_PACK    ? "pack-quantized"
+           : f == HF_FMT_INT   ? "int-quantized"
+           : f == HF_FMT_FLOAT ? "float-quantized"
+           : f == HF_FMT_NVFP4 ? "nvfp4-pack-quantized"
+           : f == HF_FMT_NAIVE ? "naive-quantized"
+                               : "mxfp4-pack-quantized";
+}
 
 static void quantization_config(const hf_plan *p, FILE *f)
 {
@@ -311,38 +332,6 @@ static void quantization_config(const hf_plan *p, FILE *f)
     fputs("\"lm_head\"", f);
     lmp_jw_indent(f, 2);
     fputc(']', f);
-    if (p->n_sparse) {
-        int sn = 0;
-        key(f, &n, 2, "sparsity_config");
-        fputc('{', f);
-        key(f, &sn, 3, "format");
-        fputs("\"dense\"", f);
-        key(f, &sn, 3, "sparsity_structure");
-        if (p->sparse_mixed) {
-            fputs("\"unstructured\"", f);
-        } else {
-            char s[32];
-            snprintf(s, sizeof s, "%d:%d", p->sparse_n, p->sparse_m);
-            lmp_jw_string(f, s);
-        }
-        key(f, &sn, 3, "global_sparsity");
-        lmp_jw_double(f, p->global_sparsity);
-        key(f, &sn, 3, "targets");
-        fputc('[', f);
-        int nt = 0;
-        for (int i = 0; i < p->n_lins; i++)
-            if (p->lins[i].masked && !p->lins[i].merged) {
-                if (nt++) fputc(',', f);
-                lmp_jw_indent(f, 4);
-                lmp_jw_string(f, p->lins[i].name);
-            }
-        lmp_jw_indent(f, 3);
-        fputc(']', f);
-        key(f, &sn, 3, "ignore");
-        fputs("[\"lm_head\"]", f);
-        lmp_jw_indent(f, 2);
-        fputc('}', f);
-    }
     lmp_jw_indent(f, 1);
     fputc('}', f);
 }
@@ -447,7 +436,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
         key(f, &n, 1, "dtype");
         lmp_jw_string(f, torch_dtype(p->dtype));
     }
-    if (p->n_schemes || p->n_sparse) {
+    if (p->n_schemes) { /* N:M sparsity alone: no quantization_config (the weights are dense) */
         key(f, &n, 1, "quantization_config");
         quantization_config(p, f);
     }
@@ -470,6 +459,34 @@ int hf_write_config(const hf_plan *p, FILE *f)
     lmp_jw_string(f, p->m->path);
     key(f, &ln, 2, "source_format");
     lmp_jw_string(f, p->m->format);
+    if (p->n_sparse) { /* not compressed-tensors' sparsity_config: README "N:M sparsity and vLLM" */
+        int sn = 0;
+        key(f, &ln, 2, "sparsity");
+        fputc('{', f);
+        key(f, &sn, 3, "structure");
+        if (p->sparse_mixed) {
+            fputs("\"unstructured\"", f);
+        } else {
+            char s[32];
+            snprintf(s, sizeof s, "%d:%d", p->sparse_n, p->sparse_m);
+            lmp_jw_string(f, s);
+        }
+        key(f, &sn, 3, "global_sparsity");
+        lmp_jw_double(f, p->global_sparsity);
+        key(f, &sn, 3, "targets");
+        fputc('[', f);
+        int nt = 0;
+        for (int i = 0; i < p->n_lins; i++)
+            if (p->lins[i].masked && !p->lins[i].merged) {
+                if (nt++) fputc(',', f);
+                lmp_jw_indent(f, 4);
+                lmp_jw_string(f, p->lins[i].name);
+            }
+        lmp_jw_indent(f, 3);
+        fputc(']', f);
+        lmp_jw_indent(f, 2);
+        fputc('}', f);
+    }
     lmp_jw_indent(f, 1);
     fputc('}', f);
     fputs("\n}\n", f);

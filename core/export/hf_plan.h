@@ -56,7 +56,23 @@
 #include "formats/json.h"
 #include "formats/safetensors.h"
 
-typedef enum { HF_FMT_PACK = 0, HF_FMT_INT = 1 } hf_fmt;
+/* HF_FMT_FLOAT, NVFP4, MXFP4 (issue 38): the floating-point grids (plugin_fpquants.h), as
+ * compressed-tensors 0.20 writes them:
+ *   float-quantized       weight float8_e4m3fn [out, in] (the E4M3 codes), weight_scale [1] /
+ *                         [out, 1] / [out, in/group] in the grid's scale_type; with FP8 input
+ *                         activations (per token, dynamic; or per tensor, static: input_scale
+ *                         f32 [1]).  Weight-only it is "naive-quantized", the same tensors:
+ *                         compressed-tensors' float-quantized compressor claims only schemes with
+ *                         input activations (infer_module_format);
+ *   nvfp4-pack-quantized  weight_packed uint8 [out, in/2] (E2M1 nibbles: column 2k in the low
+ *                         nibble, 2k+1 in the high one; sign bit 3), weight_scale float8_e4m3fn
+ *                         [out, in/16], weight_global_scale f32 [1];
+ *   mxfp4-pack-quantized  weight_packed as NVFP4's, weight_scale uint8 [out, in/32] (the E8M0
+ *                         exponents).
+ * NVFP4 weights may have NVFP4 inputs (W4A4: dynamic local groups of 16, input_global_scale f32
+ * [1]), MXFP4 weights MXFP4 inputs (dynamic groups of 32).  int weights with FP8 inputs per token
+ * are the W4AFP8 scheme: int-quantized (int8 codes), as compressed-tensors infers it. */
+typedef enum { HF_FMT_PACK = 0, HF_FMT_INT = 1, HF_FMT_FLOAT = 2, HF_FMT_NVFP4 = 3, HF_FMT_MXFP4 = 4, HF_FMT_NAIVE = 5 } hf_fmt;
 
 /* One config group: a weight scheme and the linear's input scheme. */
 typedef struct hf_scheme {
@@ -66,6 +82,7 @@ typedef struct hf_scheme {
     int g_idx;                 /* act-order groups (weight_g_idx) */
     lmp_act_mode act;          /* NONE, DYN_TOKEN or STATIC_TENSOR (8 bits) */
     hf_fmt fmt;
+    lmp_wformat wfmt;          /* INT, FP8_E4M3, NVFP4 or MXFP4 */
 } hf_scheme;
 
 /* A block's linear, as the plan needs it once its block has been read and freed; its weights
@@ -109,6 +126,9 @@ typedef enum {
     HF_T_SHAPE,
     HF_T_GIDX,
     HF_T_INPUT_SCALE,
+    HF_T_FP8W,                 /* float-quantized weight: E4M3 bytes */
+    HF_T_FP4PACK,              /* nvfp4 / mxfp4 weight_packed */
+    HF_T_GLOBAL_SCALE,         /* nvfp4 weight_global_scale */
 } hf_tkind;
 
 typedef struct hf_tensor {

@@ -101,6 +101,17 @@ static int encode_floats(const hf_tensor *t, const float *x, int64_t n, unsigned
 static int encode_scale(const hf_tensor *t, float s, unsigned char *out)
 {
     int changed = 0;
+    if (t->dtype == LMP_ST_F8_E4M3 || t->dtype == LMP_ST_U8) { /* NVFP4's E4M3, MXFP4's E8M0 exponent */
+        int e2 = 0;
+        (void)frexpf(s, &e2);
+        const uint32_t b = t->dtype == LMP_ST_F8_E4M3 ? lmp_minifloat_encode(&LMP_MF_E4M3, s) : (uint32_t)(e2 - 1 + 127);
+        const float back = t->dtype == LMP_ST_F8_E4M3 ? lmp_minifloat_decode(&LMP_MF_E4M3, b) : ldexpf(1.0f, (int)b - 127);
+        if (!(s > 0.0f) || b > 255 || back != s)
+            return lmp_fail(LMP_EINVAL, "%s: scale %g is not a positive %s value; the grid was recorded with scales "
+                            "its type does not hold", t->name, (double)s, lmp_st_dtype_name(t->dtype));
+        out[0] = (unsigned char)b;
+        return 0;
+    }
     if (t->dtype == LMP_ST_F32) put32(out, f32_bits(s));
     else put16(out, t->dtype == LMP_ST_BF16 ? lmp_stw_bf16(s, &changed) : lmp_stw_f16(s, &changed));
     if (changed || !isfinite(s) || s == 0.0f)
@@ -244,6 +255,15 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
             for (int64_t c = 0; c < cols; c++) put32(e.buf + 4 * c, (uint32_t)g->g_idx[c]);
             break;
         case HF_T_INPUT_SCALE: put32(e.buf, f32_bits(l->act.scale)); break;
+        case HF_T_FP8W: /* the E4M3 bit patterns are the codes */
+            if ((st = lmp_grid_codes_row(l, sr, e.codes))) break;
+            for (int64_t c = 0; c < l->in; c++) e.buf[c] = (unsigned char)e.codes[c];
+            break;
+        case HF_T_FP4PACK: /* E2M1 nibbles, column 2k low, 2k + 1 high */
+            if ((st = lmp_grid_codes_row(l, sr, e.codes))) break;
+            for (int64_t c = 0; c < cols; c++) e.buf[c] = (unsigned char)((e.codes[2 * c] & 15) | (e.codes[2 * c + 1] & 15) << 4);
+            break;
+        case HF_T_GLOBAL_SCALE: put32(e.buf, f32_bits(g->spec.global_scale)); break;
         }
         if (!st && fwrite(e.buf, 1, row_bytes, f) != row_bytes) break; /* reported when the file is closed */
     }

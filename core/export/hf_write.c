@@ -109,6 +109,48 @@ static int is_attn(lmp_role r) { return r == LMP_ROLE_Q || r == LMP_ROLE_K || r 
 
 /* The scheme of a quantized linear, checked; *sc untouched and 0 returned with *none = 1 for a
  * linear written dense. */
+/* An activation mode as rtn's `act` spells it. */
+static const char *lmp_act_mode_name(lmp_act_mode a)
+{
+    static const char *const names[] = {"none",  "static_tensor", "dynamic_tensor", "dynamic_token", "fp8_static_tensor",
+                                        "fp8_dynamic_token", "nvfp4", "mxfp4"};
+    return a >= 0 && a <= LMP_ACT_MXFP4 ? names[a] : "unknown";
+}
+
+/* A floating-point grid's scheme (hf_plan.h): FP8 E4M3, NVFP4 and MXFP4 weights, each with the
+ * activations compressed-tensors pairs it with or none; E5M2 and MXFP8 are refused by name. */
+static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
+{
+    const lmp_wgrid *g = l->grid;
+    const lmp_wspec *s = &g->spec;
+    const char *f = lmp_wformat_name(s->format);
+    if (s->format == LMP_WFORMAT_FP8_E5M2)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the fp8_e5m2 grid; compressed-tensors' 8-bit float "
+                        "weights are E4M3 only: use format fp8_e4m3", l->name);
+    if (s->format == LMP_WFORMAT_MXFP8)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the mxfp8 grid, whose compressed-tensors export "
+                        "(mxfp8-quantized) is not written yet (issue 38)", l->name);
+    if (!lmp_wspec_format_ok(s) || g->n_scales != lmp_wspec_n_scales(s, l->out, l->in) || g->g_idx)
+        return lmp_fail(LMP_EINVAL, "%s: the recorded %s grid is inconsistent (%lld scales for [%lld, %lld]%s)", l->name,
+                        f, (long long)g->n_scales, (long long)l->out, (long long)l->in, g->g_idx ? ", act-order groups" : "");
+    if (s->gran == LMP_GRAN_GROUP && l->in % s->group != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s groups of %lld do not divide its %lld inputs (compressed-tensors takes "
+                        "whole groups)", l->name, f, (long long)s->group, (long long)l->in);
+    const lmp_act_mode a = l->act.mode;
+    const int act_ok = a == LMP_ACT_NONE ||
+                       (s->format == LMP_WFORMAT_FP8_E4M3 && (a == LMP_ACT_FP8_DYN_TOKEN || a == LMP_ACT_FP8_STATIC_TENSOR)) ||
+                       (s->format == LMP_WFORMAT_NVFP4 && a == LMP_ACT_NVFP4) || (s->format == LMP_WFORMAT_MXFP4 && a == LMP_ACT_MXFP4);
+    if (!act_ok)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s weights with %s activations have no compressed-tensors scheme lmpress "
+                        "writes (fp8_e4m3 takes fp8_dynamic_token or fp8_static_tensor inputs, nvfp4 nvfp4, mxfp4 "
+                        "mxfp4)", l->name, f, lmp_act_mode_name(a));
+    *sc = (hf_scheme){.bits = s->bits, .sym = 1, .gran = s->gran, .group = s->gran == LMP_GRAN_GROUP ? s->group : 0,
+                      .act = a, .wfmt = s->format,
+                      .fmt = s->format == LMP_WFORMAT_NVFP4 ? HF_FMT_NVFP4
+                             : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4 : a != LMP_ACT_NONE ? HF_FMT_FLOAT : HF_FMT_NAIVE};
+    return 0;
+}
+
 static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *none)
 {
     const lmp_wgrid *g = l->grid;
@@ -135,6 +177,7 @@ static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: its weights are on the nf4 grid (bitsandbytes'), which compressed-tensors has no type "
                         "for, and lmpress does not write bitsandbytes checkpoints", l->name);
+    if (lmp_wformat_is_fp(s->format)) return fp_scheme(l, sc);
     if (s->format != LMP_WFORMAT_INT)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "%s: its weights are on the GGUF %s grid, which compressed-tensors has no type for; export a "
@@ -153,6 +196,9 @@ static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *
                       .g_idx = s->gran == LMP_GRAN_GROUP && g->g_idx != NULL, .act = LMP_ACT_NONE};
     switch (l->act.mode) {
     case LMP_ACT_NONE: break;
+    case LMP_ACT_FP8_DYN_TOKEN: /* W4AFP8 (any int weights): int-quantized */
+        sc->act = l->act.mode;
+        break;
     case LMP_ACT_DYN_TOKEN:
     case LMP_ACT_STATIC_TENSOR:
         if (l->act.bits == 8) {
@@ -165,9 +211,10 @@ static int linear_scheme(lmp_ctx *ctx, const lmp_linear *l, hf_scheme *sc, int *
                         "%s: %d-bit %s activation quantization has no compressed-tensors scheme that vLLM runs; "
                         "use 8-bit dynamic_token or static_tensor", l->name, l->act.bits,
                         l->act.mode == LMP_ACT_DYN_TENSOR ? "dynamic per-tensor"
-                        : l->act.mode == LMP_ACT_DYN_TOKEN ? "dynamic per-token" : "static per-tensor");
+                        : l->act.mode == LMP_ACT_DYN_TOKEN ? "dynamic per-token"
+                        : l->act.mode == LMP_ACT_STATIC_TENSOR ? "static per-tensor" : lmp_act_mode_name(l->act.mode));
     }
-    if (sc->act != LMP_ACT_NONE && l->act.rounding != LMP_ROUND_HALF_EVEN)
+    if ((sc->act == LMP_ACT_DYN_TOKEN || sc->act == LMP_ACT_STATIC_TENSOR) && l->act.rounding != LMP_ROUND_HALF_EVEN)
         lmp_log(ctx, LMP_LOG_WARN, "%s: its activations were rounded half away from zero; runtimes round them half "
                                    "to even", l->name);
     sc->fmt = sc->act != LMP_ACT_NONE ? HF_FMT_INT : HF_FMT_PACK;
@@ -184,7 +231,7 @@ static int find_scheme(hf_plan *p, const hf_scheme *sc, const char *who)
     for (int i = 0; i < p->n_schemes; i++) {
         const hf_scheme *o = &p->schemes[i];
         if (o->bits == sc->bits && o->sym == sc->sym && o->gran == sc->gran && o->group == sc->group &&
-            o->g_idx == sc->g_idx && o->act == sc->act && o->fmt == sc->fmt)
+            o->g_idx == sc->g_idx && o->act == sc->act && o->fmt == sc->fmt && o->wfmt == sc->wfmt)
             return i;
     }
     if (p->n_schemes == (int)(sizeof p->schemes / sizeof *p->schemes))
@@ -272,13 +319,28 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
         const hf_scheme *sc = &p->schemes[h->scheme];
         const lmp_st_dtype sd = scale_dtype(h->scale_type);
         const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
-        if (sc->fmt == HF_FMT_PACK) {
+        const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE;
+        if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4) */
+            if (sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NAIVE)
+                st = add_tensor(p, cap, h->name, ".weight", HF_T_FP8W, LMP_ST_F8_E4M3, 2, h->out, h->in, h, NULL);
+            else
+                st = add_tensor(p, cap, h->name, ".weight_packed", HF_T_FP4PACK, LMP_ST_U8, 2, h->out, h->in / 2, h, NULL);
+            const lmp_st_dtype fsd = sc->fmt == HF_FMT_NVFP4 ? LMP_ST_F8_E4M3 : sc->fmt == HF_FMT_MXFP4 ? LMP_ST_U8 : sd;
+            if (!st && sc->gran == LMP_GRAN_TENSOR)
+                st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 1, 1, 0, h, NULL);
+            else if (!st)
+                st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 2, h->out, ncols, h, NULL);
+            if (!st && sc->fmt == HF_FMT_NVFP4)
+                st = add_tensor(p, cap, h->name, ".weight_global_scale", HF_T_GLOBAL_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
+            if (!st && sc->act == LMP_ACT_NVFP4) /* the input's static global scale */
+                st = add_tensor(p, cap, h->name, ".input_global_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
+        } else if (sc->fmt == HF_FMT_PACK) {
             st = add_tensor(p, cap, h->name, ".weight_packed", HF_T_PACKED, LMP_ST_I32, 2, h->out,
                             (h->in * sc->bits + 31) / 32, h, NULL);
         } else {
             st = add_tensor(p, cap, h->name, ".weight", HF_T_QWEIGHT, LMP_ST_I8, 2, h->out, h->in, h, NULL);
         }
-        if (!st) {
+        if (!st && !fp) {
             if (sc->gran == LMP_GRAN_TENSOR) st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, sd, 1, 1, 0, h, NULL);
             else st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, sd, 2, h->out, ncols, h, NULL);
         }
@@ -294,7 +356,7 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
         if (!st && sc->fmt == HF_FMT_PACK)
             st = add_tensor(p, cap, h->name, ".weight_shape", HF_T_SHAPE, LMP_ST_I64, 1, 2, 0, h, NULL);
         if (!st && sc->g_idx) st = add_tensor(p, cap, h->name, ".weight_g_idx", HF_T_GIDX, LMP_ST_I32, 1, h->in, 0, h, NULL);
-        if (!st && sc->act == LMP_ACT_STATIC_TENSOR)
+        if (!st && (sc->act == LMP_ACT_STATIC_TENSOR || sc->act == LMP_ACT_FP8_STATIC_TENSOR))
             st = add_tensor(p, cap, h->name, ".input_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
     }
     if (!st && h->bias) st = add_tensor(p, cap, h->name, ".bias", HF_T_BIAS, p->dtype, 1, h->out, 0, h, NULL);
@@ -680,12 +742,14 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
         else lmp_outdir_abort(&od);
     }
     if (!st) {
-        int n_packed = 0, n_int = 0;
+        int n_packed = 0, n_int = 0, n_float = 0;
         int n_written = 0;
         for (int i = 0; i < p.n_lins; i++) {
             if (p.lins[i].merged) continue;
             n_written++;
-            if (p.lins[i].scheme >= 0) *(p.schemes[p.lins[i].scheme].fmt == HF_FMT_PACK ? &n_packed : &n_int) += 1;
+            if (p.lins[i].scheme < 0) continue;
+            const hf_fmt f = p.schemes[p.lins[i].scheme].fmt;
+            *(f == HF_FMT_PACK ? &n_packed : f == HF_FMT_INT ? &n_int : &n_float) += 1;
         }
         if (p.n_dense_quantized)
             lmp_log(ctx, LMP_LOG_WARN, "%s: GPT-2's %d quantized linears are written dense (their exact values in %s): "
@@ -695,8 +759,9 @@ int lmp_export_hf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bloc
         if (p.n_dense_act)
             lmp_log(ctx, LMP_LOG_WARN, "%s: %d linears quantize their activations, which a dense GPT-2 folder does not "
                                        "carry: transformers runs them unquantized", o->path, p.n_dense_act);
-        lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d dense; %d shard%s, %.1f MB; "
-                                   "unquantized tensors in %s", o->path, n_packed, n_int, n_written - n_packed - n_int,
+        lmp_log(ctx, LMP_LOG_INFO, "%s: %d linears pack-quantized, %d int-quantized, %d on float grids, %d dense; %d "
+                                   "shard%s, %.1f MB; unquantized tensors in %s", o->path, n_packed, n_int, n_float,
+                n_written - n_packed - n_int - n_float,
                 p.n_shards, p.n_shards == 1 ? "" : "s", (double)p.total_bytes / 1e6, lmp_st_dtype_name(p.dtype));
         /* the model's weights (embedding, head, norms, linears), for bits per weight */
         const lmp_arch *a = &m->arch;

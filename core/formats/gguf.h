@@ -89,9 +89,10 @@ const char *lmp_ggml_type_name(lmp_ggml_type t);
 /* Elements per block of a ggml type (1 for F32, 32 for Q4_0, 256 for Q4_K), or 0 if unknown. */
 int lmp_ggml_type_block(lmp_ggml_type t);
 /* 0 when lmp_gguf_dequantize reads t's type: every float and quantized type of ggml but Q8_1 and
- * Q8_K (ggml's intermediates, not written to files), the integer types, F64, and Q1_0 and Q2_0
- * (new; the PyPI gguf package has no decoder of them to hold one to); otherwise LMP_EUNSUPPORTED
- * with a message naming the tensor and its type. */
+ * Q8_K (ggml's intermediates, not written to files), the integer types and F64 (Q1_0 and Q2_0,
+ * which the PyPI gguf package cannot decode, are held to ggml's own dequantize_row_q1_0 / _q2_0:
+ * tests/test_ggml_fp4.c); otherwise LMP_EUNSUPPORTED with a message naming the tensor and its
+ * type. */
 int lmp_gguf_check_dequantize(const lmp_gguf_tensor *t);
 /* Dequantizes n consecutive elements (n a multiple of the type's block size) starting at
  * element `first` of tensor t into out[n] f32, bit for bit as ggml's reference C does. */

@@ -173,6 +173,26 @@ static void deq_nvfp4(const unsigned char *x, int64_t nb, float *y)
     }
 }
 
+/* Q1_0: an fp16 d, then 128 sign bits (bit j of byte j / 8: 1 is +d, 0 is -d); ggml's
+ * dequantize_row_q1_0. */
+static void deq_q1_0(const unsigned char *x, int64_t nb, float *y)
+{
+    for (int64_t i = 0; i < nb; i++, x += 18, y += 128) {
+        const float d = half_at(x), neg_d = -d;
+        for (int j = 0; j < 128; j++) y[j] = (x[2 + j / 8] >> (j % 8)) & 1 ? d : neg_d;
+    }
+}
+
+/* Q2_0: an fp16 d, then 64 2-bit codes (four to a byte, low bits first) for -1, 0, 1, 2 times d;
+ * ggml's dequantize_row_q2_0. */
+static void deq_q2_0(const unsigned char *x, int64_t nb, float *y)
+{
+    for (int64_t i = 0; i < nb; i++, x += 18, y += 64) {
+        const float d = half_at(x);
+        for (int j = 0; j < 64; j++) y[j] = (float)(((x[2 + j / 4] >> ((j % 4) * 2)) & 3) - 1) * d;
+    }
+}
+
 /* ---- K-quants: super-blocks of 256 ------------------------------------------------------------ */
 
 /* Q4_K / Q5_K's 12 scale bytes pack eight 6-bit scales and eight 6-bit mins. */
@@ -502,7 +522,8 @@ lmp_ggml_decode_fn lmp_ggml_decoder(uint32_t t)
         [LMP_GGML_IQ2_S] = deq_iq2_s,     [LMP_GGML_IQ3_XXS] = deq_iq3_xxs, [LMP_GGML_IQ3_S] = deq_iq3_s,
         [LMP_GGML_IQ1_S] = deq_iq1_s,     [LMP_GGML_IQ1_M] = deq_iq1_m,     [LMP_GGML_IQ4_NL] = deq_iq4_nl,
         [LMP_GGML_IQ4_XS] = deq_iq4_xs,   [LMP_GGML_TQ1_0] = deq_tq1_0,     [LMP_GGML_TQ2_0] = deq_tq2_0,
-        [LMP_GGML_MXFP4] = deq_mxfp4,     [LMP_GGML_NVFP4] = deq_nvfp4,
+        [LMP_GGML_MXFP4] = deq_mxfp4,     [LMP_GGML_NVFP4] = deq_nvfp4,     [LMP_GGML_Q1_0] = deq_q1_0,
+        [LMP_GGML_Q2_0] = deq_q2_0,
     };
     return t < sizeof fn / sizeof *fn ? fn[t] : NULL;
 }

@@ -82,6 +82,12 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         io(s, 1, (lmp_slot[]){LMP_SLOT_Q}, 1, (lmp_slot[]){LMP_SLOT_Q});
         s->scale = a->q_scale;
     }
+    if (a->online_r3) { /* R3: q and k per head, after RoPE (q·k unchanged) */
+        lmp_block_step *s = add_step(p, LMP_STEP_ROTATE, 0);
+        io(s, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K}, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K});
+        s->heads[0] = a->n_heads;
+        s->heads[1] = a->n_kv_heads;
+    }
     {
         lmp_block_step *s = add_step(p, LMP_STEP_ATTENTION, 0);
         io(s, 3, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K, LMP_SLOT_V}, 1, (lmp_slot[]){LMP_SLOT_ATT});
@@ -104,6 +110,8 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         io(s, 2, (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
         s->gelu = a->geglu; /* Gemma: gelu_tanh(gate) * up */
     }
+    if (a->online_r4) /* R4: down's input turned online; down's weight holds the inverse */
+        io(add_step(p, LMP_STEP_ROTATE, 2), 1, (lmp_slot[]){LMP_SLOT_H}, 1, (lmp_slot[]){LMP_SLOT_H});
     /* group 3: y = x1 + down(h), through the post-MLP norm when there is one */
     linears_step(p, 3, LMP_SLOT_H, 1, (lmp_role[]){LMP_ROLE_DOWN}, (lmp_slot[]){LMP_SLOT_MLP_OUT}, 1);
     if (a->post_norms) norm_step(p, a, 3, LMP_NORM_POST_MLP, LMP_SLOT_MLP_OUT, LMP_SLOT_MLP_POST);
@@ -188,6 +196,7 @@ const char *lmp_step_kind_name(lmp_step_kind k)
     static const char *const names[LMP_STEP_KINDS] = {
         [LMP_STEP_NORM] = "norm",   [LMP_STEP_LINEARS] = "linears", [LMP_STEP_HEAD_NORM] = "q/k norm",
         [LMP_STEP_ROPE] = "rope",   [LMP_STEP_SCALE] = "q scale",   [LMP_STEP_ATTENTION] = "attention",
-        [LMP_STEP_GLU] = "gated activation", [LMP_STEP_GELU] = "gelu", [LMP_STEP_ADD] = "residual add"};
+        [LMP_STEP_GLU] = "gated activation", [LMP_STEP_GELU] = "gelu", [LMP_STEP_ADD] = "residual add",
+        [LMP_STEP_ROTATE] = "online rotation"};
     return k >= 0 && k < LMP_STEP_KINDS ? names[k] : "unknown step";
 }

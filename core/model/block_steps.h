@@ -20,6 +20,7 @@
  *             q, k = q_norm(q_lin), k_norm(k_lin)         HEAD_NORM   per head of head_dim (Qwen3, Gemma 3)
  *             q, k = rope(q), rope(k)                     ROPE        in place
  *             q *= q_scale                                SCALE       in place (Gemma 2/3)
+ *             q, k = q H, k H per head                    ROTATE      online R3 (model.rotate)
  *             att = attention(q, k, v)                    ATTENTION   window, soft-cap -> [T,qd]
  *   group 1:  att_out = o(att)                            LINEARS     [T,qd] -> [T,d]
  *             att_post = norm_post_attn(att_out)          NORM        (GLM-4, Gemma 2/3)
@@ -27,6 +28,7 @@
  *   group 2:  xn_mlp = norm_mlp(x1)                       NORM
  *             gate, up = gate, up linears (xn_mlp)        LINEARS     [T,d] -> [T,f], [T,f]
  *             h = silu(gate) * up, gelu(gate) * up        GLU         (GPT-2: h = gelu(up), GELU)
+ *             h = h Q4                                    ROTATE      online R4 (model.rotate)
  *   group 3:  mlp_out = down(h)                           LINEARS     [T,f] -> [T,d]
  *             mlp_post = norm_post_mlp(mlp_out)           NORM        (GLM-4, Gemma 2/3)
  *             y = x1 + mlp_post (or mlp_out)              ADD
@@ -69,6 +71,8 @@ typedef enum {
     LMP_STEP_GLU,       /* out = act(in[0]) * in[1], act silu (SwiGLU) or gelu_tanh (GeGLU) */
     LMP_STEP_GELU,      /* out = gelu_tanh(in[0]) */
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */
+    LMP_STEP_ROTATE,    /* in[0] (and in[1]) turned in place by an online rotation (model/rotate.h):
+                         * R3, q and k per head (heads[0], heads[1]), or R4, down's input */
     LMP_STEP_KINDS
 } lmp_step_kind;
 

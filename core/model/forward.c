@@ -8,6 +8,7 @@
  * The newer families' features (q/k norms, post norms, GeGLU, the q scale, windows, soft-capped
  * scores) are steps of the same list. */
 #include "model/forward.h"
+#include "model/rotate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -190,6 +191,8 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
     case LMP_STEP_ADD:
         for (int64_t i = 0; i < T * C; i++) out[i] = in[i] + slot[s->in[1]][i];
         return 0;
+    case LMP_STEP_ROTATE:
+        return lmp_rotate_online(be, a, s, T, slot, 0);
     case LMP_STEP_KINDS:
         break;
     }

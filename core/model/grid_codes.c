@@ -33,6 +33,15 @@ void lmp_grid_code_range(const lmp_wspec *s, float *lo, float *hi)
     case LMP_WFORMAT_GGUF_Q4_K:
     case LMP_WFORMAT_GGUF_Q5_K:
     case LMP_WFORMAT_GGUF_Q6_K: *lo = 0.0f; *hi = (float)((1 << s->bits) - 1); return;
+    case LMP_WFORMAT_FP8_E4M3: /* the bit patterns */
+    case LMP_WFORMAT_FP8_E5M2:
+    case LMP_WFORMAT_MXFP8: *lo = 0.0f; *hi = 255.0f; return;
+    case LMP_WFORMAT_NVFP4:
+    case LMP_WFORMAT_MXFP4:
+    case LMP_WFORMAT_GGUF_MXFP4: /* indexes of kvalues_mxfp4 */
+    case LMP_WFORMAT_GGUF_NVFP4: *lo = 0.0f; *hi = 15.0f; return;
+    case LMP_WFORMAT_GGUF_Q1_0: *lo = 0.0f; *hi = 1.0f; return;
+    case LMP_WFORMAT_GGUF_Q2_0: *lo = 0.0f; *hi = 3.0f; return;
     case LMP_WFORMAT_INT: break;
     }
     *lo = s->sym ? -(float)(1 << (s->bits - 1)) : 0.0f;

@@ -53,6 +53,11 @@ typedef struct lmp_arch {
     float final_softcap;  /* Gemma 2: logits likewise */
     float q_scale;        /* q is multiplied by it before attention (Gemma's query_pre_attn_scalar:
                            * sqrt(head_dim / scalar)); 0 = 1 */
+    /* Online rotations (model/rotate.h), steps of the block's forward: online_r3 turns q and k
+     * per head after RoPE by H/sqrt(head_dim); online_r4 (NULL: none) turns down_proj's input,
+     * whose weight holds the inverse (set by lmp_model_rotate). */
+    int online_r3;
+    const struct lmp_rotation *online_r4;
 } lmp_arch;
 
 /* The sliding window layer l attends within (0: all earlier positions). */
@@ -91,6 +96,9 @@ struct lmp_model {
     int blocks_owned;         /* blocks were converted (free them) rather than mapped */
     void *owned[8];           /* f32 buffers the loader converted (freed with the model) */
     int n_owned;
+    /* model/rotate.h's state when the model was rotated (its source then wraps the file's);
+     * NULL otherwise */
+    void *rotation;
 };
 
 /* Opens a model: a llama2.c .bin, a .gguf, a .safetensors file or a Hugging Face folder

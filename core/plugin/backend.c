@@ -52,6 +52,8 @@ int lmp_backend_open(lmp_ctx *ctx, lmp_registry *reg, const char *name, const lm
                      lmp_backend *out)
 {
     memset(out, 0, sizeof *out);
+    out->name = name;
+    out->ctx = ctx;
     int st = lmp_registry_require(reg, LMP_PLUGIN_BACKEND, "cpu", NULL);
     if (!st && strcmp(name, "cpu") != 0) st = lmp_registry_require(reg, LMP_PLUGIN_BACKEND, name, NULL);
     if (st) return st;
@@ -171,4 +173,24 @@ int lmp_be_linear(const lmp_backend *be, int64_t T, int64_t in, int64_t out, con
     for (int64_t t = 0; t < T; t++)
         for (int64_t o = 0; o < out; o++) y[t * out + o] += b[o];
     return 0;
+}
+
+int lmp_be_block_run(const lmp_backend *be, const lmp_block_job *job)
+{
+    if (!LMP_BACKEND_I_HAS(be->vt, block_run)) return LMP_EUNSUPPORTED;
+    double t0 = lmp_now_s();
+    if (be->ctx) lmp_host_clear_error(be->ctx);
+    int st = be->vt->block_run(be->self, job);
+    /* the backend's words (host->set_error) as the last error, for the caller's log line */
+    const char *why = be->ctx ? lmp_host_error(be->ctx) : "";
+    if (st) lmp_fail(st, "backend '%s': %s", be->name, *why ? why : "declined the block without a reason");
+    be->counters->block_seconds += lmp_now_s() - t0;
+    be->counters->block_calls++;
+    return st;
+}
+
+void lmp_be_bytes_moved(const lmp_backend *be, uint64_t moved[2])
+{
+    moved[0] = moved[1] = 0;
+    if (LMP_BACKEND_I_HAS(be->vt, bytes_moved)) be->vt->bytes_moved(be->self, moved);
 }

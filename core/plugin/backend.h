@@ -15,6 +15,7 @@ typedef struct lmp_backend {
     const lmp_backend_i *vt;  void *self;     /* the chosen backend */
     const lmp_backend_i *cpu; void *cpu_self; /* fallback (the same object when name is "cpu") */
     struct lmp_be_counters *counters;         /* owned; counted through a const lmp_backend * */
+    struct lmp_ctx *ctx;                      /* the run it was opened on (its error text) */
     /* A lower compute precision (issue 42): when the chosen backend has an enum parameter
      * `compute` set to other than its first choice ("f32"), vt/self are opened with compute =
      * "f32" and run everything, and lowp_vt/lowp_self, a second instance with the config's
@@ -58,6 +59,8 @@ typedef struct lmp_be_counters {
     double seconds[LMP_OP_COUNT];
     int64_t calls[LMP_OP_COUNT];
     double flops[LMP_OP_COUNT];
+    double block_seconds;  /* lmp_be_block_run: the blocks the backend ran whole */
+    int64_t block_calls;
 } lmp_be_counters;
 
 const lmp_be_counters *lmp_be_counters_get(const lmp_backend *be);
@@ -66,6 +69,16 @@ void lmp_be_counters_reset(const lmp_backend *be);
 /* The vtable plugins get from host->backend(): every entry dispatches with CPU fallback; its
  * self is the lmp_backend. */
 const lmp_backend_i *lmp_backend_dispatch_vtable(void);
+
+/* The backend's block entry point (plugin.h's lmp_block_job, ABI 4.5): LMP_EUNSUPPORTED where
+ * the backend has none or declines the job (its reason then in the host error text, which the
+ * caller logs before it runs the block op by op); there is no CPU fallback at this level, the
+ * per-op forward is the fallback.  Counted in block_seconds / block_calls. */
+int lmp_be_block_run(const lmp_backend *be, const lmp_block_job *job);
+
+/* Bytes the backend copied host -> device (moved[0]) and back (moved[1]) since it was opened;
+ * zeros for a backend with no device or no counter. */
+void lmp_be_bytes_moved(const lmp_backend *be, uint64_t moved[2]);
 
 /* y[T,out] = x[T,in] W[out,in]^T + b */
 int lmp_be_linear(const lmp_backend *be, int64_t T, int64_t in, int64_t out, const float *x,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/rotate.h"
 #include "train/attention_grad.h"
 
 /* Whether a derivative reads the value of slot `sl` (so the tape keeps it), given plan p: the
@@ -368,6 +369,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
     case LMP_STEP_SCALE:
         for (int64_t i = 0; i < T * C; i++) ds[s->in[0]][i] *= s->scale;
         return 0;
+    case LMP_STEP_ROTATE: /* an orthogonal map: its derivative is the transposed map */
+        return lmp_rotate_online(r->be, a, s, T, ds, 1);
     case LMP_STEP_ATTENTION: {
         const int64_t qd = r->p->width[s->in[0]], kv = r->p->width[s->in[1]];
         float *dq = r->dattn, *dk = dq + T * qd, *dv = dk + T * kv;

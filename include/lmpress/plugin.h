@@ -39,6 +39,19 @@
  * attention_window (sliding-window attention and Gemma 2's soft-capped scores), appended to
  * lmp_backend_i; a backend built before them runs the CPU backend's.
  *
+ * ABI 4.5: a block on the device.  lmp_backend_i grew two optional entries after the operations:
+ * block_run (a whole block's forward over a batch of windows, its weights uploaded once and the
+ * calibration statistics accumulated where it runs: lmp_block_job) and bytes_moved (what the
+ * backend copied between host and device).  A backend without them runs the block op by op, as
+ * before (the core falls back where block_run is NULL or answers LMP_EUNSUPPORTED).
+ * Also the backend operation hadamard (the fast Walsh-Hadamard transform: the online rotations
+ * of core/model/rotate.h), appended to the operations; a backend built before it runs the CPU
+ * backend's.
+ * And the floating-point formats FP8 E4M3 and E5M2, NVFP4, MXFP4 and MXFP8, and ggml's
+ * GGUF MXFP4, NVFP4, Q1_0 and Q2_0 (lmpress/plugin_fpquants.h; Q1_0's spec is 1 bit), and lmp_wspec.global_scale (NVFP4's per-tensor scale), appended to
+ * lmp_wspec; a backend built before them answers LMP_EINVAL for them, so the host keeps them on
+ * the CPU backend's grid operations (devbe answers LMP_EUNSUPPORTED for every non-INT format).
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -56,7 +69,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 4
-#define LMP_ABI_MINOR 4
+#define LMP_ABI_MINOR 5
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -169,7 +182,16 @@ typedef enum {
     LMP_WFORMAT_GGUF_Q4_K = 9,
     LMP_WFORMAT_GGUF_Q5_K = 10,
     LMP_WFORMAT_GGUF_Q6_K = 11,
-    LMP_WFORMAT_NF4 = 12         /* ABI 4.2: bitsandbytes' NF4 (QLoRA), below */
+    LMP_WFORMAT_NF4 = 12,        /* ABI 4.2: bitsandbytes' NF4 (QLoRA), below */
+    LMP_WFORMAT_FP8_E4M3 = 13,   /* ABI 4.5: the floating-point grids, lmpress/plugin_fpquants.h */
+    LMP_WFORMAT_FP8_E5M2 = 14,
+    LMP_WFORMAT_NVFP4 = 15,
+    LMP_WFORMAT_MXFP4 = 16,
+    LMP_WFORMAT_MXFP8 = 17,
+    LMP_WFORMAT_GGUF_MXFP4 = 18, /* ABI 4.5: ggml's own MXFP4, NVFP4, Q1_0 and Q2_0, plugin_fpquants.h */
+    LMP_WFORMAT_GGUF_NVFP4 = 19,
+    LMP_WFORMAT_GGUF_Q1_0 = 20,
+    LMP_WFORMAT_GGUF_Q2_0 = 21
 } lmp_wformat;
 
 /* NF4's 16 values (bitsandbytes' table, as f32), ascending.  A block of 64 consecutive inputs of
@@ -212,7 +234,9 @@ typedef struct lmp_wspec {
      * abs-max / min-max grid. */
     float clip;
     lmp_wformat format;        /* LMP_WFORMAT_INT (0), or a GGUF block format */
-    lmp_scale_type scale_type; /* INT only: the type scales are stored in (0: f32) */
+    lmp_scale_type scale_type; /* INT and FP8: the type scales are stored in (0: f32) */
+    /* ABI 4.5: NVFP4's per-tensor global scale (plugin_fpquants.h), > 0; 0 for every other format. */
+    float global_scale;
 } lmp_wspec;
 
 /* The format's name as configs spell it ("int", "q8_0", "q4_0", ...); NULL if unknown. */
@@ -232,6 +256,15 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
     case LMP_WFORMAT_GGUF_Q5_K: return "q5_k";
     case LMP_WFORMAT_GGUF_Q6_K: return "q6_k";
     case LMP_WFORMAT_NF4: return "nf4";
+    case LMP_WFORMAT_FP8_E4M3: return "fp8_e4m3";
+    case LMP_WFORMAT_FP8_E5M2: return "fp8_e5m2";
+    case LMP_WFORMAT_NVFP4: return "nvfp4";
+    case LMP_WFORMAT_MXFP4: return "mxfp4";
+    case LMP_WFORMAT_MXFP8: return "mxfp8";
+    case LMP_WFORMAT_GGUF_MXFP4: return "gguf_mxfp4";
+    case LMP_WFORMAT_GGUF_NVFP4: return "gguf_nvfp4";
+    case LMP_WFORMAT_GGUF_Q1_0: return "q1_0";
+    case LMP_WFORMAT_GGUF_Q2_0: return "q2_0";
     }
     return NULL;
 }
@@ -242,18 +275,29 @@ static inline const char *lmp_wformat_name(lmp_wformat f)
 
 static inline int lmp_wformat_is_k(lmp_wformat f) { return f >= LMP_WFORMAT_GGUF_Q2_K && f <= LMP_WFORMAT_GGUF_Q6_K; }
 
+/* ABI 4.5: NVFP4's groups of 16 inputs, MXFP4's and MXFP8's of 32. */
+#define LMP_WFORMAT_NVFP4_GROUP 16
+#define LMP_WFORMAT_MX_GROUP 32
+
 /* The inputs whose grid is chosen together, and what a row's width must be a multiple of: 256
- * for a k-quant, 32 for the other GGUF formats, 1 for INT. */
+ * for a k-quant, 32 for the other GGUF formats and MX, 16 for NVFP4, 1 for INT and FP8 (whose
+ * slices are those of INT). */
 static inline int64_t lmp_wformat_span(lmp_wformat f)
 {
     return lmp_wformat_is_k(f) ? LMP_WFORMAT_KBLOCK
-           : f == LMP_WFORMAT_NF4 ? LMP_WFORMAT_NF4_BLOCK
-           : f == LMP_WFORMAT_INT ? 1
+           : f == LMP_WFORMAT_NF4 || f == LMP_WFORMAT_GGUF_NVFP4 || f == LMP_WFORMAT_GGUF_Q2_0 ? 64
+           : f == LMP_WFORMAT_GGUF_Q1_0 ? 128
+           : f == LMP_WFORMAT_NVFP4 ? LMP_WFORMAT_NVFP4_GROUP
+           : f == LMP_WFORMAT_INT || f == LMP_WFORMAT_FP8_E4M3 || f == LMP_WFORMAT_FP8_E5M2 ? 1
                                   : LMP_WFORMAT_BLOCK;
 }
 
-/* Whether a format's scale takes a clip ratio: the k-quants and NF4 choose theirs (clip 1). */
-static inline int lmp_wformat_takes_clip(lmp_wformat f) { return !lmp_wformat_is_k(f) && f != LMP_WFORMAT_NF4; }
+/* Whether a format's scale takes a clip ratio: the k-quants, NF4 and ggml's MXFP4, NVFP4, Q1_0 and
+ * Q2_0 choose theirs (clip 1). */
+static inline int lmp_wformat_takes_clip(lmp_wformat f)
+{
+    return !lmp_wformat_is_k(f) && f != LMP_WFORMAT_NF4 && !(f >= LMP_WFORMAT_GGUF_MXFP4 && f <= LMP_WFORMAT_GGUF_Q2_0);
+}
 
 /* What llama-quantize stores instead when a row's width is not a multiple of a k-quant's 256
  * (llama-quant.cpp's tensor_type_fallback): Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
@@ -276,9 +320,11 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     switch (f) {
     case LMP_WFORMAT_GGUF_Q8_0: s.bits = 8; break;
     case LMP_WFORMAT_GGUF_Q5_0: case LMP_WFORMAT_GGUF_Q5_1: case LMP_WFORMAT_GGUF_Q5_K: s.bits = 5; break;
-    case LMP_WFORMAT_GGUF_Q2_K: s.bits = 2; break;
+    case LMP_WFORMAT_GGUF_Q2_K: case LMP_WFORMAT_GGUF_Q2_0: s.bits = 2; break;
+    case LMP_WFORMAT_GGUF_Q1_0: s.bits = 1; break;
     case LMP_WFORMAT_GGUF_Q3_K: s.bits = 3; break;
     case LMP_WFORMAT_GGUF_Q6_K: s.bits = 6; break;
+    case LMP_WFORMAT_FP8_E4M3: case LMP_WFORMAT_FP8_E5M2: case LMP_WFORMAT_MXFP8: s.bits = 8; break;
     default: s.bits = 4;
     }
     s.sym = f != LMP_WFORMAT_GGUF_Q4_1 && f != LMP_WFORMAT_GGUF_Q5_1 && f != LMP_WFORMAT_GGUF_Q2_K &&
@@ -287,11 +333,16 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
     /* a k-quant's slice is its sub-block: 16 inputs (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K) */
     s.group = f == LMP_WFORMAT_GGUF_Q2_K || f == LMP_WFORMAT_GGUF_Q3_K || f == LMP_WFORMAT_GGUF_Q6_K ? 16
               : f == LMP_WFORMAT_NF4                                                             ? LMP_WFORMAT_NF4_BLOCK
+              : f == LMP_WFORMAT_NVFP4 || f == LMP_WFORMAT_GGUF_NVFP4                            ? LMP_WFORMAT_NVFP4_GROUP
+              : f == LMP_WFORMAT_GGUF_Q1_0                                                       ? 128
+              : f == LMP_WFORMAT_GGUF_Q2_0                                                       ? 64
                                                                                                     : LMP_WFORMAT_BLOCK;
+    if (f == LMP_WFORMAT_FP8_E4M3 || f == LMP_WFORMAT_FP8_E5M2) s.gran = LMP_GRAN_CHANNEL; /* the caller may change it */
     s.rounding = LMP_ROUND_HALF_AWAY; /* not used: ggml's own rounding */
     s.clip = clip;
     s.format = f;
     s.scale_type = LMP_SCALE_F32; /* not used: ggml stores fp16 d itself */
+    s.global_scale = 0.0f;        /* NVFP4: set from the tensor (lmp_nvfp4_global_scale) */
     return s;
 }
 
@@ -303,6 +354,10 @@ static inline int lmp_wspec_format_ok(const lmp_wspec *s)
     if (s->format == LMP_WFORMAT_INT)
         return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16 && s->sym >= 0 && s->sym <= LMP_SYM_SIGNED;
     if (!lmp_wformat_name(s->format)) return 0;
+    if (s->format == LMP_WFORMAT_NVFP4 && !(s->global_scale > 0.0f && s->global_scale < INFINITY)) return 0;
+    if (s->format != LMP_WFORMAT_NVFP4 && s->global_scale != 0.0f) return 0;
+    if (s->format == LMP_WFORMAT_FP8_E4M3 || s->format == LMP_WFORMAT_FP8_E5M2) /* INT's slices, a scale type */
+        return s->bits == 8 && s->sym == LMP_SYM_QMAX && s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16;
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
     return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
            s->scale_type == LMP_SCALE_F32 && (lmp_wformat_takes_clip(s->format) || s->clip == 0.0f || s->clip == 1.0f);
@@ -451,10 +506,16 @@ static inline float lmp_wgrid_search_iq4nl(const float *x, int n, const float *w
  * (its reference quantizers, which llama-quantize uses without an importance matrix): *scale
  * the f32 d, *zero the f32 min (Q4_1, Q5_1) or 0.  NaN comparisons go as ggml's do.  NF4 (n 64):
  * *scale its abs-max, bitsandbytes' absmax. */
+static inline float lmp_wgrid_fit_ggml_block(const lmp_wspec *s, const float *x, int64_t n); /* plugin_fpquants.h */
+
 static inline void lmp_wgrid_fit_block(const lmp_wspec *s, const float *x, int64_t n, float *scale, float *zero)
 {
     const float clip = lmp_wspec_clip(s);
     *zero = 0.0f;
+    if (s->format >= LMP_WFORMAT_GGUF_MXFP4 && s->format <= LMP_WFORMAT_GGUF_Q2_0) {
+        *scale = lmp_wgrid_fit_ggml_block(s, x, n);
+        return;
+    }
     if (s->format == LMP_WFORMAT_GGUF_Q8_0 || s->format == LMP_WFORMAT_NF4) {
         float amax = 0.0f;
         for (int64_t j = 0; j < n; j++) {
@@ -631,6 +692,7 @@ static inline void lmp_wgrid_fit_block_imp(const lmp_wspec *s, const float *x, c
 }
 
 #include "lmpress/plugin_kquants.h"
+#include "lmpress/plugin_fpquants.h"
 
 /* The grid of a slice from its min and max (0 folded in: mn <= 0 <= mx) and its abs-max.
  * *zero is 0 when symmetric. */
@@ -694,6 +756,8 @@ static inline float lmp_wgrid_code_nf4(float w, float a)
 
 static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, float zero)
 {
+    if (lmp_wformat_is_fp(s->format)) return lmp_wgrid_code_fp(s, w, scale);
+    if (lmp_wformat_is_ggml_new(s->format)) return lmp_wgrid_code_ggml(s, w, scale);
     if (lmp_wformat_is_k(s->format)) return lmp_wgrid_code_k(s, w, scale, zero);
     if (s->format == LMP_WFORMAT_NF4) return lmp_wgrid_code_nf4(w, scale);
     if (s->format == LMP_WFORMAT_GGUF_IQ4_NL) /* a NaN weight keeps a NaN code */
@@ -728,6 +792,8 @@ static inline float lmp_wgrid_code(const lmp_wspec *s, float w, float scale, flo
 /* The dequantized weight of a code (an int32_t code converts exactly). */
 static inline float lmp_wgrid_value(const lmp_wspec *s, float code, float scale, float zero)
 {
+    if (lmp_wformat_is_fp(s->format)) return lmp_wgrid_value_fp(s, code, scale);
+    if (lmp_wformat_is_ggml_new(s->format)) return lmp_wgrid_value_ggml(s, code, scale);
     if (s->format == LMP_WFORMAT_NF4) return code == code ? lmp_nf4_values[(int)code] * scale : code;
     if (lmp_wformat_is_k(s->format)) /* the sub-block's scale and min are exact already */
         return s->sym ? scale * (code + (float)lmp_wgrid_k_lo(s)) : scale * code - zero;
@@ -756,6 +822,13 @@ typedef enum {
     LMP_ACT_STATIC_TENSOR = 1,
     LMP_ACT_DYN_TENSOR = 2,
     LMP_ACT_DYN_TOKEN = 3,
+    /* ABI 4.5: floating-point activations, as compressed-tensors' forward_quantize simulates them
+     * (the CPU reference, backends/cpu/cpu_ref.c act_quantize_fp; bits and rounding are not used): */
+    LMP_ACT_FP8_STATIC_TENSOR = 4, /* E4M3, s = the stored scale (calibration abs-max / 448) */
+    LMP_ACT_FP8_DYN_TOKEN = 5,     /* E4M3, s = abs-max of each token / 448 */
+    LMP_ACT_NVFP4 = 6,             /* E2M1 in groups of 16, E4M3 scales of each group's abs-max, the
+                                    * stored scale the global scale (2688 / calibration abs-max) */
+    LMP_ACT_MXFP4 = 7,             /* E2M1 in groups of 32 with E8M0 scales */
 } lmp_act_mode;
 
 typedef struct lmp_aspec {
@@ -1093,7 +1166,77 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * With window 0 and softcap 0 it is `attention`. */                                            \
     OP(attention_window, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
                           float softcap, const float *q, const float *k, const float *v, float *out),  \
-      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)
+      (T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out), 0)                             \
+    /* ABI 4.5.  The fast Walsh-Hadamard transform in place: each row of x[rows, n] <- row H / sqrt(n), \
+     * H Sylvester's n×n Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k], [H_k, -H_k]]: entry (i, j) \
+     * is (-1)^popcount(i & j)); n a power of 2, else LMP_EINVAL.  H / sqrt(n) is orthogonal and    \
+     * its own inverse. */                                                                          \
+    OP(hadamard, (int64_t rows, int64_t n, float *x), (rows, n, x), 0)
+
+/* ---- a block on the device (ABI 4.5) ---------------------------------------------------- */
+/* One block's forward as a program the core makes from the block's steps (core/model/
+ * block_steps.h) with every weight resolved, for a backend that keeps the block on its device:
+ * it uploads the weights once, runs the ops window after window on buffers of its own, folds the
+ * statistics of the OBSERVE ops into device copies of the lmp_bstat arrays, and copies back only
+ * the statistics (at the end) and, when y is not NULL, each window's output.  Buffers are
+ * [T, buf_cols[i]] per window.  A backend answers LMP_EUNSUPPORTED (with a reason through
+ * host->set_error, naming the op kind or the size) for anything it does not run; the core then
+ * runs the block op by op, so an op kind added later is refused by a backend built before it. */
+typedef enum {
+    LMP_BOP_RMSNORM = 0,   /* out[T*rows, cols] = rmsnorm(in0; w, eps) (+ b per column when b) */
+    LMP_BOP_LAYERNORM = 1, /* out[T, cols] = layernorm(in0; w, b, eps) */
+    LMP_BOP_LINEAR = 2,    /* out[T, n_out] = in0[T, cols] W[n_out, cols]^T (+ b) */
+    LMP_BOP_ROPE = 3,      /* in0[T, rows*head_dim] in place: pairs (2i, 2i+1), i < n_rot/2, of each
+                            * of the rows heads turned by table[T, n_rot/2, 2] (cos, sin) */
+    LMP_BOP_SCALE = 4,     /* in0[T, cols] *= scale, in place */
+    LMP_BOP_ATTENTION = 5, /* out[T, heads*head_dim] = attention_window(q = in0, k = in1, v = in2;
+                            * heads, kv_heads, head_dim, window, softcap) */
+    LMP_BOP_SWIGLU = 6,    /* out = silu(in0) * in1, elementwise over [T, cols] */
+    LMP_BOP_GEGLU = 7,     /* out = gelu_tanh(in0) * in1 */
+    LMP_BOP_GELU = 8,      /* out = gelu_tanh(in0) */
+    LMP_BOP_ADD = 9,       /* out = in0 + in1 */
+    LMP_BOP_OBSERVE = 10,  /* fold in0[T, cols] into job->stats[stat] */
+    LMP_BOP_KINDS
+} lmp_bop_kind;
+
+typedef struct lmp_bop {
+    lmp_bop_kind kind;
+    int in[3], out;             /* buffer indices; out is in[0] for the in-place ops */
+    int64_t rows;               /* RMSNORM: rows per token (a q/k norm: the heads), else 1; ROPE: heads */
+    int64_t cols;               /* columns of in[0] per row */
+    int64_t n_out;              /* LINEAR: the output width */
+    const float *w, *b;         /* the norm's weight and bias (b may be NULL); LINEAR: W, b (b may be NULL) */
+    float eps, scale, softcap;
+    int64_t window;             /* ATTENTION: keys after t - window (0: every earlier one) */
+    int64_t heads, kv_heads, head_dim, n_rot;
+    const float *table;         /* ROPE: [T, n_rot/2, 2], the same for every window */
+    int stat;                   /* OBSERVE */
+} lmp_bop;
+
+/* One input's statistics over every token of every window; each array NULL when not wanted, else
+ * initialised by the caller and folded into (max, min, absmax fold; sum, sqsum, hessian add). */
+typedef struct lmp_bstat {
+    int64_t cols;
+    float *hessian;             /* [cols, cols] += alpha X^T X, both triangles */
+    float alpha;
+    float *absmax, *min, *max;  /* [cols] */
+    float *sum, *sqsum;         /* [cols]: sum x and sum x^2 over the tokens */
+} lmp_bstat;
+
+#define LMP_BJOB_MAX_BUFS 24
+typedef struct lmp_block_job {
+    uint32_t struct_size;
+    int64_t n_windows, T;
+    int n_bufs;
+    int64_t buf_cols[LMP_BJOB_MAX_BUFS];
+    int n_ops;
+    const lmp_bop *ops;
+    int n_stats;
+    lmp_bstat *stats;
+    int x_buf, y_buf;           /* the block's input and output buffers */
+    const float *x;             /* [n_windows, T, buf_cols[x_buf]] */
+    float *y;                   /* [n_windows, T, buf_cols[y_buf]], or NULL: not wanted (y may be x) */
+} lmp_block_job;
 
 #define LMP_UNPAREN(...) __VA_ARGS__
 #define LMP_BACKEND_I_ENTRY(name, params, args, n_flops) int (*name)(void *self, LMP_UNPAREN params);
@@ -1103,6 +1246,11 @@ typedef struct lmp_backend_i {
     int (*create)(const lmp_host *host, void *hctx, const lmp_value *params, void **self);
     void (*destroy)(void *self);
     LMP_BACKEND_OPS(LMP_BACKEND_I_ENTRY)
+    /* ABI 4.5, optional (NULL: the core runs the block op by op).  Runs job (lmp_block_job). */
+    int (*block_run)(void *self, const lmp_block_job *job);
+    /* ABI 4.5, optional: bytes copied host -> device (moved[0]) and device -> host (moved[1])
+     * since create(), for the benchmarks.  NULL for a backend with no device (the CPU's). */
+    void (*bytes_moved)(void *self, uint64_t moved[2]);
 } lmp_backend_i;
 
 /* The size of an ABI 4.2 backend vtable: what the host requires of every backend.  An entry at

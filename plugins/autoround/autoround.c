@@ -73,7 +73,7 @@ typedef struct ar_problem {
 static int format_ok(lmp_wformat f)
 {
     return f == LMP_WFORMAT_INT || f == LMP_WFORMAT_GGUF_Q8_0 || f == LMP_WFORMAT_GGUF_Q4_0 ||
-           f == LMP_WFORMAT_GGUF_Q4_1 || f == LMP_WFORMAT_GGUF_Q5_0 || f == LMP_WFORMAT_GGUF_Q5_1;
+           f == LMP_WFORMAT_GGUF_Q4_1 || f == LMP_WFORMAT_GGUF_Q5_0 || f == LMP_WFORMAT_GGUF_Q5_1 || lmp_wformat_is_fp(f);
 }
 
 static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, const char *where)
@@ -84,7 +84,7 @@ static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, co
     if (!format_ok(f))
         return host->set_error(hctx, LMP_EINVAL,
                                "autoround: %s: format %s is not a uniform grid of one scale per slice: use int, q8_0, "
-                               "q4_0, q4_1, q5_0 or q5_1",
+                               "q4_0, q4_1, q5_0, q5_1, fp8_e4m3, fp8_e5m2, nvfp4, mxfp4 or mxfp8",
                                where, lmp_wformat_name(f));
     if (wgrid_importance(p + P_GRID) != WGRID_IMP_NONE)
         return host->set_error(hctx, LMP_EINVAL, "autoround: %s: the scales are learned: leave importance at \"none\"",
@@ -123,6 +123,13 @@ static int64_t slice_of(const ar_linear *L, int64_t r, int64_t j)
 static void make_grid(ar_linear *L)
 {
     lmp_wspec s = L->spec;
+    if (lmp_wformat_is_fp(s.format)) { /* INT's slices, the format's scale of the clipped abs-max */
+        for (int64_t k = 0; k < L->n_slices; k++) {
+            s.clip = L->a[k];
+            L->scales[k] = lmp_wgrid_fit_fp(&s, L->amax[k]);
+        }
+        return;
+    }
     if (s.format != LMP_WFORMAT_INT) {
         for (int64_t r = 0; r < L->rows; r++)
             for (int64_t c = 0; c < L->cols; c += s.group) {
@@ -144,10 +151,16 @@ static void make_grid(ar_linear *L)
 
 /* The weight of element e of slice k: its shifted value rounded onto the grid (a pruned one: the
  * grid's 0). */
+/* The unit v moves a weight by: the slice's scale (NVFP4's divided by the global scale). */
+static float shift_unit(const ar_linear *L, int64_t k)
+{
+    return lmp_wformat_is_fp(L->spec.format) ? lmp_wgrid_fp_eff(&L->spec, L->scales[k]) : L->scales[k];
+}
+
 static float quantized(const ar_linear *L, const lmp_linear *l, int64_t e, int64_t k)
 {
     const float scale = L->scales[k], zero = L->zeros ? L->zeros[k] : 0.0f;
-    const float w = l->mask && !l->mask[e] ? 0.0f : L->w0[e] + L->v[e] * scale;
+    const float w = l->mask && !l->mask[e] ? 0.0f : L->w0[e] + L->v[e] * shift_unit(L, k);
     return lmp_wgrid_value(&L->spec, lmp_wgrid_code(&L->spec, w, scale, zero), scale, zero);
 }
 
@@ -178,8 +191,11 @@ static int ar_pullback(void *ud, const lmp_block *blk, float *const *dw)
             for (int64_t j = 0; j < L->cols; j++) {
                 const int64_t e = r * L->cols + j, k = slice_of(L, r, j);
                 if (l->mask && !l->mask[e]) continue;
-                const float scale = L->scales[k], shifted = L->w0[e] + L->v[e] * scale;
-                const int inside = fabsf(l->w[e] - shifted) <= 0.5001f * fabsf(scale);
+                const float scale = shift_unit(L, k), shifted = L->w0[e] + L->v[e] * scale;
+                /* a floating-point grid's step grows with the value: inside = not clamped at its max */
+                const lmp_minifloat *mf = lmp_wformat_minifloat(L->spec.format);
+                const int inside = mf ? fabsf(shifted / scale) <= mf->max
+                                      : fabsf(l->w[e] - shifted) <= 0.5001f * fabsf(scale);
                 if (inside) L->dv[e] += g[e] * scale;
                 if (P->learn_clip) L->da[k] += g[e] * (l->w[e] - (inside ? L->w0[e] : 0.0f)) / L->a[k];
             }
@@ -217,17 +233,18 @@ static int add_linear(ar_problem *P, const lmp_block *blk, int i)
     ar_linear *L = &P->lin[P->n++];
     memset(L, 0, sizeof *L);
     L->index = i;
-    wgrid_spec_for(l->params + P_GRID, l->in, &L->spec);
+    wgrid_spec_linear(l->params + P_GRID, l, &L->spec);
     if (!format_ok(L->spec.format)) /* a k-quant's fallback is one of them; kept as a guard */
         return host->set_error(P->hctx, LMP_EINVAL, "autoround: %s: format %s", l->name, lmp_wformat_name(L->spec.format));
-    if (L->spec.format != LMP_WFORMAT_INT && l->in % LMP_WFORMAT_BLOCK)
-        return host->set_error(P->hctx, LMP_EINVAL, "autoround: %s: %lld inputs, not a multiple of the GGUF block of %d",
-                               l->name, (long long)l->in, LMP_WFORMAT_BLOCK);
+    if (l->in % lmp_wformat_span(L->spec.format))
+        return host->set_error(P->hctx, LMP_EINVAL, "autoround: %s: %lld inputs, not a multiple of format %s's block of %lld",
+                               l->name, (long long)l->in, lmp_wformat_name(L->spec.format),
+                               (long long)lmp_wformat_span(L->spec.format));
     L->rows = l->out, L->cols = l->in;
     L->n_slices = lmp_wspec_n_scales(&L->spec, l->out, l->in);
     L->per_row = L->spec.gran == LMP_GRAN_GROUP ? (l->in + L->spec.group - 1) / L->spec.group : 1;
     const size_t RC = (size_t)(L->rows * L->cols) * sizeof(float), S = (size_t)L->n_slices * sizeof(float);
-    const int int_grid = L->spec.format == LMP_WFORMAT_INT;
+    const int int_grid = L->spec.format == LMP_WFORMAT_INT || lmp_wformat_is_fp(L->spec.format); /* slice stats */
     L->w0 = host->alloc(P->hctx, RC);
     L->v = host->alloc(P->hctx, RC);
     L->dv = host->alloc(P->hctx, RC);

@@ -33,6 +33,17 @@
  *                q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0): wgrid_spec_for.  nf4: bitsandbytes'
  *                NF4 (QLoRA's 16 normal-quantile levels, blocks of 64 with an f32 abs-max: 4.5
  *                bits; clip must be 1, no importance, no file format lmpress writes).
+ *                fp8_e4m3, fp8_e5m2: FP8 codes with one scale per slice of granularity /
+ *                group_size (tensor, channel or group; the solver's plugins refuse tensor) in
+ *                scale_dtype, as compressed-tensors quantizes them (plugin_fpquants.h); bits,
+ *                sym and rounding are implied.  nvfp4: E2M1 in groups of 16 with E4M3 scales and
+ *                the tensor's global scale; mxfp4, mxfp8: E2M1 / E4M3 in groups of 32 with E8M0
+ *                scales (granularity, group_size and scale_dtype implied).  clip applies.
+ *                gguf_mxfp4, gguf_nvfp4, q1_0, q2_0: ggml's GGUF types of those names, as its
+ *                reference quantizers store them (plugin_fpquants.h: MXFP4 blocks of 32 with an
+ *                E8M0 scale, NVFP4 sub-blocks of 16 with a UE4M3 scale and no global scale, Q1_0
+ *                signs times the mean |w| of 128, Q2_0 levels -1..2 times the abs-max of 64:
+ *                4.25, 4.5, 1.125 and 2.25 bits per weight); no clip, no importance.
  *   importance   none | uniform | calibration | imatrix: GGUF formats only.  none: ggml's reference
  *                grid (llama-quantize without an importance matrix).  calibration: each block's
  *                scale (and min) searched to minimise the error weighted per input column by the
@@ -63,7 +74,9 @@ static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", N
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
 static const char *const wgrid_format_choices[] = {"int",  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
-                                                   "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "nf4",  NULL};
+                                                   "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "nf4",
+                                                   "fp8_e4m3", "fp8_e5m2", "nvfp4", "mxfp4", "mxfp8",
+                                                   "gguf_mxfp4", "gguf_nvfp4", "q1_0", "q2_0", NULL};
 /* In lmp_scale_type's order. */
 static const char *const wgrid_scale_dtype_choices[] = {"f32", "f16", "bf16", NULL};
 /* In LMP_SYM_*'s order, from LMP_SYM_QMAX. */
@@ -96,7 +109,11 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
      "32 inputs with an fp16 scale (and min), quantized as ggml does (overrides bits, sym, "          \
      "granularity, group_size, rounding; rows must be a multiple of 32 wide); q2_k .. q6_k: the "     \
      "k-quants' super-blocks of 256 (rows not a multiple of 256 wide take llama-quantize's "          \
-     "fallback: q4_0, q4_0, q5_0, q5_1, q8_0); nf4: bitsandbytes' NF4, blocks of 64", 0, NULL, 0, 0,  \
+     "fallback: q4_0, q4_0, q5_0, q5_1, q8_0); nf4: bitsandbytes' NF4, blocks of 64; fp8_e4m3, "       \
+     "fp8_e5m2: FP8 with a scale per slice of granularity (scale_dtype); nvfp4: E2M1, groups of 16, "  \
+     "E4M3 scales and a global scale; mxfp4, mxfp8: E2M1 / E4M3, groups of 32, E8M0 scales (as "       \
+     "compressed-tensors rounds them); gguf_mxfp4, gguf_nvfp4, q1_0, q2_0: ggml's GGUF types (its "     \
+     "reference quantizers)", 0, NULL, 0, 0,                                                           \
      wgrid_format_choices, 0},                                                                       \
     {"scale_dtype", LMP_PARAM_ENUM,                                                                  \
      "int grids: the type the scales are rounded to and stored in (compressed-tensors keeps them in "\
@@ -138,7 +155,8 @@ static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lm
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: format %s chooses its scales itself: leave clip at 1 (it is %g)",
                                plugin, where, lmp_wformat_name(wgrid_format(p)), p[WGRID_CLIP].num);
     if (wgrid_importance(p) == WGRID_IMP_NONE) return 0;
-    if (wgrid_format(p) == LMP_WFORMAT_INT || wgrid_format(p) == LMP_WFORMAT_NF4)
+    if (wgrid_format(p) == LMP_WFORMAT_INT || wgrid_format(p) == LMP_WFORMAT_NF4 || lmp_wformat_is_fp(wgrid_format(p)) ||
+        lmp_wformat_is_ggml_new(wgrid_format(p)))
         return host->set_error(hctx, LMP_EINVAL,
                                "%s: %s: importance = \"%s\" searches GGUF block grids: set format to q4_0, q4_1, q5_0, "
                                "q5_1, iq4_nl or a k-quant, or importance = \"none\"", plugin, where,
@@ -209,6 +227,13 @@ static inline int wgrid_choose(const lmp_backend_i *be, void *bs, const lmp_wspe
  * with format int.  A GGUF format gives lmp_wspec_for_format's spec whatever the other values. */
 static inline int wgrid_spec(const lmp_value *p, lmp_wspec *spec)
 {
+    if (wgrid_format(p) == LMP_WFORMAT_FP8_E4M3 || wgrid_format(p) == LMP_WFORMAT_FP8_E5M2) {
+        *spec = lmp_wspec_for_format(wgrid_format(p), (float)p[WGRID_CLIP].num);
+        spec->gran = (lmp_granularity)(int)p[WGRID_GRAN].num;
+        spec->group = (int64_t)p[WGRID_GROUP].num;
+        spec->scale_type = (lmp_scale_type)(int)p[WGRID_SCALE_DTYPE].num;
+        return 1;
+    }
     if (wgrid_format(p) != LMP_WFORMAT_INT) {
         *spec = lmp_wspec_for_format(wgrid_format(p), (float)p[WGRID_CLIP].num);
         return 1;
@@ -234,6 +259,15 @@ static inline int wgrid_spec_for(const lmp_value *p, int64_t cols, lmp_wspec *sp
     return quantize;
 }
 
+/* wgrid_spec_for for linear l, with NVFP4's global scale taken from its weights as they are now
+ * (compressed-tensors' generate_gparam of the weight, before any grid of it is chosen). */
+static inline int wgrid_spec_linear(const lmp_value *p, const lmp_linear *l, lmp_wspec *spec)
+{
+    const int quantize = wgrid_spec_for(p, l->in, spec);
+    if (spec->format == LMP_WFORMAT_NVFP4) spec->global_scale = lmp_nvfp4_global_scale(l->w, l->out * l->in);
+    return quantize;
+}
+
 /* The checks of a plugin whose grid goes through the OBS solver (gptq, sparse24): bits 2..8 or
  * 16, and a grid per channel or per group, the solver's unit being a row.  0, or the status of
  * host->set_error with a message naming the plugin and `where`. */
@@ -241,6 +275,11 @@ static inline int wgrid_check_solver(const lmp_host *host, void *hctx, const lmp
                                      const char *where)
 {
     int st = wgrid_check_options(host, hctx, p, plugin, where);
+    if (!st && lmp_wformat_is_fp(wgrid_format(p)) && (int)p[WGRID_GRAN].num == LMP_GRAN_TENSOR &&
+        (wgrid_format(p) == LMP_WFORMAT_FP8_E4M3 || wgrid_format(p) == LMP_WFORMAT_FP8_E5M2))
+        return host->set_error(hctx, LMP_EINVAL,
+                               "%s: %s: granularity = \"tensor\" is not offered: the solver quantizes row by "
+                               "row, so use \"channel\" or \"group\"", plugin, where);
     if (st || wgrid_format(p) != LMP_WFORMAT_INT) return st; /* bits and granularity overridden */
     int b = (int)p[WGRID_BITS].num;
     if (!((b >= 2 && b <= 8) || b == 16))
@@ -273,6 +312,18 @@ static inline double wgrid_weight_bits(const lmp_wspec *s, int64_t out, int64_t 
     case LMP_WFORMAT_GGUF_Q5_K: return 176.0 * 8.0 / LMP_WFORMAT_KBLOCK;
     case LMP_WFORMAT_GGUF_Q6_K: return 210.0 * 8.0 / LMP_WFORMAT_KBLOCK;
     case LMP_WFORMAT_NF4: return 4.0 + 32.0 / LMP_WFORMAT_NF4_BLOCK; /* an f32 abs-max per block */
+    case LMP_WFORMAT_NVFP4: /* an E4M3 scale per 16, an f32 global scale per tensor */
+        return 4.0 + 8.0 / LMP_WFORMAT_NVFP4_GROUP + 32.0 / (double)(out * in);
+    case LMP_WFORMAT_MXFP4: return 4.0 + 8.0 / LMP_WFORMAT_MX_GROUP; /* an E8M0 scale per 32 */
+    case LMP_WFORMAT_MXFP8: return 8.0 + 8.0 / LMP_WFORMAT_MX_GROUP;
+    case LMP_WFORMAT_GGUF_MXFP4: return 17.0 * 8.0 / 32.0; /* ggml's block_mxfp4 */
+    case LMP_WFORMAT_GGUF_NVFP4: return 36.0 * 8.0 / 64.0; /* block_nvfp4 */
+    case LMP_WFORMAT_GGUF_Q1_0: return 18.0 * 8.0 / 128.0;
+    case LMP_WFORMAT_GGUF_Q2_0: return 18.0 * 8.0 / 64.0;
+    case LMP_WFORMAT_FP8_E4M3:
+    case LMP_WFORMAT_FP8_E5M2: /* a scale of scale_dtype per slice */
+        return 8.0 + (double)lmp_wspec_n_scales(s, out, in) * (s->scale_type == LMP_SCALE_F32 ? 32.0 : 16.0) /
+                         (double)(out * in);
     case LMP_WFORMAT_INT: break;
     }
     double n_scales = (double)lmp_wspec_n_scales(s, out, in);

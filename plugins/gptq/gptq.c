@@ -67,7 +67,7 @@ static int gptq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *b
                       .block = (int64_t)p[P_BLOCK].num,
                       .keep = l->mask,
                       .name = l->name};
-        o.quantize = wgrid_spec_for(p + P_GRID, l->in, &o.spec);
+        o.quantize = wgrid_spec_linear(p + P_GRID, l, &o.spec);
         if (!o.quantize) continue; /* 16 bits: the weights stay as they are */
         obs_result r = {0};
         float *imp;

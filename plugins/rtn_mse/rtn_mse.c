@@ -114,7 +114,7 @@ static int rtn_mse_apply(void *self, const lmp_host *host, void *hctx, lmp_block
         const lmp_value *p = l->params;
         if (!p) continue; /* not targeted by this stage */
         lmp_wspec spec;
-        wgrid_spec_for(p + P_GRID, l->in, &spec);
+        wgrid_spec_linear(p + P_GRID, l, &spec);
         int st = quantize_best_clip(host, hctx, be, bs, spec, p[P_MIN_CLIP].num, p[P_STEP].num, blk, i);
         if (st) return st;
         l->weight_bits = wgrid_weight_bits(&spec, l->out, l->in); /* the clip ratio is not stored */

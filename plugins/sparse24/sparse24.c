@@ -94,7 +94,7 @@ static int prune_linear(const lmp_host *host, void *hctx, lmp_block *blk, int i,
     } else {
         obs_opts o = {.damp = p[P_DAMP].num, .block = (int64_t)p[P_BLOCK].num, .prune_n = m - n, .prune_m = m,
                       .name = l->name};
-        o.quantize = wgrid_spec_for(p + P_GRID, l->in, &o.spec);
+        o.quantize = wgrid_spec_linear(p + P_GRID, l, &o.spec);
         obs_result r = {.mask = keep};
         float *imp;
         int st = wgrid_importance_new(host, hctx, p + P_GRID, l, &imp);

@@ -8,7 +8,11 @@
 #      --backend NAME`), wall time and the largest difference to the CPU's table;
 #   3. GPTQ on SmolLM2-135M on each usable backend, when the model is in models/cache
 #      (tools/fetch_smollm2.sh): a reduced configs/smollm2-w4a16.cfg (BENCH_SMOLLM2_WINDOWS
-#      calibration and evaluation windows, default 8 and 8), timed.
+#      calibration and evaluation windows, default 8 and 8), timed;
+#   4. per block (bench_backends --block): GPTQ's statistics and the block's outputs over 4
+#      windows of 256 tokens on stories260K (all 5 blocks) and SmolLM2-135M (its first 2 blocks,
+#      when present), op by op and on the device block path: ms and MB moved host<->device per
+#      block (BENCH_BLOCK=0 skips it).
 #
 # BENCH_BACKENDS (default "cpu opencl cuda") picks the backends, BENCH_SIZES the GEMM sizes
 # (default 256,512,1024,2048), BENCH_SECONDS the time per GEMM size (default 0.5).  Backends whose
@@ -72,5 +76,14 @@ if [ -f "$smol" ] && [ -f configs/smollm2-w4a16.cfg ]; then
   compare "$cfg" smollm2-gptq
 else
   echo "== SmolLM2 GPTQ: skipped (needs $smol from tools/fetch_smollm2.sh and configs/smollm2-w4a16.cfg)"
+fi
+if [ "${BENCH_BLOCK:-1}" != 0 ]; then
+  echo "== per block: op by op and on the device"
+  blk_models=(models/stories260K/stories260K.bin:5)
+  [ -f "$smol" ] && blk_models+=("$smol:2")
+  for mb in "${blk_models[@]}"; do
+    nice -n 19 "$build/tools/bench/bench_backends" --backends "$(IFS=,; echo "${usable[*]}")" --sizes 64 --seconds 0.05 \
+      --md --block "${mb%:*}" --blocks "${mb##*:}" --tokens 256 --windows 4 | sed -n '/^# per block/,$p'
+  done | tee "$out/blocks.md"
 fi
 echo "backends.sh: results in $out/"

@@ -8,6 +8,15 @@
  * of T tokens (default 256) through lmp_forward, with the core's per-op counters (calls and
  * time, CPU fallbacks included), which shows where a backend spends its time.
  *
+ * --block MODEL times what compression does to each block, on each backend and each path: the
+ * statistics GPTQ asks for (X^T X of every linear's input) over N windows of T tokens, then the
+ * block's outputs for the next block (lmp_block_stats_collect, lmp_calib_pass), for the first
+ * --blocks B blocks (default 4), once op by op (LMPRESS_DEVICE_BLOCKS=0: every op stages its
+ * operands) and once on the device block path where the backend has one.  Per block: the time
+ * and the bytes moved host -> device and device -> host (the backend's counter, plugin.h's
+ * bytes_moved), and the largest relative difference of the last block's outputs to the first
+ * row's (the cpu backend's when it is listed).
+ *
  * Each backend is opened through the core (lmp_backend_open, as a compare run does) and timed on
  * square single-precision GEMMs C[n,n] = A B (NN) and C = A B^T (NT, the forward's x W^T), with
  * operands in host memory: what the backend interface costs lmpress, staging to and from a device
@@ -23,6 +32,7 @@
  * A backend on another device (a GPU) gets no peak here: see its datasheet.  Unusable backends
  * are listed with their probe's reason. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +41,8 @@
 
 #include "base/ctx.h"
 #include "base/error.h"
+#include "compress/calib_stats.h"
+#include "model/block_device.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
@@ -145,12 +157,101 @@ static int profile_forward(const lmp_backend *be, const char *name, lmp_model *m
     return 0;
 }
 
+/* One row of the --block table: the first n_blocks blocks of m over `windows` windows of T
+ * random tokens, the statistics then the outputs of each; *out_x (owned) gets the last outputs. */
+static int profile_blocks(const lmp_backend *be, const char *name, const char *path, lmp_model *m, int64_t T,
+                          int windows, int n_blocks, float **out_x, int md)
+{
+    const lmp_arch *a = &m->arch;
+    if (T > a->seq_len && a->seq_len > 0) T = a->seq_len;
+    if (n_blocks > a->n_layers) n_blocks = (int)a->n_layers;
+    const int64_t per = T * a->dim;
+    float *X = malloc((size_t)(windows * per) * sizeof *X);
+    int32_t *tok = malloc((size_t)T * sizeof *tok);
+    if (!X || !tok) {
+        free(X), free(tok);
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    unsigned seed = 11;
+    for (int w = 0; w < windows; w++) {
+        for (int64_t t = 0; t < T; t++) {
+            seed = seed * 1664525u + 1013904223u;
+            tok[t] = (int32_t)((seed >> 8) % (unsigned)a->vocab);
+        }
+        lmp_embed(m, tok, T, X + w * per);
+    }
+    free(tok);
+    uint64_t m0[2], m1[2];
+    int st = 0;
+    { /* warm-up on a copy of the first windows (kernel compilation, first-touch allocations) */
+        lmp_block blk;
+        float *W = malloc((size_t)per * sizeof *W);
+        double share;
+        if (!W || (st = lmp_model_block_copy(m, 0, &blk))) {
+            free(W), free(X);
+            return st ? st : lmp_fail(LMP_ENOMEM, "out of memory");
+        }
+        memcpy(W, X, (size_t)per * sizeof *W);
+        lmp_block_stats bs;
+        memset(&bs, 0, sizeof bs);
+        for (int i = 0; i < blk.n_linears && i < LMP_MAX_LINEARS; i++) bs.needs[i] = LMP_STAT_HESSIAN;
+        st = lmp_block_stats_collect(NULL, be, a, &blk, W, 1, T, NULL, &bs);
+        if (!st) st = lmp_calib_pass(NULL, NULL, be, a, &blk, W, W, 4, 4, NULL, NULL, 1, T, &share);
+        lmp_block_stats_free(&bs, blk.n_linears);
+        lmp_block_free(&blk);
+        free(W);
+    }
+    lmp_be_bytes_moved(be, m0);
+    double seconds = 0;
+    for (int b = 0; b < n_blocks && !st; b++) {
+        lmp_block blk;
+        if ((st = lmp_model_block_copy(m, b, &blk))) break;
+        lmp_block_stats bs;
+        memset(&bs, 0, sizeof bs);
+        for (int i = 0; i < blk.n_linears && i < LMP_MAX_LINEARS; i++) bs.needs[i] = LMP_STAT_HESSIAN;
+        double share = 0, t0 = now_s();
+        st = lmp_block_stats_collect(NULL, be, a, &blk, X, windows, T, NULL, &bs);
+        if (!st) st = lmp_calib_pass(NULL, NULL, be, a, &blk, X, X, 4, 4, NULL, NULL, windows, T, &share);
+        seconds += now_s() - t0;
+        lmp_block_stats_free(&bs, blk.n_linears);
+        lmp_block_free(&blk);
+    }
+    lmp_be_bytes_moved(be, m1);
+    if (st) {
+        free(X);
+        return st;
+    }
+    const double mb = 1.0 / (1024.0 * 1024.0) / n_blocks;
+    double diff = -1;
+    if (*out_x) { /* against the first row's outputs */
+        double md_ = 0, mr = 0;
+        for (int64_t i = 0; i < windows * per; i++) {
+            const double dd = fabs((double)X[i] - (double)(*out_x)[i]);
+            if (!(dd <= md_)) md_ = dd;
+            if (fabs((double)(*out_x)[i]) > mr) mr = fabs((double)(*out_x)[i]);
+        }
+        diff = md_ / mr;
+        free(X);
+    } else {
+        *out_x = X;
+    }
+    char d[32] = "(reference)";
+    if (diff >= 0) snprintf(d, sizeof d, "%.1e", diff);
+    printf(md ? "| %s | %s | %d x %lld | %d | %.1f | %.2f | %.2f | %s |\n"
+              : "%-7s %-7s %d x %lld tokens, %d blocks: %.1f ms per block, %.2f MB to the device, %.2f MB back, "
+                "max rel diff %s\n",
+           name, path, windows, (long long)T, n_blocks, 1e3 * seconds / n_blocks, (double)(m1[0] - m0[0]) * mb,
+           (double)(m1[1] - m0[1]) * mb, d);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char backends_arg[256] = "cpu,opencl,cuda", sizes_arg[256] = "256,512,1024,2048";
     double min_seconds = 0.5, fpc = 32.0;
     int md = 0, windows = 4;
-    const char *forward_model = NULL;
+    const char *forward_model = NULL, *block_model = NULL;
+    int n_blocks = 4;
     int64_t tokens = 256;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) snprintf(backends_arg, sizeof backends_arg, "%s", argv[++i]);
@@ -159,11 +260,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--flops-per-cycle") == 0 && i + 1 < argc) fpc = atof(argv[++i]);
         else if (strcmp(argv[i], "--md") == 0) md = 1;
         else if (strcmp(argv[i], "--forward") == 0 && i + 1 < argc) forward_model = argv[++i];
+        else if (strcmp(argv[i], "--block") == 0 && i + 1 < argc) block_model = argv[++i];
+        else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) n_blocks = atoi(argv[++i]);
         else if (strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) tokens = atoll(argv[++i]);
         else if (strcmp(argv[i], "--windows") == 0 && i + 1 < argc) windows = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_backends [--backends a,b] [--sizes n,m] [--seconds S] "
-                            "[--flops-per-cycle F] [--md] [--forward MODEL [--tokens T] [--windows N]]\n");
+                            "[--flops-per-cycle F] [--md] [--forward MODEL | --block MODEL [--blocks B]] [--tokens T] "
+                            "[--windows N]\n");
             return 2;
         }
     }
@@ -255,6 +359,36 @@ int main(int argc, char **argv)
             }
             lmp_backend_close(&be);
         }
+        lmp_model_free(m);
+    }
+    if (block_model) {
+        lmp_model *m;
+        if (lmp_model_load(block_model, &m)) {
+            fprintf(stderr, "bench_backends: %s\n", lmp_last_error());
+            lmp_registry_free(&reg);
+            return 1;
+        }
+        printf("\n# per block: GPTQ's statistics (X^T X of every linear input) and the block's outputs, %s\n",
+               block_model);
+        if (md) printf("\n| backend | path | windows x tokens | blocks | ms per block | MB to device per block | "
+                       "MB to host per block | max rel diff of the outputs |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+        float *ref = NULL;
+        for (int b = 0; b < nb; b++) {
+            lmp_backend be;
+            if (lmp_backend_open(&ctx, &reg, names[b], NULL, &be)) continue;
+            for (int path = 0; path < 2; path++) {
+                const int device = LMP_BACKEND_I_HAS(be.vt, block_run);
+                if (path == 1 && !device) break; /* no block path: the op-by-op row is all there is */
+                setenv("LMPRESS_DEVICE_BLOCKS", path ? "1" : "0", 1);
+                if (profile_blocks(&be, names[b], path ? "block" : "per-op", m, tokens, windows, n_blocks, &ref, md)) {
+                    printf("%s block profile failed: %s\n", names[b], lmp_last_error());
+                    failures++;
+                }
+            }
+            unsetenv("LMPRESS_DEVICE_BLOCKS");
+            lmp_backend_close(&be);
+        }
+        free(ref);
         lmp_model_free(m);
     }
     lmp_registry_free(&reg);

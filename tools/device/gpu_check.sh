@@ -24,6 +24,11 @@
 #                      the steps below run
 #   conformance  (120) tests/test_backend_conformance on cuda (ops, probe, end to end), which
 #                      must report cuda as tested, not skipped
+#   block        (60)  the device block path (issue 41): tests/test_backend_block on cuda (a block's
+#                      statistics and outputs against the cpu's per-op path on stories260K, Qwen3
+#                      and Gemma 2; it must run, not skip), and bench_backends --block on
+#                      stories260K: per block, time and bytes moved host<->device, op by op and
+#                      on the block path (the synth step adds the same table at 7B width)
 #   compare      (200) configs/quickstart.cfg on cpu, on cpu with jitter (the noise tables) and
 #                      on cuda: tools/bench/switch_backends.sh, `lmpress diff` within the
 #                      tolerances of docs/backends.md
@@ -232,10 +237,10 @@ step_build() {
     metric cuda_architectures "$arch"
     cuda=(-DLMP_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCUDAToolkit_ROOT="$(dirname "$(dirname "$nvcc")")"
           -DLMP_CUDA_ARCHITECTURES="$arch")
-    targets="lmpress test_backend_conformance bench_gptq bench_backends"
+    targets="lmpress test_backend_conformance test_backend_block bench_gptq bench_backends"
   else
     cuda=(-DLMP_WITH_CUDA=OFF)
-    targets="lmpress test_backend_conformance bench_gptq bench_backends"
+    targets="lmpress test_backend_conformance test_backend_block bench_gptq bench_backends"
     # With a tree to reuse, only the plugin that links the prefix's OpenBLAS and LAPACKE (see the
     # header); the cpu steps run the reused tree's programs.
     [ -n "${GC_REUSE:-}" ] && targets="lmp_backend_cpu"
@@ -301,6 +306,36 @@ step_conformance() {
   local st=${PIPESTATUS[0]}
   metric conformance_cpu "$([ "$st" = 0 ] && echo pass || echo fail)"
   return "$st"
+}
+
+# block_table MODEL BLOCKS TOKENS WINDOWS KEY BACKENDS: bench_backends --block's table (per block:
+# ms, MB to the device, MB back; op by op and on the block path), its rows as metrics.
+block_table() {
+  local log=$GC_WORK/details/block-$5.md
+  with_prefix "$GC_BUILD/tools/bench/bench_backends" --backends "$6" --sizes 64 --seconds 0.05 --md \
+    --block "$1" --blocks "$2" --tokens "$3" --windows "$4" 2>&1 | tee "$log" || return 1
+  # | backend | path | windows x tokens | blocks | ms | MB to device | MB to host | diff |
+  awk -F'|' 'NF > 8 && $3 ~ /per-op|block/ {for (i = 2; i <= 8; i++) gsub(/ /, "", $i);
+    printf "%s_%s\t%s ms, %s MB to the device, %s MB back per block\n", $2, $3, $6, $7, $8}' "$log" |
+    while IFS=$'\t' read -r k v; do metric "${5}_block_${k}" "$(echo "$v" | tr -s ' ')"; done
+  grep -q '| block |' "$log"
+}
+
+step_block() {
+  local st=0 m=$root/models/stories260K/stories260K.bin
+  if [ "$GC_MODE" = gpu ]; then
+    local log=$GC_WORK/details/test_backend_block.txt
+    (cd "$GC_BUILD" && with_prefix ./tests/test_backend_block "$GC_DEVICE") 2>&1 | tee "$log" | grep -E "outputs|SKIP|Checks"
+    st=${PIPESTATUS[0]}
+    [ "$st" = 77 ] && { echo "the $GC_DEVICE block path was skipped, not tested"; st=1; }
+    metric "block_conformance_$GC_DEVICE" "$([ "$st" = 0 ] && echo pass || echo fail)"
+    block_table "$m" 5 256 16 stories260K "$GC_DEVICE,cpu" || st=1
+  else
+    # Dry run: the table's code on the cpu backend alone (it has no block path: one row).
+    block_table "$m" 2 64 2 stories260K cpu
+    grep -q '| cpu | per-op |' "$GC_WORK/details/block-stories260K.md" || st=1
+  fi
+  return $st
 }
 
 step_compare() {
@@ -393,6 +428,9 @@ step_synth() {
     gptq_time "$model" "$text" "$w" "$seq" "$b" "synth_$b" "$(synth_layers)" || st=1
     eval_rate "$model" "$text" "$seq" 4 "$b" "synth_eval_$b" || st=1
   done
+  # the block path at real width: per block, op by op against whole blocks on the device (4
+  # windows: the op-by-op row stages 7B-wide weights per op and window, and comes last in the step)
+  [ "$GC_MODE" = gpu ] && { block_table "$model" "$(synth_layers)" "$seq" 4 synth "$GC_DEVICE" || st=1; }
   return $st
 }
 
@@ -553,6 +591,7 @@ run_step unpack 40
 # A full build on a small machine (a dry run without --reuse-build) takes minutes, not seconds.
 run_step build "$([ "$mode" = dry-run ] && [ -z "$reuse" ] && echo 1200 || echo 240)" unpack
 run_step conformance 120 build
+run_step block 60 build
 run_step compare 200 build
 run_step throughput 90 build
 run_step synth 180 build

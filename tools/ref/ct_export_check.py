@@ -11,8 +11,8 @@ rotate-half order): manifest.txt ("NAME ROWS COLS" per tensor, COLS 0 for a vect
 forward of the variant on those tokens).
 
 For every DIR:
-  * config.json's quantization_config parses with compressed-tensors' QuantizationConfig (and its
-    sparsity_config with SparsityCompressionConfig's registry).  A scheme with actorder "group"
+  * config.json's quantization_config parses with compressed-tensors' QuantizationConfig and has no
+    sparsity_config (vLLM 0.24 refuses one, whatever its format).  A scheme with actorder "group"
     (weight_g_idx) must be refused by compressed-tensors >= 0.19, which removed it; such a DIR is
     then checked only by an older compressed-tensors (the test runs this script a second time
     with 0.17.1 on PYTHONPATH).
@@ -98,7 +98,8 @@ def dequantize(d, tensors):
     model-free dequantizer (in every version since 0.15)."""
     from compressed_tensors.entrypoints.convert.converters.ct_dequantizer import CompressedTensorsDequantizer
 
-    wide = {k: (v.float() if k.endswith("weight_scale") else v) for k, v in tensors.items()}
+    # float scales widened (exact); MXFP4's uint8 E8M0 exponents stay as they are (its compressor reads them)
+    wide = {k: (v.float() if k.endswith("weight_scale") and v.is_floating_point() else v) for k, v in tensors.items()}
     modules = {k[: -len(".weight_scale")] for k in tensors if k.endswith(".weight_scale")}
     out = CompressedTensorsDequantizer(d, dtype=torch.float32).process(dict(wide))
     missing = [m for m in modules if m + ".weight" not in out]
@@ -113,7 +114,7 @@ def narrow_dequant_changes(qc, tensors, deq):
     for name, w in deq.items():
         mod = name[: -len(".weight")]
         s = tensors[mod + ".weight_scale"]
-        if s.dtype == torch.float32:
+        if s.dtype not in (torch.float16, torch.bfloat16):  # f32, and FP8 / E8M0 scales of float grids
             continue
         narrow = w.to(s.dtype).float()
         changed += int((narrow != w).sum())
@@ -143,17 +144,19 @@ def check_dir(d, use_transformers):
             fail(f"{d}: actorder 'group' parsed with compressed-tensors {compressed_tensors.__version__}")
         print(f"  QuantizationConfig: format {parsed.format}, {len(parsed.config_groups)} groups, "
               f"{len(parsed.ignore or [])} ignored")
-        sc = qc.get("sparsity_config")
-        if sc:
-            sp = SparsityCompressionConfig.load_from_registry(sc["format"], **sc)
-            if sp.format != "dense" or not sp.targets:
-                fail(f"{d}: sparsity_config {sc}")
-            print(f"  SparsityCompressionConfig: {sp.format} {sp.sparsity_structure}, {len(sp.targets)} targets, "
-                  f"global sparsity {sp.global_sparsity:.4f}")
+        if "sparsity_config" in qc:
+            # vLLM 0.24 (its sparse-inference removal) refuses any sparsity_config with targets,
+            # "dense" format included: lmpress keeps an N:M pattern in its own record instead
+            fail(f"{d}: sparsity_config written: {qc['sparsity_config']}")
     ref = read_ref(d)
     tensors = load_tensors(d)
     deq = dequantize(d, tensors) if qc is not None and qc.get("config_groups") else {}
     n_q = n_d = n_negzero = 0
+    n_narrow = [0]
+    bf16_modules = set()
+    for g in (qc or {}).get("config_groups", {}).values():
+        if (g.get("format") or qc["format"]) == "nvfp4-pack-quantized":
+            bf16_modules.update(g.get("targets", []))
     for name, want in ref.items():
         if name in deq:
             got = deq[name]
@@ -161,6 +164,12 @@ def check_dir(d, use_transformers):
             # scale); the file's code 0 reads +0, the same number (or -0 with a negative scale,
             # sym_scale = "signed"): both compared as +0
             n_negzero += int(((want == 0) & torch.signbit(want)).sum())
+            if name[: -len(".weight")] in bf16_modules:
+                # nvfp4-pack-quantized's decompressor unpacks the codes to bfloat16 and returns
+                # bfloat16(q * scale / global_scale) whatever dtype it is asked for: lmpress's
+                # weights rounded to bfloat16
+                n_narrow[0] += 1
+                want = want.to(torch.bfloat16).float()
             want = want + 0.0
             got = got + 0.0
             if not same_bits(got, want):
@@ -178,7 +187,10 @@ def check_dir(d, use_transformers):
     if extra:
         fail(f"{d}: dequantized {extra[:3]} which lmpress did not dump")
     print(f"  {n_q} quantized linears equal lmpress's weights bit for bit ({n_negzero} weights -0 in lmpress, +0 "
-          f"from the file's code 0), {n_d} other tensors equal")
+          f"from the file's code 0), {n_d} other tensors equal" +
+          (f"; {n_narrow[0]} nvfp4 linears dequantized in bfloat16 by compressed-tensors, compared with lmpress's "
+           "rounded to it"
+           if n_narrow[0] else ""))
     stored = {name: None if name in deq else tensors[name].dtype for name in ref}
     if deq:
         changed, total = narrow_dequant_changes(qc, tensors, deq)

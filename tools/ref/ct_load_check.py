@@ -9,7 +9,8 @@ them), this one needs only the folder, as a user has it:
   * compressed-tensors' model-free dequantizer (CompressedTensorsDequantizer) dequantizes every
     linear that has a weight_scale, to float32, with the shape [out, in] of its packed weight;
   * every dequantized weight is finite and sits on its scheme's grid: weight / scale (minus the
-    zero point) is an integer within the scheme's levels, in every group of group_size inputs;
+    zero point) is an integer within the scheme's levels, in every group of group_size inputs
+    (FP8: an E4M3 value within +-448);
   * config.json carries lmpress's record with the config that made the folder (config_text).
 Exit status 0 when every check passes."""
 import json
@@ -43,7 +44,7 @@ def main():
     tensors = load_file(os.path.join(d, "model.safetensors"))
     from compressed_tensors.entrypoints.convert.converters.ct_dequantizer import CompressedTensorsDequantizer
 
-    wide = {k: (v.float() if k.endswith("weight_scale") else v) for k, v in tensors.items()}
+    wide = {k: (v.float() if k.endswith("weight_scale") and v.is_floating_point() else v) for k, v in tensors.items()}
     modules = sorted(k[: -len(".weight_scale")] for k in tensors if k.endswith(".weight_scale"))
     if not modules:
         fail(f"{d}: no quantized linear")
@@ -70,6 +71,14 @@ def main():
             q = w / scale.reshape(rows, 1)
         if zp is not None and not scheme.weights.symmetric:
             pass  # packed zero points: the dequantizer applied them; check integrality of the shifted codes below
+        if str(scheme.weights.type) in ("float", "QuantizationType.FLOAT") and bits == 8:
+            # FP8: weight / scale is an E4M3 value (its own cast gives it back) within +-448
+            if not torch.equal(q.to(torch.float8_e4m3fn).float(), q) or q.abs().max().item() > 448:
+                fail(f"{m}: weights off the E4M3 grid")
+            n_weights += w.numel()
+            continue
+        if str(scheme.weights.type) in ("float", "QuantizationType.FLOAT"):
+            fail(f"{m}: {bits}-bit float weights: this check knows FP8 only (tests/test_export_fp.c checks FP4)")
         frac = (q - torch.round(q)).abs().max().item()
         lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
         if scheme.weights.symmetric and (frac > 1e-3 or q.min().item() < lo - 1e-3 or q.max().item() > hi + 1e-3):

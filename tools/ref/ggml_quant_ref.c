@@ -4,7 +4,8 @@
  *   ggml_quant_ref TYPE NROWS NCOLS IN.f32 OUT.bin DEQ.f32 [IMATRIX.f32]
  *
  * IN.f32 holds NROWS * NCOLS little-endian floats, row-major.  TYPE is one of q8_0 q4_0 q4_1
- * q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k.  The matrix goes through ggml_quantize_chunk,
+ * q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k mxfp4 nvfp4 q1_0 q2_0 (the last four need a
+ * llama.cpp with GGML_TYPE_MXFP4 .. Q2_0: the pinned 0.3.36 sdist has them).  The matrix goes through ggml_quantize_chunk,
  * the call llama-quantize makes: with no IMATRIX.f32 it reaches the quantize_row_*_ref path (or
  * the type's default search) exactly as llama-quantize without an imatrix does; IMATRIX.f32
  * holds NCOLS floats, one per input column, as llama.cpp's imatrix does.  OUT.bin receives the
@@ -26,12 +27,13 @@
 /* The types the tests compare against; the IQ2/IQ1 families would also need an imatrix and a
  * grid setup, and nothing asks for them yet. */
 static const char *const TYPES[] = {"q8_0", "q4_0", "q4_1",   "q5_0", "q5_1", "iq4_nl",
-                                    "iq4_xs", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+                                    "iq4_xs", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+                                    "mxfp4", "nvfp4", "q1_0", "q2_0"};
 
 static int usage(const char *msg, const char *arg)
 {
     fprintf(stderr, "ggml_quant_ref: %s%s%s\nusage: ggml_quant_ref TYPE NROWS NCOLS IN.f32 OUT.bin DEQ.f32 [IMATRIX.f32]\n"
-            "TYPE: q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k\n", msg, arg ? ": " : "", arg ? arg : "");
+            "TYPE: q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k mxfp4 nvfp4 q1_0 q2_0\n", msg, arg ? ": " : "", arg ? arg : "");
     return 2;
 }
 

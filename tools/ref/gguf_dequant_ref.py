@@ -19,8 +19,9 @@ It writes into OUTDIR:
                reads them back, float32 little-endian, the tensors one after another;
   model.gguf / refused.gguf
                a tiny Llama model (one block, dim 256) whose seven linears are stored in seven
-               of these types; in refused.gguf blk.0.ffn_up.weight is Q1_0 instead (a type ggml
-               knows, gguf-py writes but does not decode, and lmpress refuses).
+               of these types; in refused.gguf blk.0.ffn_up.weight is Q8_K instead (ggml's
+               intermediate of its dot products, never written by llama-quantize, which lmpress
+               refuses).
 and prints one line per tensor of quants.gguf, in the order of quants.f32:
     tensor NAME TYPE N_ELEMENTS
 The output is deterministic (fixed seed)."""
@@ -159,7 +160,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     write_quants(out_dir)
     write_model(os.path.join(out_dir, "model.gguf"), MODEL_LINEARS["ffn_up"])
-    write_model(os.path.join(out_dir, "refused.gguf"), T.Q1_0)
+    write_model(os.path.join(out_dir, "refused.gguf"), T.Q8_K)
 
 
 if __name__ == "__main__":

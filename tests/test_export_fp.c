@@ -1,0 +1,228 @@
+/* test_export_fp.c — the Hugging Face (compressed-tensors) exports of the floating-point grids
+ * (hf_plan.h: float-quantized for FP8 E4M3, nvfp4-pack-quantized, mxfp4-pack-quantized).
+ *
+ * stories260K through rtn (and gptq) on each grid, exported; then:
+ *   - config.json names the format and the scheme compressed-tensors' presets write (type float,
+ *     strategy tensor_group for NVFP4, scale_dtype), and the tensors have the dtypes and shapes of
+ *     hf_plan.h (read back here with lmpress's safetensors reader);
+ *   - with LMP_CT_PYTHON: tools/ref/ct_export_check.py parses the config with compressed-tensors,
+ *     dequantizes every linear with its own CompressedTensorsDequantizer, and each must equal
+ *     lmpress's in-memory weights bit for bit;
+ *   - the grids compressed-tensors has no export for here (fp8_e5m2, mxfp8) and FP weights with
+ *     quantized activations are refused by name before anything is written. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "base/textfile.h"
+#include "export/export.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+#include "model/model.h"
+#include "teststage.h"
+#include "testutil.h"
+
+#define STORIES LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
+#define CHECK LMP_SOURCE_DIR "/tools/ref/ct_export_check.py"
+#define NOT_DOWN "re:\\.(q|k|v|o|gate|up)_proj$"
+
+typedef struct variant {
+    const char *name, *plugin, *target, *settings[6];
+    const char *format;
+    lmp_st_dtype wdtype, sdtype;
+} variant;
+
+static const variant VARIANTS[] = {
+    {"fp8-channel", "rtn", NULL, {"format=fp8_e4m3", NULL}, "naive-quantized", LMP_ST_F8_E4M3, LMP_ST_F32},
+    {"fp8-tensor-bf16", "rtn", NULL, {"format=fp8_e4m3", "granularity=tensor", "scale_dtype=bf16", NULL},
+     "naive-quantized", LMP_ST_F8_E4M3, LMP_ST_BF16},
+    {"fp8-g32-gptq", "gptq", NOT_DOWN, {"format=fp8_e4m3", "granularity=group", "group_size=32", NULL},
+     "naive-quantized", LMP_ST_F8_E4M3, LMP_ST_F32},
+    {"fp8-dynamic", "rtn", NULL, {"format=fp8_e4m3", "act=fp8_dynamic_token", NULL}, "float-quantized",
+     LMP_ST_F8_E4M3, LMP_ST_F32},
+    {"fp8-static", "rtn", NULL, {"format=fp8_e4m3", "granularity=tensor", "act=fp8_static_tensor", NULL},
+     "float-quantized", LMP_ST_F8_E4M3, LMP_ST_F32},
+    {"w4afp8", "rtn", NOT_DOWN, {"bits=4", "granularity=group", "group_size=32", "act=fp8_dynamic_token", NULL},
+     "int-quantized", LMP_ST_I8, LMP_ST_F32},
+    {"nvfp4-w4a4", "rtn", NOT_DOWN, {"format=nvfp4", "act=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8,
+     LMP_ST_F8_E4M3},
+    {"nvfp4", "rtn", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
+    {"nvfp4-gptq", "gptq", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
+    {"mxfp4", "rtn", NOT_DOWN, {"format=mxfp4", NULL}, "mxfp4-pack-quantized", LMP_ST_U8, LMP_ST_U8},
+};
+enum { N_VARIANTS = sizeof VARIANTS / sizeof *VARIANTS };
+
+static char tmpdir[256];
+
+static int export_to(const lmp_model *m, const lmp_block *blocks, const char *dir)
+{
+    lmp_export_opts o = {.path = dir, .variant = lmp_basename(dir), .pipeline = "test pipeline"};
+    lmp_block_store *store;
+    const lmp_block_source src = stored_blocks(blocks, m->arch.n_layers, &store);
+    const int st = lmp_export_hf(&ctx, m, &src, &o);
+    lmp_block_store_free(store);
+    return st;
+}
+
+/* HF row r of q / k is lmpress's row of the adjacent-pair RoPE order (model_hf.c) */
+static float *hf_order(const lmp_model *m, const lmp_linear *l)
+{
+    const int64_t hd = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K ? m->arch.head_dim : 0;
+    float *o = malloc((size_t)(l->out * l->in) * sizeof *o);
+    for (int64_t r = 0; r < l->out; r++) {
+        const int64_t h = hd ? r / hd : 0, i = hd ? r % hd : r;
+        const int64_t src = hd ? h * hd + (i < hd / 2 ? 2 * i : 2 * (i - hd / 2) + 1) : r;
+        memcpy(o + r * l->in, l->w + src * l->in, (size_t)l->in * sizeof *o);
+    }
+    return o;
+}
+
+/* DIR.ref for ct_export_check.py: every tensor lmpress holds, in Hugging Face's layout. */
+static void dump_ref(const lmp_model *m, const lmp_block *blocks, const char *dir)
+{
+    char refdir[600], path[1024];
+    snprintf(refdir, sizeof refdir, "%s.ref", dir);
+    ck_assert_int_eq(mkdir(refdir, 0777), 0);
+    snprintf(path, sizeof path, "%s/manifest.txt", refdir);
+    FILE *man = fopen(path, "w");
+    ck_assert_ptr_nonnull(man);
+#define DUMP(nm, x, rows, cols)                                                                             \
+    do {                                                                                                   \
+        snprintf(path, sizeof path, "%s/%s.f32", refdir, nm);                                               \
+        lmp_test_spit(path, x, (size_t)((rows) * ((cols) ? (cols) : 1)) * sizeof(float));                   \
+        fprintf(man, "%s %lld %lld\n", nm, (long long)(rows), (long long)(cols));                          \
+    } while (0)
+    const lmp_arch *a = &m->arch;
+    DUMP("model.embed_tokens.weight", m->tok_emb, a->vocab, a->dim);
+    char name[300];
+    for (int64_t b = 0; b < a->n_layers; b++) {
+        for (int i = 0; i < blocks[b].n_norms; i++) {
+            snprintf(name, sizeof name, "%s.weight", blocks[b].norms[i].name);
+            DUMP(name, blocks[b].norms[i].w, a->dim, 0);
+        }
+        for (int i = 0; i < blocks[b].n_linears; i++) {
+            const lmp_linear *l = &blocks[b].linears[i];
+            float *w = hf_order(m, l);
+            snprintf(name, sizeof name, "%s.weight", l->name);
+            DUMP(name, w, l->out, l->in);
+            free(w);
+        }
+    }
+    DUMP("model.norm.weight", m->final_norm_w, a->dim, 0);
+#undef DUMP
+    fclose(man);
+}
+
+static const char *cfg_format(const lmp_json *cfg)
+{
+    const char *s = NULL;
+    ck_assert(lmp_json_get_string(lmp_json_get(cfg, "quantization_config"), "format", "config.json", &s) == 0);
+    return s;
+}
+
+START_TEST(exports_equal_compressed_tensors)
+{
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-fp");
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    static char dirs[8192];
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const variant *V = &VARIANTS[v];
+        lmp_block *q = compress_stage(m, V->plugin, V->settings, V->target, 1);
+        const char *dir = lmp_test_path(tmpdir, V->name);
+        ck_assert_msg(export_to(m, q, dir) == 0, "%s: %s", V->name, lmp_last_error());
+        char path[700];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        size_t n;
+        char *text = (char *)lmp_test_slurp(path, &n);
+        lmp_json *cfg = NULL;
+        ck_assert_msg(lmp_json_parse(text, n, "config.json", &cfg) == 0, "%s", lmp_last_error());
+        ck_assert_str_eq(cfg_format(cfg), V->format);
+        ck_assert_msg(strstr(text, "\"type\": \"float\"") || strstr(text, "\"type\":\"float\""), "%s", text);
+        int has_act = 0;
+        for (int k = 0; V->settings[k]; k++) has_act |= strstr(V->settings[k], "act=") != NULL;
+        ck_assert_msg(has_act == (strstr(text, "\"input_activations\": null") == NULL &&
+                                  strstr(text, "\"input_activations\":null") == NULL),
+                      "%s: input_activations in %s", V->name, text);
+        if (!strcmp(V->format, "nvfp4-pack-quantized"))
+            ck_assert(strstr(text, "tensor_group") && strstr(text, "torch.float8_e4m3fn"));
+        free(text);
+        lmp_json_free(cfg);
+        lmp_safetensors *st = NULL;
+        ck_assert_msg(lmp_st_open(dir, &st) == 0, "%s", lmp_last_error());
+        const lmp_linear *l = &q[0].linears[0]; /* q_proj */
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s.%s", l->name, V->wdtype == LMP_ST_U8 ? "weight_packed" : "weight");
+        const lmp_st_tensor *w = lmp_st_find(st, nm);
+        ck_assert_msg(w != NULL, "%s missing", nm);
+        ck_assert_int_eq(w->dtype, V->wdtype);
+        ck_assert_int_eq(w->shape[1], V->wdtype == LMP_ST_U8 ? l->in / 2 : l->in);
+        snprintf(nm, sizeof nm, "%s.weight_scale", l->name);
+        const lmp_st_tensor *s = lmp_st_find(st, nm);
+        ck_assert_msg(s != NULL && s->dtype == V->sdtype, "%s", nm);
+        snprintf(nm, sizeof nm, "%s.weight_global_scale", l->name);
+        ck_assert_int_eq(lmp_st_find(st, nm) != NULL, !strcmp(V->format, "nvfp4-pack-quantized"));
+        lmp_st_close(st);
+        dump_ref(m, q, dir);
+        snprintf(dirs + strlen(dirs), sizeof dirs - strlen(dirs), " '%s'", dir);
+        printf("  %-16s %-22s exported\n", V->name, V->format);
+        lmp_blocks_free(q, m->arch.n_layers);
+    }
+    lmp_model_free(m);
+    const char *py = getenv("LMP_CT_PYTHON");
+    if (!py || !*py) {
+        lmp_test_skip("SKIPPED exports_equal_compressed_tensors (compressed-tensors side): LMP_CT_PYTHON is not set\n");
+    } else {
+        static char cmd[16384];
+        snprintf(cmd, sizeof cmd, "'%s' '%s' %s 2>&1", py, CHECK, dirs);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        char line[4096];
+        while (fgets(line, sizeof line, p)) fputs(line, stdout);
+        ck_assert_msg(pclose(p) == 0, "failed: %s", cmd);
+    }
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
+/* What the writer does not write is refused by name, before anything is written. */
+START_TEST(refusals_by_name)
+{
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-fp-no");
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    static const struct {
+        const char *set[4], *what;
+    } cases[] = {{{"format=fp8_e5m2", NULL}, "fp8_e5m2"},
+                 {{"format=mxfp8", NULL}, "mxfp8"},
+                 {{"format=fp8_e4m3", "act=dynamic_token", NULL}, "activations"},
+                 {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"}};
+    for (int k = 0; k < 4; k++) {
+        lmp_block *q = compress_stage(m, "rtn", cases[k].set, NOT_DOWN, 0);
+        const char *dir = lmp_test_path(tmpdir, "out");
+        ck_assert_int_ne(export_to(m, q, dir), 0);
+        ck_assert_msg(strstr(lmp_last_error(), cases[k].what), "%s", lmp_last_error());
+        struct stat sb;
+        ck_assert_int_ne(stat(dir, &sb), 0);
+        lmp_blocks_free(q, m->arch.n_layers);
+    }
+    lmp_model_free(m);
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("export_fp");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, exports_equal_compressed_tensors);
+    tcase_add_test(tc, refusals_by_name);
+    suite_add_tcase(s, tc);
+    return lmp_test_main(s);
+}
