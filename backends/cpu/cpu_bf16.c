@@ -123,18 +123,20 @@ static int grow(void **p, size_t *cap, size_t bytes)
 /* rows x cols at ld -> dense bf16 rows x cols. */
 static void to_bf16_dense(const float *src, int64_t rows, int64_t cols, int64_t ld, uint16_t *dst)
 {
-    /* On OpenMP's threads (oneDNN's): a large weight's conversion is memory-bound work that one
-     * core does at half the speed of two. */
-    const int64_t per_part = 1 << 18, n = rows * cols;
+    /* On OpenMP's threads (oneDNN's) only when large: a 7B weight (45M values) converts in half
+     * the time on two cores, but on SmolLM2's (1M) an OpenMP region cost 50x the conversion on
+     * a loaded machine (a region waits for every thread to be scheduled; bench_bf16_gemm). */
+    const int64_t n = rows * cols, per_part = 1 << 18;
+    const int parallel = n >= ((int64_t)1 << 23);
     if (ld == cols) {
         const int64_t parts = (n + per_part - 1) / per_part;
-#pragma omp parallel for schedule(dynamic, 1) if (parts > 4)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
         for (int64_t p = 0; p < parts; p++)
             lmp_bf16_from_f32(src + p * per_part, dst + p * per_part,
                               n - p * per_part < per_part ? n - p * per_part : per_part);
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1) if (n > 4 * per_part)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t r = 0; r < rows; r++) lmp_bf16_from_f32(src + r * ld, dst + r * cols, cols);
 }
 

@@ -2,6 +2,7 @@
  * (issue 42) against the f32 GEMM it replaces, on the shapes that matter:
  *   up   512 x 4096 -> 11008   a 7B up_proj on one window of 512 tokens (C = A W^T)
  *   sq   2048^3                 a square product
+ *   smollm2 512 x 576 -> 1536   SmolLM2-135M's up_proj on one window (the tests' model)
  * Candidates:
  *   openblas sgemm        what the backend runs today (f32);
  *   openblas sbgemm       cblas_sbgemm, looked up at run time: Debian's OpenBLAS is built
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
     const struct { const char *name; int M, N, K, tb; } shapes[] = {
         {"up 512x4096->11008", 512, 11008, 4096, 1},
         {"sq 2048^3", 2048, 2048, 2048, 0},
+        {"smollm2 512x576->1536", 512, 1536, 576, 1}, /* SmolLM2-135M's up_proj on one window */
     };
     print_cpu();
     printf("openblas %s, core %s, threads %d\n", openblas_get_config(), openblas_get_corename(),
