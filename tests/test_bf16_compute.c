@@ -9,7 +9,8 @@
  *    moves the KLD by far more); with eval.compute = "backend" the RTN row moves (bf16 reached
  *    the evaluation) but stays within KLD_REL;
  *  - SmolLM2-135M (tests/bf16-smollm2-gptq.cfg, GPTQ W4 g64; skipped without the model): the
- *    same bound, measured in docs/backends.md "bf16 compute".
+ *    same bound, measured in docs/backends.md "bf16 compute".  Minutes on 2 cores, so ctest runs
+ *    the stories260K cases only; run this one with CK_RUN_CASE=smollm2.
  * Where the CPU has no bf16 (or DNNL_MAX_CPU_ISA hides it: ctest's test_bf16_compute_nobf16 runs
  * the stories260K cases so), the bf16 config must give exactly the f32 numbers, with the message. */
 #include <check.h>
