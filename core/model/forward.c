@@ -451,6 +451,8 @@ static int run_mla(const lmp_backend *be, const lmp_arch *a, const lmp_block *bl
             memcpy(vh, src + dn, (size_t)dv * sizeof *vh);
             for (int64_t j = dv; j < dq; j++) vh[j] = 0.0f;
         }
+    if (!st && a->mla_q_scale && a->mla_q_scale != 1.0f) /* YaRN's mscale_all_dim^2 on the softmax scale */
+        for (int64_t i = 0; i < T * H * dq; i++) q[i] *= a->mla_q_scale;
     if (!st) st = lmp_be_attention(be, T, H, H, dq, q, k, v, o);
     for (int64_t t = 0; !st && t < T; t++)
         for (int64_t h = 0; h < H; h++) memcpy(att + t * H * dv + h * dv, o + t * H * dq + h * dq, (size_t)dv * sizeof *att);

@@ -78,11 +78,12 @@ typedef struct lmp_arch {
      * head_dim); q comes from q (mla_q_lora 0) or q_b(norm(q_a(x))); kv_a(x) gives a latent of
      * mla_kv_lora (through its norm, then kv_b: each head's k nope part and v) and one rotary key
      * of mla_rope dims shared by every head.  `rope` turns mla_rope dims, in adjacent pairs (as
-     * transformers' interleaved rotary); scores are scaled by 1/sqrt(mla_nope + mla_rope).  The
+     * transformers' interleaved rotary); scores are scaled by mla_q_scale/sqrt(mla_nope + mla_rope).  The
      * latents' norms take mla_norm_eps (transformers' default 1e-6, not rms_norm_eps). */
     int mla;
     int64_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope;
     float mla_norm_eps;
+    float mla_q_scale; /* the softmax scale's factor beyond 1/sqrt(qk dims): YaRN's mscale_all_dim^2 (0 = 1) */
 } lmp_arch;
 
 /* The attention's linears of architecture a in block order, o last: q, k, v, o, or with MLA

@@ -647,6 +647,29 @@ static int parse_mla(const lmp_json *c, const char *what, const lmp_arch_desc *d
     return 0;
 }
 
+/* DeepSeek's YaRN (transformers' yarn_apply_mscale): besides the rotary table and its attention
+ * factor (rope.c), the softmax scale is multiplied by mscale(factor, mscale_all_dim)^2, with
+ * mscale(s, m) = 0.1 m ln s + 1 (1 for s <= 1), where the RoPE dict has a mscale_all_dim; the
+ * forward takes it on q.  Only the default rotation and YaRN are implemented for MLA. */
+static int mla_softmax_scale(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    a->mla_q_scale = 1.0f;
+    if (!a->rope.type[0] || !strcmp(a->rope.type, "default")) return 0;
+    if (strcmp(a->rope.type, "yarn") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: RoPE type \"%s\" on %s is not supported (only the default rotation "
+                        "and yarn)", what, a->rope.type, d->hf_class);
+    const lmp_json *rp = cfg_get(c, "rope_parameters") ? cfg_get(c, "rope_parameters") : cfg_get(c, "rope_scaling");
+    const lmp_json *all = rp && rp->type == LMP_JSON_OBJECT ? lmp_json_get(rp, "mscale_all_dim") : NULL;
+    const lmp_json *factor = rp && rp->type == LMP_JSON_OBJECT ? lmp_json_get(rp, "factor") : NULL;
+    if (!all || all->type == LMP_JSON_NULL) return 0;
+    if (all->type != LMP_JSON_NUMBER || !factor || factor->type != LMP_JSON_NUMBER)
+        return lmp_fail(LMP_EINVAL, "%s: the yarn RoPE's mscale_all_dim and factor must be numbers", what);
+    if (all->number == 0) return 0; /* transformers: a zero mscale_all_dim applies nothing */
+    const double m = factor->number <= 1 ? 1.0 : 0.1 * all->number * log(factor->number) + 1.0;
+    a->mla_q_scale = (float)(m * m);
+    return 0;
+}
+
 /* DeepSeek's mixture of experts: n_routed_experts, num_experts_per_tok, moe_intermediate_size,
  * n_shared_experts of that width (one MLP of n_shared x width, no gate), the first
  * first_k_dense_replace layers dense (intermediate_size), and the routing: V2's softmax with
@@ -775,11 +798,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         int64_t v_head_dim;
         if ((st = cfg_int(c, what, "v_head_dim", -1, &v_head_dim))) return st;
         a->head_dim = v_head_dim; /* o reads heads x v_head_dim */
-        /* DeepSeek's YaRN also scales the softmax by mscale(factor, mscale_all_dim)^2: not done */
-        if (a->rope.type[0] && strcmp(a->rope.type, "default") != 0)
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: RoPE type \"%s\" on %s is not supported (its multi-head latent "
-                            "attention would also scale the softmax by YaRN's mscale_all_dim; only the default "
-                            "rotation is implemented)", what, a->rope.type, d->hf_class);
+        if ((st = mla_softmax_scale(c, what, d, a))) return st;
     }
     /* Gemma's attention scale 1/sqrt(query_pre_attn_scalar), as q times sqrt(head_dim / scalar);
      * soft-capping of the scores or the logits is not implemented: refused. */

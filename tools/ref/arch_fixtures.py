@@ -219,7 +219,9 @@ FIXTURES = {
     # latent 32, q/k heads of 16 + 8 rotary dims, v heads of 12 (not the q/k width), all 4 heads
     # (MLA expands k and v to every head); the first layer dense, then 6 experts in 3 groups,
     # softmax, group_limited_greedy (the 2 groups of the largest score compete), 2 per token,
-    # times routed_scaling_factor 1.5, no renormalization; 2 shared experts (one MLP of 64).
+    # times routed_scaling_factor 1.5, no renormalization; 2 shared experts (one MLP of 64).  YaRN
+    # as DeepSeek's checkpoints have it (factor 4 = 256 / 64; mscale 1 and mscale_all_dim 0.707:
+    # the rotary's attention factor 1.0370 and the softmax scale times 1.0980^2).
     # Hugging Face only: lmpress does not read llama.cpp's deepseek2 GGUF yet.
     "deepseek_v2": dict(
         model_type="deepseek_v2", cls="DeepseekV2ForCausalLM", seed=3705, tok="bpe", regex=RE_LLAMA3,
@@ -229,7 +231,9 @@ FIXTURES = {
                     first_k_dense_replace=1, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=32,
                     n_shared_experts=2, topk_method="group_limited_greedy", n_group=3, topk_group=2,
                     routed_scaling_factor=1.5, norm_topk_prob=False,
-                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+                    rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                         original_max_position_embeddings=64, mscale=1.0,
+                                         mscale_all_dim=0.707, beta_fast=32, beta_slow=1))),
     # DeepSeek-V3: q through the low-rank q_a (24) / q_b with its norm, kv latent 32, q/k heads of
     # 16 + 8, v heads of 16; the first layer dense, then 8 experts in 4 groups chosen by sigmoid
     # scores plus a non-zero e_score_correction_bias (N(0, 0.1^2): it changes some choices, see
