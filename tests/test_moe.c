@@ -145,6 +145,62 @@ START_TEST(routed_statistics_follow_the_router)
 }
 END_TEST
 
+/* DeepSeek's sparse layer (block 1, after the dense first layer; its inputs block 0's outputs):
+ * with both routings (V2's grouped softmax, V3's sigmoid with a selection bias) every token
+ * reaches exactly k distinct experts, so the experts' Hessians sum to k times the router's; the
+ * latent projections' statistics (q_b's, kv_b's inputs: the latents through their norms) cover
+ * every token. */
+START_TEST(deepseek_routed_statistics_follow_the_router)
+{
+    const char *names[2] = {"deepseek_v2", "deepseek_v3"};
+    for (int f = 0; f < 2; f++) {
+        lmp_model *m = load(names[f]);
+        const lmp_windows w = windows(8, 32, m->arch.vocab, 1);
+        const int64_t N = w.n * w.T, k = m->arch.n_experts_used, E = m->arch.n_experts, d = m->arch.dim;
+        const lmp_block *blocks = lmp_model_blocks(m), *blk = &blocks[1];
+        ck_assert_int_eq(blocks[0].n_experts, 0);
+        ck_assert_int_eq(blk->n_experts, (int)E);
+        float *X = embed_windows(m, &w);
+        for (int64_t i = 0; i < w.n; i++)
+            ck_assert_int_eq(lmp_block_forward(&be, &m->arch, &blocks[0], w.T, X + i * w.T * d, NULL, NULL), 0);
+        lmp_block_stats bs;
+        ck_assert_int_eq(lmp_block_stats_init(&bs, blk->n_linears), 0);
+        for (int i = 0; i < blk->n_linears; i++) bs.needs[i] = LMP_STAT_HESSIAN;
+        ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, w.n, w.T, NULL, &bs) == 0, "%s",
+                      lmp_last_error());
+        const int router = lmp_block_find(blk, LMP_ROLE_ROUTER), kvb = lmp_block_find(blk, LMP_ROLE_KV_B);
+        const float *Hr = bs.stats[router].hessian;
+        ck_assert_int_eq(bs.stats[router].n_tokens, N);
+        ck_assert_int_eq(bs.stats[kvb].n_tokens, N);
+        ck_assert_ptr_nonnull(bs.stats[kvb].hessian);
+        if (m->arch.mla_q_lora) ck_assert_int_eq(bs.stats[lmp_block_find(blk, LMP_ROLE_Q_B)].n_tokens, N);
+        float *sum = calloc((size_t)(d * d), sizeof *sum);
+        int64_t tokens = 0;
+        for (int e = 0; e < E; e++) {
+            const lmp_stats *s = &bs.stats[lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e)];
+            tokens += s->n_tokens;
+            for (int64_t i = 0; s->hessian && i < d * d; i++) sum[i] += s->hessian[i];
+        }
+        double off = 0, ref = 0;
+        for (int64_t i = 0; i < d * d; i++) {
+            off = fmax(off, fabs(sum[i] - (float)k * Hr[i]));
+            ref = fmax(ref, fabs(k * Hr[i]));
+        }
+        printf("%s block 1: %lld tokens routed to the %lld experts %lld times (k N = %lld); sum of the experts' "
+               "Hessians vs k H(router): %.2e relative\n", names[f], (long long)N, (long long)E, (long long)tokens,
+               (long long)(k * N), off / ref);
+        ck_assert_int_eq(tokens, k * N);
+        ck_assert_msg(off / ref < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f],
+                      off / ref);
+        free(sum);
+        free(X);
+        lmp_block_stats_free(&bs, blk->n_linears);
+        free(w.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
 /* An observer that answers the experts' question and counts the rows expert 0's gate saw. */
 typedef struct asking {
     int all;
@@ -665,6 +721,7 @@ int main(void)
     tcase_add_test(tc, strategies_that_learn_run_on_experts);
     tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
     tcase_add_test(tc, deepseek_rtn_and_gptq_compare);
+    tcase_add_test(tc, deepseek_routed_statistics_follow_the_router);
     tcase_add_test(tc, deepseek_learning_and_exports_are_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
