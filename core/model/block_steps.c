@@ -198,8 +198,7 @@ static int moe_check(const lmp_block_plan *p, const lmp_block_step *s, const lmp
             st = moe_linear_check(blk, lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, e), "expert linear",
                                   down ? d : f, down ? f : d);
     }
-    const int n_attn = 4 + (blk->n_linears > 0 && lmp_block_find(blk, LMP_ROLE_KV_A) >= 0
-                                ? (lmp_block_find(blk, LMP_ROLE_Q_A) >= 0 ? 1 : 0) : 0);
+    const int n_attn = 4 + (lmp_block_find(blk, LMP_ROLE_Q_A) >= 0); /* q, k, v, o; MLA q_a, q_b, kv_a, kv_b, o */
     const int want = n_attn + 1 + (s->shared_gate != 0) + 3 * (fs > 0) + 3 * (int)E;
     if (!st && blk->n_linears != want)
         st = lmp_fail(LMP_EINVAL, "block %d has %d linears, its architecture's sparse layer %d", blk->index,
@@ -224,7 +223,9 @@ static int mla_check(const lmp_block_plan *p, const lmp_block_step *s, const lmp
                             blk->n_norms);
     const lmp_linear *lq = &blk->linears[qa >= 0 ? qa : q], *la = &blk->linears[kva], *lb = &blk->linears[kvb];
     const int64_t r = blk->norms[s->mla_norm[1]].dim;
-    int bad = lq->in != d || la->in != d || la->out <= r || lb->in != r;
+    const lmp_linear *qo = &blk->linears[qa >= 0 ? qb : q]; /* the linear that makes q */
+    int bad = lq->in != d || la->in != d || la->out <= r || lb->in != r || (double)qo->out != p->mla_qd ||
+              (double)la->out != p->mla_kv_a || (double)lb->out != p->mla_kv_b;
     if (qa >= 0) bad |= blk->linears[qb].in != lq->out || blk->norms[s->mla_norm[0]].dim != lq->out;
     if (bad)
         return lmp_fail(LMP_EINVAL, "block %d: its multi-head latent attention's linears and latent norms do not fit "

@@ -23,8 +23,6 @@ static char *fmt_name(const char *prefix, int layer, const char *leaf)
     return strdup(buf);
 }
 
-/* The HF names of a sparse layer's linears after "model.layers.N.": attention, the router, the
- * shared gate, the shared expert's gate/up/down, then each routed expert's gate/up/down. */
 int lmp_arch_attn_roles(const lmp_arch *a, lmp_role roles[5])
 {
     int n = 0;
@@ -39,6 +37,8 @@ int lmp_arch_attn_roles(const lmp_arch *a, lmp_role roles[5])
     return n;
 }
 
+/* The HF names of a sparse layer's linears after "model.layers.N.": attention, the router, the
+ * shared gate, the shared expert's gate/up/down, then each routed expert's gate/up/down. */
 static int moe_layout(lmp_block *b, int index, const lmp_arch *a)
 {
     const lmp_moe_desc *md = a->desc->moe;
