@@ -103,6 +103,14 @@ static const arch_case cases[] = {
     /* the experts fused into 3-D gate_up_proj / down_proj, as transformers 5 holds them in memory
      * (the same weights as qwen3moe: its golden) */
     {"qwen3moe-fused", "hf5", "logprobs.f64", MATCH, NULL},
+    /* DeepSeek-V2 / V3: multi-head latent attention (V2 without q_lora_rank, V3 with it), a dense
+     * first layer, V2's softmax group_limited_greedy and V3's sigmoid noaux_tc routing with a
+     * non-zero selection bias, shared experts, routed_scaling_factor (Hugging Face only: the
+     * deepseek2 GGUF is not read yet) */
+    {"deepseek_v2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"deepseek_v2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"deepseek_v3", "hf5", "logprobs.f64", MATCH, NULL},
+    {"deepseek_v3", "hf4", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -237,30 +245,86 @@ START_TEST(tolerance_sees_a_small_expert_error)
 }
 END_TEST
 
-/* The mixtures of experts lmpress knows and does not run yet are refused by name, from a
- * config.json and from a GGUF: never read as something else. */
+/* gpt-oss, which lmpress knows and does not run yet, is refused by name from a config.json;
+ * DeepSeek's GGUF (llama.cpp's deepseek2) likewise, by its architecture. */
 START_TEST(unsupported_moe_families_are_refused_by_name)
 {
     char dir[64];
     lmp_test_tmpdir(dir, sizeof dir, "arch-moe-refused");
-    const char *classes[3] = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM"};
-    const char *needles[3] = {"multi-head latent attention", "noaux_tc", "attention sinks"};
-    for (int i = 0; i < 3; i++) {
-        char cfg[128];
-        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-        FILE *f = fopen(cfg, "w");
-        ck_assert_ptr_nonnull(f);
-        fprintf(f, "{\"architectures\": [\"%s\"], \"hidden_size\": 64}\n", classes[i]);
-        fclose(f);
-        lmp_model *m = NULL;
-        ck_assert_int_ne(lmp_model_load(dir, &m), 0);
-        printf("%s: %s\n", classes[i], lmp_last_error());
-        ck_assert_msg(strstr(lmp_last_error(), classes[i]) && strstr(lmp_last_error(), needles[i]) &&
-                          strstr(lmp_last_error(), "not supported"),
-                      "%s", lmp_last_error());
-        unlink(cfg);
-    }
+    char cfg[128];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 64}\n");
+    fclose(f);
+    lmp_model *m = NULL;
+    ck_assert_int_ne(lmp_model_load(dir, &m), 0);
+    printf("GptOssForCausalLM: %s\n", lmp_last_error());
+    ck_assert_msg(strstr(lmp_last_error(), "GptOssForCausalLM") && strstr(lmp_last_error(), "attention sinks") &&
+                      strstr(lmp_last_error(), "not supported"),
+                  "%s", lmp_last_error());
+    unlink(cfg);
     rmdir(dir);
+    const char *why = lmp_arch_refused_gguf("deepseek2", 9);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "deepseek2"));
+    ck_assert_ptr_null(lmp_arch_by_gguf("deepseek2", 9)); /* never read as another architecture */
+}
+END_TEST
+
+/* What DeepSeek's config.json can say that lmpress does not implement is refused by its key:
+ * the fixture's config with one value changed, its weights linked. */
+START_TEST(deepseek_config_keys_not_implemented_are_refused)
+{
+    static const struct {
+        const char *fixture, *from, *to, *needle;
+    } cases[] = {
+        {"deepseek_v3", "\"rope_interleave\": true", "\"rope_interleave\": false", "rope_interleave"},
+        {"deepseek_v3", "\"n_group\": 4", "\"n_group\": 4, \"topk_method\": \"greedy\"", "topk_method"},
+        {"deepseek_v3", "\"n_group\": 4", "\"n_group\": 4, \"scoring_func\": \"softmax\"", "scoring_func"},
+        {"deepseek_v3", "\"n_group\": 4", "\"n_group\": 4, \"moe_layer_freq\": 2", "moe_layer_freq"},
+        {"deepseek_v3", "\"rope_type\": \"default\"", "\"rope_type\": \"linear\", \"factor\": 2.0", "RoPE type"},
+        {"deepseek_v3", "\"num_key_value_heads\": 4", "\"num_key_value_heads\": 2", "num_key_value_heads"},
+        {"deepseek_v2", "\"norm_topk_prob\": false", "\"norm_topk_prob\": true", "norm_topk_prob"},
+        {"deepseek_v2", "\"topk_method\": \"group_limited_greedy\"", "\"topk_method\": \"noaux_tc\"",
+         "topk_method"},
+        {"deepseek_v2", "\"n_group\": 3", "\"n_group\": 3, \"some_new_key\": 1", "some_new_key"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char dir[64], src[512], dst[600], *text = NULL;
+        lmp_test_tmpdir(dir, sizeof dir, "arch-deepseek-keys");
+        snprintf(src, sizeof src, "%s/%s/hf5/config.json", LMP_SOURCE_DIR "/tests/fixtures/arch", cases[c].fixture);
+        FILE *f = fopen(src, "rb");
+        ck_assert_ptr_nonnull(f);
+        text = calloc(1, 1 << 16);
+        const size_t n = fread(text, 1, (1 << 16) - 1, f);
+        fclose(f);
+        ck_assert_int_gt(n, 0);
+        char *at = strstr(text, cases[c].from);
+        ck_assert_msg(at != NULL, "%s: no %s in its config.json", cases[c].fixture, cases[c].from);
+        snprintf(dst, sizeof dst, "%s/config.json", dir);
+        f = fopen(dst, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(text, 1, (size_t)(at - text), f);
+        fputs(cases[c].to, f);
+        fputs(at + strlen(cases[c].from), f);
+        fclose(f);
+        snprintf(src, sizeof src, "%s/%s/hf5/model.safetensors", LMP_SOURCE_DIR "/tests/fixtures/arch",
+                 cases[c].fixture);
+        snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+        ck_assert_int_eq(symlink(src, dst), 0);
+        lmp_model *m = NULL;
+        const int st = lmp_model_load(dir, &m);
+        printf("%s with %s: %s\n", cases[c].fixture, cases[c].to, st ? lmp_last_error() : "LOADED");
+        ck_assert_msg(st != 0, "%s: %s loads", cases[c].fixture, cases[c].to);
+        ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), "config.json"),
+                      "%s", lmp_last_error());
+        unlink(dst);
+        snprintf(dst, sizeof dst, "%s/config.json", dir);
+        unlink(dst);
+        rmdir(dir);
+        free(text);
+    }
 }
 END_TEST
 
@@ -324,6 +388,7 @@ int main(void)
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
     tcase_add_test(tc, tolerance_sees_a_small_expert_error);
     tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
+    tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);

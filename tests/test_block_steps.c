@@ -15,6 +15,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -242,6 +243,73 @@ START_TEST(resumed_passes_are_the_forward)
 }
 END_TEST
 
+/* DeepSeek's blocks (multi-head latent attention, tests/fixtures/arch/deepseek_v2, deepseek_v3):
+ * one MLA step from the attention norm to o's input, every latent linear in input group 0 and
+ * read by that step only, the attention norm feeding q (or q_a) and kv_a, the latents' norms
+ * feeding nothing (nothing may be folded into them), the layers after first_k_dense_replace
+ * sparse, and a block without kv_b refused by its plan. */
+START_TEST(mla_blocks_follow_their_steps)
+{
+    static const char *const names[2] = {"deepseek_v2", "deepseek_v3"};
+    for (int f = 0; f < 2; f++) {
+        lmp_model *m = load(names[f], "hf5");
+        const lmp_arch *a = &m->arch;
+        ck_assert(a->mla);
+        const lmp_block *blocks = lmp_model_blocks(m);
+        ck_assert_ptr_nonnull(blocks);
+        for (int64_t b = 0; b < a->n_layers; b++) {
+            const lmp_block *blk = &blocks[b];
+            lmp_block_plan p;
+            lmp_block_plan_make(&p, a, b);
+            ck_assert_msg(lmp_block_plan_check(&p, blk) == 0, "%s block %lld: %s", names[f], (long long)b,
+                          lmp_last_error());
+            ck_assert_int_eq(count_kind(&p, LMP_STEP_MLA), 1);
+            ck_assert_int_eq(count_kind(&p, LMP_STEP_ATTENTION) + count_kind(&p, LMP_STEP_ROPE), 0);
+            ck_assert_int_eq(count_kind(&p, LMP_STEP_MOE), b >= 1); /* first_k_dense_replace 1 */
+            ck_assert_int_eq(blk->n_experts, b >= 1 ? (int)a->n_experts : 0);
+            ck_assert_int_eq(lmp_block_find(blk, LMP_ROLE_K), -1);
+            ck_assert_int_eq(lmp_block_find(blk, LMP_ROLE_V), -1);
+            const lmp_role latent[5] = {LMP_ROLE_Q, LMP_ROLE_Q_A, LMP_ROLE_Q_B, LMP_ROLE_KV_A, LMP_ROLE_KV_B};
+            int n_latent = 0;
+            for (int r = 0; r < 5; r++)
+                if (lmp_block_find(blk, latent[r]) >= 0) {
+                    n_latent++;
+                    ck_assert_int_eq(lmp_block_plan_input_group(&p, latent[r]), 0);
+                }
+            ck_assert_int_eq(n_latent, a->mla_q_lora ? 4 : 3);
+            ck_assert_int_eq(lmp_block_plan_input_group(&p, LMP_ROLE_O), 1);
+            const lmp_norm *n0 = &blk->norms[lmp_norm_index(a, LMP_NORM_ATTN)];
+            ck_assert_int_eq(n0->n_fed, 2);
+            ck_assert_int_eq(blk->linears[n0->fed[0]].role, a->mla_q_lora ? LMP_ROLE_Q_A : LMP_ROLE_Q);
+            ck_assert_int_eq(blk->linears[n0->fed[1]].role, LMP_ROLE_KV_A);
+            ck_assert_int_eq(blk->n_norms, 2 + 1 + (a->mla_q_lora > 0));
+            ck_assert_int_eq(blk->norms[lmp_norm_index(a, LMP_NORM_KV_A)].dim, a->mla_kv_lora);
+            ck_assert_int_eq(blk->norms[lmp_norm_index(a, LMP_NORM_KV_A)].n_fed, 0);
+            if (a->mla_q_lora) ck_assert_int_eq(blk->norms[lmp_norm_index(a, LMP_NORM_Q_A)].n_fed, 0);
+            /* the FLOPs grow group by group; group 0 counts the latent linears and attention */
+            const double T = 48, d = (double)a->dim, H = (double)a->n_heads, qk = (double)(a->mla_nope + a->mla_rope);
+            const double q_in = a->mla_q_lora ? (double)a->mla_q_lora : H * qk;
+            const double g0 = 2 * T * d * (q_in + (double)(a->mla_kv_lora + a->mla_rope)) +
+                              2 * T * (double)a->mla_q_lora * H * qk +
+                              2 * T * (double)a->mla_kv_lora * H * (double)(a->mla_nope + a->head_dim) +
+                              2 * T * T * (H * qk + H * (double)a->head_dim);
+            lmp_block_plan_make(&p, a, b);
+            ck_assert_msg(fabs(lmp_block_plan_flops(&p, 48, 1) - g0) <= 1e-9 * g0, "%s: group 0 FLOPs %.17g, the shapes "
+                          "say %.17g", names[f], lmp_block_plan_flops(&p, 48, 1), g0);
+            ck_assert(lmp_block_plan_flops(&p, 48, 4) > lmp_block_plan_flops(&p, 48, 1));
+            /* a block without kv_b is refused by its plan, naming what MLA needs */
+            lmp_block broken;
+            ck_assert_int_eq(lmp_block_clone(blk, &broken), 0);
+            broken.linears[lmp_block_find(&broken, LMP_ROLE_KV_B)].role = LMP_ROLE_V;
+            ck_assert_int_ne(lmp_block_plan_check(&p, &broken), 0);
+            ck_assert_ptr_nonnull(strstr(lmp_last_error(), "kv_b"));
+            lmp_block_free(&broken);
+        }
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("block_steps");
@@ -251,6 +319,7 @@ int main(void)
     tcase_add_test(tc, fixture_blocks_follow_their_steps);
     tcase_add_test(tc, fixture_features_reach_the_steps);
     tcase_add_test(tc, resumed_passes_are_the_forward);
+    tcase_add_test(tc, mla_blocks_follow_their_steps);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -6,14 +6,16 @@
 
 extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gemma,
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
-    lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe;
+    lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
+    lmp_arch_deepseek_v3;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
                                              &lmp_arch_glm,
                                              &lmp_arch_glm4,
                                              &lmp_arch_gpt2, &lmp_arch_ernie4_5, &lmp_arch_mixtral,
-                                             &lmp_arch_qwen2moe, &lmp_arch_qwen3moe};
+                                             &lmp_arch_qwen2moe, &lmp_arch_qwen3moe, &lmp_arch_deepseek_v2,
+                                             &lmp_arch_deepseek_v3};
 enum { N_ARCH = sizeof table / sizeof *table };
 
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
@@ -55,12 +57,9 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
 static const struct {
     const char *hf_class, *gguf_arch, *why;
 } refused[] = {
-    {"DeepseekV2ForCausalLM", "deepseek2",
-     "DeepSeek-V2's multi-head latent attention (MLA: q_a/q_b/kv_a/kv_b low-rank projections) and its grouped "
-     "routing are not implemented yet"},
-    {"DeepseekV3ForCausalLM", "deepseek2",
-     "DeepSeek-V3's multi-head latent attention (MLA) and its sigmoid routing with a selection bias "
-     "(noaux_tc, grouped top-k) are not implemented yet"},
+    {NULL, "deepseek2",
+     "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
+     "read yet; load the Hugging Face folder"},
     {"GptOssForCausalLM", "gpt-oss",
      "gpt-oss's attention sinks, alternating sliding windows, clamped SwiGLU with expert biases and MXFP4 "
      "experts are not implemented yet"},
@@ -69,7 +68,7 @@ static const struct {
 const char *lmp_arch_refused_hf(const char *cls)
 {
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
-        if (!strcmp(refused[i].hf_class, cls)) return refused[i].why;
+        if (refused[i].hf_class && !strcmp(refused[i].hf_class, cls)) return refused[i].why;
     return NULL;
 }
 

@@ -45,11 +45,30 @@ enum {
     LMP_ARCH_HEAD_DIM = 1u << 4,    /* head_dim may differ from hidden / heads (Qwen3, Gemma 7B) */
     LMP_ARCH_POST_NORMS = 1u << 5,  /* RMSNorms on the attention's and the MLP's outputs before each
                                      * residual add ("sandwich": GLM-4, Gemma 2/3) */
+    LMP_ARCH_MLA = 1u << 6,         /* multi-head latent attention (DeepSeek-V2/V3): q through an
+                                     * optional low-rank q_a/q_b, k and v from one latent (kv_a,
+                                     * kv_b) and a rotary key shared by the heads */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
  * LMP_ARCH_QK_NORM), then after attention and after the MLP (with LMP_ARCH_POST_NORMS). */
-enum { LMP_NORM_ATTN, LMP_NORM_MLP, LMP_NORM_Q, LMP_NORM_K, LMP_NORM_POST_ATTN, LMP_NORM_POST_MLP, LMP_NORM_KINDS };
+enum {
+    LMP_NORM_ATTN, LMP_NORM_MLP, LMP_NORM_Q, LMP_NORM_K, LMP_NORM_POST_ATTN, LMP_NORM_POST_MLP,
+    LMP_NORM_Q_A, LMP_NORM_KV_A, /* MLA: q_a_layernorm [q_lora_rank] (when q is low-rank) and
+                                  * kv_a_layernorm [kv_lora_rank], after the norms above */
+    LMP_NORM_KINDS
+};
+
+/* How a mixture of experts turns the router's logits into k experts and their weights. */
+typedef enum {
+    LMP_ROUTE_SOFTMAX,     /* softmax, the k largest (renormalized with norm_topk): Mixtral, Qwen */
+    LMP_ROUTE_SOFTMAX_GROUPS, /* DeepSeek-V2: softmax; with n_group, only the topk_group groups of the
+                            * largest maximum compete (group_limited_greedy); times routed_scale */
+    LMP_ROUTE_SIGMOID_BIAS, /* DeepSeek-V3 (noaux_tc): sigmoid scores; the choice (groups by the sum
+                            * of their two best, then the k best) on score + the selection bias
+                            * (the router linear's b), the weights the scores without it,
+                            * renormalized with norm_topk, times routed_scale */
+} lmp_route_kind;
 
 /* A mixture-of-experts family (issue 37): where its Hugging Face checkpoint keeps the router,
  * the routed experts and the shared expert of a sparse layer, and how the router's top-k
@@ -70,6 +89,11 @@ typedef struct lmp_moe_desc {
     int gguf_norm_topk;
     /* Sparse layers chosen by mlp_only_layers and decoder_sparse_step (Qwen), else all. */
     int hf_sparse_step;
+    /* DeepSeek: its config.json says the routing (lmp_route_kind), the shared experts' count
+     * (n_shared_experts x moe_intermediate_size, no gate) and the dense first layers
+     * (first_k_dense_replace). */
+    int hf_deepseek;
+    lmp_route_kind route;
 } lmp_moe_desc;
 
 typedef struct lmp_arch_desc {

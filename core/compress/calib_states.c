@@ -118,7 +118,7 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
     int from = 0;
     /* A mixture of experts computes its groups 2 and 3 in one step, whose inner state (each
      * expert's activations) is not kept: its passes always start from the block's input. */
-    if (blk->n_experts > 0) cs = NULL;
+    if (blk->n_experts > 0 || a->mla) cs = NULL; /* MLA's inner latents likewise (group 0 in one step) */
     if (cs && !cs->full_passes && cs->at > 0 && cs->at <= first && cs->at <= stop &&
         segments_key(a, blk, cs->at) == cs->key)
         from = cs->at;

@@ -55,6 +55,13 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
     const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
     /* group 0: attention over norm_attn(x) */
     norm_step(p, a, 0, LMP_NORM_ATTN, LMP_SLOT_X, LMP_SLOT_XN_ATTN);
+    if (a->mla) { /* DeepSeek: the whole attention in one step, its own q/k/v inside */
+        lmp_block_step *s = add_step(p, LMP_STEP_MLA, 0);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_XN_ATTN}, 1, (lmp_slot[]){LMP_SLOT_ATT});
+        s->mla_norm[0] = lmp_norm_index(a, LMP_NORM_Q_A);
+        s->mla_norm[1] = lmp_norm_index(a, LMP_NORM_KV_A);
+        goto attention_out;
+    }
     {
         const lmp_role roles[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V};
         const lmp_slot outs[3] = {a->qk_norm ? LMP_SLOT_Q_LIN : LMP_SLOT_Q, a->qk_norm ? LMP_SLOT_K_LIN : LMP_SLOT_K,
@@ -94,6 +101,7 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         s->window = lmp_arch_window(a, layer);
         s->softcap = a->attn_softcap;
     }
+attention_out:
     /* group 1: x1 = x + o(att), through the post-attention norm when there is one */
     linears_step(p, 1, LMP_SLOT_ATT, 1, (lmp_role[]){LMP_ROLE_O}, (lmp_slot[]){LMP_SLOT_ATT_OUT}, 1);
     if (a->post_norms) norm_step(p, a, 1, LMP_NORM_POST_ATTN, LMP_SLOT_ATT_OUT, LMP_SLOT_ATT_POST);
@@ -109,6 +117,10 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         s->shared_hidden = a->shared_hidden;
         s->norm_topk = a->norm_topk;
         s->shared_gate = a->shared_hidden > 0 && a->desc && a->desc->moe && a->desc->moe->hf_shared_gate;
+        s->route = a->route;
+        s->n_group = a->n_group;
+        s->topk_group = a->topk_group;
+        s->routed_scale = a->routed_scale;
     } else if (gpt2) {
         linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
         io(add_step(p, LMP_STEP_GELU, 2), 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
@@ -134,6 +146,17 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         [LMP_SLOT_ATT_OUT] = d, [LMP_SLOT_ATT_POST] = d, [LMP_SLOT_X1] = d,        [LMP_SLOT_XN_MLP] = d,
         [LMP_SLOT_GATE] = f,    [LMP_SLOT_UP] = f,       [LMP_SLOT_H] = f,         [LMP_SLOT_MLP_OUT] = d,
         [LMP_SLOT_MLP_POST] = d, [LMP_SLOT_Y] = d};
+    /* MLA's widths for the FLOP count: q's linear input (or q_a's output), kv_a's, q's output,
+     * kv_b's; attention writes heads x v_head_dim */
+    if (a->mla) {
+        const int64_t H = a->n_heads;
+        p->mla_qd = (double)(H * (a->mla_nope + a->mla_rope));
+        p->mla_q_lora = (double)a->mla_q_lora;
+        p->mla_q_in = a->mla_q_lora ? (double)a->mla_q_lora : p->mla_qd;
+        p->mla_kv_a = (double)(a->mla_kv_lora + a->mla_rope);
+        p->mla_kv_lora = (double)a->mla_kv_lora;
+        p->mla_kv_b = (double)(H * (a->mla_nope + a->head_dim));
+    }
     for (int i = 0; i < LMP_SLOT_COUNT; i++) p->producer[i] = -1;
     p->width[LMP_SLOT_X] = d;
     for (int i = 0; i < p->n_steps; i++)
@@ -175,11 +198,41 @@ static int moe_check(const lmp_block_plan *p, const lmp_block_step *s, const lmp
             st = moe_linear_check(blk, lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, e), "expert linear",
                                   down ? d : f, down ? f : d);
     }
-    const int want = 4 + 1 + (s->shared_gate != 0) + 3 * (fs > 0) + 3 * (int)E;
+    const int n_attn = 4 + (lmp_block_find(blk, LMP_ROLE_Q_A) >= 0); /* q, k, v, o; MLA q_a, q_b, kv_a, kv_b, o */
+    const int want = n_attn + 1 + (s->shared_gate != 0) + 3 * (fs > 0) + 3 * (int)E;
     if (!st && blk->n_linears != want)
         st = lmp_fail(LMP_EINVAL, "block %d has %d linears, its architecture's sparse layer %d", blk->index,
                       blk->n_linears, want);
     return st;
+}
+
+/* MLA's linears and latent norms: present and of the shapes their neighbours imply (o's input
+ * is heads x v_head_dim, the plan's attention width). */
+static int mla_check(const lmp_block_plan *p, const lmp_block_step *s, const lmp_block *blk)
+{
+    const int qa = lmp_block_find(blk, LMP_ROLE_Q_A), qb = lmp_block_find(blk, LMP_ROLE_Q_B);
+    const int q = lmp_block_find(blk, LMP_ROLE_Q), kva = lmp_block_find(blk, LMP_ROLE_KV_A);
+    const int kvb = lmp_block_find(blk, LMP_ROLE_KV_B);
+    const int64_t d = p->width[s->in[0]];
+    if (kva < 0 || kvb < 0 || (s->mla_norm[0] >= 0 ? qa < 0 || qb < 0 || q >= 0 : q < 0 || qa >= 0 || qb >= 0))
+        return lmp_fail(LMP_EINVAL, "block %d: its multi-head latent attention needs %s, kv_a and kv_b", blk->index,
+                        s->mla_norm[0] >= 0 ? "q_a, q_b (and no q)" : "q (and no q_a, q_b)");
+    for (int k = 0; k < 2; k++)
+        if (s->mla_norm[k] < 0 ? k == 1 : s->mla_norm[k] >= blk->n_norms)
+            return lmp_fail(LMP_EINVAL, "block %d has %d norms, its multi-head latent attention more", blk->index,
+                            blk->n_norms);
+    const lmp_linear *lq = &blk->linears[qa >= 0 ? qa : q], *la = &blk->linears[kva], *lb = &blk->linears[kvb];
+    const int64_t r = blk->norms[s->mla_norm[1]].dim;
+    const lmp_linear *qo = &blk->linears[qa >= 0 ? qb : q]; /* the linear that makes q */
+    int bad = lq->in != d || la->in != d || la->out <= r || lb->in != r || (double)qo->out != p->mla_qd ||
+              (double)la->out != p->mla_kv_a || (double)lb->out != p->mla_kv_b;
+    if (qa >= 0) bad |= blk->linears[qb].in != lq->out || blk->norms[s->mla_norm[0]].dim != lq->out;
+    if (bad)
+        return lmp_fail(LMP_EINVAL, "block %d: its multi-head latent attention's linears and latent norms do not fit "
+                        "together (%s [%lld, %lld], %s [%lld, %lld], %s [%lld, %lld])", blk->index, lq->name,
+                        (long long)lq->out, (long long)lq->in, la->name, (long long)la->out, (long long)la->in,
+                        lb->name, (long long)lb->out, (long long)lb->in);
+    return 0;
 }
 
 int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
@@ -199,6 +252,12 @@ int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
         if (s->kind == LMP_STEP_MOE) {
             int st = moe_check(p, s, blk);
             if (st) return st;
+        }
+        if (s->kind == LMP_STEP_MLA) {
+            int st = mla_check(p, s, blk);
+            if (st) return st;
+            for (int k = 0; k < 2; k++)
+                if (s->mla_norm[k] >= 0 && s->mla_norm[k] < (int)sizeof used) used[s->mla_norm[k]] = 1;
         }
         if (s->kind == LMP_STEP_LINEARS)
             for (int o = 0; o < s->n_out; o++) {
@@ -227,6 +286,9 @@ int lmp_block_plan_input_group(const lmp_block_plan *p, lmp_role r)
                 return s->group;
             if (r == LMP_ROLE_DOWN) return s->group + 1;
         }
+        if (s->kind == LMP_STEP_MLA && (r == LMP_ROLE_Q || r == LMP_ROLE_Q_A || r == LMP_ROLE_Q_B ||
+                                        r == LMP_ROLE_KV_A || r == LMP_ROLE_KV_B))
+            return s->group; /* every MLA linear up to attention, its latents' too */
         if (s->kind != LMP_STEP_LINEARS) continue;
         for (int o = 0; o < s->n_out; o++)
             if (s->roles[o] == r) return s->group;
@@ -244,6 +306,11 @@ double lmp_block_plan_flops(const lmp_block_plan *p, int64_t T, int group)
         if (s->kind == LMP_STEP_LINEARS)
             for (int o = 0; o < s->n_out; o++) sum += 2 * t * (double)p->width[s->in[0]] * (double)p->width[s->out[o]];
         if (s->kind == LMP_STEP_ATTENTION) sum += 2 * (2 * t * t * (double)p->width[LMP_SLOT_Q]);
+        if (s->kind == LMP_STEP_MLA) { /* its linears (widths from the arch) and attention over qk + v dims */
+            const double d = (double)p->width[s->in[0]], att = (double)p->width[s->out[0]];
+            sum += 2 * t * d * (double)(p->mla_q_in + p->mla_kv_a) + 2 * t * (double)p->mla_q_lora * p->mla_qd +
+                   2 * t * (double)p->mla_kv_lora * p->mla_kv_b + 2 * t * t * (p->mla_qd + att);
+        }
         if (s->kind == LMP_STEP_MOE) { /* the router, k experts a token, the shared expert and its gate */
             const double d = (double)p->width[s->in[0]];
             sum += 2 * t * d * (double)s->n_experts + 2 * t * 3 * d * (double)(s->top_k * s->expert_hidden) +
@@ -259,6 +326,7 @@ const char *lmp_step_kind_name(lmp_step_kind k)
         [LMP_STEP_NORM] = "norm",   [LMP_STEP_LINEARS] = "linears", [LMP_STEP_HEAD_NORM] = "q/k norm",
         [LMP_STEP_ROPE] = "rope",   [LMP_STEP_SCALE] = "q scale",   [LMP_STEP_ATTENTION] = "attention",
         [LMP_STEP_GLU] = "gated activation", [LMP_STEP_GELU] = "gelu", [LMP_STEP_ADD] = "residual add",
-        [LMP_STEP_MOE] = "mixture of experts", [LMP_STEP_ROTATE] = "online rotation"};
+        [LMP_STEP_MOE] = "mixture of experts", [LMP_STEP_ROTATE] = "online rotation",
+        [LMP_STEP_MLA] = "MLA attention"};
     return k >= 0 && k < LMP_STEP_KINDS ? names[k] : "unknown step";
 }

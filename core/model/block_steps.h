@@ -22,6 +22,12 @@
  *             q *= q_scale                                SCALE       in place (Gemma 2/3)
  *             q, k = q H, k H per head                    ROTATE      online R3 (model.rotate)
  *             att = attention(q, k, v)                    ATTENTION   window, soft-cap -> [T,qd]
+ *     (multi-head latent attention, DeepSeek-V2/V3, instead of the steps from q, k, v on:
+ *             att = mla(xn_attn)                          MLA         [T,d] -> [T,heads*v_head_dim]:
+ *             q = q(xn) or q_b(norm(q_a(xn))); [c, k_rot] = kv_a(xn); [k_nope, v] per head =
+ *             kv_b(norm(c)); RoPE on q's rotary part and on k_rot (one head, shared); attention
+ *             over [q_nope, q_rot] . [k_nope, k_rot]; it observes q (or q_a) and kv_a's input,
+ *             then q_b's and kv_b's (all group 0) itself)
  *   group 1:  att_out = o(att)                            LINEARS     [T,qd] -> [T,d]
  *             att_post = norm_post_attn(att_out)          NORM        (GLM-4, Gemma 2/3)
  *             x1 = x + att_post (or att_out)              ADD
@@ -80,6 +86,7 @@ typedef enum {
     LMP_STEP_ROTATE,    /* in[0] (and in[1]) turned in place by an online rotation (model/rotate.h):
                          * R3, q and k per head (heads[0], heads[1]), or R4, down's input */
     LMP_STEP_MOE,       /* out = the mixture of experts on in[0] (see above; group 2) */
+    LMP_STEP_MLA,       /* out = multi-head latent attention on in[0] (DeepSeek; see above; group 0) */
     LMP_STEP_KINDS
 } lmp_step_kind;
 
@@ -103,6 +110,13 @@ typedef struct lmp_block_step {
      * a shared expert of shared_hidden (0: none), gated when shared_gate */
     int64_t n_experts, top_k, expert_hidden, shared_hidden;
     int norm_topk, shared_gate;
+    /* MOE: how the router's logits choose and weigh (lmp_arch's route, n_group, topk_group,
+     * routed_scale) */
+    lmp_route_kind route;
+    int64_t n_group, topk_group;
+    float routed_scale;
+    /* MLA: the latents' norms (q_a's, -1 without q_lora_rank; kv_a's) */
+    int mla_norm[2];
 } lmp_block_step;
 
 #define LMP_BLOCK_MAX_STEPS 20
@@ -112,6 +126,8 @@ typedef struct lmp_block_plan {
     lmp_block_step step[LMP_BLOCK_MAX_STEPS];
     int64_t width[LMP_SLOT_COUNT];      /* columns of each slot; 0 for one this block does not make */
     int producer[LMP_SLOT_COUNT];       /* the step that first writes the slot; -1 for x and unmade */
+    /* MLA's inner widths, for the FLOP count (0 without MLA) */
+    double mla_qd, mla_q_lora, mla_q_in, mla_kv_a, mla_kv_lora, mla_kv_b;
 } lmp_block_plan;
 
 /* The steps of block `layer` of architecture a (no weights are needed: the norms are named by

@@ -175,6 +175,74 @@ void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int nor
     free(p);
 }
 
+/* DeepSeek's routings (LMP_ROUTE_SOFTMAX_GROUPS, LMP_ROUTE_SIGMOID_BIAS) as transformers 5.24's
+ * DeepseekV2TopkRouter / DeepseekV3TopkRouter: scores (softmax or sigmoid of the f32 logits),
+ * the choice on scores (+ bias for V3) within the topk_group best groups (V2: by the group's
+ * largest score, the others' scores set to 0; V3: by the sum of its two largest choice scores,
+ * the others' excluded), the k largest; weights the chosen scores (V3: renormalized with
+ * norm_topk, + 1e-20), times routed_scale. */
+static int route_deepseek(const lmp_block_step *s, const float *logits, const float *bias, int64_t T, int *sel,
+                          float *wt)
+{
+    const int64_t E = s->n_experts, k = s->top_k, G = s->n_group > 0 ? s->n_group : 1, per = E / G;
+    const int v3 = s->route == LMP_ROUTE_SIGMOID_BIAS;
+    double *score = malloc((size_t)(2 * E + G) * sizeof *score);
+    if (!score) return lmp_fail(LMP_ENOMEM, "out of memory in a router");
+    double *choice = score + E, *gscore = choice + E;
+    for (int64_t t = 0; t < T; t++) {
+        const float *z = logits + t * E;
+        if (v3) {
+            for (int64_t e = 0; e < E; e++) {
+                score[e] = (double)(float)(1.0 / (1.0 + exp(-(double)z[e]))); /* f32, as transformers */
+                choice[e] = (double)(float)(score[e] + (bias ? (double)bias[e] : 0.0));
+            }
+        } else {
+            double mx = z[0], sum = 0;
+            for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+            for (int64_t e = 0; e < E; e++) sum += score[e] = exp((double)z[e] - mx);
+            for (int64_t e = 0; e < E; e++) choice[e] = score[e] = (double)(float)(score[e] / sum);
+        }
+        if (s->n_group > 0 && s->topk_group < G) { /* only the best topk_group groups compete */
+            for (int64_t g = 0; g < G; g++) {
+                double b1 = -INFINITY, b2 = -INFINITY;
+                for (int64_t e = g * per; e < (g + 1) * per; e++) {
+                    const double c = choice[e];
+                    if (c > b1) b2 = b1, b1 = c;
+                    else if (c > b2) b2 = c;
+                }
+                gscore[g] = v3 ? b1 + (per > 1 ? b2 : 0) : b1;
+            }
+            for (int64_t j = 0; j < s->topk_group; j++) { /* mark the kept groups with +inf */
+                int64_t best = -1;
+                for (int64_t g = 0; g < G; g++)
+                    if (gscore[g] != INFINITY && (best < 0 || gscore[g] > gscore[best])) best = g;
+                gscore[best] = INFINITY;
+            }
+            for (int64_t g = 0; g < G; g++)
+                for (int64_t e = g * per; gscore[g] != INFINITY && e < (g + 1) * per; e++)
+                    choice[e] = v3 ? -INFINITY : 0.0; /* V2 masks with 0, V3 with -inf */
+        }
+        double top = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (choice[e] != -INFINITY && (best < 0 || choice[e] > choice[best])) best = e;
+            sel[t * k + j] = (int)best;
+            wt[t * k + j] = (float)score[best];
+            top += (double)(float)score[best];
+            choice[best] = -INFINITY; /* taken */
+        }
+        const double scale = s->routed_scale > 0 ? (double)s->routed_scale : 1.0;
+        for (int64_t j = 0; j < k; j++) {
+            double w = wt[t * k + j];
+            if (v3 && s->norm_topk) w = (double)(float)(w / (top + 1e-20));
+            wt[t * k + j] = (float)(w * scale);
+        }
+    }
+    free(score);
+    return 0;
+}
+
 /* Gathers the rows of x[T, C] listed in rows[n] into out[n, C]. */
 static void gather_rows(const float *x, int64_t C, const int64_t *rows, int64_t n, float *out)
 {
@@ -227,8 +295,16 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
         st = obs(ud, lins, n, xn, T, d);
         if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
     }
-    if (!st) st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
-    if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    if (!st && s->route == LMP_ROUTE_SIGMOID_BIAS) { /* the router's b is the selection bias, not the logits' */
+        lmp_linear r = blk->linears[router];
+        r.b = NULL;
+        st = run_linear(be, &r, T, xn, qbuf, logits);
+        if (!st) st = route_deepseek(s, logits, blk->linears[router].b, T, sel, wt);
+    } else if (!st) {
+        st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
+        if (!st && s->route == LMP_ROUTE_SOFTMAX_GROUPS) st = route_deepseek(s, logits, NULL, T, sel, wt);
+        else if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    }
     for (int e = 0; obs && !st && e < E; e++) {
         const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
         const int lins[2] = {gi, lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)};
@@ -292,6 +368,98 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     return st;
 }
 
+/* ---- multi-head latent attention (LMP_STEP_MLA, DeepSeek-V2/V3) -------------------------------- */
+
+/* x[T, n_heads * a->mla_rope] turned in place by layer's rotation over heads of mla_rope dims
+ * (lmp_rope_heads with MLA's rotary width). */
+static int mla_rope(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x)
+{
+    const lmp_rope *r = lmp_arch_rope(a, layer);
+    const int64_t hd = a->mla_rope;
+    if (!r->n_rot) return lmp_be_rope(be, T, n_heads, hd, 0, a->rope_theta, x);
+    if (r->plain) return lmp_be_rope(be, T, n_heads, hd, 0, r->theta, x);
+    return lmp_be_rope_table(be, T, n_heads, hd, r->n_rot, 0, lmp_rope_table_for(r, T), r->mscale, x);
+}
+
+/* att[T, H * dv] = MLA on xn[T, d] (block_steps.h), as transformers' DeepseekV2/V3Attention:
+ *   q = q(xn) or q_b(rmsnorm(q_a(xn)))               [T, H * (dn + dr)], per head nope then rope
+ *   [c, k_rot] = kv_a(xn)                            [T, r + dr]
+ *   [k_nope, v] per head = kv_b(rmsnorm(c))          [T, H * (dn + dv)]
+ *   RoPE on each head's q_rot and on k_rot (one head, shared by all);
+ *   attention of q = [q_nope, q_rot] against k = [k_nope, k_rot] scaled by 1/sqrt(dn + dr), on v.
+ * The attention runs as the backend's with head_dim dn + dr, v zero-padded to that width (its
+ * scale is then MLA's).  The observer sees q's (or q_a's) and kv_a's input, then q_b's, then
+ * kv_b's, all of group 0; a LMP_FORWARD_STOP is honoured after the last of them. */
+static int run_mla(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_step *s,
+                   int64_t layer, int64_t T, const float *xn, float *att, lmp_observe_fn obs, void *ud)
+{
+    const int64_t d = a->dim, H = a->n_heads, dn = a->mla_nope, dr = a->mla_rope, dv = a->head_dim;
+    const int64_t dq = dn + dr, r = a->mla_kv_lora, rq = a->mla_q_lora;
+    const int qa = lmp_block_find(blk, LMP_ROLE_Q_A), qb = lmp_block_find(blk, LMP_ROLE_Q_B);
+    const int qi = lmp_block_find(blk, LMP_ROLE_Q), kva = lmp_block_find(blk, LMP_ROLE_KV_A);
+    const int kvb = lmp_block_find(blk, LMP_ROLE_KV_B);
+    const int64_t wide_in = d > r ? (d > rq ? d : rq) : (r > rq ? r : rq);
+    /* q, k, v, o [T, H dq]; ckv [T, r + dr]; cn [T, r]; qa [T, rq]; kv [T, H (dn + dv)]; pe
+     * [T, H dr]; qbuf [T, wide_in] */
+    const size_t n = (size_t)(T * (4 * H * dq + (r + dr) + 2 * r + 2 * rq + H * (dn + dv) + H * dr + wide_in));
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's latent attention", blk->index);
+    float *q = buf, *k = q + T * H * dq, *v = k + T * H * dq, *o = v + T * H * dq, *ckv = o + T * H * dq;
+    float *craw = ckv + T * (r + dr), *cn = craw + T * r, *qraw = cn + T * r, *qlat = qraw + T * rq;
+    float *kv = qlat + T * rq, *pe = kv + T * H * (dn + dv), *qbuf = pe + T * H * dr;
+    int st = 0, stop = 0;
+    /* group 0's inputs: xn for q (or q_a) and kv_a */
+    if (obs) {
+        const int lins[2] = {qa >= 0 ? qa : qi, kva};
+        st = obs(ud, lins, 2, xn, T, d);
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+    }
+    if (!st && qa >= 0) { /* q_b(norm(q_a(xn))) */
+        st = run_linear(be, &blk->linears[qa], T, xn, qbuf, qraw);
+        if (!st) st = lmp_be_rmsnorm(be, T, rq, qraw, blk->norms[s->mla_norm[0]].w, a->mla_norm_eps, qlat);
+        if (!st && obs) st = obs(ud, &qb, 1, qlat, T, rq);
+        if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+        if (!st) st = run_linear(be, &blk->linears[qb], T, qlat, qbuf, q);
+    } else if (!st) {
+        st = run_linear(be, &blk->linears[qi], T, xn, qbuf, q);
+    }
+    if (!st) st = run_linear(be, &blk->linears[kva], T, xn, qbuf, ckv);
+    for (int64_t t = 0; !st && t < T; t++) memcpy(craw + t * r, ckv + t * (r + dr), (size_t)r * sizeof *cn);
+    if (!st) st = lmp_be_rmsnorm(be, T, r, craw, blk->norms[s->mla_norm[1]].w, a->mla_norm_eps, cn);
+    if (!st && obs) st = obs(ud, &kvb, 1, cn, T, r);
+    if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
+    if (!st && stop) { /* everything asked for is seen */
+        free(buf);
+        return LMP_FORWARD_STOP;
+    }
+    if (!st) st = run_linear(be, &blk->linears[kvb], T, cn, qbuf, kv);
+    /* RoPE on q's rotary parts (gathered per head) and on the shared k_rot */
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(pe + (t * H + h) * dr, q + t * H * dq + h * dq + dn, (size_t)dr * sizeof *pe);
+    if (!st) st = mla_rope(be, a, layer, T, H, pe);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(q + t * H * dq + h * dq + dn, pe + (t * H + h) * dr, (size_t)dr * sizeof *pe);
+    for (int64_t t = 0; !st && t < T; t++) memcpy(pe + t * dr, ckv + t * (r + dr) + r, (size_t)dr * sizeof *pe);
+    if (!st) st = mla_rope(be, a, layer, T, 1, pe);
+    /* k = [k_nope, k_rot] per head, v padded with zeros to dq */
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *src = kv + t * H * (dn + dv) + h * (dn + dv);
+            float *kh = k + t * H * dq + h * dq, *vh = v + t * H * dq + h * dq;
+            memcpy(kh, src, (size_t)dn * sizeof *kh);
+            memcpy(kh + dn, pe + t * dr, (size_t)dr * sizeof *kh);
+            memcpy(vh, src + dn, (size_t)dv * sizeof *vh);
+            for (int64_t j = dv; j < dq; j++) vh[j] = 0.0f;
+        }
+    if (!st && a->mla_q_scale && a->mla_q_scale != 1.0f) /* YaRN's mscale_all_dim^2 on the softmax scale */
+        for (int64_t i = 0; i < T * H * dq; i++) q[i] *= a->mla_q_scale;
+    if (!st) st = lmp_be_attention(be, T, H, H, dq, q, k, v, o);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(att + t * H * dv + h * dv, o + t * H * dq + h * dq, (size_t)dv * sizeof *att);
+    free(buf);
+    return st;
+}
+
 /* Step s forward on the slots' buffers. */
 static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, const lmp_block_plan *p,
                     const lmp_block_step *s, int64_t T, float *const *slot, float *qbuf, float *work,
@@ -337,6 +505,8 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         return lmp_rotate_online(be, a, s, T, slot, 0);
     case LMP_STEP_MOE:
         return run_moe(be, blk, s, T, in, out, obs, ud);
+    case LMP_STEP_MLA:
+        return run_mla(be, a, blk, s, p->layer, T, in, out, obs, ud);
     case LMP_STEP_KINDS:
         break;
     }

@@ -23,6 +23,20 @@ static char *fmt_name(const char *prefix, int layer, const char *leaf)
     return strdup(buf);
 }
 
+int lmp_arch_attn_roles(const lmp_arch *a, lmp_role roles[5])
+{
+    int n = 0;
+    if (!a->mla) {
+        roles[n++] = LMP_ROLE_Q, roles[n++] = LMP_ROLE_K, roles[n++] = LMP_ROLE_V;
+    } else { /* DeepSeek's multi-head latent attention */
+        if (a->mla_q_lora) roles[n++] = LMP_ROLE_Q_A, roles[n++] = LMP_ROLE_Q_B;
+        else roles[n++] = LMP_ROLE_Q;
+        roles[n++] = LMP_ROLE_KV_A, roles[n++] = LMP_ROLE_KV_B;
+    }
+    roles[n++] = LMP_ROLE_O;
+    return n;
+}
+
 /* The HF names of a sparse layer's linears after "model.layers.N.": attention, the router, the
  * shared gate, the shared expert's gate/up/down, then each routed expert's gate/up/down. */
 static int moe_layout(lmp_block *b, int index, const lmp_arch *a)
@@ -30,14 +44,15 @@ static int moe_layout(lmp_block *b, int index, const lmp_arch *a)
     const lmp_moe_desc *md = a->desc->moe;
     const int shared = a->shared_hidden > 0, shared_gate = shared && md->hf_shared_gate;
     const int E = (int)a->n_experts;
+    lmp_role attn[5];
+    const int n_attn = lmp_arch_attn_roles(a, attn);
     b->n_experts = E;
     b->n_experts_used = (int)a->n_experts_used;
-    b->n_linears = 4 + 1 + shared_gate + 3 * shared + 3 * E;
+    b->n_linears = n_attn + 1 + shared_gate + 3 * shared + 3 * E;
     b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
     if (!b->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
     int k = 0;
-    for (int i = 0; i < 4; i++) {
-        static const lmp_role attn[4] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O};
+    for (int i = 0; i < n_attn; i++) {
         b->linears[k].role = attn[i];
         b->linears[k++].name = fmt_name("model.layers", index, lmp_hf_linear_leaf(a->family, attn[i]));
     }
@@ -72,8 +87,13 @@ static void linear_shape(const lmp_arch *a, lmp_linear *l)
     const int64_t kv = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     const int64_t f = l->expert_kind == LMP_EXPERT_ROUTED ? a->expert_hidden
                       : l->expert_kind == LMP_EXPERT_SHARED ? a->shared_hidden : a->hidden;
+    const int64_t mla_qd = a->n_heads * (a->mla_nope + a->mla_rope); /* MLA's q: nope and rope parts */
     switch (l->role) {
-    case LMP_ROLE_Q: l->out = qd, l->in = a->dim; break;
+    case LMP_ROLE_Q: l->out = a->mla ? mla_qd : qd, l->in = a->dim; break;
+    case LMP_ROLE_Q_A: l->out = a->mla_q_lora, l->in = a->dim; break;
+    case LMP_ROLE_Q_B: l->out = mla_qd, l->in = a->mla_q_lora; break;
+    case LMP_ROLE_KV_A: l->out = a->mla_kv_lora + a->mla_rope, l->in = a->dim; break;
+    case LMP_ROLE_KV_B: l->out = a->n_heads * (a->mla_nope + a->head_dim), l->in = a->mla_kv_lora; break;
     case LMP_ROLE_K: case LMP_ROLE_V: l->out = kv, l->in = a->dim; break;
     case LMP_ROLE_O: l->out = a->dim, l->in = qd; break;
     case LMP_ROLE_GATE: case LMP_ROLE_UP: l->out = f, l->in = a->dim; break;
@@ -125,14 +145,22 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     memset(b, 0, sizeof *b);
     b->index = index;
     b->n_blocks = (int)a->n_layers;
-    b->n_norms = 2 + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0);
+    b->n_norms = 2 + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) + (a->mla ? 1 + (a->mla_q_lora > 0) : 0);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
     if (lmp_arch_moe_layer(a, index)) {
         int st = moe_layout(b, index, a);
         if (st) return st;
     } else {
-        b->n_linears = gpt2 ? 6 : 7;
+        lmp_role mla_roles[8];
+        if (a->mla) { /* MLA's attention linears, then the dense MLP's */
+            const int n = lmp_arch_attn_roles(a, mla_roles);
+            mla_roles[n] = LMP_ROLE_GATE, mla_roles[n + 1] = LMP_ROLE_UP, mla_roles[n + 2] = LMP_ROLE_DOWN;
+            roles = mla_roles;
+            b->n_linears = n + 3;
+        } else {
+            b->n_linears = gpt2 ? 6 : 7;
+        }
         b->linears = calloc((size_t)b->n_linears, sizeof *b->linears);
         if (!b->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
         for (int i = 0; i < b->n_linears; i++) {
@@ -151,7 +179,10 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
         const int i = lmp_norm_index(a, k);
         if (i < 0) continue;
         b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, lmp_hf_norm_leaf(a, k)),
-                                 .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim : a->dim};
+                                 .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim
+                                        : k == LMP_NORM_Q_A                 ? a->mla_q_lora
+                                        : k == LMP_NORM_KV_A                ? a->mla_kv_lora
+                                                                            : a->dim};
     }
     for (int i = 0; i < b->n_norms; i++)
         if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -174,6 +205,11 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
                 for (int o = 0; o < r->n_out; o++) {
                     const int li = lmp_block_find(b, r->roles[o]);
                     if (li >= 0) fed[n++] = li;
+                }
+            if (r->kind == LMP_STEP_MLA) /* q (or q_a) and kv_a read the attention norm's output */
+                for (int li = 0; li < b->n_linears; li++) {
+                    const lmp_role ro = b->linears[li].role;
+                    if (ro == LMP_ROLE_Q || ro == LMP_ROLE_Q_A || ro == LMP_ROLE_KV_A) fed[n++] = li;
                 }
             if (r->kind == LMP_STEP_MOE) /* every linear reading the MoE's input */
                 for (int li = 0; li < b->n_linears; li++)
@@ -212,6 +248,8 @@ int lmp_norm_index(const lmp_arch *a, int k)
     case LMP_NORM_K: return qk ? 3 : -1;
     case LMP_NORM_POST_ATTN: return a->post_norms ? 2 + 2 * qk : -1;
     case LMP_NORM_POST_MLP: return a->post_norms ? 3 + 2 * qk : -1;
+    case LMP_NORM_Q_A: return a->mla && a->mla_q_lora ? 2 : -1; /* MLA has no q/k or post norms */
+    case LMP_NORM_KV_A: return a->mla ? 2 + (a->mla_q_lora > 0) : -1;
     default: return -1;
     }
 }
@@ -219,7 +257,9 @@ int lmp_norm_index(const lmp_arch *a, int k)
 int64_t lmp_arch_mid_width(const lmp_arch *a)
 {
     const int64_t qd = a->n_heads * a->head_dim, w = a->hidden > a->dim ? a->hidden : a->dim;
-    return qd > w ? qd : w;
+    const int64_t mla = a->mla ? a->n_heads * (a->mla_nope + (a->mla_rope > a->head_dim ? a->mla_rope : a->head_dim)) : 0;
+    const int64_t m = qd > w ? qd : w;
+    return mla > m ? mla : m;
 }
 
 /* Rows of w[rows, cols] (rows = heads * hd) from rotate-half to adjacent-pair order, per head,

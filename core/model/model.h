@@ -66,7 +66,29 @@ typedef struct lmp_arch {
     int64_t n_experts, n_experts_used, expert_hidden, shared_hidden;
     int norm_topk;
     unsigned char dense_layer[LMP_MAX_LAYERS];
+    /* How the router's logits choose and weigh (arch.h lmp_route_kind; 0: softmax, top k): with
+     * n_group > 0 only topk_group groups of n_experts / n_group compete; the weights are then
+     * multiplied by routed_scale (0 = 1).  LMP_ROUTE_SIGMOID_BIAS's selection bias is the router
+     * linear's b (DeepSeek-V3's e_score_correction_bias), which never enters the weights. */
+    lmp_route_kind route;
+    int64_t n_group, topk_group;
+    float routed_scale;
+    /* Multi-head latent attention (LMP_ARCH_MLA, DeepSeek-V2/V3).  Each of the n_heads heads has
+     * q and k of mla_nope + mla_rope dims and v of head_dim (= v_head_dim: o reads n_heads x
+     * head_dim); q comes from q (mla_q_lora 0) or q_b(norm(q_a(x))); kv_a(x) gives a latent of
+     * mla_kv_lora (through its norm, then kv_b: each head's k nope part and v) and one rotary key
+     * of mla_rope dims shared by every head.  `rope` turns mla_rope dims, in adjacent pairs (as
+     * transformers' interleaved rotary); scores are scaled by mla_q_scale/sqrt(mla_nope + mla_rope).  The
+     * latents' norms take mla_norm_eps (transformers' default 1e-6, not rms_norm_eps). */
+    int mla;
+    int64_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope;
+    float mla_norm_eps;
+    float mla_q_scale; /* the softmax scale's factor beyond 1/sqrt(qk dims): YaRN's mscale_all_dim^2 (0 = 1) */
 } lmp_arch;
+
+/* The attention's linears of architecture a in block order, o last: q, k, v, o, or with MLA
+ * (q | q_a, q_b), kv_a, kv_b, o; their count. */
+int lmp_arch_attn_roles(const lmp_arch *a, lmp_role roles[5]);
 
 /* Whether layer l's MLP is a mixture of experts. */
 int lmp_arch_moe_layer(const lmp_arch *a, int64_t layer);

@@ -274,6 +274,11 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         lmp_linear *l = &out->linears[i];
         const int qk = halves && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K);
         st = load_linear(s, &m->arch, b, l);
+        if (!st && m->arch.route == LMP_ROUTE_SIGMOID_BIAS && l->role == LMP_ROLE_ROUTER) {
+            /* DeepSeek-V3's e_score_correction_bias: the router's b, which only the choice reads */
+            snprintf(name, sizeof name, "%s.e_score_correction_bias", l->name);
+            st = load(s, name, l->out, 0, &l->b);
+        }
         if (!st && qk) st = lmp_rope_permute_rows(l->w, l->out, l->in, hd, n_rot);
         if (!st && qk && l->b) st = lmp_rope_permute_rows(l->b, l->out, 1, hd, n_rot);
     }
@@ -580,6 +585,158 @@ static int parse_moe(const lmp_json *c, const char *what, const lmp_arch_desc *d
     return 0;
 }
 
+/* cfg[key] as an integer >= 0 (def when absent or null). */
+static int cfg_count(const lmp_json *c, const char *what, const char *key, int64_t def, int64_t *out)
+{
+    *out = def;
+    if (!cfg_get(c, key)) return 0;
+    int st = lmp_json_get_int(c, key, what, out);
+    if (!st && (*out < 0 || *out > ((int64_t)1 << 30)))
+        return lmp_fail(LMP_EINVAL, "%s: \"%s\" = %lld is out of range", what, key, (long long)*out);
+    return st;
+}
+
+/* A string key that, when given, must be one value (the only one lmpress implements). */
+static int cfg_only(const lmp_json *c, const char *what, const char *key, const char *want, const char *cls)
+{
+    const char *v;
+    int st = cfg_string(c, what, key, want, &v);
+    if (!st && strcmp(v, want) != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\")", what, key, v, cls,
+                        want);
+    return st;
+}
+
+/* DeepSeek-V2/V3's multi-head latent attention keys (transformers 5.24's DeepseekV2Attention /
+ * DeepseekV3Attention): q_lora_rank (null: one q_proj), kv_lora_rank, qk_nope_head_dim,
+ * qk_rope_head_dim, v_head_dim.  transformers sets head_dim = qk_rope_head_dim (the rotary's
+ * width), so a->head_dim is that here for the RoPE reader, and v_head_dim after it. */
+static int parse_mla(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    int64_t hd = 0, qk = 0;
+    int st;
+    a->mla = 1;
+    a->mla_norm_eps = 1e-6f; /* DeepseekV2/V3RMSNorm(q_lora_rank / kv_lora_rank): the class default */
+    if ((st = cfg_count(c, what, "q_lora_rank", 0, &a->mla_q_lora)) ||
+        (st = cfg_int(c, what, "kv_lora_rank", -1, &a->mla_kv_lora)) ||
+        (st = cfg_int(c, what, "qk_nope_head_dim", -1, &a->mla_nope)) ||
+        (st = cfg_int(c, what, "qk_rope_head_dim", -1, &a->mla_rope)) ||
+        (st = cfg_int(c, what, "v_head_dim", -1, &a->head_dim)) || (st = cfg_count(c, what, "head_dim", 0, &hd)) ||
+        (st = cfg_count(c, what, "qk_head_dim", 0, &qk)))
+        return st;
+    if (hd && hd != a->mla_rope)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: head_dim %lld differs from qk_rope_head_dim %lld (%s's rotary width "
+                        "is head_dim = qk_rope_head_dim)", what, (long long)hd, (long long)a->mla_rope, d->hf_class);
+    if (qk && qk != a->mla_nope + a->mla_rope)
+        return lmp_fail(LMP_EINVAL, "%s: qk_head_dim %lld is not qk_nope_head_dim + qk_rope_head_dim = %lld", what,
+                        (long long)qk, (long long)(a->mla_nope + a->mla_rope));
+    if (a->mla_rope % 2)
+        return lmp_fail(LMP_EINVAL, "%s: qk_rope_head_dim %lld must be even", what, (long long)a->mla_rope);
+    if (a->head_dim > a->mla_nope + a->mla_rope)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: v_head_dim %lld wider than the q/k heads (%lld) is not supported", what,
+                        (long long)a->head_dim, (long long)(a->mla_nope + a->mla_rope));
+    if (a->n_kv_heads != a->n_heads) /* the eager attention would repeat the expanded keys */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: num_key_value_heads %lld differs from num_attention_heads %lld (%s's "
+                        "latent attention expands k and v to every head)", what, (long long)a->n_kv_heads,
+                        (long long)a->n_heads, d->hf_class);
+    int interleave = 1;
+    if ((st = cfg_bool(c, what, "rope_interleave", 1, &interleave))) return st;
+    if (!interleave)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: rope_interleave false (rotate-half RoPE on %s's rotary key) is not "
+                        "supported", what, d->hf_class);
+    return 0;
+}
+
+/* DeepSeek's YaRN (transformers' yarn_apply_mscale): besides the rotary table and its attention
+ * factor (rope.c), the softmax scale is multiplied by mscale(factor, mscale_all_dim)^2, with
+ * mscale(s, m) = 0.1 m ln s + 1 (1 for s <= 1), where the RoPE dict has a mscale_all_dim; the
+ * forward takes it on q.  Only the default rotation and YaRN are implemented for MLA. */
+static int mla_softmax_scale(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    a->mla_q_scale = 1.0f;
+    if (!a->rope.type[0] || !strcmp(a->rope.type, "default")) return 0;
+    if (strcmp(a->rope.type, "yarn") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: RoPE type \"%s\" on %s is not supported (only the default rotation "
+                        "and yarn)", what, a->rope.type, d->hf_class);
+    const lmp_json *rp = cfg_get(c, "rope_parameters") ? cfg_get(c, "rope_parameters") : cfg_get(c, "rope_scaling");
+    const lmp_json *all = rp && rp->type == LMP_JSON_OBJECT ? lmp_json_get(rp, "mscale_all_dim") : NULL;
+    const lmp_json *factor = rp && rp->type == LMP_JSON_OBJECT ? lmp_json_get(rp, "factor") : NULL;
+    if (!all || all->type == LMP_JSON_NULL) return 0;
+    if (all->type != LMP_JSON_NUMBER || !factor || factor->type != LMP_JSON_NUMBER)
+        return lmp_fail(LMP_EINVAL, "%s: the yarn RoPE's mscale_all_dim and factor must be numbers", what);
+    if (all->number == 0) return 0; /* transformers: a zero mscale_all_dim applies nothing */
+    const double m = factor->number <= 1 ? 1.0 : 0.1 * all->number * log(factor->number) + 1.0;
+    a->mla_q_scale = (float)(m * m);
+    return 0;
+}
+
+/* DeepSeek's mixture of experts: n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+ * n_shared_experts of that width (one MLP of n_shared x width, no gate), the first
+ * first_k_dense_replace layers dense (intermediate_size), and the routing: V2's softmax with
+ * topk_method greedy or group_limited_greedy (n_group, topk_group), V3's sigmoid with a selection
+ * bias and noaux_tc grouped top-k; both times routed_scaling_factor.  Keys of the original
+ * checkpoints' remote code are read where they say the same (scoring_func, topk_method,
+ * moe_layer_freq); any other value is refused by name. */
+static int parse_deepseek_moe(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    const int v3 = d->moe->route == LMP_ROUTE_SIGMOID_BIAS;
+    int64_t shared = 0, dense = 0, freq = 1;
+    int st;
+    if (cfg_get(c, "n_routed_experts") && cfg_get(c, "num_local_experts"))
+        return lmp_fail(LMP_EINVAL, "%s: both n_routed_experts and num_local_experts (one is an alias of the other)", what);
+    if ((st = cfg_int(c, what, cfg_get(c, "num_local_experts") ? "num_local_experts" : "n_routed_experts", -1,
+                      &a->n_experts)) ||
+        (st = cfg_int(c, what, "num_experts_per_tok", -1, &a->n_experts_used)) ||
+        (st = cfg_int(c, what, "moe_intermediate_size", -1, &a->expert_hidden)) ||
+        (st = cfg_count(c, what, "n_shared_experts", v3 ? 1 : 2, &shared)) ||
+        (st = cfg_count(c, what, "first_k_dense_replace", v3 ? 3 : 0, &dense)) ||
+        (st = cfg_count(c, what, "moe_layer_freq", 1, &freq)) ||
+        (st = cfg_count(c, what, "n_group", 0, &a->n_group)) ||
+        (st = cfg_count(c, what, "topk_group", 0, &a->topk_group)) ||
+        (st = cfg_float(c, what, "routed_scaling_factor", v3 ? 2.5 : 1.0, &a->routed_scale)) ||
+        (st = cfg_bool(c, what, "norm_topk_prob", v3, &a->norm_topk)) ||
+        (st = cfg_only(c, what, "scoring_func", v3 ? "sigmoid" : "softmax", d->hf_class)))
+        return st;
+    if (freq != 1)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: moe_layer_freq %lld is not supported (every layer from "
+                        "first_k_dense_replace on is sparse)", what, (long long)freq);
+    const char *method;
+    if ((st = cfg_string(c, what, "topk_method", v3 ? "noaux_tc" : "greedy", &method))) return st;
+    int grouped = 0;
+    if (v3 && strcmp(method, "noaux_tc") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: topk_method \"%s\" is not supported for %s (only \"noaux_tc\")", what,
+                        method, d->hf_class);
+    if (v3) grouped = 1;
+    else if (!strcmp(method, "group_limited_greedy")) grouped = 1;
+    else if (strcmp(method, "greedy") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: topk_method \"%s\" is not supported for %s (\"greedy\" or "
+                        "\"group_limited_greedy\")", what, method, d->hf_class);
+    /* transformers' DeepseekV2TopkRouter never renormalizes (the original remote code did when
+     * norm_topk_prob): a V2 config saying true would read two ways */
+    if (!v3 && a->norm_topk)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: norm_topk_prob true on %s is not supported (transformers' router "
+                        "ignores it, DeepSeek's own code renormalizes)", what, d->hf_class);
+    if (!grouped) {
+        a->n_group = a->topk_group = 0;
+    } else if (a->n_group < 1 || a->topk_group < 1 || a->topk_group > a->n_group || a->n_experts % a->n_group ||
+               (v3 && a->n_experts / a->n_group < 2) ||
+               a->n_experts_used > a->topk_group * (a->n_experts / a->n_group)) {
+        return lmp_fail(LMP_EINVAL, "%s: grouped routing needs n_group dividing the %lld experts (%s), 1 <= "
+                        "topk_group <= n_group, and num_experts_per_tok %lld within the kept groups (n_group %lld, "
+                        "topk_group %lld)", what, (long long)a->n_experts, v3 ? "at least 2 per group" : "",
+                        (long long)a->n_experts_used, (long long)a->n_group, (long long)a->topk_group);
+    }
+    if (a->n_experts_used > a->n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: num_experts_per_tok %lld exceeds the %lld experts", what,
+                        (long long)a->n_experts_used, (long long)a->n_experts);
+    a->route = d->moe->route;
+    a->shared_hidden = shared * a->expert_hidden;
+    if (a->n_layers > LMP_MAX_LAYERS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers in a mixture of experts", what, LMP_MAX_LAYERS);
+    for (int64_t l = 0; l < a->n_layers; l++) a->dense_layer[l] = l < dense;
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -598,8 +755,11 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)))
         return st;
     /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
-     * hidden / heads. */
-    if (!cfg_get(c, "head_dim")) {
+     * hidden / heads; MLA's its own (parse_mla: the rotary width until RoPE is read). */
+    if (d->flags & LMP_ARCH_MLA) {
+        if ((st = parse_mla(c, what, d, a))) return st;
+        a->head_dim = a->mla_rope;
+    } else if (!cfg_get(c, "head_dim")) {
         if ((st = check_heads(what, a))) return st;
         a->head_dim = a->dim / a->n_heads;
     } else if ((st = cfg_int(c, what, "head_dim", 0, &a->head_dim))) {
@@ -634,6 +794,12 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     /* rope_theta and rope_scaling (transformers 4) or rope_parameters (5), partial_rotary_factor */
     if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->rope_local, &a->seq_len))) return st;
     a->rope_theta = a->rope.theta;
+    if (a->mla) {
+        int64_t v_head_dim;
+        if ((st = cfg_int(c, what, "v_head_dim", -1, &v_head_dim))) return st;
+        a->head_dim = v_head_dim; /* o reads heads x v_head_dim */
+        if ((st = mla_softmax_scale(c, what, d, a))) return st;
+    }
     /* Gemma's attention scale 1/sqrt(query_pre_attn_scalar), as q times sqrt(head_dim / scalar);
      * soft-capping of the scores or the logits is not implemented: refused. */
     double qpas = 0;
@@ -705,6 +871,10 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if (!qkv_bias) s->bias_roles &= ~qkv;
     if (d->moe && (s->bias_roles >> LMP_ROLE_GATE & 1u))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: mlp_bias on the experts of %s is not supported", what, d->hf_class);
+    if (a->mla && s->bias_roles)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: attention_bias true on %s's latent attention is not supported", what,
+                        d->hf_class);
+    if (d->moe && d->moe->hf_deepseek) return parse_deepseek_moe(c, what, d, a);
     if (d->moe) return parse_moe(c, what, d, a);
     return 0;
 }
@@ -866,6 +1036,9 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
         found = !strcmp(name, want);
         snprintf(want, sizeof want, "%s.bias", module);
         found = found || !strcmp(name, want);
+        snprintf(want, sizeof want, "%s.e_score_correction_bias", module); /* DeepSeek-V3's selection bias */
+        found = found || (a->route == LMP_ROUTE_SIGMOID_BIAS && probe.linears[i].role == LMP_ROLE_ROUTER &&
+                          !strcmp(name, want));
     }
     lmp_block_free_tables(&probe);
     return found;
@@ -914,6 +1087,10 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
             if (!st) {
                 snprintf(name, sizeof name, "%s.weight", module);
                 tally(&kinds, q.quantized ? q.kind : lmp_st_dtype_name(lmp_st_find(s->st, name)->dtype), l->out * l->in);
+            }
+            if (!st && a->route == LMP_ROUTE_SIGMOID_BIAS && l->role == LMP_ROLE_ROUTER) {
+                snprintf(name, sizeof name, "%s.e_score_correction_bias", module);
+                st = find(s, name, a->n_experts, 0, &t);
             }
             snprintf(name, sizeof name, "%s.bias", module);
             if (!st && (s->bias_roles >> l->role & 1u)) st = find(s, name, rows, 0, &t);

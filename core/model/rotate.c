@@ -321,6 +321,9 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     if (a->post_norms)
         return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s has post-norms (a weighted RMSNorm on the attention's and the MLP's "
                         "outputs): their weights cannot be folded into a linear, so the stream cannot be turned", fam);
+    if (a->mla)
+        return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's multi-head latent attention (q_a/q_b, kv_a/kv_b and their "
+                        "latent norms) is not rotated yet", fam);
     if (m->pos_emb) return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s has learned positions", fam);
     if (m->final_norm_b) return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's final norm has a bias", fam);
     if (o->r2 != LMP_ROT_NONE && a->n_heads * a->head_dim != a->dim && a->head_dim <= 0)

@@ -9,7 +9,7 @@
 #include "arch/arch.h"
 
 static const char *const role_names[LMP_ROLE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down", "router",
-                                                       "shared_gate"};
+                                                       "shared_gate", "q_a", "q_b", "kv_a", "kv_b"};
 
 const char *lmp_role_name(lmp_role r) { return (int)r >= 0 && r < LMP_ROLE_COUNT ? role_names[r] : NULL; }
 
@@ -29,7 +29,11 @@ static const linear_names llama_linears[LMP_ROLE_COUNT] = {
     [LMP_ROLE_Q] = {"self_attn.q_proj", "attn_q"},    [LMP_ROLE_K] = {"self_attn.k_proj", "attn_k"},
     [LMP_ROLE_V] = {"self_attn.v_proj", "attn_v"},    [LMP_ROLE_O] = {"self_attn.o_proj", "attn_output"},
     [LMP_ROLE_GATE] = {"mlp.gate_proj", "ffn_gate"}, [LMP_ROLE_UP] = {"mlp.up_proj", "ffn_up"},
-    [LMP_ROLE_DOWN] = {"mlp.down_proj", "ffn_down"}};
+    [LMP_ROLE_DOWN] = {"mlp.down_proj", "ffn_down"},
+    /* DeepSeek's multi-head latent attention (llama.cpp's deepseek2 names) */
+    [LMP_ROLE_Q_A] = {"self_attn.q_a_proj", "attn_q_a"}, [LMP_ROLE_Q_B] = {"self_attn.q_b_proj", "attn_q_b"},
+    [LMP_ROLE_KV_A] = {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+    [LMP_ROLE_KV_B] = {"self_attn.kv_b_proj", "attn_kv_b"}};
 
 /* GPT-2: transformers' fused c_attn split three ways (model_hf.c), llama.cpp's attn_qkv;
  * attn_output (c_proj), ffn_up (c_fc), ffn_down (mlp's c_proj); no gate. */
@@ -41,9 +45,11 @@ static const linear_names gpt2_linears[LMP_ROLE_COUNT] = {
 /* Norms by kind (LMP_NORM_*): llama.cpp's, Llama's and GPT-2's Hugging Face names. */
 static const char *const gguf_norms[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
                                                        "attn_q_norm", "attn_k_norm",
-                                                       "post_attention_norm", "post_ffw_norm"};
-static const char *const llama_hf_norms[LMP_NORM_KINDS] = {"input_layernorm", "post_attention_layernorm",
-                                                           "self_attn.q_norm", "self_attn.k_norm"};
+                                                       "post_attention_norm", "post_ffw_norm",
+                                                       "attn_q_a_norm", "attn_kv_a_norm"};
+static const char *const llama_hf_norms[LMP_NORM_KINDS] = {
+    "input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm", NULL, NULL,
+    "self_attn.q_a_layernorm", "self_attn.kv_a_layernorm"};
 static const char *const gpt2_hf_norms[LMP_NORM_KINDS] = {"ln_1", "ln_2"};
 
 static const linear_names *linear_row(lmp_family family, lmp_role role)

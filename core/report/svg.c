@@ -25,7 +25,7 @@ const char *lmp_svg_role_colour(const char *role)
     static const char *const colours[LMP_ROLE_COUNT] = {LMP_SVG_BLUE, LMP_SVG_SKY, LMP_SVG_GREEN, LMP_SVG_YELLOW,
                                                         LMP_SVG_ORANGE, LMP_SVG_VERMILLION, LMP_SVG_PURPLE};
     const int r = lmp_role_by_name(role);
-    return r >= 0 ? colours[r] : LMP_SVG_GREY;
+    return r >= 0 && colours[r] ? colours[r] : LMP_SVG_GREY;
 }
 
 void lmp_svg_scale_colour(double t, char out[8])

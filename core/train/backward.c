@@ -87,6 +87,18 @@ static int check_trainable(const lmp_block_plan *p, const lmp_block *blk)
         if (st == LMP_EUNSUPPORTED) lmp_fail_prefix(st, "strategies that learn (autoround, qat) cannot run: ");
         return st;
     }
+    /* Refused up front (before any forward), never a wrong gradient: DeepSeek's latent attention
+     * and its routings have no derivative yet. */
+    for (int i = 0; i < p->n_steps; i++) {
+        const lmp_block_step *s = &p->step[i];
+        if (s->kind == LMP_STEP_MLA)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: MLA "
+                            "attention has no backward yet (DeepSeek-V2/V3)", blk->index);
+        if (s->kind == LMP_STEP_MOE && s->route != LMP_ROUTE_SOFTMAX)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: DeepSeek's "
+                            "routing (grouped top-k, sigmoid scores, routed_scaling_factor) has no backward yet",
+                            blk->index);
+    }
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)
@@ -561,6 +573,7 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         st = slot_value(r, s->in[0], &in);
         if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         return st;
+    case LMP_STEP_MLA: /* check_trainable refuses it first */
     case LMP_STEP_KINDS:
         break;
     }

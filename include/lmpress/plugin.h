@@ -66,6 +66,10 @@
  * model may differ (dense first layers).  A strategy that loops over blk->linears keeps working:
  * an expert's linear is an ordinary lmp_linear whose statistics come from the tokens routed to
  * it.  Plugins built for 4.x are refused (lmp_linear and lmp_norm changed size).
+ * ABI 5.1: lmp_role grew LMP_ROLE_Q_A, LMP_ROLE_Q_B, LMP_ROLE_KV_A and LMP_ROLE_KV_B, the
+ * low-rank projections of DeepSeek-V2/V3's multi-head latent attention (appended before
+ * LMP_ROLE_COUNT; a 5.0 plugin never sees them unless it loops over blk->linears, where they are
+ * ordinary linears).
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -84,7 +88,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 5
-#define LMP_ABI_MINOR 0
+#define LMP_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -859,6 +863,12 @@ typedef enum {
     LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN,
     LMP_ROLE_ROUTER,      /* ABI 5: the router, [n_experts, dim]: logits over the routed experts */
     LMP_ROLE_SHARED_GATE, /* ABI 5: the shared expert's gate, [1, dim], through a sigmoid (Qwen2-MoE) */
+    /* ABI 5.1: multi-head latent attention (DeepSeek-V2/V3), whose block has no k or v linear:
+     * q_a [q_lora_rank, dim] and q_b [heads * qk_head_dim, q_lora_rank] in place of q (a model
+     * without q_lora_rank keeps LMP_ROLE_Q), kv_a [kv_lora_rank + qk_rope_head_dim, dim] (the
+     * latent and the shared rotary key), kv_b [heads * (qk_nope_head_dim + v_head_dim),
+     * kv_lora_rank]; q_b and kv_b read the latents through their own RMSNorms. */
+    LMP_ROLE_Q_A, LMP_ROLE_Q_B, LMP_ROLE_KV_A, LMP_ROLE_KV_B,
     LMP_ROLE_COUNT
 } lmp_role;
 

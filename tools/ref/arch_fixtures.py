@@ -215,6 +215,40 @@ FIXTURES = {
                     use_sliding_window=False, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                     norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
                     rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    # DeepSeek-V2 (issue 37): multi-head latent attention without q_lora_rank (one q_proj), kv
+    # latent 32, q/k heads of 16 + 8 rotary dims, v heads of 12 (not the q/k width), all 4 heads
+    # (MLA expands k and v to every head); the first layer dense, then 6 experts in 3 groups,
+    # softmax, group_limited_greedy (the 2 groups of the largest score compete), 2 per token,
+    # times routed_scaling_factor 1.5, no renormalization; 2 shared experts (one MLP of 64).  YaRN
+    # as DeepSeek's checkpoints have it (factor 4 = 256 / 64; mscale 1 and mscale_all_dim 0.707:
+    # the rotary's attention factor 1.0370 and the softmax scale times 1.0980^2).
+    # Hugging Face only: lmpress does not read llama.cpp's deepseek2 GGUF yet.
+    "deepseek_v2": dict(
+        model_type="deepseek_v2", cls="DeepseekV2ForCausalLM", seed=3705, tok="bpe", regex=RE_LLAMA3,
+        pre="deepseek-llm", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"], gguf=False,
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, num_key_value_heads=4, q_lora_rank=None,
+                    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                    first_k_dense_replace=1, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=32,
+                    n_shared_experts=2, topk_method="group_limited_greedy", n_group=3, topk_group=2,
+                    routed_scaling_factor=1.5, norm_topk_prob=False,
+                    rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                         original_max_position_embeddings=64, mscale=1.0,
+                                         mscale_all_dim=0.707, beta_fast=32, beta_slow=1))),
+    # DeepSeek-V3: q through the low-rank q_a (24) / q_b with its norm, kv latent 32, q/k heads of
+    # 16 + 8, v heads of 16; the first layer dense, then 8 experts in 4 groups chosen by sigmoid
+    # scores plus a non-zero e_score_correction_bias (N(0, 0.1^2): it changes some choices, see
+    # meta.txt) within the 2 best groups (sum of each group's two best), 2 per token, renormalized,
+    # times 2.5; one shared expert.  Hugging Face only, as deepseek_v2.
+    "deepseek_v3": dict(
+        model_type="deepseek_v3", cls="DeepseekV3ForCausalLM", seed=3706, tok="bpe", regex=RE_LLAMA3,
+        pre="deepseek-v3", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"], gguf=False,
+        selection_bias=0.1,
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, num_key_value_heads=4, q_lora_rank=24,
+                    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                    first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                    n_shared_experts=1, n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+                    rope_interleave=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -349,6 +383,12 @@ def randomize(model, spec, seed):
             raise SystemExit(f"arch_fixtures: no init rule for {pname} {shape}")
         with torch.no_grad():
             p.copy_(torch.from_numpy(v.astype(np.float32)))
+    # DeepSeek-V3's selection bias is a buffer (saved, not a parameter): drawn after the
+    # parameters, so that the other fixtures' draws are unchanged
+    for bname, b in sorted(model.named_buffers()):
+        if bname.endswith("e_score_correction_bias"):
+            with torch.no_grad():
+                b.copy_(torch.from_numpy(rng.normal(0.0, spec["selection_bias"], tuple(b.shape)).astype(np.float32)))
 
 
 def golden_logprobs(folder, tokens, **overrides):
@@ -517,6 +557,18 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
         same = int(np.argmax(d > 0)) if (d > 0).any() else n
         extra.append(f"extra {fn} [{n}, {vocab}] {what}; overrides {json.dumps(overrides)}; "
                      f"rows 0..{same - 1} equal logprobs.f64, max |diff| {d.max():.3g}")
+
+    if spec.get("selection_bias"):
+        # the control that the selection bias matters: the same model with it zeroed
+        m0 = AutoModelForCausalLM.from_pretrained(hf5, dtype=torch.float64, attn_implementation="eager",
+                                                  experts_implementation="eager")
+        for bname, b in m0.named_buffers():
+            if bname.endswith("e_score_correction_bias"):
+                b.zero_()
+        with torch.no_grad():
+            lp0 = torch.log_softmax(m0(torch.tensor([tokens], dtype=torch.long)).logits[0], dim=-1).numpy()
+        extra.append(f"selection_bias N(0, {spec['selection_bias']}^2): with e_score_correction_bias zeroed the "
+                     f"log-probs move by up to {np.abs(lp0 - lp).max():.3g} (it changes which experts are chosen)")
 
     # transformers 4 config; the weights and tokenizer are the same bytes (symbolic links)
     with open(os.path.join(hf5, "config.json")) as f:
