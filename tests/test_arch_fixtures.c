@@ -103,6 +103,20 @@ static const arch_case cases[] = {
     /* the experts fused into 3-D gate_up_proj / down_proj, as transformers 5 holds them in memory
      * (the same weights as qwen3moe: its golden) */
     {"qwen3moe-fused", "hf5", "logprobs.f64", MATCH, NULL},
+    /* the long tail (issue 40): GPT-NeoX's parallel block (its hf4/ spells rotary_pct and
+     * rotary_emb_base, as the Pythia checkpoints do; the GGUF is converted from it), and made
+     * sequential; Phi-2's shared LayerNorm and head bias; GPT-J's interleaved partial RoPE (no GGUF:
+     * llama.cpp's converter has no GPT-J) */
+    {"gptneox", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptneox", "hf4", "logprobs.f64", MATCH, NULL},
+    {"gptneox", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"gptneox-seq", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptneox-seq", "hf4", "logprobs.f64", MATCH, NULL},
+    {"phi2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"phi2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"phi2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"gptj", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptj", "hf4", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

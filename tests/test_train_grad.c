@@ -979,6 +979,23 @@ START_TEST(moe_blocks_match_finite_differences)
 }
 END_TEST
 
+/* The long tail (issue 40): a parallel residual with two LayerNorms and the erf GELU (GPT-NeoX),
+ * the same block sequential (gptneox-seq: no attention biases), one LayerNorm feeding both
+ * branches with the tanh GELU and rotate-half partial RoPE (Phi-2), and with interleaved partial
+ * RoPE (GPT-J): every gradient against finite differences of the production forward. */
+START_TEST(parallel_blocks_match_finite_differences)
+{
+    static const struct { const char *name; int64_t block; const char *label; } cases[] = {
+        {"gptneox", 0, "gptneox block 0 (parallel, two LayerNorms, erf GELU, quarter-head RoPE)"},
+        {"gptneox-seq", 1, "gptneox-seq block 1 (sequential LayerNorm block, erf GELU)"},
+        {"phi2", 0, "phi2 block 0 (parallel, one shared LayerNorm, tanh GELU)"},
+        {"gptj", 1, "gptj block 1 (parallel, shared LayerNorm, interleaved partial RoPE)"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, cases[c].label);
+}
+END_TEST
+
 START_TEST(input_affine_is_refused)
 {
     synth s;
@@ -1046,6 +1063,7 @@ int main(void)
     tcase_add_test(tc, sliding_window_blocks_match_finite_differences);
     tcase_add_test(tc, softcap_and_q_scale_blocks_match_finite_differences);
     tcase_add_test(tc, moe_blocks_match_finite_differences);
+    tcase_add_test(tc, parallel_blocks_match_finite_differences);
     tcase_add_test(tc, input_affine_is_refused);
     tcase_add_test(tc, unknown_norm_is_refused);
     suite_add_tcase(s, tc);

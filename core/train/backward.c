@@ -283,6 +283,18 @@ static void gelu_backward(int64_t n, const float *u, const float *dh, float *du)
     }
 }
 
+/* h = the erf GELU of u (GPT-NeoX): du += dh (Phi(x) + x phi(x)), Phi and phi the normal's CDF and
+ * density. */
+static void gelu_erf_backward(int64_t n, const float *u, const float *dh, float *du)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double x = u[i];
+        const double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
+        const double pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+        du[i] += (float)((double)dh[i] * (cdf + x * pdf));
+    }
+}
+
 /* h = gelu(g) * u (Gemma's GeGLU, tanh form): dg += dh u gelu'(g), du += dh gelu(g). */
 static void geglu_backward(int64_t n, const float *g, const float *u, const float *dh, float *dg, float *du)
 {
@@ -559,7 +571,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         return 0;
     case LMP_STEP_GELU:
         st = slot_value(r, s->in[0], &in);
-        if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        if (!st && s->erf) gelu_erf_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        else if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         return st;
     case LMP_STEP_KINDS:
         break;
@@ -606,6 +619,10 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     const float cap = m->arch.final_softcap;
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for the LLaMA family only");
+    if (m->arch.layer_norm || m->lm_head_b) /* GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo */
+        return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for an RMSNorm without a head bias; %s's "
+                        "final LayerNorm%s is not implemented", m->arch.desc ? m->arch.desc->name : "this model",
+                        m->lm_head_b ? " and head bias" : "");
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;
     float *dz_cap = cap > 0 ? malloc((size_t)(T * V) * sizeof *dz_cap) : NULL;
     if (!xn || (cap > 0 && !dz_cap)) {
