@@ -117,6 +117,17 @@ static const arch_case cases[] = {
     {"phi2", "model.gguf", "logprobs.f64", MATCH, NULL},
     {"gptj", "hf5", "logprobs.f64", MATCH, NULL},
     {"gptj", "hf4", "logprobs.f64", MATCH, NULL},
+    /* StableLM 2 (LayerNorms in the SwiGLU block, quarter-head RoPE, use_qkv_bias), and parallel
+     * (one LayerNorm; llama.cpp: blocks without ffn_norm); OLMo's parameter-free LayerNorms */
+    {"stablelm", "hf5", "logprobs.f64", MATCH, NULL},
+    {"stablelm", "hf4", "logprobs.f64", MATCH, NULL},
+    {"stablelm", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "hf5", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "hf4", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"olmo", "hf5", "logprobs.f64", MATCH, NULL},
+    {"olmo", "hf4", "logprobs.f64", MATCH, NULL},
+    {"olmo", "model.gguf", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

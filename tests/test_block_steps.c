@@ -28,7 +28,8 @@
 
 static const char *const fixtures[] = {"llama3", "mistral", "qwen2", "qwen2-yarn", "qwen3", "gemma", "gemma2",
                                        "gemma3", "phi3",   "glm",     "glm4",  "gpt2",       "ernie4_5",
-                                       "gptneox", "gptneox-seq", "phi2", "gptj"};
+                                       "gptneox", "gptneox-seq", "phi2", "gptj",
+                                       "stablelm", "stablelm-par", "olmo"};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
 static lmp_ctx g_ctx;
@@ -105,10 +106,11 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     /* what each norm feeds */
     const int gpt2 = a->family == LMP_FAMILY_GPT2, plain = gpt2 || a->plain_mlp; /* no gate: up, GELU, down */
     const lmp_norm *n0 = &blk->norms[lmp_norm_index(a, LMP_NORM_ATTN)], *n1 = &blk->norms[lmp_norm_index(a, LMP_NORM_MLP)];
-    if (a->shared_norm) { /* Phi-2, GPT-J: one norm feeds q, k, v and up */
-        ck_assert_int_eq(n0->n_fed, 4);
+    if (a->shared_norm) { /* Phi-2, GPT-J, StableLM's parallel form: one norm feeds q, k, v and (gate,) up */
+        ck_assert_int_eq(n0->n_fed, plain ? 4 : 5);
         ck_assert_ptr_eq(n0, n1);
-        ck_assert_int_eq(blk->linears[n0->fed[3]].role, LMP_ROLE_UP);
+        ck_assert_int_eq(blk->linears[n0->fed[3]].role, plain ? LMP_ROLE_UP : LMP_ROLE_GATE);
+        if (!plain) ck_assert_int_eq(blk->linears[n0->fed[4]].role, LMP_ROLE_UP);
     } else {
         ck_assert_int_eq(n0->n_fed, 3);
         ck_assert_int_eq(n1->n_fed, plain ? 1 : 2);

@@ -143,6 +143,8 @@ static const export_case cases[] = {
     {"phi2", "hf5", "hf", "logprobs.f64", REFUSED, "Phi-2's parallel block", ""},
     {"phi2", "model.gguf", "gguf", "logprobs.f64", REFUSED, "Phi-2's parallel block", ""},
     {"gptj", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-J's parallel block", ""},
+    {"stablelm", "model.gguf", "gguf", "logprobs.f64", REFUSED, "StableLM's LayerNorms", ""},
+    {"olmo", "hf5", "hf", "logprobs.f64", REFUSED, "OLMo's LayerNorms without parameters", ""},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

@@ -982,7 +982,8 @@ END_TEST
 /* The long tail (issue 40): a parallel residual with two LayerNorms and the erf GELU (GPT-NeoX),
  * the same block sequential (gptneox-seq: no attention biases), one LayerNorm feeding both
  * branches with the tanh GELU and rotate-half partial RoPE (Phi-2), and with interleaved partial
- * RoPE (GPT-J): every gradient against finite differences of the production forward. */
+ * RoPE (GPT-J), StableLM's parallel SwiGLU block, OLMo's LayerNorms without parameters: every
+ * gradient against finite differences of the production forward. */
 START_TEST(parallel_blocks_match_finite_differences)
 {
     static const struct { const char *name; int64_t block; const char *label; } cases[] = {
@@ -990,6 +991,8 @@ START_TEST(parallel_blocks_match_finite_differences)
         {"gptneox-seq", 1, "gptneox-seq block 1 (sequential LayerNorm block, erf GELU)"},
         {"phi2", 0, "phi2 block 0 (parallel, one shared LayerNorm, tanh GELU)"},
         {"gptj", 1, "gptj block 1 (parallel, shared LayerNorm, interleaved partial RoPE)"},
+        {"stablelm-par", 0, "stablelm-par block 0 (parallel SwiGLU block, shared LayerNorm, GQA)"},
+        {"olmo", 0, "olmo block 0 (LayerNorms without parameters)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, cases[c].label);

@@ -143,6 +143,14 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
+        if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 (no tensors) */
+            lmp_norm *nm = &out->norms[i];
+            nm->w = malloc((size_t)nm->dim * sizeof *nm->w);
+            nm->b = calloc((size_t)nm->dim, sizeof *nm->b);
+            if (!nm->w || !nm->b) st = lmp_fail(LMP_ENOMEM, "out of memory");
+            for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
+            continue;
+        }
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
         st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
@@ -233,8 +241,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
         if (ok && !strcmp(k + plen + 1, "attention.sliding_window_pattern") && !lmp_arch_by_gguf(prefix, plen)->gguf_swa_pattern)
             ok = 0; /* read for Gemma 2 and 3 only */
         if (ok && !strcmp(k + plen + 1, "use_parallel_residual") &&
-            !(lmp_arch_by_gguf(prefix, plen)->flags & LMP_ARCH_PARALLEL))
-            ok = 0; /* read for GPT-NeoX only */
+            !(lmp_arch_by_gguf(prefix, plen)->flags & (LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM)))
+            ok = 0; /* read for GPT-NeoX and StableLM only */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -469,8 +477,9 @@ static int check_tensors(lmp_model *m)
     const lmp_gguf *g = m->src_data;
     const lmp_gguf_tensor *t = NULL;
     int st;
+    const int no_params = (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0; /* OLMo */
     if ((st = find_tensor(m, "token_embd.weight", a->vocab, a->dim, &t)) ||
-        (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t)) ||
+        (!no_params && (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t))) ||
         (lmp_gguf_find_tensor(g, "output.weight") && (st = find_tensor(m, "output.weight", a->vocab, a->dim, &t))))
         return st;
     lmp_block *probes = calloc((size_t)a->n_layers, sizeof *probes);
@@ -484,7 +493,7 @@ static int check_tensors(lmp_model *m)
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         char name[96];
         const lmp_block probe = probes[b];
-        for (int i = 0; i < probe.n_norms && !st; i++) {
+        for (int i = 0; i < probe.n_norms && !st && !(a->desc->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
             st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
@@ -557,11 +566,12 @@ int lmp_model_open_gguf(lmp_model *m)
         const lmp_gguf_kv *kv = lmp_gguf_find_kv(g, pkey);
         if (kv->type != LMP_GGUF_BOOL) return lmp_fail(LMP_EINVAL, "%s: metadata '%s' must be a bool", m->path, pkey);
         a->parallel = *(const unsigned char *)kv->data != 0;
+    } else if (a->desc->flags & LMP_ARCH_SHARED_NORM) {
+        /* StableLM: llama.cpp runs the parallel block when the blocks have no ffn_norm, whatever the key
+         * (which its converter writes true for a config without one) says */
+        a->parallel = lmp_gguf_find_tensor(g, "blk.0.ffn_norm.weight") == NULL;
     }
     a->shared_norm = a->parallel && (a->desc->flags & LMP_ARCH_SHARED_NORM) != 0;
-    if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: GGUF architecture %s (LayerNorms without parameters) is read from Hugging "
-                        "Face folders only", m->path, P);
     /* (LMP_ARCH_NORM_PLUS_ONE: llama.cpp's converter already stored 1 + w) */
     int64_t key_len, value_len;
     if ((st = arch_int(g, P, "block_count", -1, &a->n_layers)) ||
@@ -596,10 +606,19 @@ int lmp_model_open_gguf(lmp_model *m)
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
-    if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
-    m->final_norm_w = lmp_model_own(m, fnorm);
-    if (a->family == LMP_FAMILY_GPT2 || a->layer_norm) { /* LayerNorm's bias */
-        float *p = NULL;
+    if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
+        float *w = lmp_model_own(m, malloc((size_t)a->dim * sizeof *w));
+        float *b = lmp_model_own(m, calloc((size_t)a->dim, sizeof *b));
+        if (!w || !b) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t j = 0; j < a->dim; j++) w[j] = 1.0f;
+        m->final_norm_w = w;
+        m->final_norm_b = b;
+    } else {
+        if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
+        m->final_norm_w = lmp_model_own(m, fnorm);
+    }
+    if (!(a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) {
+        float *p = NULL; /* LayerNorm's bias */
         if ((st = load_f32(m, "output_norm.bias", 0, a->dim, &p))) return st;
         m->final_norm_b = lmp_model_own(m, p);
     }

@@ -252,6 +252,27 @@ FIXTURES = {
         specials=["<|endoftext|>"], own_dims=True, gguf=False,
         config=dict(n_embd=64, n_layer=2, n_head=4, n_inner=None, n_positions=256, rotary_dim=8,
                     layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=False)),
+    # StableLM 2: the Llama block (SwiGLU, GQA) with LayerNorms, RoPE on a quarter of each head,
+    # q/k/v biases (use_qkv_bias); and its parallel form (use_parallel_residual: one LayerNorm feeds
+    # both branches; llama.cpp runs it when the blocks have no ffn_norm)
+    "stablelm": dict(
+        model_type="stablelm", cls="StableLmForCausalLM", seed=4005, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="silu", use_qkv_bias=True,
+                    qk_layernorm=False, use_parallel_residual=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25))),
+    "stablelm-par": dict(
+        model_type="stablelm", cls="StableLmForCausalLM", seed=4006, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="silu", use_qkv_bias=False,
+                    qk_layernorm=False, use_parallel_residual=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25))),
+    # OLMo 1: the Llama block with LayerNorms without parameters (eps 1e-5, no key), no biases
+    "olmo": dict(
+        model_type="olmo", cls="OlmoForCausalLM", seed=4007, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, attention_bias=False, clip_qkv=None, hidden_act="silu",
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
