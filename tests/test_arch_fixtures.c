@@ -128,6 +128,10 @@ static const arch_case cases[] = {
     {"olmo", "hf5", "logprobs.f64", MATCH, NULL},
     {"olmo", "hf4", "logprobs.f64", MATCH, NULL},
     {"olmo", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* StarCoder2: LayerNorms and a gate-less tanh-GELU MLP in the RoPE block, use_bias, tied head */
+    {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

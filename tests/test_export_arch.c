@@ -145,6 +145,7 @@ static const export_case cases[] = {
     {"gptj", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-J's parallel block", ""},
     {"stablelm", "model.gguf", "gguf", "logprobs.f64", REFUSED, "StableLM's LayerNorms", ""},
     {"olmo", "hf5", "hf", "logprobs.f64", REFUSED, "OLMo's LayerNorms without parameters", ""},
+    {"starcoder2", "model.gguf", "gguf", "logprobs.f64", REFUSED, "StarCoder2's LayerNorms", ""},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 

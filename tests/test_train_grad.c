@@ -993,6 +993,7 @@ START_TEST(parallel_blocks_match_finite_differences)
         {"gptj", 1, "gptj block 1 (parallel, shared LayerNorm, interleaved partial RoPE)"},
         {"stablelm-par", 0, "stablelm-par block 0 (parallel SwiGLU block, shared LayerNorm, GQA)"},
         {"olmo", 0, "olmo block 0 (LayerNorms without parameters)"},
+        {"starcoder2", 1, "starcoder2 block 1 (LayerNorms, gate-less tanh-GELU MLP, GQA, biases)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, cases[c].label);

@@ -9,7 +9,9 @@
  * else (sizes, RoPE, epsilon) from the file, and refuse what they do not read.
  *
  * Adding a family that fits an existing topology is a new file here plus fixtures
- * (docs/architectures.md). */
+ * (docs/architectures.md).  The RoPE block's options (LMP_ARCH_*) cover LayerNorms, a parallel
+ * residual, a gate-less MLP and a head bias too (issue 40: GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo,
+ * StarCoder2 are one file each). */
 #ifndef LMP_CORE_ARCH_ARCH_H
 #define LMP_CORE_ARCH_ARCH_H
 
@@ -27,6 +29,7 @@ typedef enum {
     LMP_BIAS_ALL,         /* GPT-2, Phi-2: every linear */
     LMP_BIAS_NEOX,        /* GPT-NeoX: q,k,v,o when attention_bias (default true); up, down always */
     LMP_BIAS_MLP,         /* GPT-J: up and down (fc_in, fc_out) only */
+    LMP_BIAS_ALL_CONFIG,  /* StarCoder2: every linear when attention_bias (its use_bias; default true) */
 } lmp_bias_rule;
 
 /* How config.json turns sliding-window attention on (the sliding layers then attend within the

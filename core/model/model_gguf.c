@@ -1,5 +1,9 @@
 /* model_gguf.c — models from llama.cpp GGUF files, for the architectures core/arch has a
- * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2).
+ * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2, and
+ * issue 40's gptneox, phi2, stablelm, olmo, starcoder2: LayerNorm biases (attn_norm.bias,
+ * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
+ * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
+ * tensors).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),

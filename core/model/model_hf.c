@@ -3,9 +3,13 @@
  * with config.json beside it.
  *
  * config.json "architectures"[0] picks the family's descriptor (core/arch: Llama, Mistral, Qwen2,
- * Qwen3, Gemma, Phi-3, GPT-2; docs/architectures.md).  Every key of config.json must be one this
- * reader uses or one that cannot change an f32 forward (harmless_keys); any other is refused by
- * name.  The Llama block's families read:
+ * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2...;
+ * docs/architectures.md).  Every key of config.json must be one this reader uses or one that
+ * cannot change an f32 forward (harmless_keys); any other is refused by name.  A family whose
+ * checkpoint is not laid out as Llama's names its modules and its spelling of Llama's keys in its
+ * descriptor (arch.h: hf_block_prefix, hf_linears, hf_key_names: GPT-NeoX's "gpt_neox.layers",
+ * "layer_norm_eps"); LayerNorm families read the norms' biases, Phi-2 and GPT-J the head's.
+ * The Llama block's families read:
  *       hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *       num_key_value_heads (default: the heads), vocab_size, max_position_embeddings (default
  *       transformers' per class), rms_norm_eps (default 1e-6), head_dim (Qwen3 and Gemma may
@@ -792,6 +796,10 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         s->bias_roles = qkv | 1u << LMP_ROLE_O | mlp;
     } else if (d->bias == LMP_BIAS_MLP) { /* GPT-J */
         s->bias_roles = mlp;
+    } else if (d->bias == LMP_BIAS_ALL_CONFIG) { /* StarCoder2's use_bias */
+        int all_bias;
+        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), 1, &all_bias))) return st;
+        s->bias_roles = all_bias ? qkv | 1u << LMP_ROLE_O | mlp : 0;
     } else if (d->bias == LMP_BIAS_NEOX) {
         int attn_bias;
         if ((st = cfg_bool(c, what, "attention_bias", 1, &attn_bias))) return st;

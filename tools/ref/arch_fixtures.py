@@ -273,6 +273,13 @@ FIXTURES = {
         specials=["<|endoftext|>"],
         config=dict(tie_word_embeddings=False, attention_bias=False, clip_qkv=None, hidden_act="silu",
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # StarCoder2: LayerNorms in the RoPE block (GQA, full-head rotate-half RoPE), the gate-less
+    # c_fc / c_proj MLP with the tanh GELU, use_bias on every linear, tied head
+    "starcoder2": dict(
+        model_type="starcoder2", cls="Starcoder2ForCausalLM", seed=4008, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=True, norm_epsilon=1e-5, hidden_act="gelu_pytorch_tanh", use_bias=True,
+                    sliding_window=None, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
