@@ -979,6 +979,10 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
     /* rotary_emb.inv_freq: a buffer older checkpoints saved, derived from the config */
     if (!strcmp(name + at, "self_attn.rotary_emb.inv_freq") || !strcmp(name + at, "attention.rotary_emb.inv_freq"))
         return 1;
+    /* the causal-mask buffers older GPT-NeoX (Pythia) and GPT-J checkpoints saved, as GPT-2's */
+    static const char *const mask_buffers[] = {"attention.bias", "attention.masked_bias", "attn.bias", "attn.masked_bias"};
+    for (size_t i = 0; d->hf_block_prefix && i < sizeof mask_buffers / sizeof *mask_buffers; i++)
+        if (!strcmp(name + at, mask_buffers[i])) return 1;
     lmp_block probe;
     if (lmp_block_init(&probe, (int)b, a)) return 1; /* out of memory: not this check's to report */
     char want[320], module[256];
