@@ -619,10 +619,9 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     const float cap = m->arch.final_softcap;
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for the LLaMA family only");
-    if (m->arch.layer_norm || m->lm_head_b) /* GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo */
-        return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for an RMSNorm without a head bias; %s's "
-                        "final LayerNorm%s is not implemented", m->arch.desc ? m->arch.desc->name : "this model",
-                        m->lm_head_b ? " and head bias" : "");
+    /* GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2: a final LayerNorm; Phi-2, GPT-J: a head
+     * bias, which shifts the logits (in z0 under a cap) and sends no gradient to x */
+    const int ln = m->arch.layer_norm;
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;
     float *dz_cap = cap > 0 ? malloc((size_t)(T * V) * sizeof *dz_cap) : NULL;
     if (!xn || (cap > 0 && !dz_cap)) {
@@ -630,9 +629,11 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
         free(dz_cap);
         return lmp_fail(LMP_ENOMEM, "out of memory in the head's backward");
     }
-    int st = lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
+    int st = ln ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
+                : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (!st && cap > 0) { /* z = cap tanh(z0 / cap) (Gemma 2): dz0 = dz (1 - tanh^2), z0 made again */
         st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, dz_cap, V);
+        for (int64_t i = 0; !st && m->lm_head_b && i < T * V; i++) dz_cap[i] += m->lm_head_b[i % V];
         for (int64_t i = 0; !st && i < T * V; i++) {
             const double th = tanh((double)dz_cap[i] / cap);
             dz_cap[i] = (float)((double)dz[i] * (1.0 - th * th));
@@ -644,7 +645,7 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     if (!st && (dx || dnorm_w)) {
         float *sink = dx ? dx : xn; /* the input's gradient, or scratch when only dnorm_w is wanted */
         memset(sink, 0, (size_t)(T * d) * sizeof *sink);
-        norm_backward(0, m->arch.norm_eps, T, d, x, m->final_norm_w, dxn, sink, dnorm_w, NULL);
+        norm_backward(ln, m->arch.norm_eps, T, d, x, m->final_norm_w, dxn, sink, dnorm_w, NULL);
     }
     free(xn);
     free(dz_cap);
