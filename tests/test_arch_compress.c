@@ -1,6 +1,6 @@
 /* test_arch_compress.c — every strategy family runs on every architecture lmpress reads (issue 33,
  * point 5): on each tiny fixture (tests/fixtures/arch/NAME/model.gguf, which carries its own
- * vocabulary), `lmpress compare` runs RTN W4 g32, GPTQ W4 g32 and SmoothQuant + RTN W8A8
+ * vocabulary; a family without a GGUF its hf5/ folder, whose tokenizer.json is its vocabulary), `lmpress compare` runs RTN W4 g32, GPTQ W4 g32 and SmoothQuant + RTN W8A8
  * (dynamic per-token activations) against the unmodified model on a few calibration and
  * evaluation windows.
  *
@@ -21,8 +21,11 @@
 #define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 #define TEXTS LMP_SOURCE_DIR "/models/stories260K"
 
+/* NAME, or NAME/FORM for a fixture without a GGUF (its Hugging Face folder) */
 static const char *const fixtures[] = {"llama3", "qwen2",  "qwen2-yarn", "qwen3", "mistral", "gemma", "gemma2",
-                                       "gemma3", "phi3",   "glm",        "glm4",  "gpt2",    "ernie4_5"};
+                                       "gemma3", "phi3",   "glm",        "glm4",  "gpt2",    "ernie4_5",
+                                       "gptneox", "gptneox-seq/hf5", "phi2", "gptj/hf5",
+                                       "stablelm", "stablelm-par", "olmo", "starcoder2"};
 enum { N_FIXTURES = sizeof fixtures / sizeof *fixtures };
 
 static const char *const variants[] = {"fp32", "rtn-w4-g32", "gptq-w4-g32", "sq-w8a8"};
@@ -48,7 +51,7 @@ START_TEST(strategies_run_on_each_architecture)
     FILE *f = fopen(cfg, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
-            "model = { path = \"%s/%s/model.gguf\"; };\n"
+            "model = { path = \"%s/%s%s\"; };\n"
             "backend = { name = \"cpu\"; };\n"
             "calibration = { text = \"%s/tinystories-synth-calib.txt\"; samples = 8; seq_len = 48; };\n"
             "eval = { texts = [ \"%s/tinystories-synth-eval.txt\" ]; seq_len = 48; max_windows = 8; };\n"
@@ -62,7 +65,7 @@ START_TEST(strategies_run_on_each_architecture)
             "  { name = \"sq-w8a8\"; pipeline = ( { strategy = \"smoothquant\"; params = { alpha = 0.5; }; },\n"
             "      { strategy = \"rtn\"; params = { bits = 8; granularity = \"channel\"; act = \"dynamic_token\"; }; } ); }\n"
             ");\n",
-            FIXTURES, name, TEXTS, TEXTS);
+            FIXTURES, name, strchr(name, '/') ? "" : "/model.gguf", TEXTS, TEXTS);
     fclose(f);
     snprintf(args, sizeof args, "--quiet compare '%s' --json '%s' 2>&1", cfg, json);
     const int rc = lmp_test_cli(args, out, sizeof out);

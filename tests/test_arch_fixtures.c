@@ -111,6 +111,35 @@ static const arch_case cases[] = {
     {"deepseek_v2", "hf4", "logprobs.f64", MATCH, NULL},
     {"deepseek_v3", "hf5", "logprobs.f64", MATCH, NULL},
     {"deepseek_v3", "hf4", "logprobs.f64", MATCH, NULL},
+    /* the long tail (issue 40): GPT-NeoX's parallel block (its hf4/ spells rotary_pct and
+     * rotary_emb_base, as the Pythia checkpoints do; the GGUF is converted from it), and made
+     * sequential; Phi-2's shared LayerNorm and head bias; GPT-J's interleaved partial RoPE (no GGUF:
+     * llama.cpp's converter has no GPT-J) */
+    {"gptneox", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptneox", "hf4", "logprobs.f64", MATCH, NULL},
+    {"gptneox", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"gptneox-seq", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptneox-seq", "hf4", "logprobs.f64", MATCH, NULL},
+    {"phi2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"phi2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"phi2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"gptj", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gptj", "hf4", "logprobs.f64", MATCH, NULL},
+    /* StableLM 2 (LayerNorms in the SwiGLU block, quarter-head RoPE, use_qkv_bias), and parallel
+     * (one LayerNorm; llama.cpp: blocks without ffn_norm); OLMo's parameter-free LayerNorms */
+    {"stablelm", "hf5", "logprobs.f64", MATCH, NULL},
+    {"stablelm", "hf4", "logprobs.f64", MATCH, NULL},
+    {"stablelm", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "hf5", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "hf4", "logprobs.f64", MATCH, NULL},
+    {"stablelm-par", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"olmo", "hf5", "logprobs.f64", MATCH, NULL},
+    {"olmo", "hf4", "logprobs.f64", MATCH, NULL},
+    {"olmo", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* StarCoder2: LayerNorms and a gate-less tanh-GELU MLP in the RoPE block, use_bias, tied head */
+    {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -328,6 +357,59 @@ START_TEST(deepseek_config_keys_not_implemented_are_refused)
 }
 END_TEST
 
+/* The long tail's config.json keys that change the forward and that lmpress does not run are
+ * refused by name (issue 40): Phi-2's qk_layernorm true, OLMo's clip_qkv, two spellings of one
+ * GPT-NeoX setting that differ (transformers 4.57 writes both rotary_pct and
+ * partial_rotary_factor), and a Llama key a GPT-NeoX class would not read (rms_norm_eps beside
+ * none of its own).  The control, the file rewritten unchanged beside the same weights, loads. */
+START_TEST(long_tail_config_keys_are_refused_by_name)
+{
+    static const struct {
+        const char *fixture, *form, *from, *to, *needle; /* from NULL: insert `to` after the opening brace */
+    } cases[] = {
+        {"phi2", "hf5", "\"qk_layernorm\": false", "\"qk_layernorm\": true", "qk_layernorm"},
+        {"olmo", "hf5", "\"clip_qkv\": null", "\"clip_qkv\": 8.0", "clip_qkv"},
+        {"gptneox", "hf4", "\"rotary_pct\": 0.25", "\"rotary_pct\": 0.5", "differ"},
+        {"gptneox", "hf5", NULL, "\"rms_norm_eps\": 1e-06, ", "rms_norm_eps"},
+        {"gptneox", "hf5", "\"use_parallel_residual\": true", "\"use_parallel_residual\": true", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char dir[64], src[512], path[600], st[600];
+        lmp_test_tmpdir(dir, sizeof dir, "arch-long-tail");
+        snprintf(src, sizeof src, "%s/%s/%s", FIXTURES, cases[i].fixture, cases[i].form);
+        snprintf(path, sizeof path, "%s/config.json", src);
+        size_t len;
+        char *text = (char *)lmp_test_slurp(path, &len);
+        const char *at = cases[i].from ? strstr(text, cases[i].from) : strchr(text, '{') + 1;
+        ck_assert_msg(at != NULL, "%s: no %s", path, cases[i].from);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "%.*s%s%s", (int)(at - text), text, cases[i].to, at + (cases[i].from ? strlen(cases[i].from) : 0));
+        fclose(f);
+        free(text);
+        snprintf(st, sizeof st, "%s/model.safetensors", dir);
+        snprintf(path, sizeof path, "%s/model.safetensors", src);
+        ck_assert_int_eq(symlink(path, st), 0);
+        lmp_model *m = NULL;
+        const int rc = lmp_model_load(dir, &m);
+        if (cases[i].needle) {
+            ck_assert_msg(rc != 0, "%s/%s with %s loaded", cases[i].fixture, cases[i].form, cases[i].to);
+            printf("%s/%s with %s: %s\n", cases[i].fixture, cases[i].form, cases[i].to, lmp_last_error());
+            ck_assert_msg(strstr(lmp_last_error(), cases[i].needle) && strstr(lmp_last_error(), "config.json"), "%s",
+                          lmp_last_error());
+        } else {
+            ck_assert_msg(rc == 0, "control: %s", lmp_last_error());
+            lmp_model_free(m);
+        }
+        unlink(st);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        unlink(path);
+        rmdir(dir);
+    }
+}
+END_TEST
+
 /* What a real GGUF can hold that changes the numbers, added to the llama3 fixture's file by the
  * PyPI gguf package (tools/ref/gguf_mutate.py): each is refused, naming it.  The control, a
  * harmless general.* key, loads and still matches transformers, so the copy itself is faithful. */
@@ -390,6 +472,7 @@ int main(void)
     tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
     tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);
+    tcase_add_test(tc, long_tail_config_keys_are_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

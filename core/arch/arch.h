@@ -9,7 +9,9 @@
  * else (sizes, RoPE, epsilon) from the file, and refuse what they do not read.
  *
  * Adding a family that fits an existing topology is a new file here plus fixtures
- * (docs/architectures.md). */
+ * (docs/architectures.md).  The RoPE block's options (LMP_ARCH_*) cover LayerNorms, a parallel
+ * residual, a gate-less MLP and a head bias too (issue 40: GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo,
+ * StarCoder2 are one file each). */
 #ifndef LMP_CORE_ARCH_ARCH_H
 #define LMP_CORE_ARCH_ARCH_H
 
@@ -24,7 +26,10 @@ typedef enum {
     LMP_BIAS_QKV,         /* Qwen2: always q, k and v */
     LMP_BIAS_ATTN_CONFIG, /* Qwen3: q,k,v,o when attention_bias */
     LMP_BIAS_QKV_CONFIG,  /* GLM: q,k,v when attention_bias (o never) */
-    LMP_BIAS_ALL,         /* GPT-2: every linear */
+    LMP_BIAS_ALL,         /* GPT-2, Phi-2: every linear */
+    LMP_BIAS_NEOX,        /* GPT-NeoX: q,k,v,o when attention_bias (default true); up, down always */
+    LMP_BIAS_MLP,         /* GPT-J: up and down (fc_in, fc_out) only */
+    LMP_BIAS_ALL_CONFIG,  /* StarCoder2: every linear when attention_bias (its use_bias; default true) */
 } lmp_bias_rule;
 
 /* How config.json turns sliding-window attention on (the sliding layers then attend within the
@@ -45,7 +50,18 @@ enum {
     LMP_ARCH_HEAD_DIM = 1u << 4,    /* head_dim may differ from hidden / heads (Qwen3, Gemma 7B) */
     LMP_ARCH_POST_NORMS = 1u << 5,  /* RMSNorms on the attention's and the MLP's outputs before each
                                      * residual add ("sandwich": GLM-4, Gemma 2/3) */
-    LMP_ARCH_MLA = 1u << 6,         /* multi-head latent attention (DeepSeek-V2/V3): q through an
+    /* The long tail of dense families (issue 40) in a RoPE block (family LLAMA): */
+    LMP_ARCH_LAYER_NORM = 1u << 6,  /* the block's and the final norms are LayerNorms with a bias
+                                     * (GPT-NeoX, Phi-2, GPT-J, StableLM) rather than RMSNorms */
+    LMP_ARCH_NORM_NO_PARAMS = 1u << 7, /* those LayerNorms have no weight and no bias (OLMo): the
+                                        * loader makes them 1 and 0 */
+    LMP_ARCH_PARALLEL = 1u << 8,    /* parallel residual: y = x + attn(norm_attn(x)) + mlp(norm_mlp(x))
+                                     * (GPT-NeoX: config.json's use_parallel_residual may turn it off) */
+    LMP_ARCH_SHARED_NORM = 1u << 9, /* with PARALLEL: one norm feeds attention and the MLP (Phi-2, GPT-J):
+                                     * the block has no norm_mlp of its own */
+    LMP_ARCH_PLAIN_MLP = 1u << 10,  /* the MLP is down(act(up(x))), no gate; act from config.json (GELU) */
+    LMP_ARCH_HEAD_BIAS = 1u << 11,  /* lm_head has a bias (Phi-2, GPT-J) */
+    LMP_ARCH_MLA = 1u << 12,        /* multi-head latent attention (DeepSeek-V2/V3): q through an
                                      * optional low-rank q_a/q_b, k and v from one latent (kv_a,
                                      * kv_b) and a rotary key shared by the heads */
 };
@@ -139,6 +155,30 @@ typedef struct lmp_arch_desc {
     int64_t gguf_scale_by_width_layers;
     /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
     const lmp_moe_desc *moe;
+    /* Hugging Face names of a family whose checkpoint is not laid out as Llama's (NULL: Llama's):
+     * the blocks' prefix ("gpt_neox.layers"), the linears' leaves by lmp_role, the embeddings, the
+     * final norm and the head (without ".weight"). */
+    const char *hf_block_prefix;
+    const char *const *hf_linears;
+    const char *hf_embed, *hf_final_norm, *hf_head;
+    /* GPT-NeoX's fused query_key_value is laid out per head: [heads][q, k, v][head_dim] rows. */
+    int hf_fused_qkv_per_head;
+    /* config.json keys this family spells otherwise: pairs {Llama's name, the family's}, ended by
+     * {NULL, NULL} (GPT-NeoX: {"rms_norm_eps", "layer_norm_eps"}).  The reader then reads the
+     * family's name where it reads Llama's. */
+    const char *const (*hf_key_names)[2];
+    /* transformers' default partial_rotary_factor for the class when config.json has none (0: 1);
+     * GPT-J's rotary_dim instead (hf_rotary_dim: config.json gives the rotated dims). */
+    double hf_partial_rotary_default;
+    int hf_rotary_dim;
+    /* transformers' default hidden_act for the class when config.json has none (NULL: the block's
+     * own: SiLU, or Gemma's tanh GELU; "gelu" for GPT-NeoX, "gelu_new" for Phi-2 and GPT-J). */
+    const char *hf_act_default;
+    /* llama.cpp computes this family's GELU with the erf (GPT-NeoX: transformers' "gelu"); the
+     * GGUF has no key for it. */
+    int gguf_gelu_erf;
+    /* Why lmpress's exporters refuse the family (NULL: they write it). */
+    const char *export_refused;
 } lmp_arch_desc;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),

@@ -210,16 +210,19 @@ static int longrope_table(lmp_rope *r, const lmp_json *cfg, const lmp_json *p, c
  * rope_theta: has_theta; or transformers 4's rope_scaling, the base then being config.json's
  * rope_theta), named `where` in messages; p may be NULL (the default rotation). */
 static int rope_from_params(const lmp_json *cfg, const lmp_json *p, int has_theta, const char *where, const char *what,
-                            int64_t head_dim, int64_t max_pos, lmp_rope *r, int64_t *ctx)
+                            int64_t head_dim, int64_t max_pos, const lmp_rope_hf_names *names, lmp_rope *r,
+                            int64_t *ctx)
 {
     if (p && p->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object", what, where);
-    double theta = 10000, prf = 1;
+    double theta = 10000, prf = names->partial_default > 0 ? names->partial_default : 1, rot = 0;
     int st;
-    if ((st = number(cfg, what, "config.json", "rope_theta", 10000, &theta)) ||
+    if ((st = number(cfg, what, "config.json", names->theta, 10000, &theta)) ||
         (has_theta && (st = number(p, what, where, "rope_theta", theta, &theta))) ||
-        (st = number(cfg, what, "config.json", "partial_rotary_factor", 1, &prf)) ||
-        (p && (st = number(p, what, where, "partial_rotary_factor", prf, &prf))))
+        (st = number(cfg, what, "config.json", names->partial, prf, &prf)) ||
+        (p && (st = number(p, what, where, "partial_rotary_factor", prf, &prf))) ||
+        (names->rotary_dim && (st = number(cfg, what, "config.json", names->rotary_dim, 0, &rot))))
         return st;
+    if (rot > 0) prf = rot / (double)head_dim; /* GPT-J: rotary_dim of the head's dims */
     const int64_t n_rot = (int64_t)((double)head_dim * prf);
     if (prf > 1 || n_rot % 2 || n_rot <= 0 || n_rot / 2 > LMP_ROPE_MAX_PAIRS)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: partial_rotary_factor %g of head_dim %lld gives %lld rotated dims "
@@ -267,9 +270,11 @@ static int rope_from_params(const lmp_json *cfg, const lmp_json *p, int has_thet
     return 0;
 }
 
-int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,
-                     lmp_rope *local, int64_t *ctx)
+int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos,
+                     const lmp_rope_hf_names *family, lmp_rope *r, lmp_rope *local, int64_t *ctx)
 {
+    static const lmp_rope_hf_names llama = {"rope_theta", "partial_rotary_factor", 0, NULL};
+    const lmp_rope_hf_names *names = family ? family : &llama;
     const lmp_json *rp = member(cfg, "rope_parameters"), *rs = member(cfg, "rope_scaling");
     if (rp && rs)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: has both rope_parameters and rope_scaling (which one applies is "
@@ -280,7 +285,7 @@ int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, in
         per_type |= rp->items[k].type == LMP_JSON_OBJECT;
     if (!per_type) {
         int st = rope_from_params(cfg, rp ? rp : rs, rp != NULL, rp ? "rope_parameters" : "rope_scaling", what,
-                                  head_dim, max_pos, r, ctx);
+                                  head_dim, max_pos, names, r, ctx);
         /* transformers 4's Gemma 3: the sliding layers' base beside the global one */
         double local_base = 0;
         if (!st && (st = number(cfg, what, "config.json", "rope_local_base_freq", 0, &local_base)) == 0 && local_base)
@@ -295,7 +300,7 @@ int lmp_rope_from_hf(const lmp_json *cfg, const char *what, int64_t head_dim, in
                             "entries are read", what, rp->keys[k]);
         char where[64];
         snprintf(where, sizeof where, "rope_parameters.%s", rp->keys[k]);
-        int st = rope_from_params(cfg, &rp->items[k], 1, where, what, head_dim, max_pos, full ? r : local, ctx);
+        int st = rope_from_params(cfg, &rp->items[k], 1, where, what, head_dim, max_pos, names, full ? r : local, ctx);
         if (st) return st;
     }
     if (!member(rp, "full_attention"))

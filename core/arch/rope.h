@@ -58,8 +58,15 @@ void lmp_rope_default(lmp_rope *r, float theta, int64_t n_rot, int64_t head_dim)
  * max_position_embeddings; *ctx is lowered to where the table stops being exact (dynamic).  *local gets the sliding-window layers' own rotation where the config has one
  * (Gemma 3: rope_parameters per layer type, or transformers 4's rope_local_base_freq), else
  * n_rot 0.  Refuses unknown types and keys. */
-int lmp_rope_from_hf(const struct lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos, lmp_rope *r,
-                     lmp_rope *local, int64_t *ctx);
+typedef struct lmp_rope_hf_names {
+    const char *theta;      /* the base's top-level key: "rope_theta" (GPT-NeoX: "rotary_emb_base") */
+    const char *partial;    /* partial_rotary_factor's (GPT-NeoX: "rotary_pct") */
+    double partial_default; /* the class's default factor when no key gives one (0: 1) */
+    const char *rotary_dim; /* a key giving the rotated dims instead (GPT-J's "rotary_dim"), or NULL */
+} lmp_rope_hf_names;
+/* family: how the family's config.json spells the top-level keys (NULL: Llama's). */
+int lmp_rope_from_hf(const struct lmp_json *cfg, const char *what, int64_t head_dim, int64_t max_pos,
+                     const lmp_rope_hf_names *family, lmp_rope *r, lmp_rope *local, int64_t *ctx);
 
 /* Llama 3's table as llama.cpp's converter stores it: GGUF rope_freqs.weight, one divisor per
  * pair (inv_freq[i] = theta^(-2i/n_rot) / factors[i]). */

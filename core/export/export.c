@@ -143,6 +143,9 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         "factor); "
                         "export without r3/r4 (fused r1/r2 are plain weights)", path, m->path,
                         m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
+    if (d->export_refused) /* GPT-NeoX, Phi-2, GPT-J (issue 40): the blocks the writers do not say */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: %s (docs/architectures.md)", path, m->path, d->name,
+                        d->export_refused);
     int ok = gguf && d->gguf_arch;
     for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
     /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts: written in a Hugging Face

@@ -174,6 +174,9 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
             o->cols = C;
             break;
         case LMP_STEP_GELU:
+            if (s->erf) /* the op is the tanh GELU; forward.c runs the erf one on the host */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d: the erf GELU has no op on the device block path",
+                                blk->index);
             o = add_op(jm, LMP_BOP_GELU, in0, out0);
             o->cols = C;
             break;

@@ -29,7 +29,7 @@ static void norm_step(lmp_block_plan *p, const lmp_arch *a, int group, int k, lm
     lmp_block_step *s = add_step(p, LMP_STEP_NORM, group);
     io(s, 1, &in, 1, &out);
     s->norm = lmp_norm_index(a, k);
-    s->layer_norm = a->family == LMP_FAMILY_GPT2;
+    s->layer_norm = a->family == LMP_FAMILY_GPT2 || a->layer_norm;
 }
 
 static void linears_step(lmp_block_plan *p, int group, lmp_slot in, int n, const lmp_role *roles, const lmp_slot *outs,
@@ -51,7 +51,7 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
 {
     memset(p, 0, sizeof *p);
     p->layer = layer;
-    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2, plain_mlp = gpt2 || a->plain_mlp;
     const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
     /* group 0: attention over norm_attn(x) */
     norm_step(p, a, 0, LMP_NORM_ATTN, LMP_SLOT_X, LMP_SLOT_XN_ATTN);
@@ -106,8 +106,10 @@ attention_out:
     linears_step(p, 1, LMP_SLOT_ATT, 1, (lmp_role[]){LMP_ROLE_O}, (lmp_slot[]){LMP_SLOT_ATT_OUT}, 1);
     if (a->post_norms) norm_step(p, a, 1, LMP_NORM_POST_ATTN, LMP_SLOT_ATT_OUT, LMP_SLOT_ATT_POST);
     add_residual(p, 1, LMP_SLOT_X, a->post_norms ? LMP_SLOT_ATT_POST : LMP_SLOT_ATT_OUT, LMP_SLOT_X1);
-    /* group 2: the MLP's activation over norm_mlp(x1) */
-    norm_step(p, a, 2, LMP_NORM_MLP, LMP_SLOT_X1, LMP_SLOT_XN_MLP);
+    /* group 2: the MLP's activation over norm_mlp(x1); a parallel block's over norm_mlp(x), the
+     * block's input (GPT-NeoX; Phi-2 and GPT-J's shared norm is norm_attn again, computed anew so
+     * that a pass may start here) */
+    norm_step(p, a, 2, LMP_NORM_MLP, a->parallel ? LMP_SLOT_X : LMP_SLOT_X1, LMP_SLOT_XN_MLP);
     if (lmp_arch_moe_layer(a, layer)) { /* a sparse layer: the experts in one step */
         lmp_block_step *s = add_step(p, LMP_STEP_MOE, 2);
         io(s, 1, (lmp_slot[]){LMP_SLOT_XN_MLP}, 1, (lmp_slot[]){LMP_SLOT_MLP_OUT});
@@ -121,9 +123,11 @@ attention_out:
         s->n_group = a->n_group;
         s->topk_group = a->topk_group;
         s->routed_scale = a->routed_scale;
-    } else if (gpt2) {
+    } else if (plain_mlp) { /* GPT-2, GPT-NeoX, Phi-2, GPT-J: h = gelu(up(xn)) */
         linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
-        io(add_step(p, LMP_STEP_GELU, 2), 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
+        lmp_block_step *s = add_step(p, LMP_STEP_GELU, 2);
+        io(s, 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
+        s->erf = a->gelu_erf;
     } else {
         linears_step(p, 2, LMP_SLOT_XN_MLP, 2, (lmp_role[]){LMP_ROLE_GATE, LMP_ROLE_UP},
                      (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 0);

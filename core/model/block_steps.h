@@ -44,6 +44,10 @@
  *   group 3:  mlp_out = down(h)                           LINEARS     [T,f] -> [T,d]
  *             mlp_post = norm_post_mlp(mlp_out)           NORM        (GLM-4, Gemma 2/3)
  *             y = x1 + mlp_post (or mlp_out)              ADD
+ * A parallel block (GPT-NeoX, Phi-2, GPT-J: arch.parallel) takes xn_mlp = norm_mlp(x) from the
+ * block's input instead of x1, so y = x + attn(..) + mlp(..); with a shared norm (Phi-2, GPT-J)
+ * norm_mlp is norm_attn, run again in group 2.  LayerNorms (arch.layer_norm) and a gate-less MLP
+ * (arch.plain_mlp: up, GELU, down) are GPT-2's steps in the RoPE block.
  * A group is what lies between one linear input and the next (lmp_block_plan_input_group): a
  * pass may start at a group (lmp_block_forward_from) and an observer may stop it at one. */
 #ifndef LMP_CORE_MODEL_BLOCK_STEPS_H
@@ -81,7 +85,7 @@ typedef enum {
     LMP_STEP_SCALE,     /* in[0] *= scale in place */
     LMP_STEP_ATTENTION, /* out = attention(q = in[0], k = in[1], v = in[2]) over window, soft-cap */
     LMP_STEP_GLU,       /* out = act(in[0]) * in[1], act silu (SwiGLU) or gelu_tanh (GeGLU) */
-    LMP_STEP_GELU,      /* out = gelu_tanh(in[0]) */
+    LMP_STEP_GELU,      /* out = gelu_tanh(in[0]), or the erf GELU (erf) */
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */
     LMP_STEP_ROTATE,    /* in[0] (and in[1]) turned in place by an online rotation (model/rotate.h):
                          * R3, q and k per head (heads[0], heads[1]), or R4, down's input */
@@ -106,6 +110,8 @@ typedef struct lmp_block_step {
     int64_t window;                     /* ATTENTION: keys after t - window (0: all earlier) */
     float softcap;                      /* ATTENTION: scores through c tanh(s / c) (0: none) */
     int gelu;                           /* GLU: gelu_tanh(gate) * up (GeGLU) rather than silu */
+    int erf;                            /* GELU: the exact 0.5 x (1 + erf(x / sqrt 2)) rather than the
+                                         * tanh approximation (GPT-NeoX's "gelu") */
     /* MOE: routed experts of width expert_hidden, top_k per token, renormalized when norm_topk;
      * a shared expert of shared_hidden (0: none), gated when shared_gate */
     int64_t n_experts, top_k, expert_hidden, shared_hidden;

@@ -79,6 +79,14 @@ static int observe(lmp_observe_fn obs, void *ud, const int *lins, int n, const f
     return obs ? obs(ud, lins, n, x, T, C) : 0;
 }
 
+void lmp_gelu_erf(int64_t n, const float *in, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double x = in[i];
+        out[i] = (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
+    }
+}
+
 /* x[T, C] <- (x - in_shift) / in_scale in place: the input affine of a linear no norm feeds. */
 static void input_affine(const lmp_linear *l, int64_t T, float *x)
 {
@@ -497,7 +505,9 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         for (int64_t i = 0; !st && i < T * C; i++) out[i] *= slot[s->in[1]][i];
         return st;
     case LMP_STEP_GELU:
-        return lmp_be_gelu(be, T * C, in, out);
+        if (!s->erf) return lmp_be_gelu(be, T * C, in, out);
+        lmp_gelu_erf(T * C, in, out); /* GPT-NeoX's exact GELU: no backend op, the slots are host memory */
+        return 0;
     case LMP_STEP_ADD:
         for (int64_t i = 0; i < T * C; i++) out[i] = in[i] + slot[s->in[1]][i];
         return 0;
@@ -521,12 +531,16 @@ int lmp_block_run(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk
     /* xn[T,d] q[T,qd] k[T,kv] v[T,kv] g[T,f] u[T,f] qbuf[T,wide] y[T,d] work[T,wide], and mid[T,wide]
      * unless both its slots are given */
     const int own = !given || !given[LMP_SLOT_ATT] || !given[LMP_SLOT_H];
-    float *buf = malloc((size_t)(T * (2 * d + qd + 2 * kv + 2 * f + (own ? 3 : 2) * wide)) * sizeof *buf);
+    /* a parallel block reads x after x1 is made (norm_mlp(x)): x1 then has a home of its own */
+    const int x1_own = a->parallel && !(given && given[LMP_SLOT_X1]);
+    float *buf = malloc((size_t)(T * (2 * d + qd + 2 * kv + 2 * f + (own ? 3 : 2) * wide + (x1_own ? d : 0))) *
+                        sizeof *buf);
     if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d forward", blk->index);
     float *xn = buf, *q = xn + T * d, *k = q + T * qd, *v = k + T * kv, *g = v + T * kv, *u = g + T * f;
     float *qbuf = u + T * f, *y = qbuf + T * wide, *work = y + T * d, *mid = own ? work + T * wide : NULL;
     float *slot[LMP_SLOT_COUNT];
     slot_homes(slot, x, xn, q, k, v, mid, y, g, u);
+    if (x1_own) slot[LMP_SLOT_X1] = work + T * wide + (own ? T * wide : 0);
     for (int i = 0; given && i < LMP_SLOT_COUNT; i++)
         if (given[i]) slot[i] = given[i];
     int st = 0;
@@ -586,12 +600,14 @@ int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *
     const int64_t d = m->arch.dim, V = m->arch.vocab;
     float *xn = malloc((size_t)(T * d) * sizeof *xn);
     if (!xn) return lmp_fail(LMP_ENOMEM, "out of memory in the model head");
-    int st = m->arch.family == LMP_FAMILY_GPT2
+    int st = m->arch.family == LMP_FAMILY_GPT2 || m->arch.layer_norm
                  ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
                  : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (st) goto done;
     st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
     if (st) goto done;
+    for (int64_t t = 0; m->lm_head_b && t < T; t++) /* Phi-2, GPT-J: the head's bias */
+        for (int64_t v = 0; v < V; v++) out[t * V + v] += m->lm_head_b[v];
     const float cap = m->arch.final_softcap; /* Gemma 2: logits through cap tanh(z / cap) */
     for (int64_t i = 0; cap > 0 && i < T * V; i++) out[i] = cap * tanhf(out[i] / cap);
     if (normalize) st = lmp_be_log_softmax(be, T, V, out, out);

@@ -80,6 +80,10 @@ void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int nor
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);
 
+/* out[i] = 0.5 in[i] (1 + erf(in[i] / sqrt 2)) for i < n, in double (may be in place): the exact
+ * GELU (transformers' "gelu", GPT-NeoX), which no backend has as an op. */
+void lmp_gelu_erf(int64_t n, const float *in, float *out);
+
 /* out[T, vocab] <- lm_head(final_norm(x)), then log_softmax when normalize != 0.
  * x is left unchanged. */
 int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *x, int normalize,

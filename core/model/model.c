@@ -135,17 +135,18 @@ int *lmp_fed_dup(const int *fed, int n)
 
 int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
 {
-    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    const int gpt2 = a->family == LMP_FAMILY_GPT2 || a->plain_mlp; /* GPT-2's six linears */
     /* the block's linears in role order (GPT-2 has no gate), named from model/tensor_names.h */
     static const lmp_role llama_roles[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O,
                                            LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
     static const lmp_role gpt2_roles[] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V, LMP_ROLE_O, LMP_ROLE_UP, LMP_ROLE_DOWN};
     const lmp_role *roles = gpt2 ? gpt2_roles : llama_roles;
-    const char *prefix = lmp_hf_block_prefix(a->family);
+    const char *prefix = lmp_hf_arch_block_prefix(a);
     memset(b, 0, sizeof *b);
     b->index = index;
     b->n_blocks = (int)a->n_layers;
-    b->n_norms = 2 + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) + (a->mla ? 1 + (a->mla_q_lora > 0) : 0);
+    b->n_norms = 2 - (a->shared_norm != 0) + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) +
+                 (a->mla ? 1 + (a->mla_q_lora > 0) : 0);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
     if (lmp_arch_moe_layer(a, index)) {
@@ -165,7 +166,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
         if (!b->linears) return lmp_fail(LMP_ENOMEM, "out of memory");
         for (int i = 0; i < b->n_linears; i++) {
             b->linears[i].role = roles[i];
-            b->linears[i].name = fmt_name(prefix, index, lmp_hf_linear_leaf(a->family, roles[i]));
+            b->linears[i].name = fmt_name(prefix, index, lmp_hf_arch_linear_leaf(a, roles[i]));
         }
     }
     for (int i = 0; i < b->n_linears; i++) {
@@ -177,7 +178,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     }
     for (int k = LMP_NORM_ATTN; k < LMP_NORM_KINDS; k++) {
         const int i = lmp_norm_index(a, k);
-        if (i < 0) continue;
+        if (i < 0 || (k == LMP_NORM_MLP && a->shared_norm)) continue; /* Phi-2: norm_mlp is norm_attn */
         b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, lmp_hf_norm_leaf(a, k)),
                                  .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim
                                         : k == LMP_NORM_Q_A                 ? a->mla_q_lora
@@ -188,16 +189,21 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
         if (!b->norms[i].name) return lmp_fail(LMP_ENOMEM, "out of memory");
     /* which linears each norm feeds: those of the block's steps (model/block_steps.h) that read
      * its output (norm_attn: q, k, v; norm_mlp: gate, up or GPT-2's c_fc, or in a sparse layer the
-     * router, the shared gate and every expert's gate and up; q/k and post norms none) */
+     * router, the shared gate and every expert's gate and up; q/k and post norms none).  A norm
+     * that two steps run (Phi-2's shared norm: before attention and before the MLP) feeds the
+     * linears of both: q, k, v and up read the same values. */
     lmp_block_plan p;
     lmp_block_plan_make(&p, a, index);
     for (int i = 0; i < p.n_steps; i++) {
         const lmp_block_step *s = &p.step[i];
         if (s->kind != LMP_STEP_NORM || s->norm < 0 || s->norm >= b->n_norms) continue;
         lmp_norm *nm = &b->norms[s->norm];
-        int n = 0;
-        int *fed = malloc((size_t)b->n_linears * sizeof *fed);
+        int n = nm->n_fed;
+        int *fed = malloc((size_t)(b->n_linears + n) * sizeof *fed);
         if (!fed) return lmp_fail(LMP_ENOMEM, "out of memory");
+        if (n) memcpy(fed, nm->fed, (size_t)n * sizeof *fed);
+        free(nm->fed);
+        nm->fed = NULL;
         for (int j = 0; j < p.n_steps; j++) {
             const lmp_block_step *r = &p.step[j];
             if (r->in[0] != s->out[0]) continue;
@@ -240,16 +246,16 @@ const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer)
 
 int lmp_norm_index(const lmp_arch *a, int k)
 {
-    const int qk = a->qk_norm != 0;
+    const int qk = a->qk_norm != 0, base = a->shared_norm ? 1 : 2; /* a shared norm: norm_mlp is norm 0 */
     switch (k) {
     case LMP_NORM_ATTN: return 0;
-    case LMP_NORM_MLP: return 1;
-    case LMP_NORM_Q: return qk ? 2 : -1;
-    case LMP_NORM_K: return qk ? 3 : -1;
-    case LMP_NORM_POST_ATTN: return a->post_norms ? 2 + 2 * qk : -1;
-    case LMP_NORM_POST_MLP: return a->post_norms ? 3 + 2 * qk : -1;
-    case LMP_NORM_Q_A: return a->mla && a->mla_q_lora ? 2 : -1; /* MLA has no q/k or post norms */
-    case LMP_NORM_KV_A: return a->mla ? 2 + (a->mla_q_lora > 0) : -1;
+    case LMP_NORM_MLP: return base - 1;
+    case LMP_NORM_Q: return qk ? base : -1;
+    case LMP_NORM_K: return qk ? base + 1 : -1;
+    case LMP_NORM_POST_ATTN: return a->post_norms ? base + 2 * qk : -1;
+    case LMP_NORM_POST_MLP: return a->post_norms ? base + 1 + 2 * qk : -1;
+    case LMP_NORM_Q_A: return a->mla && a->mla_q_lora ? base : -1; /* MLA has no q/k or post norms */
+    case LMP_NORM_KV_A: return a->mla ? base + (a->mla_q_lora > 0) : -1;
     default: return -1;
     }
 }

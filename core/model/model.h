@@ -37,6 +37,11 @@ typedef struct lmp_arch {
     int qk_norm;          /* an RMSNorm over each head of q and k before RoPE: the block's norms 2, 3 */
     int geglu;            /* the MLP is gelu_tanh(gate) * up (Gemma), else silu(gate) * up */
     int post_norms;       /* RMSNorms on the attention's and MLP's outputs (LMP_ARCH_POST_NORMS) */
+    /* The long tail (issue 40), in the LLAMA family's RoPE block: LayerNorms (with a bias) rather
+     * than RMSNorms; a parallel residual (x + attn(norm_attn(x)) + mlp(norm_mlp(x))), with one norm
+     * for both (shared_norm: the block's norm 1 is then absent); an MLP without a gate
+     * (down(gelu(up x))), its GELU the erf one (gelu_erf) or the tanh one. */
+    int layer_norm, parallel, shared_norm, plain_mlp, gelu_erf;
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
@@ -125,6 +130,7 @@ struct lmp_model {
     const float *pos_emb;     /* [seq_len, dim] f32, GPT2 only */
     const float *final_norm_w, *final_norm_b;  /* [dim]; b NULL for RMSNorm */
     const float *lm_head;     /* [vocab, dim] f32; == tok_emb when tied */
+    const float *lm_head_b;   /* [vocab] the head's bias (Phi-2, GPT-J), else NULL */
     lmp_block *blocks;        /* f32 views, NULL until lmp_model_blocks() */
     int blocks_owned;         /* blocks were converted (free them) rather than mapped */
     void *owned[8];           /* f32 buffers the loader converted (freed with the model) */

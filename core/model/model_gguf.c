@@ -1,5 +1,9 @@
 /* model_gguf.c — models from llama.cpp GGUF files, for the architectures core/arch has a
- * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2).
+ * descriptor for (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, chatglm, glm4, ernie4_5, gpt2, and
+ * issue 40's gptneox, phi2, stablelm, olmo, starcoder2: LayerNorm biases (attn_norm.bias,
+ * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
+ * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
+ * tensors).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
@@ -143,10 +147,19 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
+        if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 (no tensors) */
+            lmp_norm *nm = &out->norms[i];
+            nm->w = malloc((size_t)nm->dim * sizeof *nm->w);
+            nm->b = calloc((size_t)nm->dim, sizeof *nm->b);
+            if (!nm->w || !nm->b) st = lmp_fail(LMP_ENOMEM, "out of memory");
+            for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
+            continue;
+        }
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
         st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
-        if (!st && a->family == LMP_FAMILY_GPT2) st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].b);
+        if (!st && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) /* LayerNorm's bias */
+            st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].b);
         const int qk_norm = i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K);
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
     }
@@ -215,7 +228,8 @@ static const char *const read_keys[] = {
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "attention.sliding_window", "vocab_size",
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
-    "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length", NULL};
+    "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
+    "use_parallel_residual", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
@@ -230,6 +244,9 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
             for (int r = 0; read_keys[r] && !ok; r++) ok = !strcmp(k + plen + 1, read_keys[r]);
         if (ok && !strcmp(k + plen + 1, "attention.sliding_window_pattern") && !lmp_arch_by_gguf(prefix, plen)->gguf_swa_pattern)
             ok = 0; /* read for Gemma 2 and 3 only */
+        if (ok && !strcmp(k + plen + 1, "use_parallel_residual") &&
+            !(lmp_arch_by_gguf(prefix, plen)->flags & (LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM)))
+            ok = 0; /* read for GPT-NeoX and StableLM only */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -244,11 +261,12 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
     const lmp_gguf *g = m->src_data;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
-        const int gpt2 = m->arch.family == LMP_FAMILY_GPT2;
+        const int gpt2 = m->arch.family == LMP_FAMILY_GPT2, layer_norm = gpt2 || m->arch.layer_norm;
         int ok = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
                  !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight") ||
                  !strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight") ||
-                 (gpt2 && (!strcmp(name, "position_embd.weight") || !strcmp(name, "output_norm.bias")));
+                 (gpt2 && !strcmp(name, "position_embd.weight")) || (layer_norm && !strcmp(name, "output_norm.bias")) ||
+                 ((m->arch.desc->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, "output.bias"));
         long long b;
         int at = 0;
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
@@ -259,7 +277,7 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
                 snprintf(want, sizeof want, "%s.weight", gguf_norm(&m->arch, k));
                 ok = !strcmp(leaf, want);
                 snprintf(want, sizeof want, "%s.bias", gguf_norm(&m->arch, k));
-                ok = ok || (m->arch.family == LMP_FAMILY_GPT2 && !strcmp(leaf, want));
+                ok = ok || (layer_norm && !strcmp(leaf, want));
             }
             for (int k = 0; k < probe->n_linears && !ok; k++) {
                 int64_t r0, rows;
@@ -463,8 +481,9 @@ static int check_tensors(lmp_model *m)
     const lmp_gguf *g = m->src_data;
     const lmp_gguf_tensor *t = NULL;
     int st;
+    const int no_params = (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0; /* OLMo */
     if ((st = find_tensor(m, "token_embd.weight", a->vocab, a->dim, &t)) ||
-        (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t)) ||
+        (!no_params && (st = find_tensor(m, "output_norm.weight", 0, a->dim, &t))) ||
         (lmp_gguf_find_tensor(g, "output.weight") && (st = find_tensor(m, "output.weight", a->vocab, a->dim, &t))))
         return st;
     lmp_block *probes = calloc((size_t)a->n_layers, sizeof *probes);
@@ -478,9 +497,11 @@ static int check_tensors(lmp_model *m)
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         char name[96];
         const lmp_block probe = probes[b];
-        for (int i = 0; i < probe.n_norms && !st; i++) {
+        for (int i = 0; i < probe.n_norms && !st && !(a->desc->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
             st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
+            if (!st && a->layer_norm) st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
         }
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
@@ -539,6 +560,22 @@ int lmp_model_open_gguf(lmp_model *m)
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (a->desc->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->layer_norm = (a->desc->flags & LMP_ARCH_LAYER_NORM) != 0;
+    a->plain_mlp = (a->desc->flags & LMP_ARCH_PLAIN_MLP) != 0;
+    a->gelu_erf = a->plain_mlp && a->desc->gguf_gelu_erf; /* GPT-NeoX: as transformers defines it (see arch.h) */
+    a->parallel = (a->desc->flags & LMP_ARCH_PARALLEL) != 0;
+    char pkey[128];
+    snprintf(pkey, sizeof pkey, "%s.use_parallel_residual", P);
+    if (a->parallel && lmp_gguf_find_kv(g, pkey)) { /* GPT-NeoX: use_parallel_residual false is sequential */
+        const lmp_gguf_kv *kv = lmp_gguf_find_kv(g, pkey);
+        if (kv->type != LMP_GGUF_BOOL) return lmp_fail(LMP_EINVAL, "%s: metadata '%s' must be a bool", m->path, pkey);
+        a->parallel = *(const unsigned char *)kv->data != 0;
+    } else if (a->desc->flags & LMP_ARCH_SHARED_NORM) {
+        /* StableLM: llama.cpp runs the parallel block when the blocks have no ffn_norm, whatever the key
+         * (which its converter writes true for a config without one) says */
+        a->parallel = lmp_gguf_find_tensor(g, "blk.0.ffn_norm.weight") == NULL;
+    }
+    a->shared_norm = a->parallel && (a->desc->flags & LMP_ARCH_SHARED_NORM) != 0;
     /* (LMP_ARCH_NORM_PLUS_ONE: llama.cpp's converter already stored 1 + w) */
     int64_t key_len, value_len;
     if ((st = arch_int(g, P, "block_count", -1, &a->n_layers)) ||
@@ -548,7 +585,7 @@ int lmp_model_open_gguf(lmp_model *m)
         (st = arch_int(g, P, "attention.head_count_kv", a->n_heads, &a->n_kv_heads)) ||
         (st = arch_int(g, P, "context_length", 2048, &a->seq_len)) ||
         (st = arch_float(g, P, "rope.freq_base", 10000.0, &a->rope_theta)) ||
-        (st = arch_float(g, P, a->family == LMP_FAMILY_GPT2 ? "attention.layer_norm_epsilon"
+        (st = arch_float(g, P, a->family == LMP_FAMILY_GPT2 || a->layer_norm ? "attention.layer_norm_epsilon"
                                                             : "attention.layer_norm_rms_epsilon", 1e-5, &a->norm_eps)) ||
         (st = arch_int(g, P, "attention.key_length", a->dim / a->n_heads, &key_len)) ||
         (st = arch_int(g, P, "attention.value_length", key_len, &value_len)))
@@ -573,12 +610,24 @@ int lmp_model_open_gguf(lmp_model *m)
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
-    if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
-    m->final_norm_w = lmp_model_own(m, fnorm);
-    if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm's bias and the learned positions */
-        float *p = NULL;
+    if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
+        float *w = lmp_model_own(m, malloc((size_t)a->dim * sizeof *w));
+        float *b = lmp_model_own(m, calloc((size_t)a->dim, sizeof *b));
+        if (!w || !b) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t j = 0; j < a->dim; j++) w[j] = 1.0f;
+        m->final_norm_w = w;
+        m->final_norm_b = b;
+    } else {
+        if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
+        m->final_norm_w = lmp_model_own(m, fnorm);
+    }
+    if (!(a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) {
+        float *p = NULL; /* LayerNorm's bias */
         if ((st = load_f32(m, "output_norm.bias", 0, a->dim, &p))) return st;
         m->final_norm_b = lmp_model_own(m, p);
+    }
+    if (a->family == LMP_FAMILY_GPT2) { /* the learned positions */
+        float *p = NULL;
         if ((st = load_f32(m, "position_embd.weight", a->seq_len, a->dim, &p))) return st;
         m->pos_emb = lmp_model_own(m, p);
     }
@@ -587,6 +636,11 @@ int lmp_model_open_gguf(lmp_model *m)
         m->lm_head = lmp_model_own(m, head);
     } else {
         m->lm_head = m->tok_emb; /* tied embeddings */
+    }
+    if (lmp_gguf_find_tensor(g, "output.bias")) { /* Phi-2: the head's bias */
+        float *p = NULL;
+        if ((st = load_f32(m, "output.bias", 0, a->vocab, &p))) return st;
+        m->lm_head_b = lmp_model_own(m, p);
     }
     return 0;
 }

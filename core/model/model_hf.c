@@ -3,9 +3,13 @@
  * with config.json beside it.
  *
  * config.json "architectures"[0] picks the family's descriptor (core/arch: Llama, Mistral, Qwen2,
- * Qwen3, Gemma, Phi-3, GPT-2; docs/architectures.md).  Every key of config.json must be one this
- * reader uses or one that cannot change an f32 forward (harmless_keys); any other is refused by
- * name.  The Llama block's families read:
+ * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2...;
+ * docs/architectures.md).  Every key of config.json must be one this reader uses or one that
+ * cannot change an f32 forward (harmless_keys); any other is refused by name.  A family whose
+ * checkpoint is not laid out as Llama's names its modules and its spelling of Llama's keys in its
+ * descriptor (arch.h: hf_block_prefix, hf_linears, hf_key_names: GPT-NeoX's "gpt_neox.layers",
+ * "layer_norm_eps"); LayerNorm families read the norms' biases, Phi-2 and GPT-J the head's.
+ * The Llama block's families read:
  *       hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *       num_key_value_heads (default: the heads), vocab_size, max_position_embeddings (default
  *       transformers' per class), rms_norm_eps (default 1e-6), head_dim (Qwen3 and Gemma may
@@ -60,6 +64,7 @@
 #include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/model_hf_quant.h"
+#include "model/tensor_names.h"
 
 
 typedef struct hf_state {
@@ -202,9 +207,10 @@ static void linear_source(const hf_state *s, const lmp_arch *a, int64_t b, const
                           int64_t *r0, int64_t *rows)
 {
     const lmp_arch_desc *d = s->desc;
+    const char *prefix = lmp_hf_arch_block_prefix(a);
     switch (lmp_fused_rows(a, l, d->hf_fused_qkv != NULL, d->hf_fused_gate_up != NULL, r0, rows)) {
-    case LMP_FUSED_QKV: snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_qkv); break;
-    case LMP_FUSED_GATE_UP: snprintf(module, n, "model.layers.%lld.%s", (long long)b, d->hf_fused_gate_up); break;
+    case LMP_FUSED_QKV: snprintf(module, n, "%s.%lld.%s", prefix, (long long)b, d->hf_fused_qkv); break;
+    case LMP_FUSED_GATE_UP: snprintf(module, n, "%s.%lld.%s", prefix, (long long)b, d->hf_fused_gate_up); break;
     default: snprintf(module, n, "%s", l->name);
     }
 }
@@ -232,6 +238,20 @@ static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char 
     return 0;
 }
 
+/* GPT-NeoX's query_key_value [heads * 3 * hd, in] holds head h's q, k, v rows at
+ * [(3h + j) hd, (3h + j + 1) hd) (j = 0, 1, 2): q, k or v (l->role) gathered in place into the
+ * first l->out rows of w, and of bias likewise. */
+static int per_head_rows(const lmp_arch *a, const lmp_linear *l, float *w, float *bias)
+{
+    const int64_t hd = a->head_dim, H = a->n_heads, j = l->role - LMP_ROLE_Q;
+    if (a->n_kv_heads != H) return lmp_fail(LMP_EINVAL, "%s: a per-head fused q, k, v needs as many kv heads as heads", l->name);
+    for (int64_t h = 0; h < H; h++) { /* row block h moves down from 3h + j (never overwrites a later source) */
+        memmove(w + h * hd * l->in, w + (3 * h + j) * hd * l->in, (size_t)(hd * l->in) * sizeof *w);
+        if (bias) memmove(bias + h * hd, bias + (3 * h + j) * hd, (size_t)hd * sizeof *bias);
+    }
+    return 0;
+}
+
 /* *w (and *bias when the linear has one) of linear l, cut from a fused module where it is one. */
 static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_linear *l)
 {
@@ -253,7 +273,10 @@ static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_line
         snprintf(name, sizeof name, "%s.bias", module);
         st = load(s, name, rows, 0, &bias);
     }
-    if (!st && rows != l->out) { /* keep rows [r0, r0 + out) */
+    if (!st && rows != l->out && s->desc->hf_fused_qkv_per_head &&
+        (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V)) {
+        st = per_head_rows(a, l, w, bias);
+    } else if (!st && rows != l->out) { /* keep rows [r0, r0 + out) */
         memmove(w, w + r0 * l->in, (size_t)(l->out * l->in) * sizeof *w);
         if (bias) memmove(bias, bias + r0, (size_t)l->out * sizeof *bias);
     }
@@ -268,6 +291,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
     const int plus_one = (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
     const int halves = !s->desc->hf_rope_adjacent; /* transformers' rotate-half order, but GLM's */
+    const int no_params = (s->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
     for (int i = 0; i < out->n_linears && !st; i++) {
@@ -284,11 +308,20 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
         lmp_norm *nm = &out->norms[i];
+        const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
+        if (no_params) { /* OLMo: LayerNorm without parameters, as weight 1 and bias 0 */
+            nm->w = malloc((size_t)nm->dim * sizeof *nm->w);
+            nm->b = calloc((size_t)nm->dim, sizeof *nm->b);
+            if (!nm->w || !nm->b) st = lmp_fail(LMP_ENOMEM, "out of memory");
+            for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
+            continue;
+        }
         snprintf(name, sizeof name, "%s.weight", nm->name);
         st = load(s, name, nm->dim, 0, &nm->w);
+        snprintf(name, sizeof name, "%s.bias", nm->name);
+        if (!st && m->arch.layer_norm && !qk_norm) st = load(s, name, nm->dim, 0, &nm->b); /* LayerNorm's bias */
         for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
-        const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
     }
     if (st) lmp_block_free(out);
@@ -520,11 +553,56 @@ static int listed(const char *key, const char *const *list)
     return 0;
 }
 
-static int check_config_keys(const lmp_json *c, const char *what, const char *cls, const char *const *read,
-                             const char *const *extra)
+/* The family's spelling of Llama's config.json key (arch.h's hf_key_names: GPT-NeoX's
+ * "layer_norm_eps" for "rms_norm_eps"), or the key itself. */
+static const char *key_of(const lmp_arch_desc *d, const char *key)
 {
+    for (int i = 0; d && d->hf_key_names && d->hf_key_names[i][0]; i++)
+        if (!strcmp(d->hf_key_names[i][0], key)) return d->hf_key_names[i][1];
+    return key;
+}
+
+/* The spelling config.json c uses: the family's when c has it, else Llama's (transformers 4.57's
+ * GPT-NeoX config writes both rotary_pct and partial_rotary_factor; check_config_keys has refused
+ * two spellings of different values). */
+static const char *key_in(const lmp_json *c, const lmp_arch_desc *d, const char *key)
+{
+    const char *alt = key_of(d, key);
+    return alt != key && lmp_json_get(c, alt) ? alt : key;
+}
+
+/* Whether config.json c's key `key` is one the family's reader takes from list `read` (Llama's
+ * names): in the family's spelling, or in Llama's beside the family's (of the same value; alone,
+ * the family's class would not read it). */
+static int read_key(const lmp_json *c, const lmp_arch_desc *d, const char *key, const char *const *read)
+{
+    for (int i = 0; d && d->hf_key_names && d->hf_key_names[i][0]; i++) {
+        if (!strcmp(d->hf_key_names[i][1], key)) return listed(d->hf_key_names[i][0], read);
+        if (!strcmp(d->hf_key_names[i][0], key)) return lmp_json_get(c, d->hf_key_names[i][1]) != NULL;
+    }
+    return listed(key, read);
+}
+
+static int same_json_scalar(const lmp_json *a, const lmp_json *b)
+{
+    if (a->type != b->type) return 0;
+    if (a->type == LMP_JSON_NUMBER) return a->number == b->number;
+    if (a->type == LMP_JSON_BOOL) return a->boolean == b->boolean;
+    if (a->type == LMP_JSON_STRING) return !strcmp(a->str, b->str);
+    return a->type == LMP_JSON_NULL;
+}
+
+static int check_config_keys(const lmp_json *c, const char *what, const char *cls, const lmp_arch_desc *d,
+                             const char *const *read, const char *const *extra)
+{
+    for (int i = 0; d && d->hf_key_names && d->hf_key_names[i][0]; i++) {
+        const lmp_json *x = lmp_json_get(c, d->hf_key_names[i][0]), *y = lmp_json_get(c, d->hf_key_names[i][1]);
+        if (x && y && !same_json_scalar(x, y))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: \"%s\" and \"%s\" (two names of one %s setting) differ", what,
+                            d->hf_key_names[i][0], d->hf_key_names[i][1], cls);
+    }
     for (size_t k = 0; k < c->n; k++)
-        if (!listed(c->keys[k], read) && !listed(c->keys[k], harmless_keys) && !(extra && listed(c->keys[k], extra)))
+        if (!read_key(c, d, c->keys[k], read) && !listed(c->keys[k], harmless_keys) && !(extra && listed(c->keys[k], extra)))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: key \"%s\" is not read by lmpress for %s; it may change the model's "
                             "numbers, so the model is refused rather than run without it", what, c->keys[k], cls);
     return 0;
@@ -744,16 +822,32 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (d->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->layer_norm = (d->flags & LMP_ARCH_LAYER_NORM) != 0;
+    a->plain_mlp = (d->flags & LMP_ARCH_PLAIN_MLP) != 0;
     int st;
-    if ((st = cfg_int(c, what, "hidden_size", -1, &a->dim)) ||
-        (st = cfg_int(c, what, "intermediate_size", -1, &a->hidden)) ||
-        (st = cfg_int(c, what, "num_hidden_layers", -1, &a->n_layers)) ||
-        (st = cfg_int(c, what, "num_attention_heads", -1, &a->n_heads)) ||
-        (st = cfg_int(c, what, "num_key_value_heads", a->n_heads, &a->n_kv_heads)) ||
-        (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
-        (st = cfg_int(c, what, "max_position_embeddings", d->hf_default_ctx, &a->seq_len)) ||
-        (st = cfg_float(c, what, "rms_norm_eps", 1e-6, &a->norm_eps)))
+    /* GPT-NeoX: use_parallel_residual (default true) may make its block sequential */
+    a->parallel = (d->flags & LMP_ARCH_PARALLEL) != 0;
+    if (d->hf_extra_keys && listed("use_parallel_residual", d->hf_extra_keys) &&
+        (st = cfg_bool(c, what, "use_parallel_residual", a->parallel, &a->parallel)))
         return st;
+    a->shared_norm = a->parallel && (d->flags & LMP_ARCH_SHARED_NORM) != 0;
+    if ((st = cfg_int(c, what, key_in(c, d, "hidden_size"), -1, &a->dim)) ||
+        (st = cfg_int(c, what, key_in(c, d, "intermediate_size"), a->plain_mlp ? 4 * a->dim : -1, &a->hidden)) ||
+        (st = cfg_int(c, what, key_in(c, d, "num_hidden_layers"), -1, &a->n_layers)) ||
+        (st = cfg_int(c, what, key_in(c, d, "num_attention_heads"), -1, &a->n_heads)) ||
+        (st = cfg_int(c, what, key_in(c, d, "num_key_value_heads"), a->n_heads, &a->n_kv_heads)) ||
+        (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
+        (st = cfg_int(c, what, key_in(c, d, "max_position_embeddings"), d->hf_default_ctx, &a->seq_len)) ||
+        (st = cfg_float(c, what, key_in(c, d, "rms_norm_eps"), a->layer_norm ? 1e-5 : 1e-6, &a->norm_eps)))
+        return st;
+    /* parts of a family's block lmpress does not run, refused by their key */
+    int qk_ln = 0;
+    if ((st = cfg_bool(c, what, "qk_layernorm", 0, &qk_ln))) return st;
+    if (qk_ln)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: qk_layernorm true (%s's LayerNorm over each head of q and k) is not "
+                        "supported", what, d->hf_class);
+    if (cfg_get(c, "clip_qkv"))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: clip_qkv (%s's clamp of q, k and v) is not supported", what, d->hf_class);
     /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
      * hidden / heads; MLA's its own (parse_mla: the rotary width until RoPE is read). */
     if (d->flags & LMP_ARCH_MLA) {
@@ -775,15 +869,23 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
                         (long long)(a->dim / a->n_heads), d->hf_class);
     }
     /* The MLP's activation: SiLU, or Gemma's tanh GELU (hidden_activation, which transformers
-     * prefers, else hidden_act: every one given must name it). */
-    const char *want = a->geglu ? "gelu_pytorch_tanh" : "silu";
-    static const char *const act_keys[2] = {"hidden_act", "hidden_activation"};
+     * prefers, else hidden_act: every one given must name it); a gate-less MLP's GELU, the erf one
+     * ("gelu": GPT-NeoX) or the tanh one ("gelu_new", "gelu_pytorch_tanh": Phi-2, GPT-J). */
+    const char *want = a->geglu ? "gelu_pytorch_tanh" : a->plain_mlp ? "gelu_new" : "silu";
+    const char *act_default = d->hf_act_default ? d->hf_act_default : want;
+    const char *act_keys[2] = {key_in(c, d, "hidden_act"), "hidden_activation"};
     for (int k = 0; k < 2; k++) {
         const char *act;
-        if ((st = cfg_string(c, what, act_keys[k], want, &act))) return st;
-        if (strcmp(act, want) != 0)
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\")", what,
-                            act_keys[k], act, d->hf_class, want);
+        if ((st = cfg_string(c, what, act_keys[k], act_default, &act))) return st;
+        if (a->plain_mlp && !strcmp(act, "gelu")) {
+            a->gelu_erf = 1;
+        } else if (a->plain_mlp && !strcmp(act, "gelu_pytorch_tanh")) {
+            a->gelu_erf = 0;
+        } else if (strcmp(act, want) != 0) {
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\"%s)", what,
+                            act_keys[k], act, d->hf_class, want,
+                            a->plain_mlp ? ", \"gelu_pytorch_tanh\" or \"gelu\"" : "");
+        }
     }
     int bidirectional = 0;
     if ((st = cfg_bool(c, what, "use_bidirectional_attention", 0, &bidirectional))) return st;
@@ -792,7 +894,10 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
                         what);
     if (d->flags & LMP_ARCH_EMBED_SCALE) a->embed_scale = (float)sqrt((double)a->dim);
     /* rope_theta and rope_scaling (transformers 4) or rope_parameters (5), partial_rotary_factor */
-    if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &a->rope, &a->rope_local, &a->seq_len))) return st;
+    const lmp_rope_hf_names rope_names = {key_in(c, d, "rope_theta"), key_in(c, d, "partial_rotary_factor"),
+                                          d->hf_partial_rotary_default, d->hf_rotary_dim ? "rotary_dim" : NULL};
+    if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &rope_names, &a->rope, &a->rope_local, &a->seq_len)))
+        return st;
     a->rope_theta = a->rope.theta;
     if (a->mla) {
         int64_t v_head_dim;
@@ -850,11 +955,24 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         for (int64_t l = from; !types && l < a->n_layers; l++) a->sliding_layer[l] = 1;
     }
     const unsigned qkv = 1u << LMP_ROLE_Q | 1u << LMP_ROLE_K | 1u << LMP_ROLE_V;
+    const unsigned mlp = 1u << LMP_ROLE_GATE | 1u << LMP_ROLE_UP | 1u << LMP_ROLE_DOWN;
     if (d->bias == LMP_BIAS_QKV) {
         s->bias_roles = qkv;
+    } else if (d->bias == LMP_BIAS_ALL) { /* Phi-2 */
+        s->bias_roles = qkv | 1u << LMP_ROLE_O | mlp;
+    } else if (d->bias == LMP_BIAS_MLP) { /* GPT-J */
+        s->bias_roles = mlp;
+    } else if (d->bias == LMP_BIAS_ALL_CONFIG) { /* StarCoder2's use_bias */
+        int all_bias;
+        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), 1, &all_bias))) return st;
+        s->bias_roles = all_bias ? qkv | 1u << LMP_ROLE_O | mlp : 0;
+    } else if (d->bias == LMP_BIAS_NEOX) {
+        int attn_bias;
+        if ((st = cfg_bool(c, what, "attention_bias", 1, &attn_bias))) return st;
+        s->bias_roles = mlp | (attn_bias ? qkv | 1u << LMP_ROLE_O : 0);
     } else if (d->bias == LMP_BIAS_QKV_CONFIG) {
         int attn_bias;
-        if ((st = cfg_bool(c, what, "attention_bias", 0, &attn_bias))) return st;
+        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), 0, &attn_bias))) return st;
         if (attn_bias) s->bias_roles = qkv;
     } else {
         int attn_bias, mlp_bias;
@@ -946,9 +1064,10 @@ static int parse_config(const char *what, hf_state *s, lmp_arch *a, int *tied)
     }
     a->desc = s->desc;
     const int gpt2 = s->desc->family == LMP_FAMILY_GPT2;
-    st = check_config_keys(c, what, name, gpt2 ? gpt2_keys : llama_keys, s->desc->hf_extra_keys);
+    st = check_config_keys(c, what, name, gpt2 ? NULL : s->desc, gpt2 ? gpt2_keys : llama_keys,
+                           s->desc->hf_extra_keys);
     if (!st) st = gpt2 ? parse_gpt2(c, what, a) : parse_llama(c, what, s, a);
-    if (!st) st = cfg_bool(c, what, "tie_word_embeddings", s->desc->hf_tied_default, tied);
+    if (!st) st = cfg_bool(c, what, key_in(c, s->desc, "tie_word_embeddings"), s->desc->hf_tied_default, tied);
     const lmp_json *qc = st ? NULL : cfg_get(c, "quantization_config");
     if (qc && gpt2)
         st = lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config is read for the Llama family only, not %s", what,
@@ -1006,21 +1125,43 @@ static void tally(kind_tally *k, const char *kind, int64_t params)
 /* Whether `name` is a tensor the Llama-family loader reads (at the top, or of a block). */
 static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
 {
-    if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "model.norm.weight") ||
-        !strcmp(name, "lm_head.weight"))
+    const lmp_arch_desc *d = s->desc;
+    char top[160];
+    snprintf(top, sizeof top, "%s.weight", d->hf_embed ? d->hf_embed : "model.embed_tokens");
+    if (!strcmp(name, top)) return 1;
+    snprintf(top, sizeof top, "%s.weight", d->hf_head ? d->hf_head : "lm_head");
+    if (!strcmp(name, top)) return 1;
+    snprintf(top, sizeof top, "%s.bias", d->hf_head ? d->hf_head : "lm_head");
+    if ((d->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, top)) return 1;
+    const char *fn = d->hf_final_norm ? d->hf_final_norm : "model.norm";
+    const size_t fl = strlen(fn);
+    if (!(d->flags & LMP_ARCH_NORM_NO_PARAMS) && !strncmp(name, fn, fl) &&
+        (!strcmp(name + fl, ".weight") || (a->layer_norm && !strcmp(name + fl, ".bias"))))
         return 1;
+    const char *prefix = lmp_hf_arch_block_prefix(a);
+    const size_t pl = strlen(prefix);
     long long b;
     int at = 0;
-    if (sscanf(name, "model.layers.%lld.%n", &b, &at) != 1 || at == 0 || b < 0 || b >= a->n_layers) return 0;
+    if (strncmp(name, prefix, pl) || name[pl] != '.' || sscanf(name + pl, ".%lld.%n", &b, &at) != 1 || at == 0 ||
+        b < 0 || b >= a->n_layers)
+        return 0;
+    at += (int)pl;
     /* rotary_emb.inv_freq: a buffer older checkpoints saved, derived from the config */
-    if (!strcmp(name + at, "self_attn.rotary_emb.inv_freq")) return 1;
+    if (!strcmp(name + at, "self_attn.rotary_emb.inv_freq") || !strcmp(name + at, "attention.rotary_emb.inv_freq"))
+        return 1;
+    /* the causal-mask buffers older GPT-NeoX (Pythia) and GPT-J checkpoints saved, as GPT-2's */
+    static const char *const mask_buffers[] = {"attention.bias", "attention.masked_bias", "attn.bias", "attn.masked_bias"};
+    for (size_t i = 0; d->hf_block_prefix && i < sizeof mask_buffers / sizeof *mask_buffers; i++)
+        if (!strcmp(name + at, mask_buffers[i])) return 1;
     lmp_block probe;
     if (lmp_block_init(&probe, (int)b, a)) return 1; /* out of memory: not this check's to report */
     char want[320], module[256];
     int found = 0;
-    for (int i = 0; i < probe.n_norms && !found; i++) {
+    for (int i = 0; i < probe.n_norms && !found && !(d->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
         snprintf(want, sizeof want, "%s.weight", probe.norms[i].name);
         found = !strcmp(name, want);
+        snprintf(want, sizeof want, "%s.bias", probe.norms[i].name);
+        found = found || (a->layer_norm && !strcmp(name, want));
     }
     if (!found && s->fused_experts && probe.n_experts > 0) { /* the layer's two fused expert tensors */
         snprintf(want, sizeof want, "model.layers.%lld.%s.gate_up_proj", b, s->desc->moe->hf_experts);
@@ -1098,13 +1239,28 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
                 st = lmp_fail(LMP_EUNSUPPORTED, "%s: unexpected tensor %s (%s with this config.json has no bias there)",
                               lmp_st_find(s->st, name)->file, name, s->desc->hf_class);
         }
-        for (int i = 0; i < probe.n_norms && !st; i++) {
+        for (int i = 0; i < probe.n_norms && !st && !(s->desc->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
             snprintf(name, sizeof name, "%s.weight", probe.norms[i].name);
             st = find(s, name, probe.norms[i].dim, 0, &t);
+            snprintf(name, sizeof name, "%s.bias", probe.norms[i].name);
+            if (!st && a->layer_norm && i != lmp_norm_index(a, LMP_NORM_Q) && i != lmp_norm_index(a, LMP_NORM_K))
+                st = find(s, name, probe.norms[i].dim, 0, &t);
         }
         lmp_block_free_tables(&probe);
     }
-    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)a->n_layers);
+    /* a layer past n_layers: its attention's first linear (every family has one) */
+    lmp_linear first = {.role = LMP_ROLE_Q};
+    char module[256];
+    int64_t r0, rows;
+    first.name = name;
+    snprintf(name, sizeof name, "%s.%lld.%s", lmp_hf_arch_block_prefix(a), (long long)a->n_layers,
+             lmp_hf_arch_linear_leaf(a, LMP_ROLE_Q));
+    linear_source(s, a, a->n_layers, &first, module, sizeof module, &r0, &rows);
+    snprintf(name, sizeof name, "%s.weight", module);
+    char norm0[300];
+    snprintf(norm0, sizeof norm0, "%s.%lld.%s.weight", lmp_hf_arch_block_prefix(a), (long long)a->n_layers,
+             lmp_hf_norm_leaf(a, LMP_NORM_ATTN));
+    if (!st && !lmp_st_find(s->st, name) && lmp_st_find(s->st, norm0)) snprintf(name, sizeof name, "%s", norm0);
     if (!st && lmp_st_find(s->st, name))
         st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
                       (long long)a->n_layers);
@@ -1150,9 +1306,14 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         s->prefix = lmp_st_find(s->st, "transformer.wte.weight") ? "transformer." : "";
         snprintf(name, sizeof name, "%swte.weight", s->prefix);
     }
+    const lmp_arch_desc *d = s->desc;
+    const char *embed = d->hf_embed ? d->hf_embed : "model.embed_tokens";
+    const char *final_norm = d->hf_final_norm ? d->hf_final_norm : "model.norm";
+    const char *head = d->hf_head ? d->hf_head : "lm_head";
+    char full[160];
     lmp_aspec act = {0};
     if ((st = gpt2 ? load(s, name, a->vocab, a->dim, &p)
-                   : load_weight(s, "model.embed_tokens", "Embedding", a->vocab, a->dim, &p, &act)))
+                   : load_weight(s, embed, "Embedding", a->vocab, a->dim, &p, &act)))
         return st;
     m->tok_emb = lmp_model_own(m, p);
     if (act.mode != LMP_ACT_NONE)
@@ -1168,20 +1329,42 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         snprintf(name, sizeof name, "%sln_f.bias", s->prefix);
         if ((st = load(s, name, a->dim, 0, &p))) return st;
         m->final_norm_b = lmp_model_own(m, p);
+    } else if (d->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
+        float *w = lmp_model_own(m, malloc((size_t)a->dim * sizeof *w));
+        float *b = lmp_model_own(m, calloc((size_t)a->dim, sizeof *b));
+        if (!w || !b) return lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t j = 0; j < a->dim; j++) w[j] = 1.0f;
+        m->final_norm_w = w;
+        m->final_norm_b = b;
     } else {
-        if ((st = load(s, "model.norm.weight", a->dim, 0, &p))) return st;
+        snprintf(full, sizeof full, "%s.weight", final_norm);
+        if ((st = load(s, full, a->dim, 0, &p))) return st;
         if (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) /* Gemma: 1 + w */
             for (int64_t j = 0; j < a->dim; j++) p[j] += 1.0f;
         m->final_norm_w = lmp_model_own(m, p);
+        snprintf(full, sizeof full, "%s.bias", final_norm);
+        if (a->layer_norm && (st = load(s, full, a->dim, 0, &p))) return st;
+        if (a->layer_norm) m->final_norm_b = lmp_model_own(m, p);
     }
     /* Tied: Hugging Face ties the head to the embeddings and ignores any stored lm_head. */
-    if (tied || (!lmp_st_find(s->st, "lm_head.weight") && !lmp_st_find(s->st, "lm_head.weight_packed"))) {
+    char head_w[160], head_packed[160];
+    snprintf(head_w, sizeof head_w, "%s.weight", head);
+    snprintf(head_packed, sizeof head_packed, "%s.weight_packed", head);
+    if (tied || (!lmp_st_find(s->st, head_w) && !lmp_st_find(s->st, head_packed))) {
         m->lm_head = m->tok_emb;
+        if (d->flags & LMP_ARCH_HEAD_BIAS)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: a tied head of %s (its head has a bias of its own) is not supported",
+                            m->path, d->hf_class);
     } else {
         if ((st = gpt2 ? load(s, "lm_head.weight", a->vocab, a->dim, &p)
-                       : load_weight(s, "lm_head", "Linear", a->vocab, a->dim, &p, &act)))
+                       : load_weight(s, head, "Linear", a->vocab, a->dim, &p, &act)))
             return st;
         m->lm_head = lmp_model_own(m, p);
+        snprintf(full, sizeof full, "%s.bias", head);
+        if (!gpt2 && (d->flags & LMP_ARCH_HEAD_BIAS)) { /* Phi-2, GPT-J */
+            if ((st = load(s, full, a->vocab, 0, &p))) return st;
+            m->lm_head_b = lmp_model_own(m, p);
+        }
         if (act.mode != LMP_ACT_NONE)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of lm_head (not simulated: "
                             "add lm_head to its ignore list)", m->path);

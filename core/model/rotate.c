@@ -315,7 +315,7 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     if (m->rotation) return lmp_fail(LMP_EINVAL, "rotate: %s is rotated already", m->path);
     if (m->blocks && m->blocks_owned)
         return lmp_fail(LMP_EINVAL, "rotate: %s: rotate before its blocks are read", m->path);
-    if (a->family == LMP_FAMILY_GPT2)
+    if (a->family == LMP_FAMILY_GPT2 || a->layer_norm)
         return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's LayerNorm subtracts each row's mean, which a rotation of the "
                         "residual stream does not commute with (QuaRot first folds it into an RMSNorm; lmpress does not)", fam);
     if (a->post_norms)

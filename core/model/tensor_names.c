@@ -111,3 +111,16 @@ int lmp_gguf_linear_name(lmp_family family, int64_t block, lmp_role role, const 
     const int k = snprintf(buf, n, "blk.%lld.%s.%s", (long long)block, stem, suffix);
     return k < 0 || (size_t)k >= n ? -1 : 0;
 }
+
+const char *lmp_hf_arch_block_prefix(const lmp_arch *a)
+{
+    if (a->family == LMP_FAMILY_LLAMA && a->desc && a->desc->hf_block_prefix) return a->desc->hf_block_prefix;
+    return lmp_hf_block_prefix(a->family);
+}
+
+const char *lmp_hf_arch_linear_leaf(const lmp_arch *a, lmp_role role)
+{
+    if (a->family == LMP_FAMILY_LLAMA && a->desc && a->desc->hf_linears && (int)role >= 0 && role < LMP_ROLE_COUNT)
+        return a->desc->hf_linears[role];
+    return lmp_hf_linear_leaf(a->family, role);
+}

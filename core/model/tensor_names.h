@@ -50,5 +50,10 @@ int lmp_gguf_linear_name(lmp_family family, int64_t block, lmp_role role, const 
 const char *lmp_hf_block_prefix(lmp_family family);
 const char *lmp_hf_linear_leaf(lmp_family family, lmp_role role);
 const char *lmp_hf_norm_leaf(const lmp_arch *a, int k);
+/* The same for architecture a: its descriptor's own names where it has them (GPT-NeoX's
+ * "gpt_neox.layers", "attention.query_key_value"; arch.h's hf_block_prefix, hf_linears), else
+ * its family's. */
+const char *lmp_hf_arch_block_prefix(const lmp_arch *a);
+const char *lmp_hf_arch_linear_leaf(const lmp_arch *a, lmp_role role);
 
 #endif

@@ -295,6 +295,18 @@ static void gelu_backward(int64_t n, const float *u, const float *dh, float *du)
     }
 }
 
+/* h = the erf GELU of u (GPT-NeoX): du += dh (Phi(x) + x phi(x)), Phi and phi the normal's CDF and
+ * density. */
+static void gelu_erf_backward(int64_t n, const float *u, const float *dh, float *du)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double x = u[i];
+        const double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
+        const double pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+        du[i] += (float)((double)dh[i] * (cdf + x * pdf));
+    }
+}
+
 /* h = gelu(g) * u (Gemma's GeGLU, tanh form): dg += dh u gelu'(g), du += dh gelu(g). */
 static void geglu_backward(int64_t n, const float *g, const float *u, const float *dh, float *dg, float *du)
 {
@@ -571,7 +583,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         return 0;
     case LMP_STEP_GELU:
         st = slot_value(r, s->in[0], &in);
-        if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        if (!st && s->erf) gelu_erf_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        else if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         return st;
     case LMP_STEP_MLA: /* check_trainable refuses it first */
     case LMP_STEP_KINDS:
@@ -619,6 +632,9 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     const float cap = m->arch.final_softcap;
     if (m->arch.family != LMP_FAMILY_LLAMA)
         return lmp_fail(LMP_EUNSUPPORTED, "the head's backward is written for the LLaMA family only");
+    /* GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2: a final LayerNorm; Phi-2, GPT-J: a head
+     * bias, which shifts the logits (in z0 under a cap) and sends no gradient to x */
+    const int ln = m->arch.layer_norm;
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;
     float *dz_cap = cap > 0 ? malloc((size_t)(T * V) * sizeof *dz_cap) : NULL;
     if (!xn || (cap > 0 && !dz_cap)) {
@@ -626,9 +642,11 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
         free(dz_cap);
         return lmp_fail(LMP_ENOMEM, "out of memory in the head's backward");
     }
-    int st = lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
+    int st = ln ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
+                : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (!st && cap > 0) { /* z = cap tanh(z0 / cap) (Gemma 2): dz0 = dz (1 - tanh^2), z0 made again */
         st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, dz_cap, V);
+        for (int64_t i = 0; !st && m->lm_head_b && i < T * V; i++) dz_cap[i] += m->lm_head_b[i % V];
         for (int64_t i = 0; !st && i < T * V; i++) {
             const double th = tanh((double)dz_cap[i] / cap);
             dz_cap[i] = (float)((double)dz[i] * (1.0 - th * th));
@@ -640,7 +658,7 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     if (!st && (dx || dnorm_w)) {
         float *sink = dx ? dx : xn; /* the input's gradient, or scratch when only dnorm_w is wanted */
         memset(sink, 0, (size_t)(T * d) * sizeof *sink);
-        norm_backward(0, m->arch.norm_eps, T, d, x, m->final_norm_w, dxn, sink, dnorm_w, NULL);
+        norm_backward(ln, m->arch.norm_eps, T, d, x, m->final_norm_w, dxn, sink, dnorm_w, NULL);
     }
     free(xn);
     free(dz_cap);

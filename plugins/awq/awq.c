@@ -105,7 +105,7 @@ static int64_t group_of(const awq_grid *q, int64_t C) { return q->group > 0 ? q-
 typedef struct mapping {
     const char *name;
     int norm, smooth;
-    int bal[4], n_bal;
+    int bal[8], n_bal;       /* q, k, v (and a parallel block's shared norm: gate, up) */
 } mapping;
 
 typedef struct work {
@@ -317,6 +317,9 @@ static int awq_apply(void *self, const lmp_host *host, void *hctx, lmp_block *bl
     for (int n = 0; n < blk->n_norms && n_maps < 6; n++) { /* norm -> the linears it feeds */
         const lmp_norm *nm = &blk->norms[n];
         if (nm->n_fed == 0) continue;
+        if (nm->n_fed > (int)(sizeof maps[0].bal / sizeof *maps[0].bal))
+            return host->set_error(hctx, LMP_EUNSUPPORTED, "awq: %s feeds %d linears, more than %d", nm->name, nm->n_fed,
+                                   (int)(sizeof maps[0].bal / sizeof *maps[0].bal));
         mapping *m = &maps[n_maps++];
         *m = (mapping){.name = nm->name, .norm = n, .smooth = -1, .n_bal = nm->n_fed};
         memcpy(m->bal, nm->fed, (size_t)nm->n_fed * sizeof *m->bal);

@@ -116,7 +116,7 @@ static int zero_point(const lmp_host *host, void *hctx, const reparam_opts *o, c
 /* ---- one group ------------------------------------------------------------------------------ */
 typedef struct group {
     int norm;                /* index of the norm, or -1 for a single linear no norm feeds */
-    int lins[4], n_lins;
+    int lins[8], n_lins;     /* q, k, v (and a parallel block's shared norm: gate, up) */
     const char *name;        /* the norm's or the linear's */
 } group;
 
@@ -219,6 +219,9 @@ static int reparam_apply(void *self, const lmp_host *host, void *hctx, lmp_block
     for (int n = 0; n < blk->n_norms; n++) {
         const lmp_norm *nm = &blk->norms[n];
         group g = {.norm = n, .n_lins = nm->n_fed, .name = nm->name};
+        if (nm->n_fed > (int)(sizeof g.lins / sizeof *g.lins))
+            return host->set_error(hctx, LMP_EUNSUPPORTED, "%s: %s feeds %d linears, more than %d", d->name, nm->name,
+                                   nm->n_fed, (int)(sizeof g.lins / sizeof *g.lins));
         const lmp_linear *first = NULL; /* the first targeted linear: its parameters and statistics */
         for (int f = 0; f < nm->n_fed; f++) {
             g.lins[f] = nm->fed[f];

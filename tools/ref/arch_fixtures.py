@@ -249,6 +249,71 @@ FIXTURES = {
                     n_shared_experts=1, n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
                     rope_interleave=True,
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # The long tail (issue 40).  GPT-NeoX / Pythia: parallel residual with two LayerNorms, RoPE on a
+    # quarter of each head (rotate-half), q/k/v fused per head, the erf GELU, biases, untied
+    # embed_out; no GQA (num_key_value_heads dropped).  llama.cpp's converter reads rotary_pct, which
+    # only transformers 4's config has: the GGUF is converted from hf4/ (the same weights) by the
+    # converter run under transformers 4 (its AutoConfig under transformers 5 drops rotary_pct).
+    "gptneox": dict(
+        model_type="gpt_neox", cls="GPTNeoXForCausalLM", seed=4001, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"], drop=["num_key_value_heads"], gguf_from="hf4",
+        v4_rename={"partial_rotary_factor": "rotary_pct", "rope_theta": "rotary_emb_base"},
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="gelu",
+                    use_parallel_residual=True, attention_bias=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25))),
+    # the same block made sequential (use_parallel_residual false): HF folders only (llama.cpp's
+    # gptneox reads the key too, but one GGUF of the family is enough)
+    "gptneox-seq": dict(
+        model_type="gpt_neox", cls="GPTNeoXForCausalLM", seed=4002, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"], drop=["num_key_value_heads"], gguf=False,
+        v4_rename={"partial_rotary_factor": "rotary_pct", "rope_theta": "rotary_emb_base"},
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="gelu",
+                    use_parallel_residual=False, attention_bias=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5))),
+    # Phi-2: one LayerNorm feeding attention and the MLP in parallel, RoPE on half of each head,
+    # gelu_new, biases everywhere, a head bias.  llama.cpp's converter writes feed_forward_length
+    # 4 * hidden and as many kv heads as heads, no RoPE base (10000): the config keeps to those.
+    "phi2": dict(
+        model_type="phi", cls="PhiForCausalLM", seed=4003, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="gelu_new",
+                    num_key_value_heads=4, intermediate_size=256, qk_layernorm=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5))),
+    # GPT-J: Phi-2's parallel block with interleaved RoPE on the first rotary_dim dims, no attention
+    # biases, a head bias, GPT-2's key names.  llama.cpp's converter has no GPT-J: no GGUF.
+    "gptj": dict(
+        model_type="gptj", cls="GPTJForCausalLM", seed=4004, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"], own_dims=True, gguf=False,
+        config=dict(n_embd=64, n_layer=2, n_head=4, n_inner=None, n_positions=256, rotary_dim=8,
+                    layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=False)),
+    # StableLM 2: the Llama block (SwiGLU, GQA) with LayerNorms, RoPE on a quarter of each head,
+    # q/k/v biases (use_qkv_bias); and its parallel form (use_parallel_residual: one LayerNorm feeds
+    # both branches; llama.cpp runs it when the blocks have no ffn_norm)
+    "stablelm": dict(
+        model_type="stablelm", cls="StableLmForCausalLM", seed=4005, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="silu", use_qkv_bias=True,
+                    qk_layernorm=False, use_parallel_residual=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25))),
+    "stablelm-par": dict(
+        model_type="stablelm", cls="StableLmForCausalLM", seed=4006, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, layer_norm_eps=1e-5, hidden_act="silu", use_qkv_bias=False,
+                    qk_layernorm=False, use_parallel_residual=True,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25))),
+    # OLMo 1: the Llama block with LayerNorms without parameters (eps 1e-5, no key), no biases
+    "olmo": dict(
+        model_type="olmo", cls="OlmoForCausalLM", seed=4007, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=False, attention_bias=False, clip_qkv=None, hidden_act="silu",
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # StarCoder2: LayerNorms in the RoPE block (GQA, full-head rotate-half RoPE), the gate-less
+    # c_fc / c_proj MLP with the tanh GELU, use_bias on every linear, tied head
+    "starcoder2": dict(
+        model_type="starcoder2", cls="Starcoder2ForCausalLM", seed=4008, tok="bpe", regex=None, pre="gpt-2",
+        specials=["<|endoftext|>"],
+        config=dict(tie_word_embeddings=True, norm_epsilon=1e-5, hidden_act="gelu_pytorch_tanh", use_bias=True,
+                    sliding_window=None, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -335,10 +400,10 @@ def make_spm_tokenizer(vocab_size, folder, gemma=False):
 def build_config(name, spec, vocab_size):
     from transformers import AutoConfig
     kw = dict(spec["config"])
-    if spec["model_type"] == "gpt2":
+    if spec["model_type"] == "gpt2" or spec.get("own_dims"):
         kw.update(vocab_size=vocab_size, bos_token_id=0, eos_token_id=0)
     else:
-        kw = {**DIMS, **kw, "vocab_size": vocab_size}
+        kw = {**{k: v for k, v in DIMS.items() if k not in spec.get("drop", ())}, **kw, "vocab_size": vocab_size}
         if spec["tok"] == "spm":
             kw.update(dict(pad_token_id=0, eos_token_id=1, bos_token_id=2) if spec.get("gemma_norm")
                       else dict(bos_token_id=1, eos_token_id=2, pad_token_id=None))
@@ -368,7 +433,8 @@ def randomize(model, spec, seed):
                 v += 1.0
         elif leaf == "bias":
             v = rng.normal(0.0, 0.1, shape)
-        elif "embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head"):
+        elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
+              or "embed_in" in pname or pname.startswith("embed_out")):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
             v = rng.normal(0.0, 0.2, shape)
@@ -431,6 +497,9 @@ def v4_config(cfg5, spec):
             c["partial_rotary_factor"] = scaling.pop("partial_rotary_factor")
         if spec["model_type"] == "phi3" and "original_max_position_embeddings" in scaling:
             c["original_max_position_embeddings"] = scaling.pop("original_max_position_embeddings")
+        for k5, k4 in spec.get("v4_rename", {}).items():   # GPT-NeoX 4's rotary_pct, rotary_emb_base
+            if k5 in c:
+                c[k4] = c.pop(k5)
         if scaling.get("rope_type", "default") == "default":
             c["rope_scaling"] = None
         else:
@@ -474,12 +543,12 @@ conv.main()
 '''
 
 
-def convert_gguf(conv_dir, folder, out, pre):
+def convert_gguf(conv_dir, folder, out, pre, python=None):
     wrapper = os.path.join(os.path.dirname(out), ".convert_wrapper.py")
     with open(wrapper, "w") as f:
         f.write(CONVERT_WRAPPER)
     tmp = out + ".tmp"
-    cmd = [sys.executable, wrapper, conv_dir, pre or "-", "--outtype", "f32", "--outfile", tmp, folder]
+    cmd = [python or sys.executable, wrapper, conv_dir, pre or "-", "--outtype", "f32", "--outfile", tmp, folder]
     r = subprocess.run(cmd, capture_output=True, text=True)
     os.unlink(wrapper)
     if r.returncode != 0:
@@ -589,7 +658,27 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
             os.symlink(os.path.join("..", "hf5", fn), os.path.join(hf4, fn))
 
     if spec.get("gguf", True):
-        convert_gguf(conv_dir, hf5, os.path.join(tmp, "model.gguf"), spec.get("pre"))
+        src, python = hf5, None
+        if spec.get("gguf_from") == "hf4":
+            # the converter reads config.json through transformers' AutoConfig: transformers 4's,
+            # on a copy of hf4/ whose tokenizer_config.json names the class transformers 4 has
+            # (transformers 5 writes "TokenizersBackend"; the tokenizer.json is the same)
+            if not python4:
+                raise SystemExit(f"arch_fixtures: {name}'s GGUF needs the transformers 4 interpreter (--python4)")
+            python, src = python4, os.path.join(tmp, ".hf4-convert")
+            os.makedirs(src)
+            for fn in os.listdir(hf4):
+                if fn == "tokenizer_config.json":
+                    with open(os.path.join(hf5, fn)) as f:
+                        tc = json.load(f)
+                    tc["tokenizer_class"] = "PreTrainedTokenizerFast"
+                    with open(os.path.join(src, fn), "w") as f:
+                        json.dump(tc, f)
+                else:
+                    os.symlink(os.path.realpath(os.path.join(hf4, fn)), os.path.join(src, fn))
+        convert_gguf(conv_dir, src, os.path.join(tmp, "model.gguf"), spec.get("pre"), python)
+        if src != hf5:
+            shutil.rmtree(src)
         arch, gkeys, gnames = gguf_summary(os.path.join(tmp, "model.gguf"), conv_dir)
     else:
         arch, gkeys, gnames = "none (no GGUF: see FIXTURES)", {}, []
