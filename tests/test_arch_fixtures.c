@@ -111,6 +111,12 @@ static const arch_case cases[] = {
     {"deepseek_v2", "hf4", "logprobs.f64", MATCH, NULL},
     {"deepseek_v3", "hf5", "logprobs.f64", MATCH, NULL},
     {"deepseek_v3", "hf4", "logprobs.f64", MATCH, NULL},
+    /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
+     * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
+     * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped
+     * SwiGLU acting (limit 1.5); Hugging Face only (its GGUF is not read yet) */
+    {"gpt_oss", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gpt_oss", "hf4", "logprobs.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -245,30 +251,56 @@ START_TEST(tolerance_sees_a_small_expert_error)
 }
 END_TEST
 
-/* gpt-oss, which lmpress knows and does not run yet, is refused by name from a config.json;
- * DeepSeek's GGUF (llama.cpp's deepseek2) likewise, by its architecture. */
+/* llama.cpp's GGUFs that lmpress knows and does not read yet are refused by their architecture:
+ * deepseek2, gpt-oss (whose Hugging Face folders load). */
 START_TEST(unsupported_moe_families_are_refused_by_name)
 {
-    char dir[64];
-    lmp_test_tmpdir(dir, sizeof dir, "arch-moe-refused");
-    char cfg[128];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    FILE *f = fopen(cfg, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 64}\n");
-    fclose(f);
-    lmp_model *m = NULL;
-    ck_assert_int_ne(lmp_model_load(dir, &m), 0);
-    printf("GptOssForCausalLM: %s\n", lmp_last_error());
-    ck_assert_msg(strstr(lmp_last_error(), "GptOssForCausalLM") && strstr(lmp_last_error(), "attention sinks") &&
-                      strstr(lmp_last_error(), "not supported"),
-                  "%s", lmp_last_error());
-    unlink(cfg);
-    rmdir(dir);
-    const char *why = lmp_arch_refused_gguf("deepseek2", 9);
-    ck_assert_ptr_nonnull(why);
-    ck_assert_ptr_nonnull(strstr(why, "deepseek2"));
-    ck_assert_ptr_null(lmp_arch_by_gguf("deepseek2", 9)); /* never read as another architecture */
+    static const char *const archs[2] = {"deepseek2", "gpt-oss"};
+    for (int i = 0; i < 2; i++) {
+        const char *why = lmp_arch_refused_gguf(archs[i], strlen(archs[i]));
+        ck_assert_ptr_nonnull(why);
+        printf("GGUF %s: %s\n", archs[i], why);
+        ck_assert_ptr_nonnull(strstr(why, archs[i]));
+        ck_assert_ptr_null(lmp_arch_by_gguf(archs[i], strlen(archs[i]))); /* never read as another architecture */
+    }
+    ck_assert_ptr_nonnull(lmp_arch_by_hf_class("GptOssForCausalLM"));
+    ck_assert_ptr_null(lmp_arch_refused_hf("GptOssForCausalLM"));
+}
+END_TEST
+
+/* The gpt-oss fixture's controls: its attention sinks, set to -inf (no sink), and its clamped
+ * SwiGLU, unclamped (limit 1e30), each move the log-probabilities by more than the tolerance,
+ * so the match above needs both. */
+START_TEST(gpt_oss_sinks_and_clamps_matter)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/gpt_oss/hf5", FIXTURES);
+    for (int which = 0; which < 2; which++) {
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+        int64_t T, rows;
+        int32_t *tok = archfix_tokens("gpt_oss", &T);
+        double *gold = archfix_golden("gpt_oss", "logprobs.f64", m->arch.vocab, &rows);
+        lmp_block *blocks = lmp_model_blocks(m);
+        ck_assert_ptr_nonnull(blocks);
+        if (which == 0) {
+            const int k = lmp_norm_index(&m->arch, LMP_NORM_SINKS);
+            ck_assert_int_ge(k, 0);
+            for (int64_t l = 0; l < m->arch.n_layers; l++)
+                for (int64_t h = 0; h < blocks[l].norms[k].dim; h++) blocks[l].norms[k].w[h] = -INFINITY;
+        } else {
+            m->arch.swiglu_limit = 1e30f;
+        }
+        float *lp = log_probs(m, blocks, tok, T);
+        const double rel = archfix_rel_diff(lp, gold, T * m->arch.vocab);
+        printf("control: gpt_oss %s: relative difference %.2e (tolerance %g)\n",
+               which ? "without the SwiGLU clamps" : "without sinks", rel, TOLERANCE);
+        ck_assert_msg(rel > TOLERANCE, "gpt_oss %s still matches (%g)", which ? "unclamped" : "without sinks", rel);
+        free(lp);
+        free(gold);
+        free(tok);
+        lmp_model_free(m);
+    }
 }
 END_TEST
 
@@ -289,6 +321,11 @@ START_TEST(deepseek_config_keys_not_implemented_are_refused)
         {"deepseek_v2", "\"topk_method\": \"group_limited_greedy\"", "\"topk_method\": \"noaux_tc\"",
          "topk_method"},
         {"deepseek_v2", "\"n_group\": 3", "\"n_group\": 3, \"some_new_key\": 1", "some_new_key"},
+        /* gpt-oss: the Hub's MXFP4 experts, and transformers' defaults that are not assumed */
+        {"gpt_oss", "\"swiglu_limit\": 1.5,", "\"swiglu_limit\": 1.5, \"quantization_config\": {\"quant_method\": \"mxfp4\"},",
+         "mxfp4"},
+        {"gpt_oss", "\"sliding_window\": 16,", "", "sliding_window"},
+        {"gpt_oss", "\"num_experts_per_tok\": 2,", "\"num_experts_per_tok\": 5,", "num_experts_per_tok"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char dir[64], src[512], dst[600], *text = NULL;
@@ -388,6 +425,7 @@ int main(void)
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
     tcase_add_test(tc, tolerance_sees_a_small_expert_error);
     tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
+    tcase_add_test(tc, gpt_oss_sinks_and_clamps_matter);
     tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);
     suite_add_tcase(s, tc);
