@@ -117,6 +117,8 @@ static const arch_case cases[] = {
      * SwiGLU acting (limit 1.5); Hugging Face only (its GGUF is not read yet) */
     {"gpt_oss", "hf5", "logprobs.f64", MATCH, NULL},
     {"gpt_oss", "hf4", "logprobs.f64", MATCH, NULL},
+    /* its GGUF as llama.cpp reads it: swiglu_limit 7.0 (no key), YaRN truncated (logprobs_gguf) */
+    {"gpt_oss", "model.gguf", "logprobs_gguf.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -251,12 +253,12 @@ START_TEST(tolerance_sees_a_small_expert_error)
 }
 END_TEST
 
-/* llama.cpp's GGUFs that lmpress knows and does not read yet are refused by their architecture:
- * deepseek2, gpt-oss (whose Hugging Face folders load). */
+/* llama.cpp's GGUF that lmpress knows and does not read yet is refused by its architecture:
+ * deepseek2 (whose Hugging Face folders load); gpt-oss's is read. */
 START_TEST(unsupported_moe_families_are_refused_by_name)
 {
-    static const char *const archs[2] = {"deepseek2", "gpt-oss"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const archs[1] = {"deepseek2"};
+    for (int i = 0; i < 1; i++) {
         const char *why = lmp_arch_refused_gguf(archs[i], strlen(archs[i]));
         ck_assert_ptr_nonnull(why);
         printf("GGUF %s: %s\n", archs[i], why);
@@ -265,6 +267,8 @@ START_TEST(unsupported_moe_families_are_refused_by_name)
     }
     ck_assert_ptr_nonnull(lmp_arch_by_hf_class("GptOssForCausalLM"));
     ck_assert_ptr_null(lmp_arch_refused_hf("GptOssForCausalLM"));
+    ck_assert_ptr_nonnull(lmp_arch_by_gguf("gpt-oss", 7));
+    ck_assert_ptr_null(lmp_arch_refused_gguf("gpt-oss", 7));
 }
 END_TEST
 

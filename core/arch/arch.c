@@ -60,9 +60,6 @@ static const struct {
     {NULL, "deepseek2",
      "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
      "read yet; load the Hugging Face folder"},
-    {NULL, "gpt-oss",
-     "llama.cpp's gpt-oss GGUF (attention sinks, expert biases, MXFP4 experts) is not read yet; load the Hugging "
-     "Face folder"},
 };
 
 const char *lmp_arch_refused_hf(const char *cls)

@@ -150,6 +150,8 @@ typedef struct lmp_arch_desc {
     int gguf_swa_pattern;
     double gguf_swa_base;
     int64_t gguf_scale_by_width_layers;
+    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm) */
+    const char *gguf_mlp_norm;
     /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
     const lmp_moe_desc *moe;
 } lmp_arch_desc;

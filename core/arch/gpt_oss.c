@@ -22,4 +22,5 @@ const lmp_arch_desc lmp_arch_gpt_oss = {
     .name = "gpt-oss", .family = LMP_FAMILY_LLAMA, .hf_class = "GptOssForCausalLM", .hf_model_type = "gpt_oss",
     .hf_default_ctx = 131072, .bias = LMP_BIAS_ATTN_CONFIG, .sliding = LMP_SLIDING_ALWAYS,
     .flags = LMP_ARCH_HEAD_DIM | LMP_ARCH_SINKS, .hf_norms = gpt_oss_norms, .hf_extra_keys = gpt_oss_keys,
+    .gguf_arch = "gpt-oss", .gguf_rope_halves = 1, .gguf_swa_pattern = 2, .gguf_mlp_norm = "post_attention_norm",
     .moe = &gpt_oss_moe};

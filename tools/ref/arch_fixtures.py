@@ -255,11 +255,18 @@ FIXTURES = {
     # truncate false); the router with a bias, top 2 of 4 then softmax over the two; the experts'
     # gate_up_proj [E, d, 2f] (gate and up interleaved by column) and down_proj [E, f, d], both
     # with biases, through the clamped SwiGLU, its limit lowered to 1.5 so that the clamps act on
-    # these small activations (meta.txt says how much).  Hugging Face only (no GGUF yet).
+    # these small activations (meta.txt says how much).  Its GGUF means something else to llama.cpp
+    # (limit 7.0, a truncated YaRN): logprobs_gguf.f64 is that reading.
     "gpt_oss": dict(
         model_type="gpt_oss", cls="GptOssForCausalLM", seed=3707, tok="bpe", regex=RE_LLAMA3,
-        pre="gpt-4o", specials=["<|startoftext|>", "<|endoftext|>"], gguf=False, experts_in_out=True,
+        pre="gpt-4o", specials=["<|startoftext|>", "<|endoftext|>"], experts_in_out=True,
         swiglu_unclamped=True,
+        extra=[("logprobs_gguf.f64", T,
+                dict(swiglu_limit=7.0, rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
+                                                            beta_fast=32.0, beta_slow=1.0, truncate=True,
+                                                            original_max_position_embeddings=64)),
+                "what model.gguf means to llama.cpp: its gpt-oss fixes swiglu_limit at 7.0 (no GGUF key) and "
+                "its YaRN always truncates the correction range (no key for truncate false)")],
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, num_hidden_layers=3, head_dim=32,
                     sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
                     num_local_experts=4, num_experts_per_tok=2, intermediate_size=24, attention_bias=True,
