@@ -469,6 +469,10 @@ static int read_rope(lmp_model *m)
         if ((st = arch_float(g, P, "rope.freq_base_swa", d->gguf_swa_base, &base))) return st;
         lmp_rope_default(&a->rope_local, base, n_rot, a->head_dim);
     }
+    if (!d->gguf_swa_base && (d->flags & LMP_ARCH_SINKS) &&
+        lmp_gguf_find_kv(g, arch_key(key, sizeof key, m, "rope.freq_base_swa"))) /* llama.cpp's gpt-oss reads it */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s (a RoPE base of the sliding layers of their own) is not supported for "
+                        "%s", m->path, key, P);
     if (d->gguf_scale_by_width_layers && a->n_layers == d->gguf_scale_by_width_layers)
         a->q_scale = (float)sqrt((double)a->head_dim / (double)(a->dim / a->n_heads));
     float cap;
