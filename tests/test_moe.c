@@ -726,6 +726,18 @@ START_TEST(gpt_oss_learning_exports_and_rotation_are_refused_by_name)
     printf("autoround on gpt_oss: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
     free(os.stage.params);
+    /* QAT after RTN (its grid), likewise */
+    one_stage r, q;
+    make_stage(&reg, &r, "rtn", W4, NULL);
+    make_stage(&reg, &q, "qat", NULL, NULL);
+    lmp_stage stages[2] = {r.stage, q.stage};
+    lmp_variant v = {.name = "rtn-then-qat", .stages = stages, .n_stages = 2};
+    out = NULL;
+    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &v, &cal, &out), 0);
+    printf("qat on gpt_oss: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
+    free(r.stage.params);
+    free(q.stage.params);
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "llama.cpp's gpt-oss"));
