@@ -330,6 +330,8 @@ START_TEST(deepseek_config_keys_not_implemented_are_refused)
          "mxfp4"},
         {"gpt_oss", "\"sliding_window\": 16,", "", "sliding_window"},
         {"gpt_oss", "\"num_experts_per_tok\": 2,", "\"num_experts_per_tok\": 5,", "num_experts_per_tok"},
+        {"gpt_oss", "\"num_experts_per_tok\": 2,", "\"num_experts_per_tok\": 2, \"experts_per_token\": 3,",
+         "experts_per_token"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char dir[64], src[512], dst[600], *text = NULL;

@@ -15,8 +15,11 @@ static const char *const gpt_oss_norms[LMP_NORM_KINDS] = {
     [LMP_NORM_ATTN] = "input_layernorm", [LMP_NORM_MLP] = "post_attention_layernorm",
     [LMP_NORM_SINKS] = "self_attn.sinks"};
 
+/* (openai's own config.json also carries experts_per_token, which must equal num_experts_per_tok,
+ * and initial_context_length, which YaRN's original_max_position_embeddings says for the forward) */
 static const char *const gpt_oss_keys[] = {"num_local_experts", "num_experts", "num_experts_per_tok", "swiglu_alpha",
-                                           "swiglu_limit", "router_aux_loss_coef", "output_router_logits", NULL};
+                                           "swiglu_limit", "router_aux_loss_coef", "output_router_logits",
+                                           "experts_per_token", "initial_context_length", NULL};
 
 const lmp_arch_desc lmp_arch_gpt_oss = {
     .name = "gpt-oss", .family = LMP_FAMILY_LLAMA, .hf_class = "GptOssForCausalLM", .hf_model_type = "gpt_oss",

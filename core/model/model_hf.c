@@ -805,6 +805,11 @@ static int parse_gpt_oss(const lmp_json *c, const char *what, hf_state *s, lmp_a
     if (a->n_experts_used < 1 || a->n_experts_used > a->n_experts)
         return lmp_fail(LMP_EINVAL, "%s: num_experts_per_tok %lld is not within the %lld experts", what,
                         (long long)a->n_experts_used, (long long)a->n_experts);
+    int64_t per_token; /* openai's duplicate of it, which transformers does not read */
+    if ((st = cfg_int(c, what, "experts_per_token", a->n_experts_used, &per_token))) return st;
+    if (per_token != a->n_experts_used)
+        return lmp_fail(LMP_EINVAL, "%s: experts_per_token %lld differs from num_experts_per_tok %lld (transformers "
+                        "routes with the latter)", what, (long long)per_token, (long long)a->n_experts_used);
     if (!(a->swiglu_limit > 0) || !(a->swiglu_alpha > 0))
         return lmp_fail(LMP_EINVAL, "%s: swiglu_limit and swiglu_alpha must be positive", what);
     if (a->n_layers > LMP_MAX_LAYERS)
