@@ -140,6 +140,14 @@ static const arch_case cases[] = {
     {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
+     * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
+     * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped
+     * SwiGLU acting (limit 1.5); Hugging Face only (its GGUF is not read yet) */
+    {"gpt_oss", "hf5", "logprobs.f64", MATCH, NULL},
+    {"gpt_oss", "hf4", "logprobs.f64", MATCH, NULL},
+    /* its GGUF as llama.cpp reads it: swiglu_limit 7.0 (no key), YaRN truncated (logprobs_gguf) */
+    {"gpt_oss", "model.gguf", "logprobs_gguf.f64", MATCH, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -274,30 +282,58 @@ START_TEST(tolerance_sees_a_small_expert_error)
 }
 END_TEST
 
-/* gpt-oss, which lmpress knows and does not run yet, is refused by name from a config.json;
- * DeepSeek's GGUF (llama.cpp's deepseek2) likewise, by its architecture. */
+/* llama.cpp's GGUF that lmpress knows and does not read yet is refused by its architecture:
+ * deepseek2 (whose Hugging Face folders load); gpt-oss's is read. */
 START_TEST(unsupported_moe_families_are_refused_by_name)
 {
-    char dir[64];
-    lmp_test_tmpdir(dir, sizeof dir, "arch-moe-refused");
-    char cfg[128];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    FILE *f = fopen(cfg, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 64}\n");
-    fclose(f);
-    lmp_model *m = NULL;
-    ck_assert_int_ne(lmp_model_load(dir, &m), 0);
-    printf("GptOssForCausalLM: %s\n", lmp_last_error());
-    ck_assert_msg(strstr(lmp_last_error(), "GptOssForCausalLM") && strstr(lmp_last_error(), "attention sinks") &&
-                      strstr(lmp_last_error(), "not supported"),
-                  "%s", lmp_last_error());
-    unlink(cfg);
-    rmdir(dir);
-    const char *why = lmp_arch_refused_gguf("deepseek2", 9);
-    ck_assert_ptr_nonnull(why);
-    ck_assert_ptr_nonnull(strstr(why, "deepseek2"));
-    ck_assert_ptr_null(lmp_arch_by_gguf("deepseek2", 9)); /* never read as another architecture */
+    static const char *const archs[1] = {"deepseek2"};
+    for (int i = 0; i < 1; i++) {
+        const char *why = lmp_arch_refused_gguf(archs[i], strlen(archs[i]));
+        ck_assert_ptr_nonnull(why);
+        printf("GGUF %s: %s\n", archs[i], why);
+        ck_assert_ptr_nonnull(strstr(why, archs[i]));
+        ck_assert_ptr_null(lmp_arch_by_gguf(archs[i], strlen(archs[i]))); /* never read as another architecture */
+    }
+    ck_assert_ptr_nonnull(lmp_arch_by_hf_class("GptOssForCausalLM"));
+    ck_assert_ptr_null(lmp_arch_refused_hf("GptOssForCausalLM"));
+    ck_assert_ptr_nonnull(lmp_arch_by_gguf("gpt-oss", 7));
+    ck_assert_ptr_null(lmp_arch_refused_gguf("gpt-oss", 7));
+}
+END_TEST
+
+/* The gpt-oss fixture's controls: its attention sinks, set to -inf (no sink), and its clamped
+ * SwiGLU, unclamped (limit 1e30), each move the log-probabilities by more than the tolerance,
+ * so the match above needs both. */
+START_TEST(gpt_oss_sinks_and_clamps_matter)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/gpt_oss/hf5", FIXTURES);
+    for (int which = 0; which < 2; which++) {
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+        int64_t T, rows;
+        int32_t *tok = archfix_tokens("gpt_oss", &T);
+        double *gold = archfix_golden("gpt_oss", "logprobs.f64", m->arch.vocab, &rows);
+        lmp_block *blocks = lmp_model_blocks(m);
+        ck_assert_ptr_nonnull(blocks);
+        if (which == 0) {
+            const int k = lmp_norm_index(&m->arch, LMP_NORM_SINKS);
+            ck_assert_int_ge(k, 0);
+            for (int64_t l = 0; l < m->arch.n_layers; l++)
+                for (int64_t h = 0; h < blocks[l].norms[k].dim; h++) blocks[l].norms[k].w[h] = -INFINITY;
+        } else {
+            m->arch.swiglu_limit = 1e30f;
+        }
+        float *lp = log_probs(m, blocks, tok, T);
+        const double rel = archfix_rel_diff(lp, gold, T * m->arch.vocab);
+        printf("control: gpt_oss %s: relative difference %.2e (tolerance %g)\n",
+               which ? "without the SwiGLU clamps" : "without sinks", rel, TOLERANCE);
+        ck_assert_msg(rel > TOLERANCE, "gpt_oss %s still matches (%g)", which ? "unclamped" : "without sinks", rel);
+        free(lp);
+        free(gold);
+        free(tok);
+        lmp_model_free(m);
+    }
 }
 END_TEST
 
@@ -318,6 +354,13 @@ START_TEST(deepseek_config_keys_not_implemented_are_refused)
         {"deepseek_v2", "\"topk_method\": \"group_limited_greedy\"", "\"topk_method\": \"noaux_tc\"",
          "topk_method"},
         {"deepseek_v2", "\"n_group\": 3", "\"n_group\": 3, \"some_new_key\": 1", "some_new_key"},
+        /* gpt-oss: the Hub's MXFP4 experts, and transformers' defaults that are not assumed */
+        {"gpt_oss", "\"swiglu_limit\": 1.5,", "\"swiglu_limit\": 1.5, \"quantization_config\": {\"quant_method\": \"mxfp4\"},",
+         "mxfp4"},
+        {"gpt_oss", "\"sliding_window\": 16,", "", "sliding_window"},
+        {"gpt_oss", "\"num_experts_per_tok\": 2,", "\"num_experts_per_tok\": 5,", "num_experts_per_tok"},
+        {"gpt_oss", "\"num_experts_per_tok\": 2,", "\"num_experts_per_tok\": 2, \"experts_per_token\": 3,",
+         "experts_per_token"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char dir[64], src[512], dst[600], *text = NULL;
@@ -470,6 +513,7 @@ int main(void)
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
     tcase_add_test(tc, tolerance_sees_a_small_expert_error);
     tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
+    tcase_add_test(tc, gpt_oss_sinks_and_clamps_matter);
     tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);
     tcase_add_test(tc, long_tail_config_keys_are_refused_by_name);

@@ -203,6 +203,54 @@ START_TEST(fixture_features_reach_the_steps)
 }
 END_TEST
 
+/* gpt-oss (HF and GGUF): the sinks reach the attention step as the block's last norm entry (one
+ * a head, feeding no linear), the windows alternate from layer 0, the MoE step carries the
+ * clamped SwiGLU and the top-k-then-softmax routing; a block whose sinks do not match its heads,
+ * or which lacks them, is refused by the plan check. */
+START_TEST(gpt_oss_features_reach_the_steps)
+{
+    for (int form = 0; form < 2; form++) {
+        lmp_model *m = load("gpt_oss", form ? "model.gguf" : "hf5");
+        const int k = lmp_norm_index(&m->arch, LMP_NORM_SINKS);
+        ck_assert_int_eq(k, 2);
+        for (int64_t b = 0; b < m->arch.n_layers; b++) {
+            lmp_block_plan p;
+            lmp_block_plan_make(&p, &m->arch, b);
+            int seen = 0;
+            for (int i = 0; i < p.n_steps; i++) {
+                const lmp_block_step *s = &p.step[i];
+                if (s->kind == LMP_STEP_ATTENTION) {
+                    ck_assert_int_eq(s->norm, k);
+                    ck_assert_int_eq(s->window, b % 2 ? 0 : 16);
+                    seen++;
+                }
+                if (s->kind == LMP_STEP_MOE) {
+                    ck_assert(s->route == LMP_ROUTE_TOPK_SOFTMAX);
+                    ck_assert(fabsf(s->swiglu_alpha - 1.702f) < 1e-6f);
+                    ck_assert(s->swiglu_limit == (form ? 7.0f : 1.5f)); /* llama.cpp fixes 7.0 */
+                    seen++;
+                }
+            }
+            ck_assert_int_eq(seen, 2);
+            lmp_block blk;
+            ck_assert_int_eq(lmp_model_block_copy(m, b, &blk), 0);
+            ck_assert_int_eq(blk.norms[k].dim, m->arch.n_heads);
+            ck_assert_int_eq(blk.norms[k].n_fed, 0);
+            ck_assert_int_eq(lmp_block_plan_check(&p, &blk), 0);
+            blk.norms[k].dim = m->arch.n_heads - 1;
+            ck_assert_int_ne(lmp_block_plan_check(&p, &blk), 0);
+            ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks"));
+            blk.norms[k].dim = m->arch.n_heads;
+            blk.n_norms--; /* no sinks */
+            ck_assert_int_ne(lmp_block_plan_check(&p, &blk), 0);
+            blk.n_norms++;
+            lmp_block_free(&blk);
+        }
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
 /* lmp_block_forward_from: stopped at each group g by the observer, then resumed from g on the
  * state it left, equals the whole forward bit for bit (the walker's segments are the groups). */
 typedef struct stop_at {
@@ -332,6 +380,7 @@ int main(void)
     tcase_add_test(tc, fixture_features_reach_the_steps);
     tcase_add_test(tc, resumed_passes_are_the_forward);
     tcase_add_test(tc, mla_blocks_follow_their_steps);
+    tcase_add_test(tc, gpt_oss_features_reach_the_steps);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

@@ -40,6 +40,7 @@
 #include "export/export.h"
 #include "model/block_source.h"
 #include "model/forward.h"
+#include "model/rotate.h"
 
 #include "teststage.h"
 #include "testutil.h"
@@ -671,6 +672,86 @@ START_TEST(deepseek_learning_and_exports_are_refused_by_name)
 }
 END_TEST
 
+/* gpt-oss (sinks, alternating windows, biased router and experts, clamped SwiGLU): RTN and GPTQ
+ * W4 g32 (routed and all experts) compress every linear but the router, whose weight and bias
+ * stay as loaded, and compare against the unmodified model with a finite KL above 0. */
+START_TEST(gpt_oss_rtn_and_gptq_compare)
+{
+    lmp_model *m = load("gpt_oss");
+    ck_assert(m->arch.attn_sinks && m->arch.swiglu_limit > 0);
+    const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
+    lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
+    lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
+    const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
+    printf("gpt_oss W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
+           k_rtn, k_gr, k_ga);
+    ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
+    const lmp_block *orig = lmp_model_blocks(m);
+    int routers = 0;
+    for (int64_t b = 0; b < m->arch.n_layers; b++)
+        for (int i = 0; i < orig[b].n_linears; i++) {
+            const lmp_linear *l = &orig[b].linears[i];
+            const int changed = !same_weights(l, &rtn[b].linears[i]) && !same_weights(l, &gr[b].linears[i]) &&
+                                !same_weights(l, &ga[b].linears[i]);
+            if (l->role == LMP_ROLE_ROUTER) {
+                ck_assert_msg(same_weights(l, &rtn[b].linears[i]) && same_weights(l, &gr[b].linears[i]) &&
+                                  same_weights(l, &ga[b].linears[i]), "%s was quantized", l->name);
+                ck_assert(l->b && !memcmp(l->b, gr[b].linears[i].b, (size_t)l->out * sizeof *l->b));
+                routers++;
+            } else {
+                ck_assert_msg(changed, "%s was not compressed", l->name);
+            }
+        }
+    ck_assert_int_eq(routers, (int)m->arch.n_layers);
+    lmp_blocks_free(rtn, m->arch.n_layers);
+    lmp_blocks_free(gr, m->arch.n_layers);
+    lmp_blocks_free(ga, m->arch.n_layers);
+    free(cal.tokens);
+    free(ev.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* What gpt-oss cannot do yet is refused by name: AutoRound (sinks and the clamped SwiGLU have no
+ * backward yet), its exports, and the rotations. */
+START_TEST(gpt_oss_learning_exports_and_rotation_are_refused_by_name)
+{
+    lmp_model *m = load("gpt_oss");
+    const lmp_windows cal = windows(4, 32, m->arch.vocab, 12);
+    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=2", NULL};
+    one_stage os;
+    make_stage(&reg, &os, "autoround", ar, NULL);
+    lmp_block *out = NULL;
+    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, &cal, &out), 0);
+    printf("autoround on gpt_oss: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
+    free(os.stage.params);
+    /* QAT after RTN (its grid), likewise */
+    one_stage r, q;
+    make_stage(&reg, &r, "rtn", W4, NULL);
+    make_stage(&reg, &q, "qat", NULL, NULL);
+    lmp_stage stages[2] = {r.stage, q.stage};
+    lmp_variant v = {.name = "rtn-then-qat", .stages = stages, .n_stages = 2};
+    out = NULL;
+    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &v, &cal, &out), 0);
+    printf("qat on gpt_oss: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
+    free(r.stage.params);
+    free(q.stage.params);
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "llama.cpp's gpt-oss"));
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), LMP_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "Hugging Face folder"));
+    const lmp_rotate_opts ro = {.r1 = LMP_ROT_HADAMARD};
+    ck_assert_int_eq(lmp_model_rotate(m, &ro), LMP_EUNSUPPORTED);
+    printf("rotate: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks"));
+    free(cal.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(what_is_not_written_yet_is_refused_by_name)
 {
     lmp_model *m = NULL;
@@ -723,6 +804,8 @@ int main(void)
     tcase_add_test(tc, deepseek_rtn_and_gptq_compare);
     tcase_add_test(tc, deepseek_routed_statistics_follow_the_router);
     tcase_add_test(tc, deepseek_learning_and_exports_are_refused_by_name);
+    tcase_add_test(tc, gpt_oss_rtn_and_gptq_compare);
+    tcase_add_test(tc, gpt_oss_learning_exports_and_rotation_are_refused_by_name);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

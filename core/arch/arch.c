@@ -8,7 +8,7 @@ extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
-    lmp_arch_starcoder2;
+    lmp_arch_starcoder2, lmp_arch_gpt_oss;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -17,7 +17,7 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_gpt2, &lmp_arch_ernie4_5, &lmp_arch_mixtral,
                                              &lmp_arch_qwen2moe, &lmp_arch_qwen3moe, &lmp_arch_deepseek_v2,
                                              &lmp_arch_deepseek_v3, &lmp_arch_gptneox, &lmp_arch_phi2, &lmp_arch_gptj,
-                                             &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2};
+                                             &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss};
 enum { N_ARCH = sizeof table / sizeof *table };
 
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
@@ -62,9 +62,6 @@ static const struct {
     {NULL, "deepseek2",
      "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
      "read yet; load the Hugging Face folder"},
-    {"GptOssForCausalLM", "gpt-oss",
-     "gpt-oss's attention sinks, alternating sliding windows, clamped SwiGLU with expert biases and MXFP4 "
-     "experts are not implemented yet"},
 };
 
 const char *lmp_arch_refused_hf(const char *cls)

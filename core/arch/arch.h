@@ -64,6 +64,8 @@ enum {
     LMP_ARCH_MLA = 1u << 12,        /* multi-head latent attention (DeepSeek-V2/V3): q through an
                                      * optional low-rank q_a/q_b, k and v from one latent (kv_a,
                                      * kv_b) and a rotary key shared by the heads */
+    LMP_ARCH_SINKS = 1u << 13,      /* a learned logit per head in each softmax's denominator
+                                     * (gpt-oss's attention sinks: self_attn.sinks [heads]) */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
@@ -72,6 +74,9 @@ enum {
     LMP_NORM_ATTN, LMP_NORM_MLP, LMP_NORM_Q, LMP_NORM_K, LMP_NORM_POST_ATTN, LMP_NORM_POST_MLP,
     LMP_NORM_Q_A, LMP_NORM_KV_A, /* MLA: q_a_layernorm [q_lora_rank] (when q is low-rank) and
                                   * kv_a_layernorm [kv_lora_rank], after the norms above */
+    LMP_NORM_SINKS,              /* LMP_ARCH_SINKS: not a norm but the attention sinks [heads],
+                                  * kept in the block's norm table (its w) so that they travel
+                                  * with the block; they feed no linear */
     LMP_NORM_KINDS
 };
 
@@ -84,6 +89,8 @@ typedef enum {
                             * of their two best, then the k best) on score + the selection bias
                             * (the router linear's b), the weights the scores without it,
                             * renormalized with norm_topk, times routed_scale */
+    LMP_ROUTE_TOPK_SOFTMAX, /* gpt-oss: the k largest logits (the router linear has a bias), then
+                            * a softmax over those k */
 } lmp_route_kind;
 
 /* A mixture-of-experts family (issue 37): where its Hugging Face checkpoint keeps the router,
@@ -110,6 +117,12 @@ typedef struct lmp_moe_desc {
      * (first_k_dense_replace). */
     int hf_deepseek;
     lmp_route_kind route;
+    /* gpt-oss: the experts are stored fused and transposed, <experts>.gate_up_proj [E, d, 2 f]
+     * (gate and up interleaved by column: gate = [..., ::2], up = [..., 1::2]) and
+     * <experts>.down_proj [E, f, d], each with a <name>_bias [E, out]; the activation is the
+     * clamped SwiGLU (up + 1) * g * sigmoid(alpha g), g = min(gate, limit), up within +-limit
+     * (config.json's swiglu_alpha, swiglu_limit). */
+    int hf_gpt_oss;
 } lmp_moe_desc;
 
 typedef struct lmp_arch_desc {
@@ -153,6 +166,8 @@ typedef struct lmp_arch_desc {
     int gguf_swa_pattern;
     double gguf_swa_base;
     int64_t gguf_scale_by_width_layers;
+    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm) */
+    const char *gguf_mlp_norm;
     /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
     const lmp_moe_desc *moe;
     /* Hugging Face names of a family whose checkpoint is not laid out as Llama's (NULL: Llama's):
@@ -187,7 +202,7 @@ const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls);
 const lmp_arch_desc *lmp_arch_by_gguf(const char *arch, size_t len);
 const lmp_arch_desc *lmp_arch_by_name(const char *name);
 /* Why lmpress refuses a Hugging Face class or GGUF architecture it knows of but does not run
- * (DeepSeek-V2/V3's MLA, gpt-oss: issue 37), NULL for any other name. */
+ * (llama.cpp's deepseek2 and gpt-oss GGUFs: issue 37), NULL for any other name. */
 const char *lmp_arch_refused_hf(const char *cls);
 const char *lmp_arch_refused_gguf(const char *arch, size_t len);
 /* "A, B, C": the Hugging Face classes (gguf = 0) or GGUF architectures (1) lmpress reads, for

@@ -116,12 +116,16 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    /* DeepSeek-V2/V3 (issue 37): neither llama.cpp's deepseek2 tensors (kv_b split into k_b / v_b,
-     * the routing keys) nor a Hugging Face folder with its MLA and routing are written yet */
-    if (m->arch.mla || m->arch.route != LMP_ROUTE_SOFTMAX)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s (multi-head latent attention, DeepSeek routing): exporting "
-                        "it %s is not implemented yet", path, m->path, d->hf_class,
-                        gguf ? "as a GGUF (llama.cpp's deepseek2)" : "as a Hugging Face folder");
+    /* DeepSeek-V2/V3 and gpt-oss (issue 37): neither llama.cpp's deepseek2 / gpt-oss tensors (kv_b
+     * split into k_b / v_b, the routing keys, the sinks) nor a Hugging Face folder with their MLA,
+     * routing, sinks and fused biased experts are written yet */
+    if (m->arch.mla || m->arch.route != LMP_ROUTE_SOFTMAX || m->arch.attn_sinks)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s (%s): exporting it %s is not implemented yet", path, m->path,
+                        d->hf_class,
+                        m->arch.attn_sinks ? "attention sinks, gpt-oss routing and clamped SwiGLU experts"
+                                           : "multi-head latent attention, DeepSeek routing",
+                        gguf ? (m->arch.attn_sinks ? "as a GGUF (llama.cpp's gpt-oss)" : "as a GGUF (llama.cpp's deepseek2)")
+                             : "as a Hugging Face folder");
     /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
      * always do, and no key says otherwise */
     if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)

@@ -158,6 +158,8 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
             o->scale = s->scale;
             break;
         case LMP_STEP_ATTENTION:
+            if (s->norm >= 0) /* gpt-oss's sinks: the device job's attention has none */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d: attention sinks do not run as a device job", blk->index);
             o = add_op(jm, LMP_BOP_ATTENTION, in0, out0);
             o->in[1] = (int)s->in[1];
             o->in[2] = (int)s->in[2];

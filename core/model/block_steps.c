@@ -100,6 +100,8 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         io(s, 3, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K, LMP_SLOT_V}, 1, (lmp_slot[]){LMP_SLOT_ATT});
         s->window = lmp_arch_window(a, layer);
         s->softcap = a->attn_softcap;
+        s->norm = lmp_norm_index(a, LMP_NORM_SINKS); /* gpt-oss: -1 for the other families */
+        s->heads[0] = a->n_heads;
     }
 attention_out:
     /* group 1: x1 = x + o(att), through the post-attention norm when there is one */
@@ -123,6 +125,8 @@ attention_out:
         s->n_group = a->n_group;
         s->topk_group = a->topk_group;
         s->routed_scale = a->routed_scale;
+        s->swiglu_alpha = a->swiglu_alpha;
+        s->swiglu_limit = a->swiglu_limit;
     } else if (plain_mlp) { /* GPT-2, GPT-NeoX, Phi-2, GPT-J: h = gelu(up(xn)) */
         linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
         lmp_block_step *s = add_step(p, LMP_STEP_GELU, 2);
@@ -251,6 +255,15 @@ int lmp_block_plan_check(const lmp_block_plan *p, const lmp_block *blk)
             if (blk->norms[s->norm].dim != dim)
                 return lmp_fail(LMP_EINVAL, "%s: a norm of %lld, the block's %s needs %lld", blk->norms[s->norm].name,
                                 (long long)blk->norms[s->norm].dim, lmp_step_kind_name(s->kind), (long long)dim);
+            if (s->norm < (int)sizeof used) used[s->norm] = 1;
+        }
+        if (s->kind == LMP_STEP_ATTENTION && s->norm >= 0) { /* gpt-oss's sinks: one per head */
+            if (s->norm >= blk->n_norms)
+                return lmp_fail(LMP_EINVAL, "block %d has %d norms, its architecture's attention sinks more", blk->index,
+                                blk->n_norms);
+            if (blk->norms[s->norm].dim != s->heads[0])
+                return lmp_fail(LMP_EINVAL, "%s: %lld attention sinks, the block has %lld heads", blk->norms[s->norm].name,
+                                (long long)blk->norms[s->norm].dim, (long long)s->heads[0]);
             if (s->norm < (int)sizeof used) used[s->norm] = 1;
         }
         if (s->kind == LMP_STEP_MOE) {

@@ -100,7 +100,8 @@ typedef struct lmp_block_step {
     int group;                          /* the input group it belongs to, 0..3 */
     int n_in, n_out;
     lmp_slot in[LMP_STEP_MAX_IO], out[LMP_STEP_MAX_IO];
-    int norm;                           /* NORM, HEAD_NORM: index in lmp_block.norms */
+    int norm;                           /* NORM, HEAD_NORM: index in lmp_block.norms; ATTENTION: the
+                                         * sinks' entry there (LMP_NORM_SINKS), -1: none */
     int layer_norm;                     /* NORM: LayerNorm (GPT-2) rather than RMSNorm */
     lmp_role roles[LMP_STEP_MAX_IO];    /* LINEARS: the linear writing out[i] */
     int affine;                         /* LINEARS: the input goes through the first linear's
@@ -121,6 +122,7 @@ typedef struct lmp_block_step {
     lmp_route_kind route;
     int64_t n_group, topk_group;
     float routed_scale;
+    float swiglu_alpha, swiglu_limit;   /* MOE: gpt-oss's clamped SwiGLU (limit 0: silu(gate) * up) */
     /* MLA: the latents' norms (q_a's, -1 without q_lora_rank; kv_a's) */
     int mla_norm[2];
 } lmp_block_step;

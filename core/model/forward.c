@@ -119,6 +119,47 @@ int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int6
     return lmp_be_rope_table(be, T, n_heads, a->head_dim, r->n_rot, 0, lmp_rope_table_for(r, T), r->mscale, x);
 }
 
+/* out[T, heads * hd] = causal attention of q over k, v (GQA: n_heads / n_kv_heads heads per kv
+ * head; keys within `window` of the query, 0: all earlier) with gpt-oss's sinks: head h's softmax
+ * denominator also holds exp(sinks[h]), a logit no value goes with, as transformers 5.24's
+ * eager_attention_forward (the sink joins the scores, the max is taken over both, its column
+ * dropped after the softmax).  Sums in double, as the CPU backend's reference. */
+static int attention_sinks(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                           const float *sinks, const float *q, const float *k, const float *v, float *out)
+{
+    const int64_t qdim = n_heads * hd, kvdim = n_kv_heads * hd, group = n_heads / n_kv_heads;
+    const double scale = 1.0 / sqrt((double)hd);
+    double *p = malloc((size_t)(T + hd) * sizeof *p), *acc = p ? p + T : NULL;
+    if (!p) return lmp_fail(LMP_ENOMEM, "out of memory in attention with sinks");
+    for (int64_t h = 0; h < n_heads; h++) {
+        const int64_t kh = h / group;
+        const double sink = (double)sinks[h];
+        for (int64_t t = 0; t < T; t++) {
+            const float *qt = q + t * qdim + h * hd;
+            const int64_t lo = window && t - window + 1 > 0 ? t - window + 1 : 0; /* keys lo..t */
+            double mx = sink;
+            for (int64_t j = lo; j <= t; j++) {
+                const float *kj = k + j * kvdim + kh * hd;
+                double sc = 0.0;
+                for (int64_t c = 0; c < hd; c++) sc += (double)qt[c] * kj[c];
+                p[j] = sc * scale;
+                if (p[j] > mx) mx = p[j];
+            }
+            double sum = exp(sink - mx);
+            for (int64_t j = lo; j <= t; j++) sum += p[j] = exp(p[j] - mx);
+            for (int64_t c = 0; c < hd; c++) acc[c] = 0.0;
+            for (int64_t j = lo; j <= t; j++) {
+                const float *vj = v + j * kvdim + kh * hd;
+                for (int64_t c = 0; c < hd; c++) acc[c] += p[j] * vj[c];
+            }
+            float *ot = out + t * qdim + h * hd;
+            for (int64_t c = 0; c < hd; c++) ot[c] = (float)(acc[c] / sum);
+        }
+    }
+    free(p);
+    return 0;
+}
+
 /* ---- the walker: a block's steps (model/block_steps.h) run top down ----------------------- */
 
 /* out[T, C] <- RMSNorm or LayerNorm of in (s->in[0]) with norm n, through work when out is in. */
@@ -181,6 +222,26 @@ void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int nor
         for (int64_t j = 0; norm_topk && j < k; j++) wt[t * k + j] = (float)((double)wt[t * k + j] / top);
     }
     free(p);
+}
+
+void lmp_moe_route_topk_softmax(const float *logits, int64_t T, int64_t E, int64_t k, int *sel, float *wt)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const float *z = logits + t * E;
+        for (int64_t j = 0; j < k; j++) { /* the k largest logits, largest first (torch.topk) */
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (int64_t i = 0; i < j; i++) taken |= sel[t * k + i] == (int)e;
+                if (!taken && (best < 0 || z[e] > z[best])) best = e;
+            }
+            sel[t * k + j] = (int)best;
+        }
+        const double mx = z[sel[t * k]];
+        double sum = 0;
+        for (int64_t j = 0; j < k; j++) sum += exp((double)z[sel[t * k + j]] - mx);
+        for (int64_t j = 0; j < k; j++) wt[t * k + j] = (float)(exp((double)z[sel[t * k + j]] - mx) / sum);
+    }
 }
 
 /* DeepSeek's routings (LMP_ROUTE_SOFTMAX_GROUPS, LMP_ROUTE_SIGMOID_BIAS) as transformers 5.24's
@@ -259,12 +320,21 @@ static void gather_rows(const float *x, int64_t C, const int64_t *rows, int64_t 
 
 /* One expert's SwiGLU MLP on x[n, d]: h[n, f] = silu(gate x) * up x (observed by obs as the gate's
  * and up's input when obs_x is x), then y[n, d] = down h.  g is [n, f] scratch. */
-static int expert_mlp(const lmp_backend *be, const lmp_linear *gate, const lmp_linear *up, const lmp_linear *down,
-                      int64_t n, const float *x, float *g, float *h, float *qbuf, float *y)
+static int expert_mlp(const lmp_backend *be, const lmp_block_step *s, const lmp_linear *gate, const lmp_linear *up,
+                      const lmp_linear *down, int64_t n, const float *x, float *g, float *h, float *qbuf, float *y)
 {
     int st = run_linear(be, gate, n, x, qbuf, g);
     if (!st) st = run_linear(be, up, n, x, qbuf, h);
-    if (!st) st = lmp_be_swiglu(be, n * gate->out, g, h, h);
+    if (!st && s && s->swiglu_limit > 0) { /* gpt-oss (routed experts only: it has no shared one) */
+        const double lim = s->swiglu_limit, alpha = s->swiglu_alpha;
+        for (int64_t i = 0; i < n * gate->out; i++) {
+            const double gv = g[i] < lim ? (double)g[i] : lim;
+            const double uv = h[i] < -lim ? -lim : h[i] > lim ? lim : (double)h[i];
+            h[i] = (float)((uv + 1.0) * gv / (1.0 + exp(-alpha * gv)));
+        }
+    } else if (!st) {
+        st = lmp_be_swiglu(be, n * gate->out, g, h, h);
+    }
     if (!st && y) st = run_linear(be, down, n, h, qbuf, y);
     return st;
 }
@@ -311,6 +381,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     } else if (!st) {
         st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
         if (!st && s->route == LMP_ROUTE_SOFTMAX_GROUPS) st = route_deepseek(s, logits, NULL, T, sel, wt);
+        else if (!st && s->route == LMP_ROUTE_TOPK_SOFTMAX) lmp_moe_route_topk_softmax(logits, T, E, k, sel, wt);
         else if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
     }
     for (int e = 0; obs && !st && e < E; e++) {
@@ -339,13 +410,13 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
             for (int64_t j = 0; j < k; j++)
                 if (sel[t * k + j] == e) rows[n] = t, slot[n++] = t * k + j;
         if (all && obs) { /* statistics only: every token through the expert; the output below is the routed one */
-            st = expert_mlp(be, G, U, NULL, T, xn, g, h, qbuf, NULL);
+            st = expert_mlp(be, s, G, U, NULL, T, xn, g, h, qbuf, NULL);
             if (!st) st = obs(ud, &di, 1, h, T, f);
             if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
         }
         if (st || !n) continue;
         gather_rows(xn, d, rows, n, xe);
-        st = expert_mlp(be, G, U, NULL, n, xe, g, h, qbuf, NULL);
+        st = expert_mlp(be, s, G, U, NULL, n, xe, g, h, qbuf, NULL);
         if (!st && obs && !all) st = obs(ud, &di, 1, h, n, f);
         if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
         if (!st) st = run_linear(be, &blk->linears[di], n, h, qbuf, ye);
@@ -356,7 +427,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     }
     /* the shared expert on every token, times sigmoid(its gate) */
     if (!st && fs) {
-        st = expert_mlp(be, &blk->linears[sh[0]], &blk->linears[sh[1]], NULL, T, xn, g, h, qbuf, NULL);
+        st = expert_mlp(be, NULL, &blk->linears[sh[0]], &blk->linears[sh[1]], NULL, T, xn, g, h, qbuf, NULL);
         if (!st && obs) st = obs(ud, &sh[2], 1, h, T, fs);
         if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
         if (!st) st = run_linear(be, &blk->linears[sh[2]], T, h, qbuf, ye);
@@ -495,6 +566,11 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         for (int64_t i = 0; i < T * C; i++) in[i] *= s->scale;
         return 0;
     case LMP_STEP_ATTENTION:
+        if (s->norm >= 0) { /* gpt-oss's sinks (no soft-cap: the loader sets none with them) */
+            if (s->softcap) return lmp_fail(LMP_EUNSUPPORTED, "block %d: soft-capped scores with sinks", blk->index);
+            return attention_sinks(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, blk->norms[s->norm].w, in,
+                                   slot[s->in[1]], slot[s->in[2]], out);
+        }
         if (s->window || s->softcap)
             return lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, s->softcap, in,
                                            slot[s->in[1]], slot[s->in[2]], out);

@@ -76,6 +76,9 @@ int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int6
  * (ties to the lower index, as torch.topk on distinct values), renormalized to sum to 1 when
  * norm_topk.  The forward and the backward (train/backward.c) route with this one function. */
 void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int norm_topk, int *sel, float *wt);
+/* gpt-oss's (LMP_ROUTE_TOPK_SOFTMAX): the k largest logits (bias included), largest first, their
+ * weights the softmax over those k alone. */
+void lmp_moe_route_topk_softmax(const float *logits, int64_t T, int64_t E, int64_t k, int *sel, float *wt);
 
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);

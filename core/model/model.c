@@ -146,7 +146,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     b->index = index;
     b->n_blocks = (int)a->n_layers;
     b->n_norms = 2 - (a->shared_norm != 0) + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) +
-                 (a->mla ? 1 + (a->mla_q_lora > 0) : 0);
+                 (a->mla ? 1 + (a->mla_q_lora > 0) : 0) + (a->attn_sinks != 0);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
     if (lmp_arch_moe_layer(a, index)) {
@@ -183,6 +183,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
                                  .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim
                                         : k == LMP_NORM_Q_A                 ? a->mla_q_lora
                                         : k == LMP_NORM_KV_A                ? a->mla_kv_lora
+                                        : k == LMP_NORM_SINKS               ? a->n_heads
                                                                             : a->dim};
     }
     for (int i = 0; i < b->n_norms; i++)
@@ -256,6 +257,8 @@ int lmp_norm_index(const lmp_arch *a, int k)
     case LMP_NORM_POST_MLP: return a->post_norms ? base + 1 + 2 * qk : -1;
     case LMP_NORM_Q_A: return a->mla && a->mla_q_lora ? base : -1; /* MLA has no q/k or post norms */
     case LMP_NORM_KV_A: return a->mla ? base + (a->mla_q_lora > 0) : -1;
+    case LMP_NORM_SINKS: /* last: after every other norm the block has */
+        return a->attn_sinks ? base + 2 * qk + 2 * (a->post_norms != 0) + (a->mla ? 1 + (a->mla_q_lora > 0) : 0) : -1;
     default: return -1;
     }
 }

@@ -78,6 +78,12 @@ typedef struct lmp_arch {
     lmp_route_kind route;
     int64_t n_group, topk_group;
     float routed_scale;
+    /* gpt-oss: the routed experts' clamped SwiGLU, (clamp(up, +-limit) + 1) * g * sigmoid(alpha g)
+     * with g = min(gate, limit) (swiglu_limit 0: the plain silu(gate) * up); and the attention
+     * sinks (LMP_ARCH_SINKS), a learned logit per head that joins each softmax's denominator,
+     * kept as the block's LMP_NORM_SINKS entry. */
+    float swiglu_alpha, swiglu_limit;
+    int attn_sinks;
     /* Multi-head latent attention (LMP_ARCH_MLA, DeepSeek-V2/V3).  Each of the n_heads heads has
      * q and k of mla_nope + mla_rope dims and v of head_dim (= v_head_dim: o reads n_heads x
      * head_dim); q comes from q (mla_q_lora 0) or q_b(norm(q_a(x))); kv_a(x) gives a latent of

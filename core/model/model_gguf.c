@@ -107,14 +107,31 @@ static int find_experts(const lmp_model *m, const char *name, const lmp_linear *
     return 0;
 }
 
-static int load_expert(const lmp_model *m, const char *name, const lmp_linear *l, float **w)
+/* The experts' biases of the 3-D tensor `name`.weight: `name`.bias, ne = {out, n_experts}, when the
+ * file has it (gpt-oss); NULL t when not. */
+static int find_expert_bias(const lmp_model *m, const char *stem_name, const lmp_linear *l, const lmp_gguf_tensor **t)
 {
-    const lmp_gguf_tensor *t;
+    *t = lmp_gguf_find_tensor(m->src_data, stem_name);
+    if (!*t) return 0;
+    if ((*t)->n_dims != 2 || (*t)->ne[0] != l->out || (*t)->ne[1] != m->arch.n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: tensor '%s' is not ne=[%lld, %lld] (the experts' biases)", m->path, stem_name,
+                        (long long)l->out, (long long)m->arch.n_experts);
+    int st = lmp_gguf_check_dequantize(*t);
+    return st ? lmp_fail_prefix(st, "%s", m->path) : 0;
+}
+
+static int load_expert(const lmp_model *m, const char *name, const char *bias_name, lmp_linear *l)
+{
+    const lmp_gguf_tensor *t, *bt;
     int st = find_experts(m, name, l, &t);
+    if (!st) st = find_expert_bias(m, bias_name, l, &bt);
     if (st) return st;
     const int64_t n = l->out * l->in;
-    if (!(*w = malloc((size_t)n * sizeof **w))) return lmp_fail(LMP_ENOMEM, "%s: out of memory for '%s'", m->path, name);
-    if ((st = lmp_gguf_dequantize(t, (int64_t)l->expert * n, n, *w))) return lmp_fail_prefix(st, "%s", m->path);
+    if (!(l->w = malloc((size_t)n * sizeof *l->w))) return lmp_fail(LMP_ENOMEM, "%s: out of memory for '%s'", m->path, name);
+    if ((st = lmp_gguf_dequantize(t, (int64_t)l->expert * n, n, l->w))) return lmp_fail_prefix(st, "%s", m->path);
+    if (!bt) return 0;
+    if (!(l->b = malloc((size_t)l->out * sizeof *l->b))) return lmp_fail(LMP_ENOMEM, "%s: out of memory", m->path);
+    if ((st = lmp_gguf_dequantize(bt, (int64_t)l->expert * l->out, l->out, l->b))) return lmp_fail_prefix(st, "%s", m->path);
     return 0;
 }
 
@@ -130,7 +147,9 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         const char *stem = linear_source(a, l, &r0, &rows);
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
         if (l->expert_kind == LMP_EXPERT_ROUTED) {
-            st = load_expert(m, name, l, &l->w);
+            char bias[96];
+            snprintf(bias, sizeof bias, "blk.%lld.%s.bias", (long long)b, stem);
+            st = load_expert(m, name, bias, l);
             continue;
         }
         st = load_f32(m, name, rows, l->in, &l->w);
@@ -229,7 +248,7 @@ static const char *const read_keys[] = {
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
     "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
-    "use_parallel_residual", NULL};
+    "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
@@ -320,8 +339,9 @@ static int read_experts(lmp_model *m)
     }
     a->n_experts = E;
     if ((st = arch_int(g, P, "expert_used_count", -1, &a->n_experts_used)) ||
-        (st = arch_int(g, P, a->desc->moe->hf_sparse_step ? "expert_feed_forward_length" : "feed_forward_length", -1,
-                       &a->expert_hidden)))
+        (st = arch_int(g, P, a->desc->moe->hf_sparse_step || a->desc->moe->hf_gpt_oss ? "expert_feed_forward_length"
+                                                                                       : "feed_forward_length",
+                       -1, &a->expert_hidden)))
         return st;
     if (a->desc->moe->hf_shared &&
         (st = arch_int(g, P, "expert_shared_feed_forward_length", -1, &a->shared_hidden)))
@@ -330,6 +350,12 @@ static int read_experts(lmp_model *m)
         return lmp_fail(LMP_EINVAL, "%s: %s.expert_used_count %lld exceeds expert_count %lld", m->path, P,
                         (long long)a->n_experts_used, (long long)E);
     a->norm_topk = a->desc->moe->gguf_norm_topk;
+    if (a->desc->moe->hf_gpt_oss) { /* llama.cpp's gpt-oss: its clamped SwiGLU's constants, no key */
+        a->route = LMP_ROUTE_TOPK_SOFTMAX;
+        a->swiglu_alpha = 1.702f;
+        a->swiglu_limit = 7.0f;
+    }
+    a->attn_sinks = (a->desc->flags & LMP_ARCH_SINKS) != 0;
     return 0;
 }
 
@@ -439,9 +465,14 @@ static int read_rope(lmp_model *m)
         if (len == 6 && !memcmp(type, "linear", 6)) {
             if (factor != 1) lmp_rope_linear(&a->rope, factor);
         } else if (len == 4 && !memcmp(type, "yarn", 4)) {
-            /* llama.cpp's YaRN: beta_fast 32, beta_slow 1 (other values come in keys this loader
-             * refuses), cos and sin times attn_factor (1) * (0.1 ln(factor) + 1) */
-            lmp_rope_yarn(&a->rope, factor, (double)orig, 32, 1, 1);
+            /* llama.cpp's YaRN: beta_fast 32, beta_slow 1 unless the file says (gpt-oss's converter
+             * does), its correction range always truncated, cos and sin times attn_factor (1) *
+             * (0.1 ln(factor) + 1) */
+            float beta_fast, beta_slow;
+            if ((st = arch_float(g, P, "rope.scaling.yarn_beta_fast", 32, &beta_fast)) ||
+                (st = arch_float(g, P, "rope.scaling.yarn_beta_slow", 1, &beta_slow)))
+                return st;
+            lmp_rope_yarn(&a->rope, factor, (double)orig, beta_fast, beta_slow, 1);
             a->rope.mscale = (float)lmp_rope_yarn_mscale(factor);
         } else if (!(len == 4 && !memcmp(type, "none", 4))) {
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear and yarn "
@@ -455,6 +486,10 @@ static int read_rope(lmp_model *m)
         if ((st = arch_float(g, P, "rope.freq_base_swa", d->gguf_swa_base, &base))) return st;
         lmp_rope_default(&a->rope_local, base, n_rot, a->head_dim);
     }
+    if (!d->gguf_swa_base && (d->flags & LMP_ARCH_SINKS) &&
+        lmp_gguf_find_kv(g, arch_key(key, sizeof key, m, "rope.freq_base_swa"))) /* llama.cpp's gpt-oss reads it */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s (a RoPE base of the sliding layers of their own) is not supported for "
+                        "%s", m->path, key, P);
     if (d->gguf_scale_by_width_layers && a->n_layers == d->gguf_scale_by_width_layers)
         a->q_scale = (float)sqrt((double)a->head_dim / (double)(a->dim / a->n_heads));
     float cap;
@@ -508,7 +543,12 @@ static int check_tensors(lmp_model *m)
             int64_t r0, rows;
             const char *stem = linear_source(a, l, &r0, &rows);
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
-            if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, rows, &t))) break;
+            if (l->expert_kind == LMP_EXPERT_ROUTED) {
+                const lmp_gguf_tensor *bt;
+                if ((st = find_expert_bias(m, name, l, &bt))) break;
+            } else if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, rows, &t))) {
+                break;
+            }
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
             if (l->expert_kind == LMP_EXPERT_ROUTED ? (st = find_experts(m, name, l, &t)) != 0
                                                      : (st = find_tensor(m, name, rows, l->in, &t)) != 0)

@@ -226,15 +226,19 @@ static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char 
     const lmp_st_tensor *t = lmp_st_find(s->st, name);
     if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (the experts of the other layers are fused)",
                             s->where, name);
+    /* gpt-oss keeps them transposed, [E, in, out] with gate and up interleaved by column */
+    const int in_out = s->desc->moe->hf_gpt_oss;
     const int64_t rows = down ? l->out : 2 * l->out, E = t->shape[0];
-    if (t->ndim != 3 || t->shape[1] != rows || t->shape[2] != l->in || E <= l->expert)
-        return lmp_fail(LMP_EINVAL, "%s: %s is not [experts, %lld, %lld]", t->file, name, (long long)rows,
-                        (long long)l->in);
+    const int64_t d1 = in_out ? l->in : rows, d2 = in_out ? rows : l->in;
+    if (t->ndim != 3 || t->shape[1] != d1 || t->shape[2] != d2 || E <= l->expert)
+        return lmp_fail(LMP_EINVAL, "%s: %s is not [experts, %lld, %lld]", t->file, name, (long long)d1,
+                        (long long)d2);
     if (t->dtype != LMP_ST_F32 && t->dtype != LMP_ST_F16 && t->dtype != LMP_ST_BF16)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has dtype %s (only F32, F16 and BF16 weights are supported)",
                         t->file, name, lmp_st_dtype_name(t->dtype));
     *out = t;
-    *first = ((int64_t)l->expert * rows + (l->role == LMP_ROLE_UP ? l->out : 0)) * l->in;
+    *first = in_out ? (int64_t)l->expert * rows * l->in
+                    : ((int64_t)l->expert * rows + (l->role == LMP_ROLE_UP ? l->out : 0)) * l->in;
     return 0;
 }
 
@@ -252,6 +256,33 @@ static int per_head_rows(const lmp_arch *a, const lmp_linear *l, float *w, float
     return 0;
 }
 
+/* gpt-oss's routed expert l (fused_expert's [E, in, cols] tensor t, its expert's slab at `first`):
+ * w[o, i] = slab[i, o] for down, slab[i, 2 o] for gate, slab[i, 2 o + 1] for up (transformers'
+ * gate_up[..., ::2] and [..., 1::2]); b likewise from <name>_bias [E, cols]. */
+static int load_gpt_oss_expert(const hf_state *s, lmp_linear *l, const char *name, const lmp_st_tensor *t,
+                               int64_t first)
+{
+    const int64_t cols = t->shape[2], stride = l->role == LMP_ROLE_DOWN ? 1 : 2;
+    const int64_t off = l->role == LMP_ROLE_UP ? 1 : 0;
+    char bname[420];
+    snprintf(bname, sizeof bname, "%s_bias", name);
+    const lmp_st_tensor *bt;
+    int st = find(s, bname, t->shape[0], cols, &bt);
+    if (st) return st;
+    float *slab = malloc((size_t)((l->in + 1) * cols) * sizeof *slab), *brow = slab ? slab + l->in * cols : NULL;
+    l->w = malloc((size_t)(l->out * l->in) * sizeof *l->w);
+    l->b = malloc((size_t)l->out * sizeof *l->b);
+    if (!slab || !l->w || !l->b) st = lmp_fail(LMP_ENOMEM, "out of memory for %s", l->name);
+    if (!st) st = lmp_st_to_f32(t, first, l->in * cols, slab);
+    if (!st) st = lmp_st_to_f32(bt, (int64_t)l->expert * cols, cols, brow);
+    for (int64_t o = 0; !st && o < l->out; o++) {
+        for (int64_t i = 0; i < l->in; i++) l->w[o * l->in + i] = slab[i * cols + o * stride + off];
+        l->b[o] = brow[o * stride + off];
+    }
+    free(slab);
+    return st;
+}
+
 /* *w (and *bias when the linear has one) of linear l, cut from a fused module where it is one. */
 static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_linear *l)
 {
@@ -261,6 +292,7 @@ static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_line
         int64_t first;
         int st = fused_expert(s, b, l, name, sizeof name, &t, &first);
         if (st) return st;
+        if (s->desc->moe->hf_gpt_oss) return load_gpt_oss_expert(s, l, name, t, first);
         if (!(l->w = malloc((size_t)(l->out * l->in) * sizeof *l->w))) return lmp_fail(LMP_ENOMEM, "out of memory");
         return lmp_st_to_f32(t, first, l->out * l->in, l->w);
     }
@@ -283,6 +315,12 @@ static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_line
     l->w = w;
     l->b = bias;
     return st;
+}
+
+/* The tensor of block norm i: <name>.weight, but gpt-oss's sinks, stored as <name> itself. */
+static void norm_tensor(const lmp_arch *a, const lmp_norm *nm, int i, char *buf, size_t n)
+{
+    snprintf(buf, n, i == lmp_norm_index(a, LMP_NORM_SINKS) ? "%s" : "%s.weight", nm->name);
 }
 
 static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
@@ -316,7 +354,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
             for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
             continue;
         }
-        snprintf(name, sizeof name, "%s.weight", nm->name);
+        norm_tensor(&m->arch, nm, i, name, sizeof name);
         st = load(s, name, nm->dim, 0, &nm->w);
         snprintf(name, sizeof name, "%s.bias", nm->name);
         if (!st && m->arch.layer_norm && !qk_norm) st = load(s, name, nm->dim, 0, &nm->b); /* LayerNorm's bias */
@@ -815,6 +853,53 @@ static int parse_deepseek_moe(const lmp_json *c, const char *what, const lmp_arc
     return 0;
 }
 
+/* gpt-oss (arch/gpt_oss.c): every layer sparse, num_local_experts (or its alias num_experts) of
+ * intermediate_size, num_experts_per_tok per token, routed top-k then softmax; the router and
+ * the experts have biases; the clamped SwiGLU's swiglu_alpha and swiglu_limit (transformers'
+ * defaults 1.702 and 7.0); attention sinks.  What transformers would fill in by default for the
+ * attention (layer_types, sliding_window 128, YaRN factor 32) must be written out: a config
+ * without them is refused rather than guessed.  A quantization_config (the Hub's MXFP4
+ * experts) is refused by name. */
+static int parse_gpt_oss(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a, int layers_given)
+{
+    int st;
+    const lmp_json *qc = cfg_get(c, "quantization_config");
+    if (qc) {
+        const lmp_json *m = qc->type == LMP_JSON_OBJECT ? lmp_json_get(qc, "quant_method") : NULL;
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: a quantized gpt-oss (quantization_config, quant_method \"%s\": the "
+                        "Hub's checkpoints hold MXFP4 experts) is not read; load a dequantized (BF16/F32) folder", what,
+                        m && m->type == LMP_JSON_STRING ? m->str : "?");
+    }
+    if (!layers_given || (!cfg_get(c, "rope_parameters") && !cfg_get(c, "rope_scaling")))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: gpt-oss's config.json must give layer_types, sliding_window and its "
+                        "rope_parameters (or rope_scaling): transformers' defaults for them are not assumed", what);
+    if (cfg_get(c, "num_experts") && cfg_get(c, "num_local_experts"))
+        return lmp_fail(LMP_EINVAL, "%s: both num_experts and num_local_experts (one is an alias of the other)", what);
+    if ((st = cfg_int(c, what, cfg_get(c, "num_experts") ? "num_experts" : "num_local_experts", -1, &a->n_experts)) ||
+        (st = cfg_int(c, what, "num_experts_per_tok", -1, &a->n_experts_used)) ||
+        (st = cfg_float(c, what, "swiglu_alpha", 1.702, &a->swiglu_alpha)) ||
+        (st = cfg_float(c, what, "swiglu_limit", 7.0, &a->swiglu_limit)))
+        return st;
+    if (a->n_experts_used < 1 || a->n_experts_used > a->n_experts)
+        return lmp_fail(LMP_EINVAL, "%s: num_experts_per_tok %lld is not within the %lld experts", what,
+                        (long long)a->n_experts_used, (long long)a->n_experts);
+    int64_t per_token; /* openai's duplicate of it, which transformers does not read */
+    if ((st = cfg_int(c, what, "experts_per_token", a->n_experts_used, &per_token))) return st;
+    if (per_token != a->n_experts_used)
+        return lmp_fail(LMP_EINVAL, "%s: experts_per_token %lld differs from num_experts_per_tok %lld (transformers "
+                        "routes with the latter)", what, (long long)per_token, (long long)a->n_experts_used);
+    if (!(a->swiglu_limit > 0) || !(a->swiglu_alpha > 0))
+        return lmp_fail(LMP_EINVAL, "%s: swiglu_limit and swiglu_alpha must be positive", what);
+    if (a->n_layers > LMP_MAX_LAYERS)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: more than %d layers in a mixture of experts", what, LMP_MAX_LAYERS);
+    a->expert_hidden = a->hidden;
+    a->route = LMP_ROUTE_TOPK_SOFTMAX;
+    a->norm_topk = 0;
+    a->attn_sinks = 1;
+    s->bias_roles |= 1u << LMP_ROLE_ROUTER;
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -993,6 +1078,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         return lmp_fail(LMP_EUNSUPPORTED, "%s: attention_bias true on %s's latent attention is not supported", what,
                         d->hf_class);
     if (d->moe && d->moe->hf_deepseek) return parse_deepseek_moe(c, what, d, a);
+    if (d->moe && d->moe->hf_gpt_oss) return parse_gpt_oss(c, what, s, a, types != NULL && sw != NULL);
     if (d->moe) return parse_moe(c, what, d, a);
     return 0;
 }
@@ -1158,16 +1244,18 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
     char want[320], module[256];
     int found = 0;
     for (int i = 0; i < probe.n_norms && !found && !(d->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
-        snprintf(want, sizeof want, "%s.weight", probe.norms[i].name);
+        norm_tensor(a, &probe.norms[i], i, want, sizeof want);
         found = !strcmp(name, want);
         snprintf(want, sizeof want, "%s.bias", probe.norms[i].name);
         found = found || (a->layer_norm && !strcmp(name, want));
     }
     if (!found && s->fused_experts && probe.n_experts > 0) { /* the layer's two fused expert tensors */
-        snprintf(want, sizeof want, "model.layers.%lld.%s.gate_up_proj", b, s->desc->moe->hf_experts);
-        found = !strcmp(name, want);
-        snprintf(want, sizeof want, "model.layers.%lld.%s.down_proj", b, s->desc->moe->hf_experts);
-        found = found || !strcmp(name, want);
+        const int gpt_oss = s->desc->moe->hf_gpt_oss; /* and their biases */
+        for (int k = 0; k < 2 + 2 * gpt_oss && !found; k++) {
+            snprintf(want, sizeof want, "model.layers.%lld.%s.%s%s", b, s->desc->moe->hf_experts,
+                     k % 2 ? "down_proj" : "gate_up_proj", k >= 2 ? "_bias" : "");
+            found = !strcmp(name, want);
+        }
     }
     for (int i = 0; i < probe.n_linears && !found; i++) {
         int64_t r0, rows;
@@ -1221,6 +1309,12 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
                     st = lmp_fail(LMP_EINVAL, "%s: %s holds %lld experts, config.json says %lld", t->file, name,
                                   (long long)t->shape[0], (long long)a->n_experts);
                 if (!st) tally(&kinds, lmp_st_dtype_name(t->dtype), l->out * l->in);
+                if (!st && s->desc->moe->hf_gpt_oss) { /* gpt-oss: <name>_bias [E, cols] */
+                    const lmp_st_tensor *bt;
+                    char bname[420];
+                    snprintf(bname, sizeof bname, "%s_bias", name);
+                    st = find(s, bname, t->shape[0], t->shape[2], &bt);
+                }
                 continue;
             }
             linear_source(s, a, b, l, module, sizeof module, &r0, &rows);
@@ -1240,7 +1334,7 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
                               lmp_st_find(s->st, name)->file, name, s->desc->hf_class);
         }
         for (int i = 0; i < probe.n_norms && !st && !(s->desc->flags & LMP_ARCH_NORM_NO_PARAMS); i++) {
-            snprintf(name, sizeof name, "%s.weight", probe.norms[i].name);
+            norm_tensor(a, &probe.norms[i], i, name, sizeof name);
             st = find(s, name, probe.norms[i].dim, 0, &t);
             snprintf(name, sizeof name, "%s.bias", probe.norms[i].name);
             if (!st && a->layer_norm && i != lmp_norm_index(a, LMP_NORM_Q) && i != lmp_norm_index(a, LMP_NORM_K))

@@ -46,10 +46,11 @@ static const linear_names gpt2_linears[LMP_ROLE_COUNT] = {
 static const char *const gguf_norms[LMP_NORM_KINDS] = {"attn_norm",   "ffn_norm",
                                                        "attn_q_norm", "attn_k_norm",
                                                        "post_attention_norm", "post_ffw_norm",
-                                                       "attn_q_a_norm", "attn_kv_a_norm"};
+                                                       "attn_q_a_norm", "attn_kv_a_norm",
+                                                       "attn_sinks"};
 static const char *const llama_hf_norms[LMP_NORM_KINDS] = {
     "input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm", NULL, NULL,
-    "self_attn.q_a_layernorm", "self_attn.kv_a_layernorm"};
+    "self_attn.q_a_layernorm", "self_attn.kv_a_layernorm", "self_attn.sinks"};
 static const char *const gpt2_hf_norms[LMP_NORM_KINDS] = {"ln_1", "ln_2"};
 
 static const linear_names *linear_row(lmp_family family, lmp_role role)
@@ -90,7 +91,8 @@ const char *lmp_gguf_fused_stem(int fused)
 const char *lmp_gguf_norm_name(const lmp_arch *a, int i)
 {
     for (int k = 0; k < LMP_NORM_KINDS; k++)
-        if (lmp_norm_index(a, k) == i) return gguf_norms[k];
+        if (lmp_norm_index(a, k) == i)
+            return k == LMP_NORM_MLP && a->desc && a->desc->gguf_mlp_norm ? a->desc->gguf_mlp_norm : gguf_norms[k];
     return NULL;
 }
 

@@ -94,6 +94,12 @@ static int check_trainable(const lmp_block_plan *p, const lmp_block *blk)
         if (s->kind == LMP_STEP_MLA)
             return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: MLA "
                             "attention has no backward yet (DeepSeek-V2/V3)", blk->index);
+        if (s->kind == LMP_STEP_ATTENTION && s->norm >= 0)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: attention "
+                            "sinks have no backward yet (gpt-oss)", blk->index);
+        if (s->kind == LMP_STEP_MOE && s->swiglu_limit > 0)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: gpt-oss's "
+                            "routing and clamped SwiGLU experts have no backward yet", blk->index);
         if (s->kind == LMP_STEP_MOE && s->route != LMP_ROUTE_SOFTMAX)
             return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: DeepSeek's "
                             "routing (grouped top-k, sigmoid scores, routed_scaling_factor) has no backward yet",

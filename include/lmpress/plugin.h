@@ -991,6 +991,9 @@ typedef struct lmp_linear {
     int calib_fallback;
 } lmp_linear;
 
+/* gpt-oss's attention sinks (one learned logit per head) are held as the block's last lmp_norm
+ * ("model.layers.N.self_attn.sinks", dim = heads, n_fed 0): a strategy that rewrites norm weights
+ * must touch only those that feed the linears it folds into (n_fed > 0), as awq and the rotations do. */
 typedef struct lmp_norm {
     const char *name;          /* e.g. "model.layers.3.input_layernorm" */
     int64_t dim;

@@ -314,6 +314,30 @@ FIXTURES = {
         specials=["<|endoftext|>"],
         config=dict(tie_word_embeddings=True, norm_epsilon=1e-5, hidden_act="gelu_pytorch_tanh", use_bias=True,
                     sliding_window=None, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # gpt-oss (issue 37): 3 layers, sliding (window 16 < T), full, sliding (layer_types);
+    # head_dim 32 (q is wider than the hidden size), q/k/v/o biases, a learned attention sink per
+    # head (N(0, 1), drawn here), YaRN as gpt-oss configures it (factor 4 over 64 positions,
+    # truncate false); the router with a bias, top 2 of 4 then softmax over the two; the experts'
+    # gate_up_proj [E, d, 2f] (gate and up interleaved by column) and down_proj [E, f, d], both
+    # with biases, through the clamped SwiGLU, its limit lowered to 1.5 so that the clamps act on
+    # these small activations (meta.txt says how much).  Its GGUF means something else to llama.cpp
+    # (limit 7.0, a truncated YaRN): logprobs_gguf.f64 is that reading.
+    "gpt_oss": dict(
+        model_type="gpt_oss", cls="GptOssForCausalLM", seed=3707, tok="bpe", regex=RE_LLAMA3,
+        pre="gpt-4o", specials=["<|startoftext|>", "<|endoftext|>"], experts_in_out=True,
+        swiglu_unclamped=True,
+        extra=[("logprobs_gguf.f64", T,
+                dict(swiglu_limit=7.0, rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
+                                                            beta_fast=32.0, beta_slow=1.0, truncate=True,
+                                                            original_max_position_embeddings=64)),
+                "what model.gguf means to llama.cpp: its gpt-oss fixes swiglu_limit at 7.0 (no GGUF key) and "
+                "its YaRN always truncates the correction range (no key for truncate false)")],
+        config=dict(tie_word_embeddings=False, rms_norm_eps=1e-5, num_hidden_layers=3, head_dim=32,
+                    sliding_window=SLIDING, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                    num_local_experts=4, num_experts_per_tok=2, intermediate_size=24, attention_bias=True,
+                    swiglu_limit=1.5,
+                    rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, beta_fast=32.0,
+                                         beta_slow=1.0, truncate=False, original_max_position_embeddings=64))),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -431,16 +455,21 @@ def randomize(model, spec, seed):
                 v = np.round(v * 2.0 ** 20) / 2.0 ** 20
             else:
                 v += 1.0
-        elif leaf == "bias":
+        elif leaf == "bias" or leaf.endswith("_proj_bias"):
             v = rng.normal(0.0, 0.1, shape)
         elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
               or "embed_in" in pname or pname.startswith("embed_out")):
+        elif leaf == "sinks":
+            # gpt-oss's per-head attention sink: a logit of the order of the scores'
+            v = rng.normal(0.0, 1.0, shape)
+        elif "embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head"):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
             v = rng.normal(0.0, 0.2, shape)
         elif len(shape) == 3 and ".experts." in pname:
             # transformers 5 holds a layer's experts fused: gate_up_proj [E, 2 f, d], down_proj [E, d, f]
-            v = rng.normal(0.0, 1.0 / np.sqrt(shape[2]), shape)
+            # (gpt-oss's are [E, in, out]: gate_up_proj [E, d, 2 f], down_proj [E, f, d])
+            v = rng.normal(0.0, 1.0 / np.sqrt(shape[1] if spec.get("experts_in_out") else shape[2]), shape)
         elif len(shape) == 2:
             # nn.Linear stores [out, in]; GPT-2's Conv1D stores [in, out]
             fan_in = shape[0] if spec["model_type"] == "gpt2" else shape[1]
@@ -627,6 +656,11 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
         extra.append(f"extra {fn} [{n}, {vocab}] {what}; overrides {json.dumps(overrides)}; "
                      f"rows 0..{same - 1} equal logprobs.f64, max |diff| {d.max():.3g}")
 
+    if spec.get("swiglu_unclamped"):
+        # the control that the clamped SwiGLU's limit acts: the same model without it
+        _, lp0 = golden_logprobs(hf5, tokens, swiglu_limit=1e9)
+        extra.append(f"swiglu_limit {spec['config']['swiglu_limit']}: without the clamps the log-probs move by up "
+                     f"to {np.abs(lp0 - lp).max():.3g}")
     if spec.get("selection_bias"):
         # the control that the selection bias matters: the same model with it zeroed
         m0 = AutoModelForCausalLM.from_pretrained(hf5, dtype=torch.float64, attn_implementation="eager",
