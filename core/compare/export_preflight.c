@@ -68,6 +68,10 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
     (void)c;
     const int gguf = lmp_export_is_gguf(path);
     if (v->model_path) return 0; /* another tool's file: not exported */
+    if (v->kv.type != LMP_KV_NONE) /* export.c refuses it too: here before any block is compressed */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: variant '%s' quantizes the KV cache (%s, line %d), which lmpress does not "
+                        "export yet: drop kv_cache from the variant to export its weights", path, v->name,
+                        v->kv_at.key ? v->kv_at.key : "kv_cache", v->kv_at.line);
     int st = lmp_export_check_arch(m, path);
     if (st) return st;
     if (gguf) return 0; /* block formats that do not divide a row: lmp_run_check_model */

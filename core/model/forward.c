@@ -8,6 +8,7 @@
  * The newer families' features (q/k norms, post norms, GeGLU, the q scale, windows, soft-capped
  * scores) are steps of the same list. */
 #include "model/forward.h"
+#include "model/kv_quant.h"
 #include "model/rotate.h"
 
 #include <math.h>
@@ -319,6 +320,10 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         for (int64_t i = 0; i < T * C; i++) in[i] *= s->scale;
         return 0;
     case LMP_STEP_ATTENTION:
+        /* the KV cache's simulated quantization: K and V as the cache would hold them */
+        if (blk->kv.type != LMP_KV_NONE &&
+            (st = lmp_kv_quantize(&blk->kv, T, a->n_kv_heads, a->head_dim, slot[s->in[1]], slot[s->in[2]])))
+            return lmp_fail_prefix(st, "block %d", blk->index);
         if (s->window || s->softcap)
             return lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, s->softcap, in,
                                            slot[s->in[1]], slot[s->in[2]], out);
