@@ -10,8 +10,13 @@
  *   - compare on stories260K: the weights untouched (rtn weights = false) give KLD 0; with an FP8
  *     or int8 KV cache the KLD rises above 0, and the report names the KV quantization.
  *   - Bad kv_cache settings are refused by file, line and key; the device block path declines a
- *     block with it (and the per-op forward runs it); the training backward refuses it; an
- *     export refuses it by name. */
+ *     block with it (and the per-op forward runs it); the training backward refuses it; a GGUF
+ *     export refuses it by name.
+ *   - A Hugging Face export writes compressed-tensors' kv_cache_scheme and each attention's
+ *     k_scale / v_scale; lmpress reads the folder back with the same KV quantization (nll and KLD
+ *     sums equal to the in-memory variant's bit for bit); with LMP_CT_PYTHON, compressed-tensors
+ *     parses the scheme and transformers loads the scales into its attention modules
+ *     (tools/ref/ct_kv_check.py).  Per-head and dynamic scales are refused by name. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -440,6 +445,111 @@ START_TEST(bad_settings_are_refused_by_line_and_key)
 }
 END_TEST
 
+/* ---- the export and its reading back ------------------------------------------------------------ */
+
+static double num_of(const lmp_json *j, const char *variant, const char *key)
+{
+    const lmp_json *e = lmp_json_get(lmp_json_get(lmp_test_variant(j, variant), "eval"), "tinystories-synth-eval.txt");
+    ck_assert_ptr_nonnull(e);
+    double v;
+    ck_assert_int_eq(lmp_json_get_number(e, key, "report", &v), 0);
+    return v;
+}
+
+static lmp_json *run_json(const char *cfg, const char *json, const char *extra)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "compare %s --json %s %s", cfg, json, extra);
+    const int rc = lmp_test_cli_all(args, output, sizeof output);
+    ck_assert_msg(rc == 0, "lmpress %s\n%s", args, output);
+    size_t n;
+    char *doc = (char *)lmp_test_slurp(json, &n);
+    lmp_json *j = NULL;
+    ck_assert_int_eq(lmp_json_parse(doc, n, json, &j), 0);
+    free(doc);
+    return j;
+}
+
+START_TEST(export_reads_back)
+{
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "kvexport");
+    char outdir[512], variants[2048];
+    snprintf(outdir, sizeof outdir, "%s", lmp_test_path(tmpdir, "out"));
+    const char *cfg = write_config("a.cfg", CALIB_SECTION,
+                                   "{ name = \"kv-fp8\"; " KEEP_WEIGHTS " kv_cache = { format = \"fp8_e4m3\"; }; },\n"
+                                   "{ name = \"w8-kv-int8\"; kv_cache = { format = \"int8\"; };"
+                                   " pipeline = ( { strategy = \"rtn\"; params = { bits = 8; granularity = \"channel\"; }; } ); }");
+    char extra[1024];
+    snprintf(extra, sizeof extra, "--output-dir %s --output-format hf", outdir);
+    char json_a[512];
+    snprintf(json_a, sizeof json_a, "%s", lmp_test_path(tmpdir, "a.json"));
+    lmp_json *a = run_json(cfg, json_a, extra);
+    /* config.json: the scheme as llm-compressor writes it */
+    static const char *const names[2] = {"kv-fp8", "w8-kv-int8"}, *const types[2] = {"\"float\"", "\"int\""};
+    for (int i = 0; i < 2; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s/config.json", outdir, names[i]);
+        size_t n;
+        char *text = (char *)lmp_test_slurp(path, &n);
+        const char *kv = strstr(text, "\"kv_cache_scheme\": {");
+        ck_assert_msg(kv != NULL, "%s:\n%s", path, text);
+        ck_assert_msg(strstr(kv, types[i]) && strstr(kv, "\"strategy\": \"tensor\"") && strstr(kv, "\"dynamic\": false"),
+                      "%s", kv);
+        free(text);
+    }
+    /* read back as other tools' files: the same numbers, bit for bit */
+    snprintf(variants, sizeof variants,
+             "{ name = \"kv-fp8\"; model = \"%s/kv-fp8\"; },\n{ name = \"w8-kv-int8\"; model = \"%s/w8-kv-int8\"; }",
+             outdir, outdir);
+    const char *cfg_b = write_config("b.cfg", "", variants);
+    char json_b[512];
+    snprintf(json_b, sizeof json_b, "%s", lmp_test_path(tmpdir, "b.json"));
+    lmp_json *b = run_json(cfg_b, json_b, "");
+    for (int i = 0; i < 2; i++) {
+        const double na = num_of(a, names[i], "nll_sum"), nb = num_of(b, names[i], "nll_sum");
+        const double ka = num_of(a, names[i], "kld_sum"), kb = num_of(b, names[i], "kld_sum");
+        ck_assert_msg(na == nb && ka == kb, "%s: in memory nll %.17g kld %.17g, read back %.17g %.17g", names[i], na, ka,
+                      nb, kb);
+        ck_assert_msg(ka > 0, "%s: kld %g", names[i], ka);
+        printf("  %s: read back from its Hugging Face folder, nll_sum %.17g and kld_sum %.17g as in memory\n", names[i],
+               nb, kb);
+    }
+    lmp_json_free(a);
+    lmp_json_free(b);
+    /* compressed-tensors and transformers read them */
+    const char *py = getenv("LMP_CT_PYTHON");
+    if (!py || !*py) {
+        lmp_test_skip("SKIPPED export_reads_back (compressed-tensors part): LMP_CT_PYTHON is not set (an interpreter "
+                      "with torch, transformers and compressed-tensors runs tools/ref/ct_kv_check.py)\n");
+    } else {
+        for (int i = 0; i < 2; i++) {
+            char cmd[2048];
+            snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_kv_check.py' '%s/%s' %s 2>&1", py, LMP_SOURCE_DIR, outdir,
+                     names[i], i ? "int" : "float");
+            FILE *p = popen(cmd, "r");
+            ck_assert_ptr_nonnull(p);
+            static char out[16384];
+            out[fread(out, 1, sizeof out - 1, p)] = 0;
+            const int rc = pclose(p);
+            ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+            printf("%s", out);
+        }
+    }
+    /* what is not written is refused by name before any work */
+    const char *cfg_c = write_config("c.cfg", CALIB_SECTION,
+                                     "{ name = \"kv-head\"; " KEEP_WEIGHTS
+                                     " kv_cache = { format = \"fp8_e4m3\"; granularity = \"head\"; }; }");
+    char args[2048];
+    snprintf(args, sizeof args, "compare %s --output-dir %s --output-format hf", cfg_c, lmp_test_path(tmpdir, "out2"));
+    ck_assert_int_ne(lmp_test_cli_all(args, output, sizeof output), 0);
+    ck_assert_msg(strstr(output, "per head, which is not written yet"), "%s", output);
+    snprintf(args, sizeof args, "compare %s --output-dir %s", cfg, lmp_test_path(tmpdir, "out3"));
+    ck_assert_int_ne(lmp_test_cli_all(args, output, sizeof output), 0);
+    ck_assert_msg(strstr(output, "which a GGUF has no place for"), "%s", output);
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kv_cache");
@@ -452,6 +562,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_path_declines_by_name);
     tcase_add_test(tc, kld_shows_the_kv_cache);
     tcase_add_test(tc, bad_settings_are_refused_by_line_and_key);
+    tcase_add_test(tc, export_reads_back);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -68,10 +68,19 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
     (void)c;
     const int gguf = lmp_export_is_gguf(path);
     if (v->model_path) return 0; /* another tool's file: not exported */
-    if (v->kv.type != LMP_KV_NONE) /* export.c refuses it too: here before any block is compressed */
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: variant '%s' quantizes the KV cache (%s, line %d), which lmpress does not "
-                        "export yet: drop kv_cache from the variant to export its weights", path, v->name,
-                        v->kv_at.key ? v->kv_at.key : "kv_cache", v->kv_at.line);
+    /* the KV cache's quantization: what the writers refuse (export.c, hf_write.c), before any
+     * block is compressed */
+    const char *kv_why = v->kv.type == LMP_KV_NONE ? NULL
+                         : gguf ? "which a GGUF has no place for (llama.cpp picks its cache type at run time): export a "
+                                  "Hugging Face folder (compressed-tensors' kv_cache_scheme), or drop kv_cache"
+                         : m->arch.family == LMP_FAMILY_GPT2 ? "which is not written for GPT-2"
+                         : v->kv.dynamic  ? "with dynamic scales, which are not written (vLLM reads static k_scale / "
+                                            "v_scale): use scales = \"static\""
+                         : v->kv.per_head ? "per head, which is not written yet: use granularity = \"tensor\""
+                                          : NULL;
+    if (kv_why)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: variant '%s' quantizes the KV cache (%s, line %d) %s", path, v->name,
+                        v->kv_at.key ? v->kv_at.key : "kv_cache", v->kv_at.line, kv_why);
     int st = lmp_export_check_arch(m, path);
     if (st) return st;
     if (gguf) return 0; /* block formats that do not divide a row: lmp_run_check_model */

@@ -281,7 +281,28 @@ static void quantization_config(const hf_plan *p, FILE *f)
     key(f, &n, 2, "global_compression_ratio");
     fputs("null", f);
     key(f, &n, 2, "kv_cache_scheme");
-    fputs("null", f);
+    if (p->kv.type == LMP_KV_NONE) {
+        fputs("null", f);
+    } else { /* as llm-compressor's recipes write it: static per tensor, observed by static_minmax */
+        int kn = 0;
+        fputc('{', f);
+        key(f, &kn, 3, "num_bits");
+        fputs("8", f);
+        key(f, &kn, 3, "type");
+        fputs(p->kv.type == LMP_KV_FP8_E4M3 ? "\"float\"" : "\"int\"", f);
+        key(f, &kn, 3, "symmetric");
+        fputs("true", f);
+        key(f, &kn, 3, "group_size");
+        fputs("null", f);
+        key(f, &kn, 3, "strategy");
+        fputs("\"tensor\"", f);
+        key(f, &kn, 3, "dynamic");
+        fputs("false", f);
+        key(f, &kn, 3, "observer");
+        fputs("\"static_minmax\"", f);
+        lmp_jw_indent(f, 2);
+        fputc('}', f);
+    }
     key(f, &n, 2, "config_groups");
     fputc('{', f);
     int ng = 0;
@@ -436,7 +457,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
         key(f, &n, 1, "dtype");
         lmp_jw_string(f, torch_dtype(p->dtype));
     }
-    if (p->n_schemes) { /* N:M sparsity alone: no quantization_config (the weights are dense) */
+    if (p->n_schemes || p->kv.type != LMP_KV_NONE) { /* N:M sparsity alone: no quantization_config (the weights are dense) */
         key(f, &n, 1, "quantization_config");
         quantization_config(p, f);
     }

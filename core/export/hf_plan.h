@@ -129,6 +129,7 @@ typedef enum {
     HF_T_FP8W,                 /* float-quantized weight: E4M3 bytes */
     HF_T_FP4PACK,              /* nvfp4 / mxfp4 weight_packed */
     HF_T_GLOBAL_SCALE,         /* nvfp4 weight_global_scale */
+    HF_T_KV_SCALE,             /* the attention's k_scale (norm 0) or v_scale (norm 1) of block `block` */
 } hf_tkind;
 
 typedef struct hf_tensor {
@@ -174,6 +175,10 @@ typedef struct hf_plan {
     int n_dense_quantized;     /* GPT-2: quantized linears written dense, and those with activation */
     int n_dense_act;           /* quantization (not carried) */
     double global_sparsity;
+    /* The KV cache's quantization (every block's the same; type LMP_KV_NONE: none): config.json's
+     * kv_cache_scheme and each attention module's k_scale / v_scale [1] F32, as llm-compressor
+     * writes a static per-tensor kv_cache_scheme (compressed-tensors' initialize_attn_qparams). */
+    lmp_kvspec kv;
 } hf_plan;
 
 /* The name of shard s (0-based) of n: model.safetensors, or model-00001-of-00003.safetensors. */

@@ -370,7 +370,7 @@ static int plan_tensors(hf_plan *p)
     const lmp_model *m = p->m;
     const lmp_arch *a = &m->arch;
     size_t cap = 0;
-    size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + 8, sizeof *unit_start);
+    size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + (size_t)a->n_layers + 8, sizeof *unit_start);
     /* (a norm's bias goes in its weight's unit) */
     size_t n_units = 0;
     if (!unit_start) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -407,9 +407,25 @@ static int plan_tensors(hf_plan *p)
                 t->norm_bias = 1;
             }
         }
+        const char *o_name = NULL; /* the attention module: o_proj's parent */
         for (; li < p->n_lins && p->lins[li].block == b && !st; li++) {
             unit_start[n_units++] = p->n_tensors;
             st = add_linear(p, &cap, &p->lins[li]);
+            if (p->lins[li].role == LMP_ROLE_O) o_name = p->lins[li].name;
+        }
+        if (!st && p->kv.type != LMP_KV_NONE) { /* <attention>.k_scale and .v_scale, one unit */
+            const char *dot = o_name ? strrchr(o_name, '.') : NULL;
+            if (!dot) {
+                st = lmp_fail(LMP_EINVAL, "block %lld: no o_proj to name the attention module's k_scale by", (long long)b);
+                break;
+            }
+            char attn[256];
+            snprintf(attn, sizeof attn, "%.*s", (int)(dot - o_name), o_name);
+            unit_start[n_units++] = p->n_tensors;
+            for (int w = 0; w < 2 && !st; w++) {
+                st = add_tensor(p, &cap, attn, w ? ".v_scale" : ".k_scale", HF_T_KV_SCALE, LMP_ST_F32, 1, 1, 0, NULL, NULL);
+                if (!st) p->tensors[p->n_tensors - 1].block = b, p->tensors[p->n_tensors - 1].norm = w;
+            }
         }
     }
     if (!st) {
@@ -448,10 +464,36 @@ static int plan_tensors(hf_plan *p)
 }
 
 /* Block b's norms and linears into the plan: each linear's scheme, what is refused. */
+/* The KV cache's quantization of block b: what compressed-tensors' kv_cache_scheme holds (one
+ * static FP8 or int8 scale per tensor for K and V), the same in every block. */
+static int plan_kv(hf_plan *p, int64_t b, const lmp_block *blk)
+{
+    const lmp_kvspec *kv = &blk->kv;
+    if (p->m->arch.family == LMP_FAMILY_GPT2)
+        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: the KV cache's quantization (kv_cache) is not written for "
+                        "GPT-2 (its linears are written dense); export a Llama-family model", (long long)b);
+    if (kv->type != LMP_KV_NONE && kv->dynamic)
+        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: dynamic KV-cache scales (kv_cache scales = \"dynamic\") are not "
+                        "written: vLLM reads static k_scale / v_scale; use scales = \"static\"", (long long)b);
+    if (kv->type != LMP_KV_NONE && kv->per_head)
+        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: per-head KV-cache scales (kv_cache granularity = \"head\", "
+                        "compressed-tensors' attn_head) are not written yet; granularity = \"tensor\" is",
+                        (long long)b);
+    if (b > 0 && kv->type != p->kv.type)
+        return lmp_fail(LMP_EINVAL, "block %lld: its KV-cache quantization differs from block 0's: one "
+                        "kv_cache_scheme holds every block", (long long)b);
+    if (b == 0) p->kv = *kv;
+    return 0;
+}
+
 static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk, int *n_quant, int *n_bf16, int *n_f16,
                       int64_t *pruned, int64_t *total)
 {
     const int conv1d = p->m->arch.family == LMP_FAMILY_GPT2; /* GPT-2: LayerNorms, Conv1D linears */
+    if (blk->kv.type != LMP_KV_NONE || p->kv.type != LMP_KV_NONE) {
+        int st = plan_kv(p, b, blk);
+        if (st) return st;
+    }
     for (int i = 0; i < blk->n_norms; i++) {
         if (blk->norms[i].b && !conv1d)
             return lmp_fail(LMP_EUNSUPPORTED,

@@ -286,6 +286,12 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
     }
+    const int o = st ? -1 : lmp_block_find(out, LMP_ROLE_O);
+    if (!st && s->ct && o >= 0) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
+        const char *on = out->linears[o].name, *dot = strrchr(on, '.');
+        snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
+        st = lmp_ct_kv(s->ct, s->st, s->where, name, &out->kv);
+    }
     if (st) lmp_block_free(out);
     return st;
 }
@@ -345,6 +351,8 @@ static int gpt2_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         snprintf(leaf, sizeof leaf, "%s.bias", ln[i]);
         if (!st) st = load(s, gpt2_name(s, b, leaf, name, sizeof name), d, 0, &out->norms[i].b);
     }
+    /* a kv_cache_scheme's scales on the attention module, as transformers' GPT-2 names it */
+    if (!st && s->ct) st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), &out->kv);
     free(qkv_w);
     free(qkv_b);
     if (st) lmp_block_free(out);
