@@ -463,7 +463,6 @@ static int plan_tensors(hf_plan *p)
     return st;
 }
 
-/* Block b's norms and linears into the plan: each linear's scheme, what is refused. */
 /* The KV cache's quantization of block b: what compressed-tensors' kv_cache_scheme holds (one
  * static FP8 or int8 scale per tensor for K and V), the same in every block. */
 static int plan_kv(hf_plan *p, int64_t b, const lmp_block *blk)
@@ -486,6 +485,7 @@ static int plan_kv(hf_plan *p, int64_t b, const lmp_block *blk)
     return 0;
 }
 
+/* Block b's norms and linears into the plan: each linear's scheme, what is refused. */
 static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk, int *n_quant, int *n_bf16, int *n_f16,
                       int64_t *pruned, int64_t *total)
 {
