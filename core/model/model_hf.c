@@ -1028,7 +1028,23 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
                             s->where, fused);
         break;
     }
-    return gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
+    st = gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
+    /* a kv_cache_scheme's scales, every layer's, checked at load (the blocks read them again) */
+    for (int64_t b = 0; !st && s->ct && b < a->n_layers; b++) {
+        char name[300];
+        lmp_block shape;
+        lmp_kvspec kv;
+        if (gpt2) {
+            st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), &kv);
+        } else if (!(st = lmp_block_init(&shape, (int)b, a))) {
+            const int o = lmp_block_find(&shape, LMP_ROLE_O);
+            const char *on = o >= 0 ? shape.linears[o].name : "", *dot = strrchr(on, '.');
+            snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
+            st = lmp_ct_kv(s->ct, s->st, s->where, name, &kv);
+            lmp_block_free_tables(&shape);
+        }
+    }
+    return st;
 }
 
 int lmp_model_open_hf(lmp_model *m)
