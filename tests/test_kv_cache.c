@@ -387,6 +387,10 @@ START_TEST(kld_shows_the_kv_cache)
                                    "{ name = \"kv-fp8-dyn\"; " KEEP_WEIGHTS
                                    " kv_cache = { format = \"fp8_e4m3\"; scales = \"dynamic\"; }; }");
     char args[1024];
+    /* check lists it */
+    snprintf(args, sizeof args, "check %s", cfg);
+    ck_assert_int_eq(lmp_test_cli_all(args, output, sizeof output), 0);
+    ck_assert_msg(strstr(output, "kv-int8-head: rtn (KV cache: int8 per-head static)"), "%s", output);
     snprintf(args, sizeof args, "compare %s --json %s", cfg, lmp_test_path(tmpdir, "out.json"));
     const int rc = lmp_test_cli_all(args, output, sizeof output);
     ck_assert_msg(rc == 0, "%s", output);
