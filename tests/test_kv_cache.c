@@ -16,7 +16,8 @@
  *     k_scale / v_scale; lmpress reads the folder back with the same KV quantization (nll and KLD
  *     sums equal to the in-memory variant's bit for bit); with LMP_CT_PYTHON, compressed-tensors
  *     parses the scheme and transformers loads the scales into its attention modules
- *     (tools/ref/ct_kv_check.py).  Per-head and dynamic scales are refused by name. */
+ *     (tools/ref/ct_kv_check.py); per tensor ([1]) and per head ([n_kv_heads, 1, 1], attn_head).
+ *     Dynamic scales and a GGUF are refused by name. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -490,34 +491,39 @@ START_TEST(export_reads_back)
     const char *cfg = write_config("a.cfg", CALIB_SECTION,
                                    "{ name = \"kv-fp8\"; " KEEP_WEIGHTS " kv_cache = { format = \"fp8_e4m3\"; }; },\n"
                                    "{ name = \"w8-kv-int8\"; kv_cache = { format = \"int8\"; };"
-                                   " pipeline = ( { strategy = \"rtn\"; params = { bits = 8; granularity = \"channel\"; }; } ); }");
+                                   " pipeline = ( { strategy = \"rtn\"; params = { bits = 8; granularity = \"channel\"; }; } ); },\n"
+                                   "{ name = \"kv-fp8-head\"; " KEEP_WEIGHTS
+                                   " kv_cache = { format = \"fp8_e4m3\"; granularity = \"head\"; }; }");
     char extra[1024];
     snprintf(extra, sizeof extra, "--output-dir %s --output-format hf", outdir);
     char json_a[512];
     snprintf(json_a, sizeof json_a, "%s", lmp_test_path(tmpdir, "a.json"));
     lmp_json *a = run_json(cfg, json_a, extra);
     /* config.json: the scheme as llm-compressor writes it */
-    static const char *const names[2] = {"kv-fp8", "w8-kv-int8"}, *const types[2] = {"\"float\"", "\"int\""};
-    for (int i = 0; i < 2; i++) {
+    static const char *const names[3] = {"kv-fp8", "w8-kv-int8", "kv-fp8-head"};
+    static const char *const types[3] = {"\"float\"", "\"int\"", "\"float\""};
+    static const char *const strategies[3] = {"\"strategy\": \"tensor\"", "\"strategy\": \"tensor\"",
+                                              "\"strategy\": \"attn_head\""};
+    for (int i = 0; i < 3; i++) {
         char path[700];
         snprintf(path, sizeof path, "%s/%s/config.json", outdir, names[i]);
         size_t n;
         char *text = (char *)lmp_test_slurp(path, &n);
         const char *kv = strstr(text, "\"kv_cache_scheme\": {");
         ck_assert_msg(kv != NULL, "%s:\n%s", path, text);
-        ck_assert_msg(strstr(kv, types[i]) && strstr(kv, "\"strategy\": \"tensor\"") && strstr(kv, "\"dynamic\": false"),
-                      "%s", kv);
+        ck_assert_msg(strstr(kv, types[i]) && strstr(kv, strategies[i]) && strstr(kv, "\"dynamic\": false"), "%s", kv);
         free(text);
     }
     /* read back as other tools' files: the same numbers, bit for bit */
     snprintf(variants, sizeof variants,
-             "{ name = \"kv-fp8\"; model = \"%s/kv-fp8\"; },\n{ name = \"w8-kv-int8\"; model = \"%s/w8-kv-int8\"; }",
-             outdir, outdir);
+             "{ name = \"kv-fp8\"; model = \"%s/kv-fp8\"; },\n{ name = \"w8-kv-int8\"; model = \"%s/w8-kv-int8\"; },\n"
+             "{ name = \"kv-fp8-head\"; model = \"%s/kv-fp8-head\"; }",
+             outdir, outdir, outdir);
     const char *cfg_b = write_config("b.cfg", "", variants);
     char json_b[512];
     snprintf(json_b, sizeof json_b, "%s", lmp_test_path(tmpdir, "b.json"));
     lmp_json *b = run_json(cfg_b, json_b, "");
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         const double na = num_of(a, names[i], "nll_sum"), nb = num_of(b, names[i], "nll_sum");
         const double ka = num_of(a, names[i], "kld_sum"), kb = num_of(b, names[i], "kld_sum");
         ck_assert_msg(na == nb && ka == kb, "%s: in memory nll %.17g kld %.17g, read back %.17g %.17g", names[i], na, ka,
@@ -534,10 +540,10 @@ START_TEST(export_reads_back)
         lmp_test_skip("SKIPPED export_reads_back (compressed-tensors part): LMP_CT_PYTHON is not set (an interpreter "
                       "with torch, transformers and compressed-tensors runs tools/ref/ct_kv_check.py)\n");
     } else {
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             char cmd[2048];
-            snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_kv_check.py' '%s/%s' %s 2>&1", py, LMP_SOURCE_DIR, outdir,
-                     names[i], i ? "int" : "float");
+            snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_kv_check.py' '%s/%s' %s %s 2>&1", py, LMP_SOURCE_DIR, outdir,
+                     names[i], i == 1 ? "int" : "float", i == 2 ? "attn_head" : "tensor");
             FILE *p = popen(cmd, "r");
             ck_assert_ptr_nonnull(p);
             static char out[16384];
@@ -549,12 +555,12 @@ START_TEST(export_reads_back)
     }
     /* what is not written is refused by name before any work */
     const char *cfg_c = write_config("c.cfg", CALIB_SECTION,
-                                     "{ name = \"kv-head\"; " KEEP_WEIGHTS
-                                     " kv_cache = { format = \"fp8_e4m3\"; granularity = \"head\"; }; }");
+                                     "{ name = \"kv-dyn\"; " KEEP_WEIGHTS
+                                     " kv_cache = { format = \"fp8_e4m3\"; scales = \"dynamic\"; }; }");
     char args[2048];
     snprintf(args, sizeof args, "compare %s --output-dir %s --output-format hf", cfg_c, lmp_test_path(tmpdir, "out2"));
     ck_assert_int_ne(lmp_test_cli_all(args, output, sizeof output), 0);
-    ck_assert_msg(strstr(output, "per head, which is not written yet"), "%s", output);
+    ck_assert_msg(strstr(output, "with dynamic scales, which are not written"), "%s", output);
     snprintf(args, sizeof args, "compare %s --output-dir %s", cfg, lmp_test_path(tmpdir, "out3"));
     ck_assert_int_ne(lmp_test_cli_all(args, output, sizeof output), 0);
     ck_assert_msg(strstr(output, "which a GGUF has no place for"), "%s", output);

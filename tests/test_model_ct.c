@@ -286,8 +286,8 @@ START_TEST(unsupported_configs_refused)
         /* a KV-cache scheme lmpress does not simulate, and one whose scales are not in the file */
         {"w4-g32", "\"kv_cache_scheme\": null", "\"kv_cache_scheme\": {\"num_bits\": 8, \"dynamic\": true}",
          "quantization_config.kv_cache_scheme.dynamic = true is not supported", NULL},
-        {"w4-g32", "\"kv_cache_scheme\": null", "\"kv_cache_scheme\": {\"num_bits\": 8, \"strategy\": \"attn_head\"}",
-         "quantization_config.kv_cache_scheme.strategy = \"attn_head\" is not supported", NULL},
+        {"w4-g32", "\"kv_cache_scheme\": null", "\"kv_cache_scheme\": {\"num_bits\": 8, \"strategy\": \"token\"}",
+         "quantization_config.kv_cache_scheme.strategy = \"token\" is not supported", NULL},
         {"w4-g32", "\"kv_cache_scheme\": null", "\"kv_cache_scheme\": {\"num_bits\": 8, \"type\": \"float\"}",
          "tensor model.layers.0.self_attn.k_scale is missing", "kv_cache_scheme needs it"},
         {"w4-g32", "\"quant_method\": \"compressed-tensors\"", "\"quant_method\": \"gptq\"",

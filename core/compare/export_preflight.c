@@ -76,7 +76,6 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
                          : m->arch.family == LMP_FAMILY_GPT2 ? "which is not written for GPT-2"
                          : v->kv.dynamic  ? "with dynamic scales, which are not written (vLLM reads static k_scale / "
                                             "v_scale): use scales = \"static\""
-                         : v->kv.per_head ? "per head, which is not written yet: use granularity = \"tensor\""
                                           : NULL;
     if (kv_why)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: variant '%s' quantizes the KV cache (%s, line %d) %s", path, v->name,

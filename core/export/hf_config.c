@@ -295,7 +295,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         key(f, &kn, 3, "group_size");
         fputs("null", f);
         key(f, &kn, 3, "strategy");
-        fputs("\"tensor\"", f);
+        fputs(p->kv.per_head ? "\"attn_head\"" : "\"tensor\"", f);
         key(f, &kn, 3, "dynamic");
         fputs("false", f);
         key(f, &kn, 3, "observer");

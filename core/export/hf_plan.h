@@ -137,7 +137,7 @@ typedef struct hf_tensor {
     hf_tkind kind;
     lmp_st_dtype dtype;
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];          /* [ndim]; 3: a per-head KV scale [H, 1, 1] */
     uint64_t nbytes;
     const hf_linear *lin;      /* the linear's tensors */
     const float *src;          /* HF_T_DENSE: the model's own values (embedding, final norm, head) */
@@ -176,8 +176,9 @@ typedef struct hf_plan {
     int n_dense_act;           /* quantization (not carried) */
     double global_sparsity;
     /* The KV cache's quantization (every block's the same; type LMP_KV_NONE: none): config.json's
-     * kv_cache_scheme and each attention module's k_scale / v_scale [1] F32, as llm-compressor
-     * writes a static per-tensor kv_cache_scheme (compressed-tensors' initialize_attn_qparams). */
+     * kv_cache_scheme and each attention module's k_scale / v_scale, F32 [1] per tensor or
+     * [n_kv_heads, 1, 1] per head (strategy "attn_head"), as compressed-tensors'
+     * initialize_attn_qparams shapes them. */
     lmp_kvspec kv;
 } hf_plan;
 

@@ -422,9 +422,15 @@ static int plan_tensors(hf_plan *p)
             char attn[256];
             snprintf(attn, sizeof attn, "%.*s", (int)(dot - o_name), o_name);
             unit_start[n_units++] = p->n_tensors;
+            const int64_t H = p->kv.per_head ? a->n_kv_heads : 1;
             for (int w = 0; w < 2 && !st; w++) {
-                st = add_tensor(p, &cap, attn, w ? ".v_scale" : ".k_scale", HF_T_KV_SCALE, LMP_ST_F32, 1, 1, 0, NULL, NULL);
-                if (!st) p->tensors[p->n_tensors - 1].block = b, p->tensors[p->n_tensors - 1].norm = w;
+                st = add_tensor(p, &cap, attn, w ? ".v_scale" : ".k_scale", HF_T_KV_SCALE, LMP_ST_F32, 1, H, 0, NULL, NULL);
+                hf_tensor *t = st ? NULL : &p->tensors[p->n_tensors - 1];
+                if (t) t->block = b, t->norm = w;
+                if (t && p->kv.per_head) { /* compressed-tensors' attn_head scale: [H, 1, 1] */
+                    t->ndim = 3;
+                    t->shape[1] = t->shape[2] = 1;
+                }
             }
         }
     }
@@ -474,11 +480,7 @@ static int plan_kv(hf_plan *p, int64_t b, const lmp_block *blk)
     if (kv->type != LMP_KV_NONE && kv->dynamic)
         return lmp_fail(LMP_EUNSUPPORTED, "block %lld: dynamic KV-cache scales (kv_cache scales = \"dynamic\") are not "
                         "written: vLLM reads static k_scale / v_scale; use scales = \"static\"", (long long)b);
-    if (kv->type != LMP_KV_NONE && kv->per_head)
-        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: per-head KV-cache scales (kv_cache granularity = \"head\", "
-                        "compressed-tensors' attn_head) are not written yet; granularity = \"tensor\" is",
-                        (long long)b);
-    if (b > 0 && kv->type != p->kv.type)
+    if (b > 0 && (kv->type != p->kv.type || kv->per_head != p->kv.per_head))
         return lmp_fail(LMP_EINVAL, "block %lld: its KV-cache quantization differs from block 0's: one "
                         "kv_cache_scheme holds every block", (long long)b);
     if (b == 0) p->kv = *kv;

@@ -290,7 +290,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     if (!st && s->ct && o >= 0) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
         const char *on = out->linears[o].name, *dot = strrchr(on, '.');
         snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
-        st = lmp_ct_kv(s->ct, s->st, s->where, name, &out->kv);
+        st = lmp_ct_kv(s->ct, s->st, s->where, name, m->arch.n_kv_heads, &out->kv);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -352,7 +352,8 @@ static int gpt2_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         if (!st) st = load(s, gpt2_name(s, b, leaf, name, sizeof name), d, 0, &out->norms[i].b);
     }
     /* a kv_cache_scheme's scales on the attention module, as transformers' GPT-2 names it */
-    if (!st && s->ct) st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), &out->kv);
+    if (!st && s->ct)
+        st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), m->arch.n_kv_heads, &out->kv);
     free(qkv_w);
     free(qkv_b);
     if (st) lmp_block_free(out);
@@ -1035,12 +1036,12 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         lmp_block shape;
         lmp_kvspec kv;
         if (gpt2) {
-            st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), &kv);
+            st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), a->n_kv_heads, &kv);
         } else if (!(st = lmp_block_init(&shape, (int)b, a))) {
             const int o = lmp_block_find(&shape, LMP_ROLE_O);
             const char *on = o >= 0 ? shape.linears[o].name : "", *dot = strrchr(on, '.');
             snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
-            st = lmp_ct_kv(s->ct, s->st, s->where, name, &kv);
+            st = lmp_ct_kv(s->ct, s->st, s->where, name, a->n_kv_heads, &kv);
             lmp_block_free_tables(&shape);
         }
     }

@@ -148,9 +148,11 @@ static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
     if (!sym) return unsupported(ct, path, "symmetric", "false", "symmetric KV scales only, as vLLM");
     if (dynamic) return unsupported(ct, path, "dynamic", "true", "static k_scale / v_scale only");
     snprintf(q, sizeof q, "\"%.80s\"", strategy);
-    if (strcmp(strategy, "tensor") != 0)
-        return unsupported(ct, path, "strategy", q, "\"tensor\" (one k_scale and v_scale per attention module)");
+    if (strcmp(strategy, "tensor") != 0 && strcmp(strategy, "attn_head") != 0)
+        return unsupported(ct, path, "strategy", q, "\"tensor\" or \"attn_head\" (k_scale and v_scale per attention module "
+                           "or per KV head)");
     ct->kv.type = strcmp(type, "float") == 0 ? LMP_KV_FP8_E4M3 : LMP_KV_INT8;
+    ct->kv.per_head = strcmp(strategy, "attn_head") == 0;
     return 0;
 }
 
@@ -718,24 +720,31 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
     return st;
 }
 
-int lmp_ct_kv(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *attn, lmp_kvspec *kv)
+int lmp_ct_kv(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *attn, int64_t n_kv_heads,
+              lmp_kvspec *kv)
 {
     memset(kv, 0, sizeof *kv);
     if (!ct || ct->kv.type == LMP_KV_NONE) return 0;
     *kv = ct->kv;
+    const int64_t n = kv->per_head ? n_kv_heads : 1;
+    if (n < 1 || n > LMP_KV_MAX_HEADS)
+        return lmp_fail(LMP_EINVAL, "%s: per-head KV scales for %lld KV heads, more than the %d lmpress keeps", where,
+                        (long long)n_kv_heads, LMP_KV_MAX_HEADS);
     for (int w = 0; w < 2; w++) {
         const char *leaf = w ? "v_scale" : "k_scale";
         const lmp_st_tensor *t = tensor(st, attn, leaf);
         char name[400];
         snprintf(name, sizeof name, "%s.%s", attn, leaf);
         if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (" QC ".kv_cache_scheme needs it)", where, name);
-        if (!is_float(t->dtype) || t->numel != 1) return bad_tensor(t, "one F32, F16 or BF16 value");
-        float v;
-        int r = lmp_st_to_f32(t, 0, 1, &v);
+        if (!is_float(t->dtype) || t->numel != n)
+            return bad_tensor(t, n == 1 ? "one F32, F16 or BF16 value" : "F32, F16 or BF16 [n_kv_heads, 1, 1]");
+        float *v = w ? kv->v_scale : kv->k_scale;
+        int r = lmp_st_to_f32(t, 0, n, v);
         if (r) return r;
-        if (!(v > 0 && isfinite(v)))
-            return lmp_fail(LMP_EINVAL, "%s: %s = %g is not a positive scale", t->file, name, (double)v);
-        (w ? kv->v_scale : kv->k_scale)[0] = v;
+        for (int64_t h = 0; h < n; h++)
+            if (!(v[h] > 0 && isfinite(v[h])))
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld] = %g is not a positive scale", t->file, name, (long long)h,
+                                (double)v[h]);
     }
     return 0;
 }

@@ -2,13 +2,13 @@
 """ct_kv_check.py: compressed-tensors (and transformers) read the KV-cache quantization of a
 Hugging Face folder lmpress wrote (tests/test_kv_cache.c).
 
-    PYTHON tools/ref/ct_kv_check.py DIR TYPE      (TYPE: float or int, what the variant set)
+    PYTHON tools/ref/ct_kv_check.py DIR TYPE STRATEGY   (float or int; tensor or attn_head)
 
 Checks, each failing with a line starting "FAIL":
   * config.json's quantization_config parses with compressed-tensors' QuantizationConfig, and its
-    kv_cache_scheme is 8-bit TYPE, symmetric, static, strategy "tensor";
-  * every layer's attention module has k_scale and v_scale in the safetensors, one positive F32
-    value each;
+    kv_cache_scheme is 8-bit TYPE, symmetric, static, strategy STRATEGY;
+  * every layer's attention module has k_scale and v_scale in the safetensors, positive F32 of
+    shape [1] (tensor) or [num_key_value_heads, 1, 1] (attn_head);
   * compressed-tensors' apply_quantization_config puts that scheme on every attention module of
     the transformers model from_pretrained loads, registering k_scale / v_scale [1], which take
     the file's values bit for bit;
@@ -42,9 +42,9 @@ def fail(msg):
 
 
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: ct_kv_check.py DIR TYPE")
-    d, want_type = sys.argv[1], sys.argv[2]
+    if len(sys.argv) != 4:
+        fail("usage: ct_kv_check.py DIR TYPE STRATEGY")
+    d, want_type, want_strategy = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     qc = QuantizationConfig.model_validate(cfg["quantization_config"])
@@ -52,12 +52,14 @@ def main():
     if kv is None:
         fail(f"{d}: compressed-tensors finds no kv_cache_scheme")
     if kv.num_bits != 8 or val(kv.type) != want_type or not kv.symmetric or kv.dynamic or \
-            val(kv.strategy) != "tensor":
+            val(kv.strategy) != want_strategy:
         fail(f"{d}: kv_cache_scheme reads as {kv}")
     tensors = {}
     for p in sorted(glob.glob(os.path.join(d, "*.safetensors"))):
         tensors.update(load_file(p))
     n_layers = cfg["num_hidden_layers"]
+    heads = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    want_shape = (heads, 1, 1) if want_strategy == "attn_head" else (1,)
     stored = {}
     for i in range(n_layers):
         for w in ("k_scale", "v_scale"):
@@ -65,7 +67,7 @@ def main():
             t = tensors.get(name)
             if t is None:
                 fail(f"{d}: no tensor {name}")
-            if t.dtype != torch.float32 or tuple(t.shape) != (1,) or not (t.item() > 0):
+            if t.dtype != torch.float32 or tuple(t.shape) != want_shape or not bool((t > 0).all()):
                 fail(f"{d}: {name} is {t.dtype} {tuple(t.shape)} = {t.tolist()}")
             stored[name] = t
     import inspect
@@ -119,7 +121,8 @@ def main():
         fail(f"{d}: the KV scheme changes nothing in transformers' forward")
     if not kl < 0.1:
         fail(f"{d}: the KV scheme costs a KL divergence of {kl:.3g} per position, far more than an 8-bit KV cache")
-    print(f"  {d}: compressed-tensors reads kv_cache_scheme {want_type}/8 tensor static, registers k_scale/v_scale [1] on "
+    print(f"  {d}: compressed-tensors reads kv_cache_scheme {want_type}/8 {want_strategy} static, registers k_scale/v_scale "
+          f"{list(want_shape)} on "
           f"the {len(attn)} attention modules and takes the file's {len(stored)} values bit for bit; with them it "
           f"quantizes the KV cache in transformers' forward (KL divergence to the forward without it {kl:.3g} per position)"
           f"{' (attention forward given compressed-tensors past_key_values signature)' if shimmed else ''}")
