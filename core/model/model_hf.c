@@ -262,6 +262,15 @@ static int load_linear(const hf_state *s, const lmp_arch *a, int64_t b, lmp_line
     return st;
 }
 
+/* The attention module of block b (o_proj's parent, "model.layers.3.self_attn"): where a
+ * kv_cache_scheme's k_scale and v_scale live.  "" when the block has no o_proj. */
+static void attention_module(const lmp_block *b, char *buf, size_t n)
+{
+    const int o = lmp_block_find(b, LMP_ROLE_O);
+    const char *on = o >= 0 ? b->linears[o].name : "", *dot = strrchr(on, '.');
+    snprintf(buf, n, "%.*s", dot ? (int)(dot - on) : 0, on);
+}
+
 static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const hf_state *s = m->src_data;
@@ -286,10 +295,8 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
     }
-    const int o = st ? -1 : lmp_block_find(out, LMP_ROLE_O);
-    if (!st && s->ct && o >= 0) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
-        const char *on = out->linears[o].name, *dot = strrchr(on, '.');
-        snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
+    if (!st && s->ct) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
+        attention_module(out, name, sizeof name);
         st = lmp_ct_kv(s->ct, s->st, s->where, name, m->arch.n_kv_heads, &out->kv);
     }
     if (st) lmp_block_free(out);
@@ -1038,9 +1045,7 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         if (gpt2) {
             st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), a->n_kv_heads, &kv);
         } else if (!(st = lmp_block_init(&shape, (int)b, a))) {
-            const int o = lmp_block_find(&shape, LMP_ROLE_O);
-            const char *on = o >= 0 ? shape.linears[o].name : "", *dot = strrchr(on, '.');
-            snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - on) : 0, on);
+            attention_module(&shape, name, sizeof name);
             st = lmp_ct_kv(s->ct, s->st, s->where, name, a->n_kv_heads, &kv);
             lmp_block_free_tables(&shape);
         }
