@@ -40,13 +40,14 @@ static int check_hf_linear(const lmp_variant *v, int s, const lmp_linear *l, con
     const lmp_value *weights = param(stage, p, "weights");
     if (weights && weights->num == 0) return 0; /* rtn weights = false: activations only */
     /* the floating-point grids compressed-tensors stores (hf_plan.h; the writer refuses the rest by name) */
-    const int ct_float = is_str(format, "fp8_e4m3") || is_str(format, "nvfp4") || is_str(format, "mxfp4");
+    const int ct_float = is_str(format, "fp8_e4m3") || is_str(format, "nvfp4") || is_str(format, "mxfp4") ||
+                         is_str(format, "mxfp8");
     if (format && format->str && strcmp(format->str, "int") != 0 && !ct_float)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, which compressed-tensors has no type "
                         "for here: export a .gguf for a GGUF format, or use the int grid (format = \"int\") or "
-                        "fp8_e4m3, nvfp4, mxfp4", v->name, s, plugin, l->name, format->str);
-    if ((is_str(format, "nvfp4") && l->in % 16) || (is_str(format, "mxfp4") && l->in % 32))
+                        "fp8_e4m3, nvfp4, mxfp4, mxfp8", v->name, s, plugin, l->name, format->str);
+    if ((is_str(format, "nvfp4") && l->in % 16) || ((is_str(format, "mxfp4") || is_str(format, "mxfp8")) && l->in % 32))
         return lmp_fail(LMP_EUNSUPPORTED, "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, whose groups of %d do "
                         "not divide its %lld inputs: leave it out of that stage (refused before any work)", v->name, s,
                         plugin, l->name, format->str, is_str(format, "nvfp4") ? 16 : 32, (long long)l->in);

@@ -207,7 +207,8 @@ static void weight_args(FILE *f, const hf_scheme *sc, int depth)
     fputs(sc->sym ? "true" : "false", f);
     key(f, &n, depth + 1, "strategy");
     lmp_jw_string(f, sc->wfmt == LMP_WFORMAT_NVFP4 ? "tensor_group" : strategy[sc->gran]);
-    if (sc->wfmt == LMP_WFORMAT_NVFP4 || sc->wfmt == LMP_WFORMAT_MXFP4) { /* the presets NVFP4A16 and MXFP4A16 */
+    if (sc->wfmt == LMP_WFORMAT_NVFP4 || sc->wfmt == LMP_WFORMAT_MXFP4 || sc->wfmt == LMP_WFORMAT_MXFP8) {
+        /* the presets NVFP4A16, MXFP4A16 and MXFP8A16 */
         key(f, &n, depth + 1, "scale_dtype");
         fputs(sc->wfmt == LMP_WFORMAT_NVFP4 ? "\"torch.float8_e4m3fn\"" : "\"torch.uint8\"", f);
     }
@@ -264,6 +265,7 @@ static const char *format_name(hf_fmt f)
            : f == HF_FMT_FLOAT ? "float-quantized"
            : f == HF_FMT_NVFP4 ? "nvfp4-pack-quantized"
            : f == HF_FMT_NAIVE ? "naive-quantized"
+           : f == HF_FMT_MXFP8 ? "mxfp8-quantized"
                                : "mxfp4-pack-quantized";
 }
 

@@ -72,7 +72,10 @@
  * NVFP4 weights may have NVFP4 inputs (W4A4: dynamic local groups of 16, input_global_scale f32
  * [1]), MXFP4 weights MXFP4 inputs (dynamic groups of 32).  int weights with FP8 inputs per token
  * are the W4AFP8 scheme: int-quantized (int8 codes), as compressed-tensors infers it. */
-typedef enum { HF_FMT_PACK = 0, HF_FMT_INT = 1, HF_FMT_FLOAT = 2, HF_FMT_NVFP4 = 3, HF_FMT_MXFP4 = 4, HF_FMT_NAIVE = 5 } hf_fmt;
+typedef enum {
+    HF_FMT_PACK = 0, HF_FMT_INT = 1, HF_FMT_FLOAT = 2, HF_FMT_NVFP4 = 3, HF_FMT_MXFP4 = 4, HF_FMT_NAIVE = 5,
+    HF_FMT_MXFP8 = 6 /* mxfp8-quantized: weight float8_e4m3fn, uint8 E8M0 weight_scale per 32 (MXFP8A16) */
+} hf_fmt;
 
 /* One config group: a weight scheme and the linear's input scheme. */
 typedef struct hf_scheme {

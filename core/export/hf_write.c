@@ -127,9 +127,6 @@ static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
     if (s->format == LMP_WFORMAT_FP8_E5M2)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the fp8_e5m2 grid; compressed-tensors' 8-bit float "
                         "weights are E4M3 only: use format fp8_e4m3", l->name);
-    if (s->format == LMP_WFORMAT_MXFP8)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the mxfp8 grid, whose compressed-tensors export "
-                        "(mxfp8-quantized) is not written yet (issue 38)", l->name);
     if (!lmp_wspec_format_ok(s) || g->n_scales != lmp_wspec_n_scales(s, l->out, l->in) || g->g_idx)
         return lmp_fail(LMP_EINVAL, "%s: the recorded %s grid is inconsistent (%lld scales for [%lld, %lld]%s)", l->name,
                         f, (long long)g->n_scales, (long long)l->out, (long long)l->in, g->g_idx ? ", act-order groups" : "");
@@ -143,11 +140,14 @@ static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
     if (!act_ok)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s weights with %s activations have no compressed-tensors scheme lmpress "
                         "writes (fp8_e4m3 takes fp8_dynamic_token or fp8_static_tensor inputs, nvfp4 nvfp4, mxfp4 "
-                        "mxfp4)", l->name, f, lmp_act_mode_name(a));
+                        "mxfp4, mxfp8 none)", l->name, f, lmp_act_mode_name(a));
     *sc = (hf_scheme){.bits = s->bits, .sym = 1, .gran = s->gran, .group = s->gran == LMP_GRAN_GROUP ? s->group : 0,
                       .act = a, .wfmt = s->format,
                       .fmt = s->format == LMP_WFORMAT_NVFP4 ? HF_FMT_NVFP4
-                             : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4 : a != LMP_ACT_NONE ? HF_FMT_FLOAT : HF_FMT_NAIVE};
+                             : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4
+                             : s->format == LMP_WFORMAT_MXFP8 ? HF_FMT_MXFP8
+                             : a != LMP_ACT_NONE              ? HF_FMT_FLOAT
+                                                              : HF_FMT_NAIVE};
     return 0;
 }
 
@@ -319,13 +319,16 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
         const hf_scheme *sc = &p->schemes[h->scheme];
         const lmp_st_dtype sd = scale_dtype(h->scale_type);
         const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
-        const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE;
-        if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4) */
-            if (sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NAIVE)
+        const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE ||
+                       sc->fmt == HF_FMT_MXFP8;
+        if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4, MXFP8) */
+            if (sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NAIVE || sc->fmt == HF_FMT_MXFP8)
                 st = add_tensor(p, cap, h->name, ".weight", HF_T_FP8W, LMP_ST_F8_E4M3, 2, h->out, h->in, h, NULL);
             else
                 st = add_tensor(p, cap, h->name, ".weight_packed", HF_T_FP4PACK, LMP_ST_U8, 2, h->out, h->in / 2, h, NULL);
-            const lmp_st_dtype fsd = sc->fmt == HF_FMT_NVFP4 ? LMP_ST_F8_E4M3 : sc->fmt == HF_FMT_MXFP4 ? LMP_ST_U8 : sd;
+            const lmp_st_dtype fsd = sc->fmt == HF_FMT_NVFP4                             ? LMP_ST_F8_E4M3
+                                     : sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_MXFP8 ? LMP_ST_U8
+                                                                                          : sd;
             if (!st && sc->gran == LMP_GRAN_TENSOR)
                 st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 1, 1, 0, h, NULL);
             else if (!st)
