@@ -8,7 +8,8 @@
  *   - with LMP_CT_PYTHON: tools/ref/ct_export_check.py parses the config with compressed-tensors,
  *     dequantizes every linear with its own CompressedTensorsDequantizer, and each must equal
  *     lmpress's in-memory weights bit for bit;
- *   - the grids compressed-tensors has no export for here (fp8_e5m2, mxfp8) and FP weights with
+ *   - mxfp8 (MXFP8A16: mxfp8-quantized, E4M3 weights, uint8 E8M0 scales per 32) likewise;
+ *   - the grids compressed-tensors has no export for here (fp8_e5m2) and FP weights with
  *     quantized activations are refused by name before anything is written. */
 #include <check.h>
 #include <math.h>
@@ -53,6 +54,7 @@ static const variant VARIANTS[] = {
     {"nvfp4", "rtn", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
     {"nvfp4-gptq", "gptq", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
     {"mxfp4", "rtn", NOT_DOWN, {"format=mxfp4", NULL}, "mxfp4-pack-quantized", LMP_ST_U8, LMP_ST_U8},
+    {"mxfp8", "rtn", NOT_DOWN, {"format=mxfp8", NULL}, "mxfp8-quantized", LMP_ST_F8_E4M3, LMP_ST_U8},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof *VARIANTS };
 
@@ -198,7 +200,7 @@ START_TEST(refusals_by_name)
     static const struct {
         const char *set[4], *what;
     } cases[] = {{{"format=fp8_e5m2", NULL}, "fp8_e5m2"},
-                 {{"format=mxfp8", NULL}, "mxfp8"},
+                 {{"format=mxfp8", "act=fp8_dynamic_token", NULL}, "activations"},
                  {{"format=fp8_e4m3", "act=dynamic_token", NULL}, "activations"},
                  {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"}};
     for (int k = 0; k < 4; k++) {

@@ -27,6 +27,7 @@
 #include "export/export.h"
 #include "compare/export_preflight.h"
 #include "export/out_dir.h"
+#include "model/kv_quant.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "base/ctx.h"
@@ -1143,6 +1144,10 @@ static int cmd_check(lmp_ctx *ctx, int argc, char **argv)
             printf(" (calibration inputs: %s)", lmp_calib_inputs_name(c->variants[i].calib_inputs));
         if (c->variants[i].imatrix)
             printf(" (imatrix %s: %lld entries)", c->variants[i].imatrix_path, (long long)c->variants[i].imatrix->n_entries);
+        if (c->variants[i].kv.type != LMP_KV_NONE) { /* the KV cache's simulated quantization */
+            char kv[64];
+            printf(" (KV cache: %s)", lmp_kv_describe(&c->variants[i].kv, kv, sizeof kv));
+        }
         printf("\n");
     }
     lmp_config_free(c);

@@ -703,6 +703,11 @@ int lmp_analyze(lmp_ctx *ctx, const lmp_run_config *c, const lmp_analyze_opts *o
     if (!st && !a->v->n_stages)
         st = lmp_fail(LMP_EINVAL, "variant '%s' has no pipeline: it is the unmodified model, nothing to analyze",
                       a->v->name);
+    /* analyze takes a variant apart linear by linear: where the KV quantization would go in
+     * such a mix is not defined yet, so it is refused rather than dropped */
+    if (!st && a->v->kv.type != LMP_KV_NONE)
+        st = lmp_fail(LMP_EUNSUPPORTED, "variant '%s' quantizes the KV cache (kv_cache): analyze does not take it "
+                      "apart yet; drop kv_cache to analyze its weights", a->v->name);
     if (!st && opts->have_target) st = lmp_an_check_target(opts->target_metric, opts->target);
     if (!st && a->v->n_stages > 32)
         st = lmp_fail(LMP_EINVAL, "variant '%s': more than 32 stages", a->v->name);

@@ -40,13 +40,14 @@ static int check_hf_linear(const lmp_variant *v, int s, const lmp_linear *l, con
     const lmp_value *weights = param(stage, p, "weights");
     if (weights && weights->num == 0) return 0; /* rtn weights = false: activations only */
     /* the floating-point grids compressed-tensors stores (hf_plan.h; the writer refuses the rest by name) */
-    const int ct_float = is_str(format, "fp8_e4m3") || is_str(format, "nvfp4") || is_str(format, "mxfp4");
+    const int ct_float = is_str(format, "fp8_e4m3") || is_str(format, "nvfp4") || is_str(format, "mxfp4") ||
+                         is_str(format, "mxfp8");
     if (format && format->str && strcmp(format->str, "int") != 0 && !ct_float)
         return lmp_fail(LMP_EUNSUPPORTED,
                         "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, which compressed-tensors has no type "
                         "for here: export a .gguf for a GGUF format, or use the int grid (format = \"int\") or "
-                        "fp8_e4m3, nvfp4, mxfp4", v->name, s, plugin, l->name, format->str);
-    if ((is_str(format, "nvfp4") && l->in % 16) || (is_str(format, "mxfp4") && l->in % 32))
+                        "fp8_e4m3, nvfp4, mxfp4, mxfp8", v->name, s, plugin, l->name, format->str);
+    if ((is_str(format, "nvfp4") && l->in % 16) || ((is_str(format, "mxfp4") || is_str(format, "mxfp8")) && l->in % 32))
         return lmp_fail(LMP_EUNSUPPORTED, "variant '%s': pipeline[%d] (%s) puts %s on the %s grid, whose groups of %d do "
                         "not divide its %lld inputs: leave it out of that stage (refused before any work)", v->name, s,
                         plugin, l->name, format->str, is_str(format, "nvfp4") ? 16 : 32, (long long)l->in);
@@ -68,6 +69,18 @@ int lmp_export_preflight(const lmp_model *m, const lmp_run_config *c, const lmp_
     (void)c;
     const int gguf = lmp_export_is_gguf(path);
     if (v->model_path) return 0; /* another tool's file: not exported */
+    /* the KV cache's quantization: what the writers refuse (export.c, hf_write.c), before any
+     * block is compressed */
+    const char *kv_why = v->kv.type == LMP_KV_NONE ? NULL
+                         : gguf ? "which a GGUF has no place for (llama.cpp picks its cache type at run time): export a "
+                                  "Hugging Face folder (compressed-tensors' kv_cache_scheme), or drop kv_cache"
+                         : m->arch.family == LMP_FAMILY_GPT2 ? "which is not written for GPT-2"
+                         : v->kv.dynamic  ? "with dynamic scales, which are not written (vLLM reads static k_scale / "
+                                            "v_scale): use scales = \"static\""
+                                          : NULL;
+    if (kv_why)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: variant '%s' quantizes the KV cache (%s, line %d) %s", path, v->name,
+                        v->kv_at.key ? v->kv_at.key : "kv_cache", v->kv_at.line, kv_why);
     int st = lmp_export_check_arch(m, path);
     if (st) return st;
     if (gguf) return 0; /* block formats that do not divide a row: lmp_run_check_model */

@@ -65,6 +65,8 @@ static uint64_t segments_key(const lmp_arch *a, const lmp_block *blk, int at)
             h = lmp_fnv1a64_words(h, nm->w, (size_t)nm->dim * sizeof *nm->w);
             h = lmp_fnv1a64_words(h, nm->b, (size_t)nm->dim * sizeof *nm->b);
         }
+        if (s->kind == LMP_STEP_ATTENTION) /* the KV cache's quantization (model/kv_quant.h) */
+            h = lmp_fnv1a64_words(h, &blk->kv, sizeof blk->kv);
         for (int o = 0; s->kind == LMP_STEP_LINEARS && o < s->n_out; o++) {
             const int li = lmp_block_find(blk, s->roles[o]);
             if (li >= 0) h = mix_linear(h, &blk->linears[li]);

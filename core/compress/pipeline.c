@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "compress/calib_cache.h"
 #include "compress/calib_states.h"
+#include "compress/kv_calib.h"
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
 #include "model/block_steps.h"
@@ -307,6 +308,12 @@ int lmp_compress_check_variant(lmp_ctx *ctx, const lmp_model *m, const lmp_varia
     if (!st) st = whole_model_stage(m, v, selves, &whole);
     if (!st) st = any_stage_observes(m, v, selves, &observes);
     if (!st && observes && !has_calibration) st = calibration_missing();
+    if (!st && v->kv.type != LMP_KV_NONE && !v->kv.dynamic && !has_calibration)
+        st = lmp_fail(LMP_EINVAL, "%s (line %d): static scales come from the calibration: set calibration.text "
+                      "in the config, or scales = \"dynamic\"", v->kv_at.key, v->kv_at.line);
+    if (!st && v->kv.type != LMP_KV_NONE && v->kv.per_head && m->arch.n_kv_heads > LMP_KV_MAX_HEADS)
+        st = lmp_fail(LMP_EINVAL, "%s (line %d): per-head scales for %lld KV heads, more than the %d lmpress keeps: "
+                      "use granularity = \"tensor\"", v->kv_at.key, v->kv_at.line, (long long)m->arch.n_kv_heads, LMP_KV_MAX_HEADS);
     stages_destroy(v, selves, made);
     return st;
 }
@@ -404,6 +411,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     if (!st && !(blocks = calloc(keep_all ? (size_t)L : 1, sizeof *blocks))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     int observes = 0;
     if (!st) st = any_stage_observes(m, v, selves, &observes);
+    if (!st && v->kv.type != LMP_KV_NONE && !v->kv.dynamic) observes = 1; /* the KV cache's static scales */
     if (!st && observes && !calib->n)
         st = calibration_missing();
     if (!st && !observes && watch->observe && calib->n && v->n_stages) observes = 1; /* the watcher's observer needs them */
@@ -458,7 +466,13 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
                 st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) left a non-finite value in %s (%g at element %lld)", s,
                               v->stages[s].plugin->desc->name, bad, (double)value, (long long)at);
         }
-        if (!st && !keep_original && x_base) x_base = cloned && lmp_block_same(blk, &original);
+        /* the KV cache's quantization, on the block as its stages left it (compress/kv_calib.h) */
+        if (!st && v->kv.type != LMP_KV_NONE) {
+            st = lmp_kv_calibrate(be, &m->arch, blk, &v->kv, X, calib->n, calib->T);
+            lmp_calib_states_forget(states); /* what the statistics passes kept ran without it */
+        }
+        if (!st && !keep_original && x_base)
+            x_base = cloned && lmp_block_same(blk, &original) && blk->kv.type == LMP_KV_NONE;
         const lmp_block *next_inputs_from = keep_original ? &original : blk;
         double t0 = lmp_now_s();
         if (b + 1 < L || watch->observe) { /* block b+1's inputs (the watcher observes every forward) */

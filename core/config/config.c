@@ -717,6 +717,30 @@ static int load_variant_calibration(const lmp_run_config *c, const config_settin
     return 0;
 }
 
+/* A variant's kv_cache = { format = ...; granularity = ...; scales = ...; }: the KV cache's
+ * simulated quantization (lmp_variant.kv). */
+static int load_variant_kv_cache(const config_setting_t *v, int has_pipeline, lmp_variant *var)
+{
+    static const char *const keys[] = {"format", "granularity", "scales", NULL};
+    static const char *const formats[] = {"fp8_e4m3", "int8", NULL};
+    static const char *const grans[] = {"tensor", "head", NULL};
+    static const char *const scales[] = {"static", "dynamic", NULL};
+    config_setting_t *g;
+    int st, format = 0, gran = 0, dyn = 0;
+    if ((st = get_group(v, "kv_cache", 0, &g)) || !g) return st;
+    /* the unmodified model is the reference and another tool's file is evaluated as it is */
+    if (!has_pipeline)
+        return bad(g, "only a variant with a pipeline quantizes the KV cache (to keep the weights as they are, use "
+                      "pipeline = ( { strategy = \"rtn\"; params = { weights = false; }; } ))");
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "format", 1, formats, &format)) ||
+        (st = get_choice(g, "granularity", 0, grans, &gran)) || (st = get_choice(g, "scales", 0, scales, &dyn)))
+        return st;
+    var->kv.type = format == 0 ? LMP_KV_FP8_E4M3 : LMP_KV_INT8;
+    var->kv.per_head = gran == 1;
+    var->kv.dynamic = dyn == 1;
+    return set_origin(g, &var->kv_at);
+}
+
 /* The top-level imatrix = "file"; the default of every pipeline variant.  Read before the
  * variants. */
 static int load_imatrix_key(lmp_run_config *c, const config_setting_t *root)
@@ -771,7 +795,7 @@ static int load_imatrices(lmp_run_config *c)
 
 static int load_variants(lmp_run_config *c, const config_setting_t *root)
 {
-    static const char *const keys[] = {"name", "pipeline", "model", "calibration", "imatrix", NULL};
+    static const char *const keys[] = {"name", "pipeline", "model", "calibration", "imatrix", "kv_cache", NULL};
     const config_setting_t *vs = config_setting_get_member(root, "variants");
     if (!vs) return missing(root, "variants");
     if (!config_setting_is_list(vs) || config_setting_length(vs) == 0)
@@ -800,7 +824,8 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
         }
         const config_setting_t *p = config_setting_get_member(v, "pipeline");
         const config_setting_t *mp = config_setting_get_member(v, "model");
-        if ((st = load_variant_calibration(c, v, p != NULL, var)) || (st = load_variant_imatrix(c, v, p != NULL, var)))
+        if ((st = load_variant_calibration(c, v, p != NULL, var)) || (st = load_variant_imatrix(c, v, p != NULL, var)) ||
+            (st = load_variant_kv_cache(v, p != NULL, var)))
             return st;
         if (mp) {
             /* A fixed file made by another tool: there is nothing to compress, so a pipeline
@@ -819,6 +844,9 @@ static int load_variants(lmp_run_config *c, const config_setting_t *root)
         if (!var->stages) return lmp_fail(LMP_ENOMEM, "out of memory");
         for (int j = 0; j < var->n_stages; j++)
             if ((st = load_stage(c, config_setting_get_elem(p, (unsigned)j), &var->stages[j]))) return st;
+        if (var->kv.type != LMP_KV_NONE && !var->n_stages) /* an empty pipeline is the unmodified model */
+            return bad(config_setting_get_member(v, "kv_cache"), "needs a non-empty pipeline (to keep the weights as "
+                       "they are: pipeline = ( { strategy = \"rtn\"; params = { weights = false; }; } ))");
     }
     return 0;
 }
@@ -1311,6 +1339,7 @@ void lmp_config_free(lmp_run_config *c)
         free_origin(&v->model_at);
         free(v->imatrix_path);
         free_origin(&v->imatrix_at);
+        free_origin(&v->kv_at);
     }
     free(c->variants);
     for (int i = 0; c->imatrices && i < c->n_imatrices; i++) lmp_imatrix_free(c->imatrices[i]);

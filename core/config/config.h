@@ -15,8 +15,9 @@
  *   seed        = 1234;
  *   imatrix     = "model.imatrix.gguf";   (optional: llama.cpp's importance matrix, see lmp_variant)
  *   variants    = ( { name = "..."; pipeline = ( stage, ... ); }, ... );
- *                 (a pipeline variant may add calibration = { inputs = "original"; }; and its own
- *                 imatrix = "...";)
+ *                 (a pipeline variant may add calibration = { inputs = "original"; }; its own
+ *                 imatrix = "..."; and kv_cache = { format = "fp8_e4m3"; granularity = "tensor";
+ *                 scales = "static"; }; the KV cache's simulated quantization, see lmp_variant)
  *                 (or { name = "..."; model = "other.gguf"; }: another tool's file, see lmp_variant)
  *   stage       = { strategy = "rtn"; params = { ... }; targets = [...]; ignore = [...];
  *                   overrides = ( { match = "..."; params = { ... }; skip = false; }, ... ); }
@@ -133,6 +134,14 @@ typedef struct lmp_variant {
     char *imatrix_path;
     lmp_config_origin imatrix_at;
     const lmp_imatrix *imatrix;
+    /* The KV cache's simulated quantization inside attention (issue 38; model/kv_quant.h):
+     *   kv_cache = { format = "fp8_e4m3";     (or "int8")
+     *                granularity = "tensor";  (or "head": a scale per KV head)
+     *                scales = "static"; };    (from the calibration's K and V; or "dynamic")
+     * on a pipeline variant; kv.type LMP_KV_NONE when unset.  The static scales are filled per
+     * block by the compression (lmp_compress_watched), after the variant's stages. */
+    lmp_kvspec kv;
+    lmp_config_origin kv_at;
 } lmp_variant;
 
 typedef struct lmp_run_config {

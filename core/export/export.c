@@ -90,6 +90,19 @@ int lmp_export_model(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *b
      * again, a pipe, is left out: the file name still is there) */
     if (!o->config_text && o->config_path && lmp_read_file(o->config_path, &text, &len) == 0 && !memchr(text, 0, len))
         with_text.config_text = text;
+    /* A GGUF has no place for the KV cache's quantization (llama.cpp chooses its cache type at run
+     * time, with no scales): refused by name rather than exported without it.  A Hugging Face
+     * folder writes it as compressed-tensors' kv_cache_scheme (hf_write.c). */
+    lmp_block b0;
+    if (lmp_export_is_gguf(o->path) && blocks->n > 0 && (st = blocks->get(blocks->self, 0, &b0)) == 0) {
+        const int kv = b0.kv.type != LMP_KV_NONE;
+        lmp_block_free(&b0);
+        if (kv)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: the variant quantizes the KV cache (kv_cache), which a GGUF has no "
+                            "place for (llama.cpp picks its cache type at run time): export a Hugging Face folder "
+                            "(compressed-tensors' kv_cache_scheme), or drop kv_cache", o->path);
+    }
+    if (st) return st;
     lmp_clear_error();
     st = lmp_export_is_gguf(o->path) ? lmp_export_gguf(ctx, m, blocks, &with_text) : lmp_export_hf(ctx, m, blocks, &with_text);
     free(text);

@@ -207,7 +207,8 @@ static void weight_args(FILE *f, const hf_scheme *sc, int depth)
     fputs(sc->sym ? "true" : "false", f);
     key(f, &n, depth + 1, "strategy");
     lmp_jw_string(f, sc->wfmt == LMP_WFORMAT_NVFP4 ? "tensor_group" : strategy[sc->gran]);
-    if (sc->wfmt == LMP_WFORMAT_NVFP4 || sc->wfmt == LMP_WFORMAT_MXFP4) { /* the presets NVFP4A16 and MXFP4A16 */
+    if (sc->wfmt == LMP_WFORMAT_NVFP4 || sc->wfmt == LMP_WFORMAT_MXFP4 || sc->wfmt == LMP_WFORMAT_MXFP8) {
+        /* the presets NVFP4A16, MXFP4A16 and MXFP8A16 */
         key(f, &n, depth + 1, "scale_dtype");
         fputs(sc->wfmt == LMP_WFORMAT_NVFP4 ? "\"torch.float8_e4m3fn\"" : "\"torch.uint8\"", f);
     }
@@ -264,6 +265,7 @@ static const char *format_name(hf_fmt f)
            : f == HF_FMT_FLOAT ? "float-quantized"
            : f == HF_FMT_NVFP4 ? "nvfp4-pack-quantized"
            : f == HF_FMT_NAIVE ? "naive-quantized"
+           : f == HF_FMT_MXFP8 ? "mxfp8-quantized"
                                : "mxfp4-pack-quantized";
 }
 
@@ -281,7 +283,28 @@ static void quantization_config(const hf_plan *p, FILE *f)
     key(f, &n, 2, "global_compression_ratio");
     fputs("null", f);
     key(f, &n, 2, "kv_cache_scheme");
-    fputs("null", f);
+    if (p->kv.type == LMP_KV_NONE) {
+        fputs("null", f);
+    } else { /* as llm-compressor's recipes write it: static per tensor, observed by static_minmax */
+        int kn = 0;
+        fputc('{', f);
+        key(f, &kn, 3, "num_bits");
+        fputs("8", f);
+        key(f, &kn, 3, "type");
+        fputs(p->kv.type == LMP_KV_FP8_E4M3 ? "\"float\"" : "\"int\"", f);
+        key(f, &kn, 3, "symmetric");
+        fputs("true", f);
+        key(f, &kn, 3, "group_size");
+        fputs("null", f);
+        key(f, &kn, 3, "strategy");
+        fputs(p->kv.per_head ? "\"attn_head\"" : "\"tensor\"", f);
+        key(f, &kn, 3, "dynamic");
+        fputs("false", f);
+        key(f, &kn, 3, "observer");
+        fputs("\"static_minmax\"", f);
+        lmp_jw_indent(f, 2);
+        fputc('}', f);
+    }
     key(f, &n, 2, "config_groups");
     fputc('{', f);
     int ng = 0;
@@ -436,7 +459,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
         key(f, &n, 1, "dtype");
         lmp_jw_string(f, torch_dtype(p->dtype));
     }
-    if (p->n_schemes) { /* N:M sparsity alone: no quantization_config (the weights are dense) */
+    if (p->n_schemes || p->kv.type != LMP_KV_NONE) { /* N:M sparsity alone: no quantization_config (the weights are dense) */
         key(f, &n, 1, "quantization_config");
         quantization_config(p, f);
     }

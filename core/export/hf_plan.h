@@ -72,7 +72,10 @@
  * NVFP4 weights may have NVFP4 inputs (W4A4: dynamic local groups of 16, input_global_scale f32
  * [1]), MXFP4 weights MXFP4 inputs (dynamic groups of 32).  int weights with FP8 inputs per token
  * are the W4AFP8 scheme: int-quantized (int8 codes), as compressed-tensors infers it. */
-typedef enum { HF_FMT_PACK = 0, HF_FMT_INT = 1, HF_FMT_FLOAT = 2, HF_FMT_NVFP4 = 3, HF_FMT_MXFP4 = 4, HF_FMT_NAIVE = 5 } hf_fmt;
+typedef enum {
+    HF_FMT_PACK = 0, HF_FMT_INT = 1, HF_FMT_FLOAT = 2, HF_FMT_NVFP4 = 3, HF_FMT_MXFP4 = 4, HF_FMT_NAIVE = 5,
+    HF_FMT_MXFP8 = 6 /* mxfp8-quantized: weight float8_e4m3fn, uint8 E8M0 weight_scale per 32 (MXFP8A16) */
+} hf_fmt;
 
 /* One config group: a weight scheme and the linear's input scheme. */
 typedef struct hf_scheme {
@@ -129,6 +132,7 @@ typedef enum {
     HF_T_FP8W,                 /* float-quantized weight: E4M3 bytes */
     HF_T_FP4PACK,              /* nvfp4 / mxfp4 weight_packed */
     HF_T_GLOBAL_SCALE,         /* nvfp4 weight_global_scale */
+    HF_T_KV_SCALE,             /* the attention's k_scale (norm 0) or v_scale (norm 1) of block `block` */
 } hf_tkind;
 
 typedef struct hf_tensor {
@@ -136,7 +140,7 @@ typedef struct hf_tensor {
     hf_tkind kind;
     lmp_st_dtype dtype;
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];          /* [ndim]; 3: a per-head KV scale [H, 1, 1] */
     uint64_t nbytes;
     const hf_linear *lin;      /* the linear's tensors */
     const float *src;          /* HF_T_DENSE: the model's own values (embedding, final norm, head) */
@@ -174,6 +178,11 @@ typedef struct hf_plan {
     int n_dense_quantized;     /* GPT-2: quantized linears written dense, and those with activation */
     int n_dense_act;           /* quantization (not carried) */
     double global_sparsity;
+    /* The KV cache's quantization (every block's the same; type LMP_KV_NONE: none): config.json's
+     * kv_cache_scheme and each attention module's k_scale / v_scale, F32 [1] per tensor or
+     * [n_kv_heads, 1, 1] per head (strategy "attn_head"), as compressed-tensors'
+     * initialize_attn_qparams shapes them. */
+    lmp_kvspec kv;
 } hf_plan;
 
 /* The name of shard s (0-based) of n: model.safetensors, or model-00001-of-00003.safetensors. */

@@ -153,8 +153,11 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
     const lmp_block *blk = NULL;
     if (block >= 0 && t->kind != HF_T_SHAPE && !(blk = lmp_block_cursor_at(cur, block))) return LMP_EIO;
     const lmp_linear *l = h && blk ? &blk->linears[h->index] : NULL;
-    const float *dense = t->block < 0 ? t->src : t->norm_bias ? blk->norms[t->norm].b : blk->norms[t->norm].w;
+    const float *dense = t->block < 0 || t->kind == HF_T_KV_SCALE ? t->src
+                         : t->norm_bias                        ? blk->norms[t->norm].b
+                                                               : blk->norms[t->norm].w;
     const hf_scheme *sc = h && h->scheme >= 0 ? &p->schemes[h->scheme] : NULL;
+    /* (a 1-D tensor, and a per-head KV scale [H, 1, 1], is one row of shape[0] values) */
     const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     const size_t row_bytes = (size_t)(t->nbytes / (uint64_t)rows);
     const int64_t width = l ? (h->in > h->out ? h->in : h->out) : cols;
@@ -264,6 +267,9 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
             for (int64_t c = 0; c < cols; c++) e.buf[c] = (unsigned char)((e.codes[2 * c] & 15) | (e.codes[2 * c + 1] & 15) << 4);
             break;
         case HF_T_GLOBAL_SCALE: put32(e.buf, f32_bits(g->spec.global_scale)); break;
+        case HF_T_KV_SCALE:
+            for (int64_t c = 0; c < cols; c++) put32(e.buf + 4 * c, f32_bits((t->norm ? blk->kv.v_scale : blk->kv.k_scale)[c]));
+            break;
         }
         if (!st && fwrite(e.buf, 1, row_bytes, f) != row_bytes) break; /* reported when the file is closed */
     }
@@ -293,7 +299,7 @@ int hf_write_shard(lmp_ctx *ctx, const hf_plan *p, int s, FILE *f, lmp_block_cur
             if (t->shard != s || lmp_st_dtype_size(t->dtype) != es) continue;
             order[n] = t;
             list[n++] = (lmp_stw_tensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim,
-                                         .shape = {t->shape[0], t->shape[1]}};
+                                         .shape = {t->shape[0], t->shape[1], t->shape[2]}};
         }
     if (!st && lmp_stw_header(f, list, n)) st = lmp_fail(LMP_ENOMEM, "out of memory for a safetensors header");
     for (size_t i = 0; i < n && !st; i++) {

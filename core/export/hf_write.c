@@ -127,9 +127,6 @@ static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
     if (s->format == LMP_WFORMAT_FP8_E5M2)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the fp8_e5m2 grid; compressed-tensors' 8-bit float "
                         "weights are E4M3 only: use format fp8_e4m3", l->name);
-    if (s->format == LMP_WFORMAT_MXFP8)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: its weights are on the mxfp8 grid, whose compressed-tensors export "
-                        "(mxfp8-quantized) is not written yet (issue 38)", l->name);
     if (!lmp_wspec_format_ok(s) || g->n_scales != lmp_wspec_n_scales(s, l->out, l->in) || g->g_idx)
         return lmp_fail(LMP_EINVAL, "%s: the recorded %s grid is inconsistent (%lld scales for [%lld, %lld]%s)", l->name,
                         f, (long long)g->n_scales, (long long)l->out, (long long)l->in, g->g_idx ? ", act-order groups" : "");
@@ -143,11 +140,14 @@ static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
     if (!act_ok)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s weights with %s activations have no compressed-tensors scheme lmpress "
                         "writes (fp8_e4m3 takes fp8_dynamic_token or fp8_static_tensor inputs, nvfp4 nvfp4, mxfp4 "
-                        "mxfp4)", l->name, f, lmp_act_mode_name(a));
+                        "mxfp4, mxfp8 none)", l->name, f, lmp_act_mode_name(a));
     *sc = (hf_scheme){.bits = s->bits, .sym = 1, .gran = s->gran, .group = s->gran == LMP_GRAN_GROUP ? s->group : 0,
                       .act = a, .wfmt = s->format,
                       .fmt = s->format == LMP_WFORMAT_NVFP4 ? HF_FMT_NVFP4
-                             : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4 : a != LMP_ACT_NONE ? HF_FMT_FLOAT : HF_FMT_NAIVE};
+                             : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4
+                             : s->format == LMP_WFORMAT_MXFP8 ? HF_FMT_MXFP8
+                             : a != LMP_ACT_NONE              ? HF_FMT_FLOAT
+                                                              : HF_FMT_NAIVE};
     return 0;
 }
 
@@ -319,13 +319,16 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
         const hf_scheme *sc = &p->schemes[h->scheme];
         const lmp_st_dtype sd = scale_dtype(h->scale_type);
         const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
-        const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE;
-        if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4) */
-            if (sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NAIVE)
+        const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE ||
+                       sc->fmt == HF_FMT_MXFP8;
+        if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4, MXFP8) */
+            if (sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NAIVE || sc->fmt == HF_FMT_MXFP8)
                 st = add_tensor(p, cap, h->name, ".weight", HF_T_FP8W, LMP_ST_F8_E4M3, 2, h->out, h->in, h, NULL);
             else
                 st = add_tensor(p, cap, h->name, ".weight_packed", HF_T_FP4PACK, LMP_ST_U8, 2, h->out, h->in / 2, h, NULL);
-            const lmp_st_dtype fsd = sc->fmt == HF_FMT_NVFP4 ? LMP_ST_F8_E4M3 : sc->fmt == HF_FMT_MXFP4 ? LMP_ST_U8 : sd;
+            const lmp_st_dtype fsd = sc->fmt == HF_FMT_NVFP4                             ? LMP_ST_F8_E4M3
+                                     : sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_MXFP8 ? LMP_ST_U8
+                                                                                          : sd;
             if (!st && sc->gran == LMP_GRAN_TENSOR)
                 st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 1, 1, 0, h, NULL);
             else if (!st)
@@ -370,7 +373,7 @@ static int plan_tensors(hf_plan *p)
     const lmp_model *m = p->m;
     const lmp_arch *a = &m->arch;
     size_t cap = 0;
-    size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + 8, sizeof *unit_start);
+    size_t *unit_start = calloc((size_t)p->n_lins + (size_t)p->n_norms + (size_t)a->n_layers + 8, sizeof *unit_start);
     /* (a norm's bias goes in its weight's unit) */
     size_t n_units = 0;
     if (!unit_start) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -407,9 +410,31 @@ static int plan_tensors(hf_plan *p)
                 t->norm_bias = 1;
             }
         }
+        const char *o_name = NULL; /* the attention module: o_proj's parent */
         for (; li < p->n_lins && p->lins[li].block == b && !st; li++) {
             unit_start[n_units++] = p->n_tensors;
             st = add_linear(p, &cap, &p->lins[li]);
+            if (p->lins[li].role == LMP_ROLE_O) o_name = p->lins[li].name;
+        }
+        if (!st && p->kv.type != LMP_KV_NONE) { /* <attention>.k_scale and .v_scale, one unit */
+            const char *dot = o_name ? strrchr(o_name, '.') : NULL;
+            if (!dot) {
+                st = lmp_fail(LMP_EINVAL, "block %lld: no o_proj to name the attention module's k_scale by", (long long)b);
+                break;
+            }
+            char attn[256];
+            snprintf(attn, sizeof attn, "%.*s", (int)(dot - o_name), o_name);
+            unit_start[n_units++] = p->n_tensors;
+            const int64_t H = p->kv.per_head ? a->n_kv_heads : 1;
+            for (int w = 0; w < 2 && !st; w++) {
+                st = add_tensor(p, &cap, attn, w ? ".v_scale" : ".k_scale", HF_T_KV_SCALE, LMP_ST_F32, 1, H, 0, NULL, NULL);
+                hf_tensor *t = st ? NULL : &p->tensors[p->n_tensors - 1];
+                if (t) t->block = b, t->norm = w;
+                if (t && p->kv.per_head) { /* compressed-tensors' attn_head scale: [H, 1, 1] */
+                    t->ndim = 3;
+                    t->shape[1] = t->shape[2] = 1;
+                }
+            }
         }
     }
     if (!st) {
@@ -447,11 +472,33 @@ static int plan_tensors(hf_plan *p)
     return st;
 }
 
+/* The KV cache's quantization of block b: what compressed-tensors' kv_cache_scheme holds (one
+ * static FP8 or int8 scale per tensor for K and V), the same in every block. */
+static int plan_kv(hf_plan *p, int64_t b, const lmp_block *blk)
+{
+    const lmp_kvspec *kv = &blk->kv;
+    if (p->m->arch.family == LMP_FAMILY_GPT2)
+        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: the KV cache's quantization (kv_cache) is not written for "
+                        "GPT-2 (its linears are written dense); export a Llama-family model", (long long)b);
+    if (kv->type != LMP_KV_NONE && kv->dynamic)
+        return lmp_fail(LMP_EUNSUPPORTED, "block %lld: dynamic KV-cache scales (kv_cache scales = \"dynamic\") are not "
+                        "written: vLLM reads static k_scale / v_scale; use scales = \"static\"", (long long)b);
+    if (b > 0 && (kv->type != p->kv.type || kv->per_head != p->kv.per_head))
+        return lmp_fail(LMP_EINVAL, "block %lld: its KV-cache quantization differs from block 0's: one "
+                        "kv_cache_scheme holds every block", (long long)b);
+    if (b == 0) p->kv = *kv;
+    return 0;
+}
+
 /* Block b's norms and linears into the plan: each linear's scheme, what is refused. */
 static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk, int *n_quant, int *n_bf16, int *n_f16,
                       int64_t *pruned, int64_t *total)
 {
     const int conv1d = p->m->arch.family == LMP_FAMILY_GPT2; /* GPT-2: LayerNorms, Conv1D linears */
+    if (blk->kv.type != LMP_KV_NONE || p->kv.type != LMP_KV_NONE) {
+        int st = plan_kv(p, b, blk);
+        if (st) return st;
+    }
     for (int i = 0; i < blk->n_norms; i++) {
         if (blk->norms[i].b && !conv1d)
             return lmp_fail(LMP_EUNSUPPORTED,

@@ -19,8 +19,8 @@
 typedef struct lmp_stw_tensor {
     const char *name;
     lmp_st_dtype dtype;
-    int ndim;                  /* 1 or 2 */
-    int64_t shape[2];
+    int ndim;                  /* 1, 2 or 3 */
+    int64_t shape[3];
 } lmp_stw_tensor;
 
 /* Bytes of the tensor's data (elements * dtype size). */

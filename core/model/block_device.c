@@ -78,6 +78,9 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
 {
     *cs = NULL;
     lmp_block_job *job = &jm->job;
+    if (blk->kv.type != LMP_KV_NONE) /* declined: the per-op forward quantizes K and V (model/kv_quant.h) */
+        return lmp_fail(LMP_EUNSUPPORTED, "block %d: the KV cache's simulated quantization (kv_cache) is not on the "
+                        "device block path", blk->index);
     int64_t n_rot = 0;
     unsigned observed = 0; /* the input groups observed */
     memset(job, 0, sizeof *job);

@@ -10,6 +10,7 @@
  *   - a step kind it has no op for (a block from a later architecture: MoE routing, say);
  *   - simulated activation quantization, an explicit input shift or scale, the shift bias of a
  *     shifted linear (their exact-sum epilogue lives in forward.c);
+ *   - the KV cache's simulated quantization (lmp_block.kv, model/kv_quant.h);
  *   - a backend without a block entry point, or one that declines the job (its own words).
  * LMPRESS_DEVICE_BLOCKS=0 in the environment turns the path off (the per-op path's numbers, for
  * benchmarks and for bisecting a difference). */

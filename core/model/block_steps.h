@@ -83,7 +83,9 @@ typedef enum {
     LMP_STEP_HEAD_NORM, /* out = RMSNorm(in) over each head_dim piece of a row (a q or k norm) */
     LMP_STEP_ROPE,      /* in[0] and in[1] (q, k) turned in place as the layer's rotation says */
     LMP_STEP_SCALE,     /* in[0] *= scale in place */
-    LMP_STEP_ATTENTION, /* out = attention(q = in[0], k = in[1], v = in[2]) over window, soft-cap */
+    LMP_STEP_ATTENTION, /* out = attention(q = in[0], k = in[1], v = in[2]) over window, soft-cap; k and v
+                         * first through the KV cache's quantization when the block has one
+                         * (lmp_block.kv, model/kv_quant.h: in place) */
     LMP_STEP_GLU,       /* out = act(in[0]) * in[1], act silu (SwiGLU) or gelu_tanh (GeGLU) */
     LMP_STEP_GELU,      /* out = gelu_tanh(in[0]), or the erf GELU (erf) */
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */

@@ -8,6 +8,7 @@
  * The newer families' features (q/k norms, post norms, GeGLU, the q scale, windows, soft-capped
  * scores) are steps of the same list. */
 #include "model/forward.h"
+#include "model/kv_quant.h"
 #include "model/rotate.h"
 
 #include <math.h>
@@ -566,6 +567,10 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         for (int64_t i = 0; i < T * C; i++) in[i] *= s->scale;
         return 0;
     case LMP_STEP_ATTENTION:
+        /* the KV cache's simulated quantization: K and V as the cache would hold them */
+        if (blk->kv.type != LMP_KV_NONE &&
+            (st = lmp_kv_quantize(&blk->kv, T, a->n_kv_heads, a->head_dim, slot[s->in[1]], slot[s->in[2]])))
+            return lmp_fail_prefix(st, "block %d", blk->index);
         if (s->norm >= 0) { /* gpt-oss's sinks (no soft-cap: the loader sets none with them) */
             if (s->softcap) return lmp_fail(LMP_EUNSUPPORTED, "block %d: soft-capped scores with sinks", blk->index);
             return attention_sinks(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, blk->norms[s->norm].w, in,
@@ -591,7 +596,10 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         return lmp_rotate_online(be, a, s, T, slot, 0);
     case LMP_STEP_MOE:
         return run_moe(be, blk, s, T, in, out, obs, ud);
-    case LMP_STEP_MLA:
+    case LMP_STEP_MLA: /* its k and v are made inside the step: no KV cache to quantize there yet */
+        if (blk->kv.type != LMP_KV_NONE)
+            return lmp_fail(LMP_EUNSUPPORTED, "block %d: kv_cache (the KV cache's simulated quantization) is not "
+                            "supported on multi-head latent attention (DeepSeek-V2/V3)", blk->index);
         return run_mla(be, a, blk, s, p->layer, T, in, out, obs, ud);
     case LMP_STEP_KINDS:
         break;

@@ -323,6 +323,15 @@ static void norm_tensor(const lmp_arch *a, const lmp_norm *nm, int i, char *buf,
     snprintf(buf, n, i == lmp_norm_index(a, LMP_NORM_SINKS) ? "%s" : "%s.weight", nm->name);
 }
 
+/* The attention module of block b (o_proj's parent, "model.layers.3.self_attn"): where a
+ * kv_cache_scheme's k_scale and v_scale live.  "" when the block has no o_proj. */
+static void attention_module(const lmp_block *b, char *buf, size_t n)
+{
+    const int o = lmp_block_find(b, LMP_ROLE_O);
+    const char *on = o >= 0 ? b->linears[o].name : "", *dot = strrchr(on, '.');
+    snprintf(buf, n, "%.*s", dot ? (int)(dot - on) : 0, on);
+}
+
 static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const hf_state *s = m->src_data;
@@ -361,6 +370,10 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
         if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
+    }
+    if (!st && s->ct) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
+        attention_module(out, name, sizeof name);
+        st = lmp_ct_kv(s->ct, s->st, s->where, name, m->arch.n_kv_heads, &out->kv);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -421,6 +434,9 @@ static int gpt2_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         snprintf(leaf, sizeof leaf, "%s.bias", ln[i]);
         if (!st) st = load(s, gpt2_name(s, b, leaf, name, sizeof name), d, 0, &out->norms[i].b);
     }
+    /* a kv_cache_scheme's scales on the attention module, as transformers' GPT-2 names it */
+    if (!st && s->ct)
+        st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), m->arch.n_kv_heads, &out->kv);
     free(qkv_w);
     free(qkv_b);
     if (st) lmp_block_free(out);
@@ -1474,7 +1490,21 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
                             s->where, fused);
         break;
     }
-    return gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
+    st = gpt2 ? validate_gpt2(s, a) : validate_llama(m, s, a);
+    /* a kv_cache_scheme's scales, every layer's, checked at load (the blocks read them again) */
+    for (int64_t b = 0; !st && s->ct && b < a->n_layers; b++) {
+        char name[300];
+        lmp_block shape;
+        lmp_kvspec kv;
+        if (gpt2) {
+            st = lmp_ct_kv(s->ct, s->st, s->where, gpt2_name(s, b, "attn", name, sizeof name), a->n_kv_heads, &kv);
+        } else if (!(st = lmp_block_init(&shape, (int)b, a))) {
+            attention_module(&shape, name, sizeof name);
+            st = lmp_ct_kv(s->ct, s->st, s->where, name, a->n_kv_heads, &kv);
+            lmp_block_free_tables(&shape);
+        }
+    }
+    return st;
 }
 
 int lmp_model_open_hf(lmp_model *m)

@@ -38,6 +38,7 @@ struct lmp_ct {
     int n_targets;
     ct_pattern *ignore;
     int n_ignore;
+    lmp_kvspec kv;        /* kv_cache_scheme (type LMP_KV_NONE: none); the scales are each block's */
 };
 
 #define QC "quantization_config"
@@ -115,6 +116,43 @@ static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path,
                         ct->what, path, (long long)*group_size);
     if (get(a, "block_structure"))
         return unsupported(ct, path, "block_structure", "(given)", "block-wise grids are not read");
+    return 0;
+}
+
+/* kv_cache_scheme: 8 bits, float (E4M3) or int, symmetric, static, per tensor, which lmpress's
+ * KV-cache quantization simulates (model/kv_quant.h) with each attention module's k_scale and
+ * v_scale. */
+static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
+{
+    static const char *const path = QC ".kv_cache_scheme";
+    if (a->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object or null", ct->what, path);
+    const char *type = "int", *strategy = "tensor";
+    int64_t bits = 8;
+    int sym = 1, dynamic = 0;
+    int st = get_string(ct, a, path, "type", "int", &type);
+    if (!st) st = get_int(ct, a, path, "num_bits", 8, &bits, NULL);
+    if (!st) st = get_bool(ct, a, path, "symmetric", 1, &sym);
+    if (!st) st = get_string(ct, a, path, "strategy", "tensor", &strategy);
+    const lmp_json *dyn = st ? NULL : get(a, "dynamic");
+    if (dyn && dyn->type == LMP_JSON_BOOL) dynamic = dyn->boolean;
+    else if (dyn) return unsupported(ct, path, "dynamic", "(not a boolean)", "static scales only");
+    if (st) return st;
+    char q[96];
+    snprintf(q, sizeof q, "\"%.80s\"", type);
+    if (strcmp(type, "float") != 0 && strcmp(type, "int") != 0)
+        return unsupported(ct, path, "type", q, "\"float\" (FP8 E4M3) or \"int\"");
+    if (bits != 8) {
+        snprintf(q, sizeof q, "%lld", (long long)bits);
+        return unsupported(ct, path, "num_bits", q, "8-bit KV caches only");
+    }
+    if (!sym) return unsupported(ct, path, "symmetric", "false", "symmetric KV scales only, as vLLM");
+    if (dynamic) return unsupported(ct, path, "dynamic", "true", "static k_scale / v_scale only");
+    snprintf(q, sizeof q, "\"%.80s\"", strategy);
+    if (strcmp(strategy, "tensor") != 0 && strcmp(strategy, "attn_head") != 0)
+        return unsupported(ct, path, "strategy", q, "\"tensor\" or \"attn_head\" (k_scale and v_scale per attention module "
+                           "or per KV head)");
+    ct->kv.type = strcmp(type, "float") == 0 ? LMP_KV_FP8_E4M3 : LMP_KV_INT8;
+    ct->kv.per_head = strcmp(strategy, "attn_head") == 0;
     return 0;
 }
 
@@ -272,8 +310,7 @@ int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out)
         snprintf(q, sizeof q, "\"%.80s\"", status);
         st = unsupported(ct, QC, "quantization_status", q, "only \"compressed\" checkpoints hold the codes read here");
     }
-    if (!st && get(qc, "kv_cache_scheme"))
-        st = unsupported(ct, QC, "kv_cache_scheme", "(given)", "KV-cache quantization is not simulated");
+    if (!st && get(qc, "kv_cache_scheme")) st = parse_kv_scheme(ct, get(qc, "kv_cache_scheme"));
     /* llm-compressor writes "transform_config": {} when there is none */
     const lmp_json *tc = st ? NULL : get(qc, "transform_config");
     const lmp_json *tg = tc ? get(tc, "config_groups") : NULL;
@@ -291,9 +328,10 @@ int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out)
         }
     }
     const lmp_json *groups = st ? NULL : get(qc, "config_groups");
-    if (!st && (!groups || groups->type != LMP_JSON_OBJECT || groups->n == 0))
+    /* (empty when only the KV cache is quantized) */
+    if (!st && (!groups || groups->type != LMP_JSON_OBJECT || (groups->n == 0 && ct->kv.type == LMP_KV_NONE)))
         st = lmp_fail(LMP_EINVAL, "%s: " QC ".config_groups is missing or empty", what);
-    if (!st && !(ct->schemes = calloc(groups->n, sizeof *ct->schemes))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+    if (!st && !(ct->schemes = calloc(groups->n + 1, sizeof *ct->schemes))) st = lmp_fail(LMP_ENOMEM, "out of memory");
     size_t n_targets = 0;
     for (size_t i = 0; !st && i < groups->n; i++) {
         st = parse_group(ct, groups->keys[i], &groups->items[i], format, &ct->schemes[i]);
@@ -680,4 +718,33 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
     free(zero);
     free(group);
     return st;
+}
+
+int lmp_ct_kv(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *attn, int64_t n_kv_heads,
+              lmp_kvspec *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    if (!ct || ct->kv.type == LMP_KV_NONE) return 0;
+    *kv = ct->kv;
+    const int64_t n = kv->per_head ? n_kv_heads : 1;
+    if (n < 1 || n > LMP_KV_MAX_HEADS)
+        return lmp_fail(LMP_EINVAL, "%s: per-head KV scales for %lld KV heads, more than the %d lmpress keeps", where,
+                        (long long)n_kv_heads, LMP_KV_MAX_HEADS);
+    for (int w = 0; w < 2; w++) {
+        const char *leaf = w ? "v_scale" : "k_scale";
+        const lmp_st_tensor *t = tensor(st, attn, leaf);
+        char name[400];
+        snprintf(name, sizeof name, "%s.%s", attn, leaf);
+        if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s is missing (" QC ".kv_cache_scheme needs it)", where, name);
+        if (!is_float(t->dtype) || t->numel != n)
+            return bad_tensor(t, n == 1 ? "one F32, F16 or BF16 value" : "F32, F16 or BF16 [n_kv_heads, 1, 1]");
+        float *v = w ? kv->v_scale : kv->k_scale;
+        int r = lmp_st_to_f32(t, 0, n, v);
+        if (r) return r;
+        for (int64_t h = 0; h < n; h++)
+            if (!(v[h] > 0 && isfinite(v[h])))
+                return lmp_fail(LMP_EINVAL, "%s: %s[%lld] = %g is not a positive scale", t->file, name, (long long)h,
+                                (double)v[h]);
+    }
+    return 0;
 }

@@ -21,6 +21,11 @@
  *                 for an F16/BF16 scale (which compressed-tensors rounds back to that dtype).
  *   input_activations  symmetric int: dynamic per token or per tensor, or static per tensor with
  *                 X.input_scale; simulated with lmpress's activation quantizer (lmp_aspec).
+ *   kv_cache_scheme  8 bits, "float" (FP8 E4M3) or "int", symmetric, static, per tensor or per
+ *                 KV head ("attn_head"): each attention module's k_scale and v_scale (F32/F16/BF16,
+ *                 one value, or [n_kv_heads, 1, 1]), simulated
+ *                 by the KV-cache quantization (model/kv_quant.h, lmp_block.kv).  config_groups
+ *                 may then be empty (the weights dense).
  * Targets and ignore entries follow compressed-tensors' matching: a module name, "re:" + a
  * Python regex matched from the start of the name, or a class name ("Linear", "Embedding");
  * among several matching targets an exact name wins over a regex over a class, ties by text.
@@ -39,6 +44,13 @@ typedef struct lmp_ct lmp_ct;
 /* Reads quantization_config (qc) of the config.json `what`. */
 int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out);
 void lmp_ct_free(lmp_ct *ct);
+
+/* The KV-cache quantization of the attention module `attn` ("model.layers.3.self_attn"):
+ * kv->type LMP_KV_NONE without a kv_cache_scheme, else its static scales read from
+ * attn.k_scale / attn.v_scale (an error naming the tensor when one is missing or not a positive
+ * finite value). */
+int lmp_ct_kv(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *attn, int64_t n_kv_heads,
+              lmp_kvspec *kv);
 
 /* How one module's weight [out, in] is stored, checked against the file. */
 typedef struct lmp_ct_weight {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/textfile.h"
+#include "model/kv_quant.h"
 #include "plugin/registry.h"
 #include "report/report.h"
 
@@ -200,6 +201,11 @@ static void json_variant(FILE *f, const lmp_report *r, const lmp_variant_result 
         if (experts)
             fprintf(f, ", \"calibration_experts\": \"%s\", \"expert_min_tokens\": %lld",
                     res->v->calib_experts_all ? "all" : "routed", (long long)res->v->expert_min_tokens);
+    }
+    if (res->v->kv.type != LMP_KV_NONE) { /* the KV cache's simulated quantization (issue 38) */
+        char kv[64];
+        fputs(", \"kv_cache\": ", f);
+        json_string(f, lmp_kv_describe(&res->v->kv, kv, sizeof kv));
     }
     if (res->v->n_stages && res->v->imatrix_path) { /* the importance matrix its stages could ask for */
         fputs(", \"imatrix\": ", f);

@@ -105,6 +105,10 @@ static int check_trainable(const lmp_block_plan *p, const lmp_block *blk)
                             "routing (grouped top-k, sigmoid scores, routed_scaling_factor) has no backward yet",
                             blk->index);
     }
+    if (blk->kv.type != LMP_KV_NONE) /* its rounding has no derivative here: refused, not skipped */
+        return lmp_fail(LMP_EUNSUPPORTED, "block %d: the KV cache's simulated quantization (kv_cache) has no backward: "
+                        "strategies that learn over the whole model (qat, autoround's learn_model) cannot run on a "
+                        "variant with kv_cache", blk->index);
     for (int i = 0; i < blk->n_linears; i++) {
         const lmp_linear *l = &blk->linears[i];
         if (l->in_shift || l->in_scale || l->shift_bias)

@@ -71,6 +71,11 @@
  * LMP_ROLE_COUNT; a 5.0 plugin never sees them unless it loops over blk->linears, where they are
  * ordinary linears).
  *
+ * ABI 6.0 (issue 38): lmp_block grew kv, the KV-cache quantization the host simulates inside
+ * attention (lmp_kvspec: FP8 E4M3 or int8, per tensor or per KV head, static or dynamic scales),
+ * set from a variant's kv_cache after its stages; strategies leave it alone.  lmp_block is handed
+ * over as an array (learn_model, finish), so plugins built for 5.x are refused.
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -87,8 +92,8 @@
 extern "C" {
 #endif
 
-#define LMP_ABI_MAJOR 5
-#define LMP_ABI_MINOR 1
+#define LMP_ABI_MAJOR 6
+#define LMP_ABI_MINOR 0
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -1005,6 +1010,24 @@ typedef struct lmp_norm {
                                 * norm feeds (the host's: read only); NULL when n_fed is 0 */
 } lmp_norm;
 
+/* ABI 6.0: the KV cache's simulated quantization (docs/formats.md "KV cache").  K (after RoPE,
+ * and after the online rotation R3 when there is one) and V are quantized where attention reads
+ * them, as compressed-tensors' QuantizedKVCache does with a kv_cache_scheme: per slice (the whole
+ * of K, or one KV head's [T, head_dim]) with scale s,
+ *   FP8 E4M3:  x' = e4m3(clamp(x / s, -448, 448)) * s    (round to nearest even, torch's cast)
+ *   INT8:      x' = clamp(round_half_even(x / s), -128, 127) * s
+ * s = amax / 448 (FP8) or amax / 127.5 (INT8: compressed-tensors' calculate_qparams, bit range
+ * 255 over 2), f32's eps where amax is 0; amax is the slice's abs-max over the calibration tokens
+ * (static: k_scale, v_scale hold s) or over the window itself (dynamic). */
+typedef enum { LMP_KV_NONE = 0, LMP_KV_FP8_E4M3 = 1, LMP_KV_INT8 = 2 } lmp_kv_type;
+#define LMP_KV_MAX_HEADS 256
+typedef struct lmp_kvspec {
+    lmp_kv_type type;
+    int per_head;              /* one scale per KV head, else one for all of K (one for V) */
+    int dynamic;               /* scales from each window's own abs-max, else k_scale / v_scale */
+    float k_scale[LMP_KV_MAX_HEADS], v_scale[LMP_KV_MAX_HEADS]; /* static: [n_kv_heads] or [1] */
+} lmp_kvspec;
+
 typedef struct lmp_block {
     int index;                 /* 0-based block number */
     int n_blocks;              /* blocks in the model */
@@ -1015,6 +1038,8 @@ typedef struct lmp_block {
     /* ABI 5: routed experts in this block and how many each token goes through (0, 0: a dense
      * block); its linears include the router and E x {gate, up, down} expert linears. */
     int n_experts, n_experts_used;
+    /* ABI 6.0: the KV cache's simulated quantization (type LMP_KV_NONE: none), the host's */
+    lmp_kvspec kv;
 } lmp_block;
 
 /* ---- learning within a block (ABI 4.3; docs/plugin-guide.md, "Strategies that learn") ---- */
