@@ -350,7 +350,7 @@ END_TEST
 static char tmpdir[256];
 static char output[1 << 20];
 
-static const char *write_config(const char *name, const char *calib, const char *variants)
+static const char *write_config_for(const char *model, const char *name, const char *calib, const char *variants)
 {
     char text[8192];
     snprintf(text, sizeof text,
@@ -358,10 +358,15 @@ static const char *write_config(const char *name, const char *calib, const char 
              "%s"
              "eval = { texts = [ \"%s\" ]; seq_len = 64; max_windows = 6; };\n"
              "variants = (\n%s\n);\n",
-             MODEL, calib, EVAL_TEXT, variants);
+             model, calib, EVAL_TEXT, variants);
     const char *p = lmp_test_path(tmpdir, name);
     lmp_test_spit(p, text, strlen(text));
     return p;
+}
+
+static const char *write_config(const char *name, const char *calib, const char *variants)
+{
+    return write_config_for(MODEL, name, calib, variants);
 }
 
 #define CALIB_SECTION "calibration = { text = \"" CALIB "\"; samples = 4; seq_len = 64; };\n"
@@ -413,6 +418,34 @@ START_TEST(kld_shows_the_kv_cache)
     ck_assert_ptr_null(lmp_json_get(lmp_test_variant(j, "same"), "kv_cache"));
     lmp_json_free(j);
     free(doc);
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
+/* The other attentions: gpt-oss's sinks take the quantized K and V; DeepSeek's latent attention,
+ * which makes its k and v inside its own step, refuses a kv_cache by name (never run without it). */
+START_TEST(sinks_take_it_and_mla_refuses_it)
+{
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "kvarch");
+    const char *variants = "{ name = \"fp32\"; },\n"
+                           "{ name = \"kv-int8\"; " KEEP_WEIGHTS " kv_cache = { format = \"int8\"; granularity = \"head\"; }; }";
+    char args[1024];
+    const char *cfg = write_config_for(LMP_SOURCE_DIR "/tests/fixtures/arch/gpt_oss/hf5", "oss.cfg", CALIB_SECTION, variants);
+    snprintf(args, sizeof args, "compare %s --json %s", cfg, lmp_test_path(tmpdir, "oss.json"));
+    ck_assert_msg(lmp_test_cli_all(args, output, sizeof output) == 0, "%s", output);
+    size_t n;
+    char *doc = (char *)lmp_test_slurp(lmp_test_path(tmpdir, "oss.json"), &n);
+    lmp_json *j = NULL;
+    ck_assert_int_eq(lmp_json_parse(doc, n, "oss.json", &j), 0);
+    const double kld = kld_of(j, "kv-int8");
+    ck_assert_msg(kld > 0 && kld < 0.1, "gpt-oss with an int8 KV cache: kld %g", kld);
+    printf("  gpt-oss kv-int8 per head: KLD %.3g\n", kld);
+    lmp_json_free(j);
+    free(doc);
+    cfg = write_config_for(LMP_SOURCE_DIR "/tests/fixtures/arch/deepseek_v3/hf5", "mla.cfg", CALIB_SECTION, variants);
+    snprintf(args, sizeof args, "compare %s", cfg);
+    ck_assert_int_ne(lmp_test_cli_all(args, output, sizeof output), 0);
+    ck_assert_msg(strstr(output, "kv_cache") && strstr(output, "multi-head latent attention"), "%s", output);
     lmp_test_rmtree(tmpdir);
 }
 END_TEST
@@ -579,6 +612,7 @@ static Suite *suite(void)
     tcase_add_test(tc, static_scales_are_k_after_rope);
     tcase_add_test(tc, device_path_declines_by_name);
     tcase_add_test(tc, kld_shows_the_kv_cache);
+    tcase_add_test(tc, sinks_take_it_and_mla_refuses_it);
     tcase_add_test(tc, bad_settings_are_refused_by_line_and_key);
     tcase_add_test(tc, export_reads_back);
     suite_add_tcase(s, tc);
