@@ -457,12 +457,11 @@ def randomize(model, spec, seed):
                 v += 1.0
         elif leaf == "bias" or leaf.endswith("_proj_bias"):
             v = rng.normal(0.0, 0.1, shape)
-        elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
-              or "embed_in" in pname or pname.startswith("embed_out")):
         elif leaf == "sinks":
             # gpt-oss's per-head attention sink: a logit of the order of the scores'
             v = rng.normal(0.0, 1.0, shape)
-        elif "embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head"):
+        elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
+              or "embed_in" in pname or pname.startswith("embed_out")):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
             v = rng.normal(0.0, 0.2, shape)
