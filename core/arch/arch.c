@@ -4,6 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Each LMP_ARCH_* flag has a bit of its own: 14 distinct bits 0..13 sum to 2^14 - 1, and two flags
+ * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum. */
+_Static_assert(LMP_ARCH_QK_NORM + LMP_ARCH_GEGLU + LMP_ARCH_EMBED_SCALE + LMP_ARCH_NORM_PLUS_ONE + LMP_ARCH_HEAD_DIM +
+                       LMP_ARCH_POST_NORMS + LMP_ARCH_LAYER_NORM + LMP_ARCH_NORM_NO_PARAMS + LMP_ARCH_PARALLEL +
+                       LMP_ARCH_SHARED_NORM + LMP_ARCH_PLAIN_MLP + LMP_ARCH_HEAD_BIAS + LMP_ARCH_MLA + LMP_ARCH_SINKS ==
+                   (1u << 14) - 1,
+               "two LMP_ARCH_* flags share a bit (arch.h)");
+
 extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gemma,
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
