@@ -398,24 +398,58 @@ static double kl_per_token(lmp_model *m, const lmp_block *blocks, const lmp_wind
     return kl / (double)(w->n * T);
 }
 
+/* RTN and GPTQ W4 g32 (routed and all experts) of one model on 16 windows of 32 calibration
+ * tokens, and each one's KL per token to the unmodified model on 4 windows of 48: finite and above
+ * 0 (printed); three_free releases them. */
+typedef struct three_variants {
+    lmp_windows cal, ev;
+    lmp_block *rtn, *gr, *ga;
+    double k_rtn, k_gr, k_ga;
+} three_variants;
+
+static three_variants three_compress(lmp_model *m, const char *name)
+{
+    three_variants t = {.cal = windows(16, 32, m->arch.vocab, 5), .ev = windows(4, 48, m->arch.vocab, 6)};
+    t.rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &t.cal);
+    t.gr = compress_v(m, "gptq", W4, NULL, 0, 0, &t.cal);
+    t.ga = compress_v(m, "gptq", W4, NULL, 1, 0, &t.cal);
+    t.k_rtn = kl_per_token(m, t.rtn, &t.ev), t.k_gr = kl_per_token(m, t.gr, &t.ev), t.k_ga = kl_per_token(m, t.ga, &t.ev);
+    printf("%s W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n", name,
+           t.k_rtn, t.k_gr, t.k_ga);
+    ck_assert(isfinite(t.k_rtn) && isfinite(t.k_gr) && isfinite(t.k_ga) && t.k_rtn > 0 && t.k_gr > 0 && t.k_ga > 0);
+    return t;
+}
+
+static void three_free(lmp_model *m, three_variants *t)
+{
+    lmp_blocks_free(t->rtn, m->arch.n_layers);
+    lmp_blocks_free(t->gr, m->arch.n_layers);
+    lmp_blocks_free(t->ga, m->arch.n_layers);
+    free(t->cal.tokens);
+    free(t->ev.tokens);
+}
+
+/* AutoRound W4 g32 on m is refused before any work, with `why` in the message. */
+static void autoround_refused(lmp_model *m, const lmp_windows *cal, const char *why)
+{
+    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=2", NULL};
+    one_stage os;
+    make_stage(&reg, &os, "autoround", ar, NULL);
+    lmp_block *out = NULL;
+    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, cal, &out), 0);
+    printf("autoround: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), why));
+    free(os.stage.params);
+}
+
 START_TEST(rtn_and_gptq_compare_on_each_family)
 {
     const char *names[3] = {"mixtral", "qwen2moe", "qwen3moe"};
     for (int f = 0; f < 3; f++) {
         lmp_model *m = load(names[f]);
-        const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
-        lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
-        lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
-        const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
-        printf("%s W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
-               names[f], k_rtn, k_gr, k_ga);
-        ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
-        ck_assert_msg(k_gr < k_rtn, "%s: GPTQ (%g) is not better than RTN (%g)", names[f], k_gr, k_rtn);
-        lmp_blocks_free(rtn, m->arch.n_layers);
-        lmp_blocks_free(gr, m->arch.n_layers);
-        lmp_blocks_free(ga, m->arch.n_layers);
-        free(cal.tokens);
-        free(ev.tokens);
+        three_variants t = three_compress(m, names[f]);
+        ck_assert_msg(t.k_gr < t.k_rtn, "%s: GPTQ (%g) is not better than RTN (%g)", names[f], t.k_gr, t.k_rtn);
+        three_free(m, &t);
         lmp_model_free(m);
     }
 }
@@ -619,30 +653,20 @@ START_TEST(deepseek_rtn_and_gptq_compare)
     for (int f = 0; f < 2; f++) {
         lmp_model *m = load(names[f]);
         ck_assert(m->arch.mla);
-        const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
-        lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
-        lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
-        const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
-        printf("%s W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
-               names[f], k_rtn, k_gr, k_ga);
-        ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
+        three_variants t = three_compress(m, names[f]);
         const lmp_block *orig = lmp_model_blocks(m);
         int latent = 0;
         for (int64_t b = 0; b < m->arch.n_layers; b++)
             for (int i = 0; i < orig[b].n_linears; i++) {
                 const lmp_linear *l = &orig[b].linears[i];
-                const int changed = !same_weights(l, &rtn[b].linears[i]) && !same_weights(l, &gr[b].linears[i]);
-                if (l->role == LMP_ROLE_ROUTER) ck_assert_msg(!changed && same_weights(l, &gr[b].linears[i]), "%s", l->name);
+                const int changed = !same_weights(l, &t.rtn[b].linears[i]) && !same_weights(l, &t.gr[b].linears[i]);
+                if (l->role == LMP_ROLE_ROUTER) ck_assert_msg(!changed && same_weights(l, &t.gr[b].linears[i]), "%s", l->name);
                 else ck_assert_msg(changed, "%s was not compressed", l->name);
                 latent += l->role == LMP_ROLE_Q_A || l->role == LMP_ROLE_Q_B || l->role == LMP_ROLE_KV_A ||
                           l->role == LMP_ROLE_KV_B;
             }
         ck_assert_int_eq(latent, (int)m->arch.n_layers * (m->arch.mla_q_lora ? 4 : 2));
-        lmp_blocks_free(rtn, m->arch.n_layers);
-        lmp_blocks_free(gr, m->arch.n_layers);
-        lmp_blocks_free(ga, m->arch.n_layers);
-        free(cal.tokens);
-        free(ev.tokens);
+        three_free(m, &t);
         lmp_model_free(m);
     }
 }
@@ -654,14 +678,7 @@ START_TEST(deepseek_learning_and_exports_are_refused_by_name)
 {
     lmp_model *m = load("deepseek_v3");
     const lmp_windows cal = windows(4, 32, m->arch.vocab, 12);
-    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=2", NULL};
-    one_stage os;
-    make_stage(&reg, &os, "autoround", ar, NULL);
-    lmp_block *out = NULL;
-    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, &cal, &out), 0);
-    printf("autoround on deepseek_v3: %s\n", lmp_last_error());
-    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "MLA attention has no backward yet"));
-    free(os.stage.params);
+    autoround_refused(m, &cal, "MLA attention has no backward yet");
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "not implemented yet"));
@@ -679,35 +696,25 @@ START_TEST(gpt_oss_rtn_and_gptq_compare)
 {
     lmp_model *m = load("gpt_oss");
     ck_assert(m->arch.attn_sinks && m->arch.swiglu_limit > 0);
-    const lmp_windows cal = windows(16, 32, m->arch.vocab, 5), ev = windows(4, 48, m->arch.vocab, 6);
-    lmp_block *rtn = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
-    lmp_block *gr = compress_v(m, "gptq", W4, NULL, 0, 0, &cal), *ga = compress_v(m, "gptq", W4, NULL, 1, 0, &cal);
-    const double k_rtn = kl_per_token(m, rtn, &ev), k_gr = kl_per_token(m, gr, &ev), k_ga = kl_per_token(m, ga, &ev);
-    printf("gpt_oss W4 g32, KL to the unmodified model per token: RTN %.5f, GPTQ routed %.5f, GPTQ all experts %.5f\n",
-           k_rtn, k_gr, k_ga);
-    ck_assert(isfinite(k_rtn) && isfinite(k_gr) && isfinite(k_ga) && k_rtn > 0 && k_gr > 0 && k_ga > 0);
+    three_variants t = three_compress(m, "gpt_oss");
     const lmp_block *orig = lmp_model_blocks(m);
     int routers = 0;
     for (int64_t b = 0; b < m->arch.n_layers; b++)
         for (int i = 0; i < orig[b].n_linears; i++) {
             const lmp_linear *l = &orig[b].linears[i];
-            const int changed = !same_weights(l, &rtn[b].linears[i]) && !same_weights(l, &gr[b].linears[i]) &&
-                                !same_weights(l, &ga[b].linears[i]);
+            const int changed = !same_weights(l, &t.rtn[b].linears[i]) && !same_weights(l, &t.gr[b].linears[i]) &&
+                                !same_weights(l, &t.ga[b].linears[i]);
             if (l->role == LMP_ROLE_ROUTER) {
-                ck_assert_msg(same_weights(l, &rtn[b].linears[i]) && same_weights(l, &gr[b].linears[i]) &&
-                                  same_weights(l, &ga[b].linears[i]), "%s was quantized", l->name);
-                ck_assert(l->b && !memcmp(l->b, gr[b].linears[i].b, (size_t)l->out * sizeof *l->b));
+                ck_assert_msg(same_weights(l, &t.rtn[b].linears[i]) && same_weights(l, &t.gr[b].linears[i]) &&
+                                  same_weights(l, &t.ga[b].linears[i]), "%s was quantized", l->name);
+                ck_assert(l->b && !memcmp(l->b, t.gr[b].linears[i].b, (size_t)l->out * sizeof *l->b));
                 routers++;
             } else {
                 ck_assert_msg(changed, "%s was not compressed", l->name);
             }
         }
     ck_assert_int_eq(routers, (int)m->arch.n_layers);
-    lmp_blocks_free(rtn, m->arch.n_layers);
-    lmp_blocks_free(gr, m->arch.n_layers);
-    lmp_blocks_free(ga, m->arch.n_layers);
-    free(cal.tokens);
-    free(ev.tokens);
+    three_free(m, &t);
     lmp_model_free(m);
 }
 END_TEST
@@ -718,21 +725,14 @@ START_TEST(gpt_oss_learning_exports_and_rotation_are_refused_by_name)
 {
     lmp_model *m = load("gpt_oss");
     const lmp_windows cal = windows(4, 32, m->arch.vocab, 12);
-    static const char *const ar[] = {"bits=4", "granularity=group", "group_size=32", "steps=2", NULL};
-    one_stage os;
-    make_stage(&reg, &os, "autoround", ar, NULL);
-    lmp_block *out = NULL;
-    ck_assert_int_ne(lmp_compress(&ctx, &be, m, &os.v, &cal, &out), 0);
-    printf("autoround on gpt_oss: %s\n", lmp_last_error());
-    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
-    free(os.stage.params);
+    autoround_refused(m, &cal, "attention sinks have no backward yet");
     /* QAT after RTN (its grid), likewise */
     one_stage r, q;
     make_stage(&reg, &r, "rtn", W4, NULL);
     make_stage(&reg, &q, "qat", NULL, NULL);
     lmp_stage stages[2] = {r.stage, q.stage};
     lmp_variant v = {.name = "rtn-then-qat", .stages = stages, .n_stages = 2};
-    out = NULL;
+    lmp_block *out = NULL;
     ck_assert_int_ne(lmp_compress(&ctx, &be, m, &v, &cal, &out), 0);
     printf("qat on gpt_oss: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
