@@ -76,18 +76,44 @@ static double rel_diff(const float *a, const float *b, int64_t n)
     return d / r;
 }
 
-/* The Hessian of every linear of the model's block b over windows w (routed, or all). */
+/* The Hessian of every linear of the model's block b over windows w (routed, or all); block b's
+ * inputs are the embeddings through the blocks before it. */
 static void block_hessians(lmp_model *m, int64_t b, const lmp_windows *w, int all, lmp_block_stats *bs)
 {
-    const lmp_block *blk = &lmp_model_blocks(m)[b];
-    ck_assert_int_eq(b, 0); /* the embeddings are block 0's inputs */
+    const lmp_block *blocks = lmp_model_blocks(m), *blk = &blocks[b];
     float *X = embed_windows(m, w);
+    for (int64_t p = 0; p < b; p++)
+        for (int64_t i = 0; i < w->n; i++)
+            ck_assert_int_eq(lmp_block_forward(&be, &m->arch, &blocks[p], w->T, X + i * w->T * m->arch.dim, NULL, NULL), 0);
     ck_assert_int_eq(lmp_block_stats_init(bs, blk->n_linears), 0);
     for (int i = 0; i < blk->n_linears; i++) bs->needs[i] = LMP_STAT_HESSIAN;
     bs->all_experts = all;
     ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, w->n, w->T, NULL, bs) == 0, "%s",
                   lmp_last_error());
     free(X);
+}
+
+/* Routed: every token reaches k experts, so the routed experts' gate Hessians sum to k times the
+ * router's (the same input).  Returns the largest difference relative to k H(router); *tokens
+ * gets the experts' token count, k N. */
+static double experts_vs_router(const lmp_block *blk, const lmp_block_stats *bs, int64_t d, int64_t k, int64_t *tokens)
+{
+    const float *Hr = bs->stats[lmp_block_find(blk, LMP_ROLE_ROUTER)].hessian;
+    float *sum = calloc((size_t)(d * d), sizeof *sum);
+    ck_assert_ptr_nonnull(sum);
+    *tokens = 0;
+    for (int e = 0; e < blk->n_experts; e++) {
+        const lmp_stats *s = &bs->stats[lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e)];
+        *tokens += s->n_tokens;
+        for (int64_t i = 0; s->hessian && i < d * d; i++) sum[i] += s->hessian[i];
+    }
+    double off = 0, ref = 0;
+    for (int64_t i = 0; i < d * d; i++) {
+        off = fmax(off, fabs(sum[i] - (float)k * Hr[i]));
+        ref = fmax(ref, fabs(k * Hr[i]));
+    }
+    free(sum);
+    return off / ref;
 }
 
 START_TEST(routed_statistics_follow_the_router)
@@ -102,10 +128,7 @@ START_TEST(routed_statistics_follow_the_router)
         lmp_block_stats routed, all;
         block_hessians(m, 0, &w, 0, &routed);
         block_hessians(m, 0, &w, 1, &all);
-        const float *Hr = routed.stats[router].hessian;
         ck_assert_int_eq(routed.stats[router].n_tokens, N);
-        float *sum = calloc((size_t)(d * d), sizeof *sum);
-        int64_t tokens = 0;
         double down_change = 0;
         for (int e = 0; e < E; e++) {
             const int g = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
@@ -115,8 +138,6 @@ START_TEST(routed_statistics_follow_the_router)
             ck_assert(s->n_tokens > 0 && s->n_tokens < N);
             ck_assert_int_eq(routed.stats[u].n_tokens, s->n_tokens); /* up shares gate's input */
             ck_assert_int_eq(routed.stats[dn].n_tokens, s->n_tokens);
-            tokens += s->n_tokens;
-            for (int64_t i = 0; i < d * d; i++) sum[i] += s->hessian[i];
             /* all: every token at every expert; its gate's input is the router's */
             ck_assert_int_eq(all.stats[g].n_tokens, N);
             ck_assert_int_eq(all.stats[dn].n_tokens, N);
@@ -126,18 +147,15 @@ START_TEST(routed_statistics_follow_the_router)
             const int64_t fi = blk->linears[dn].in;
             down_change = fmax(down_change, rel_diff(routed.stats[dn].hessian, all.stats[dn].hessian, fi * fi));
         }
-        for (int64_t i = 0; i < d * d; i++) sum[i] -= (float)k * Hr[i];
-        double off = 0, ref = 0;
-        for (int64_t i = 0; i < d * d; i++) off = fmax(off, fabs(sum[i])), ref = fmax(ref, fabs(k * Hr[i]));
+        int64_t tokens;
+        const double rel = experts_vs_router(blk, &routed, d, k, &tokens);
         printf("%s block 0: %lld tokens, routed to the %lld experts %lld times (k N = %lld); sum of the experts' "
                "Hessians vs k H(router): %.2e relative; down's Hessian routed vs all: %.2e\n",
-               names[f], (long long)N, (long long)E, (long long)tokens, (long long)(k * N), off / ref, down_change);
+               names[f], (long long)N, (long long)E, (long long)tokens, (long long)(k * N), rel, down_change);
         ck_assert_int_eq(tokens, k * N);
-        ck_assert_msg(off / ref < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f],
-                      off / ref);
+        ck_assert_msg(rel < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f], rel);
         ck_assert_msg(down_change > 1e-2, "%s: calibration.experts = all leaves down's statistics as they were",
                       names[f]);
-        free(sum);
         lmp_block_stats_free(&routed, blk->n_linears);
         lmp_block_stats_free(&all, blk->n_linears);
         free(w.tokens);
@@ -161,40 +179,20 @@ START_TEST(deepseek_routed_statistics_follow_the_router)
         const lmp_block *blocks = lmp_model_blocks(m), *blk = &blocks[1];
         ck_assert_int_eq(blocks[0].n_experts, 0);
         ck_assert_int_eq(blk->n_experts, (int)E);
-        float *X = embed_windows(m, &w);
-        for (int64_t i = 0; i < w.n; i++)
-            ck_assert_int_eq(lmp_block_forward(&be, &m->arch, &blocks[0], w.T, X + i * w.T * d, NULL, NULL), 0);
         lmp_block_stats bs;
-        ck_assert_int_eq(lmp_block_stats_init(&bs, blk->n_linears), 0);
-        for (int i = 0; i < blk->n_linears; i++) bs.needs[i] = LMP_STAT_HESSIAN;
-        ck_assert_msg(lmp_block_stats_collect(NULL, &be, &m->arch, blk, X, w.n, w.T, NULL, &bs) == 0, "%s",
-                      lmp_last_error());
+        block_hessians(m, 1, &w, 0, &bs);
         const int router = lmp_block_find(blk, LMP_ROLE_ROUTER), kvb = lmp_block_find(blk, LMP_ROLE_KV_B);
-        const float *Hr = bs.stats[router].hessian;
         ck_assert_int_eq(bs.stats[router].n_tokens, N);
         ck_assert_int_eq(bs.stats[kvb].n_tokens, N);
         ck_assert_ptr_nonnull(bs.stats[kvb].hessian);
         if (m->arch.mla_q_lora) ck_assert_int_eq(bs.stats[lmp_block_find(blk, LMP_ROLE_Q_B)].n_tokens, N);
-        float *sum = calloc((size_t)(d * d), sizeof *sum);
-        int64_t tokens = 0;
-        for (int e = 0; e < E; e++) {
-            const lmp_stats *s = &bs.stats[lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e)];
-            tokens += s->n_tokens;
-            for (int64_t i = 0; s->hessian && i < d * d; i++) sum[i] += s->hessian[i];
-        }
-        double off = 0, ref = 0;
-        for (int64_t i = 0; i < d * d; i++) {
-            off = fmax(off, fabs(sum[i] - (float)k * Hr[i]));
-            ref = fmax(ref, fabs(k * Hr[i]));
-        }
+        int64_t tokens;
+        const double rel = experts_vs_router(blk, &bs, d, k, &tokens);
         printf("%s block 1: %lld tokens routed to the %lld experts %lld times (k N = %lld); sum of the experts' "
                "Hessians vs k H(router): %.2e relative\n", names[f], (long long)N, (long long)E, (long long)tokens,
-               (long long)(k * N), off / ref);
+               (long long)(k * N), rel);
         ck_assert_int_eq(tokens, k * N);
-        ck_assert_msg(off / ref < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f],
-                      off / ref);
-        free(sum);
-        free(X);
+        ck_assert_msg(rel < 1e-5, "%s: the experts' Hessians do not sum to k times the router's (%g)", names[f], rel);
         lmp_block_stats_free(&bs, blk->n_linears);
         free(w.tokens);
         lmp_model_free(m);
