@@ -451,6 +451,19 @@ float *lmp_model_own(lmp_model *m, float *buf)
     return buf;
 }
 
+int lmp_norm_identity(int64_t dim, float **w, float **b)
+{
+    *w = malloc((size_t)dim * sizeof **w);
+    *b = calloc((size_t)dim, sizeof **b);
+    if (!*w || !*b) {
+        free(*w), free(*b);
+        *w = *b = NULL;
+        return lmp_fail(LMP_ENOMEM, "out of memory");
+    }
+    for (int64_t j = 0; j < dim; j++) (*w)[j] = 1.0f;
+    return 0;
+}
+
 /* The first non-finite element of x[n], or -1. */
 static int64_t first_nonfinite(const float *x, int64_t n)
 {

@@ -227,6 +227,9 @@ void lmp_block_free(lmp_block *b);
 void lmp_block_free_tables(lmp_block *b);
 /* Registers an f32 buffer the model owns; returns it (NULL stays NULL). */
 float *lmp_model_own(lmp_model *m, float *buf);
+/* A LayerNorm without parameters (OLMo) as the parameters it stands for: *w = 1 and *b = 0 over
+ * dim, both freed again when one allocation fails. */
+int lmp_norm_identity(int64_t dim, float **w, float **b);
 
 /* Format loaders (model_*.c), called by lmp_model_load on a file it recognised. */
 int lmp_model_open_llama2c(lmp_model *m, int fd, size_t size);

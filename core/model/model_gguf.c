@@ -166,12 +166,8 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         }
     }
     for (int i = 0; i < out->n_norms && !st; i++) {
-        if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 (no tensors) */
-            lmp_norm *nm = &out->norms[i];
-            nm->w = malloc((size_t)nm->dim * sizeof *nm->w);
-            nm->b = calloc((size_t)nm->dim, sizeof *nm->b);
-            if (!nm->w || !nm->b) st = lmp_fail(LMP_ENOMEM, "out of memory");
-            for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
+        if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: no tensors */
+            st = lmp_norm_identity(out->norms[i].dim, &out->norms[i].w, &out->norms[i].b);
             continue;
         }
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
@@ -651,12 +647,10 @@ int lmp_model_open_gguf(lmp_model *m)
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
     if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
-        float *w = lmp_model_own(m, malloc((size_t)a->dim * sizeof *w));
-        float *b = lmp_model_own(m, calloc((size_t)a->dim, sizeof *b));
-        if (!w || !b) return lmp_fail(LMP_ENOMEM, "out of memory");
-        for (int64_t j = 0; j < a->dim; j++) w[j] = 1.0f;
-        m->final_norm_w = w;
-        m->final_norm_b = b;
+        float *w, *b;
+        if ((st = lmp_norm_identity(a->dim, &w, &b))) return st;
+        m->final_norm_w = lmp_model_own(m, w);
+        m->final_norm_b = lmp_model_own(m, b);
     } else {
         if ((st = load_f32(m, "output_norm.weight", 0, a->dim, &fnorm))) return st;
         m->final_norm_w = lmp_model_own(m, fnorm);

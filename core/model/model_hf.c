@@ -356,11 +356,8 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     for (int i = 0; i < out->n_norms && !st; i++) {
         lmp_norm *nm = &out->norms[i];
         const int qk_norm = i == lmp_norm_index(&m->arch, LMP_NORM_Q) || i == lmp_norm_index(&m->arch, LMP_NORM_K);
-        if (no_params) { /* OLMo: LayerNorm without parameters, as weight 1 and bias 0 */
-            nm->w = malloc((size_t)nm->dim * sizeof *nm->w);
-            nm->b = calloc((size_t)nm->dim, sizeof *nm->b);
-            if (!nm->w || !nm->b) st = lmp_fail(LMP_ENOMEM, "out of memory");
-            for (int64_t j = 0; !st && j < nm->dim; j++) nm->w[j] = 1.0f;
+        if (no_params) { /* OLMo: LayerNorm without parameters */
+            st = lmp_norm_identity(nm->dim, &nm->w, &nm->b);
             continue;
         }
         norm_tensor(&m->arch, nm, i, name, sizeof name);
@@ -1440,12 +1437,10 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
         if ((st = load(s, name, a->dim, 0, &p))) return st;
         m->final_norm_b = lmp_model_own(m, p);
     } else if (d->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
-        float *w = lmp_model_own(m, malloc((size_t)a->dim * sizeof *w));
-        float *b = lmp_model_own(m, calloc((size_t)a->dim, sizeof *b));
-        if (!w || !b) return lmp_fail(LMP_ENOMEM, "out of memory");
-        for (int64_t j = 0; j < a->dim; j++) w[j] = 1.0f;
-        m->final_norm_w = w;
-        m->final_norm_b = b;
+        float *w, *b;
+        if ((st = lmp_norm_identity(a->dim, &w, &b))) return st;
+        m->final_norm_w = lmp_model_own(m, w);
+        m->final_norm_b = lmp_model_own(m, b);
     } else {
         snprintf(full, sizeof full, "%s.weight", final_norm);
         if ((st = load(s, full, a->dim, 0, &p))) return st;
