@@ -29,6 +29,7 @@
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "text/tokenizer_open.h"
+#include "train/rotation_learn.h"
 
 /* VmHWM of /proc/self/status: the peak that /proc/self/clear_refs resets (getrusage's
  * ru_maxrss is the process's whole-life peak on older kernels). */
@@ -336,6 +337,9 @@ int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
         free(ids);
         if (st) return st;
         r->calib_windows = run->calib.n;
+        /* model.rotate's learned rotations: trained once on these windows, before any variant, so
+         * every variant and the reference start from the same rotated model */
+        if ((st = lmp_rotation_learn(run->ctx, &run->be_compress, run->m, &run->calib, &c->rotate, NULL))) return st;
     }
     run->n_windows = calloc((size_t)c->n_eval_texts + 1, sizeof *run->n_windows);
     run->ref_scores = calloc((size_t)c->n_eval_texts + 1, sizeof *run->ref_scores);

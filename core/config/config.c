@@ -496,19 +496,56 @@ static int load_backend(lmp_run_config *c, const config_setting_t *root)
     return parse_params(params, g, p->desc, NULL, 1, &c->backend_params);
 }
 
-/* model.rotate = { r1 = "hadamard"; r2 = "hadamard"; r3 = true; r4 = true; seed = 0; }: fused and
- * online rotations of the model (model/rotate.h), every variant's and the reference's. */
+/* model.rotate.learn = { steps = 100; lr = 1.5; batch = 0; w_bits = 4; a_bits = 4; loss = "kl";
+ * keep_best = false; }: how learned rotations are trained (train/rotation_learn.h). */
+static int load_rotate_learn(const config_setting_t *g, lmp_rotate_learn_opts *o)
+{
+    static const char *const keys[] = {"steps", "lr", "batch", "w_bits", "a_bits", "loss", "keep_best", NULL};
+    static const char *const losses[] = {"kl", "ce", NULL}; /* LMP_LOSS_KL, LMP_LOSS_CE */
+    int64_t wb = o->w_bits, ab = o->a_bits;
+    int loss = o->loss, st;
+    if ((st = check_keys(g, keys)) || (st = get_int(g, "steps", 0, 1000000, &o->steps)) ||
+        (st = get_int(g, "batch", 0, INT32_MAX, &o->batch)) || (st = get_int(g, "w_bits", 0, 8, &wb)) ||
+        (st = get_int(g, "a_bits", 0, 8, &ab)) || (st = get_choice(g, "loss", 0, losses, &loss)))
+        return st;
+    for (int i = 0; i < 2; i++) {
+        const config_setting_t *b = config_setting_get_member(g, i ? "a_bits" : "w_bits");
+        if (b && (i ? ab : wb) == 1) return bad(b, "1 bit is not a grid: 0 (not quantized) or 2..8");
+    }
+    const config_setting_t *lr = config_setting_get_member(g, "lr");
+    if (lr) {
+        const int t = config_setting_type(lr);
+        if (t != CONFIG_TYPE_FLOAT && t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) return bad(lr, "expected a number");
+        o->lr = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(lr) : (double)config_setting_get_int64(lr);
+        if (!(o->lr > 0) || !isfinite(o->lr)) return bad(lr, "must be a number > 0");
+    }
+    const config_setting_t *kb = config_setting_get_member(g, "keep_best");
+    if (kb) {
+        if (config_setting_type(kb) != CONFIG_TYPE_BOOL) return bad(kb, "expected true or false");
+        o->keep_best = config_setting_get_bool(kb);
+    }
+    o->w_bits = (int)wb, o->a_bits = (int)ab, o->loss = loss;
+    return 0;
+}
+
+/* model.rotate = { r1 = "hadamard"; r2 = "hadamard"; r3 = true; r4 = true; seed = 0; learn = {...}; }:
+ * fused and online rotations of the model (model/rotate.h), every variant's and the reference's;
+ * "learned" r1/r2 start from "hadamard" and are trained once, before any variant. */
 static int load_rotate(lmp_run_config *c, const config_setting_t *model)
 {
-    static const char *const keys[] = {"r1", "r2", "r3", "r4", "seed", NULL};
-    static const char *const kinds[] = {"none", "hadamard", "orthogonal", NULL};
-    config_setting_t *g;
+    static const char *const keys[] = {"r1", "r2", "r3", "r4", "seed", "learn", NULL};
+    static const char *const kinds[] = {"none", "hadamard", "orthogonal", "learned", NULL};
+    config_setting_t *g, *learn = NULL;
     int r1 = LMP_ROT_NONE, r2 = LMP_ROT_NONE, online[2] = {0, 0}, st;
     int64_t seed = 0;
+    lmp_rotate_learn_opts lo = {.steps = 100, .lr = 1.5, .w_bits = 4, .a_bits = 4, .loss = LMP_LOSS_KL};
     if ((st = get_group(model, "rotate", 0, &g)) || !g) return st;
     if ((st = check_keys(g, keys)) || (st = get_choice(g, "r1", 0, kinds, &r1)) ||
-        (st = get_choice(g, "r2", 0, kinds, &r2)) || (st = get_int(g, "seed", 0, INT64_MAX, &seed)))
+        (st = get_choice(g, "r2", 0, kinds, &r2)) || (st = get_int(g, "seed", 0, INT64_MAX, &seed)) ||
+        (st = get_group(g, "learn", 0, &learn)) || (learn && (st = load_rotate_learn(learn, &lo))))
         return st;
+    if (learn && r1 != LMP_ROT_LEARNED && r2 != LMP_ROT_LEARNED)
+        return bad(learn, "r1 or r2 must be \"learned\" for learn { ... } to mean anything");
     for (int i = 0; i < 2; i++) {
         const config_setting_t *b = config_setting_get_member(g, i ? "r4" : "r3");
         if (!b) continue;
@@ -516,7 +553,7 @@ static int load_rotate(lmp_run_config *c, const config_setting_t *model)
         online[i] = config_setting_get_bool(b);
     }
     c->rotate = (lmp_rotate_opts){.r1 = (lmp_rot_kind)r1, .r2 = (lmp_rot_kind)r2, .r3 = online[0], .r4 = online[1],
-                                  .seed = (uint64_t)seed};
+                                  .seed = (uint64_t)seed, .learn = lo};
     return 0;
 }
 
@@ -1300,6 +1337,10 @@ int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
     if (!st) st = load_model_section(c, root);
     if (!st) st = load_eval(c, root);
     if (!st) st = load_calibration(c, root);
+    if (!st && !c->calib_text && (c->rotate.r1 == LMP_ROT_LEARNED || c->rotate.r2 == LMP_ROT_LEARNED)) {
+        const config_setting_t *rot = config_setting_lookup(root, "model.rotate");
+        st = bad(rot, "learned rotations are trained on the calibration windows: the config needs calibration.text");
+    }
     if (!st) st = load_export(c, root);
     if (!st) st = load_imatrix_key(c, root);
     if (!st) st = load_variants(c, root);

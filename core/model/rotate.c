@@ -22,12 +22,15 @@ struct lmp_rotation {
 
 const char *lmp_rot_kind_name(lmp_rot_kind k)
 {
-    return k == LMP_ROT_HADAMARD ? "hadamard" : k == LMP_ROT_ORTHOGONAL ? "orthogonal" : "none";
+    return k == LMP_ROT_HADAMARD     ? "hadamard"
+           : k == LMP_ROT_ORTHOGONAL ? "orthogonal"
+           : k == LMP_ROT_LEARNED    ? "learned"
+                                     : "none";
 }
 
 int lmp_rot_kind_parse(const char *name)
 {
-    for (int k = LMP_ROT_NONE; k <= LMP_ROT_ORTHOGONAL; k++)
+    for (int k = LMP_ROT_NONE; k <= LMP_ROT_LEARNED; k++)
         if (strcmp(name, lmp_rot_kind_name((lmp_rot_kind)k)) == 0) return k;
     return -1;
 }
@@ -92,6 +95,28 @@ int lmp_rotation_make(lmp_rot_kind kind, int64_t n, uint64_t seed, lmp_rotation 
     uint64_t s = seed ^ ((uint64_t)n * 0x2545F4914F6CDD1Dull);
     for (int64_t i = 0; i < n; i++) r->signs[i] = (next_u64(&s) >> 63) ? -1.0f : 1.0f;
     random_orthogonal(r->R, r->m, &s);
+    *out = r;
+    return 0;
+}
+
+int lmp_rotation_from_matrix(int64_t n, const double *R, lmp_rotation **out)
+{
+    *out = NULL;
+    lmp_rotation *r = calloc(1, sizeof *r);
+    if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
+    r->kind = LMP_ROT_ORTHOGONAL;
+    r->n = r->m = n;
+    r->a = 1;
+    r->signs = malloc((size_t)n * sizeof *r->signs);
+    r->R = malloc((size_t)(n * n) * sizeof *r->R);
+    r->buf = malloc((size_t)n * sizeof *r->buf);
+    r->row = malloc((size_t)n * sizeof *r->row);
+    if (!r->signs || !r->R || !r->buf || !r->row) {
+        lmp_rotation_free(r);
+        return lmp_fail(LMP_ENOMEM, "out of memory for a %lld-wide rotation", (long long)n);
+    }
+    for (int64_t i = 0; i < n; i++) r->signs[i] = 1.0f;
+    memcpy(r->R, R, (size_t)(n * n) * sizeof *r->R);
     *out = r;
     return 0;
 }
@@ -195,6 +220,10 @@ typedef struct rotated_source {
     int64_t n_views;
     lmp_rotation *r1, *r2;
     int64_t head_dim;
+    /* learned (lmp_model_rotate_set_learned), composed after r1 and r2: l1 on the stream, l2[layer]
+     * on each layer's values; NULL: none */
+    lmp_rotation *l1, **l2;
+    int64_t n_l2;
 } rotated_source;
 
 static rotated_source *state_of(const lmp_model *m) { return (rotated_source *)m->rotation; }
@@ -210,7 +239,29 @@ static void rotate_cols(const lmp_rotation *r, float *w, int64_t cols, int64_t r
     for (int64_t j = col_from; j < col_to; j++) lmp_rotation_apply(r, w + row0 * cols + j, cols);
 }
 
-static int rotate_block(const rotated_source *rs, const lmp_model *m, lmp_block *b)
+/* A linear's turn by one stream rotation r (reader: W Q; writer: Q^T W, b Q) and one value
+ * rotation r2 (v: each head's rows by Q2^T; o: each head's columns by Q2), either NULL. */
+static void turn_linear(const rotated_source *rs, const lmp_rotation *r, const lmp_rotation *r2, lmp_linear *l)
+{
+    const int writer = l->role == LMP_ROLE_O || l->role == LMP_ROLE_DOWN;
+    if (r) {
+        if (writer) {
+            rotate_cols(r, l->w, l->in, 0, 0, l->in);
+            if (l->b) lmp_rotation_apply(r, l->b, 1);
+        } else {
+            rotate_rows(r, l->w, l->out, l->in, 0);
+        }
+    }
+    if (r2 && l->role == LMP_ROLE_V)
+        for (int64_t h = 0; h < l->out / rs->head_dim; h++) {
+            rotate_cols(r2, l->w, l->in, h * rs->head_dim, 0, l->in);
+            if (l->b) lmp_rotation_apply(r2, l->b + h * rs->head_dim, 1);
+        }
+    if (r2 && l->role == LMP_ROLE_O)
+        for (int64_t h = 0; h < l->in / rs->head_dim; h++) rotate_rows(r2, l->w, l->out, l->in, h * rs->head_dim);
+}
+
+static int rotate_block(const rotated_source *rs, const lmp_model *m, int64_t index, lmp_block *b)
 {
     const lmp_arch *a = &m->arch;
     /* plain RMSNorms: each weight folded into the columns of what the norm feeds */
@@ -225,26 +276,13 @@ static int rotate_block(const rotated_source *rs, const lmp_model *m, lmp_block 
         }
         for (int64_t j = 0; j < nm->dim; j++) nm->w[j] = 1.0f;
     }
+    const lmp_rotation *l2 = rs->l2 && index >= 0 && index < rs->n_l2 ? rs->l2[index] : NULL;
     for (int i = 0; i < b->n_linears; i++) {
         lmp_linear *l = &b->linears[i];
-        const int writer = l->role == LMP_ROLE_O || l->role == LMP_ROLE_DOWN;
-        if (rs->r1) {
-            if (writer) {
-                rotate_cols(rs->r1, l->w, l->in, 0, 0, l->in);
-                if (l->b) lmp_rotation_apply(rs->r1, l->b, 1);
-            } else {
-                rotate_rows(rs->r1, l->w, l->out, l->in, 0);
-            }
-        }
-        if (rs->r2 && l->role == LMP_ROLE_V) /* each head's rows (and bias) by Q2^T */
-            for (int64_t h = 0; h < l->out / rs->head_dim; h++) {
-                rotate_cols(rs->r2, l->w, l->in, h * rs->head_dim, 0, l->in);
-                if (l->b) lmp_rotation_apply(rs->r2, l->b + h * rs->head_dim, 1);
-            }
+        turn_linear(rs, rs->r1, rs->r2, l);    /* the fixed rotations */
         if (rs->r4 && l->role == LMP_ROLE_DOWN) /* W Q4: the forward turns its input by Q4 online */
             rotate_rows(rs->r4, l->w, l->out, l->in, 0);
-        if (rs->r2 && l->role == LMP_ROLE_O) /* each head's columns by Q2 */
-            for (int64_t h = 0; h < l->in / rs->head_dim; h++) rotate_rows(rs->r2, l->w, l->out, l->in, h * rs->head_dim);
+        if (rs->l1 || l2) turn_linear(rs, rs->l1, l2, l); /* then the learned ones */
     }
     (void)a;
     return 0;
@@ -254,7 +292,7 @@ static int rotated_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const rotated_source *rs = state_of(m);
     int st = rs->views ? lmp_block_clone(&rs->views[b], out) : rs->inner->block_copy(m, b, out);
-    if (!st) st = rotate_block(rs, m, out);
+    if (!st) st = rotate_block(rs, m, b, out);
     if (st) lmp_block_free(out);
     return st;
 }
@@ -272,6 +310,9 @@ static void rotated_close(lmp_model *m)
     lmp_rotation_free(rs->r1);
     lmp_rotation_free(rs->r2);
     lmp_rotation_free(rs->r4);
+    lmp_rotation_free(rs->l1);
+    for (int64_t l = 0; rs->l2 && l < rs->n_l2; l++) lmp_rotation_free(rs->l2[l]);
+    free(rs->l2);
     free(rs);
     if (m->src && m->src->close) m->src->close(m);
 }
@@ -341,8 +382,11 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     rs->inner = m->src;
     rs->head_dim = a->head_dim;
     int st = 0;
-    if (o->r1 != LMP_ROT_NONE) st = lmp_rotation_make(o->r1, a->dim, o->seed, &rs->r1);
-    if (!st && o->r2 != LMP_ROT_NONE) st = lmp_rotation_make(o->r2, a->head_dim, o->seed + 1, &rs->r2);
+    /* a learned rotation starts from the Hadamard (SpinQuant); the learned part comes later */
+    const lmp_rot_kind k1 = o->r1 == LMP_ROT_LEARNED ? LMP_ROT_HADAMARD : o->r1;
+    const lmp_rot_kind k2 = o->r2 == LMP_ROT_LEARNED ? LMP_ROT_HADAMARD : o->r2;
+    if (!st && k1 != LMP_ROT_NONE) st = lmp_rotation_make(k1, a->dim, o->seed, &rs->r1);
+    if (!st && k2 != LMP_ROT_NONE) st = lmp_rotation_make(k2, a->head_dim, o->seed + 1, &rs->r2);
     if (!st && o->r4) st = lmp_rotation_make(LMP_ROT_HADAMARD, a->hidden, o->seed + 2, &rs->r4);
     if (!st && rs->r4 && rs->r4->m > 64)
         st = lmp_fail(LMP_EUNSUPPORTED, "rotate: r4 on %s's hidden size %lld = %lld x %lld: the odd factor is larger "
@@ -378,4 +422,34 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     m->arch.online_r3 = o->r3;
     m->arch.online_r4 = rs->r4;
     return 0;
+}
+
+int lmp_model_rotate_set_learned(lmp_model *m, const double *R1, const double *R2)
+{
+    rotated_source *rs = m->src == &rotated_src ? state_of(m) : NULL;
+    if (!rs) return lmp_fail(LMP_EINVAL, "rotate: %s: learned rotations go on a rotated model", m->path);
+    if (rs->l1 || rs->l2) return lmp_fail(LMP_EINVAL, "rotate: %s has its learned rotations already", m->path);
+    if (R1 && !rs->r1) return lmp_fail(LMP_EINVAL, "rotate: a learned R1 on a model without r1");
+    const int64_t d = m->arch.dim, hd = rs->head_dim, L = m->arch.n_layers;
+    int st = R1 ? lmp_rotation_from_matrix(d, R1, &rs->l1) : 0;
+    if (!st && R2) {
+        rs->l2 = calloc((size_t)L, sizeof *rs->l2);
+        if (!rs->l2) st = lmp_fail(LMP_ENOMEM, "out of memory");
+        for (int64_t l = 0; !st && l < L; l++, rs->n_l2++) st = lmp_rotation_from_matrix(hd, R2 + l * hd * hd, &rs->l2[l]);
+    }
+    if (st) return st;
+    /* the embeddings and the head are the rotated copies lmp_model_rotate owns: turned in place */
+    for (int64_t v = 0; rs->l1 && v < m->arch.vocab; v++) {
+        lmp_rotation_apply(rs->l1, (float *)m->tok_emb + v * d, 1);
+        lmp_rotation_apply(rs->l1, (float *)m->lm_head + v * d, 1);
+    }
+    lmp_model_blocks_release(m); /* f32 blocks with the fixed rotations only */
+    return 0;
+}
+
+void lmp_model_rotation_learned(const lmp_model *m, int64_t layer, const lmp_rotation **r1, const lmp_rotation **r2)
+{
+    const rotated_source *rs = m->src == &rotated_src ? state_of(m) : NULL;
+    *r1 = rs ? rs->l1 : NULL;
+    *r2 = rs && rs->l2 && layer >= 0 && layer < rs->n_l2 ? rs->l2[layer] : NULL;
 }

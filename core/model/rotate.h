@@ -41,7 +41,24 @@
 #include "model/model.h"
 #include "plugin/backend.h"
 
-typedef enum { LMP_ROT_NONE = 0, LMP_ROT_HADAMARD = 1, LMP_ROT_ORTHOGONAL = 2 } lmp_rot_kind;
+/* LMP_ROT_LEARNED: the "hadamard" rotation, then a learned orthogonal one composed after it
+ * (SpinQuant; train/rotation_learn.h): lmp_model_rotate turns the model by the Hadamard, and
+ * lmp_rotation_learn (which needs calibration windows and a backend) learns the rest and installs
+ * it with lmp_model_rotate_set_learned. */
+typedef enum { LMP_ROT_NONE = 0, LMP_ROT_HADAMARD = 1, LMP_ROT_ORTHOGONAL = 2, LMP_ROT_LEARNED = 3 } lmp_rot_kind;
+
+/* How learned rotations are trained (model.rotate.learn, docs/config.md): Cayley SGD on the
+ * quantized model's loss, fake-quantizing every block linear's weights (symmetric per output
+ * channel, w_bits; 0: not) and inputs (dynamic per token, a_bits; 0: not) with straight-through
+ * gradients. */
+typedef struct lmp_rotate_learn_opts {
+    int64_t steps;   /* Cayley SGD steps */
+    int64_t batch;   /* calibration windows per step (0: all) */
+    double lr;       /* the step size before the cap 1/||A|| and the cosine schedule */
+    int w_bits, a_bits;
+    int loss;        /* LMP_LOSS_KL (to the unquantized model) or LMP_LOSS_CE (next token) */
+    int keep_best;   /* end with the rotations of the step whose batch loss was least */
+} lmp_rotate_learn_opts;
 
 typedef struct lmp_rotate_opts {
     lmp_rot_kind r1; /* the residual stream's */
@@ -49,10 +66,11 @@ typedef struct lmp_rotate_opts {
     int r3;          /* online: q and k per head after RoPE, by H/sqrt(head_dim) */
     int r4;          /* online: down_proj's input, by a randomized Hadamard of the hidden size */
     uint64_t seed;
+    lmp_rotate_learn_opts learn; /* when r1 or r2 is LMP_ROT_LEARNED */
 } lmp_rotate_opts;
 
-/* The name of a kind as configs spell it ("none", "hadamard", "orthogonal"); its kind from a
- * name (-1: unknown). */
+/* The name of a kind as configs spell it ("none", "hadamard", "orthogonal", "learned"); its kind
+ * from a name (-1: unknown). */
 const char *lmp_rot_kind_name(lmp_rot_kind k);
 int lmp_rot_kind_parse(const char *name);
 
@@ -71,5 +89,16 @@ typedef struct lmp_rotation lmp_rotation;
 int lmp_rotation_make(lmp_rot_kind kind, int64_t n, uint64_t seed, lmp_rotation **out);
 void lmp_rotation_apply(const lmp_rotation *r, float *x, int64_t stride);
 void lmp_rotation_free(lmp_rotation *r);
+/* x <- x R for a dense n×n R (row-major, copied): the learned rotations. */
+int lmp_rotation_from_matrix(int64_t n, const double *R, lmp_rotation **out);
+
+/* After lmp_model_rotate: compose the learned rotations after the fixed ones, R1[dim, dim] (NULL:
+ * none) on the residual stream and R2[n_layers][head_dim, head_dim] (NULL: none) per layer on
+ * the values (both x <- x R, orthogonal).  The embeddings and the head are turned now, every
+ * block copy from then on; f32 blocks lmp_model_blocks made before are released.  Once. */
+int lmp_model_rotate_set_learned(lmp_model *m, const double *R1, const double *R2);
+/* The learned rotations lmp_model_rotate_set_learned installed: *r1 (NULL: none) and layer
+ * `layer`'s R2 (NULL: none), for tests and reports. */
+void lmp_model_rotation_learned(const lmp_model *m, int64_t layer, const lmp_rotation **r1, const lmp_rotation **r2);
 
 #endif
