@@ -29,6 +29,10 @@
  * The whole run then works on the rotated model, the reference included (it is the same function
  * to float rounding: tests/test_rotate.c checks 1e-5).
  *
+ * Learned R1/R2 (kind "learned", train/rotation_learn.h): lmp_model_rotate turns the model by the
+ * "hadamard" ones; the learned orthogonal matrices then compose after them
+ * (lmp_model_rotate_set_learned), fused the same way, so the model stays exact in float.
+ *
  * Refused, naming the feature: LayerNorm (GPT-2: it subtracts the mean, which a rotation does not
  * commute with), post-norms (GLM-4, Gemma 2/3: a weighted norm on a branch's output cannot be
  * folded), a norm with a bias, learned positions. */
