@@ -8,7 +8,8 @@
  *   - learning at W4A4 lowers the quantized model's loss on the training windows below the
  *     Hadamard's, leaves the learned R1 and R2 orthogonal (|R R^T - I| < 1e-5 as they are
  *     applied) and away from the identity, and the learned, rotated unquantized model gives the
- *     unrotated one's log-probabilities to 1e-5 (of the largest |log-prob|) and its perplexity;
+ *     unrotated one's log-probabilities to 1e-5 (of the largest |log-prob|) and its perplexity,
+ *     also once exported to GGUF and read back;
  *   - learn { } without a learned rotation, and learned rotations without calibration text, are
  *     refused by the config, naming why. */
 #include <check.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "export/export.h"
 #include "model/forward.h"
 #include "model/rotate.h"
 #include "text/tokenizer_open.h"
@@ -47,11 +49,11 @@ static lmp_windows calib_windows(const lmp_model *m, int64_t n, int64_t T)
     return w;
 }
 
-static lmp_model *rotated_stories(lmp_rot_kind r1, lmp_rot_kind r2)
+static lmp_model *rotated_stories(lmp_rot_kind r1, lmp_rot_kind r2, int r4)
 {
     lmp_model *m;
     ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
-    const lmp_rotate_opts o = {.r1 = r1, .r2 = r2, .r4 = 1, .seed = 0};
+    const lmp_rotate_opts o = {.r1 = r1, .r2 = r2, .r4 = r4, .seed = 0};
     ck_assert_msg(lmp_model_rotate(m, &o) == 0, "%s", lmp_last_error());
     return m;
 }
@@ -74,7 +76,7 @@ static double loss_at(lmp_rotlearn *s, const int32_t *tok)
 
 START_TEST(gradient_matches_finite_differences)
 {
-    lmp_model *m = rotated_stories(LMP_ROT_LEARNED, LMP_ROT_LEARNED);
+    lmp_model *m = rotated_stories(LMP_ROT_LEARNED, LMP_ROT_LEARNED, 1); /* through the online R4 too */
     const int64_t T = 32, d = m->arch.dim, hd = m->arch.head_dim, L = m->arch.n_layers;
     lmp_windows w = calib_windows(m, 1, T);
     lmp_rotlearn *s;
@@ -199,9 +201,10 @@ static float *logprobs(lmp_model *m, const int32_t *tok, int64_t T, double *ppl)
 
 START_TEST(learning_lowers_the_quantized_loss)
 {
-    lmp_model *m = rotated_stories(LMP_ROT_LEARNED, LMP_ROT_LEARNED);
+    /* without R4, so that it can be exported (an online rotation cannot) */
+    lmp_model *m = rotated_stories(LMP_ROT_LEARNED, LMP_ROT_LEARNED, 0);
     lmp_windows w = calib_windows(m, 8, 64);
-    lmp_rotate_opts o = {.r1 = LMP_ROT_LEARNED, .r2 = LMP_ROT_LEARNED, .r4 = 1};
+    lmp_rotate_opts o = {.r1 = LMP_ROT_LEARNED, .r2 = LMP_ROT_LEARNED};
     o.learn = (lmp_rotate_learn_opts){.steps = 20, .lr = 1.5, .w_bits = 4, .a_bits = 4, .loss = LMP_LOSS_KL};
     lmp_learn_result res;
     ck_assert_msg(lmp_rotation_learn(&ctx, &be, m, &w, &o, &res) == 0, "%s", lmp_last_error());
@@ -235,6 +238,24 @@ START_TEST(learning_lowers_the_quantized_loss)
     printf("learned rotations: log-probs differ by <= %.2e (of up to %.1f), ppl %.6f -> %.6f\n", diff, scale, ppl0, ppl1);
     ck_assert_msg(diff < 1e-5 * scale, "log-probs differ by %g", diff);
     ck_assert_msg(fabs(ppl1 / ppl0 - 1) < 1e-5, "ppl %g vs %g", ppl1, ppl0);
+    /* exported (fused weights, like fixed R1/R2) and read back: still the unrotated model */
+    char out[] = "/tmp/lmp_rotlearn_XXXXXX.gguf";
+    const int fd = mkstemps(out, 5);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const lmp_block_source src = lmp_block_source_model(m);
+    const lmp_export_opts eo = {.path = out, .variant = "learned", .pipeline = "[]", .tokenizer_path = TOK};
+    ck_assert_msg(lmp_export_model(&ctx, m, &src, &eo) == 0, "%s", lmp_last_error());
+    lmp_model *e;
+    ck_assert_msg(lmp_model_load(out, &e) == 0, "%s", lmp_last_error());
+    double ppl2, back = 0;
+    float *c = logprobs(e, w.tokens + T, T, &ppl2);
+    for (int64_t i = 0; i < T * V; i++) back = fmax(back, fabs((double)a[i] - c[i]));
+    printf("exported and read back: log-probs differ from the unrotated model's by <= %.2e, ppl %.6f\n", back, ppl2);
+    ck_assert_msg(back < 1e-5 * scale, "the export read back differs by %g", back);
+    unlink(out);
+    free(c);
+    lmp_model_free(e);
     free(a), free(b);
     lmp_model_free(m0);
     lmp_windows_free(&w);

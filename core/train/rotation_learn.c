@@ -450,6 +450,11 @@ int lmp_rotation_learn(lmp_ctx *ctx, const lmp_backend *be, lmp_model *m, const 
                 learn_r1 ? "R1" : "", learn_r1 && learn_r2 ? " and " : "", learn_r2 ? "R2" : "", (long long)lo->steps,
                 out->seconds, lo->w_bits, lo->a_bits, kl ? "KL to the unquantized model" : "cross-entropy",
                 (long long)n, out->loss_first, out->loss_final);
+    if (!st && out->loss_final > out->loss_first)
+        lmp_log(ctx, LMP_LOG_WARN,
+                "model.rotate: the learned rotations ended with a higher loss than the Hadamard they started from "
+                "(%.6f > %.6f): more steps, a smaller lr, a larger batch or keep_best = true",
+                out->loss_final, out->loss_first);
     if (!st) st = lmp_model_rotate_set_learned(m, learn_r1 ? s->R1 : NULL, learn_r2 ? s->R2 : NULL);
     lmp_rotlearn_free(s);
     if (!st && !had_blocks) lmp_model_blocks_release(m);
