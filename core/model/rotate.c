@@ -138,12 +138,14 @@ void lmp_rotation_apply(const lmp_rotation *r, float *x, int64_t stride)
     const int64_t n = r->n, a = r->a, m = r->m;
     double *t = r->buf, *col = r->row;
     for (int64_t i = 0; i < n; i++) t[i] = (double)x[i * stride] * r->signs[i];
-    if (r->kind == LMP_ROT_ORTHOGONAL) { /* y = t R, R dense n×n */
-        for (int64_t j = 0; j < n; j++) {
-            double d = 0;
-            for (int64_t i = 0; i < n; i++) d += t[i] * r->R[i * n + j];
-            x[j * stride] = (float)d;
+    if (r->kind == LMP_ROT_ORTHOGONAL) { /* y = t R, R dense n×n (m == n), R read row by row */
+        double *y = col;
+        memset(y, 0, (size_t)n * sizeof *y);
+        for (int64_t i = 0; i < n; i++) {
+            const double ti = t[i], *Ri = r->R + i * n;
+            for (int64_t j = 0; j < n; j++) y[j] += ti * Ri[j];
         }
+        for (int64_t j = 0; j < n; j++) x[j * stride] = (float)y[j];
         return;
     }
     if (m > 1) /* Z'[k, j] = sum_i R[i, k] Z[i, j] */

@@ -336,13 +336,16 @@ static void solve(int64_t n, double *M, double *B)
 void lmp_cayley_apply(int64_t n, const double *A, double a, double *R, double *work)
 {
     double *M = work, *B = work + n * n;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++) {
-            M[i * n + j] = (i == j) + 0.5 * a * A[i * n + j];
-            double s = R[i * n + j]; /* ((I - a/2 A) R)_ij */
-            for (int64_t k = 0; k < n; k++) s -= 0.5 * a * A[i * n + k] * R[k * n + j];
-            B[i * n + j] = s;
+    for (int64_t i = 0; i < n; i++) { /* M = I + a/2 A, B = (I - a/2 A) R, R read row by row */
+        double *b = B + i * n;
+        memcpy(b, R + i * n, (size_t)n * sizeof *b);
+        for (int64_t k = 0; k < n; k++) {
+            M[i * n + k] = (i == k) + 0.5 * a * A[i * n + k];
+            const double f = 0.5 * a * A[i * n + k], *Rk = R + k * n;
+            if (f != 0)
+                for (int64_t j = 0; j < n; j++) b[j] -= f * Rk[j];
         }
+    }
     solve(n, M, B);
     memcpy(R, B, (size_t)(n * n) * sizeof *R);
 }
