@@ -3,7 +3,8 @@
  *   - the gradient with respect to R1 and R2 (every linear's pullback, the embeddings', the
  *     head's) equals central finite differences of the loss, along random directions, at a
  *     non-orthogonal R (where the model's function does depend on R; unquantized, so the loss is
- *     smooth); and along a Cayley curve R(t) = C(tA) R0, d/dt L = -<G, A R0>;
+ *     smooth); and along a Cayley curve R(t) = C(tA) R0, d/dt L = -<G, A R0> (stories260K, and
+ *     the Qwen2 fixture: biased q/k/v, grouped heads);
  *   - the Cayley step keeps R orthogonal (|R^T R - I| < 1e-10 after 20 steps in double);
  *   - learning at W4A4 lowers the quantized model's loss on the training windows below the
  *     Hadamard's, leaves the learned R1 and R2 orthogonal (|R R^T - I| < 1e-5 as they are
@@ -32,6 +33,7 @@
 #define STORIES LMP_SOURCE_DIR "/models/stories260K/stories260K.bin"
 #define TOK LMP_SOURCE_DIR "/models/stories260K/tok512.bin"
 #define CALIB LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-calib.txt"
+#define QWEN2 LMP_SOURCE_DIR "/tests/golden/qwen2-tiny"
 
 /* n windows of T tokens of the bundled calibration text, cut in order. */
 static lmp_windows calib_windows(const lmp_model *m, int64_t n, int64_t T)
@@ -74,11 +76,16 @@ static double loss_at(lmp_rotlearn *s, const int32_t *tok)
     return l;
 }
 
-START_TEST(gradient_matches_finite_differences)
+/* The gradient check on the model at path (rotated R1 + R2 learned, R4 online), on the window w. */
+static void check_gradient(const char *path, int64_t T, int real_text)
 {
-    lmp_model *m = rotated_stories(LMP_ROT_LEARNED, LMP_ROT_LEARNED, 1); /* through the online R4 too */
-    const int64_t T = 32, d = m->arch.dim, hd = m->arch.head_dim, L = m->arch.n_layers;
-    lmp_windows w = calib_windows(m, 1, T);
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(path, &m), 0);
+    const lmp_rotate_opts ro = {.r1 = LMP_ROT_LEARNED, .r2 = LMP_ROT_LEARNED, .r4 = 1}; /* through the online R4 too */
+    ck_assert_msg(lmp_model_rotate(m, &ro) == 0, "%s", lmp_last_error());
+    const int64_t d = m->arch.dim, hd = m->arch.head_dim, L = m->arch.n_layers;
+    lmp_windows w = real_text ? calib_windows(m, 1, T) : windows(1, (int)T, m->arch.vocab, 5);
+    printf("%s:\n", path);
     lmp_rotlearn *s;
     ck_assert_msg(lmp_rotlearn_init(&be, m, 1, 1, 0, 0, T, &s) == 0, "%s", lmp_last_error());
     double *R1 = lmp_rotlearn_r1(s), *R2 = lmp_rotlearn_r2(s);
@@ -137,6 +144,12 @@ START_TEST(gradient_matches_finite_differences)
     lmp_rotlearn_free(s);
     lmp_windows_free(&w);
     lmp_model_free(m);
+}
+
+START_TEST(gradient_matches_finite_differences)
+{
+    check_gradient(STORIES, 32, 1);
+    check_gradient(QWEN2, 16, 0); /* biased q/k/v (v's bias turns with R2), grouped heads */
 }
 END_TEST
 
