@@ -225,8 +225,10 @@ START_TEST(refusals_by_name)
     } cases[] = {{{"format=fp8_e5m2", NULL}, "fp8_e5m2"},
                  {{"format=mxfp8", "act=fp8_dynamic_token", NULL}, "activations"},
                  {{"format=fp8_e4m3", "act=dynamic_token", NULL}, "activations"},
-                 {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"}};
-    for (int k = 0; k < 4; k++) {
+                 {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"},
+                 /* blocks of 4 rows cut across stories260K's heads of 8, whose q/k rows the file reorders */
+                 {{"format=fp8_e4m3", "granularity=block", "group_size=4", NULL}, "multiple of 8"}};
+    for (int k = 0; k < 5; k++) {
         lmp_block *q = compress_stage(m, "rtn", cases[k].set, NOT_DOWN, 0);
         const char *dir = lmp_test_path(tmpdir, "out");
         ck_assert_int_ne(export_to(m, q, dir), 0);
@@ -269,7 +271,10 @@ START_TEST(fp8_exports_read_back_by_lmpress)
                                     "eval", &s2) == 0, "%s", lmp_last_error());
         printf("  %-16s ppl in memory %.10f, read back by lmpress %.10f\n", V->name, lmp_score_ppl(&s1), lmp_score_ppl(&s2));
         ck_assert_int_eq(s1.scored, s2.scored);
-        ck_assert_msg(fabs(s1.nll_sum - s2.nll_sum) <= 1e-6 * fabs(s1.nll_sum), "%s: nll %.17g vs %.17g", V->name,
+        /* a bf16-scaled export is a bf16 checkpoint: its embedding and norms are rounded to bf16
+         * (the quantized weights are not: checked below), which moves the nll a little */
+        const double tol = V->sdtype == LMP_ST_BF16 ? 2e-3 : 1e-6;
+        ck_assert_msg(fabs(s1.nll_sum - s2.nll_sum) <= tol * fabs(s1.nll_sum), "%s: nll %.17g vs %.17g", V->name,
                       s1.nll_sum, s2.nll_sum);
         /* the weights themselves: the HF reader's q_proj of block 0 is lmpress's, row for row */
         const lmp_linear *a = &q[0].linears[LMP_ROLE_UP], *b = &lmp_model_blocks(m2)[0].linears[LMP_ROLE_UP];

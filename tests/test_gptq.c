@@ -831,6 +831,8 @@ START_TEST(fp8_block_matches_llm_compressor)
     uint64_t seed = 0x13198A2E03707344ULL;
     for (int i = 0; i < R * C; i++) W0[i] = (float)(lmp_test_normal(&seed) * (0.02 + 0.01 * ((i / C) % 5)));
     for (int i = 0; i < N * C; i++) X[i] = (float)(lmp_test_normal(&seed) * (1 + 3 * ((i % C) % 7 == 0)));
+    for (int n = 0; n < N; n++) /* correlated inputs (a shared factor and neighbours), as a layer's are */
+        for (int c = C - 1; c >= 1; c--) X[n * C + c] += 0.7f * X[n * C + c - 1] + 0.5f * X[n * C];
     for (int a = 0; a < C; a++)
         for (int b = 0; b < C; b++) {
             double h = 0;
@@ -866,6 +868,7 @@ START_TEST(fp8_block_matches_llm_compressor)
     }
     printf("gptq fp8 %dx%d blocks on %d x %d: output error %.6g (rtn on the same tiles %.6g)\n", B, B, R, C, loss_gptq,
            loss_rtn);
+    fflush(stdout);
     ck_assert(loss_gptq < 0.8 * loss_rtn);
     const char *py = getenv("LMP_LLMC_PYTHON");
     if (!py || !*py) {

@@ -536,6 +536,12 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         hf_scheme sc;
         int none, st;
         if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
+        /* q/k rows are written in rotate-half order within each head: a tile keeps its rows only
+         * when it holds whole heads */
+        if (!none && sc.gran == LMP_GRAN_BLOCK && h->head_dim && sc.group % h->head_dim != 0)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: its FP8 blocks of %lld rows cut across its heads of %lld rows, whose "
+                            "rows the file holds in another order (rotate-half): use a block size that is a multiple "
+                            "of %lld", l->name, (long long)sc.group, (long long)h->head_dim, (long long)h->head_dim);
         if (!none) {
             if ((h->scheme = find_scheme(p, &sc, l->name)) < 0) return h->scheme;
             h->scale_type = l->grid->spec.scale_type;
