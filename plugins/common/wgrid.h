@@ -99,7 +99,8 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
      "input columns of a row, or (fp8 formats) per group_size x group_size block of W", 1, NULL, 0, \
      0, wgrid_gran_choices, 0},                                                                      \
     {"group_size", LMP_PARAM_INT,                                                                    \
-     "input columns per group when granularity = \"group\" (a shorter last group is allowed)", 128,  \
+     "input columns per group when granularity = \"group\" (a shorter last group is allowed); the "  \
+     "block's side when \"block\"", 128,                                                              \
      NULL, 1, 1 << 20, NULL, 0},                                                                     \
     {"rounding", LMP_PARAM_ENUM,                                                                     \
      "half_even (numpy/torch, GPTQ, SmoothQuant) or half_away (paddle.round, C roundf)", 0, NULL, 0, \
