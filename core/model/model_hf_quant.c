@@ -276,15 +276,12 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
         return unsupported(ct, sub, "type", q, "integer weights, or FP8 (\"float\", 8 bits)");
     }
     if ((st = get_int(ct, w, sub, "num_bits", 8, &bits, NULL))) return st;
-    if (s->fp8 && (bits != 8 || s->packed)) { /* NVFP4 / MXFP4 (4-bit floats) are not read */
-        char q[32];
-        snprintf(q, sizeof q, "%lld", (long long)bits);
-        return s->packed ? unsupported(ct, path, "format", "\"pack-quantized\"", "float weights are read from "
-                                       "float-quantized or naive-quantized")
-                         : unsupported(ct, sub, "num_bits", q, "float weights: 8 bits (FP8 E4M3); NVFP4 and MXFP4 are not read");
-    }
+    if (s->fp8 && (bits != 8 || s->packed)) /* NVFP4 / MXFP4 (4-bit floats, packed) are not read */
+        return unsupported(ct, sub, "type", "\"float\"", "float weights are read as FP8 E4M3: 8 bits, float-quantized or "
+                           "naive-quantized; NVFP4 and MXFP4 are not read");
     if (!s->fp8 && s->float_format)
-        return unsupported(ct, path, "format", "\"float-quantized\"", "its weights must be type \"float\"");
+        return unsupported(ct, get(g, "format") ? path : QC, "format", "\"float-quantized\"",
+                           "its weights must be type \"float\" (FP8)");
     if (bits != 4 && bits != 8) {
         char q[32];
         snprintf(q, sizeof q, "%lld", (long long)bits);
