@@ -55,7 +55,8 @@
 #      one run each, on the first 4 windows of 512 tokens of WikiText-2 validation) writes
 #      FP8_DYNAMIC (E4M3 weights per channel, dynamic per-token E4M3 inputs), E4M3 weights in
 #      128 x 128 blocks (FP8_BLOCK's weights, no input quantization), NVFP4A16, and an FP8 E4M3
-#      static per-tensor kv_cache_scheme alone; then one lmpress compare on the windows of
+#      static per-tensor kv_cache_scheme alone (llm-compressor 0.14.0.1 with transformers 5.24
+#      calibrates it but writes no kv_cache_scheme: docs/results.md); then one lmpress compare on the windows of
 #      configs/smollm2-fp.cfg (the first 4 windows of 512 tokens of WikiText-2 test) of those
 #      folders (lmpress reads float-quantized FP8 and kv_cache_scheme folders; NVFP4 it does not
 #      read, so llm-compressor's NVFP4A16 is saved dequantized by compressed-tensors' own
