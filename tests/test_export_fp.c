@@ -9,6 +9,9 @@
  *     dequantizes every linear with its own CompressedTensorsDequantizer, and each must equal
  *     lmpress's in-memory weights bit for bit;
  *   - mxfp8 (MXFP8A16: mxfp8-quantized, E4M3 weights, uint8 E8M0 scales per 32) likewise;
+ *   - FP8 in blocks (strategy "block", [ceil(out/n), ceil(in/n)] scales, partial tiles padded);
+ *   - lmpress reads its own FP8 exports back (fp8_exports_read_back_by_lmpress): the same up_proj
+ *     weights bit for bit and the in-memory variant's perplexity;
  *   - the grids compressed-tensors has no export for here (fp8_e5m2) and FP weights with
  *     quantized activations are refused by name before anything is written. */
 #include <check.h>
@@ -21,9 +24,11 @@
 #include "base/error.h"
 #include "base/textfile.h"
 #include "export/export.h"
+#include "eval/eval.h"
 #include "formats/json.h"
 #include "formats/safetensors.h"
 #include "model/model.h"
+#include "text/tokenizer_open.h"
 #include "teststage.h"
 #include "testutil.h"
 
@@ -55,6 +60,14 @@ static const variant VARIANTS[] = {
     {"nvfp4-gptq", "gptq", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
     {"mxfp4", "rtn", NOT_DOWN, {"format=mxfp4", NULL}, "mxfp4-pack-quantized", LMP_ST_U8, LMP_ST_U8},
     {"mxfp8", "rtn", NOT_DOWN, {"format=mxfp8", NULL}, "mxfp8-quantized", LMP_ST_F8_E4M3, LMP_ST_U8},
+    /* ABI 6.4: FP8 in tiles (strategy "block", block_structure [n, n]); every linear, so down_proj's
+     * 64 x 172 and gate/up's 172 x 64 have partial tiles (compressed-tensors pads them) */
+    {"fp8-block128", "rtn", NULL, {"format=fp8_e4m3", "granularity=block", "scale_dtype=bf16", NULL}, "naive-quantized",
+     LMP_ST_F8_E4M3, LMP_ST_BF16},
+    {"fp8-block16-gptq", "gptq", NULL, {"format=fp8_e4m3", "granularity=block", "group_size=16", NULL}, "naive-quantized",
+     LMP_ST_F8_E4M3, LMP_ST_F32},
+    {"fp8-block16-dyn", "rtn", NULL, {"format=fp8_e4m3", "granularity=block", "group_size=16", "act=fp8_dynamic_token",
+     NULL}, "float-quantized", LMP_ST_F8_E4M3, LMP_ST_F32},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof *VARIANTS };
 
@@ -166,6 +179,16 @@ START_TEST(exports_equal_compressed_tensors)
         snprintf(nm, sizeof nm, "%s.weight_scale", l->name);
         const lmp_st_tensor *s = lmp_st_find(st, nm);
         ck_assert_msg(s != NULL && s->dtype == V->sdtype, "%s", nm);
+        if (strstr(V->name, "block")) { /* [ceil(out / n), ceil(in / n)] tiles */
+            const int64_t bs = strstr(V->name, "block16") ? 16 : 128;
+            ck_assert_int_eq(s->ndim, 2);
+            ck_assert_int_eq(s->shape[0], (l->out + bs - 1) / bs);
+            ck_assert_int_eq(s->shape[1], (l->in + bs - 1) / bs);
+            snprintf(path, sizeof path, "%s/config.json", dir);
+            char *cj = (char *)lmp_test_slurp(path, &n);
+            ck_assert_msg(strstr(cj, "\"block\"") && strstr(cj, "block_structure"), "%s", cj);
+            free(cj);
+        }
         snprintf(nm, sizeof nm, "%s.weight_global_scale", l->name);
         ck_assert_int_eq(lmp_st_find(st, nm) != NULL, !strcmp(V->format, "nvfp4-pack-quantized"));
         lmp_st_close(st);
@@ -202,8 +225,10 @@ START_TEST(refusals_by_name)
     } cases[] = {{{"format=fp8_e5m2", NULL}, "fp8_e5m2"},
                  {{"format=mxfp8", "act=fp8_dynamic_token", NULL}, "activations"},
                  {{"format=fp8_e4m3", "act=dynamic_token", NULL}, "activations"},
-                 {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"}};
-    for (int k = 0; k < 4; k++) {
+                 {{"format=nvfp4", "act=fp8_dynamic_token", NULL}, "activations"},
+                 /* blocks of 4 rows cut across stories260K's heads of 8, whose q/k rows the file reorders */
+                 {{"format=fp8_e4m3", "granularity=block", "group_size=4", NULL}, "multiple of 8"}};
+    for (int k = 0; k < 5; k++) {
         lmp_block *q = compress_stage(m, "rtn", cases[k].set, NOT_DOWN, 0);
         const char *dir = lmp_test_path(tmpdir, "out");
         ck_assert_int_ne(export_to(m, q, dir), 0);
@@ -217,6 +242,57 @@ START_TEST(refusals_by_name)
 }
 END_TEST
 
+/* lmpress reads its own FP8 exports (float-quantized / naive-quantized: per tensor, channel, group
+ * and in blocks, with FP8 inputs per token or static per tensor), and the model read back has the
+ * in-memory variant's perplexity. */
+START_TEST(fp8_exports_read_back_by_lmpress)
+{
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-fp-back");
+    lmp_model *m;
+    ck_assert_int_eq(lmp_model_load(STORIES, &m), 0);
+    lmp_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    ck_assert_msg(lmp_open_tokenizer(m, LMP_SOURCE_DIR "/models/stories260K/tok512.bin", &tok) == 0, "%s", lmp_last_error());
+    ck_assert(lmp_tokenize_file(tok, LMP_SOURCE_DIR "/models/stories260K/tinystories-synth-eval.txt", &ids, &n) == 0);
+    lmp_tokenizer_free(tok);
+    int done = 0;
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const variant *V = &VARIANTS[v];
+        if (strncmp(V->name, "fp8", 3) != 0) continue;
+        lmp_block *q = compress_stage(m, V->plugin, V->settings, V->target, 1);
+        const char *dir = lmp_test_path(tmpdir, V->name);
+        ck_assert_msg(export_to(m, q, dir) == 0, "%s: %s", V->name, lmp_last_error());
+        lmp_model *m2 = NULL;
+        ck_assert_msg(lmp_model_load(dir, &m2) == 0, "%s: %s", V->name, lmp_last_error());
+        lmp_score s1, s2;
+        ck_assert(lmp_eval_text(&ctx, &be, m, q, m, q, NULL, ids, n, 64, 4, "eval", &s1) == 0);
+        ck_assert_msg(lmp_eval_text(&ctx, &be, m2, lmp_model_blocks(m2), m2, lmp_model_blocks(m2), NULL, ids, n, 64, 4,
+                                    "eval", &s2) == 0, "%s", lmp_last_error());
+        printf("  %-16s ppl in memory %.10f, read back by lmpress %.10f\n", V->name, lmp_score_ppl(&s1), lmp_score_ppl(&s2));
+        ck_assert_int_eq(s1.scored, s2.scored);
+        /* a bf16-scaled export is a bf16 checkpoint: its embedding and norms are rounded to bf16
+         * (the quantized weights are not: checked below), which moves the nll a little */
+        const double tol = V->sdtype == LMP_ST_BF16 ? 2e-3 : 1e-6;
+        ck_assert_msg(fabs(s1.nll_sum - s2.nll_sum) <= tol * fabs(s1.nll_sum), "%s: nll %.17g vs %.17g", V->name,
+                      s1.nll_sum, s2.nll_sum);
+        /* the weights themselves: the HF reader's q_proj of block 0 is lmpress's, row for row */
+        const lmp_linear *a = &q[0].linears[LMP_ROLE_UP], *b = &lmp_model_blocks(m2)[0].linears[LMP_ROLE_UP];
+        ck_assert_int_eq(a->out, b->out);
+        for (int64_t i = 0; i < a->out * a->in; i++)
+            ck_assert_msg(a->w[i] == b->w[i], "%s: up_proj w[%lld] %a vs %a", V->name, (long long)i, (double)a->w[i],
+                          (double)b->w[i]);
+        lmp_model_free(m2);
+        lmp_blocks_free(q, m->arch.n_layers);
+        done++;
+    }
+    ck_assert_int_ge(done, 8);
+    free(ids);
+    lmp_model_free(m);
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export_fp");
@@ -225,6 +301,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, exports_equal_compressed_tensors);
     tcase_add_test(tc, refusals_by_name);
+    tcase_add_test(tc, fp8_exports_read_back_by_lmpress);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

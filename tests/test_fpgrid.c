@@ -79,6 +79,11 @@ static const fp_case CASES[] = {
     {"fp8_e5m2", "channel", 1, "f32", LMP_WFORMAT_FP8_E5M2},  {"fp8_e5m2", "tensor", 1, "bf16", LMP_WFORMAT_FP8_E5M2},
     {"nvfp4", "group", 16, "f32", LMP_WFORMAT_NVFP4},         {"mxfp4", "group", 32, "f32", LMP_WFORMAT_MXFP4},
     {"mxfp8", "group", 32, "f32", LMP_WFORMAT_MXFP8},
+    /* ABI 6.4: tiles of group x group (compressed-tensors' strategy "block"): FP8_BLOCK's 128 x 128
+     * (one tile row of 8, two tiles across), and 3 x 3 / 5 x 5 tiles whose last row and column
+     * of tiles are partial (compressed-tensors pads them with zeros) */
+    {"fp8_e4m3", "block", 128, "bf16", LMP_WFORMAT_FP8_E4M3}, {"fp8_e4m3", "block", 3, "f32", LMP_WFORMAT_FP8_E4M3},
+    {"fp8_e4m3", "block", 5, "f16", LMP_WFORMAT_FP8_E4M3},    {"fp8_e5m2", "block", 3, "bf16", LMP_WFORMAT_FP8_E5M2},
 };
 #define N_CASES (int)(sizeof CASES / sizeof *CASES)
 
@@ -86,8 +91,10 @@ static lmp_wspec case_spec(const fp_case *c, const float *w)
 {
     lmp_wspec s = lmp_wspec_for_format(c->f, 1.0f);
     if (c->f == LMP_WFORMAT_FP8_E4M3 || c->f == LMP_WFORMAT_FP8_E5M2) {
-        s.gran = !strcmp(c->gran, "tensor") ? LMP_GRAN_TENSOR : !strcmp(c->gran, "channel") ? LMP_GRAN_CHANNEL
-                                                                                             : LMP_GRAN_GROUP;
+        s.gran = !strcmp(c->gran, "tensor")    ? LMP_GRAN_TENSOR
+                 : !strcmp(c->gran, "channel") ? LMP_GRAN_CHANNEL
+                 : !strcmp(c->gran, "block")   ? LMP_GRAN_BLOCK
+                                               : LMP_GRAN_GROUP;
         s.group = c->group;
         s.scale_type = !strcmp(c->sdt, "bf16") ? LMP_SCALE_BF16 : !strcmp(c->sdt, "f16") ? LMP_SCALE_F16 : LMP_SCALE_F32;
     }
@@ -240,6 +247,47 @@ START_TEST(in_the_pipeline)
                 }
             lmp_blocks_free(q, m->arch.n_layers);
         }
+    /* FP8 in blocks of 16 x 16 (ABI 6.4) through rtn, gptq and rtn_mse on every linear: the 64 x 172
+     * down_proj has partial tiles at its right edge, the 172 x 64 gate/up at their bottom */
+    static const char *const blockplugins[] = {"rtn", "gptq", "rtn_mse"};
+    for (int pl = 0; pl < 3; pl++) {
+        static const char *const set[] = {"format=fp8_e4m3", "granularity=block", "group_size=16", "scale_dtype=bf16", NULL};
+        lmp_block *q = compress_stage(m, blockplugins[pl], set, NULL, pl == 1);
+        int64_t partial = 0;
+        for (int b = 0; b < m->arch.n_layers; b++)
+            for (int i = 0; i < q[b].n_linears; i++) {
+                const lmp_linear *l = &q[b].linears[i];
+                const lmp_wgrid *g = l->grid;
+                ck_assert_ptr_nonnull(g);
+                ck_assert_int_eq(g->spec.gran, LMP_GRAN_BLOCK);
+                ck_assert_int_eq(g->n_scales, ((l->out + 15) / 16) * ((l->in + 15) / 16));
+                partial += l->out % 16 != 0 || l->in % 16 != 0;
+                ck_assert_double_eq_tol(l->weight_bits, 8.0 + g->n_scales * 16.0 / (double)(l->out * l->in), 1e-12);
+                for (int64_t r = 0; r < l->out; r++)
+                    for (int64_t c = 0; c < l->in; c++) {
+                        const float wv = l->w[r * l->in + c], sc = g->scales[(r / 16) * ((l->in + 15) / 16) + c / 16];
+                        ck_assert(sc == g->scales[lmp_wgrid_slice(g, l->in, r, c)]);
+                        const float v = lmp_wgrid_value(&g->spec, lmp_wgrid_code(&g->spec, wv, sc, 0.0f), sc, 0.0f);
+                        ck_assert_msg(v == wv, "%s block %s [%lld, %lld]: %a is not on its tile's grid (%a)",
+                                      blockplugins[pl], l->name, (long long)r, (long long)c, (double)wv, (double)v);
+                    }
+            }
+        ck_assert(partial > 0);
+        printf("  %s: fp8_e4m3 in 16 x 16 blocks on every linear (%lld with partial tiles), every weight on its tile\n",
+               blockplugins[pl], (long long)partial);
+        lmp_blocks_free(q, m->arch.n_layers);
+    }
+    /* blocks are FP8's only; autoround and sparse24 refuse them by name */
+    static const char *const intblock[] = {"bits=4", "granularity=block", NULL};
+    lmp_block *refused;
+    ck_assert_int_ne(try_compress_stage(m, "rtn", intblock, NULL, 0, &refused), 0);
+    ck_assert_msg(strstr(lmp_last_error(), "block") && strstr(lmp_last_error(), "fp8_e4m3"), "%s", lmp_last_error());
+    static const char *const arblock[] = {"format=fp8_e4m3", "granularity=block", "steps=2", NULL};
+    ck_assert_int_ne(try_compress_stage(m, "autoround", arblock, NULL, 1, &refused), 0);
+    ck_assert_msg(strstr(lmp_last_error(), "block"), "%s", lmp_last_error());
+    static const char *const spblock[] = {"method=sparsegpt", "bits=8", "format=fp8_e4m3", "granularity=block", NULL};
+    ck_assert_int_ne(try_compress_stage(m, "sparse24", spblock, NULL, 1, &refused), 0);
+    ck_assert_msg(strstr(lmp_last_error(), "block"), "%s", lmp_last_error());
     /* granularity tensor goes through rtn, not through the row-by-row solver */
     static const char *const tensor[] = {"format=fp8_e4m3", "granularity=tensor", NULL};
     lmp_block *none;

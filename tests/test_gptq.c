@@ -815,6 +815,117 @@ START_TEST(kquant_superblock_grids)
 }
 END_TEST
 
+/* GPTQ on FP8 E4M3 in 128 x 128 blocks (LMP_GRAN_BLOCK), W 200 x 300 so the last tiles are
+ * partial both ways: every tile's scale is the one the CPU backend's grid gives W as handed over
+ * (llm-compressor's observer on the weight before the solve), each weight lands on its tile's
+ * grid, the solve lowers the loss below RTN's on the same tiles, and with LMP_LLMC_PYTHON (an
+ * interpreter with llm-compressor) tools/ref/llmc_gptq_block_check.py runs llm-compressor's own
+ * quantize_weight on the same W and H: the scales equal bit for bit and the weights nearly all
+ * (torch's Cholesky and OpenBLAS's round differently, so a near-tie may flip a code, after which
+ * the two solves go their own ways on that row). */
+START_TEST(fp8_block_matches_llm_compressor)
+{
+    enum { R = 200, C = 300, N = 900, B = 128, NBR = 2, NBC = 3 };
+    static float W0[R * C], W[R * C], Wr[R * C], H[C * C], X[N * C], sc[R * NBC], zc[R * NBC], tiles[NBR * NBC];
+    static int32_t codes[R * C];
+    uint64_t seed = 0x13198A2E03707344ULL;
+    for (int i = 0; i < R * C; i++) W0[i] = (float)(lmp_test_normal(&seed) * (0.02 + 0.01 * ((i / C) % 5)));
+    for (int i = 0; i < N * C; i++) X[i] = (float)(lmp_test_normal(&seed) * (1 + 3 * ((i % C) % 7 == 0)));
+    for (int n = 0; n < N; n++) /* correlated inputs (a shared factor and neighbours), as a layer's are */
+        for (int c = C - 1; c >= 1; c--) X[n * C + c] += 0.7f * X[n * C + c - 1] + 0.5f * X[n * C];
+    for (int a = 0; a < C; a++)
+        for (int b = 0; b < C; b++) {
+            double h = 0;
+            for (int n = 0; n < N; n++) h += (double)X[n * C + a] * X[n * C + b];
+            H[a * C + b] = (float)(2 * h / N);
+        }
+    lmp_wspec spec = lmp_wspec_for_format(LMP_WFORMAT_FP8_E4M3, 1.0f);
+    spec.gran = LMP_GRAN_BLOCK;
+    spec.group = B;
+    spec.scale_type = LMP_SCALE_BF16;
+    ck_assert(lmp_wspec_format_ok(&spec));
+    ck_assert_int_eq(lmp_wspec_n_scales(&spec, R, C), NBR * NBC);
+    ck_assert_msg(lmp_be_choose_weight_grid(&be, &spec, R, C, W0, tiles, NULL) == 0, "%s", lmp_last_error());
+    memcpy(Wr, W0, sizeof Wr);
+    ck_assert_msg(lmp_be_apply_weight_grid(&be, &spec, R, C, Wr, tiles, NULL, NULL) == 0, "%s", lmp_last_error());
+    obs_opts o = {.quantize = 1, .spec = spec, .damp = 0.01, .block = 128, .name = "fp8-block"};
+    obs_result r = {.codes = codes, .scales = sc, .zeros = zc};
+    memcpy(W, W0, sizeof W);
+    ck_assert_msg(obs_solve(lmp_host_services(), &ctx, &o, R, C, W, H, &r) == 0, "%s", lmp_last_error());
+    double loss_gptq = 0, loss_rtn = 0; /* tr((W0 - Q) H (W0 - Q)^T) */
+    for (int64_t row = 0; row < R; row++) {
+        for (int64_t c = 0; c < C; c++) {
+            const float t = tiles[(row / B) * NBC + c / B];
+            ck_assert_msg(sc[row * NBC + c / B] == t, "row %lld tile %lld: %a, the grid of W %a", (long long)row,
+                          (long long)(c / B), (double)sc[row * NBC + c / B], (double)t);
+            ck_assert(lmp_wgrid_value(&spec, (float)codes[row * C + c], t, 0.0f) == W[row * C + c]);
+        }
+        for (int a = 0; a < C; a++)
+            for (int b = 0; b < C; b++) {
+                loss_gptq += (double)(W0[row * C + a] - W[row * C + a]) * H[a * C + b] * (W0[row * C + b] - W[row * C + b]);
+                loss_rtn += (double)(W0[row * C + a] - Wr[row * C + a]) * H[a * C + b] * (W0[row * C + b] - Wr[row * C + b]);
+            }
+    }
+    printf("gptq fp8 %dx%d blocks on %d x %d: output error %.6g (rtn on the same tiles %.6g)\n", B, B, R, C, loss_gptq,
+           loss_rtn);
+    fflush(stdout);
+    ck_assert(loss_gptq < 0.8 * loss_rtn);
+    const char *py = getenv("LMP_LLMC_PYTHON");
+    if (!py || !*py) {
+        lmp_test_skip("SKIPPED fp8_block_matches_llm_compressor's llm-compressor half: LMP_LLMC_PYTHON is not set (an "
+                      "interpreter with llm-compressor runs tools/ref/llmc_gptq_block_check.py)\n");
+        return;
+    }
+    char dir[64], cmd[2048];
+    lmp_test_tmpdir(dir, sizeof dir, "gptq-fp8-block");
+    lmp_test_spit(lmp_test_path(dir, "W.f32"), W0, sizeof W0);
+    lmp_test_spit(lmp_test_path(dir, "H.f32"), H, sizeof H);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/llmc_gptq_block_check.py' %d %d %d bf16 '%s/W.f32' '%s/H.f32' "
+             "'%s/Q.f32' '%s/S.f32' 2>&1", py, LMP_SOURCE_DIR, R, C, B, dir, dir, dir, dir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    static char out[16384];
+    out[fread(out, 1, sizeof out - 1, p)] = 0;
+    const int rc = pclose(p);
+    if (rc != 0 && strstr(out, "No module named")) {
+        lmp_test_skip("SKIPPED fp8_block_matches_llm_compressor: %s lacks llm-compressor: %s", py, out);
+        lmp_test_rmtree(dir);
+        return;
+    }
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    printf("%s", strstr(out, "ok:") ? strstr(out, "ok:") : out);
+    size_t nb;
+    float *ref_q = (float *)lmp_test_slurp(lmp_test_path(dir, "Q.f32"), &nb);
+    ck_assert_uint_eq(nb, sizeof W);
+    float *ref_s = (float *)lmp_test_slurp(lmp_test_path(dir, "S.f32"), &nb);
+    ck_assert_uint_eq(nb, sizeof tiles);
+    for (int k = 0; k < NBR * NBC; k++)
+        ck_assert_msg(tiles[k] == ref_s[k], "tile %d: scale %a, llm-compressor %a", k, (double)tiles[k], (double)ref_s[k]);
+    int64_t same = 0, rows_same = 0;
+    double max_rel = 0;
+    for (int64_t row = 0; row < R; row++) {
+        int64_t row_same = 0;
+        for (int64_t c = 0; c < C; c++) {
+            const float a = W[row * C + c], b = ref_q[row * C + c];
+            row_same += a == b;
+            const float t = tiles[(row / B) * NBC + c / B];
+            ck_assert_msg(lmp_wgrid_value(&spec, lmp_wgrid_code(&spec, b, t, 0.0f), t, 0.0f) == b,
+                          "llm-compressor's [%lld, %lld] = %a is not on the tile's grid", (long long)row, (long long)c,
+                          (double)b);
+            if (fabsf(b) > 0) max_rel = fmax(max_rel, fabs((double)a - b) / fabs((double)b));
+        }
+        same += row_same;
+        rows_same += row_same == C;
+    }
+    printf("  lmpress vs llm-compressor: %lld of %d weights equal (%lld of %d rows entirely), largest relative "
+           "difference %.3g\n", (long long)same, R * C, (long long)rows_same, R, max_rel);
+    ck_assert(same >= (int64_t)(0.99 * R * C));
+    free(ref_q);
+    free(ref_s);
+    lmp_test_rmtree(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gptq");
@@ -836,6 +947,7 @@ int main(void)
     tcase_add_test(pl, bad_hessian_is_reported);
     tcase_add_test(pl, golden_case_without_python);
     tcase_add_test(pl, kquant_superblock_grids);
+    tcase_add_test(pl, fp8_block_matches_llm_compressor);
     suite_add_tcase(s, pl);
     return lmp_test_main(s);
 }

@@ -60,7 +60,9 @@ const char *const lmp_usage_quantize =
     "    NVFP4       NVFP4 weights and activations (W4A4; the inputs' global scales need --calib)\n"
     "    MXFP4A16    MXFP4 weights (E2M1, groups of 32, E8M0 scales)\n"
     "    MXFP4       MXFP4 weights and activations (dynamic)\n"
-    "  not yet: MXFP8 and FP8 in 128x128 blocks (issue 38)\n"
+    "  not yet: MXFP8, and FP8_BLOCK (issue 38): its inputs are FP8 per group of 128, which lmpress\n"
+    "  does not simulate; FP8 weights in 128x128 blocks alone are a config's stage\n"
+    "  (format = \"fp8_e4m3\"; granularity = \"block\"; group_size = 128;)\n"
     "\n"
     "--method: rtn, gptq or autoround (awq: not yet, issue 39).  Default: gptq when --calib is\n"
     "given, else rtn.  Why (docs/results.md, SmolLM2-135M): with calibration text GPTQ (act-order,\n"
@@ -488,7 +490,9 @@ static int find_preset(const char *name)
         if (!strcasecmp(name, aliases[k].name)) return aliases[k].p;
     for (int k = 0; later_names[k]; k++)
         if (!strcasecmp(name, later_names[k])) {
-            fprintf(stderr, "lmpress: preset %s: not yet (MXFP8 and 128x128 FP8 blocks: issue 38); the presets now: "
+            fprintf(stderr, "lmpress: preset %s: not yet (MXFP8, and FP8_BLOCK's FP8 inputs per group of 128: issue 38; "
+                            "FP8 weights in 128x128 blocks alone: a config stage with format = \"fp8_e4m3\"; granularity = "
+                            "\"block\";); the presets now: "
                             "Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 IQ4_NL Q3_K_M Q2_K W8A8 W4A16 W4A16-asym FP8 W4AFP8 NVFP4A16 "
                             "NVFP4 MXFP4A16 MXFP4\n", name);
             return -1;

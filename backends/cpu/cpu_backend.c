@@ -670,6 +670,9 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
     if (spec->format == LMP_WFORMAT_NVFP4 && !(spec->global_scale > 0.0f && spec->global_scale < INFINITY))
         return FAIL(be, LMP_EINVAL, "%s: format nvfp4 needs the tensor's global scale (> 0, lmp_nvfp4_global_scale); "
                     "the spec has %g", op, (double)spec->global_scale);
+    if (spec->gran == LMP_GRAN_BLOCK && spec->format != LMP_WFORMAT_FP8_E4M3 && spec->format != LMP_WFORMAT_FP8_E5M2)
+        return FAIL(be, LMP_EINVAL, "%s: granularity block (a scale per tile) takes the fp8_e4m3 and fp8_e5m2 formats "
+                    "only, not %s", op, lmp_wformat_name(spec->format));
     if ((spec->format == LMP_WFORMAT_FP8_E4M3 || spec->format == LMP_WFORMAT_FP8_E5M2) && !lmp_wspec_format_ok(spec))
         return FAIL(be, LMP_EINVAL, "%s: format %s is 8 bits, symmetric (sym 1), with a scale type and no global "
                     "scale; the spec says bits %d, sym %d, scale type %d, global scale %g", op,
@@ -692,9 +695,10 @@ static int check_wgrid(cpu_backend *be, const char *op, const lmp_wspec *spec, i
                     (long long)span);
     if ((spec->bits < 2 && spec->format != LMP_WFORMAT_GGUF_Q1_0) || spec->bits > 8)
         return FAIL(be, LMP_EINVAL, "%s: bits = %d is outside 2..8", op, spec->bits);
-    if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP)
+    if (spec->gran != LMP_GRAN_TENSOR && spec->gran != LMP_GRAN_CHANNEL && spec->gran != LMP_GRAN_GROUP &&
+        spec->gran != LMP_GRAN_BLOCK)
         return FAIL(be, LMP_EINVAL, "%s: unknown granularity %d", op, (int)spec->gran);
-    if (spec->gran == LMP_GRAN_GROUP && spec->group <= 0)
+    if ((spec->gran == LMP_GRAN_GROUP || spec->gran == LMP_GRAN_BLOCK) && spec->group <= 0)
         return FAIL(be, LMP_EINVAL, "%s: group = %lld must be > 0", op, (long long)spec->group);
     if (spec->rounding != LMP_ROUND_HALF_EVEN && spec->rounding != LMP_ROUND_HALF_AWAY)
         return FAIL(be, LMP_EINVAL, "%s: unknown rounding %d", op, (int)spec->rounding);

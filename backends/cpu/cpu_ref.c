@@ -429,18 +429,20 @@ static int bad_wspec(const lmp_wspec *s)
 {
     if (!s || s->bits < (s->format == LMP_WFORMAT_GGUF_Q1_0 ? 1 : 2) || s->bits > 8) return 1;
     if (s->rounding != LMP_ROUND_HALF_EVEN && s->rounding != LMP_ROUND_HALF_AWAY) return 1;
-    if (s->gran != LMP_GRAN_TENSOR && s->gran != LMP_GRAN_CHANNEL && s->gran != LMP_GRAN_GROUP) return 1;
-    if (s->gran == LMP_GRAN_GROUP && s->group <= 0) return 1;
+    if (s->gran != LMP_GRAN_TENSOR && s->gran != LMP_GRAN_CHANNEL && s->gran != LMP_GRAN_GROUP && s->gran != LMP_GRAN_BLOCK)
+        return 1;
+    if ((s->gran == LMP_GRAN_GROUP || s->gran == LMP_GRAN_BLOCK) && s->group <= 0) return 1;
     if (!(s->clip >= 0.0f && s->clip <= 1.0f)) return 1; /* also NaN; 0 means 1 */
     return !lmp_wspec_format_ok(s);
 }
 
 /* The slices of W[rows, cols] in the order their scales are stored: [nr, nc] blocks, the last
- * of a row possibly narrower. */
+ * of a row possibly narrower (and with LMP_GRAN_BLOCK the last of a column shorter: the tiles
+ * compressed-tensors pads with zeros, which change no abs-max). */
 static void wslices(const lmp_wspec *s, int64_t rows, int64_t cols, int64_t *nr, int64_t *nc)
 {
-    *nr = s->gran == LMP_GRAN_TENSOR ? rows : 1;
-    *nc = s->gran == LMP_GRAN_GROUP ? s->group : cols;
+    *nr = s->gran == LMP_GRAN_TENSOR ? rows : s->gran == LMP_GRAN_BLOCK ? s->group : 1;
+    *nc = s->gran == LMP_GRAN_GROUP || s->gran == LMP_GRAN_BLOCK ? s->group : cols;
 }
 
 int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols, const float *W,
@@ -471,10 +473,11 @@ int lmp_ref_choose_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols
     int64_t nr, nc, idx = 0;
     wslices(spec, rows, cols, &nr, &nc);
     for (int64_t r = 0; r < rows; r += nr) {
+        const int64_t re = r + nr <= rows ? r + nr : rows;
         for (int64_t c = 0; c < cols; c += nc) {
             const int64_t ncw = c + nc <= cols ? nc : cols - c;
             float mn = 0.0f, mx = 0.0f, amax = 0.0f; /* 0 belongs to every asym range anyway */
-            for (int64_t i = r; i < r + nr; i++) {
+            for (int64_t i = r; i < re; i++) {
                 for (int64_t j = c; j < c + ncw; j++) {
                     float w = W[i * cols + j];
                     if (w < mn) mn = w;
@@ -507,11 +510,12 @@ int lmp_ref_apply_weight_grid(const lmp_wspec *spec, int64_t rows, int64_t cols,
     int64_t nr, nc, idx = 0;
     wslices(spec, rows, cols, &nr, &nc);
     for (int64_t r = 0; r < rows; r += nr) {
+        const int64_t re = r + nr <= rows ? r + nr : rows;
         for (int64_t c = 0; c < cols; c += nc) {
             const int64_t ncw = c + nc <= cols ? nc : cols - c;
             const float scale = scales[idx], zero = spec->sym ? 0.0f : zeros[idx];
             idx++;
-            for (int64_t i = r; i < r + nr; i++) {
+            for (int64_t i = r; i < re; i++) {
                 for (int64_t j = c; j < c + ncw; j++) {
                     float q = lmp_wgrid_code(spec, W[i * cols + j], scale, zero);
                     W[i * cols + j] = lmp_wgrid_value(spec, q, scale, zero);

@@ -55,7 +55,7 @@ int lmp_set_weight_grid(lmp_block *blk, int linear, const lmp_wspec *spec, const
         return lmp_fail(LMP_EINVAL, "set_weight_grid: block %d has no linear %d", blk->index, linear);
     lmp_linear *l = &blk->linears[linear];
     if (!spec || !scales || (!spec->sym && !zeros) || !lmp_wspec_format_ok(spec) ||
-        (spec->gran == LMP_GRAN_GROUP && spec->group < 1))
+        (spec->gran == LMP_GRAN_GROUP && spec->group < 1) || (spec->gran == LMP_GRAN_BLOCK && g_idx))
         return lmp_fail(LMP_EINVAL, "set_weight_grid: %s: not a grid (spec, scales, and zeros when asymmetric)", l->name);
     if (g_idx) {
         const int64_t n_groups = lmp_wspec_n_scales(spec, 1, l->in);

@@ -196,7 +196,7 @@ static void synthesized(const hf_plan *p, FILE *f, int *n)
 /* QuantizationArgs of a weight scheme or of an input scheme. */
 static void weight_args(FILE *f, const hf_scheme *sc, int depth)
 {
-    static const char *const strategy[] = {"tensor", "channel", "group"};
+    static const char *const strategy[] = {"tensor", "channel", "group", "block"};
     int n = 0;
     fputc('{', f);
     key(f, &n, depth + 1, "num_bits");
@@ -215,6 +215,10 @@ static void weight_args(FILE *f, const hf_scheme *sc, int depth)
     key(f, &n, depth + 1, "group_size");
     if (sc->gran == LMP_GRAN_GROUP) fprintf(f, "%lld", (long long)sc->group);
     else fputs("null", f);
+    if (sc->gran == LMP_GRAN_BLOCK) { /* FP8 tiles: the preset FP8_BLOCK's [128, 128] */
+        key(f, &n, depth + 1, "block_structure");
+        fprintf(f, "[%lld, %lld]", (long long)sc->group, (long long)sc->group);
+    }
     key(f, &n, depth + 1, "dynamic");
     fputs("false", f);
     key(f, &n, depth + 1, "observer");

@@ -232,7 +232,8 @@ static int write_tensor(const hf_plan *p, const hf_tensor *t, FILE *f, lmp_block
                 e.buf[c] = (unsigned char)(int8_t)(e.codes[c] - (sc->sym ? 0 : 1 << (sc->bits - 1)));
             break;
         case HF_T_SCALE: {
-            const int64_t base = sc->gran == LMP_GRAN_TENSOR ? 0 : sr * cols;
+            /* a block grid's row r is tile row r (whole heads: hf_write.c), whatever order its rows take */
+            const int64_t base = sc->gran == LMP_GRAN_TENSOR ? 0 : sc->gran == LMP_GRAN_BLOCK ? r * cols : sr * cols;
             const size_t es = lmp_st_dtype_size(t->dtype);
             for (int64_t c = 0; c < cols && !st; c++) st = encode_scale(t, g->scales[base + c], e.buf + es * (size_t)c);
             break;

@@ -141,7 +141,8 @@ static int fp_scheme(const lmp_linear *l, hf_scheme *sc)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s weights with %s activations have no compressed-tensors scheme lmpress "
                         "writes (fp8_e4m3 takes fp8_dynamic_token or fp8_static_tensor inputs, nvfp4 nvfp4, mxfp4 "
                         "mxfp4, mxfp8 none)", l->name, f, lmp_act_mode_name(a));
-    *sc = (hf_scheme){.bits = s->bits, .sym = 1, .gran = s->gran, .group = s->gran == LMP_GRAN_GROUP ? s->group : 0,
+    *sc = (hf_scheme){.bits = s->bits, .sym = 1, .gran = s->gran,
+                      .group = s->gran == LMP_GRAN_GROUP || s->gran == LMP_GRAN_BLOCK ? s->group : 0,
                       .act = a, .wfmt = s->format,
                       .fmt = s->format == LMP_WFORMAT_NVFP4 ? HF_FMT_NVFP4
                              : s->format == LMP_WFORMAT_MXFP4 ? HF_FMT_MXFP4
@@ -318,7 +319,10 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
     } else {
         const hf_scheme *sc = &p->schemes[h->scheme];
         const lmp_st_dtype sd = scale_dtype(h->scale_type);
-        const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group : 1;
+        const int64_t ncols = sc->gran == LMP_GRAN_GROUP ? h->in / sc->group
+                              : sc->gran == LMP_GRAN_BLOCK ? (h->in + sc->group - 1) / sc->group : 1;
+        /* FP8 tiles: [ceil(out/group), ceil(in/group)], as compressed-tensors pads to whole tiles */
+        const int64_t nrows = sc->gran == LMP_GRAN_BLOCK ? (h->out + sc->group - 1) / sc->group : h->out;
         const int fp = sc->fmt == HF_FMT_FLOAT || sc->fmt == HF_FMT_NVFP4 || sc->fmt == HF_FMT_MXFP4 || sc->fmt == HF_FMT_NAIVE ||
                        sc->fmt == HF_FMT_MXFP8;
         if (fp) { /* its scale here: E4M3 (NVFP4) or E8M0 bytes (MXFP4, MXFP8) */
@@ -332,7 +336,7 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
             if (!st && sc->gran == LMP_GRAN_TENSOR)
                 st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 1, 1, 0, h, NULL);
             else if (!st)
-                st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 2, h->out, ncols, h, NULL);
+                st = add_tensor(p, cap, h->name, ".weight_scale", HF_T_SCALE, fsd, 2, nrows, ncols, h, NULL);
             if (!st && sc->fmt == HF_FMT_NVFP4)
                 st = add_tensor(p, cap, h->name, ".weight_global_scale", HF_T_GLOBAL_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
             if (!st && sc->act == LMP_ACT_NVFP4) /* the input's static global scale */
@@ -532,6 +536,12 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         hf_scheme sc;
         int none, st;
         if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
+        /* q/k rows are written in rotate-half order within each head: a tile keeps its rows only
+         * when it holds whole heads */
+        if (!none && sc.gran == LMP_GRAN_BLOCK && h->head_dim && sc.group % h->head_dim != 0)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: its FP8 blocks of %lld rows cut across its heads of %lld rows, whose "
+                            "rows the file holds in another order (rotate-half): use a block size that is a multiple "
+                            "of %lld", l->name, (long long)sc.group, (long long)h->head_dim, (long long)h->head_dim);
         if (!none) {
             if ((h->scheme = find_scheme(p, &sc, l->name)) < 0) return h->scheme;
             h->scale_type = l->grid->spec.scale_type;
@@ -584,11 +594,11 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
         if (h->scheme != f->scheme || h->scale_type != f->scale_type)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: is quantized differently from %s, but %s stores them as one module "
                             "(%s): quantize them alike", h->name, f->name, p->arch, module);
-        if (sc && (sc->gran == LMP_GRAN_TENSOR || sc->g_idx || sc->act == LMP_ACT_STATIC_TENSOR))
+        if (sc && (sc->gran == LMP_GRAN_TENSOR || sc->gran == LMP_GRAN_BLOCK || sc->g_idx || sc->act == LMP_ACT_STATIC_TENSOR))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: its %s cannot be joined with the other parts of %s's fused %s (one "
                             "per module): use channel or group scales%s", h->name,
-                            sc->gran == LMP_GRAN_TENSOR ? "per-tensor scale" : sc->g_idx ? "act-order groups"
-                                                                              : "static input scale",
+                            sc->gran == LMP_GRAN_TENSOR ? "per-tensor scale" : sc->gran == LMP_GRAN_BLOCK ? "block scales"
+                            : sc->g_idx ? "act-order groups" : "static input scale",
                             p->arch, module, sc->g_idx ? " without act_order" : "");
     }
     char name[256];

@@ -12,15 +12,18 @@
 #include "base/error.h"
 #include "base/regex_limit.h"
 
-typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP } ct_strategy;
+typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP, CT_BLOCK } ct_strategy;
 
 typedef struct ct_scheme {
     char *name;           /* its config_groups key, for messages */
     int packed;           /* pack-quantized (else int8 codes in X.weight) */
+    int fp8;              /* float weights: E4M3 codes in X.weight (float- or naive-quantized) */
+    int float_format;     /* the group's format is "float-quantized" */
     int has_weights;      /* 0: only its inputs are quantized */
     int bits, sym;
     ct_strategy strategy;
-    int64_t group_size;
+    int64_t group_size;   /* GROUP: columns per group; BLOCK: the tile's width */
+    int64_t block_rows;   /* BLOCK: the tile's height (block_structure [block_rows, group_size]) */
     lmp_aspec act;        /* the input's quantization; STATIC_TENSOR reads X.input_scale */
 } ct_scheme;
 
@@ -97,7 +100,7 @@ static int unsupported(const lmp_ct *ct, const char *path, const char *key, cons
 /* The strategy as compressed-tensors infers it when absent: group_size > 0 -> group,
  * -1 -> channel, none -> tensor. */
 static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path, ct_strategy *out,
-                          int64_t *group_size)
+                          int64_t *group_size, int64_t *block_rows)
 {
     const char *s = "";
     int has_gs = 0;
@@ -110,7 +113,21 @@ static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path,
     if (strcmp(s, "tensor") == 0) *out = CT_TENSOR;
     else if (strcmp(s, "channel") == 0) *out = CT_CHANNEL;
     else if (strcmp(s, "group") == 0) *out = CT_GROUP;
-    else return unsupported(ct, path, "strategy", quoted, "\"tensor\", \"channel\" or \"group\"");
+    else if (strcmp(s, "block") == 0 && block_rows) *out = CT_BLOCK;
+    else return unsupported(ct, path, "strategy", quoted, block_rows ? "\"tensor\", \"channel\", \"group\" or \"block\""
+                                                                  : "\"tensor\", \"channel\" or \"group\" (\"block\": FP8 weights only)");
+    if (*out == CT_BLOCK) { /* block_structure [rows, cols] of each tile */
+        const lmp_json *b = get(a, "block_structure");
+        if (!b || b->type != LMP_JSON_ARRAY || b->n != 2 || b->items[0].type != LMP_JSON_NUMBER ||
+            b->items[1].type != LMP_JSON_NUMBER || !b->items[0].is_integer || !b->items[1].is_integer ||
+            b->items[0].integer < 1 || b->items[1].integer < 1 || b->items[0].integer > ((int64_t)1 << 20) ||
+            b->items[1].integer > ((int64_t)1 << 20))
+            return lmp_fail(LMP_EINVAL, "%s: %s.block_structure must be [rows, cols] of two positive integers (strategy "
+                            "\"block\")", ct->what, path);
+        *block_rows = b->items[0].integer;
+        *group_size = b->items[1].integer;
+        return 0;
+    }
     if (*out == CT_GROUP && !(*group_size > 0 && *group_size <= ((int64_t)1 << 30)))
         return lmp_fail(LMP_EINVAL, "%s: %s.group_size = %lld: strategy \"group\" needs a positive group size",
                         ct->what, path, (long long)*group_size);
@@ -166,12 +183,18 @@ static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_
     int64_t bits = 8, gs = 0;
     int sym = 1, dynamic = 0;
     int st = get_string(ct, a, path, "type", "int", &type);
-    if (!st && strcmp(type, "int") != 0) {
+    const int fp8 = !st && strcmp(type, "float") == 0;
+    if (!st && strcmp(type, "int") != 0 && !fp8) {
         char q[64];
         snprintf(q, sizeof q, "\"%.40s\"", type);
-        return unsupported(ct, path, "type", q, "only integer activation quantization is simulated");
+        return unsupported(ct, path, "type", q, "integer, or FP8 (\"float\", 8 bits), activation quantization is simulated");
     }
     if (!st) st = get_int(ct, a, path, "num_bits", 8, &bits, NULL);
+    if (!st && fp8 && bits != 8) {
+        char q[32];
+        snprintf(q, sizeof q, "%lld", (long long)bits);
+        return unsupported(ct, path, "num_bits", q, "float activations: 8 bits (FP8 E4M3)");
+    }
     if (!st && (bits < 2 || bits > 16)) {
         char q[32];
         snprintf(q, sizeof q, "%lld", (long long)bits);
@@ -193,9 +216,11 @@ static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_
     if (!st) st = get_int(ct, a, path, "group_size", 0, &gs, &has_gs);
     if (!st) {
         /* compressed-tensors infers "tensor" when neither strategy nor group_size is given */
-        if (strcmp(strat, "token") == 0 && dynamic) act->mode = LMP_ACT_DYN_TOKEN;
+        if (strcmp(strat, "token") == 0 && dynamic) act->mode = fp8 ? LMP_ACT_FP8_DYN_TOKEN : LMP_ACT_DYN_TOKEN;
+        else if ((strcmp(strat, "tensor") == 0 || (!*strat && !has_gs)) && fp8 && dynamic)
+            return unsupported(ct, path, "dynamic", "true", "FP8 activations: dynamic per token, or static per tensor");
         else if (strcmp(strat, "tensor") == 0 || (!*strat && !has_gs))
-            act->mode = dynamic ? LMP_ACT_DYN_TENSOR : LMP_ACT_STATIC_TENSOR;
+            act->mode = fp8 ? LMP_ACT_FP8_STATIC_TENSOR : dynamic ? LMP_ACT_DYN_TENSOR : LMP_ACT_STATIC_TENSOR;
         else {
             char q[64];
             snprintf(q, sizeof q, "\"%.40s\"", *strat ? strat : has_gs && gs > 0 ? "group" : "channel");
@@ -223,11 +248,12 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
         return lmp_fail(LMP_EINVAL, "%s: %s.format is missing (" QC ".format \"mixed-precision\" needs one per group)",
                         ct->what, path);
     if (strcmp(fmt, "pack-quantized") == 0) s->packed = 1;
+    else if (strcmp(fmt, "float-quantized") == 0) s->float_format = 1;
     else if (strcmp(fmt, "int-quantized") != 0 && strcmp(fmt, "naive-quantized") != 0) {
         char q[96];
         snprintf(q, sizeof q, "\"%.80s\"", fmt);
-        return get(g, "format") ? unsupported(ct, path, "format", q, "int-quantized, pack-quantized or naive-quantized")
-                                : unsupported(ct, QC, "format", q, "int-quantized, pack-quantized or naive-quantized");
+        return get(g, "format") ? unsupported(ct, path, "format", q, "int-quantized, pack-quantized, float-quantized or naive-quantized")
+                                : unsupported(ct, QC, "format", q, "int-quantized, pack-quantized, float-quantized or naive-quantized");
     }
     if (get(g, "output_activations"))
         return unsupported(ct, path, "output_activations", "(given)", "output quantization is not simulated");
@@ -243,12 +269,19 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
     int64_t bits = 8;
     int dynamic = 0;
     if ((st = get_string(ct, w, sub, "type", "int", &type))) return st;
-    if (strcmp(type, "int") != 0) {
+    s->fp8 = strcmp(type, "float") == 0;
+    if (strcmp(type, "int") != 0 && !s->fp8) {
         char q[64];
         snprintf(q, sizeof q, "\"%.40s\"", type);
-        return unsupported(ct, sub, "type", q, "only integer weights are read; float formats are not");
+        return unsupported(ct, sub, "type", q, "integer weights, or FP8 (\"float\", 8 bits)");
     }
     if ((st = get_int(ct, w, sub, "num_bits", 8, &bits, NULL))) return st;
+    if (s->fp8 && (bits != 8 || s->packed)) /* NVFP4 / MXFP4 (4-bit floats, packed) are not read */
+        return unsupported(ct, sub, "type", "\"float\"", "float weights are read as FP8 E4M3: 8 bits, float-quantized or "
+                           "naive-quantized; NVFP4 and MXFP4 are not read");
+    if (!s->fp8 && s->float_format)
+        return unsupported(ct, get(g, "format") ? path : QC, "format", "\"float-quantized\"",
+                           "its weights must be type \"float\" (FP8)");
     if (bits != 4 && bits != 8) {
         char q[32];
         snprintf(q, sizeof q, "%lld", (long long)bits);
@@ -258,7 +291,8 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
     if ((st = get_bool(ct, w, sub, "symmetric", 1, &s->sym)) || (st = get_bool(ct, w, sub, "dynamic", 0, &dynamic)))
         return st;
     if (dynamic) return unsupported(ct, sub, "dynamic", "true", "weights must carry their scales");
-    return parse_strategy(ct, w, sub, &s->strategy, &s->group_size);
+    if (s->fp8 && !s->sym) return unsupported(ct, sub, "symmetric", "false", "FP8 weights are symmetric");
+    return parse_strategy(ct, w, sub, &s->strategy, &s->group_size, s->fp8 ? &s->block_rows : NULL);
 }
 
 /* compressed-tensors sorts targets by ("re:" in target, target): names and class names first,
@@ -568,6 +602,75 @@ static int check_zero_points(const lmp_st_tensor *t, int64_t n, int bits)
     return 0;
 }
 
+/* The scales' [rows, cols] of an FP8 scheme over W[out, in]: [1, 1], [out, 1], [out, in/group] or
+ * [ceil(out/block_rows), ceil(in/group)] (compressed-tensors pads W to whole tiles). */
+static void fp8_scale_shape(const ct_scheme *s, int64_t out, int64_t in, int64_t *rows, int64_t *cols)
+{
+    *rows = s->strategy == CT_TENSOR ? 1 : s->strategy == CT_BLOCK ? (out + s->block_rows - 1) / s->block_rows : out;
+    *cols = s->strategy == CT_GROUP || s->strategy == CT_BLOCK ? (in + s->group_size - 1) / s->group_size : 1;
+}
+
+/* FP8 weights (float-quantized / naive-quantized, type float, 8 bits): X.weight F8_E4M3 [out, in]
+ * (the codes, E4M3 "fn": 0x7F / 0xFF are NaN, refused), X.weight_scale F32/F16/BF16 in the
+ * strategy's shape; no zero-point (symmetric). */
+static int find_fp8(const lmp_ct *ct, const ct_scheme *s, const lmp_safetensors *st, const char *where,
+                    const char *module, lmp_ct_weight *w)
+{
+    const int64_t out = w->out, in = w->in;
+    char exp[160];
+    if (s->strategy == CT_GROUP && in % s->group_size)
+        return lmp_fail(LMP_EINVAL, "%s: %s: FP8 groups of %lld do not divide its %lld inputs (compressed-tensors takes "
+                        "whole groups)", where, module, (long long)s->group_size, (long long)in);
+    if (!(w->codes = tensor(st, module, "weight"))) return missing(ct, s, where, module, "weight");
+    snprintf(exp, sizeof exp, "F8_E4M3 [%lld, %lld] (FP8 codes)", (long long)out, (long long)in);
+    if (w->codes->dtype != LMP_ST_F8_E4M3 || !is_2d(w->codes, out, in)) return bad_tensor(w->codes, exp);
+    const unsigned char *b = w->codes->data;
+    for (int64_t i = 0; i < out * in; i++)
+        if ((b[i] & 0x7F) == 0x7F)
+            return lmp_fail(LMP_EINVAL, "%s: %s[%lld, %lld] is an E4M3 NaN (0x%02X), which no quantizer writes", w->codes->file,
+                            w->codes->name, (long long)(i / in), (long long)(i % in), b[i]);
+    int64_t rows, cols;
+    fp8_scale_shape(s, out, in, &rows, &cols);
+    if (!(w->scale = tensor(st, module, "weight_scale"))) return missing(ct, s, where, module, "weight_scale");
+    snprintf(exp, sizeof exp, "F32, F16 or BF16 [%lld, %lld]", (long long)rows, (long long)cols);
+    if (!is_float(w->scale->dtype) || !is_grid(w->scale, rows, cols)) return bad_tensor(w->scale, exp);
+    int r = check_scales(w->scale, rows * cols);
+    if (r) return r;
+    w->bits = out * in > 0 ? 8.0 * (double)(w->codes->nbytes + w->scale->nbytes) / (double)(out * in) : 0;
+    size_t k = (size_t)snprintf(w->kind, sizeof w->kind, "fp8-");
+    if (s->strategy == CT_BLOCK)
+        k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "b%lldx%lld", (long long)s->block_rows, (long long)s->group_size);
+    else if (s->strategy == CT_GROUP) k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "g%lld", (long long)s->group_size);
+    else k += (size_t)snprintf(w->kind + k, sizeof w->kind - k, "%s", s->strategy == CT_TENSOR ? "tensor" : "channel");
+    if (s->act.mode != LMP_ACT_NONE && k < sizeof w->kind)
+        snprintf(w->kind + k, sizeof w->kind - k, "-%s", s->act.mode == LMP_ACT_FP8_DYN_TOKEN ? "afp8-token" : "afp8-static");
+    return 0;
+}
+
+/* w = e4m3(code) * scale in f32: exact for an F16/BF16 scale (4 + 8 or 11 significant bits), one
+ * rounding for an F32 scale, as lmpress's FP8 grid computes it (plugin_fpquants.h). */
+static int dequantize_fp8(const lmp_ct_weight *q, float *w)
+{
+    const ct_scheme *s = q->scheme;
+    const int64_t out = q->out, in = q->in;
+    int64_t rows, cols;
+    fp8_scale_shape(s, out, in, &rows, &cols);
+    float *scale = malloc((size_t)(rows * cols) * sizeof *scale);
+    int st = scale ? lmp_st_to_f32(q->scale, 0, rows * cols, scale) : lmp_fail(LMP_ENOMEM, "out of memory dequantizing %s",
+                                                                              q->codes->name);
+    const unsigned char *b = q->codes->data;
+    for (int64_t o = 0; !st && o < out; o++)
+        for (int64_t j = 0; j < in; j++) {
+            const int64_t k = s->strategy == CT_TENSOR    ? 0
+                              : s->strategy == CT_CHANNEL ? o
+                              : s->strategy == CT_GROUP   ? o * cols + j / s->group_size
+                                                          : (o / s->block_rows) * cols + j / s->group_size;
+            w[o * in + j] = lmp_minifloat_decode(&LMP_MF_E4M3, b[o * in + j]) * scale[k];
+        }
+    free(scale);
+    return st;
+}
+
 int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *module,
                 const char *cls, int64_t out, int64_t in, lmp_ct_weight *w)
 {
@@ -576,13 +679,15 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
     int sr = scheme_for(ct, module, cls, &s);
     if (sr || !s) return sr;
     w->act = s->act;
-    int r = s->act.mode == LMP_ACT_STATIC_TENSOR ? input_scale(st, where, module, &w->act) : 0;
+    int r = s->act.mode == LMP_ACT_STATIC_TENSOR || s->act.mode == LMP_ACT_FP8_STATIC_TENSOR
+                ? input_scale(st, where, module, &w->act) : 0;
     if (r || !s->has_weights) return r;
     w->quantized = 1;
     w->scheme = s;
     w->out = out;
     w->in = in;
     char exp[160];
+    if (s->fp8) return find_fp8(ct, s, st, where, module, w);
     /* the codes */
     const int64_t words = (in * s->bits + 31) / 32;
     if (s->packed) {
@@ -675,6 +780,7 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
 int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
 {
     const ct_scheme *s = q->scheme;
+    if (s->fp8) return dequantize_fp8(q, w);
     const int64_t out = q->out, in = q->in;
     const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
     const int64_t groups = s->strategy == CT_GROUP ? (in + s->group_size - 1) / s->group_size : 1;

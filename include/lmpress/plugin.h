@@ -76,6 +76,12 @@
  * set from a variant's kv_cache after its stages; strategies leave it alone.  lmp_block is handed
  * over as an array (learn_model, finish), so plugins built for 5.x are refused.
  *
+ * ABI 6.4 (issue 38): the granularity LMP_GRAN_BLOCK (FP8 weights in group x group tiles, 128 x 128
+ * being what llm-compressor's FP8_BLOCK and DeepSeek-V3's checkpoints use), appended to
+ * lmp_granularity; lmp_wspec_n_scales and lmp_wgrid_slice count its tiles.  Only the CPU
+ * backend's grid operations take it: a device backend answers LMP_EUNSUPPORTED for every FP
+ * format (devbe), so the host runs the CPU backend's.
+ *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
  * Functions return 0 (LMP_OK) or a negative LMP_E* status, with detail text set through
@@ -93,7 +99,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 6
-#define LMP_ABI_MINOR 0
+#define LMP_ABI_MINOR 4
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -144,7 +150,11 @@ typedef struct lmp_value {
 
 /* ---- quantization specs (shared by strategies and backends) ---------------------------- */
 typedef enum { LMP_ROUND_HALF_EVEN = 0, LMP_ROUND_HALF_AWAY = 1 } lmp_rounding;
-typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2 } lmp_granularity;
+/* ABI 6.4: LMP_GRAN_BLOCK, a scale per group x group tile of W[out, in] (compressed-tensors'
+ * strategy "block", block_structure [group, group]; the tiles at the bottom and right edges may be
+ * smaller, as compressed-tensors pads W with zeros to whole tiles).  FP8 formats only
+ * (lmp_wspec_format_ok). */
+typedef enum { LMP_GRAN_TENSOR = 0, LMP_GRAN_CHANNEL = 1, LMP_GRAN_GROUP = 2, LMP_GRAN_BLOCK = 3 } lmp_granularity;
 
 /* Weight grids.  Every weight-quantizing plugin works in two steps on the backend: choose a
  * grid for each slice of W (choose_weight_grid: scales, and zero-points when asymmetric), then
@@ -376,23 +386,28 @@ static inline lmp_wspec lmp_wspec_for_format(lmp_wformat f, float clip)
 static inline int lmp_wspec_format_ok(const lmp_wspec *s)
 {
     if (s->format == LMP_WFORMAT_INT)
-        return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16 && s->sym >= 0 && s->sym <= LMP_SYM_SIGNED;
+        return s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16 && s->sym >= 0 && s->sym <= LMP_SYM_SIGNED &&
+               s->gran != LMP_GRAN_BLOCK;
     if (!lmp_wformat_name(s->format)) return 0;
     if (s->format == LMP_WFORMAT_NVFP4 && !(s->global_scale > 0.0f && s->global_scale < INFINITY)) return 0;
     if (s->format != LMP_WFORMAT_NVFP4 && s->global_scale != 0.0f) return 0;
-    if (s->format == LMP_WFORMAT_FP8_E4M3 || s->format == LMP_WFORMAT_FP8_E5M2) /* INT's slices, a scale type */
-        return s->bits == 8 && s->sym == LMP_SYM_QMAX && s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16;
+    if (s->format == LMP_WFORMAT_FP8_E4M3 || s->format == LMP_WFORMAT_FP8_E5M2) /* INT's slices or tiles, a scale type */
+        return s->bits == 8 && s->sym == LMP_SYM_QMAX && s->scale_type >= LMP_SCALE_F32 && s->scale_type <= LMP_SCALE_BF16 &&
+               (s->gran != LMP_GRAN_BLOCK || s->group > 0);
+    if (s->gran == LMP_GRAN_BLOCK) return 0; /* tiles: FP8 only */
     lmp_wspec f = lmp_wspec_for_format(s->format, s->clip);
     return s->bits == f.bits && s->sym == f.sym && s->gran == f.gran && s->group == f.group &&
            s->scale_type == LMP_SCALE_F32 && (lmp_wformat_takes_clip(s->format) || s->clip == 0.0f || s->clip == 1.0f);
 }
 
 /* Number of scales (and zero-points) of a [rows, cols] weight: the slices, in storage order
- * ([1] per tensor, [rows] per channel, [rows, ceil(cols/group)] per group). */
+ * ([1] per tensor, [rows] per channel, [rows, ceil(cols/group)] per group, [ceil(rows/group),
+ * ceil(cols/group)] per block, row-major). */
 static inline int64_t lmp_wspec_n_scales(const lmp_wspec *s, int64_t rows, int64_t cols)
 {
     if (s->gran == LMP_GRAN_TENSOR) return 1;
     if (s->gran == LMP_GRAN_CHANNEL) return rows;
+    if (s->gran == LMP_GRAN_BLOCK) return ((rows + s->group - 1) / s->group) * ((cols + s->group - 1) / s->group);
     return rows * ((cols + s->group - 1) / s->group);
 }
 
@@ -955,6 +970,7 @@ static inline int64_t lmp_wgrid_slice(const lmp_wgrid *g, int64_t in, int64_t r,
     const lmp_wspec *s = &g->spec;
     if (s->gran == LMP_GRAN_TENSOR) return 0;
     if (s->gran == LMP_GRAN_CHANNEL) return r;
+    if (s->gran == LMP_GRAN_BLOCK) return (r / s->group) * ((in + s->group - 1) / s->group) + c / s->group;
     return r * ((in + s->group - 1) / s->group) + (g->g_idx ? g->g_idx[c] : c / s->group);
 }
 

@@ -81,6 +81,9 @@ static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, co
     int st = wgrid_check_options(host, hctx, p + P_GRID, "autoround", where);
     if (st) return st;
     const lmp_wformat f = wgrid_format(p + P_GRID);
+    if ((int)p[P_GRID + WGRID_GRAN].num == LMP_GRAN_BLOCK && lmp_wformat_is_fp(f)) /* its slices are rows or groups */
+        return host->set_error(hctx, LMP_EINVAL, "autoround: %s: granularity = \"block\" is not offered (it learns a "
+                               "clip per row or group); use rtn or gptq for FP8 blocks", where);
     if (!format_ok(f))
         return host->set_error(hctx, LMP_EINVAL,
                                "autoround: %s: format %s is not a uniform grid of one scale per slice: use int, q8_0, "

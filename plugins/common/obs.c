@@ -23,7 +23,7 @@ static int64_t grid_span(const lmp_wspec *spec)
 
 int64_t obs_n_groups(const lmp_wspec *spec, int64_t cols)
 {
-    return spec->gran == LMP_GRAN_GROUP ? (cols + spec->group - 1) / spec->group : 1;
+    return spec->gran == LMP_GRAN_GROUP || spec->gran == LMP_GRAN_BLOCK ? (cols + spec->group - 1) / spec->group : 1;
 }
 
 typedef struct solver {
@@ -70,6 +70,24 @@ static int grids_from_wt(solver *S, int64_t p, int64_t len, int64_t g)
             S->sc[r * S->ng + g + k] = S->col_sc[r * nsub + k];
             S->zc[r * S->ng + g + k] = ch.sym ? 0.0f : S->col_zc[r * nsub + k];
         }
+    return st;
+}
+
+/* The tiles' grid of W[rows, cols] (the backend's choose_weight_grid), spread over S->sc [rows,
+ * ng]: row r takes tile row r / group (zc stays 0: FP8 is symmetric). */
+static int block_grids(solver *S, const float *W)
+{
+    const int64_t g = S->o->spec.group, nt = lmp_wspec_n_scales(&S->o->spec, S->rows, S->cols);
+    float *tiles = S->host->alloc(S->hctx, (size_t)nt * sizeof *tiles);
+    if (!tiles) return S->host->set_error(S->hctx, LMP_ENOMEM, "%s: out of memory for %lld tile scales", S->o->name,
+                                          (long long)nt);
+    int st = S->be->choose_weight_grid(S->bs, &S->o->spec, S->rows, S->cols, W, tiles, NULL);
+    for (int64_t r = 0; !st && r < S->rows; r++)
+        for (int64_t k = 0; k < S->ng; k++) {
+            S->sc[r * S->ng + k] = tiles[(r / g) * S->ng + k];
+            S->zc[r * S->ng + k] = 0.0f;
+        }
+    S->host->free(S->hctx, tiles);
     return st;
 }
 
@@ -174,8 +192,8 @@ static int columns(solver *S, obs_result *res)
             float *w = S->Wt + p * R, *e = S->Et + (p - i1) * R;
             const float d = S->U[p * C + p];
             if (o->prune_n > 0 && (p - i1) % o->prune_m == 0) choose_mask(S, p);
-            const int64_t gi = !o->quantize || o->spec.gran != LMP_GRAN_GROUP ? 0
-                               : o->static_groups ? S->perm[p] / g : p / g;
+            const int64_t gi = !o->quantize || (o->spec.gran != LMP_GRAN_GROUP && o->spec.gran != LMP_GRAN_BLOCK) ? 0
+                               : o->static_groups || o->spec.gran == LMP_GRAN_BLOCK ? S->perm[p] / g : p / g;
             double loss = 0;
             for (int64_t r = 0; r < R; r++) {
                 int32_t code = 0;
@@ -215,9 +233,9 @@ static int check_opts(const lmp_host *host, void *hctx, const obs_opts *o, int64
     const char *nm = o->name ? o->name : "obs";
     if (rows <= 0 || cols <= 0 || o->block < 1 || !(o->damp >= 0))
         return host->set_error(hctx, LMP_EINVAL, "%s: bad shape %lld x %lld or options", nm, (long long)rows, (long long)cols);
-    if (o->quantize && o->spec.gran != LMP_GRAN_CHANNEL && o->spec.gran != LMP_GRAN_GROUP)
-        return host->set_error(hctx, LMP_EINVAL, "%s: the grid must be per channel or per group", nm);
-    if (o->quantize && o->spec.gran == LMP_GRAN_GROUP && o->spec.group < 1)
+    if (o->quantize && o->spec.gran != LMP_GRAN_CHANNEL && o->spec.gran != LMP_GRAN_GROUP && o->spec.gran != LMP_GRAN_BLOCK)
+        return host->set_error(hctx, LMP_EINVAL, "%s: the grid must be per channel, per group or per block", nm);
+    if (o->quantize && (o->spec.gran == LMP_GRAN_GROUP || o->spec.gran == LMP_GRAN_BLOCK) && o->spec.group < 1)
         return host->set_error(hctx, LMP_EINVAL, "%s: group size %lld", nm, (long long)o->spec.group);
     if (o->quantize && o->spec.format != LMP_WFORMAT_INT) {
         const char *f = lmp_wformat_name(o->spec.format);
@@ -290,6 +308,12 @@ int obs_solve(const lmp_host *host, void *hctx, const obs_opts *o, int64_t rows,
     if (o->quantize && o->spec.gran == LMP_GRAN_CHANNEL &&
         (st = S.be->choose_weight_grid(S.bs, &o->spec, rows, cols, W, S.sc, S.zc)))
         goto out;
+    /* Blocks (FP8 tiles of group x group) likewise from W as given: llm-compressor's GPTQ takes
+     * every qparam from its observer on the weight before the solve (before dead inputs are
+     * zeroed) and quantizes column j of row r on tile (r / group, j / group) of those
+     * (column_scale_window).  sc/zc are [rows, ng] here, each row a copy of its tile row's
+     * scales; obs_solve_linear records the tiles. */
+    if (o->quantize && o->spec.gran == LMP_GRAN_BLOCK && (st = block_grids(&S, W))) goto out;
     for (int64_t j = 0; j < cols; j++) {
         diag[j] = H[j * cols + j];
         if (diag[j] != 0.0f) continue;
@@ -377,6 +401,10 @@ int obs_solve_linear(const lmp_host *host, void *hctx, const obs_opts *o, lmp_bl
             st = host->set_error(hctx, LMP_ENOMEM, "%s: out of memory for its g_idx", l->name);
         for (int64_t p = 0; !st && p < l->in; p++) g_idx[perm[p]] = (int32_t)(p / o->spec.group);
     }
+    /* Blocks: row r of sc holds tile row r / group's scales; the grid keeps one row per tile row */
+    if (!st && o->spec.gran == LMP_GRAN_BLOCK)
+        for (int64_t r = 0; r < l->out; r += o->spec.group)
+            memmove(sc + (r / o->spec.group) * ng, sc + r * ng, (size_t)ng * sizeof *sc);
     if (!st) st = host->set_weight_grid(hctx, blk, i, &o->spec, sc, o->spec.sym ? NULL : zc, g_idx);
     host->free(hctx, sc);
     host->free(hctx, zc);

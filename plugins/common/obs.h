@@ -23,6 +23,9 @@
  *     consecutive inputs, not 32 visited columns), and the width must be a multiple of 32.  With
  *     an importance, each block's grid is searched as llama-quantize does with an imatrix, on
  *     the block as it stands when GPTQ reaches it (σ² from its row as it stands then);
+ *   - FP8 blocks (LMP_GRAN_BLOCK, group x group tiles) take their grid from W as given, before
+ *     the solve, as llm-compressor's GPTQ does (its observer's qparams, column_scale_window): each
+ *     column is quantized on its tiles' scales, in any visiting order;
  *   - SparseGPT chooses each N:M mask on the batch's current columns, every M columns counted
  *     from the batch start, by w^2 / U_jj^2, pruning the N smallest (ties: lower column first). */
 #ifndef LMP_PLUGINS_OBS_H
@@ -32,7 +35,7 @@
 
 typedef struct obs_opts {
     int quantize;              /* 0: no grid (GPTQ at 16 bits, SparseGPT without quantization) */
-    lmp_wspec spec;            /* gran CHANNEL or GROUP */
+    lmp_wspec spec;            /* gran CHANNEL, GROUP or (FP8) BLOCK */
     int static_groups;         /* group grids from the original W, original column order */
     int act_order;             /* visit columns by decreasing H_jj (stable) */
     double damp;               /* lambda = damp * mean(diag H) */

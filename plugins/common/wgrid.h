@@ -15,9 +15,11 @@
  *                all 2^b levels (the GPTQ reference's sym with zero point 2^(b-1), and
  *                compressed-tensors' / llm-compressor's symmetric int).  signed: the largest
  *                weight, with its sign, exactly on level -2^(b-1) (ggml's Q4_0 rule at any bits).
- *   granularity  tensor | channel | group, default channel (the OBS solver of gptq and
- *                sparse24 works row by row, so they refuse tensor: wgrid_check_solver).
- *   group_size   128.
+ *   granularity  tensor | channel | group | block, default channel (the OBS solver of gptq and
+ *                sparse24 works row by row, so they refuse tensor: wgrid_check_solver).  block
+ *                (ABI 6.4): fp8_e4m3 / fp8_e5m2 only, a scale per group_size x group_size tile
+ *                (compressed-tensors' strategy "block"; FP8_BLOCK is 128 x 128).
+ *   group_size   128 (the tile's side with granularity block).
  *   rounding     half_even | half_away, default half_even.
  *   clip         1: the ratio of the range the grid spans (plugin.h's lmp_wspec.clip).
  *   format       int (the grid above) | q8_0 | q4_0 | q4_1: a GGUF block format, the grid the
@@ -69,7 +71,7 @@ enum {
 enum { WGRID_IMP_NONE, WGRID_IMP_UNIFORM, WGRID_IMP_CALIBRATION, WGRID_IMP_IMATRIX };
 
 /* In lmp_granularity's order, so the index is the enum value. */
-static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", NULL};
+static const char *const wgrid_gran_choices[] = {"tensor", "channel", "group", "block", NULL};
 /* In lmp_rounding's order. */
 static const char *const wgrid_round_choices[] = {"half_even", "half_away", NULL};
 /* In lmp_wformat's order. */
@@ -93,10 +95,12 @@ static const char *const wgrid_importance_choices[] = {"none", "uniform", "calib
      "min-max grid containing 0 with a zero-point (levels 0..2^b-1), the GPTQ reference's", 1, NULL, \
      0, 1, NULL, 0},                                                                                 \
     {"granularity", LMP_PARAM_ENUM,                                                                  \
-     "one grid per tensor, per output channel (row of W[out,in]), or per group of group_size "       \
-     "input columns of a row", 1, NULL, 0, 0, wgrid_gran_choices, 0},                                \
+     "one grid per tensor, per output channel (row of W[out,in]), per group of group_size "          \
+     "input columns of a row, or (fp8 formats) per group_size x group_size block of W", 1, NULL, 0, \
+     0, wgrid_gran_choices, 0},                                                                      \
     {"group_size", LMP_PARAM_INT,                                                                    \
-     "input columns per group when granularity = \"group\" (a shorter last group is allowed)", 128,  \
+     "input columns per group when granularity = \"group\" (a shorter last group is allowed); the "  \
+     "block's side when \"block\"", 128,                                                              \
      NULL, 1, 1 << 20, NULL, 0},                                                                     \
     {"rounding", LMP_PARAM_ENUM,                                                                     \
      "half_even (numpy/torch, GPTQ, SmoothQuant) or half_away (paddle.round, C roundf)", 0, NULL, 0, \
@@ -148,6 +152,12 @@ static inline uint32_t wgrid_needs(const lmp_value *p)
 static inline int wgrid_check_options(const lmp_host *host, void *hctx, const lmp_value *p, const char *plugin,
                                       const char *where)
 {
+    if ((int)p[WGRID_GRAN].num == LMP_GRAN_BLOCK && wgrid_format(p) != LMP_WFORMAT_FP8_E4M3 &&
+        wgrid_format(p) != LMP_WFORMAT_FP8_E5M2)
+        return host->set_error(hctx, LMP_EINVAL,
+                               "%s: %s: granularity = \"block\" (a scale per group_size x group_size tile) takes "
+                               "format fp8_e4m3 or fp8_e5m2, not %s", plugin, where,
+                               lmp_wformat_name(wgrid_format(p)));
     if (p[WGRID_SYM_SCALE].num != 0 && (!p[WGRID_SYM].num || wgrid_format(p) != LMP_WFORMAT_INT))
         return host->set_error(hctx, LMP_EINVAL, "%s: %s: sym_scale applies to the int grid with sym = true", plugin,
                                where);
@@ -340,7 +350,7 @@ static inline int wgrid_quantize_linear(const lmp_host *host, void *hctx, const 
     lmp_linear *l = &blk->linears[i];
     const int64_t rows = l->out, cols = l->in;
     if (rows <= 0 || cols <= 0) return LMP_OK;
-    if (spec->gran == LMP_GRAN_GROUP && spec->group < 1) /* before lmp_wspec_n_scales divides by it */
+    if ((spec->gran == LMP_GRAN_GROUP || spec->gran == LMP_GRAN_BLOCK) && spec->group < 1) /* before lmp_wspec_n_scales divides by it */
         return host->set_error(hctx, LMP_EINVAL, "group size %lld", (long long)spec->group);
     const size_t n = (size_t)lmp_wspec_n_scales(spec, rows, cols);
     float *scales = host->alloc(hctx, n * sizeof *scales);

@@ -39,7 +39,7 @@ static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, 
         return host->set_error(hctx, LMP_EINVAL,
                                "rtn_mse: params: format %s searches its scales itself and takes no clip ratio: use rtn",
                                lmp_wformat_name(wgrid_format(p + P_GRID)));
-    return 0;
+    return wgrid_check_options(host, hctx, p + P_GRID, "rtn_mse", "params");
 }
 
 /* Per-slice squared error of Wq against W, added to err[n_slices] (slices as lmp_wspec orders
@@ -47,12 +47,10 @@ static int rtn_mse_create(const lmp_host *host, void *hctx, const lmp_value *p, 
 static void slice_errors(const lmp_wspec *s, int64_t rows, int64_t cols, const float *W, const float *Wq,
                          double *err)
 {
-    const int64_t per_row = s->gran == LMP_GRAN_GROUP ? (cols + s->group - 1) / s->group : 1;
+    const lmp_wgrid g = {.spec = *s}; /* consecutive groups (no g_idx): lmp_wgrid_slice's order */
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            const int64_t k = s->gran == LMP_GRAN_TENSOR   ? 0
-                              : s->gran == LMP_GRAN_CHANNEL ? r
-                                                            : r * per_row + c / s->group;
+            const int64_t k = lmp_wgrid_slice(&g, cols, r, c);
             const double d = (double)W[r * cols + c] - (double)Wq[r * cols + c];
             err[k] += d * d;
         }

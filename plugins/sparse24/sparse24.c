@@ -37,6 +37,9 @@ static int check_params(const lmp_host *host, void *hctx, const lmp_value *p, co
     if (n > m) return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: n = %d exceeds m = %d", where, n, m);
     int st = wgrid_check_solver(host, hctx, p + P_GRID, "sparse24", where);
     if (st) return st;
+    if ((int)p[P_GRID + WGRID_GRAN].num == LMP_GRAN_BLOCK) /* not taken yet: gptq and rtn are */
+        return host->set_error(hctx, LMP_EINVAL, "sparse24: %s: granularity = \"block\" is not offered with pruning; "
+                               "quantize the survivors with a later gptq or rtn stage", where);
     if (method != M_SPARSEGPT && (p[P_GRID + WGRID_BITS].num != 16 || wgrid_format(p + P_GRID) != LMP_WFORMAT_INT))
         return host->set_error(hctx, LMP_EINVAL,
                                "sparse24: %s: bits and format apply to method \"sparsegpt\" only; quantize %s masks with a "

@@ -21,6 +21,20 @@ Methods (targets Linear, lm_head ignored, float32 weights unless --dtype bfloat1
   sq-w8a8  SmoothQuantModifier(smoothing_strength=--alpha) then QuantizationModifier with the
            W8A8 preset: int8 symmetric per-channel weights, int8 symmetric dynamic per-token
            input activations.
+  fp8-dynamic, fp8-block, nvfp4a16, nvfp4
+           QuantizationModifier with compressed-tensors' preset of that name (FP8_DYNAMIC: E4M3
+           weights per channel, dynamic per-token E4M3 inputs; FP8_BLOCK: E4M3 weights in 128 x 128
+           blocks, dynamic E4M3 inputs per group of 128; NVFP4A16: NVFP4 weights; NVFP4: NVFP4
+           weights and inputs, the inputs' global scales from the calibration windows).
+  fp8-block-a16  QuantizationModifier with FP8_BLOCK's weights only (E4M3, strategy "block",
+           block_structure [128, 128], min-max observer), no input quantization.
+  kv-fp8   QuantizationModifier with only a kv_cache_scheme: FP8 E4M3, static, per tensor (k_scale
+           and v_scale of every attention from the calibration windows), the weights left dense.
+--dequantized (with a method whose folder lmpress does not read: NVFP4) writes the model as
+compressed-tensors' own forward sees it instead: every quantized linear's weight dequantized by
+compressed-tensors (fake-quantized: quantize + dequantize with its qparams) and saved dense in
+float32 with no quantization_config; the input quantization of NVFP4 (W4A4) is then gone, so
+peers.sh uses it for NVFP4A16 only.
 
 Printed and written to --json: seconds of the oneshot() call alone (the compression: tracing,
 calibration forwards, smoothing / GPTQ, propagation), of the save, tokens, windows and the
@@ -46,7 +60,9 @@ def parse_args():
     p.add_argument("--windows", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--bos", action="store_true", help="prepend BOS to the text's tokens")
-    p.add_argument("--method", choices=["gptq", "sq-w8a8"], default="gptq")
+    p.add_argument("--method", choices=["gptq", "sq-w8a8", "fp8-dynamic", "fp8-block", "fp8-block-a16", "nvfp4a16",
+                                        "nvfp4", "kv-fp8"],
+                   default="gptq")
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--strategy", choices=["channel", "group"], default="channel")
     p.add_argument("--group-size", type=int, default=64)
@@ -54,6 +70,8 @@ def parse_args():
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--dense", action="store_true",
                    help="save_compressed=False: dense fake-quantized weights")
+    p.add_argument("--dequantized", action="store_true",
+                   help="save the fake-quantized weights dense, without quantization_config")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                    help="the model's dtype for oneshot (torch_dtype): bfloat16 is the pair of "
@@ -109,8 +127,47 @@ def recipe_for(a):
             weights["group_size"] = a.group_size
         return [GPTQModifier(config_groups={"group_0": {"targets": ["Linear"], "weights": weights}},
                              ignore=["lm_head"], actorder=None if a.actorder == "none" else a.actorder)]
-    return [SmoothQuantModifier(smoothing_strength=a.alpha),
-            QuantizationModifier(targets="Linear", scheme="W8A8", ignore=["lm_head"])]
+    if a.method == "sq-w8a8":
+        return [SmoothQuantModifier(smoothing_strength=a.alpha),
+                QuantizationModifier(targets="Linear", scheme="W8A8", ignore=["lm_head"])]
+    if a.method == "kv-fp8":
+        return [QuantizationModifier(kv_cache_scheme={"num_bits": 8, "type": "float", "strategy": "tensor",
+                                                      "dynamic": False, "symmetric": True})]
+    if a.method == "fp8-block-a16":
+        weights = {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": False, "strategy": "block",
+                   "block_structure": [128, 128], "observer": "minmax"}
+        return [QuantizationModifier(config_groups={"group_0": {"targets": ["Linear"], "weights": weights}},
+                                     ignore=["lm_head"])]
+    preset = {"fp8-dynamic": "FP8_DYNAMIC", "fp8-block": "FP8_BLOCK", "nvfp4a16": "NVFP4A16", "nvfp4": "NVFP4"}[a.method]
+    return [QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head"])]
+
+
+def save_dequantized(model, out):
+    """Every quantized linear's weight as compressed-tensors' forward uses it (fake_quantize with
+    the module's own qparams), the quantization state removed, saved dense in float32."""
+    import torch
+    from compressed_tensors.quantization.lifecycle.forward import fake_quantize
+    n = 0
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            scheme = getattr(m, "quantization_scheme", None)
+            if scheme is None or scheme.weights is None:
+                continue
+            gs = getattr(m, "weight_global_scale", None)
+            zp = getattr(m, "weight_zero_point", None)
+            m.weight.data = fake_quantize(m.weight.data, m.weight_scale, zp, scheme.weights, global_scale=gs)
+            n += 1
+    from compressed_tensors.quantization import QuantizationStatus  # noqa: F401 (the state removed below)
+    for _, m in model.named_modules():
+        for attr in ("quantization_scheme", "quantization_status", "quantization_enabled"):
+            if hasattr(m, attr):
+                delattr(m, attr)
+        for p in [k for k, _ in m.named_parameters(recurse=False) if k not in ("weight", "bias")]:
+            delattr(m, p)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out, safe_serialization=True)
+    print(f"llmc_oneshot: {n} linears saved dequantized (dense float32, no quantization_config)", file=sys.stderr)
 
 
 def main():
@@ -155,7 +212,10 @@ def main():
     if a.out:
         tmp = a.out.rstrip("/") + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp, save_compressed=not a.dense)
+        if a.dequantized:
+            save_dequantized(model, tmp)
+        else:
+            model.save_pretrained(tmp, save_compressed=not a.dense)
         tokenizer.save_pretrained(tmp)
         shutil.rmtree(a.out, ignore_errors=True)
         os.rename(tmp, a.out)

@@ -5,10 +5,10 @@
 # A benchmark, not a test: on 2 idle cores the default (3 runs of each, 16 and 128 windows)
 # takes a few hours, most of it the 128-window GPTQ runs.
 #
-#   tools/bench/peers.sh [--runs N] [--windows "16 128"] [--only gptq|sq|eval[,...]]
+#   tools/bench/peers.sh [--runs N] [--windows "16 128"] [--only gptq|sq|eval|formats[,...]]
 #                        [--actorder weight|none] [--eval-windows N] [--threads N]
 #                        [--computes "f32 bf16"] [OUT_DIR]
-#   (defaults: 3 runs, 16 and 128 windows, every step, actorder weight (llm-compressor's
+#   (defaults: 3 runs, 16 and 128 windows, gptq, sq and eval, actorder weight (llm-compressor's
 #   default), 40 evaluation windows, 2 threads, both computes, OUT_DIR build-bench/peers)
 #   LMPRESS=build-dev/lmpress tools/bench/peers.sh ...     (default build/lmpress)
 #   LLMC_VENV=build/other-venv ...                         (default build/llmc-venv)
@@ -50,6 +50,20 @@
 #      lmpress cuts windows; no BOS) and score the same E*255 predictions (each window's second
 #      half: --score-second-half; the counts are checked), and both perplexities are checked
 #      against torch's on the same windows and predictions.
+#   4. (--only formats; not in the default set) the floating-point formats of issue 38, quality
+#      only (no timing, so machine load does not matter): llm-compressor (tools/bench/llmc_oneshot.py,
+#      one run each, on the first 4 windows of 512 tokens of WikiText-2 validation) writes
+#      FP8_DYNAMIC (E4M3 weights per channel, dynamic per-token E4M3 inputs), E4M3 weights in
+#      128 x 128 blocks (FP8_BLOCK's weights, no input quantization), NVFP4A16, and an FP8 E4M3
+#      static per-tensor kv_cache_scheme alone (llm-compressor 0.14.0.1 with transformers 5.24
+#      calibrates it but writes no kv_cache_scheme: docs/results.md); then one lmpress compare on the windows of
+#      configs/smollm2-fp.cfg (the first 4 windows of 512 tokens of WikiText-2 test) of those
+#      folders (lmpress reads float-quantized FP8 and kv_cache_scheme folders; NVFP4 it does not
+#      read, so llm-compressor's NVFP4A16 is saved dequantized by compressed-tensors' own
+#      fake_quantize, llmc_oneshot.py --dequantized) beside lmpress's own variants of the same
+#      schemes (tools/bench/peers/formats.cfg), calibrated on the same 4 windows:
+#      OUT/formats/quality.md.  NVFP4 W4A4 is not run: lmpress would read it only dequantized,
+#      without its inputs' quantization.
 #
 # Measured (OUT/peers.md; ratio = llm-compressor's (or llama.cpp's) time over lmpress's, the
 # median of the per-pair ratios, > 1: lmpress is faster):
@@ -86,7 +100,7 @@ for c in $computes; do
     case $c in f32|bf16) ;; *) echo "peers.sh: --computes takes f32 and bf16" >&2; exit 2 ;; esac
 done
 for s in ${only//,/ }; do
-    case $s in gptq|sq|eval) ;; *) echo "peers.sh: --only takes gptq, sq, eval (comma-separated)" >&2; exit 2 ;; esac
+    case $s in gptq|sq|eval|formats) ;; *) echo "peers.sh: --only takes gptq, sq, eval, formats (comma-separated)" >&2; exit 2 ;; esac
 done
 want() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
 out=$(mkdir -p "${out:-$root/build-bench/peers}" && cd "${out:-$root/build-bench/peers}" && pwd)
@@ -248,6 +262,40 @@ if want eval; then
                     -f "$test" -c 512 --chunks "$e" -t "$threads"
         done
     done
+fi
+
+# ---- 4. the floating-point formats (quality only) ----
+if want formats; then
+    d=$out/formats
+    mkdir -p "$d"
+    for m in fp8-dynamic fp8-block-a16 nvfp4a16 kv-fp8; do
+        extra=
+        [ "$m" = nvfp4a16 ] && extra=--dequantized
+        [ -f "$d/llmc-$m/config.json" ] ||
+            timed "$d/llmc-$m.time" "$d/llmc-$m.log" "$py" "$oneshot" --model "$out/base-hf" --text "$calib" \
+                --windows 4 --threads "$threads" --method "$m" $extra --out "$d/llmc-$m" --json "$d/llmc-$m.json"
+    done
+    cfg=$out/cfg/formats.cfg
+    {
+        echo "# written by tools/bench/peers.sh"
+        echo "model = { path = \"$model\"; };"
+        echo "backend = { name = \"cpu\"; params = { threads = $threads; }; };"
+        echo "calibration = { text = \"$calib\"; samples = 4; seq_len = 512; sampling = \"sequential\"; };"
+        echo "eval = { texts = [ \"$test\" ]; seq_len = 512; max_windows = 4; };"
+        echo "seed = 1234;"
+        echo "variants = ("
+        echo "  { name = \"f32\"; }"
+        echo "@include \"$root/tools/bench/peers/formats.cfg\""
+        for m in fp8-dynamic fp8-block-a16 nvfp4a16 kv-fp8; do
+            echo "  ,{ name = \"llmc-$m\"; model = \"$d/llmc-$m\"; }"
+        done
+        echo ");"
+    } > "$cfg"
+    run "$lmpress" check "$cfg" > /dev/null
+    [ -f "$d/quality.json" ] ||
+        run "$lmpress" compare "$cfg" --json "$d/quality.json" --md "$d/quality.md" > "$d/quality.log" 2>&1 ||
+        { tail -n 20 "$d/quality.log" >&2; exit 1; }
+    cat "$d/quality.md"
 fi
 
 # ---- summary ----

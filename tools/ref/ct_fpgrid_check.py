@@ -5,8 +5,11 @@ tests/test_fpgrid.c.
     python3 tools/ref/ct_fpgrid_check.py FORMAT GRAN GROUP SCALE_DTYPE ROWS COLS IN.f32 DEQ.f32 SCALES.f32
     python3 tools/ref/ct_fpgrid_check.py CASES.txt     (one such argument list per line: one torch start)
 
-FORMAT is fp8_e4m3, fp8_e5m2, nvfp4, mxfp4 or mxfp8; GRAN tensor, channel or group (fp8 only: the
-others are groups of 16 / 32); GROUP the group size for GRAN group; SCALE_DTYPE f32, f16 or bf16
+FORMAT is fp8_e4m3, fp8_e5m2, nvfp4, mxfp4 or mxfp8; GRAN tensor, channel, group or block (fp8
+only: the others are groups of 16 / 32); GROUP the group size for GRAN group, the side of the
+GROUP x GROUP tiles for GRAN block (compressed-tensors' strategy "block", block_structure [GROUP,
+GROUP]: W zero-padded to whole tiles as llm-compressor's observer and compressed-tensors'
+_process_block pad it, so ROWS and COLS need not be multiples of GROUP); SCALE_DTYPE f32, f16 or bf16
 (fp8 only: the dtype the scales are rounded to).  IN.f32 holds ROWS x COLS little-endian floats,
 row-major, the weight in f32.  compressed-tensors (PyPI, 0.20.1) computes every slice's scale
 from its min and max as llm-compressor's observer hands them over (calculate_qparams, with
@@ -39,6 +42,13 @@ DTYPES = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}
 def slices_minmax(t, strategy, group):
     """Per-slice min and max, shaped as calculate_qparams expects them for the strategy."""
     rows, cols = t.shape
+    if strategy == "block":
+        # llm-compressor's observers/helpers.py flatten_for_calibration: pad, then one row per tile
+        from compressed_tensors.quantization.utils import maybe_pad_tensor_for_block_quant
+        p = maybe_pad_tensor_for_block_quant(t, (group, group))
+        nbr, nbc = p.shape[0] // group, p.shape[1] // group
+        b = p.reshape(nbr, group, nbc, group).transpose(1, 2).reshape(nbr, nbc, group * group)
+        return b.amin(dim=-1), b.amax(dim=-1)
     if strategy == "tensor":
         return t.amin().reshape(1), t.amax().reshape(1)
     if strategy == "channel":
@@ -59,9 +69,10 @@ def one(argv):
     gscale = None
     if fmt in ("fp8_e4m3", "fp8_e5m2"):
         strategy = {"tensor": QuantizationStrategy.TENSOR, "channel": QuantizationStrategy.CHANNEL,
-                    "group": QuantizationStrategy.GROUP}[gran]
+                    "group": QuantizationStrategy.GROUP, "block": QuantizationStrategy.BLOCK}[gran]
         args = QuantizationArgs(num_bits=8, type=QuantizationType.FLOAT, strategy=strategy, symmetric=True,
-                                group_size=group if gran == "group" else None, scale_dtype=DTYPES[sdt])
+                                group_size=group if gran == "group" else None,
+                                block_structure=[group, group] if gran == "block" else None, scale_dtype=DTYPES[sdt])
     elif fmt == "nvfp4":
         gran, group = "group", 16
         args = QuantizationArgs(num_bits=4, type=QuantizationType.FLOAT, strategy=QuantizationStrategy.TENSOR_GROUP,
@@ -84,8 +95,12 @@ def one(argv):
             scale = scale.to(DTYPES[sdt]).to(torch.float32)
         eps = torch.finfo(DTYPES[sdt] or torch.float32).eps
         scale = torch.where(scale == 0, torch.tensor(eps), scale)
-        s = scale if gran != "group" else scale.unsqueeze(-1)
-        xx = t if gran != "group" else t.reshape(rows, cols // group, group)
+        if gran == "block":  # each tile's scale over its elements (the padding is cut off)
+            s = scale.repeat_interleave(group, 0).repeat_interleave(group, 1)[:rows, :cols]
+            xx = t
+        else:
+            s = scale if gran != "group" else scale.unsqueeze(-1)
+            xx = t if gran != "group" else t.reshape(rows, cols // group, group)
         q = torch.clamp(xx / s + 0.0, -57344.0, 57344.0).to(torch.float8_e5m2).to(torch.float32)
         y = (q * s).reshape(rows, cols)
     else:
