@@ -140,6 +140,12 @@ static const arch_case cases[] = {
     {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* Bloom: ALiBi (no rotary positions), the embeddings' LayerNorm, q/k/v fused per head, the tanh
+     * GELU, biases, tied head; the GGUF as llama.cpp's converter writes it (attn_qkv as [q; k; v],
+     * token_embd_norm) */
+    {"bloom", "hf5", "logprobs.f64", MATCH, NULL},
+    {"bloom", "hf4", "logprobs.f64", MATCH, NULL},
+    {"bloom", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped

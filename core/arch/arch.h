@@ -66,6 +66,13 @@ enum {
                                      * kv_b) and a rotary key shared by the heads */
     LMP_ARCH_SINKS = 1u << 13,      /* a learned logit per head in each softmax's denominator
                                      * (gpt-oss's attention sinks: self_attn.sinks [heads]) */
+    /* issue 40's position encodings and embeddings (Bloom, OPT): */
+    LMP_ARCH_ALIBI = 1u << 14,      /* no RoPE: each head's scores get slope_h * (j - t) added (ALiBi,
+                                     * Bloom; the slopes from the head count: lmp_alibi_slopes) */
+    LMP_ARCH_EMBED_NORM = 1u << 15, /* a LayerNorm (weight, bias) on the token embeddings before the
+                                     * first block (Bloom's word_embeddings_layernorm) */
+    LMP_ARCH_LEARNED_POS = 1u << 16, /* no RoPE: learned positions added to the embeddings, row
+                                      * t + hf_pos_offset for position t (OPT: offset 2) */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
@@ -192,6 +199,10 @@ typedef struct lmp_arch_desc {
     /* llama.cpp computes this family's GELU with the erf (GPT-NeoX: transformers' "gelu"); the
      * GGUF has no key for it. */
     int gguf_gelu_erf;
+    /* Bloom: the embeddings' LayerNorm (LMP_ARCH_EMBED_NORM); OPT: the learned positions' table
+     * (LMP_ARCH_LEARNED_POS) and the rows it has before position 0 (without ".weight"). */
+    const char *hf_embed_norm, *hf_pos_embed;
+    int hf_pos_offset;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;

@@ -281,7 +281,9 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
                  !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight") ||
                  !strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight") ||
                  (gpt2 && !strcmp(name, "position_embd.weight")) || (layer_norm && !strcmp(name, "output_norm.bias")) ||
-                 ((m->arch.desc->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, "output.bias"));
+                 ((m->arch.desc->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, "output.bias")) ||
+                 ((m->arch.desc->flags & LMP_ARCH_EMBED_NORM) &&
+                  (!strcmp(name, "token_embd_norm.weight") || !strcmp(name, "token_embd_norm.bias")));
         long long b;
         int at = 0;
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
@@ -599,6 +601,8 @@ int lmp_model_open_gguf(lmp_model *m)
     a->layer_norm = (a->desc->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (a->desc->flags & LMP_ARCH_PLAIN_MLP) != 0;
     a->gelu_erf = a->plain_mlp && a->desc->gguf_gelu_erf; /* GPT-NeoX: as transformers defines it (see arch.h) */
+    /* Bloom: ALiBi with llama.cpp's max_alibi_bias 8 (its converter writes no key; lmp_alibi_slopes) */
+    a->alibi = (a->desc->flags & LMP_ARCH_ALIBI) != 0;
     a->parallel = (a->desc->flags & LMP_ARCH_PARALLEL) != 0;
     char pkey[128];
     snprintf(pkey, sizeof pkey, "%s.use_parallel_residual", P);
@@ -646,6 +650,13 @@ int lmp_model_open_gguf(lmp_model *m)
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
+    if (a->desc->flags & LMP_ARCH_EMBED_NORM) { /* Bloom: token_embd_norm, a LayerNorm on the embeddings */
+        float *w = NULL, *b = NULL;
+        if ((st = load_f32(m, "token_embd_norm.weight", 0, a->dim, &w))) return st;
+        m->embed_norm_w = lmp_model_own(m, w);
+        if ((st = load_f32(m, "token_embd_norm.bias", 0, a->dim, &b))) return st;
+        m->embed_norm_b = lmp_model_own(m, b);
+    }
     if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
         float *w, *b;
         if ((st = lmp_norm_identity(a->dim, &w, &b))) return st;

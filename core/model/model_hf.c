@@ -242,16 +242,21 @@ static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char 
     return 0;
 }
 
-/* GPT-NeoX's query_key_value [heads * 3 * hd, in] holds head h's q, k, v rows at
- * [(3h + j) hd, (3h + j + 1) hd) (j = 0, 1, 2): q, k or v (l->role) gathered in place into the
- * first l->out rows of w, and of bias likewise. */
+/* A fused query_key_value laid out by kv group: group g of the n_kv_heads holds the rows of its
+ * G = heads / kv heads q heads, then its k head, then its v head, hd rows each (GPT-NeoX and Bloom:
+ * G = 1, [heads][q, k, v][hd]; Falcon: its multi-query [q heads, k, v] is one group, its
+ * new_decoder_architecture any number).  q, k or v (l->role) gathered in place into the first
+ * l->out rows of w, and of bias likewise. */
 static int per_head_rows(const lmp_arch *a, const lmp_linear *l, float *w, float *bias)
 {
-    const int64_t hd = a->head_dim, H = a->n_heads, j = l->role - LMP_ROLE_Q;
-    if (a->n_kv_heads != H) return lmp_fail(LMP_EINVAL, "%s: a per-head fused q, k, v needs as many kv heads as heads", l->name);
-    for (int64_t h = 0; h < H; h++) { /* row block h moves down from 3h + j (never overwrites a later source) */
-        memmove(w + h * hd * l->in, w + (3 * h + j) * hd * l->in, (size_t)(hd * l->in) * sizeof *w);
-        if (bias) memmove(bias + h * hd, bias + (3 * h + j) * hd, (size_t)hd * sizeof *bias);
+    const int64_t hd = a->head_dim, H = a->n_heads, KV = a->n_kv_heads;
+    if (KV <= 0 || H % KV) return lmp_fail(LMP_EINVAL, "%s: %lld heads in %lld kv groups", l->name, (long long)H, (long long)KV);
+    const int64_t G = H / KV, n = l->role == LMP_ROLE_Q ? H : KV;
+    for (int64_t h = 0; h < n; h++) { /* row block h moves down from its source (never overwrites a later one) */
+        const int64_t g = l->role == LMP_ROLE_Q ? h / G : h;
+        const int64_t src = g * (G + 2) + (l->role == LMP_ROLE_Q ? h % G : l->role == LMP_ROLE_K ? G : G + 1);
+        memmove(w + h * hd * l->in, w + src * hd * l->in, (size_t)(hd * l->in) * sizeof *w);
+        if (bias) memmove(bias + h * hd, bias + src * hd, (size_t)hd * sizeof *bias);
     }
     return 0;
 }
@@ -337,7 +342,8 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     const hf_state *s = m->src_data;
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
     const int plus_one = (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
-    const int halves = !s->desc->hf_rope_adjacent; /* transformers' rotate-half order, but GLM's */
+    /* transformers' rotate-half order, but GLM's; nothing to permute without RoPE (Bloom, OPT) */
+    const int halves = !s->desc->hf_rope_adjacent && !m->arch.alibi && !m->arch.learned_pos;
     const int no_params = (s->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
@@ -922,6 +928,8 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
     a->layer_norm = (d->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (d->flags & LMP_ARCH_PLAIN_MLP) != 0;
+    a->alibi = (d->flags & LMP_ARCH_ALIBI) != 0;
+    a->learned_pos = (d->flags & LMP_ARCH_LEARNED_POS) != 0;
     int st;
     /* GPT-NeoX: use_parallel_residual (default true) may make its block sequential */
     a->parallel = (d->flags & LMP_ARCH_PARALLEL) != 0;
@@ -944,6 +952,11 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if (qk_ln)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: qk_layernorm true (%s's LayerNorm over each head of q and k) is not "
                         "supported", what, d->hf_class);
+    int post_ln_residual = 0; /* Bloom, Falcon: the residual taken after the norm */
+    if ((st = cfg_bool(c, what, "apply_residual_connection_post_layernorm", 0, &post_ln_residual))) return st;
+    if (post_ln_residual)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: apply_residual_connection_post_layernorm true (%s's residual taken "
+                        "after the norm) is not supported", what, d->hf_class);
     if (cfg_get(c, "clip_qkv"))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: clip_qkv (%s's clamp of q, k and v) is not supported", what, d->hf_class);
     /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
@@ -975,14 +988,16 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     for (int k = 0; k < 2; k++) {
         const char *act;
         if ((st = cfg_string(c, what, act_keys[k], act_default, &act))) return st;
-        if (a->plain_mlp && !strcmp(act, "gelu")) {
+        if (a->plain_mlp && !strcmp(act, "relu")) { /* OPT */
+            a->relu = 1;
+        } else if (a->plain_mlp && !strcmp(act, "gelu")) {
             a->gelu_erf = 1;
         } else if (a->plain_mlp && !strcmp(act, "gelu_pytorch_tanh")) {
             a->gelu_erf = 0;
         } else if (strcmp(act, want) != 0) {
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\"%s)", what,
                             act_keys[k], act, d->hf_class, want,
-                            a->plain_mlp ? ", \"gelu_pytorch_tanh\" or \"gelu\"" : "");
+                            a->plain_mlp ? ", \"gelu_pytorch_tanh\", \"gelu\" or \"relu\"" : "");
         }
     }
     int bidirectional = 0;
@@ -1232,6 +1247,12 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
     if (!strcmp(name, top)) return 1;
     snprintf(top, sizeof top, "%s.bias", d->hf_head ? d->hf_head : "lm_head");
     if ((d->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, top)) return 1;
+    for (int k = 0; (d->flags & LMP_ARCH_EMBED_NORM) && k < 2; k++) { /* Bloom's embedding LayerNorm */
+        snprintf(top, sizeof top, "%s.%s", d->hf_embed_norm, k ? "bias" : "weight");
+        if (!strcmp(name, top)) return 1;
+    }
+    snprintf(top, sizeof top, "%s.weight", d->hf_pos_embed ? d->hf_pos_embed : "");
+    if ((d->flags & LMP_ARCH_LEARNED_POS) && !strcmp(name, top)) return 1; /* OPT's positions */
     const char *fn = d->hf_final_norm ? d->hf_final_norm : "model.norm";
     const size_t fl = strlen(fn);
     if (!(d->flags & LMP_ARCH_NORM_NO_PARAMS) && !strncmp(name, fn, fl) &&
@@ -1426,6 +1447,19 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
     if (act.mode != LMP_ACT_NONE)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of model.embed_tokens "
                         "(token ids: not simulated)", m->path);
+    if (!gpt2 && (d->flags & LMP_ARCH_EMBED_NORM)) { /* Bloom: word_embeddings_layernorm */
+        snprintf(full, sizeof full, "%s.weight", d->hf_embed_norm);
+        if ((st = load(s, full, a->dim, 0, &p))) return st;
+        m->embed_norm_w = lmp_model_own(m, p);
+        snprintf(full, sizeof full, "%s.bias", d->hf_embed_norm);
+        if ((st = load(s, full, a->dim, 0, &p))) return st;
+        m->embed_norm_b = lmp_model_own(m, p);
+    }
+    if (!gpt2 && (d->flags & LMP_ARCH_LEARNED_POS)) { /* OPT: position t is row t + offset */
+        snprintf(full, sizeof full, "%s.weight", d->hf_pos_embed);
+        if ((st = load(s, full, a->seq_len + d->hf_pos_offset, a->dim, &p))) return st;
+        m->pos_emb = (float *)lmp_model_own(m, p) + d->hf_pos_offset * a->dim;
+    }
     if (gpt2) {
         snprintf(name, sizeof name, "%swpe.weight", s->prefix);
         if ((st = load(s, name, a->seq_len, a->dim, &p))) return st;

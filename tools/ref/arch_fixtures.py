@@ -338,6 +338,14 @@ FIXTURES = {
                     swiglu_limit=1.5,
                     rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, beta_fast=32.0,
                                          beta_slow=1.0, truncate=False, original_max_position_embeddings=64))),
+    # Bloom (issue 40, a seed model): ALiBi instead of rotary positions, a LayerNorm on the
+    # embeddings, q/k/v fused per head, the tanh GELU, biases everywhere, tied head.  Its own key
+    # names (n_layer, n_head, layer_norm_epsilon); no intermediate_size (4 x hidden).
+    "bloom": dict(
+        model_type="bloom", cls="BloomForCausalLM", seed=4009, tok="bpe", regex=None, pre="bloom",
+        specials=["<s>", "</s>"], own_dims=True,
+        config=dict(hidden_size=64, n_layer=2, n_head=4, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
+                    apply_residual_connection_post_layernorm=False)),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -461,6 +469,7 @@ def randomize(model, spec, seed):
             # gpt-oss's per-head attention sink: a logit of the order of the scores'
             v = rng.normal(0.0, 1.0, shape)
         elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
+              or pname.endswith("word_embeddings.weight")
               or "embed_in" in pname or pname.startswith("embed_out")):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
