@@ -23,7 +23,8 @@ extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
-    lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_bloom;
+    lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_bloom, lmp_arch_falcon,
+    lmp_arch_falcon_nda, lmp_arch_opt;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -33,7 +34,9 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_qwen2moe, &lmp_arch_qwen3moe, &lmp_arch_deepseek_v2,
                                              &lmp_arch_deepseek_v3, &lmp_arch_gptneox, &lmp_arch_phi2, &lmp_arch_gptj,
                                              &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss,
-                                             &lmp_arch_bloom};
+                                             &lmp_arch_bloom, &lmp_arch_falcon, &lmp_arch_opt,
+                                             /* a layout the loaders switch to, never found first by name */
+                                             &lmp_arch_falcon_nda};
 enum { N_ARCH = sizeof table / sizeof *table };
 
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
@@ -64,7 +67,7 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
     if (n) buf[0] = 0;
     for (int i = 0; i < N_ARCH && k < n; i++) {
         const char *s = gguf ? table[i]->gguf_arch : table[i]->hf_class;
-        if (!s || (gguf && lmp_arch_by_gguf(s, strlen(s)) != table[i])) continue; /* once each */
+        if (!s || (gguf ? lmp_arch_by_gguf(s, strlen(s)) : lmp_arch_by_hf_class(s)) != table[i]) continue; /* once each */
         k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", s);
     }
     return buf;

@@ -30,6 +30,7 @@ typedef enum {
     LMP_BIAS_NEOX,        /* GPT-NeoX: q,k,v,o when attention_bias (default true); up, down always */
     LMP_BIAS_MLP,         /* GPT-J: up and down (fc_in, fc_out) only */
     LMP_BIAS_ALL_CONFIG,  /* StarCoder2: every linear when attention_bias (its use_bias; default true) */
+    LMP_BIAS_ALL_FLAG,    /* Falcon: every linear when attention_bias (its bias; default false) */
 } lmp_bias_rule;
 
 /* How config.json turns sliding-window attention on (the sliding layers then attend within the
@@ -173,8 +174,10 @@ typedef struct lmp_arch_desc {
     int gguf_swa_pattern;
     double gguf_swa_base;
     int64_t gguf_scale_by_width_layers;
-    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm) */
-    const char *gguf_mlp_norm;
+    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm;
+     * Falcon-40B: attn_norm), and of the norm before attention when not attn_norm (Falcon-40B:
+     * attn_norm_2, its ln_attn) */
+    const char *gguf_mlp_norm, *gguf_attn_norm;
     /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
     const lmp_moe_desc *moe;
     /* Hugging Face names of a family whose checkpoint is not laid out as Llama's (NULL: Llama's):
@@ -203,6 +206,9 @@ typedef struct lmp_arch_desc {
      * (LMP_ARCH_LEARNED_POS) and the rows it has before position 0 (without ".weight"). */
     const char *hf_embed_norm, *hf_pos_embed;
     int hf_pos_offset;
+    /* Falcon: config.json's multi_query, new_decoder_architecture (then lmp_arch_falcon_nda's block),
+     * parallel_attn, num_kv_heads and alibi say the block (model_hf.c). */
+    int hf_falcon;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;

@@ -577,13 +577,13 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
             return attention_sinks(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, blk->norms[s->norm].w, in,
                                    slot[s->in[1]], slot[s->in[2]], out);
         }
-        if (s->alibi) { /* Bloom: the reference kernel on the host (no backend has an ALiBi op) */
+        if (s->alibi) { /* Bloom: the backend's attention_alibi (ABI 6.1; the CPU backend's where it has none) */
             if (s->softcap) return lmp_fail(LMP_EUNSUPPORTED, "block %d: soft-capped scores with ALiBi", blk->index);
-            double *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
+            float *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
             if (!slopes) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's attention", blk->index);
             lmp_alibi_slopes(a->n_heads, slopes);
-            st = lmp_attention_biased(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, slopes, in, slot[s->in[1]],
-                                      slot[s->in[2]], out);
+            st = lmp_be_attention_alibi(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, slopes, in,
+                                        slot[s->in[1]], slot[s->in[2]], out);
             free(slopes);
             return st;
         }

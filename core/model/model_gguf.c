@@ -244,7 +244,8 @@ static const char *const read_keys[] = {
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
     "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
-    "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow", NULL};
+    "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
+    "tensor_data_layout", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
@@ -262,6 +263,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
         if (ok && !strcmp(k + plen + 1, "use_parallel_residual") &&
             !(lmp_arch_by_gguf(prefix, plen)->flags & (LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM)))
             ok = 0; /* read for GPT-NeoX and StableLM only */
+        if (ok && !strcmp(k + plen + 1, "tensor_data_layout") && !lmp_arch_by_gguf(prefix, plen)->hf_falcon)
+            ok = 0; /* Falcon's "jploski" (checked at load) */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -593,6 +596,18 @@ int lmp_model_open_gguf(lmp_model *m)
     }
     const char *P = a->desc->gguf_arch;
     if ((st = check_keys(g, P))) return st;
+    if (a->desc->hf_falcon) { /* Falcon: attn_qkv as [q; k; v] ("jploski"); ln_mlp as attn_norm_2 (40B, 180B) */
+        extern const lmp_arch_desc lmp_arch_falcon_nda;
+        char lkey[96];
+        const char *layout;
+        size_t layout_len;
+        snprintf(lkey, sizeof lkey, "%s.tensor_data_layout", P);
+        if (lmp_gguf_find_kv(g, lkey) && ((st = lmp_gguf_get_string(g, lkey, &layout, &layout_len)) ||
+                                          layout_len != 7 || memcmp(layout, "jploski", 7) != 0))
+            return st ? st : lmp_fail(LMP_EUNSUPPORTED, "%s: %s '%.*s' is not supported (only \"jploski\": q, k, v "
+                                      "one after the other)", m->path, lkey, (int)layout_len, layout);
+        if (lmp_gguf_find_tensor(g, "blk.0.attn_norm_2.weight")) a->desc = &lmp_arch_falcon_nda;
+    }
     if ((st = read_experts(m))) return st;
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;

@@ -919,6 +919,37 @@ static int parse_gpt_oss(const lmp_json *c, const char *what, hf_state *s, lmp_a
     return 0;
 }
 
+/* Falcon's block from config.json (core/arch/falcon.c): alibi true is refused; with
+ * new_decoder_architecture, num_kv_heads kv groups and a parallel block with ln_attn and ln_mlp
+ * (the descriptor lmp_arch_falcon_nda; num_ln_in_parallel_attn 1: one shared input_layernorm);
+ * without, multi_query's one kv head (else as many as the heads) and parallel_attn's parallel
+ * block with one shared norm (false: sequential, with post_attention_layernorm).  As
+ * transformers' FalconAttention, which ignores num_kv_heads for a multi-query model. */
+static int parse_falcon(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
+{
+    extern const lmp_arch_desc lmp_arch_falcon_nda;
+    int alibi = 0, nda = 0, mq = 1, par = 1, st;
+    int64_t kv, n_ln;
+    if ((st = cfg_bool(c, what, "alibi", 0, &alibi)) || (st = cfg_bool(c, what, "new_decoder_architecture", 0, &nda)) ||
+        (st = cfg_bool(c, what, "multi_query", 1, &mq)) || (st = cfg_bool(c, what, "parallel_attn", 1, &par)) ||
+        (st = cfg_int(c, what, "num_kv_heads", a->n_heads, &kv)) ||
+        (st = cfg_int(c, what, "num_ln_in_parallel_attn", 2, &n_ln)))
+        return st;
+    if (alibi)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: alibi true (Falcon-RW's ALiBi, scaled with the scores and without "
+                        "rotary positions) is not supported for FalconForCausalLM", what);
+    if (nda && n_ln != 1 && n_ln != 2)
+        return lmp_fail(LMP_EINVAL, "%s: num_ln_in_parallel_attn %lld (1 or 2)", what, (long long)n_ln);
+    if (nda && n_ln == 2) s->desc = a->desc = &lmp_arch_falcon_nda; /* ln_attn and ln_mlp */
+    a->parallel = nda || par;
+    a->shared_norm = a->parallel && (s->desc->flags & LMP_ARCH_SHARED_NORM) != 0;
+    a->n_kv_heads = nda ? kv : mq ? 1 : a->n_heads;
+    if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
+        return lmp_fail(LMP_EINVAL, "%s: %lld heads do not split into %lld kv heads", what, (long long)a->n_heads,
+                        (long long)a->n_kv_heads);
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -946,6 +977,24 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_int(c, what, key_in(c, d, "max_position_embeddings"), d->hf_default_ctx, &a->seq_len)) ||
         (st = cfg_float(c, what, key_in(c, d, "rms_norm_eps"), a->layer_norm ? 1e-5 : 1e-6, &a->norm_eps)))
         return st;
+    if (d->hf_falcon && (st = parse_falcon(c, what, s, a))) return st;
+    if (d->flags & LMP_ARCH_LEARNED_POS) { /* OPT's variants lmpress does not run, by their keys */
+        int pre_norm = 1, drop_final = 0, affine = 1;
+        int64_t proj;
+        if ((st = cfg_bool(c, what, "do_layer_norm_before", 1, &pre_norm)) ||
+            (st = cfg_bool(c, what, "_remove_final_layer_norm", 0, &drop_final)) ||
+            (st = cfg_bool(c, what, "layer_norm_elementwise_affine", 1, &affine)) ||
+            (st = cfg_int(c, what, "word_embed_proj_dim", a->dim, &proj)))
+            return st;
+        if (!pre_norm || drop_final || !affine || proj != a->dim)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported for %s", what,
+                            !pre_norm ? "do_layer_norm_before false (post-norm blocks, as opt-350m)"
+                            : drop_final ? "_remove_final_layer_norm true"
+                            : !affine ? "layer_norm_elementwise_affine false"
+                                      : "word_embed_proj_dim other than hidden_size (project_in / project_out)",
+                            d->hf_class);
+    }
+    d = s->desc; /* Falcon's new_decoder_architecture has a descriptor of its own */
     /* parts of a family's block lmpress does not run, refused by their key */
     int qk_ln = 0;
     if ((st = cfg_bool(c, what, "qk_layernorm", 0, &qk_ln))) return st;
@@ -1075,9 +1124,9 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         s->bias_roles = qkv | 1u << LMP_ROLE_O | mlp;
     } else if (d->bias == LMP_BIAS_MLP) { /* GPT-J */
         s->bias_roles = mlp;
-    } else if (d->bias == LMP_BIAS_ALL_CONFIG) { /* StarCoder2's use_bias */
+    } else if (d->bias == LMP_BIAS_ALL_CONFIG || d->bias == LMP_BIAS_ALL_FLAG) { /* StarCoder2's use_bias, Falcon's bias */
         int all_bias;
-        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), 1, &all_bias))) return st;
+        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), d->bias == LMP_BIAS_ALL_CONFIG, &all_bias))) return st;
         s->bias_roles = all_bias ? qkv | 1u << LMP_ROLE_O | mlp : 0;
     } else if (d->bias == LMP_BIAS_NEOX) {
         int attn_bias;

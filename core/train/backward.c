@@ -573,7 +573,7 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         if (!st) st = slot_value(r, s->in[2], &in2);
         if (st) return st;
         if (s->alibi) { /* Bloom: the biased scores' gradient, on the host */
-            double *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
+            float *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
             if (!slopes) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's attention backward", r->blk->index);
             lmp_alibi_slopes(a->n_heads, slopes);
             st = lmp_attention_alibi_backward(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, slopes, in, in1,

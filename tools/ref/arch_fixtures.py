@@ -346,6 +346,44 @@ FIXTURES = {
         specials=["<s>", "</s>"], own_dims=True,
         config=dict(hidden_size=64, n_layer=2, n_head=4, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
                     apply_residual_connection_post_layernorm=False)),
+    # Falcon-7B's block: one LayerNorm feeding attention and the MLP in parallel, multi-query (one
+    # k/v head), q/k/v fused as [q heads, k, v], full-head RoPE, the erf GELU, no biases, tied head.
+    # transformers 5 (and 4) fill in num_kv_heads = the heads even for a multi-query model
+    # (FalconAttention ignores it there); llama.cpp's converter reads its config through AutoConfig
+    # and takes that as the kv heads, so it cannot convert a multi-query Falcon (not the Hub's
+    # falcon-7b either: its view of query_key_value fails).  The GGUF is converted from a copy of
+    # hf5/ saying num_kv_heads 1, which transformers reads as the same model (gguf_config).
+    "falcon": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4010, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"],
+        gguf_config={"num_kv_heads": 1},
+        config=dict(tie_word_embeddings=True, layer_norm_epsilon=1e-5, activation="gelu", multi_query=True,
+                    new_decoder_architecture=False, parallel_attn=True, bias=False, alibi=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # Falcon-40B's block (new_decoder_architecture): ln_attn and ln_mlp in parallel, 2 kv groups of
+    # q heads fused with their k and v; no biases (llama.cpp's converter cannot reshape a
+    # query_key_value.bias: falcon-seq has them)
+    "falcon-nda": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4011, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"],
+        config=dict(tie_word_embeddings=False, layer_norm_epsilon=1e-5, activation="gelu", multi_query=False,
+                    new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2, parallel_attn=True,
+                    bias=False, alibi=False, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # the sequential block (parallel_attn false: post_attention_layernorm), as many kv heads as heads
+    # (multi_query false: q/k/v fused per head), biases; llama.cpp's falcon is always parallel: HF only
+    "falcon-seq": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4012, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"], gguf=False,
+        config=dict(tie_word_embeddings=True, layer_norm_epsilon=1e-5, activation="gelu", multi_query=False,
+                    new_decoder_architecture=False, parallel_attn=False, bias=True, alibi=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # OPT: learned positions (offset 2) on the embeddings, pre-norm LayerNorm blocks, ReLU MLP
+    # fc1 / fc2, biases, tied head.  llama.cpp's converter has no OPT: no GGUF.
+    "opt": dict(
+        model_type="opt", cls="OPTForCausalLM", seed=4013, tok="bpe", regex=None, pre="gpt-2",
+        specials=["</s>", "<pad>"], drop=["num_key_value_heads", "intermediate_size"], gguf=False,
+        config=dict(tie_word_embeddings=True, ffn_dim=128, activation_function="relu", do_layer_norm_before=True,
+                    word_embed_proj_dim=64, enable_bias=True, layer_norm_elementwise_affine=True)),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -718,6 +756,22 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
                         json.dump(tc, f)
                 else:
                     os.symlink(os.path.realpath(os.path.join(hf4, fn)), os.path.join(src, fn))
+        if spec.get("gguf_config"):
+            # a copy of hf5/ whose config.json says what the converter would misread (Falcon)
+            src = os.path.join(tmp, ".hf5-convert")
+            os.makedirs(src)
+            for fn in os.listdir(hf5):
+                if fn == "config.json":
+                    with open(os.path.join(hf5, fn)) as f:
+                        c = json.load(f)
+                    c.update(spec["gguf_config"])
+                    with open(os.path.join(src, fn), "w") as f:
+                        json.dump(c, f)
+                else:
+                    os.symlink(os.path.realpath(os.path.join(hf5, fn)), os.path.join(src, fn))
+            _, lp_copy = golden_logprobs(src, tokens)
+            if np.abs(lp_copy - lp).max() != 0:
+                raise SystemExit(f"arch_fixtures: {name}: transformers reads the conversion copy differently")
         convert_gguf(conv_dir, src, os.path.join(tmp, "model.gguf"), spec.get("pre"), python)
         if src != hf5:
             shutil.rmtree(src)
