@@ -30,7 +30,8 @@
 static const char *const fixtures[] = {"llama3", "mistral", "qwen2", "qwen2-yarn", "qwen3", "gemma", "gemma2",
                                        "gemma3", "phi3",   "glm",     "glm4",  "gpt2",       "ernie4_5",
                                        "gptneox", "gptneox-seq", "phi2", "gptj",
-                                       "stablelm", "stablelm-par", "olmo", "starcoder2", "bloom"};
+                                       "stablelm", "stablelm-par", "olmo", "starcoder2", "bloom",
+                                       "falcon", "falcon-nda", "falcon-seq", "opt"};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
 static lmp_ctx g_ctx;
