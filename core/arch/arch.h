@@ -11,7 +11,8 @@
  * Adding a family that fits an existing topology is a new file here plus fixtures
  * (docs/architectures.md).  The RoPE block's options (LMP_ARCH_*) cover LayerNorms, a parallel
  * residual, a gate-less MLP and a head bias too (issue 40: GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo,
- * StarCoder2 are one file each). */
+ * StarCoder2 are one file each), and ALiBi, an embedding norm and learned positions in place of
+ * RoPE (Bloom, OPT; Falcon needs only its file and its config's rules). */
 #ifndef LMP_CORE_ARCH_ARCH_H
 #define LMP_CORE_ARCH_ARCH_H
 

@@ -17,8 +17,13 @@ static const char *const bloom_key_names[][2] = {{"rms_norm_eps", "layer_norm_ep
                                                  {"num_hidden_layers", "n_layer"},
                                                  {"num_attention_heads", "n_head"},
                                                  {NULL, NULL}};
-/* slow_but_exact only chooses how a tensor-parallel run sums (pretraining_tp 1: not at all) */
-static const char *const bloom_keys[] = {"apply_residual_connection_post_layernorm", "slow_but_exact", NULL};
+/* slow_but_exact only chooses how a tensor-parallel run sums (pretraining_tp 1: not at all); the
+ * published checkpoints' Megatron keys after it are read by no line of transformers' modeling_bloom
+ * (its softmax is always f32, its MLP always 4 x hidden, its ALiBi always from position 0) */
+static const char *const bloom_keys[] = {"apply_residual_connection_post_layernorm", "slow_but_exact",
+                                         "attention_softmax_in_fp32", "bias_dropout_fusion", "masked_softmax_fusion",
+                                         "offset_alibi", "skip_bias_add", "skip_bias_add_qkv", "n_inner",
+                                         "seq_length", "unk_token_id", NULL};
 
 const lmp_arch_desc lmp_arch_bloom = {
     .name = "bloom", .family = LMP_FAMILY_LLAMA, .hf_class = "BloomForCausalLM", .hf_model_type = "bloom",

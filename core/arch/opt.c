@@ -17,8 +17,10 @@ static const char *const opt_key_names[][2] = {{"intermediate_size", "ffn_dim"},
                                                {"hidden_act", "activation_function"},
                                                {"attention_bias", "enable_bias"},
                                                {NULL, NULL}};
-/* init_std and layerdrop are training knobs; the others are checked by model_hf.c's OPT rules */
-static const char *const opt_keys[] = {"init_std", "layerdrop", "do_layer_norm_before", "_remove_final_layer_norm",
+/* init_std, layerdrop and activation_dropout are training knobs; the others are checked by
+ * model_hf.c's OPT rules */
+static const char *const opt_keys[] = {"init_std", "layerdrop", "activation_dropout", "do_layer_norm_before",
+                                       "_remove_final_layer_norm",
                                        "word_embed_proj_dim", "layer_norm_elementwise_affine", NULL};
 
 const lmp_arch_desc lmp_arch_opt = {

@@ -3,7 +3,8 @@
  * issue 40's gptneox, phi2, stablelm, olmo, starcoder2: LayerNorm biases (attn_norm.bias,
  * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
  * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
- * tensors).
+ * tensors), bloom (token_embd_norm, ALiBi) and falcon (tensor_data_layout "jploski"; attn_norm_2
+ * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),

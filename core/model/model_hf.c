@@ -3,7 +3,8 @@
  * with config.json beside it.
  *
  * config.json "architectures"[0] picks the family's descriptor (core/arch: Llama, Mistral, Qwen2,
- * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2...;
+ * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2, Bloom, Falcon,
+ * OPT...;
  * docs/architectures.md).  Every key of config.json must be one this reader uses or one that
  * cannot change an f32 forward (harmless_keys); any other is refused by name.  A family whose
  * checkpoint is not laid out as Llama's names its modules and its spelling of Llama's keys in its
