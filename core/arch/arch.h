@@ -214,6 +214,10 @@ typedef struct lmp_arch_desc {
     const char *export_refused;
 } lmp_arch_desc;
 
+/* Falcon-40B's layout (new_decoder_architecture: ln_attn and ln_mlp), which the loaders switch to
+ * from lmp_arch_falcon (core/arch/falcon.c) when the file says so. */
+extern const lmp_arch_desc lmp_arch_falcon_nda;
+
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),
  * or by name; NULL when lmpress has none. */
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls);

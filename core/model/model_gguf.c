@@ -598,8 +598,7 @@ int lmp_model_open_gguf(lmp_model *m)
     const char *P = a->desc->gguf_arch;
     if ((st = check_keys(g, P))) return st;
     if (a->desc->hf_falcon) { /* Falcon: attn_qkv as [q; k; v] ("jploski"); ln_mlp as attn_norm_2 (40B, 180B) */
-        extern const lmp_arch_desc lmp_arch_falcon_nda;
-        char lkey[96];
+            char lkey[96];
         const char *layout;
         size_t layout_len;
         snprintf(lkey, sizeof lkey, "%s.tensor_data_layout", P);

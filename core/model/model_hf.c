@@ -928,7 +928,6 @@ static int parse_gpt_oss(const lmp_json *c, const char *what, hf_state *s, lmp_a
  * transformers' FalconAttention, which ignores num_kv_heads for a multi-query model. */
 static int parse_falcon(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
-    extern const lmp_arch_desc lmp_arch_falcon_nda;
     int alibi = 0, nda = 0, mq = 1, par = 1, st;
     int64_t kv, n_ln;
     if ((st = cfg_bool(c, what, "alibi", 0, &alibi)) || (st = cfg_bool(c, what, "new_decoder_architecture", 0, &nda)) ||
