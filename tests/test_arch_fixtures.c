@@ -146,6 +146,9 @@ static const arch_case cases[] = {
     {"bloom", "hf5", "logprobs.f64", MATCH, NULL},
     {"bloom", "hf4", "logprobs.f64", MATCH, NULL},
     {"bloom", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* the same weights named as bigscience's files name them, saved from BloomModel without
+     * "transformer." ("h.0.input_layernorm.weight") */
+    {"bloom-base", "hf5", "logprobs.f64", MATCH, NULL},
     /* Falcon-7B's block (parallel, one LayerNorm, multi-query, fused [q heads, k, v]; its GGUF
      * converted from a copy saying num_kv_heads 1, see tools/ref/arch_fixtures.py), Falcon-40B's
      * (new_decoder_architecture: ln_attn and ln_mlp, 2 kv groups; GGUF attn_norm_2), and the

@@ -207,6 +207,10 @@ typedef struct lmp_arch_desc {
      * (LMP_ARCH_LEARNED_POS) and the rows it has before position 0 (without ".weight"). */
     const char *hf_embed_norm, *hf_pos_embed;
     int hf_pos_offset;
+    /* The class's base-model prefix ("transformer."), which a checkpoint saved from the base model
+     * lacks (bigscience's Bloom files: "h.0...", "word_embeddings..."): the loader adds it when
+     * hf_embed is found only without it.  NULL: names as given. */
+    const char *hf_base_prefix;
     /* Falcon: config.json's multi_query, new_decoder_architecture (then lmp_arch_falcon_nda's block),
      * parallel_attn, num_kv_heads and alibi say the block (model_hf.c). */
     int hf_falcon;

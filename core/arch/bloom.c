@@ -4,7 +4,7 @@
  * query_key_value ([heads][q, k, v][head_dim] rows, as GPT-NeoX), a gate-less MLP of 4 x hidden
  * with the tanh GELU (bloom_gelu), biases on every linear, a head tied to the embeddings.
  * apply_residual_connection_post_layernorm true (the residual taken after the norm) is refused by
- * name. */
+ * name.  bigscience's files, saved from BloomModel, name the tensors without "transformer.". */
 #include "arch/arch.h"
 
 #include "lmpress/plugin.h"
@@ -29,7 +29,7 @@ const lmp_arch_desc lmp_arch_bloom = {
     .name = "bloom", .family = LMP_FAMILY_LLAMA, .hf_class = "BloomForCausalLM", .hf_model_type = "bloom",
     .hf_default_ctx = 2048, .hf_tied_default = 1, .bias = LMP_BIAS_ALL, .sliding = LMP_SLIDING_NONE,
     .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_PLAIN_MLP | LMP_ARCH_ALIBI | LMP_ARCH_EMBED_NORM,
-    .hf_block_prefix = "transformer.h", .hf_linears = bloom_linears, .hf_embed = "transformer.word_embeddings",
+    .hf_block_prefix = "transformer.h", .hf_base_prefix = "transformer.", .hf_linears = bloom_linears, .hf_embed = "transformer.word_embeddings",
     .hf_embed_norm = "transformer.word_embeddings_layernorm", .hf_final_norm = "transformer.ln_f",
     .hf_fused_qkv = "self_attention.query_key_value", .hf_fused_qkv_per_head = 1,
     .hf_key_names = bloom_key_names, .hf_extra_keys = bloom_keys, .hf_act_default = "gelu_new",

@@ -1603,6 +1603,15 @@ int lmp_model_open_hf(lmp_model *m)
     if (st) return st;
     m->src = m->arch.family == LMP_FAMILY_GPT2 ? &gpt2_source : &llama_source;
     if ((st = lmp_st_open(m->path, &s->st))) return st;
+    const lmp_arch_desc *d = s->desc;
+    if (d->hf_base_prefix && d->hf_embed) { /* a file saved from the base model (Bloom's "h.0...") */
+        const size_t pl = strlen(d->hf_base_prefix);
+        char full[160];
+        snprintf(full, sizeof full, "%s.weight", d->hf_embed);
+        if (!lmp_st_find(s->st, full) && !strncmp(full, d->hf_base_prefix, pl) && lmp_st_find(s->st, full + pl) &&
+            (st = lmp_st_add_prefix(s->st, d->hf_base_prefix)))
+            return st;
+    }
     /* "Missing tensor" messages name the one file, or the index of a sharded checkpoint. */
     const char *where = s->st->path;
     char *idx = NULL;

@@ -854,7 +854,41 @@ def fuse_experts(name, fused_name):
     log(f"{fused_name}: {name}'s experts fused ({len(experts)} layers); transformers reproduces the golden exactly")
 
 
+def strip_prefix(name, stripped_name, prefix="transformer."):
+    """stripped_name/: fixture `name` with `prefix` taken off every tensor name, as a checkpoint saved
+    from the base model names them (bigscience's Bloom files: "h.0.input_layernorm.weight").  The same
+    weights: the golden files, tokens and config are the source's (hf5/ only), and transformers reads
+    the folder to the source's golden exactly."""
+    from safetensors.numpy import load_file, save_file
+    src, out = os.path.join(OUT_ROOT, name), os.path.join(OUT_ROOT, stripped_name)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "hf5"))
+    tensors = load_file(os.path.join(src, "hf5", "model.safetensors"))
+    assert all(k.startswith(prefix) for k in tensors), f"{name}: a tensor without {prefix}"
+    save_file({k[len(prefix):]: v for k, v in tensors.items()}, os.path.join(tmp, "hf5", "model.safetensors"),
+              metadata={"format": "pt"})
+    for fn in os.listdir(os.path.join(src, "hf5")):
+        if fn != "model.safetensors":
+            shutil.copy(os.path.join(src, "hf5", fn), os.path.join(tmp, "hf5", fn))
+    for fn in ("tokens.txt", "logprobs.f64"):
+        shutil.copy(os.path.join(src, fn), os.path.join(tmp, fn))
+    with open(os.path.join(tmp, "meta.txt"), "w") as f:
+        f.write(f"name {stripped_name}\nstripped_from {name} (tools/ref/arch_fixtures.py strip_prefix): the same "
+                f"weights, tensor names without \"{prefix}\"; goldens and tokens are {name}'s\n")
+    with open(os.path.join(tmp, "tokens.txt")) as f:
+        tokens = [int(x) for x in f.read().split()]
+    _, lp = golden_logprobs(os.path.join(tmp, "hf5"), tokens)
+    gold = np.fromfile(os.path.join(tmp, "logprobs.f64"), dtype="<f8").reshape(lp.shape)
+    if np.abs(lp - gold).max() != 0:
+        raise SystemExit(f"arch_fixtures: transformers reads {stripped_name} differently: {np.abs(lp - gold).max()}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log(f"{stripped_name}: {name}'s tensors without {prefix}; transformers reproduces the golden exactly")
+
+
 FUSED = {"qwen3moe-fused": "qwen3moe"}
+STRIPPED = {"bloom-base": "bloom"}
 
 
 def main():
@@ -866,7 +900,8 @@ def main():
     a = ap.parse_args()
     names = a.names or list(FIXTURES)
     fused = [n for n in names if n in FUSED]
-    names = [n for n in names if n not in FUSED]
+    stripped = [n for n in names if n in STRIPPED]
+    names = [n for n in names if n not in FUSED and n not in STRIPPED]
     for n in names:
         if n not in FIXTURES:
             raise SystemExit(f"arch_fixtures: unknown fixture {n!r}; known: {' '.join(FIXTURES)}")
@@ -881,6 +916,8 @@ def main():
         make(n, conv, a.llama_cpp_python, python4)
     for n in fused or ([] if a.names else list(FUSED)):
         fuse_experts(FUSED[n], n)
+    for n in stripped or ([] if a.names else list(STRIPPED)):
+        strip_prefix(STRIPPED[n], n)
 
 
 if __name__ == "__main__":
