@@ -140,6 +140,30 @@ static const arch_case cases[] = {
     {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* Bloom: ALiBi (no rotary positions), the embeddings' LayerNorm, q/k/v fused per head, the tanh
+     * GELU, biases, tied head; the GGUF as llama.cpp's converter writes it (attn_qkv as [q; k; v],
+     * token_embd_norm) */
+    {"bloom", "hf5", "logprobs.f64", MATCH, NULL},
+    {"bloom", "hf4", "logprobs.f64", MATCH, NULL},
+    {"bloom", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* the same weights named as bigscience's files name them, saved from BloomModel without
+     * "transformer." ("h.0.input_layernorm.weight") */
+    {"bloom-base", "hf5", "logprobs.f64", MATCH, NULL},
+    /* Falcon-7B's block (parallel, one LayerNorm, multi-query, fused [q heads, k, v]; its GGUF
+     * converted from a copy saying num_kv_heads 1, see tools/ref/arch_fixtures.py), Falcon-40B's
+     * (new_decoder_architecture: ln_attn and ln_mlp, 2 kv groups; GGUF attn_norm_2), and the
+     * sequential block (post_attention_layernorm, q/k/v per head; llama.cpp has none) */
+    {"falcon", "hf5", "logprobs.f64", MATCH, NULL},
+    {"falcon", "hf4", "logprobs.f64", MATCH, NULL},
+    {"falcon", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"falcon-nda", "hf5", "logprobs.f64", MATCH, NULL},
+    {"falcon-nda", "hf4", "logprobs.f64", MATCH, NULL},
+    {"falcon-nda", "model.gguf", "logprobs.f64", MATCH, NULL},
+    {"falcon-seq", "hf5", "logprobs.f64", MATCH, NULL},
+    {"falcon-seq", "hf4", "logprobs.f64", MATCH, NULL},
+    /* OPT: learned positions from row 2, ReLU, LayerNorms (no GGUF: llama.cpp's converter has no OPT) */
+    {"opt", "hf5", "logprobs.f64", MATCH, NULL},
+    {"opt", "hf4", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped
@@ -415,6 +439,16 @@ START_TEST(long_tail_config_keys_are_refused_by_name)
         {"gptneox", "hf4", "\"rotary_pct\": 0.25", "\"rotary_pct\": 0.5", "differ"},
         {"gptneox", "hf5", NULL, "\"rms_norm_eps\": 1e-06, ", "rms_norm_eps"},
         {"gptneox", "hf5", "\"use_parallel_residual\": true", "\"use_parallel_residual\": true", NULL},
+        /* Bloom's and Falcon's residual after the norm, Falcon-RW's ALiBi, OPT's post-norm (opt-350m)
+         * and projected embeddings */
+        {"bloom", "hf5", "\"apply_residual_connection_post_layernorm\": false",
+         "\"apply_residual_connection_post_layernorm\": true", "apply_residual_connection_post_layernorm"},
+        {"falcon", "hf5", "\"alibi\": false", "\"alibi\": true", "alibi"},
+        {"opt", "hf5", "\"do_layer_norm_before\": true", "\"do_layer_norm_before\": false", "do_layer_norm_before"},
+        {"opt", "hf5", "\"word_embed_proj_dim\": 64", "\"word_embed_proj_dim\": 32", "project_in"},
+        {"opt", "hf5", "\"_remove_final_layer_norm\": false", "\"_remove_final_layer_norm\": true",
+         "_remove_final_layer_norm"},
+        {"falcon", "hf5", "\"alibi\": false", "\"alibi\": false", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char dir[64], src[512], path[600], st[600];

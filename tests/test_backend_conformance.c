@@ -35,6 +35,7 @@
 #include "plugin/backend.h"
 #include "cpu_ref.h"
 #include "base/error.h"
+#include "model/alibi.h"
 #include "base/ctx.h"
 #include "formats/json.h"
 #include "plugin/registry.h"
@@ -194,6 +195,11 @@ static int r_rope_table(void *s, int64_t T, int64_t nh, int64_t hd, int64_t n_ro
 }
 
 static int r_hadamard(void *s, int64_t rows, int64_t n, float *x) { return lmp_ref_hadamard(rows, n, x); }
+static int r_attention_alibi(void *s, int64_t T, int64_t nh, int64_t nkv, int64_t hd, int64_t window,
+                             const float *slopes, const float *q, const float *k, const float *v, float *out)
+{
+    return lmp_ref_attention_alibi(T, nh, nkv, hd, window, slopes, q, k, v, out);
+}
 
 static const lmp_backend_i ref_vtable = {
     .struct_size = sizeof(lmp_backend_i),
@@ -206,6 +212,7 @@ static const lmp_backend_i ref_vtable = {
     .rope_table = r_rope_table,
     .attention_window = r_attention_window,
     .hadamard = r_hadamard,
+    .attention_alibi = r_attention_alibi,
 };
 
 /* ---- fixture: the candidate (through the core, with its CPU fallback) and its reference ---- */
@@ -790,6 +797,70 @@ START_TEST(test_attention_window)
 }
 END_TEST
 
+/* attention_alibi (ABI 6.1) 1e-10, as attention_window: Bloom's slopes (8 heads: 2^-1 .. 2^-8) and a
+ * head count that is no power of 2 (6: 4's slopes then 8's odd ones), long sequences that cross
+ * the key chunk (64 rows), GQA, a window; with every slope 0 it is attention_window bit for bit
+ * on the CPU backend, with Bloom's slopes it differs; NULL slopes are refused.  A backend without
+ * the op answers through the CPU's. */
+START_TEST(test_attention_alibi)
+{
+    open_backend(_i);
+    const struct { int64_t T, nh, nkv, hd, window; float amp; } cases[] = {
+        {37, 8, 8, 16, 0, 2.0f}, {150, 6, 2, 8, 0, 3.0f}, {150, 4, 4, 8, 70, 2.0f}, {20, 3, 1, 12, 5, 1.0f}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv, hd = cases[c].hd;
+        float *q = rand_mat(T * nh * hd, -cases[c].amp, cases[c].amp), *k = rand_mat(T * nkv * hd, -cases[c].amp, cases[c].amp);
+        float *v = rand_mat(T * nkv * hd, -1, 1);
+        float *r = rand_mat(T * nh * hd, 0, 1), *g = rand_mat(T * nh * hd, 0, 1), *plain = rand_mat(T * nh * hd, 0, 1);
+        float slopes[8], zeros[8] = {0};
+        lmp_alibi_slopes(nh, slopes);
+        int st;
+        ck_assert_int_eq(REF(attention_alibi, T, nh, nkv, hd, cases[c].window, slopes, q, k, v, r), LMP_OK);
+        CAND(st, attention_alibi, T, nh, nkv, hd, cases[c].window, slopes, q, k, v, g);
+        ck_assert_int_eq(st, LMP_OK);
+        char what[96];
+        snprintf(what, sizeof what, "attention_alibi T=%lld heads=%lld window=%lld", (long long)T, (long long)nh,
+                 (long long)cases[c].window);
+        check_nmse(what, r, g, T, nh * hd, nh * hd, 1e-10);
+        ck_assert_int_eq(CPU(attention_window, T, nh, nkv, hd, cases[c].window, 0.0f, q, k, v, plain), LMP_OK);
+        double differ = 0;
+        for (int64_t i = 0; i < T * nh * hd; i++) differ += g[i] != plain[i];
+        ck_assert_msg(differ > 0, "%s: no different from attention_window: the slopes did nothing", what);
+        if (is_cpu(g_name)) { /* every slope 0: attention_window bit for bit */
+            CAND(st, attention_alibi, T, nh, nkv, hd, cases[c].window, zeros, q, k, v, g);
+            ck_assert_int_eq(st, LMP_OK);
+            differ = 0;
+            for (int64_t i = 0; i < T * nh * hd; i++) differ += g[i] != plain[i];
+            ck_assert_msg(differ == 0, "%s, slopes 0: differs from attention_window in %g values", what, differ);
+        }
+        free(q);
+        free(k);
+        free(v);
+        free(r);
+        free(g);
+        free(plain);
+    }
+    float z[8] = {0};
+    int st;
+    CAND(st, attention_alibi, 1, 1, 1, 4, 0, NULL, z, z, z, z);
+    ck_assert_int_eq(st, LMP_EINVAL);
+    close_backend();
+}
+END_TEST
+
+/* Bloom's slopes as transformers' _get_alibi_slopes gives them: 2^(-8 (h+1) / n) for n a power of
+ * 2; 6 heads: 4's (2^-2, 2^-4, 2^-6, 2^-8), then 8's first odd ones (2^-1, 2^-3). */
+START_TEST(test_alibi_slopes)
+{
+    float s[8];
+    lmp_alibi_slopes(8, s);
+    for (int h = 0; h < 8; h++) ck_assert_float_eq(s[h], ldexpf(1.0f, -(h + 1)));
+    lmp_alibi_slopes(6, s);
+    const float want[6] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+    for (int h = 0; h < 6; h++) ck_assert_float_eq(s[h], want[h]);
+}
+END_TEST
+
 /* swiglu, gelu 1e-12: elementwise, a few f32 roundings plus exp/tanh (OpenCL allows 3-5 ulp:
  * ~(5u)^2 ~ 1e-13 at worst, measured ~1e-15). */
 START_TEST(test_activations)
@@ -1184,6 +1255,7 @@ START_TEST(test_fallback)
     if (!LMP_BACKEND_I_HAS(vt, attention_backward)) null_ops[n_null++] = "attention_backward";
     if (!LMP_BACKEND_I_HAS(vt, rope_table)) null_ops[n_null++] = "rope_table";
     if (!LMP_BACKEND_I_HAS(vt, attention_window)) null_ops[n_null++] = "attention_window";
+    if (!LMP_BACKEND_I_HAS(vt, attention_alibi)) null_ops[n_null++] = "attention_alibi";
     printf("  [%s] entries left to the CPU backend:", g_name);
     for (int i = 0; i < n_null; i++) printf(" %s", null_ops[i]);
     printf("%s\n", n_null ? "" : " none");
@@ -1386,6 +1458,8 @@ static Suite *conformance_suite(void)
     tcase_add_loop_test(tc, test_rope_table, 0, g_n_ops);
     tcase_add_loop_test(tc, test_hadamard, 0, g_n_ops);
     tcase_add_loop_test(tc, test_attention_window, 0, g_n_ops);
+    tcase_add_loop_test(tc, test_attention_alibi, 0, g_n_ops);
+    tcase_add_test(tc, test_alibi_slopes);
     tcase_add_loop_test(tc, test_attention, 0, g_n_ops);
     tcase_add_loop_test(tc, test_activations, 0, g_n_ops);
     tcase_add_loop_test(tc, test_log_softmax, 0, g_n_ops);

@@ -30,7 +30,8 @@
 static const char *const fixtures[] = {"llama3", "mistral", "qwen2", "qwen2-yarn", "qwen3", "gemma", "gemma2",
                                        "gemma3", "phi3",   "glm",     "glm4",  "gpt2",       "ernie4_5",
                                        "gptneox", "gptneox-seq", "phi2", "gptj",
-                                       "stablelm", "stablelm-par", "olmo", "starcoder2"};
+                                       "stablelm", "stablelm-par", "olmo", "starcoder2", "bloom",
+                                       "falcon", "falcon-nda", "falcon-seq", "opt"};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
 static lmp_ctx g_ctx;
@@ -136,7 +137,7 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     ck_assert_int_eq(count_kind(&p, LMP_STEP_HEAD_NORM), a->qk_norm ? 2 : 0);
     ck_assert_int_eq(count_kind(&p, LMP_STEP_NORM), 2 + (a->post_norms ? 2 : 0));
     ck_assert_int_eq(count_kind(&p, LMP_STEP_SCALE), a->q_scale && a->q_scale != 1.0f);
-    ck_assert_int_eq(count_kind(&p, LMP_STEP_ROPE), !gpt2);
+    ck_assert_int_eq(count_kind(&p, LMP_STEP_ROPE), !gpt2 && !a->alibi && !a->learned_pos); /* Bloom, OPT: none */
     ck_assert_int_eq(count_kind(&p, LMP_STEP_GELU), plain);
     ck_assert_int_eq(count_kind(&p, LMP_STEP_GLU), !plain);
     for (int i = 0; i < p.n_steps; i++) {
@@ -144,6 +145,7 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
         if (s->kind == LMP_STEP_ATTENTION) {
             ck_assert_int_eq(s->window, lmp_arch_window(a, blk->index));
             ck_assert(s->softcap == a->attn_softcap);
+            ck_assert_int_eq(s->alibi, a->alibi);
         }
         if (s->kind == LMP_STEP_GLU) ck_assert_int_eq(s->gelu, a->geglu);
     }

@@ -60,7 +60,7 @@ static const variant VARIANTS[] = {
     {"nvfp4-gptq", "gptq", NOT_DOWN, {"format=nvfp4", NULL}, "nvfp4-pack-quantized", LMP_ST_U8, LMP_ST_F8_E4M3},
     {"mxfp4", "rtn", NOT_DOWN, {"format=mxfp4", NULL}, "mxfp4-pack-quantized", LMP_ST_U8, LMP_ST_U8},
     {"mxfp8", "rtn", NOT_DOWN, {"format=mxfp8", NULL}, "mxfp8-quantized", LMP_ST_F8_E4M3, LMP_ST_U8},
-    /* ABI 6.4: FP8 in tiles (strategy "block", block_structure [n, n]); every linear, so down_proj's
+    /* ABI 6.2: FP8 in tiles (strategy "block", block_structure [n, n]); every linear, so down_proj's
      * 64 x 172 and gate/up's 172 x 64 have partial tiles (compressed-tensors pads them) */
     {"fp8-block128", "rtn", NULL, {"format=fp8_e4m3", "granularity=block", "scale_dtype=bf16", NULL}, "naive-quantized",
      LMP_ST_F8_E4M3, LMP_ST_BF16},

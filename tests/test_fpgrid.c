@@ -79,7 +79,7 @@ static const fp_case CASES[] = {
     {"fp8_e5m2", "channel", 1, "f32", LMP_WFORMAT_FP8_E5M2},  {"fp8_e5m2", "tensor", 1, "bf16", LMP_WFORMAT_FP8_E5M2},
     {"nvfp4", "group", 16, "f32", LMP_WFORMAT_NVFP4},         {"mxfp4", "group", 32, "f32", LMP_WFORMAT_MXFP4},
     {"mxfp8", "group", 32, "f32", LMP_WFORMAT_MXFP8},
-    /* ABI 6.4: tiles of group x group (compressed-tensors' strategy "block"): FP8_BLOCK's 128 x 128
+    /* ABI 6.2: tiles of group x group (compressed-tensors' strategy "block"): FP8_BLOCK's 128 x 128
      * (one tile row of 8, two tiles across), and 3 x 3 / 5 x 5 tiles whose last row and column
      * of tiles are partial (compressed-tensors pads them with zeros) */
     {"fp8_e4m3", "block", 128, "bf16", LMP_WFORMAT_FP8_E4M3}, {"fp8_e4m3", "block", 3, "f32", LMP_WFORMAT_FP8_E4M3},
@@ -247,7 +247,7 @@ START_TEST(in_the_pipeline)
                 }
             lmp_blocks_free(q, m->arch.n_layers);
         }
-    /* FP8 in blocks of 16 x 16 (ABI 6.4) through rtn, gptq and rtn_mse on every linear: the 64 x 172
+    /* FP8 in blocks of 16 x 16 (ABI 6.2) through rtn, gptq and rtn_mse on every linear: the 64 x 172
      * down_proj has partial tiles at its right edge, the 172 x 64 gate/up at their bottom */
     static const char *const blockplugins[] = {"rtn", "gptq", "rtn_mse"};
     for (int pl = 0; pl < 3; pl++) {

@@ -431,6 +431,7 @@ typedef struct attention_args {
     int64_t T, hd, qdim, kvdim, group, bs;
     int64_t window;       /* attention_window: query t reads keys after t - window; 0: all */
     float softcap;        /* attention_window: scores through softcap * tanh(s / softcap); 0: none */
+    const float *slopes;  /* attention_alibi: head h's score of key j for query t + slopes[h] (j - t); NULL: none */
     float scale;
     const float *q, *k, *v;
     float *out, *S; /* S: one [bs, T] score block per part */
@@ -458,6 +459,8 @@ static int attention_heads(void *p, int part, int64_t h0, int64_t h1)
                 const int64_t lo = a->window && nv - a->window > 0 ? nv - a->window : 0; /* ... from lo */
                 if (a->softcap > 0)
                     for (int64_t j = lo; j < nv; j++) Sr[j] = a->softcap * tanhf(Sr[j] / a->softcap);
+                if (a->slopes) /* ALiBi: the key's distance, times the head's slope */
+                    for (int64_t j = lo; j < nv; j++) Sr[j] += a->slopes[h] * (float)(j - (nv - 1));
                 softmax_row(Sr + lo, nv - lo);
                 for (int64_t j = 0; j < lo; j++) Sr[j] = 0.0f;
                 for (int64_t j = nv; j < nk; j++) Sr[j] = 0.0f;
@@ -492,7 +495,8 @@ static int attention_shapes(cpu_backend *be, const char *op, int64_t T, int64_t 
  * (SMALL_GEMM_MACS), the heads are shared among the backend's threads, each head computed as on
  * one thread; larger products keep OpenBLAS's threads and the heads in turn. */
 static int attention_run(cpu_backend *be, const char *op, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
-                         int64_t window, float softcap, const float *q, const float *k, const float *v, float *out)
+                         int64_t window, float softcap, const float *slopes, const float *q, const float *k,
+                         const float *v, float *out)
 {
     attention_args a;
     int st = attention_shapes(be, op, T, n_heads, n_kv_heads, hd, q, k, v, &a);
@@ -504,6 +508,7 @@ static int attention_run(cpu_backend *be, const char *op, int64_t T, int64_t n_h
     a.out = out;
     a.window = window;
     a.softcap = softcap;
+    a.slopes = slopes;
     const double macs = (double)a.bs * (double)T * (double)hd; /* the largest GEMM */
     const int threads = macs < SMALL_GEMM_MACS && n_heads > 1 ? own_threads(be) : 1;
     a.S = be->host->alloc(be->hctx, (size_t)threads * (size_t)a.bs * (size_t)T * sizeof *a.S);
@@ -519,13 +524,20 @@ static int attention_run(cpu_backend *be, const char *op, int64_t T, int64_t n_h
 static int cpu_attention(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd,
                          const float *q, const float *k, const float *v, float *out)
 {
-    return attention_run(self, "attention", T, n_heads, n_kv_heads, hd, 0, 0.0f, q, k, v, out);
+    return attention_run(self, "attention", T, n_heads, n_kv_heads, hd, 0, 0.0f, NULL, q, k, v, out);
 }
 
 static int cpu_attention_window(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
                                 float softcap, const float *q, const float *k, const float *v, float *out)
 {
-    return attention_run(self, "attention_window", T, n_heads, n_kv_heads, hd, window, softcap, q, k, v, out);
+    return attention_run(self, "attention_window", T, n_heads, n_kv_heads, hd, window, softcap, NULL, q, k, v, out);
+}
+
+static int cpu_attention_alibi(void *self, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                               const float *slopes, const float *q, const float *k, const float *v, float *out)
+{
+    if (!slopes && T > 0 && n_heads > 0) return FAIL((cpu_backend *)self, LMP_EINVAL, "attention_alibi: NULL slopes");
+    return attention_run(self, "attention_alibi", T, n_heads, n_kv_heads, hd, window, 0.0f, slopes, q, k, v, out);
 }
 
 typedef struct attention_bwd_args {
@@ -802,6 +814,7 @@ static const lmp_backend_i cpu_vtable = {
     .rope_table = cpu_rope_table,
     .attention_window = cpu_attention_window,
     .hadamard = cpu_hadamard,
+    .attention_alibi = cpu_attention_alibi,
 };
 
 static const char *const compute_choices[] = {"f32", "bf16", NULL};

@@ -222,8 +222,27 @@ int lmp_ref_attention(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd
     return lmp_ref_attention_window(T, n_heads, n_kv_heads, hd, 0, 0.0f, q, k, v, out);
 }
 
+static int attention_scored(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                            float softcap, const float *slopes, const float *q, const float *k, const float *v,
+                            float *out);
+
 int lmp_ref_attention_window(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
                              float softcap, const float *q, const float *k, const float *v, float *out)
+{
+    return attention_scored(T, n_heads, n_kv_heads, hd, window, softcap, NULL, q, k, v, out);
+}
+
+int lmp_ref_attention_alibi(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                            const float *slopes, const float *q, const float *k, const float *v, float *out)
+{
+    if (!slopes && T > 0 && n_heads > 0) return LMP_EINVAL;
+    return attention_scored(T, n_heads, n_kv_heads, hd, window, 0.0f, slopes, q, k, v, out);
+}
+
+/* Both: a score is q.k / sqrt(hd), soft-capped, plus slopes[h] (j - t) when slopes. */
+static int attention_scored(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                            float softcap, const float *slopes, const float *q, const float *k, const float *v,
+                            float *out)
 {
     if (T < 0 || n_heads < 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads != 0 || window < 0 || softcap < 0)
         return LMP_EINVAL;
@@ -250,6 +269,7 @@ int lmp_ref_attention_window(int64_t T, int64_t n_heads, int64_t n_kv_heads, int
                 for (int64_t d = 0; d < hd; d++) s += (double)qt[d] * kj[d];
                 p[j] = s * scale;
                 if (softcap > 0) p[j] = softcap * tanh(p[j] / softcap);
+                if (slopes) p[j] += (double)slopes[h] * (double)(j - t);
                 if (p[j] > mx) mx = p[j];
             }
             double sum = 0.0;

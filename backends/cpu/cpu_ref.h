@@ -68,6 +68,11 @@ LMP_REF_API int lmp_ref_rope(int64_t T, int64_t n_heads, int64_t head_dim, int64
  * double like lmp_ref_attention. */
 LMP_REF_API int lmp_ref_attention_window(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
                                          float softcap, const float *q, const float *k, const float *v, float *out);
+/* Attention with ALiBi (plugin.h's attention_alibi): attention_window's scores without soft-cap,
+ * plus slopes[h] * (j - t), in double. */
+LMP_REF_API int lmp_ref_attention_alibi(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                        const float *slopes, const float *q, const float *k, const float *v,
+                                        float *out);
 /* RoPE from a table (plugin.h's rope_table): pairs (2i, 2i+1), i < n_rot/2, of each head turned
  * by (f32)(pos * inv_freq[i]) and scaled by mscale; cos and sin in double. */
 LMP_REF_API int lmp_ref_rope_table(int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos0,

@@ -5,18 +5,26 @@
 #include <string.h>
 
 /* Each LMP_ARCH_* flag has a bit of its own: 14 distinct bits 0..13 sum to 2^14 - 1, and two flags
- * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum. */
+ * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum: bits 14,
+ * 15 and 16 (ALiBi, the embeddings' norm, learned positions) are added as themselves, so that
+ * their sum equals their OR only when each has a bit of its own and none of 0..13. */
 _Static_assert(LMP_ARCH_QK_NORM + LMP_ARCH_GEGLU + LMP_ARCH_EMBED_SCALE + LMP_ARCH_NORM_PLUS_ONE + LMP_ARCH_HEAD_DIM +
                        LMP_ARCH_POST_NORMS + LMP_ARCH_LAYER_NORM + LMP_ARCH_NORM_NO_PARAMS + LMP_ARCH_PARALLEL +
                        LMP_ARCH_SHARED_NORM + LMP_ARCH_PLAIN_MLP + LMP_ARCH_HEAD_BIAS + LMP_ARCH_MLA + LMP_ARCH_SINKS ==
                    (1u << 14) - 1,
                "two LMP_ARCH_* flags share a bit (arch.h)");
+_Static_assert(LMP_ARCH_ALIBI + LMP_ARCH_EMBED_NORM + LMP_ARCH_LEARNED_POS ==
+                       ((1u << 14) | (1u << 15) | (1u << 16)) &&
+                   (LMP_ARCH_ALIBI | LMP_ARCH_EMBED_NORM | LMP_ARCH_LEARNED_POS) ==
+                       ((1u << 14) | (1u << 15) | (1u << 16)),
+               "ALiBi, the embeddings' norm and learned positions take bits 14, 15 and 16 (arch.h)");
 
 extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gemma,
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
-    lmp_arch_starcoder2, lmp_arch_gpt_oss;
+    lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_bloom, lmp_arch_falcon,
+    lmp_arch_falcon_nda, lmp_arch_opt;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -25,7 +33,10 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_gpt2, &lmp_arch_ernie4_5, &lmp_arch_mixtral,
                                              &lmp_arch_qwen2moe, &lmp_arch_qwen3moe, &lmp_arch_deepseek_v2,
                                              &lmp_arch_deepseek_v3, &lmp_arch_gptneox, &lmp_arch_phi2, &lmp_arch_gptj,
-                                             &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss};
+                                             &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss,
+                                             &lmp_arch_bloom, &lmp_arch_falcon, &lmp_arch_opt,
+                                             /* a layout the loaders switch to, never found first by name */
+                                             &lmp_arch_falcon_nda};
 enum { N_ARCH = sizeof table / sizeof *table };
 
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
@@ -56,7 +67,7 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
     if (n) buf[0] = 0;
     for (int i = 0; i < N_ARCH && k < n; i++) {
         const char *s = gguf ? table[i]->gguf_arch : table[i]->hf_class;
-        if (!s || (gguf && lmp_arch_by_gguf(s, strlen(s)) != table[i])) continue; /* once each */
+        if (!s || (gguf ? lmp_arch_by_gguf(s, strlen(s)) : lmp_arch_by_hf_class(s)) != table[i]) continue; /* once each */
         k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", s);
     }
     return buf;

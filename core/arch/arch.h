@@ -11,7 +11,8 @@
  * Adding a family that fits an existing topology is a new file here plus fixtures
  * (docs/architectures.md).  The RoPE block's options (LMP_ARCH_*) cover LayerNorms, a parallel
  * residual, a gate-less MLP and a head bias too (issue 40: GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo,
- * StarCoder2 are one file each). */
+ * StarCoder2 are one file each), and ALiBi, an embedding norm and learned positions in place of
+ * RoPE (Bloom, OPT; Falcon needs only its file and its config's rules). */
 #ifndef LMP_CORE_ARCH_ARCH_H
 #define LMP_CORE_ARCH_ARCH_H
 
@@ -30,6 +31,7 @@ typedef enum {
     LMP_BIAS_NEOX,        /* GPT-NeoX: q,k,v,o when attention_bias (default true); up, down always */
     LMP_BIAS_MLP,         /* GPT-J: up and down (fc_in, fc_out) only */
     LMP_BIAS_ALL_CONFIG,  /* StarCoder2: every linear when attention_bias (its use_bias; default true) */
+    LMP_BIAS_ALL_FLAG,    /* Falcon: every linear when attention_bias (its bias; default false) */
 } lmp_bias_rule;
 
 /* How config.json turns sliding-window attention on (the sliding layers then attend within the
@@ -66,6 +68,13 @@ enum {
                                      * kv_b) and a rotary key shared by the heads */
     LMP_ARCH_SINKS = 1u << 13,      /* a learned logit per head in each softmax's denominator
                                      * (gpt-oss's attention sinks: self_attn.sinks [heads]) */
+    /* issue 40's position encodings and embeddings (Bloom, OPT): */
+    LMP_ARCH_ALIBI = 1u << 14,      /* no RoPE: each head's scores get slope_h * (j - t) added (ALiBi,
+                                     * Bloom; the slopes from the head count: lmp_alibi_slopes) */
+    LMP_ARCH_EMBED_NORM = 1u << 15, /* a LayerNorm (weight, bias) on the token embeddings before the
+                                     * first block (Bloom's word_embeddings_layernorm) */
+    LMP_ARCH_LEARNED_POS = 1u << 16, /* no RoPE: learned positions added to the embeddings, row
+                                      * t + hf_pos_offset for position t (OPT: offset 2) */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
@@ -166,8 +175,10 @@ typedef struct lmp_arch_desc {
     int gguf_swa_pattern;
     double gguf_swa_base;
     int64_t gguf_scale_by_width_layers;
-    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm) */
-    const char *gguf_mlp_norm;
+    /* llama.cpp's name of the norm before the MLP when not ffn_norm (gpt-oss: post_attention_norm;
+     * Falcon-40B: attn_norm), and of the norm before attention when not attn_norm (Falcon-40B:
+     * attn_norm_2, its ln_attn) */
+    const char *gguf_mlp_norm, *gguf_attn_norm;
     /* A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); NULL: a dense family. */
     const lmp_moe_desc *moe;
     /* Hugging Face names of a family whose checkpoint is not laid out as Llama's (NULL: Llama's):
@@ -192,9 +203,24 @@ typedef struct lmp_arch_desc {
     /* llama.cpp computes this family's GELU with the erf (GPT-NeoX: transformers' "gelu"); the
      * GGUF has no key for it. */
     int gguf_gelu_erf;
+    /* Bloom: the embeddings' LayerNorm (LMP_ARCH_EMBED_NORM); OPT: the learned positions' table
+     * (LMP_ARCH_LEARNED_POS) and the rows it has before position 0 (without ".weight"). */
+    const char *hf_embed_norm, *hf_pos_embed;
+    int hf_pos_offset;
+    /* The class's base-model prefix ("transformer."), which a checkpoint saved from the base model
+     * lacks (bigscience's Bloom files: "h.0...", "word_embeddings..."): the loader adds it when
+     * hf_embed is found only without it.  NULL: names as given. */
+    const char *hf_base_prefix;
+    /* Falcon: config.json's multi_query, new_decoder_architecture (then lmp_arch_falcon_nda's block),
+     * parallel_attn, num_kv_heads and alibi say the block (model_hf.c). */
+    int hf_falcon;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;
+
+/* Falcon-40B's layout (new_decoder_architecture: ln_attn and ln_mlp), which the loaders switch to
+ * from lmp_arch_falcon (core/arch/falcon.c) when the file says so. */
+extern const lmp_arch_desc lmp_arch_falcon_nda;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),
  * or by name; NULL when lmpress has none. */

@@ -354,6 +354,31 @@ const lmp_st_tensor *lmp_st_find(const lmp_safetensors *st, const char *name)
     return NULL;
 }
 
+int lmp_st_add_prefix(lmp_safetensors *st, const char *prefix)
+{
+    const size_t pl = strlen(prefix);
+    size_t total = 0;
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        if (!strncmp(st->tensors[i].name, prefix, pl))
+            return lmp_fail(LMP_EINVAL, "%s: tensor \"%s\" has the prefix \"%s\" its other tensors lack",
+                            st->tensors[i].file, st->tensors[i].name, prefix);
+        total += pl + strlen(st->tensors[i].name) + 1;
+    }
+    char *buf = malloc(total ? total : 1), *at = buf;
+    if (!buf) return lmp_fail(LMP_ENOMEM, "%s: out of memory", st->path);
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const size_t n = strlen(st->tensors[i].name) + 1;
+        memcpy(at, prefix, pl);
+        memcpy(at + pl, st->tensors[i].name, n);
+        st->tensors[i].name = at;
+        at += pl + n;
+    }
+    free(st->renamed);
+    st->renamed = buf;
+    /* one prefix on every name keeps their order: by_name stays sorted */
+    return 0;
+}
+
 /* ---- files ------------------------------------------------------------------------------- */
 
 static int map_file(const char *path, lmp_st_shard *sh)
@@ -401,6 +426,7 @@ void lmp_st_close(lmp_safetensors *st)
     lmp_json_free(st->index);
     free(st->tensors);
     free(st->by_name);
+    free(st->renamed);
     free(st->path);
     free(st);
 }

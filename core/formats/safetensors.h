@@ -77,10 +77,16 @@ typedef struct lmp_safetensors {
     int n_shards;          /* 1 for a single file; index order of first mention otherwise */
     lmp_st_tensor *tensors; /* shard by shard, each shard's tensors in data-offset order */
     size_t n_tensors;
-    /* private: the tensors sorted by name, for lmp_st_find */
+    /* private: the tensors sorted by name, for lmp_st_find; the names lmp_st_add_prefix made */
     lmp_st_tensor **by_name;
+    char *renamed;
 } lmp_safetensors;
 
+/* Names every tensor prefix + its name: the names a model class's checkpoint has when the file
+ * was saved from its base model without the class's prefix (bigscience's Bloom files: "h.0..."
+ * for "transformer.h.0...").  LMP_EINVAL, naming it, when a tensor already has the prefix (a file
+ * mixing the two forms). */
+int lmp_st_add_prefix(lmp_safetensors *st, const char *prefix);
 /* Opens a checkpoint: a directory (model.safetensors.index.json, else model.safetensors), a
  * *.json index, or a single safetensors file.  Close with lmp_st_close. */
 int lmp_st_open(const char *path, lmp_safetensors **out);

@@ -163,6 +163,9 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
         case LMP_STEP_ATTENTION:
             if (s->norm >= 0) /* gpt-oss's sinks: the device job's attention has none */
                 return lmp_fail(LMP_EUNSUPPORTED, "block %d: attention sinks do not run as a device job", blk->index);
+            if (s->alibi) /* Bloom: forward.c runs ALiBi's reference kernel on the host */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d: ALiBi attention (Bloom) has no op on the device block path",
+                                blk->index);
             o = add_op(jm, LMP_BOP_ATTENTION, in0, out0);
             o->in[1] = (int)s->in[1];
             o->in[2] = (int)s->in[2];
@@ -179,6 +182,9 @@ static int make_job(job_maker *jm, const lmp_arch *a, const lmp_block *blk, cons
             o->cols = C;
             break;
         case LMP_STEP_GELU:
+            if (s->relu) /* OPT: forward.c runs it on the host */
+                return lmp_fail(LMP_EUNSUPPORTED, "block %d: the ReLU MLP (OPT) has no op on the device block path",
+                                blk->index);
             if (s->erf) /* the op is the tanh GELU; forward.c runs the erf one on the host */
                 return lmp_fail(LMP_EUNSUPPORTED, "block %d: the erf GELU has no op on the device block path",
                                 blk->index);

@@ -78,7 +78,7 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         s->norm = lmp_norm_index(a, LMP_NORM_K);
         s->heads[0] = a->n_kv_heads;
     }
-    if (!gpt2) { /* GPT-2 has learned positions instead, added to the embeddings */
+    if (!gpt2 && !a->alibi && !a->learned_pos) { /* GPT-2, OPT: learned positions on the embeddings; Bloom: ALiBi */
         lmp_block_step *s = add_step(p, LMP_STEP_ROPE, 0);
         io(s, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K}, 2, (lmp_slot[]){LMP_SLOT_Q, LMP_SLOT_K});
         s->heads[0] = a->n_heads;
@@ -102,6 +102,7 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         s->softcap = a->attn_softcap;
         s->norm = lmp_norm_index(a, LMP_NORM_SINKS); /* gpt-oss: -1 for the other families */
         s->heads[0] = a->n_heads;
+        s->alibi = a->alibi; /* Bloom */
     }
 attention_out:
     /* group 1: x1 = x + o(att), through the post-attention norm when there is one */
@@ -132,6 +133,7 @@ attention_out:
         lmp_block_step *s = add_step(p, LMP_STEP_GELU, 2);
         io(s, 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
         s->erf = a->gelu_erf;
+        s->relu = a->relu; /* OPT */
     } else {
         linears_step(p, 2, LMP_SLOT_XN_MLP, 2, (lmp_role[]){LMP_ROLE_GATE, LMP_ROLE_UP},
                      (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 0);

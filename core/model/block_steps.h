@@ -21,7 +21,7 @@
  *             q, k = rope(q), rope(k)                     ROPE        in place
  *             q *= q_scale                                SCALE       in place (Gemma 2/3)
  *             q, k = q H, k H per head                    ROTATE      online R3 (model.rotate)
- *             att = attention(q, k, v)                    ATTENTION   window, soft-cap -> [T,qd]
+ *             att = attention(q, k, v)                    ATTENTION   window, soft-cap, ALiBi -> [T,qd]
  *     (multi-head latent attention, DeepSeek-V2/V3, instead of the steps from q, k, v on:
  *             att = mla(xn_attn)                          MLA         [T,d] -> [T,heads*v_head_dim]:
  *             q = q(xn) or q_b(norm(q_a(xn))); [c, k_rot] = kv_a(xn); [k_nope, v] per head =
@@ -87,7 +87,8 @@ typedef enum {
                          * first through the KV cache's quantization when the block has one
                          * (lmp_block.kv, model/kv_quant.h: in place) */
     LMP_STEP_GLU,       /* out = act(in[0]) * in[1], act silu (SwiGLU) or gelu_tanh (GeGLU) */
-    LMP_STEP_GELU,      /* out = gelu_tanh(in[0]), or the erf GELU (erf) */
+    LMP_STEP_GELU,      /* out = gelu_tanh(in[0]), or the erf GELU (erf), or ReLU (relu): the gate-less
+                         * MLP's activation */
     LMP_STEP_ADD,       /* out = in[0] + in[1]: a residual add */
     LMP_STEP_ROTATE,    /* in[0] (and in[1]) turned in place by an online rotation (model/rotate.h):
                          * R3, q and k per head (heads[0], heads[1]), or R4, down's input */
@@ -115,6 +116,8 @@ typedef struct lmp_block_step {
     int gelu;                           /* GLU: gelu_tanh(gate) * up (GeGLU) rather than silu */
     int erf;                            /* GELU: the exact 0.5 x (1 + erf(x / sqrt 2)) rather than the
                                          * tanh approximation (GPT-NeoX's "gelu") */
+    int relu;                           /* GELU: max(x, 0) instead (OPT's "relu") */
+    int alibi;                          /* ATTENTION: ALiBi's slope_h * (j - t) on the scores (Bloom) */
     /* MOE: routed experts of width expert_hidden, top_k per token, renormalized when norm_topk;
      * a shared expert of shared_hidden (0: none), gated when shared_gate */
     int64_t n_experts, top_k, expert_hidden, shared_hidden;

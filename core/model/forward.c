@@ -8,6 +8,7 @@
  * The newer families' features (q/k norms, post norms, GeGLU, the q scale, windows, soft-capped
  * scores) are steps of the same list. */
 #include "model/forward.h"
+#include "model/alibi.h"
 #include "model/kv_quant.h"
 #include "model/rotate.h"
 
@@ -576,6 +577,16 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
             return attention_sinks(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, blk->norms[s->norm].w, in,
                                    slot[s->in[1]], slot[s->in[2]], out);
         }
+        if (s->alibi) { /* Bloom: the backend's attention_alibi (ABI 6.1; the CPU backend's where it has none) */
+            if (s->softcap) return lmp_fail(LMP_EUNSUPPORTED, "block %d: soft-capped scores with ALiBi", blk->index);
+            float *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
+            if (!slopes) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's attention", blk->index);
+            lmp_alibi_slopes(a->n_heads, slopes);
+            st = lmp_be_attention_alibi(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, slopes, in,
+                                        slot[s->in[1]], slot[s->in[2]], out);
+            free(slopes);
+            return st;
+        }
         if (s->window || s->softcap)
             return lmp_be_attention_window(be, T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, s->softcap, in,
                                            slot[s->in[1]], slot[s->in[2]], out);
@@ -586,6 +597,10 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
         for (int64_t i = 0; !st && i < T * C; i++) out[i] *= slot[s->in[1]][i];
         return st;
     case LMP_STEP_GELU:
+        if (s->relu) { /* OPT */
+            for (int64_t i = 0; i < T * C; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+            return 0;
+        }
         if (!s->erf) return lmp_be_gelu(be, T * C, in, out);
         lmp_gelu_erf(T * C, in, out); /* GPT-NeoX's exact GELU: no backend op, the slots are host memory */
         return 0;
@@ -670,11 +685,22 @@ void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x)
 {
     const int64_t d = m->arch.dim;
     for (int64_t t = 0; t < T; t++) {
-        memcpy(x + t * d, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
+        float *xt = x + t * d;
+        memcpy(xt, m->tok_emb + (int64_t)tok[t] * d, (size_t)d * sizeof *x);
         if (m->arch.embed_scale) /* Gemma: the embedding times sqrt(dim); the tied head reads it unscaled */
-            for (int64_t i = 0; i < d; i++) x[t * d + i] *= m->arch.embed_scale;
-        if (m->pos_emb) /* GPT-2: learned position t */
-            for (int64_t i = 0; i < d; i++) x[t * d + i] += m->pos_emb[t * d + i];
+            for (int64_t i = 0; i < d; i++) xt[i] *= m->arch.embed_scale;
+        if (m->pos_emb) /* GPT-2, OPT: learned position t */
+            for (int64_t i = 0; i < d; i++) xt[i] += m->pos_emb[t * d + i];
+        if (m->embed_norm_w) { /* Bloom: a LayerNorm on the embeddings (host, double sums); nothing before
+                                * it learns, so it has no backward */
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < d; i++) mean += xt[i];
+            mean /= (double)d;
+            for (int64_t i = 0; i < d; i++) var += ((double)xt[i] - mean) * ((double)xt[i] - mean);
+            const double inv = 1.0 / sqrt(var / (double)d + (double)m->arch.norm_eps);
+            for (int64_t i = 0; i < d; i++)
+                xt[i] = (float)(((double)xt[i] - mean) * inv * m->embed_norm_w[i] + (m->embed_norm_b ? m->embed_norm_b[i] : 0.0));
+        }
     }
 }
 

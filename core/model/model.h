@@ -42,6 +42,10 @@ typedef struct lmp_arch {
      * for both (shared_norm: the block's norm 1 is then absent); an MLP without a gate
      * (down(gelu(up x))), its GELU the erf one (gelu_erf) or the tanh one. */
     int layer_norm, parallel, shared_norm, plain_mlp, gelu_erf;
+    /* Bloom: no RoPE; ALiBi, slope_h * (j - t) added to head h's scores (lmp_alibi_slopes).
+     * OPT: no RoPE either (learned positions, m->pos_emb); its gate-less MLP's activation is
+     * ReLU (relu) rather than a GELU. */
+    int alibi, learned_pos, relu;
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
@@ -133,7 +137,8 @@ struct lmp_model {
     const lmp_model_source *src;
     void *src_data;           /* the format's own state */
     const float *tok_emb;     /* [vocab, dim] f32 */
-    const float *pos_emb;     /* [seq_len, dim] f32, GPT2 only */
+    const float *pos_emb;     /* [seq_len, dim] f32: GPT2's positions, OPT's from its offset row on */
+    const float *embed_norm_w, *embed_norm_b; /* [dim] the embeddings' LayerNorm (Bloom), else NULL */
     const float *final_norm_w, *final_norm_b;  /* [dim]; b NULL for RMSNorm */
     const float *lm_head;     /* [vocab, dim] f32; == tok_emb when tied */
     const float *lm_head_b;   /* [vocab] the head's bias (Phi-2, GPT-J), else NULL */

@@ -3,7 +3,8 @@
  * issue 40's gptneox, phi2, stablelm, olmo, starcoder2: LayerNorm biases (attn_norm.bias,
  * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
  * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
- * tensors).
+ * tensors), bloom (token_embd_norm, ALiBi) and falcon (tensor_data_layout "jploski"; attn_norm_2
+ * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
@@ -244,7 +245,8 @@ static const char *const read_keys[] = {
     "rope.freq_base_swa", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.attn_factor",
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
     "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
-    "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow", NULL};
+    "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
+    "tensor_data_layout", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
@@ -262,6 +264,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
         if (ok && !strcmp(k + plen + 1, "use_parallel_residual") &&
             !(lmp_arch_by_gguf(prefix, plen)->flags & (LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM)))
             ok = 0; /* read for GPT-NeoX and StableLM only */
+        if (ok && !strcmp(k + plen + 1, "tensor_data_layout") && !lmp_arch_by_gguf(prefix, plen)->hf_falcon)
+            ok = 0; /* Falcon's "jploski" (checked at load) */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -281,7 +285,9 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
                  !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight") ||
                  !strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight") ||
                  (gpt2 && !strcmp(name, "position_embd.weight")) || (layer_norm && !strcmp(name, "output_norm.bias")) ||
-                 ((m->arch.desc->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, "output.bias"));
+                 ((m->arch.desc->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, "output.bias")) ||
+                 ((m->arch.desc->flags & LMP_ARCH_EMBED_NORM) &&
+                  (!strcmp(name, "token_embd_norm.weight") || !strcmp(name, "token_embd_norm.bias")));
         long long b;
         int at = 0;
         if (!ok && sscanf(name, "blk.%lld.%n", &b, &at) == 1 && at > 0 && b >= 0 && b < m->arch.n_layers) {
@@ -591,6 +597,17 @@ int lmp_model_open_gguf(lmp_model *m)
     }
     const char *P = a->desc->gguf_arch;
     if ((st = check_keys(g, P))) return st;
+    if (a->desc->hf_falcon) { /* Falcon: attn_qkv as [q; k; v] ("jploski"); ln_mlp as attn_norm_2 (40B, 180B) */
+            char lkey[96];
+        const char *layout;
+        size_t layout_len;
+        snprintf(lkey, sizeof lkey, "%s.tensor_data_layout", P);
+        if (lmp_gguf_find_kv(g, lkey) && ((st = lmp_gguf_get_string(g, lkey, &layout, &layout_len)) ||
+                                          layout_len != 7 || memcmp(layout, "jploski", 7) != 0))
+            return st ? st : lmp_fail(LMP_EUNSUPPORTED, "%s: %s '%.*s' is not supported (only \"jploski\": q, k, v "
+                                      "one after the other)", m->path, lkey, (int)layout_len, layout);
+        if (lmp_gguf_find_tensor(g, "blk.0.attn_norm_2.weight")) a->desc = &lmp_arch_falcon_nda;
+    }
     if ((st = read_experts(m))) return st;
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
@@ -599,6 +616,8 @@ int lmp_model_open_gguf(lmp_model *m)
     a->layer_norm = (a->desc->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (a->desc->flags & LMP_ARCH_PLAIN_MLP) != 0;
     a->gelu_erf = a->plain_mlp && a->desc->gguf_gelu_erf; /* GPT-NeoX: as transformers defines it (see arch.h) */
+    /* Bloom: ALiBi with llama.cpp's max_alibi_bias 8 (its converter writes no key; lmp_alibi_slopes) */
+    a->alibi = (a->desc->flags & LMP_ARCH_ALIBI) != 0;
     a->parallel = (a->desc->flags & LMP_ARCH_PARALLEL) != 0;
     char pkey[128];
     snprintf(pkey, sizeof pkey, "%s.use_parallel_residual", P);
@@ -646,6 +665,13 @@ int lmp_model_open_gguf(lmp_model *m)
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);
+    if (a->desc->flags & LMP_ARCH_EMBED_NORM) { /* Bloom: token_embd_norm, a LayerNorm on the embeddings */
+        float *w = NULL, *b = NULL;
+        if ((st = load_f32(m, "token_embd_norm.weight", 0, a->dim, &w))) return st;
+        m->embed_norm_w = lmp_model_own(m, w);
+        if ((st = load_f32(m, "token_embd_norm.bias", 0, a->dim, &b))) return st;
+        m->embed_norm_b = lmp_model_own(m, b);
+    }
     if (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) { /* OLMo: weight 1, bias 0 */
         float *w, *b;
         if ((st = lmp_norm_identity(a->dim, &w, &b))) return st;

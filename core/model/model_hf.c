@@ -3,7 +3,8 @@
  * with config.json beside it.
  *
  * config.json "architectures"[0] picks the family's descriptor (core/arch: Llama, Mistral, Qwen2,
- * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2...;
+ * Qwen3, Gemma, Phi-3, GPT-2, GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2, Bloom, Falcon,
+ * OPT...;
  * docs/architectures.md).  Every key of config.json must be one this reader uses or one that
  * cannot change an f32 forward (harmless_keys); any other is refused by name.  A family whose
  * checkpoint is not laid out as Llama's names its modules and its spelling of Llama's keys in its
@@ -242,16 +243,21 @@ static int fused_expert(const hf_state *s, int64_t b, const lmp_linear *l, char 
     return 0;
 }
 
-/* GPT-NeoX's query_key_value [heads * 3 * hd, in] holds head h's q, k, v rows at
- * [(3h + j) hd, (3h + j + 1) hd) (j = 0, 1, 2): q, k or v (l->role) gathered in place into the
- * first l->out rows of w, and of bias likewise. */
+/* A fused query_key_value laid out by kv group: group g of the n_kv_heads holds the rows of its
+ * G = heads / kv heads q heads, then its k head, then its v head, hd rows each (GPT-NeoX and Bloom:
+ * G = 1, [heads][q, k, v][hd]; Falcon: its multi-query [q heads, k, v] is one group, its
+ * new_decoder_architecture any number).  q, k or v (l->role) gathered in place into the first
+ * l->out rows of w, and of bias likewise. */
 static int per_head_rows(const lmp_arch *a, const lmp_linear *l, float *w, float *bias)
 {
-    const int64_t hd = a->head_dim, H = a->n_heads, j = l->role - LMP_ROLE_Q;
-    if (a->n_kv_heads != H) return lmp_fail(LMP_EINVAL, "%s: a per-head fused q, k, v needs as many kv heads as heads", l->name);
-    for (int64_t h = 0; h < H; h++) { /* row block h moves down from 3h + j (never overwrites a later source) */
-        memmove(w + h * hd * l->in, w + (3 * h + j) * hd * l->in, (size_t)(hd * l->in) * sizeof *w);
-        if (bias) memmove(bias + h * hd, bias + (3 * h + j) * hd, (size_t)hd * sizeof *bias);
+    const int64_t hd = a->head_dim, H = a->n_heads, KV = a->n_kv_heads;
+    if (KV <= 0 || H % KV) return lmp_fail(LMP_EINVAL, "%s: %lld heads in %lld kv groups", l->name, (long long)H, (long long)KV);
+    const int64_t G = H / KV, n = l->role == LMP_ROLE_Q ? H : KV;
+    for (int64_t h = 0; h < n; h++) { /* row block h moves down from its source (never overwrites a later one) */
+        const int64_t g = l->role == LMP_ROLE_Q ? h / G : h;
+        const int64_t src = g * (G + 2) + (l->role == LMP_ROLE_Q ? h % G : l->role == LMP_ROLE_K ? G : G + 1);
+        memmove(w + h * hd * l->in, w + src * hd * l->in, (size_t)(hd * l->in) * sizeof *w);
+        if (bias) memmove(bias + h * hd, bias + src * hd, (size_t)hd * sizeof *bias);
     }
     return 0;
 }
@@ -337,7 +343,8 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     const hf_state *s = m->src_data;
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
     const int plus_one = (s->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
-    const int halves = !s->desc->hf_rope_adjacent; /* transformers' rotate-half order, but GLM's */
+    /* transformers' rotate-half order, but GLM's; nothing to permute without RoPE (Bloom, OPT) */
+    const int halves = !s->desc->hf_rope_adjacent && !m->arch.alibi && !m->arch.learned_pos;
     const int no_params = (s->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
@@ -913,6 +920,36 @@ static int parse_gpt_oss(const lmp_json *c, const char *what, hf_state *s, lmp_a
     return 0;
 }
 
+/* Falcon's block from config.json (core/arch/falcon.c): alibi true is refused; with
+ * new_decoder_architecture, num_kv_heads kv groups and a parallel block with ln_attn and ln_mlp
+ * (the descriptor lmp_arch_falcon_nda; num_ln_in_parallel_attn 1: one shared input_layernorm);
+ * without, multi_query's one kv head (else as many as the heads) and parallel_attn's parallel
+ * block with one shared norm (false: sequential, with post_attention_layernorm).  As
+ * transformers' FalconAttention, which ignores num_kv_heads for a multi-query model. */
+static int parse_falcon(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
+{
+    int alibi = 0, nda = 0, mq = 1, par = 1, st;
+    int64_t kv, n_ln;
+    if ((st = cfg_bool(c, what, "alibi", 0, &alibi)) || (st = cfg_bool(c, what, "new_decoder_architecture", 0, &nda)) ||
+        (st = cfg_bool(c, what, "multi_query", 1, &mq)) || (st = cfg_bool(c, what, "parallel_attn", 1, &par)) ||
+        (st = cfg_int(c, what, "num_kv_heads", a->n_heads, &kv)) ||
+        (st = cfg_int(c, what, "num_ln_in_parallel_attn", 2, &n_ln)))
+        return st;
+    if (alibi)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: alibi true (Falcon-RW's ALiBi, scaled with the scores and without "
+                        "rotary positions) is not supported for FalconForCausalLM", what);
+    if (nda && n_ln != 1 && n_ln != 2)
+        return lmp_fail(LMP_EINVAL, "%s: num_ln_in_parallel_attn %lld (1 or 2)", what, (long long)n_ln);
+    if (nda && n_ln == 2) s->desc = a->desc = &lmp_arch_falcon_nda; /* ln_attn and ln_mlp */
+    a->parallel = nda || par;
+    a->shared_norm = a->parallel && (s->desc->flags & LMP_ARCH_SHARED_NORM) != 0;
+    a->n_kv_heads = nda ? kv : mq ? 1 : a->n_heads;
+    if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
+        return lmp_fail(LMP_EINVAL, "%s: %lld heads do not split into %lld kv heads", what, (long long)a->n_heads,
+                        (long long)a->n_kv_heads);
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -922,6 +959,8 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
     a->layer_norm = (d->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (d->flags & LMP_ARCH_PLAIN_MLP) != 0;
+    a->alibi = (d->flags & LMP_ARCH_ALIBI) != 0;
+    a->learned_pos = (d->flags & LMP_ARCH_LEARNED_POS) != 0;
     int st;
     /* GPT-NeoX: use_parallel_residual (default true) may make its block sequential */
     a->parallel = (d->flags & LMP_ARCH_PARALLEL) != 0;
@@ -938,12 +977,35 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_int(c, what, key_in(c, d, "max_position_embeddings"), d->hf_default_ctx, &a->seq_len)) ||
         (st = cfg_float(c, what, key_in(c, d, "rms_norm_eps"), a->layer_norm ? 1e-5 : 1e-6, &a->norm_eps)))
         return st;
+    if (d->hf_falcon && (st = parse_falcon(c, what, s, a))) return st;
+    if (d->flags & LMP_ARCH_LEARNED_POS) { /* OPT's variants lmpress does not run, by their keys */
+        int pre_norm = 1, drop_final = 0, affine = 1;
+        int64_t proj;
+        if ((st = cfg_bool(c, what, "do_layer_norm_before", 1, &pre_norm)) ||
+            (st = cfg_bool(c, what, "_remove_final_layer_norm", 0, &drop_final)) ||
+            (st = cfg_bool(c, what, "layer_norm_elementwise_affine", 1, &affine)) ||
+            (st = cfg_int(c, what, "word_embed_proj_dim", a->dim, &proj)))
+            return st;
+        if (!pre_norm || drop_final || !affine || proj != a->dim)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported for %s", what,
+                            !pre_norm ? "do_layer_norm_before false (post-norm blocks, as opt-350m)"
+                            : drop_final ? "_remove_final_layer_norm true"
+                            : !affine ? "layer_norm_elementwise_affine false"
+                                      : "word_embed_proj_dim other than hidden_size (project_in / project_out)",
+                            d->hf_class);
+    }
+    d = s->desc; /* Falcon's new_decoder_architecture has a descriptor of its own */
     /* parts of a family's block lmpress does not run, refused by their key */
     int qk_ln = 0;
     if ((st = cfg_bool(c, what, "qk_layernorm", 0, &qk_ln))) return st;
     if (qk_ln)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: qk_layernorm true (%s's LayerNorm over each head of q and k) is not "
                         "supported", what, d->hf_class);
+    int post_ln_residual = 0; /* Bloom, Falcon: the residual taken after the norm */
+    if ((st = cfg_bool(c, what, "apply_residual_connection_post_layernorm", 0, &post_ln_residual))) return st;
+    if (post_ln_residual)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: apply_residual_connection_post_layernorm true (%s's residual taken "
+                        "after the norm) is not supported", what, d->hf_class);
     if (cfg_get(c, "clip_qkv"))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: clip_qkv (%s's clamp of q, k and v) is not supported", what, d->hf_class);
     /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
@@ -975,14 +1037,16 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     for (int k = 0; k < 2; k++) {
         const char *act;
         if ((st = cfg_string(c, what, act_keys[k], act_default, &act))) return st;
-        if (a->plain_mlp && !strcmp(act, "gelu")) {
+        if (a->plain_mlp && !strcmp(act, "relu")) { /* OPT */
+            a->relu = 1;
+        } else if (a->plain_mlp && !strcmp(act, "gelu")) {
             a->gelu_erf = 1;
         } else if (a->plain_mlp && !strcmp(act, "gelu_pytorch_tanh")) {
             a->gelu_erf = 0;
         } else if (strcmp(act, want) != 0) {
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s \"%s\" is not supported for %s (only \"%s\"%s)", what,
                             act_keys[k], act, d->hf_class, want,
-                            a->plain_mlp ? ", \"gelu_pytorch_tanh\" or \"gelu\"" : "");
+                            a->plain_mlp ? ", \"gelu_pytorch_tanh\", \"gelu\" or \"relu\"" : "");
         }
     }
     int bidirectional = 0;
@@ -1060,9 +1124,9 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         s->bias_roles = qkv | 1u << LMP_ROLE_O | mlp;
     } else if (d->bias == LMP_BIAS_MLP) { /* GPT-J */
         s->bias_roles = mlp;
-    } else if (d->bias == LMP_BIAS_ALL_CONFIG) { /* StarCoder2's use_bias */
+    } else if (d->bias == LMP_BIAS_ALL_CONFIG || d->bias == LMP_BIAS_ALL_FLAG) { /* StarCoder2's use_bias, Falcon's bias */
         int all_bias;
-        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), 1, &all_bias))) return st;
+        if ((st = cfg_bool(c, what, key_in(c, d, "attention_bias"), d->bias == LMP_BIAS_ALL_CONFIG, &all_bias))) return st;
         s->bias_roles = all_bias ? qkv | 1u << LMP_ROLE_O | mlp : 0;
     } else if (d->bias == LMP_BIAS_NEOX) {
         int attn_bias;
@@ -1232,6 +1296,12 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
     if (!strcmp(name, top)) return 1;
     snprintf(top, sizeof top, "%s.bias", d->hf_head ? d->hf_head : "lm_head");
     if ((d->flags & LMP_ARCH_HEAD_BIAS) && !strcmp(name, top)) return 1;
+    for (int k = 0; (d->flags & LMP_ARCH_EMBED_NORM) && k < 2; k++) { /* Bloom's embedding LayerNorm */
+        snprintf(top, sizeof top, "%s.%s", d->hf_embed_norm, k ? "bias" : "weight");
+        if (!strcmp(name, top)) return 1;
+    }
+    snprintf(top, sizeof top, "%s.weight", d->hf_pos_embed ? d->hf_pos_embed : "");
+    if ((d->flags & LMP_ARCH_LEARNED_POS) && !strcmp(name, top)) return 1; /* OPT's positions */
     const char *fn = d->hf_final_norm ? d->hf_final_norm : "model.norm";
     const size_t fl = strlen(fn);
     if (!(d->flags & LMP_ARCH_NORM_NO_PARAMS) && !strncmp(name, fn, fl) &&
@@ -1426,6 +1496,19 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
     if (act.mode != LMP_ACT_NONE)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: quantization_config quantizes the input of model.embed_tokens "
                         "(token ids: not simulated)", m->path);
+    if (!gpt2 && (d->flags & LMP_ARCH_EMBED_NORM)) { /* Bloom: word_embeddings_layernorm */
+        snprintf(full, sizeof full, "%s.weight", d->hf_embed_norm);
+        if ((st = load(s, full, a->dim, 0, &p))) return st;
+        m->embed_norm_w = lmp_model_own(m, p);
+        snprintf(full, sizeof full, "%s.bias", d->hf_embed_norm);
+        if ((st = load(s, full, a->dim, 0, &p))) return st;
+        m->embed_norm_b = lmp_model_own(m, p);
+    }
+    if (!gpt2 && (d->flags & LMP_ARCH_LEARNED_POS)) { /* OPT: position t is row t + offset */
+        snprintf(full, sizeof full, "%s.weight", d->hf_pos_embed);
+        if ((st = load(s, full, a->seq_len + d->hf_pos_offset, a->dim, &p))) return st;
+        m->pos_emb = (float *)lmp_model_own(m, p) + d->hf_pos_offset * a->dim;
+    }
     if (gpt2) {
         snprintf(name, sizeof name, "%swpe.weight", s->prefix);
         if ((st = load(s, name, a->seq_len, a->dim, &p))) return st;
@@ -1520,6 +1603,15 @@ int lmp_model_open_hf(lmp_model *m)
     if (st) return st;
     m->src = m->arch.family == LMP_FAMILY_GPT2 ? &gpt2_source : &llama_source;
     if ((st = lmp_st_open(m->path, &s->st))) return st;
+    const lmp_arch_desc *d = s->desc;
+    if (d->hf_base_prefix && d->hf_embed) { /* a file saved from the base model (Bloom's "h.0...") */
+        const size_t pl = strlen(d->hf_base_prefix);
+        char full[160];
+        snprintf(full, sizeof full, "%s.weight", d->hf_embed);
+        if (!lmp_st_find(s->st, full) && !strncmp(full, d->hf_base_prefix, pl) && lmp_st_find(s->st, full + pl) &&
+            (st = lmp_st_add_prefix(s->st, d->hf_base_prefix)))
+            return st;
+    }
     /* "Missing tensor" messages name the one file, or the index of a sharded checkpoint. */
     const char *where = s->st->path;
     char *idx = NULL;

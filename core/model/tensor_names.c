@@ -92,7 +92,11 @@ const char *lmp_gguf_norm_name(const lmp_arch *a, int i)
 {
     for (int k = 0; k < LMP_NORM_KINDS; k++)
         if (lmp_norm_index(a, k) == i)
-            return k == LMP_NORM_MLP && a->desc && a->desc->gguf_mlp_norm ? a->desc->gguf_mlp_norm : gguf_norms[k];
+        {
+            if (k == LMP_NORM_MLP && a->desc && a->desc->gguf_mlp_norm) return a->desc->gguf_mlp_norm;
+            if (k == LMP_NORM_ATTN && a->desc && a->desc->gguf_attn_norm) return a->desc->gguf_attn_norm;
+            return gguf_norms[k];
+        }
     return NULL;
 }
 

@@ -117,7 +117,7 @@ void lmp_be_counters_reset(const lmp_backend *be) { memset(be->counters, 0, size
 const char *lmp_op_name(lmp_op op)
 {
 #define OP_NAME(name, params, args, n_flops) #name,
-    static const char *const names[LMP_OP_COUNT] = {LMP_BACKEND_OPS(OP_NAME)};
+    static const char *const names[LMP_OP_COUNT] = {LMP_BACKEND_ALL_OPS(OP_NAME)};
 #undef OP_NAME
     return op >= 0 && op < LMP_OP_COUNT ? names[op] : "?";
 }
@@ -136,19 +136,19 @@ const char *lmp_op_name(lmp_op op)
         be->counters->flops[LMP_OP_##name] += (n_flops);                                        \
         return st;                                                                              \
     }
-LMP_BACKEND_OPS(OP_DISPATCH)
+LMP_BACKEND_ALL_OPS(OP_DISPATCH)
 #undef OP_DISPATCH
 
 /* ---- the dispatching vtable handed to plugins: self is the lmp_backend ---------------- */
 #define OP_TRAMPOLINE(name, params, args, n_flops)                                              \
     static int via_##name(void *self, LMP_UNPAREN params) { return lmp_be_##name(self, LMP_UNPAREN args); }
-LMP_BACKEND_OPS(OP_TRAMPOLINE)
+LMP_BACKEND_ALL_OPS(OP_TRAMPOLINE)
 #undef OP_TRAMPOLINE
 
 #define OP_ENTRY(name, params, args, n_flops) .name = via_##name,
 static const lmp_backend_i dispatch_vtable = {
     .struct_size = sizeof(lmp_backend_i),
-    LMP_BACKEND_OPS(OP_ENTRY)
+    LMP_BACKEND_ALL_OPS(OP_ENTRY)
 };
 #undef OP_ENTRY
 

@@ -42,13 +42,13 @@ lmp_backend lmp_backend_view(const lmp_backend *be, int lowp);
 /* The operations the core uses, one per line of LMP_BACKEND_OPS (plugin.h), each dispatched
  * with CPU fallback and counted: lmp_be_gemm(be, ta, tb, M, ...), lmp_be_rmsnorm(be, T, ...). */
 #define LMP_BE_DECLARE(name, params, args, n_flops) int lmp_be_##name(const lmp_backend *be, LMP_UNPAREN params);
-LMP_BACKEND_OPS(LMP_BE_DECLARE)
+LMP_BACKEND_ALL_OPS(LMP_BE_DECLARE)
 #undef LMP_BE_DECLARE
 
 /* LMP_OP_gemm, LMP_OP_xtx_accum, ...: the ops in list order (named as in the list, since a
  * macro cannot change case), for the counters. */
 #define LMP_OP_ENUM(name, params, args, n_flops) LMP_OP_##name,
-typedef enum { LMP_BACKEND_OPS(LMP_OP_ENUM) LMP_OP_COUNT } lmp_op;
+typedef enum { LMP_BACKEND_ALL_OPS(LMP_OP_ENUM) LMP_OP_COUNT } lmp_op;
 #undef LMP_OP_ENUM
 const char *lmp_op_name(lmp_op op);
 

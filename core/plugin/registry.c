@@ -296,7 +296,8 @@ static int check_desc(const lmp_registry *reg, const char *path, const lmp_plugi
                                             !b->choose_weight_grid || !b->apply_weight_grid ||
                                             !b->quantize_act || !b->layernorm || !b->gelu ||
                                             !LMP_BACKEND_I_HAS(b, attention_backward) || !LMP_BACKEND_I_HAS(b, rope_table) ||
-                                            !LMP_BACKEND_I_HAS(b, attention_window) || !LMP_BACKEND_I_HAS(b, hadamard)))
+                                            !LMP_BACKEND_I_HAS(b, attention_window) || !LMP_BACKEND_I_HAS(b, hadamard) ||
+                                            !LMP_BACKEND_I_HAS(b, attention_alibi)))
             return lmp_fail(LMP_EINVAL, "%s: the cpu backend must implement every operation", path);
     }
     for (uint32_t i = 0; i < d->n_params; i++) {

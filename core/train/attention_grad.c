@@ -8,9 +8,11 @@
 
 #include "base/error.h"
 
-int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
-                                  float softcap, const float *q, const float *k, const float *v, const float *dout,
-                                  float *dq, float *dk, float *dv)
+/* Both: slopes NULL, or ALiBi's per head (its bias is a constant: the derivative is the plain one
+ * at the biased probabilities). */
+static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                              float softcap, const float *slopes, const float *q, const float *k, const float *v,
+                              const float *dout, float *dq, float *dk, float *dv)
 {
     if (T < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads || window < 0 || softcap < 0)
         return lmp_fail(LMP_EINVAL, "attention backward: %lld heads on %lld kv heads of %lld, window %lld, soft-cap %g",
@@ -40,7 +42,7 @@ int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads
                     s += (double)qt[d] * kj[d];
                     g += (double)gt[d] * vj[d];
                 }
-                s *= scale;
+                s = s * scale + (slopes ? (double)slopes[h] * (double)(j - t) : 0.0);
                 dcap[j] = 1.0;
                 if (softcap > 0) {
                     const double th = tanh(s / softcap);
@@ -84,4 +86,18 @@ done:
     free(dq_t);
     free(dkv);
     return st;
+}
+
+int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                  float softcap, const float *q, const float *k, const float *v, const float *dout,
+                                  float *dq, float *dk, float *dv)
+{
+    return attention_backward(T, n_heads, n_kv_heads, hd, window, softcap, NULL, q, k, v, dout, dq, dk, dv);
+}
+
+int lmp_attention_alibi_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                 const float *slopes, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv)
+{
+    return attention_backward(T, n_heads, n_kv_heads, hd, window, 0.0f, slopes, q, k, v, dout, dq, dk, dv);
 }

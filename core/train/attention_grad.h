@@ -19,4 +19,9 @@ int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads
                                   float softcap, const float *q, const float *k, const float *v, const float *dout,
                                   float *dq, float *dk, float *dv);
 
+/* The same with ALiBi (model/alibi.h): slopes[n_heads], each score + slopes[h] (j - t); no soft-cap. */
+int lmp_attention_alibi_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                 const float *slopes, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv);
+
 #endif

@@ -7,9 +7,9 @@
  *   NORM       out = norm(in)                  din += norm'(dout), dw, db
  *   HEAD_NORM  per head of head_dim            likewise, per head
  *   GLU        h = act(g) * u                  dg += dh u act'(g), du += dh act(g)
- *   GELU       h = gelu(u)                     du += dh gelu'(u)
  *   ATTENTION  att = attn(q, k, v)             backend attention_backward, or attention_grad.h's
- *                                              over a window / with soft-capped scores
+ *                                              over a window / with soft-capped scores / ALiBi
+ *   GELU       h = gelu(u) or relu(u)          du += dh gelu'(u) (relu: dh where u > 0)
  *   ROPE       q, k turned in place            the gradients turned back by the same angles
  *   SCALE      q *= s in place                 dq *= s
  *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed), the
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/alibi.h"
 #include "model/rotate.h"
 #include "train/attention_grad.h"
 
@@ -571,8 +572,15 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         if (!st) st = slot_value(r, s->in[1], &in1);
         if (!st) st = slot_value(r, s->in[2], &in2);
         if (st) return st;
-        /* within its window (and without a cap) sliding-window attention is causal attention */
-        if (!s->softcap && (!s->window || s->window >= T))
+        if (s->alibi) { /* Bloom: the biased scores' gradient, on the host */
+            float *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
+            if (!slopes) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's attention backward", r->blk->index);
+            lmp_alibi_slopes(a->n_heads, slopes);
+            st = lmp_attention_alibi_backward(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, slopes, in, in1,
+                                              in2, ds[s->out[0]], dq, dk, dv);
+            free(slopes);
+        } else if (!s->softcap && (!s->window || s->window >= T)) /* within its window (and without a cap)
+                                                                    * sliding-window attention is causal */
             st = lmp_be_attention_backward(r->be, T, a->n_heads, a->n_kv_heads, a->head_dim, in, in1, in2,
                                            ds[s->out[0]], dq, dk, dv);
         else
@@ -593,7 +601,9 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         return 0;
     case LMP_STEP_GELU:
         st = slot_value(r, s->in[0], &in);
-        if (!st && s->erf) gelu_erf_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
+        if (!st && s->relu) /* OPT: du += dh where u > 0 */
+            for (int64_t i = 0; i < T * C; i++) ds[s->in[0]][i] += in[i] > 0.0f ? ds[s->out[0]][i] : 0.0f;
+        else if (!st && s->erf) gelu_erf_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         else if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         return st;
     case LMP_STEP_MLA: /* check_trainable refuses it first */

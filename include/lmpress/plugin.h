@@ -75,8 +75,12 @@
  * attention (lmp_kvspec: FP8 E4M3 or int8, per tensor or per KV head, static or dynamic scales),
  * set from a variant's kv_cache after its stages; strategies leave it alone.  lmp_block is handed
  * over as an array (learn_model, finish), so plugins built for 5.x are refused.
+ * ABI 6.1 (issue 40): the backend operation attention_alibi (Bloom's ALiBi: each head's scores
+ * biased by slope * (j - t)), in LMP_BACKEND_OPS_6_1, whose entries come after block_run and
+ * bytes_moved in lmp_backend_i (so that a 6.0 backend's vtable, which ends before them, keeps its
+ * layout); a backend built for 6.0 runs the CPU backend's.
  *
- * ABI 6.4 (issue 38): the granularity LMP_GRAN_BLOCK (FP8 weights in group x group tiles, 128 x 128
+ * ABI 6.2 (issue 38): the granularity LMP_GRAN_BLOCK (FP8 weights in group x group tiles, 128 x 128
  * being what llm-compressor's FP8_BLOCK and DeepSeek-V3's checkpoints use), appended to
  * lmp_granularity; lmp_wspec_n_scales and lmp_wgrid_slice count its tiles.  Only the CPU
  * backend's grid operations take it: a device backend answers LMP_EUNSUPPORTED for every FP
@@ -99,7 +103,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 6
-#define LMP_ABI_MINOR 4
+#define LMP_ABI_MINOR 2
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -150,7 +154,7 @@ typedef struct lmp_value {
 
 /* ---- quantization specs (shared by strategies and backends) ---------------------------- */
 typedef enum { LMP_ROUND_HALF_EVEN = 0, LMP_ROUND_HALF_AWAY = 1 } lmp_rounding;
-/* ABI 6.4: LMP_GRAN_BLOCK, a scale per group x group tile of W[out, in] (compressed-tensors'
+/* ABI 6.2: LMP_GRAN_BLOCK, a scale per group x group tile of W[out, in] (compressed-tensors'
  * strategy "block", block_structure [group, group]; the tiles at the bottom and right edges may be
  * smaller, as compressed-tensors pads W with zeros to whole tiles).  FP8 formats only
  * (lmp_wspec_format_ok). */
@@ -1268,6 +1272,20 @@ typedef enum { LMP_REDUCE_ABSMAX = 0, LMP_REDUCE_MIN = 1, LMP_REDUCE_MAX = 2, LM
      * its own inverse. */                                                                          \
     OP(hadamard, (int64_t rows, int64_t n, float *x), (rows, n, x), 0)
 
+/* ABI 6.1: operations after lmp_backend_i's block_run and bytes_moved (a vtable built for 6.0 ends
+ * before them: LMP_BACKEND_I_HAS says no, and the host runs the CPU backend's). */
+#define LMP_BACKEND_OPS_6_1(OP)                                                                    \
+    /* ABI 6.1.  `attention_window` without soft-cap, each score (already scaled by 1/sqrt(hd))    \
+     * of query t on key j of head h biased by slopes[h] * (j - t) (ALiBi, Bloom; slopes[n_heads]). \
+     * With every slope 0 it is attention_window with softcap 0. */                               \
+    OP(attention_alibi, (int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, \
+                         const float *slopes, const float *q, const float *k, const float *v,      \
+                         float *out),                                                              \
+      (T, n_heads, n_kv_heads, hd, window, slopes, q, k, v, out), 0)
+
+/* Every operation, in the order the host's tables list them. */
+#define LMP_BACKEND_ALL_OPS(OP) LMP_BACKEND_OPS(OP) LMP_BACKEND_OPS_6_1(OP)
+
 /* ---- a block on the device (ABI 4.5) ---------------------------------------------------- */
 /* One block's forward as a program the core makes from the block's steps (core/model/
  * block_steps.h) with every weight resolved, for a backend that keeps the block on its device:
@@ -1346,6 +1364,7 @@ typedef struct lmp_backend_i {
     /* ABI 4.5, optional: bytes copied host -> device (moved[0]) and device -> host (moved[1])
      * since create(), for the benchmarks.  NULL for a backend with no device (the CPU's). */
     void (*bytes_moved)(void *self, uint64_t moved[2]);
+    LMP_BACKEND_OPS_6_1(LMP_BACKEND_I_ENTRY)
 } lmp_backend_i;
 
 /* The size of an ABI 4.2 backend vtable: what the host requires of every backend.  An entry at

@@ -17,7 +17,7 @@
  *                weight, with its sign, exactly on level -2^(b-1) (ggml's Q4_0 rule at any bits).
  *   granularity  tensor | channel | group | block, default channel (the OBS solver of gptq and
  *                sparse24 works row by row, so they refuse tensor: wgrid_check_solver).  block
- *                (ABI 6.4): fp8_e4m3 / fp8_e5m2 only, a scale per group_size x group_size tile
+ *                (ABI 6.2): fp8_e4m3 / fp8_e5m2 only, a scale per group_size x group_size tile
  *                (compressed-tensors' strategy "block"; FP8_BLOCK is 128 x 128).
  *   group_size   128 (the tile's side with granularity block).
  *   rounding     half_even | half_away, default half_even.

@@ -338,6 +338,52 @@ FIXTURES = {
                     swiglu_limit=1.5,
                     rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, beta_fast=32.0,
                                          beta_slow=1.0, truncate=False, original_max_position_embeddings=64))),
+    # Bloom (issue 40, a seed model): ALiBi instead of rotary positions, a LayerNorm on the
+    # embeddings, q/k/v fused per head, the tanh GELU, biases everywhere, tied head.  Its own key
+    # names (n_layer, n_head, layer_norm_epsilon); no intermediate_size (4 x hidden).
+    "bloom": dict(
+        model_type="bloom", cls="BloomForCausalLM", seed=4009, tok="bpe", regex=None, pre="bloom",
+        specials=["<s>", "</s>"], own_dims=True,
+        config=dict(hidden_size=64, n_layer=2, n_head=4, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
+                    apply_residual_connection_post_layernorm=False)),
+    # Falcon-7B's block: one LayerNorm feeding attention and the MLP in parallel, multi-query (one
+    # k/v head), q/k/v fused as [q heads, k, v], full-head RoPE, the erf GELU, no biases, tied head.
+    # transformers 5 (and 4) fill in num_kv_heads = the heads even for a multi-query model
+    # (FalconAttention ignores it there); llama.cpp's converter reads its config through AutoConfig
+    # and takes that as the kv heads, so it cannot convert a multi-query Falcon (not the Hub's
+    # falcon-7b either: its view of query_key_value fails).  The GGUF is converted from a copy of
+    # hf5/ saying num_kv_heads 1, which transformers reads as the same model (gguf_config).
+    "falcon": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4010, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"],
+        gguf_config={"num_kv_heads": 1},
+        config=dict(tie_word_embeddings=True, layer_norm_epsilon=1e-5, activation="gelu", multi_query=True,
+                    new_decoder_architecture=False, parallel_attn=True, bias=False, alibi=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # Falcon-40B's block (new_decoder_architecture): ln_attn and ln_mlp in parallel, 2 kv groups of
+    # q heads fused with their k and v; no biases (llama.cpp's converter cannot reshape a
+    # query_key_value.bias: falcon-seq has them)
+    "falcon-nda": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4011, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"],
+        config=dict(tie_word_embeddings=False, layer_norm_epsilon=1e-5, activation="gelu", multi_query=False,
+                    new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2, parallel_attn=True,
+                    bias=False, alibi=False, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # the sequential block (parallel_attn false: post_attention_layernorm), as many kv heads as heads
+    # (multi_query false: q/k/v fused per head), biases; llama.cpp's falcon is always parallel: HF only
+    "falcon-seq": dict(
+        model_type="falcon", cls="FalconForCausalLM", seed=4012, tok="bpe", regex=None, pre="falcon",
+        specials=[">>ABSTRACT<<", "<|endoftext|>"], drop=["num_key_value_heads", "intermediate_size"], gguf=False,
+        config=dict(tie_word_embeddings=True, layer_norm_epsilon=1e-5, activation="gelu", multi_query=False,
+                    new_decoder_architecture=False, parallel_attn=False, bias=True, alibi=False,
+                    rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    # OPT: learned positions (offset 2) on the embeddings, pre-norm LayerNorm blocks, ReLU MLP
+    # fc1 / fc2, biases, tied head.  llama.cpp's converter has no OPT: no GGUF.
+    "opt": dict(
+        model_type="opt", cls="OPTForCausalLM", seed=4013, tok="bpe", regex=None, pre="gpt-2",
+        specials=["</s>", "<pad>"], drop=["num_key_value_heads", "intermediate_size"], gguf=False,
+        config=dict(tie_word_embeddings=True, ffn_dim=128, activation_function="relu", do_layer_norm_before=True,
+                    word_embed_proj_dim=64, enable_bias=True, layer_norm_elementwise_affine=True)),
     "gpt2": dict(
         model_type="gpt2", cls="GPT2LMHeadModel", seed=3312, tok="bpe", regex=None, pre="gpt-2",
         specials=["<|endoftext|>"],
@@ -461,6 +507,7 @@ def randomize(model, spec, seed):
             # gpt-oss's per-head attention sink: a logit of the order of the scores'
             v = rng.normal(0.0, 1.0, shape)
         elif ("embed_tokens" in pname or pname.endswith("wte.weight") or pname.startswith("lm_head")
+              or pname.endswith("word_embeddings.weight")
               or "embed_in" in pname or pname.startswith("embed_out")):
             v = rng.normal(0.0, 0.35, shape)
         elif pname.endswith("wpe.weight"):
@@ -709,6 +756,22 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
                         json.dump(tc, f)
                 else:
                     os.symlink(os.path.realpath(os.path.join(hf4, fn)), os.path.join(src, fn))
+        if spec.get("gguf_config"):
+            # a copy of hf5/ whose config.json says what the converter would misread (Falcon)
+            src = os.path.join(tmp, ".hf5-convert")
+            os.makedirs(src)
+            for fn in os.listdir(hf5):
+                if fn == "config.json":
+                    with open(os.path.join(hf5, fn)) as f:
+                        c = json.load(f)
+                    c.update(spec["gguf_config"])
+                    with open(os.path.join(src, fn), "w") as f:
+                        json.dump(c, f)
+                else:
+                    os.symlink(os.path.realpath(os.path.join(hf5, fn)), os.path.join(src, fn))
+            _, lp_copy = golden_logprobs(src, tokens)
+            if np.abs(lp_copy - lp).max() != 0:
+                raise SystemExit(f"arch_fixtures: {name}: transformers reads the conversion copy differently")
         convert_gguf(conv_dir, src, os.path.join(tmp, "model.gguf"), spec.get("pre"), python)
         if src != hf5:
             shutil.rmtree(src)
@@ -791,7 +854,41 @@ def fuse_experts(name, fused_name):
     log(f"{fused_name}: {name}'s experts fused ({len(experts)} layers); transformers reproduces the golden exactly")
 
 
+def strip_prefix(name, stripped_name, prefix="transformer."):
+    """stripped_name/: fixture `name` with `prefix` taken off every tensor name, as a checkpoint saved
+    from the base model names them (bigscience's Bloom files: "h.0.input_layernorm.weight").  The same
+    weights: the golden files, tokens and config are the source's (hf5/ only), and transformers reads
+    the folder to the source's golden exactly."""
+    from safetensors.numpy import load_file, save_file
+    src, out = os.path.join(OUT_ROOT, name), os.path.join(OUT_ROOT, stripped_name)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "hf5"))
+    tensors = load_file(os.path.join(src, "hf5", "model.safetensors"))
+    assert all(k.startswith(prefix) for k in tensors), f"{name}: a tensor without {prefix}"
+    save_file({k[len(prefix):]: v for k, v in tensors.items()}, os.path.join(tmp, "hf5", "model.safetensors"),
+              metadata={"format": "pt"})
+    for fn in os.listdir(os.path.join(src, "hf5")):
+        if fn != "model.safetensors":
+            shutil.copy(os.path.join(src, "hf5", fn), os.path.join(tmp, "hf5", fn))
+    for fn in ("tokens.txt", "logprobs.f64"):
+        shutil.copy(os.path.join(src, fn), os.path.join(tmp, fn))
+    with open(os.path.join(tmp, "meta.txt"), "w") as f:
+        f.write(f"name {stripped_name}\nstripped_from {name} (tools/ref/arch_fixtures.py strip_prefix): the same "
+                f"weights, tensor names without \"{prefix}\"; goldens and tokens are {name}'s\n")
+    with open(os.path.join(tmp, "tokens.txt")) as f:
+        tokens = [int(x) for x in f.read().split()]
+    _, lp = golden_logprobs(os.path.join(tmp, "hf5"), tokens)
+    gold = np.fromfile(os.path.join(tmp, "logprobs.f64"), dtype="<f8").reshape(lp.shape)
+    if np.abs(lp - gold).max() != 0:
+        raise SystemExit(f"arch_fixtures: transformers reads {stripped_name} differently: {np.abs(lp - gold).max()}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log(f"{stripped_name}: {name}'s tensors without {prefix}; transformers reproduces the golden exactly")
+
+
 FUSED = {"qwen3moe-fused": "qwen3moe"}
+STRIPPED = {"bloom-base": "bloom"}
 
 
 def main():
@@ -803,7 +900,8 @@ def main():
     a = ap.parse_args()
     names = a.names or list(FIXTURES)
     fused = [n for n in names if n in FUSED]
-    names = [n for n in names if n not in FUSED]
+    stripped = [n for n in names if n in STRIPPED]
+    names = [n for n in names if n not in FUSED and n not in STRIPPED]
     for n in names:
         if n not in FIXTURES:
             raise SystemExit(f"arch_fixtures: unknown fixture {n!r}; known: {' '.join(FIXTURES)}")
@@ -818,6 +916,8 @@ def main():
         make(n, conv, a.llama_cpp_python, python4)
     for n in fused or ([] if a.names else list(FUSED)):
         fuse_experts(FUSED[n], n)
+    for n in stripped or ([] if a.names else list(STRIPPED)):
+        strip_prefix(STRIPPED[n], n)
 
 
 if __name__ == "__main__":

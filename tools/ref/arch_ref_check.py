@@ -110,8 +110,13 @@ def gguf_state_dict(gguf_path, conv_dir, hf_tensors, cfg):
     out, used = {}, set()
     n_head = cfg.get("num_attention_heads", cfg.get("n_head"))
     n_kv = cfg.get("num_key_value_heads", n_head)
+    if arch_name == "falcon":   # FalconAttention: one kv head for a multi-query model, whatever num_kv_heads says
+        n_kv = 1 if cfg.get("multi_query", True) and not cfg.get("new_decoder_architecture") else \
+            cfg.get("num_kv_heads", n_head) if cfg.get("new_decoder_architecture") else n_head
     for hf_name in hf_tensors:
-        g = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        # the converter takes "transformer." off Bloom's names before mapping them
+        mapped = hf_name.replace("transformer.", "", 1) if arch_name == "bloom" else hf_name
+        g = tmap.get_name(mapped, try_suffixes=(".weight", ".bias"))
         if g is None or g not in by_name:
             raise SystemExit(f"{gguf_path}: no GGUF tensor for {hf_name} (mapped to {g})")
         used.add(g)
@@ -121,8 +126,16 @@ def gguf_state_dict(gguf_path, conv_dir, hf_tensors, cfg):
             a = unpermute_llama(a, n_head)
         elif arch_name in ("llama", "olmo") and hf_name.endswith("k_proj.weight"):
             a = unpermute_llama(a, n_kv)
-        elif arch_name == "gptneox" and ".attention.query_key_value." in hf_name:
-            # the converter regroups GPT-NeoX's per-head [heads][q, k, v][hd] rows as [q; k; v]
+        elif arch_name == "falcon" and ".query_key_value." in hf_name:
+            # the converter's "jploski" layout: [kv groups][G q heads, k, v][hd] rows as [q; k; v]
+            G, hd = n_head // n_kv, a.shape[0] // (n_head + 2 * n_kv)
+            rest = a.shape[1:]
+            q = a[:n_head * hd].reshape((n_kv, G, hd) + rest)
+            k = a[n_head * hd:(n_head + n_kv) * hd].reshape((n_kv, 1, hd) + rest)
+            v = a[(n_head + n_kv) * hd:].reshape((n_kv, 1, hd) + rest)
+            a = np.concatenate([q, k, v], axis=1).reshape(a.shape)
+        elif arch_name in ("gptneox", "bloom") and ".query_key_value." in hf_name:
+            # the converter regroups GPT-NeoX's and Bloom's per-head [heads][q, k, v][hd] rows as [q; k; v]
             a = np.ascontiguousarray(a.reshape((3, n_head, -1) + a.shape[1:]).swapaxes(0, 1)).reshape(a.shape)
         elif arch_name.startswith("gemma") and hf_name.endswith("norm.weight"):
             a = a - np.float32(1.0)
