@@ -21,11 +21,17 @@
  *   - AutoRound learns on expert blocks (its backward checked in test_train_grad);
  *   - what is not written yet is refused by name: a Hugging Face folder from a GGUF source, a GGUF llama.cpp could not read (a dense layer in
  *     qwen2moe);
- *   - the same variants as Hugging Face folders (compressed-tensors, routers in its ignore list)
- *     read back by lmpress;
+ *   - the same variants (RTN, GPTQ routed and all experts) as Hugging Face folders
+ *     (compressed-tensors, routers in its ignore list), DeepSeek-V2/V3 included, read back by
+ *     lmpress and, with LMP_CT_PYTHON, loaded by transformers + compressed-tensors to lmpress's
+ *     logits (tools/ref/moe_ct_logits_check.py);
  *   - DeepSeek-V2/V3 (multi-head latent attention, their routings): RTN and GPTQ compress every
  *     linear but the router, q_a/q_b/kv_a/kv_b included, and compare with a finite KL above 0;
- *     AutoRound and the exports are refused by name. */
+ *     AutoRound and the GGUF export (llama.cpp's deepseek2) are refused by name;
+ *   - gpt-oss: its variants export as llama.cpp's gpt-oss GGUF (biases, sinks) and read back by
+ *     lmpress and gguf-py; its Hugging Face folder (fused 3-D experts compressed-tensors cannot
+ *     quantize) and a GGUF llama.cpp would run otherwise (swiglu_limit, YaRN truncate) are
+ *     refused by name. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -562,10 +568,10 @@ static const char *ct_python(const char *test)
     return py;
 }
 
-/* tools/ref/moe_ct_logits_check.py on the export `out`: transformers (compressed-tensors
- * dequantizing on load) gives the logits lmpress's forward of `blocks` gives on ev's window. */
-static void ct_logits_check(const char *py, lmp_model *m, const lmp_block *blocks, const lmp_windows *ev,
-                            const char *out)
+/* Beside the export `out`, for tools/ref/moe_ct_logits_check.py: out.tokens (ev's window) and
+ * out.logits (lmpress's forward of `blocks` on it); out is appended to list[n], quoted. */
+static void ct_logits_files(lmp_model *m, const lmp_block *blocks, const lmp_windows *ev, const char *out,
+                            char *list, size_t n)
 {
     const int64_t V = m->arch.vocab, T = ev->T;
     float *lg = malloc((size_t)(T * V) * sizeof *lg);
@@ -583,28 +589,39 @@ static void ct_logits_check(const char *py, lmp_model *m, const lmp_block *block
     ck_assert_int_eq(fwrite(lg, sizeof *lg, (size_t)(T * V), f), (size_t)(T * V));
     fclose(f);
     free(lg);
-    char cmd[1500];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/moe_ct_logits_check.py' '%s' '%s.tokens' '%s.logits' 1e-5 2>&1", py,
-             LMP_SOURCE_DIR, out, out, out);
+    const size_t used = strlen(list);
+    ck_assert_int_lt(snprintf(list + used, n - used, " '%s'", out), (int)(n - used));
+}
+
+/* tools/ref/moe_ct_logits_check.py over the exports in list (one interpreter: importing torch and
+ * transformers takes seconds): transformers (compressed-tensors dequantizing on load) gives the
+ * logits lmpress gave, to 1e-5. */
+static void ct_logits_check(const char *py, const char *list)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/moe_ct_logits_check.py' 1e-5 %s 2>&1", py, LMP_SOURCE_DIR, list);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[2048];
     while (fgets(line, sizeof line, p)) printf("    %s", line);
     const int st = pclose(p);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "transformers + compressed-tensors do not read %s to lmpress's "
-                  "logits", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "transformers + compressed-tensors do not read the exports to "
+                  "lmpress's logits");
 }
 
-/* The same variants (compressed-tensors' int W4 g32) as Hugging Face folders, the experts under
- * their own names: lmpress reads each back to the logits it evaluated, and config.json's
- * quantization_config keeps every router (and shared gate) in float through its ignore list.
- * qwen2moe-dense0's blocks differ (a dense first layer). */
+/* The same variants (compressed-tensors' int W4 g32; DeepSeek's g8) as Hugging Face folders, the
+ * experts under their own names: lmpress reads each back to the logits it evaluated, config.json's
+ * quantization_config keeps every router (and shared gate) in float through its ignore list, and
+ * (LMP_CT_PYTHON) transformers + compressed-tensors give lmpress's logits to 1e-5.
+ * qwen2moe-dense0's blocks differ (a dense first layer); DeepSeek-V3's router bias is its
+ * e_score_correction_bias. */
 START_TEST(variants_export_to_hf_and_read_back)
 {
     const char *names[6] = {"mixtral", "qwen2moe", "qwen3moe", "qwen2moe-dense0", "deepseek_v2", "deepseek_v3"};
     char dir[64];
     lmp_test_tmpdir(dir, sizeof dir, "moe-hf");
     const char *ct = ct_python("variants_export_to_hf_and_read_back");
+    char list[4096] = "";
     for (int f = 0; f < 6; f++)
         for (int v = 0; v < 3; v++) {
             lmp_model *m = load(names[f]);
@@ -657,11 +674,13 @@ START_TEST(variants_export_to_hf_and_read_back)
             ck_assert_int_eq(ignored, routers);
             ck_assert_int_gt(routers, 0);
             free(text);
-            if (ct) /* transformers + compressed-tensors load the folder to lmpress's logits */
-                ct_logits_check(ct, m, blocks, &ev, out);
-            char cmd[600];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.tokens' '%s.logits'", out, out, out);
-            ck_assert_int_eq(system(cmd), 0);
+            if (ct) { /* kept for transformers + compressed-tensors, after the loop */
+                ct_logits_files(m, blocks, &ev, out, list, sizeof list);
+            } else {
+                char cmd[300];
+                snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+                ck_assert_int_eq(system(cmd), 0);
+            }
             free(a);
             free(b);
             lmp_model_free(x);
@@ -670,6 +689,12 @@ START_TEST(variants_export_to_hf_and_read_back)
             free(ev.tokens);
             lmp_model_free(m);
         }
+    if (ct) {
+        ct_logits_check(ct, list);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'/*", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
     rmdir(dir);
 }
 END_TEST
@@ -902,8 +927,12 @@ START_TEST(gpt_oss_learning_exports_and_rotation_are_refused_by_name)
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "attention sinks have no backward yet"));
     free(r.stage.params);
     free(q.stage.params);
-    /* (its GGUF: gpt_oss_exports_to_gguf_and_reads_back; this HF source's YaRN, truncate false, is
-     * not llama.cpp's) */
+    /* (its GGUF: gpt_oss_exports_to_gguf_and_reads_back; this HF source's swiglu_limit 1.5 and
+     * YaRN with truncate false are not llama.cpp's gpt-oss) */
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "swiglu_limit 1.5"));
+    m->arch.swiglu_limit = 7.0f; /* llama.cpp's: then its YaRN */
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
     ck_assert_ptr_nonnull(strstr(lmp_last_error(), "truncate"));

@@ -145,6 +145,11 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         "(gate_up_proj, down_proj), not Linear modules: compressed-tensors cannot quantize or load "
                         "them, so a compressed-tensors Hugging Face folder of it is not written; export a .gguf "
                         "(llama.cpp's gpt-oss)", path, m->path, d->hf_class);
+    /* llama.cpp's gpt-oss fixes the clamped SwiGLU's constants (no key says them) */
+    if (gguf && m->arch.attn_sinks && (m->arch.swiglu_alpha != 1.702f || m->arch.swiglu_limit != 7.0f))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has swiglu_alpha %g and swiglu_limit %g, but llama.cpp's gpt-oss "
+                        "always uses 1.702 and 7.0 (no GGUF key says otherwise): not exported", path, m->path,
+                        (double)m->arch.swiglu_alpha, (double)m->arch.swiglu_limit);
     /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
      * always do, and no key says otherwise */
     if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)

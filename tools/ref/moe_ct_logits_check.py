@@ -3,14 +3,14 @@
 (compressed-tensors' quantization_config, per-expert linears) with transformers and
 compressed-tensors, and compares its logits with the ones lmpress evaluated (tests/test_moe.c).
 
-    PYTHON moe_ct_logits_check.py DIR TOKENS LOGITS TOL
+    PYTHON moe_ct_logits_check.py TOL DIR...
 
-DIR     the export (config.json with quantization_config, safetensors).
-TOKENS  a text file of token ids (whitespace separated), one sequence.
-LOGITS  raw little-endian float32 [T, vocab]: lmpress's forward of the variant on TOKENS.
 TOL     the largest allowed max |transformers - lmpress| / max |lmpress|.
+DIR     an export (config.json with quantization_config, safetensors); beside it DIR.tokens (token
+        ids, whitespace separated, one sequence) and DIR.logits (raw little-endian float32
+        [T, vocab]: lmpress's forward of the variant on those tokens).
 
-Checks, each printed:
+Checks, for every DIR, each printed:
   * quantization_config parses with compressed-tensors' QuantizationConfig; every router
     (mlp.gate, Mixtral's block_sparse_moe.gate, a Qwen2-MoE shared_expert_gate) is in its ignore list and no routed
     expert is;
@@ -44,7 +44,14 @@ def quiet():
 
 def main():
     quiet()
-    d, tok_path, logit_path, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    tol = float(sys.argv[1])
+    failed = 0
+    for d in sys.argv[2:]:
+        failed += check(d, d + ".tokens", d + ".logits", tol) != 0
+    return 1 if failed or len(sys.argv) < 3 else 0
+
+
+def check(d, tok_path, logit_path, tol):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     qc = QuantizationConfig.model_validate(cfg["quantization_config"])
