@@ -1,8 +1,10 @@
 /* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
  * through compressed-tensors (export.h): the Llama block's families (Llama, Mistral, Qwen2, Qwen3,
  * Gemma from any source; Phi-3 with its fused qkv_proj / gate_up_proj, Gemma 2/3, GLM (fused
- * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept;
- * export.c refuses the others by name).
+ * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept; the
+ * mixtures of experts Mixtral, Qwen2/3-MoE and DeepSeek-V2/V3 likewise, each expert's linears
+ * under their own names, DeepSeek-V3's selection bias as <router>.e_score_correction_bias;
+ * export.c refuses the others by name, gpt-oss among them).
  *
  *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
  *                      the family's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF
