@@ -3,8 +3,9 @@
  * learned sink logit per head in each attention softmax, sliding and full layers alternating
  * (layer_types), YaRN; every MLP routed experts: the router (with a bias) keeps the k largest
  * logits and softmaxes over them, and each expert (gate, up and down with biases, stored fused
- * and transposed) applies the clamped SwiGLU.  Its GGUF (llama.cpp's gpt-oss) is not read yet,
- * nor a checkpoint whose experts are MXFP4 (quantization_config). */
+ * and transposed) applies the clamped SwiGLU.  Its GGUF (llama.cpp's gpt-oss) is read and written
+ * (gguf_write.c); not a checkpoint whose experts are MXFP4 (quantization_config), nor a Hugging
+ * Face export (export.c says why). */
 #include "arch/arch.h"
 
 static const lmp_moe_desc gpt_oss_moe = {

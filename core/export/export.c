@@ -129,16 +129,27 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    /* DeepSeek-V2/V3 and gpt-oss (issue 37): neither llama.cpp's deepseek2 / gpt-oss tensors (kv_b
-     * split into k_b / v_b, the routing keys, the sinks) nor a Hugging Face folder with their MLA,
-     * routing, sinks and fused biased experts are written yet */
-    if (m->arch.mla || m->arch.route != LMP_ROUTE_SOFTMAX || m->arch.attn_sinks)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s (%s): exporting it %s is not implemented yet", path, m->path,
-                        d->hf_class,
-                        m->arch.attn_sinks ? "attention sinks, gpt-oss routing and clamped SwiGLU experts"
-                                           : "multi-head latent attention, DeepSeek routing",
-                        gguf ? (m->arch.attn_sinks ? "as a GGUF (llama.cpp's gpt-oss)" : "as a GGUF (llama.cpp's deepseek2)")
-                             : "as a Hugging Face folder");
+    /* DeepSeek-V2/V3 as a GGUF (issue 37): llama.cpp's deepseek2 (kv_b split into k_b / v_b, its
+     * expert-group keys) is neither written nor read yet */
+    if (gguf && m->arch.mla)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s (multi-head latent attention, DeepSeek routing): exporting it "
+                        "as a GGUF (llama.cpp's deepseek2) is not implemented yet; export a Hugging Face folder", path,
+                        m->path, d->hf_class);
+    /* gpt-oss as a Hugging Face folder: transformers 5.24's GptOssExperts holds every expert in
+     * fused 3-D parameters (gate_up_proj [E, d, 2f] with gate and up interleaved by column,
+     * down_proj [E, f, d]), not Linear modules, and has no per-expert checkpoint layout to
+     * convert from (its conversion mapping has no gpt_oss entry): compressed-tensors, which
+     * quantizes Linear modules only, can neither quantize nor dequantize them there */
+    if (!gguf && m->arch.attn_sinks)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s, whose experts transformers 5 holds as fused 3-D parameters "
+                        "(gate_up_proj, down_proj), not Linear modules: compressed-tensors cannot quantize or load "
+                        "them, so a compressed-tensors Hugging Face folder of it is not written; export a .gguf "
+                        "(llama.cpp's gpt-oss)", path, m->path, d->hf_class);
+    /* llama.cpp's gpt-oss fixes the clamped SwiGLU's constants (no key says them) */
+    if (gguf && m->arch.attn_sinks && (m->arch.swiglu_alpha != 1.702f || m->arch.swiglu_limit != 7.0f))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has swiglu_alpha %g and swiglu_limit %g, but llama.cpp's gpt-oss "
+                        "always uses 1.702 and 7.0 (no GGUF key says otherwise): not exported", path, m->path,
+                        (double)m->arch.swiglu_alpha, (double)m->arch.swiglu_limit);
     /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
      * always do, and no key says otherwise */
     if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)
@@ -169,7 +180,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
      * folder whose config.json (LongRoPE, soft-caps, layer_types, partial rotary, the experts...) is
      * the source's own; the config made here for a GGUF or llama2.c source says none of that */
     static const char *const hf_from_hf[] = {"phi3",     "gemma2",   "gemma3",  "glm", "glm4", "ernie4_5",
-                                             "mixtral", "qwen2moe", "qwen3moe"};
+                                             "mixtral", "qwen2moe", "qwen3moe", "deepseek2", "deepseek3"};
     int from_hf_only = 0;
     for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
     ok |= from_hf_only && !gguf && from_hf;

@@ -334,11 +334,16 @@ static void add_tensor(plan_list *p, const char *name, tensor_kind kind, int64_t
     t->nbytes = tensor_bytes(t, type != LMP_GGML_F32 ? l : NULL);
 }
 
+/* Whether llama.cpp's architecture of a has biases on the router and the routed experts
+ * (gpt-oss: ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias). */
+static int moe_biases(const lmp_arch *a) { return a->desc && a->desc->moe && a->desc->moe->hf_gpt_oss; }
+
 /* A sparse block's routed experts: one 3-D tensor per role, every expert stored alike (one ggml
  * type, as the tensor has). */
-static int plan_experts(plan_list *p, int64_t b, const lmp_block *blk)
+static int plan_experts(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk)
 {
     static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    const int biased = moe_biases(a);
     char name[64];
     for (int r = 0; r < 3; r++) {
         const int i0 = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_ROUTED, 0);
@@ -351,9 +356,9 @@ static int plan_experts(plan_list *p, int64_t b, const lmp_block *blk)
             if (!l || l->out != l0->out || l->in != l0->in)
                 return lmp_fail(LMP_EINVAL, "block %lld: expert %d's %s is missing or of another shape", (long long)b,
                                 e, stem);
-            if (l->b)
+            if ((l->b != NULL) != (l0->b != NULL) || (l->b && !biased))
                 return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
-                                l->name, stem);
+                                l->b ? l->name : l0->name, stem);
             if (linear_type(l) != linear_type(l0))
                 return lmp_fail(LMP_EINVAL, "%s is stored as %s but %s as %s, and llama.cpp holds every expert's in one "
                                 "tensor (blk.%lld.%s): quantize the experts alike", l->name,
@@ -370,6 +375,12 @@ static int plan_experts(plan_list *p, int64_t b, const lmp_block *blk)
         /* every expert's bytes alike: the first's type and shape, n_experts times */
         const tensor_plan one = {.n_dims = 2, .ne = {l0->in, l0->out, 1}, .type = t->type};
         t->nbytes = tensor_bytes(&one, t->type != LMP_GGML_F32 ? l0 : NULL) * (uint64_t)blk->n_experts;
+        if (l0->b) { /* gpt-oss: ffn_{gate,up,down}_exps.bias, F32 [out, E] (ne {out, experts}) */
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
+            add_tensor(p, name, T_BIAS, b, 0, NULL, l0->out, blk->n_experts, LMP_GGML_F32, NULL);
+            p->t[p->n - 1].experts = blk->n_experts;
+            p->t[p->n - 1].role = roles[r];
+        }
     }
     return 0;
 }
@@ -465,7 +476,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
         }
         for (int bias = 0; bias < 1 + (n_bias > 0); bias++) {
             snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, stem, bias ? "bias" : "weight");
-            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0))
+            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0) && !(moe_biases(a) && l0->role == LMP_ROLE_ROUTER))
                 return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
                                 l0->name, stem);
             if (bias) add_tensor(p, name, T_BIAS, b, 0, NULL, rows, 0, LMP_GGML_F32, NULL);
@@ -478,7 +489,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
             t->n_rot = p->n_rot;
         }
     }
-    return blk->n_experts > 0 ? plan_experts(p, b, blk) : 0;
+    return blk->n_experts > 0 ? plan_experts(p, a, b, blk) : 0;
 }
 
 /* Per-pair divisors of the plain frequencies theta^(-2i/n_rot) that give `target` back, as GGUF
@@ -620,7 +631,9 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     if (a->n_experts > 0) { /* as convert_hf_to_gguf.py writes them */
         lmp_gguf_kv_u32(kv, K("expert_count"), (uint32_t)a->n_experts);
         lmp_gguf_kv_u32(kv, K("expert_used_count"), (uint32_t)a->n_experts_used);
-        if (!mixtral) lmp_gguf_kv_u32(kv, K("expert_feed_forward_length"), (uint32_t)a->expert_hidden);
+        /* (gpt-oss's converter writes both, and llama.cpp's gpt-oss reads this one) */
+        if (!mixtral || d->moe->hf_gpt_oss)
+            lmp_gguf_kv_u32(kv, K("expert_feed_forward_length"), (uint32_t)a->expert_hidden);
         if (a->shared_hidden)
             lmp_gguf_kv_u32(kv, K("expert_shared_feed_forward_length"), (uint32_t)a->shared_hidden);
     }

@@ -102,6 +102,8 @@ typedef struct hf_linear {
     int64_t head_dim;          /* q, k: rows go back to rotate-half order in heads of head_dim; 0: as they are */
     int64_t n_rot;             /* ... over the first n_rot rows of each head */
     int bias;                  /* write a bias (l->b, or zeros where the architecture wants one) */
+    int selection_bias;        /* DeepSeek-V3's router: its b is <router>.e_score_correction_bias,
+                                * which only the choice of experts reads, not a Linear's bias */
     int conv1d;                /* GPT-2's Conv1D: the weight is written transposed, [in, out] */
     /* A fused module (Phi-3's qkv_proj, gate_up_proj): this entry is written under the fused name
      * with `out` the members' rows together, members[k] the block's linear index of each part in

@@ -1,8 +1,10 @@
 /* hf_write.c — a compressed variant as a Hugging Face folder that transformers and vLLM load
  * through compressed-tensors (export.h): the Llama block's families (Llama, Mistral, Qwen2, Qwen3,
  * Gemma from any source; Phi-3 with its fused qkv_proj / gate_up_proj, Gemma 2/3, GLM (fused
- * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept;
- * export.c refuses the others by name).
+ * gate_up_proj), GLM-4 and ERNIE 4.5 from a Hugging Face source, whose config.json is kept; the
+ * mixtures of experts Mixtral, Qwen2/3-MoE and DeepSeek-V2/V3 likewise, each expert's linears
+ * under their own names, DeepSeek-V3's selection bias as <router>.e_score_correction_bias;
+ * export.c refuses the others by name, gpt-oss among them).
  *
  *   config.json        a Hugging Face source's own, with quantization_config (and torch_dtype,
  *                      the family's attention_bias / mlp_bias) replaced; for a llama2.c or GGUF
@@ -258,9 +260,10 @@ static int plan_biases(hf_plan *p)
         for (int i = 0; i < p->n_lins; i++) p->lins[i].bias = 1;
         return 0;
     }
+    const int selection = p->m->arch.route == LMP_ROUTE_SIGMOID_BIAS; /* DeepSeek-V3's router bias */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
-        if (!l->has_b) continue;
+        if (!l->has_b || (selection && l->role == LMP_ROLE_ROUTER)) continue;
         const lmp_role r = l->role;
         if (mistral || (qwen2 && !(r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)) || (no_mlp && !is_attn(r)))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s has no place for", l->name, p->arch);
@@ -271,6 +274,9 @@ static int plan_biases(hf_plan *p)
         const lmp_role r = p->lins[i].role;
         p->lins[i].bias = qwen2 ? (r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)
                                 : (is_attn(r) ? p->attn_bias : p->mlp_bias);
+        if (r == LMP_ROLE_ROUTER) /* its own module: a bias when it has one (mlp_bias does not reach it) */
+            p->lins[i].bias = p->lins[i].has_b;
+        if (selection && r == LMP_ROLE_ROUTER && p->lins[i].has_b) p->lins[i].bias = p->lins[i].selection_bias = 1;
     }
     return 0;
 }
@@ -366,7 +372,10 @@ static int add_linear(hf_plan *p, size_t *cap, const hf_linear *h)
         if (!st && (sc->act == LMP_ACT_STATIC_TENSOR || sc->act == LMP_ACT_FP8_STATIC_TENSOR))
             st = add_tensor(p, cap, h->name, ".input_scale", HF_T_INPUT_SCALE, LMP_ST_F32, 1, 1, 0, h, NULL);
     }
-    if (!st && h->bias) st = add_tensor(p, cap, h->name, ".bias", HF_T_BIAS, p->dtype, 1, h->out, 0, h, NULL);
+    if (!st && h->bias) /* DeepSeek-V3's selection bias is kept in f32 by transformers (its own buffer) */
+        st = h->selection_bias ? add_tensor(p, cap, h->name, ".e_score_correction_bias", HF_T_BIAS, LMP_ST_F32, 1,
+                                            h->out, 0, h, NULL)
+                               : add_tensor(p, cap, h->name, ".bias", HF_T_BIAS, p->dtype, 1, h->out, 0, h, NULL);
     return st;
 }
 

@@ -6,7 +6,10 @@ with the PyPI `gguf` package (llama.cpp's gguf-py), for tests/test_moe.c.
 
 DIR holds, for every block N, raw little-endian f32 files of the weights lmpress held in memory:
 blk.N.ffn_gate_exps.f32 (every expert's gate, expert after expert: [E, out, in]), likewise
-ffn_up_exps and ffn_down_exps, and blk.N.ffn_gate_inp.f32 (the router).  Each tensor, dequantized
+ffn_up_exps and ffn_down_exps, and blk.N.ffn_gate_inp.f32 (the router); for gpt-oss also
+blk.N.ffn_gate_inp.bias.f32 and blk.N.ffn_{gate,up,down}_exps.bias.f32 ([E, out]), which must be
+F32.  An experts file with a NAME.f32plain marker beside it is one the variant left in float (a
+width no GGUF block fits): it need not be quantized, only equal.  Each tensor, dequantized
 by gguf-py, must equal its file bit for bit (a quantized weight may read +0 where memory held -0);
 the experts' tensors must be 3-D with ne = {in, out, E} and of one quantized type, the router F32
 (never quantized unless a stage names it), and <ARCH>.expert_count / expert_used_count must be E and
@@ -34,18 +37,19 @@ def main():
     for fn in sorted(os.listdir(ref_dir)):
         if not fn.endswith(".f32"):
             continue
-        name = fn[:-4] + ".weight"
+        bias = fn.endswith(".bias.f32")  # gpt-oss's router and expert biases: F32, [E, out] for the experts
+        name = fn[:-4] if bias else fn[:-4] + ".weight"
         t = tensors.get(name)
         if t is None:
             bad.append(f"{name}: missing")
             continue
         ref = np.fromfile(os.path.join(ref_dir, fn), dtype="<f4")
-        exps = name.endswith("_exps.weight")
+        exps = name.endswith("_exps.weight") and not os.path.exists(os.path.join(ref_dir, fn[:-4] + ".f32plain"))
         shape = [int(x) for x in t.shape]
         if exps and (len(shape) != 3 or shape[2] != n_exp or t.tensor_type == gguf.GGMLQuantizationType.F32):
             bad.append(f"{name}: shape {shape} type {t.tensor_type.name}, expected 3-D over {n_exp} experts, quantized")
-        if not exps and t.tensor_type != gguf.GGMLQuantizationType.F32:
-            bad.append(f"{name}: the router is stored as {t.tensor_type.name}, expected F32")
+        if not exps and not name.endswith("_exps.weight") and t.tensor_type != gguf.GGMLQuantizationType.F32:
+            bad.append(f"{name}: the router or bias is stored as {t.tensor_type.name}, expected F32")
         vals = gguf.quants.dequantize(t.data, t.tensor_type).astype("<f4").reshape(-1)
         if vals.size != ref.size:
             bad.append(f"{name}: {vals.size} values, lmpress held {ref.size}")
