@@ -192,6 +192,9 @@ typedef struct lmp_arch_desc {
     /* llama.cpp computes this family's GELU with the erf (GPT-NeoX: transformers' "gelu"); the
      * GGUF has no key for it. */
     int gguf_gelu_erf;
+    /* llama.cpp's architecture has no grouped-query attention and its converter writes no
+     * attention.head_count_kv (gptneox): the GGUF writer leaves the key out */
+    int gguf_no_kv_heads;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;
