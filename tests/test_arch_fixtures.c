@@ -140,6 +140,10 @@ static const arch_case cases[] = {
     {"starcoder2", "hf5", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "hf4", "logprobs.f64", MATCH, NULL},
     {"starcoder2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* OLMo 2: no pre-norms, RMSNorms on both branches' outputs, q/k norms over all heads */
+    {"olmo2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"olmo2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"olmo2", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped

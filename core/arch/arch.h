@@ -66,6 +66,13 @@ enum {
                                      * kv_b) and a rotary key shared by the heads */
     LMP_ARCH_SINKS = 1u << 13,      /* a learned logit per head in each softmax's denominator
                                      * (gpt-oss's attention sinks: self_attn.sinks [heads]) */
+    /* (bits 14-16 and 20-21: other families' flags) */
+    LMP_ARCH_NO_PRE_NORMS = 1u << 17, /* no norm before attention or the MLP: q, k, v read the stream
+                                       * x, the MLP's input linears x1 (OLMo 2, with POST_NORMS: norms
+                                       * on the branches' outputs only) */
+    LMP_ARCH_QK_NORM_ALL = 1u << 18, /* with QK_NORM: the q and k norms are RMSNorms over all of q's
+                                      * (k's) heads together, [heads x head_dim] weights (OLMo 2),
+                                      * not over each head */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with

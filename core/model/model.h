@@ -42,6 +42,9 @@ typedef struct lmp_arch {
      * for both (shared_norm: the block's norm 1 is then absent); an MLP without a gate
      * (down(gelu(up x))), its GELU the erf one (gelu_erf) or the tanh one. */
     int layer_norm, parallel, shared_norm, plain_mlp, gelu_erf;
+    /* OLMo 2 (arch.h LMP_ARCH_NO_PRE_NORMS, LMP_ARCH_QK_NORM_ALL): no norm before attention or the
+     * MLP (the block's norms are then the q/k and post norms), and q/k norms over all heads */
+    int no_pre_norms, qk_norm_all;
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */

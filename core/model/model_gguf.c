@@ -176,7 +176,8 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         if (!st && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) /* LayerNorm's bias */
             st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].b);
         const int qk_norm = i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K);
-        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
+        if (!st && halves && qk_norm) /* (per head, or OLMo 2's over all heads) */
+            st = lmp_rope_permute_rows(out->norms[i].w, out->norms[i].dim, 1, a->head_dim, a->rope.n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -596,6 +597,8 @@ int lmp_model_open_gguf(lmp_model *m)
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (a->desc->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->no_pre_norms = (a->desc->flags & LMP_ARCH_NO_PRE_NORMS) != 0; /* OLMo 2 */
+    a->qk_norm_all = (a->desc->flags & LMP_ARCH_QK_NORM_ALL) != 0;
     a->layer_norm = (a->desc->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (a->desc->flags & LMP_ARCH_PLAIN_MLP) != 0;
     a->gelu_erf = a->plain_mlp && a->desc->gguf_gelu_erf; /* GPT-NeoX: as transformers defines it (see arch.h) */

@@ -366,7 +366,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         if (!st && m->arch.layer_norm && !qk_norm) st = load(s, name, nm->dim, 0, &nm->b); /* LayerNorm's bias */
         for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
-        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
+        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, nm->dim, 1, hd, n_rot); /* (OLMo 2's: all heads) */
     }
     if (!st && s->ct) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
         attention_module(out, name, sizeof name);
@@ -920,6 +920,8 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (d->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->no_pre_norms = (d->flags & LMP_ARCH_NO_PRE_NORMS) != 0; /* OLMo 2 */
+    a->qk_norm_all = (d->flags & LMP_ARCH_QK_NORM_ALL) != 0;
     a->layer_norm = (d->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (d->flags & LMP_ARCH_PLAIN_MLP) != 0;
     int st;
@@ -1366,7 +1368,7 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
     snprintf(name, sizeof name, "%s.weight", module);
     char norm0[300];
     snprintf(norm0, sizeof norm0, "%s.%lld.%s.weight", lmp_hf_arch_block_prefix(a), (long long)a->n_layers,
-             lmp_hf_norm_leaf(a, LMP_NORM_ATTN));
+             lmp_hf_norm_leaf(a, LMP_NORM_ATTN) ? lmp_hf_norm_leaf(a, LMP_NORM_ATTN) : "input_layernorm");
     if (!st && !lmp_st_find(s->st, name) && lmp_st_find(s->st, norm0)) snprintf(name, sizeof name, "%s", norm0);
     if (!st && lmp_st_find(s->st, name))
         st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
