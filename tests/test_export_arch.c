@@ -164,6 +164,14 @@ static const export_case cases[] = {
     {"starcoder2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"starcoder2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"starcoder2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* OLMo 2's post-norms and all-heads q/k norms; Cohere's bias-less LayerNorm and logit_scale
+     * (the converter's rope.scaling.type "none" is llama.cpp's default, not written here) */
+    {"olmo2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"cohere", "hf5", "gguf", "logprobs.f64", MATCH, NULL, "--ignore command-r.rope.scaling.type"},
+    {"cohere", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"cohere", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, "--ignore command-r.rope.scaling.type"},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -455,6 +463,8 @@ static const variant_case vcases[] = {
     /* OLMo: GPTQ only; its norms have no parameters to fold SmoothQuant into
      * (olmo_smoothquant_is_refused) */
     {"olmo", "hf5", "gguf", V_GPTQ_W4}, {"olmo", "hf5", "hf", V_GPTQ_W4},
+    /* OLMo 2: GPTQ only (SmoothQuant refuses its norm-less inputs: test_arch_compress.c) */
+    {"olmo2", "hf5", "gguf", V_GPTQ_W4}, {"olmo2", "hf5", "hf", V_GPTQ_W4}, BOTH("cohere", "hf5", "hf5"),
 #undef BOTH
 };
 enum { N_VCASES = sizeof vcases / sizeof *vcases };

@@ -912,6 +912,7 @@ START_TEST(long_tail_model_gradients_match_finite_differences)
     expect_model_gradient(FIXTURES "/gptneox/hf5", 2e-2);
     expect_model_gradient(FIXTURES "/phi2/hf5", 2e-2);
     expect_model_gradient(FIXTURES "/olmo/hf5", 2e-2);
+    expect_model_gradient(FIXTURES "/cohere/hf5", 2e-2); /* the logits times logit_scale */
 }
 END_TEST
 
@@ -1009,6 +1010,8 @@ START_TEST(parallel_blocks_match_finite_differences)
         {"stablelm-par", 0, "stablelm-par block 0 (parallel SwiGLU block, shared LayerNorm, GQA)"},
         {"olmo", 0, "olmo block 0 (LayerNorms without parameters)"},
         {"starcoder2", 1, "starcoder2 block 1 (LayerNorms, gate-less tanh-GELU MLP, GQA, biases)"},
+        {"olmo2", 1, "olmo2 block 1 (no pre-norms, post-norms, q/k norms over all heads)"},
+        {"cohere", 0, "cohere block 0 (parallel, one LayerNorm without bias, interleaved RoPE)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, cases[c].label);

@@ -6,19 +6,19 @@
 
 /* Each LMP_ARCH_* flag has a bit of its own: 14 distinct bits 0..13 sum to 2^14 - 1, and two flags
  * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum (bits
- * 17 and 18: OLMo 2's; 14-16 and 20-21 are other branches'). */
+ * 17 and 18: OLMo 2's, 19: Cohere's; 14-16 and 20-21 are other branches'). */
 _Static_assert(LMP_ARCH_QK_NORM + LMP_ARCH_GEGLU + LMP_ARCH_EMBED_SCALE + LMP_ARCH_NORM_PLUS_ONE + LMP_ARCH_HEAD_DIM +
                        LMP_ARCH_POST_NORMS + LMP_ARCH_LAYER_NORM + LMP_ARCH_NORM_NO_PARAMS + LMP_ARCH_PARALLEL +
                        LMP_ARCH_SHARED_NORM + LMP_ARCH_PLAIN_MLP + LMP_ARCH_HEAD_BIAS + LMP_ARCH_MLA + LMP_ARCH_SINKS +
-                       LMP_ARCH_NO_PRE_NORMS + LMP_ARCH_QK_NORM_ALL ==
-                   (1u << 14) - 1 + (1u << 17) + (1u << 18),
+                       LMP_ARCH_NO_PRE_NORMS + LMP_ARCH_QK_NORM_ALL + LMP_ARCH_NORM_NO_BIAS ==
+                   (1u << 14) - 1 + (1u << 17) + (1u << 18) + (1u << 19),
                "two LMP_ARCH_* flags share a bit (arch.h)");
 
 extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gemma,
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
-    lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_olmo2;
+    lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_olmo2, lmp_arch_cohere;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -28,7 +28,7 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_qwen2moe, &lmp_arch_qwen3moe, &lmp_arch_deepseek_v2,
                                              &lmp_arch_deepseek_v3, &lmp_arch_gptneox, &lmp_arch_phi2, &lmp_arch_gptj,
                                              &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss,
-                                             &lmp_arch_olmo2};
+                                             &lmp_arch_olmo2, &lmp_arch_cohere};
 enum { N_ARCH = sizeof table / sizeof *table };
 
 const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls)
@@ -70,6 +70,10 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
 static const struct {
     const char *hf_class, *gguf_arch, *why;
 } refused[] = {
+    /* (issue 40) */
+    {"Cohere2ForCausalLM", "cohere2",
+     "Cohere2 (Command R7B: sliding layers with RoPE and full layers without any position encoding, "
+     "alternating) is not implemented; Cohere / Command-R (CohereForCausalLM, command-r) is"},
     {NULL, "deepseek2",
      "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
      "read yet; load the Hugging Face folder"},

@@ -73,6 +73,8 @@ enum {
     LMP_ARCH_QK_NORM_ALL = 1u << 18, /* with QK_NORM: the q and k norms are RMSNorms over all of q's
                                       * (k's) heads together, [heads x head_dim] weights (OLMo 2),
                                       * not over each head */
+    LMP_ARCH_NORM_NO_BIAS = 1u << 19, /* with LAYER_NORM: the LayerNorms have a weight and no bias
+                                       * (Cohere): the loaders make the bias 0, the writers write none */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
@@ -202,6 +204,9 @@ typedef struct lmp_arch_desc {
     /* llama.cpp's architecture has no grouped-query attention and its converter writes no
      * attention.head_count_kv (gptneox): the GGUF writer leaves the key out */
     int gguf_no_kv_heads;
+    /* The logits are multiplied by config.json's logit_scale (GGUF: <arch>.logit_scale), of this
+     * default when it has none (Cohere: 0.0625); 0: the family has no such scale. */
+    double hf_logit_scale_default;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;

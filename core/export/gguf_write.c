@@ -424,6 +424,18 @@ static int check_no_params_norm(const lmp_arch *a, const char *name, const float
                     a->desc->gguf_arch ? a->desc->gguf_arch : a->desc->name);
 }
 
+/* A LayerNorm whose file has no bias (Cohere's, LMP_ARCH_NORM_NO_BIAS): its bias must still be 0
+ * (a stage's folded shift would be lost), else refused by name. */
+static int check_no_bias_norm(const lmp_arch *a, const char *name, const float *b, int64_t n)
+{
+    for (int64_t j = 0; b && j < n; j++)
+        if (b[j] != 0.0f)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: a %s LayerNorm has no bias in the file, but this variant gave it "
+                            "one (a shift folded into it, as Shift does): export a variant without such a stage",
+                            name, a->desc->name);
+    return 0;
+}
+
 /* Block b's tensors, each of its linears checked first. */
 static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk, int32_t *codes,
                       unsigned char *kblocks)
@@ -432,6 +444,7 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
     /* LayerNorms with a bias (GPT-2's, the long tail's): llama.cpp requires it */
     const int gpt2 = a->family == LMP_FAMILY_GPT2 || a->layer_norm;
     const int no_params = a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS);
+    const int no_bias = a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_BIAS);
     for (int i = 0; i < blk->n_norms; i++) {
         const char *nn = lmp_gguf_norm_name(a, i);
         if (no_params) { /* OLMo: no tensor (llama.cpp's olmo runs them without parameters) */
@@ -453,7 +466,10 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
             p->t[p->n - 1].halves_hd = p->halves_hd;
             p->t[p->n - 1].n_rot = p->n_rot;
         }
-        if (gpt2) { /* LayerNorm: its bias (llama.cpp requires it) */
+        if (gpt2 && no_bias) { /* command-r: weight only */
+            const int st = check_no_bias_norm(a, blk->norms[i].name, blk->norms[i].b, blk->norms[i].dim);
+            if (st) return st;
+        } else if (gpt2) { /* LayerNorm: its bias (llama.cpp requires it) */
             if (!blk->norms[i].b) return lmp_fail(LMP_EINVAL, "%s: a LayerNorm without its bias", blk->norms[i].name);
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, nn);
             add_tensor(p, name, T_NORM_BIAS, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
@@ -567,7 +583,11 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
         add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
         if (layer_norm && !m->final_norm_b)
             return lmp_fail(LMP_EINVAL, "%s: a model with LayerNorms without its final LayerNorm's bias", m->path);
-        if (layer_norm) add_tensor(p, "output_norm.bias", T_MODEL, -1, 0, m->final_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+        if (layer_norm && a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_BIAS)) { /* command-r: weight only */
+            if ((st = check_no_bias_norm(a, "output_norm", m->final_norm_b, a->dim))) return st;
+        } else if (layer_norm) {
+            add_tensor(p, "output_norm.bias", T_MODEL, -1, 0, m->final_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+        }
     }
     if (a->family == LMP_FAMILY_GPT2) { /* the learned positions */
         if (!m->pos_emb) return lmp_fail(LMP_EINVAL, "%s: a GPT-2 model without its positions", m->path);
@@ -706,6 +726,8 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         if (differs) lmp_gguf_kv_bools(kv, K("attention.sliding_window_pattern"), (uint64_t)a->n_layers, slides);
         if (a->rope_local.n_rot > 0) lmp_gguf_kv_f32(kv, K("rope.freq_base_swa"), a->rope_local.theta);
     }
+    if (d && d->hf_logit_scale_default) /* command-r: the logits' scale */
+        lmp_gguf_kv_f32(kv, K("logit_scale"), a->logit_scale ? a->logit_scale : 1.0f);
     if (a->attn_softcap) lmp_gguf_kv_f32(kv, K("attn_logit_softcapping"), a->attn_softcap);
     if (a->final_softcap) lmp_gguf_kv_f32(kv, K("final_logit_softcapping"), a->final_softcap);
 done:

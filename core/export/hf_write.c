@@ -305,6 +305,17 @@ static int hf_check_no_params_norm(const hf_plan *p, const char *name, const flo
     return 0;
 }
 
+/* A LayerNorm whose checkpoint has no bias (Cohere's): a bias a stage gave it is refused by name. */
+static int hf_check_no_bias(const hf_plan *p, const char *name, const float *b, int64_t n)
+{
+    for (int64_t j = 0; b && j < n; j++)
+        if (b[j] != 0.0f)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's LayerNorms have no bias in its checkpoint, but this variant "
+                            "gave this one a bias (a shift folded into it, as Shift does): export a variant without "
+                            "such a stage", name, p->arch);
+    return 0;
+}
+
 /* ---- the tensors ------------------------------------------------------------------------- */
 static int add_tensor(hf_plan *p, size_t *cap, const char *name, const char *suffix, hf_tkind kind,
                       lmp_st_dtype dtype, int ndim, int64_t d0, int64_t d1, const hf_linear *lin, const float *src)
@@ -478,7 +489,9 @@ static int plan_tensors(hf_plan *p)
         unit_start[n_units++] = p->n_tensors;
         st = add_tensor(p, &cap, final, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
         if (!st) p->tensors[p->n_tensors - 1].minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
-        if (!st && m->final_norm_b)
+        if (!st && m->final_norm_b && (d->flags & LMP_ARCH_NORM_NO_BIAS)) /* Cohere: none */
+            st = hf_check_no_bias(p, final, m->final_norm_b, a->dim);
+        else if (!st && m->final_norm_b)
             st = add_tensor(p, &cap, final, ".bias", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_b);
     }
     const char *head = d->hf_head ? d->hf_head : "lm_head";
@@ -545,13 +558,15 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
             if (st) return st;
             continue;
         }
+        const int no_bias = (p->desc->flags & LMP_ARCH_NORM_NO_BIAS) != 0; /* Cohere: weight only */
+        if (no_bias && hf_check_no_bias(p, blk->norms[i].name, blk->norms[i].b, blk->norms[i].dim)) return LMP_EUNSUPPORTED;
         if (blk->norms[i].b && !conv1d && !p->m->arch.layer_norm)
             return lmp_fail(LMP_EUNSUPPORTED,
                             "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
                             "place for; export a variant without shift", blk->norms[i].name);
         hf_norm *nm = &p->norms[p->n_norms++];
         *nm = (hf_norm){.name = strdup(blk->norms[i].name), .dim = blk->norms[i].dim, .block = b, .index = i,
-                        .has_b = blk->norms[i].b != NULL};
+                        .has_b = blk->norms[i].b != NULL && !no_bias};
         if (!nm->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     for (int i = 0; i < blk->n_linears; i++) {

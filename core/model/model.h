@@ -45,6 +45,7 @@ typedef struct lmp_arch {
     /* OLMo 2 (arch.h LMP_ARCH_NO_PRE_NORMS, LMP_ARCH_QK_NORM_ALL): no norm before attention or the
      * MLP (the block's norms are then the q/k and post norms), and q/k norms over all heads */
     int no_pre_norms, qk_norm_all;
+    float logit_scale;    /* the logits are multiplied by it (Cohere's logit_scale); 0 = 1 */
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */
