@@ -566,7 +566,7 @@ START_TEST(variants_of_each_architecture_export)
     if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
     else ck_assert_msg(ck == 0, "%s: arch_export_check.py --exact finds problems (above)", out);
     /* the long tail's compressed folders (issue 40) through compressed-tensors in transformers */
-    if (!gguf && m->arch.family != LMP_FAMILY_GPT2 && (m->arch.layer_norm || m->arch.plain_mlp)) {
+    if (!gguf && m->arch.family != LMP_FAMILY_GPT2 && (m->arch.layer_norm || m->arch.plain_mlp || m->arch.no_pre_norms)) {
         float *plain = log_probs(m, dense, tok, n);
         ct_check(out, tok, n, plain, m->arch.vocab);
         free(plain);
