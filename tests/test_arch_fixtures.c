@@ -164,6 +164,15 @@ static const arch_case cases[] = {
     /* OPT: learned positions from row 2, ReLU, LayerNorms (no GGUF: llama.cpp's converter has no OPT) */
     {"opt", "hf5", "logprobs.f64", MATCH, NULL},
     {"opt", "hf4", "logprobs.f64", MATCH, NULL},
+    /* OLMo 2: no pre-norms, RMSNorms on both branches' outputs, q/k norms over all heads */
+    {"olmo2", "hf5", "logprobs.f64", MATCH, NULL},
+    {"olmo2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"olmo2", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* Cohere / Command-R: parallel block under one LayerNorm without bias, interleaved RoPE,
+     * logit_scale (0.25) */
+    {"cohere", "hf5", "logprobs.f64", MATCH, NULL},
+    {"cohere", "hf4", "logprobs.f64", MATCH, NULL},
+    {"cohere", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped

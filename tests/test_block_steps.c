@@ -31,7 +31,7 @@ static const char *const fixtures[] = {"llama3", "mistral", "qwen2", "qwen2-yarn
                                        "gemma3", "phi3",   "glm",     "glm4",  "gpt2",       "ernie4_5",
                                        "gptneox", "gptneox-seq", "phi2", "gptj",
                                        "stablelm", "stablelm-par", "olmo", "starcoder2", "bloom",
-                                       "falcon", "falcon-nda", "falcon-seq", "opt"};
+                                       "falcon", "falcon-nda", "falcon-seq", "opt", "olmo2", "cohere"};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
 static lmp_ctx g_ctx;
@@ -107,6 +107,16 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     for (int i = 0; i < blk->n_linears; i++) ck_assert_msg(seen[i] == 1, "%s: %s read %d times", label, blk->linears[i].name, seen[i]);
     /* what each norm feeds */
     const int gpt2 = a->family == LMP_FAMILY_GPT2, plain = gpt2 || a->plain_mlp; /* no gate: up, GELU, down */
+    if (a->no_pre_norms) { /* OLMo 2: no norm feeds a linear; the input linears take their group's affine */
+        ck_assert_int_eq(lmp_norm_index(a, LMP_NORM_ATTN), -1);
+        ck_assert_int_eq(lmp_norm_index(a, LMP_NORM_MLP), -1);
+        for (int i = 0; i < blk->n_norms; i++) ck_assert_int_eq(blk->norms[i].n_fed, 0);
+        for (int i = 0; i < p.n_steps; i++)
+            if (p.step[i].kind == LMP_STEP_LINEARS) ck_assert_int_eq(p.step[i].affine, 1);
+        ck_assert_int_eq(blk->norms[lmp_norm_index(a, LMP_NORM_Q)].dim, a->n_heads * a->head_dim);
+        ck_assert_int_eq(blk->norms[lmp_norm_index(a, LMP_NORM_K)].dim, a->n_kv_heads * a->head_dim);
+        goto flops;
+    }
     const lmp_norm *n0 = &blk->norms[lmp_norm_index(a, LMP_NORM_ATTN)], *n1 = &blk->norms[lmp_norm_index(a, LMP_NORM_MLP)];
     if (a->shared_norm) { /* Phi-2, GPT-J, StableLM's parallel form: one norm feeds q, k, v and (gate,) up */
         ck_assert_int_eq(n0->n_fed, plain ? 4 : 5);
@@ -122,7 +132,7 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     for (int f = 0; f < 3; f++) ck_assert_int_eq(lmp_block_plan_input_group(&p, blk->linears[n0->fed[f]].role), 0);
     for (int k = LMP_NORM_Q; k < LMP_NORM_KINDS; k++)
         if (lmp_norm_index(a, k) >= 0) ck_assert_int_eq(blk->norms[lmp_norm_index(a, k)].n_fed, 0);
-    /* the FLOPs, from the shapes */
+flops:; /* the FLOPs, from the shapes */
     const double T = 48, d = (double)a->dim, f = (double)a->hidden, qd = (double)(a->n_heads * a->head_dim),
                  kv = (double)(a->n_kv_heads * a->head_dim);
     const double part[4] = {2 * T * d * (qd + 2 * kv) + 4 * T * T * qd, 2 * T * qd * d, 2 * T * d * f * (plain ? 1 : 2),
@@ -135,7 +145,7 @@ static void check_block(const lmp_model *m, const lmp_block *blk, const char *la
     }
     /* the features */
     ck_assert_int_eq(count_kind(&p, LMP_STEP_HEAD_NORM), a->qk_norm ? 2 : 0);
-    ck_assert_int_eq(count_kind(&p, LMP_STEP_NORM), 2 + (a->post_norms ? 2 : 0));
+    ck_assert_int_eq(count_kind(&p, LMP_STEP_NORM), (a->no_pre_norms ? 0 : 2) + (a->post_norms ? 2 : 0));
     ck_assert_int_eq(count_kind(&p, LMP_STEP_SCALE), a->q_scale && a->q_scale != 1.0f);
     ck_assert_int_eq(count_kind(&p, LMP_STEP_ROPE), !gpt2 && !a->alibi && !a->learned_pos); /* Bloom, OPT: none */
     ck_assert_int_eq(count_kind(&p, LMP_STEP_GELU), plain);

@@ -46,6 +46,7 @@
 
 #define CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_check.py"
 #define TF_CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_tf_check.py"
+#define CT_CHECK LMP_SOURCE_DIR "/tools/ref/arch_export_ct_check.py"
 #define TOLERANCE 1e-5
 
 typedef enum { MATCH, REFUSED } expect;
@@ -137,15 +138,40 @@ static const export_case cases[] = {
     /* GPT-2 as transformers' GPT2LMHeadModel (Conv1D linears, written dense), from either source */
     {"gpt2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"gpt2", "model.gguf", "hf", "logprobs.f64", MATCH, NULL, ""},
-    /* the long tail (issue 40): read and compressed, not yet written (refused by name) */
-    {"gptneox", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-NeoX's parallel block", ""},
-    {"gptneox", "model.gguf", "hf", "logprobs.f64", REFUSED, "GPT-NeoX's parallel block", ""},
-    {"phi2", "hf5", "hf", "logprobs.f64", REFUSED, "Phi-2's parallel block", ""},
-    {"phi2", "model.gguf", "gguf", "logprobs.f64", REFUSED, "Phi-2's parallel block", ""},
-    {"gptj", "hf5", "gguf", "logprobs.f64", REFUSED, "GPT-J's parallel block", ""},
-    {"stablelm", "model.gguf", "gguf", "logprobs.f64", REFUSED, "StableLM's LayerNorms", ""},
-    {"olmo", "hf5", "hf", "logprobs.f64", REFUSED, "OLMo's LayerNorms without parameters", ""},
-    {"starcoder2", "model.gguf", "gguf", "logprobs.f64", REFUSED, "StarCoder2's LayerNorms", ""},
+    /* the long tail (issue 40), written from their descriptors: LayerNorms with biases, parallel
+     * blocks, shared norms, gate-less MLPs, head biases, partial rotary; GPT-NeoX's per-head
+     * query_key_value in the folder, llama.cpp's attn_qkv in the GGUF; OLMo's norms as no tensor */
+    {"gptneox", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gptneox", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gptneox", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"gptneox", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"gptneox-seq", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"phi2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"phi2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"phi2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"phi2", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
+    {"gptj", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"gptj", "hf5", "gguf", "logprobs.f64", REFUSED, "llama.cpp has no architecture for", ""},
+    {"stablelm", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"stablelm", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"stablelm", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"stablelm-par", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"stablelm-par", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"stablelm-par", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"starcoder2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"starcoder2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"starcoder2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    /* OLMo 2's post-norms and all-heads q/k norms; Cohere's bias-less LayerNorm and logit_scale
+     * (the converter's rope.scaling.type "none" is llama.cpp's default, not written here) */
+    {"olmo2", "hf5", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo2", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"olmo2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"cohere", "hf5", "gguf", "logprobs.f64", MATCH, NULL, "--ignore command-r.rope.scaling.type"},
+    {"cohere", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"cohere", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, "--ignore command-r.rope.scaling.type"},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -233,6 +259,38 @@ static void transformers_check(const char *dir, const char *fixture, const char 
     while (fgets(line, sizeof line, p)) printf("    %s", line);
     const int st = pclose(p);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: transformers does not reproduce %s", dir, golden);
+}
+
+/* transformers with compressed-tensors loads a compressed Hugging Face export and gives want[n x
+ * vocab], lmpress's log-probs of the variant with its activations unquantized
+ * (tools/ref/arch_export_ct_check.py; only with LMP_TRANSFORMERS_PYTHON). */
+static void ct_check(const char *dir, const int32_t *tok, int64_t n, const float *want, int64_t vocab)
+{
+    const char *py = getenv("LMP_TRANSFORMERS_PYTHON");
+    if (!py || !*py) {
+        printf("    SKIPPED compressed-tensors check: LMP_TRANSFORMERS_PYTHON names no Python with torch, transformers "
+               "and compressed-tensors\n");
+        return;
+    }
+    char tok_path[700], want_path[700], cmd[3000];
+    snprintf(tok_path, sizeof tok_path, "%s.tokens.txt", dir);
+    snprintf(want_path, sizeof want_path, "%s.want.f32", dir);
+    FILE *f = fopen(tok_path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%d\n", (int)tok[i]);
+    fclose(f);
+    f = fopen(want_path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(want, sizeof *want, (size_t)(n * vocab), f), (size_t)(n * vocab));
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' %lld 2>&1", py, CT_CHECK, dir, tok_path, want_path, (long long)n);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[2048];
+    while (fgets(line, sizeof line, p)) printf("    %s", line);
+    const int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: transformers + compressed-tensors do not give the "
+                  "variant's log-probs", dir);
 }
 
 /* ---- unmodified exports ------------------------------------------------------------------- */
@@ -396,6 +454,17 @@ static const variant_case vcases[] = {
     BOTH("mistral", "model.gguf", "hf5"),
     /* GPT-2: its Hugging Face folder holds the quantized weights dense, activations unquantized */
     BOTH("gpt2", "hf5", "hf5"),
+    /* the long tail (issue 40): SmoothQuant folds into their LayerNorms' weights and biases (one
+     * shared norm for attention and the MLP in Phi-2, GPT-J and StableLM's parallel block) */
+    BOTH("gptneox", "hf5", "hf5"), BOTH("gptneox-seq", "hf5", "hf5"), BOTH("phi2", "hf5", "hf5"),
+    BOTH("stablelm", "hf5", "hf5"), BOTH("stablelm-par", "hf5", "hf5"), BOTH("starcoder2", "hf5", "hf5"),
+    /* GPT-J: no GGUF (llama.cpp has no GPT-J) */
+    {"gptj", "hf5", "hf", V_GPTQ_W4}, {"gptj", "hf5", "hf", V_SQ_W8A8},
+    /* OLMo: GPTQ only; its norms have no parameters to fold SmoothQuant into
+     * (olmo_smoothquant_is_refused) */
+    {"olmo", "hf5", "gguf", V_GPTQ_W4}, {"olmo", "hf5", "hf", V_GPTQ_W4},
+    /* OLMo 2: GPTQ only (SmoothQuant refuses its norm-less inputs: test_arch_compress.c) */
+    {"olmo2", "hf5", "gguf", V_GPTQ_W4}, {"olmo2", "hf5", "hf", V_GPTQ_W4}, BOTH("cohere", "hf5", "hf5"),
 #undef BOTH
 };
 enum { N_VCASES = sizeof vcases / sizeof *vcases };
@@ -496,6 +565,12 @@ START_TEST(variants_of_each_architecture_export)
     const int ck = run_check(c->out, out, ref, "--exact");
     if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
     else ck_assert_msg(ck == 0, "%s: arch_export_check.py --exact finds problems (above)", out);
+    /* the long tail's compressed folders (issue 40) through compressed-tensors in transformers */
+    if (!gguf && m->arch.family != LMP_FAMILY_GPT2 && (m->arch.layer_norm || m->arch.plain_mlp || m->arch.no_pre_norms)) {
+        float *plain = log_probs(m, dense, tok, n);
+        ct_check(out, tok, n, plain, m->arch.vocab);
+        free(plain);
+    }
     free(got);
     free(want);
     free(unmodified);
@@ -526,6 +601,32 @@ START_TEST(fused_parts_quantized_unlike_are_refused)
                   "expected a refusal naming the fused module: %s", st ? msg : "exported");
     ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
     lmp_block_store_free(store);
+    lmp_blocks_free(var, m->arch.n_layers);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* OLMo's LayerNorms have no parameters in either format: SmoothQuant's scales, folded into them,
+ * have nowhere to go, so the variant is refused by name (and nothing is left at the path). */
+START_TEST(olmo_smoothquant_is_refused)
+{
+    char src_path[600];
+    snprintf(src_path, sizeof src_path, "%s/olmo/hf5", FIXTURES);
+    lmp_model *m = load(src_path);
+    lmp_block *var = compress_variant(m, V_SQ_W8A8, 1);
+    for (int gguf = 0; gguf < 2; gguf++) {
+        char out[600];
+        snprintf(out, sizeof out, "%s/olmo-sq%s", tmpdir, gguf ? ".gguf" : "");
+        lmp_block_store *store;
+        const lmp_block_source src = stored_blocks(var, m->arch.n_layers, &store);
+        const int st = export_to(m, &src, out, "sq", NULL);
+        const char *msg = lmp_last_error();
+        printf("olmo smoothquant -> %s refused: %s\n", gguf ? "gguf" : "hf", st ? msg : "(not refused)");
+        ck_assert_msg(st != 0 && strstr(msg, "no weight or bias") && strstr(msg, "layernorm"),
+                      "expected a refusal naming the norm: %s", st ? msg : "exported");
+        ck_assert_msg(access(out, F_OK) != 0, "%s exists after a refusal", out);
+        lmp_block_store_free(store);
+    }
     lmp_blocks_free(var, m->arch.n_layers);
     lmp_model_free(m);
 }
@@ -671,6 +772,7 @@ int main(void)
     tcase_add_loop_test(tc, compressed_variant_reads_back, 0, N_QCASES);
     tcase_add_loop_test(tc, what_cannot_be_written_is_refused, 0, N_RCASES);
     tcase_add_test(tc, fused_parts_quantized_unlike_are_refused);
+    tcase_add_test(tc, olmo_smoothquant_is_refused);
     tcase_add_loop_test(tc, variants_of_each_architecture_export, 0, N_VCASES);
     tcase_add_test(tc, architecture_refused_before_any_work);
     tcase_add_test(tc, gpt2_gguf_through_the_cli);

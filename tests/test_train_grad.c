@@ -913,6 +913,7 @@ START_TEST(long_tail_model_gradients_match_finite_differences)
     expect_model_gradient(FIXTURES "/phi2/hf5", 2e-2);
     expect_model_gradient(FIXTURES "/olmo/hf5", 2e-2);
     expect_model_gradient(FIXTURES "/bloom/hf5", 2e-2); /* ALiBi in every block, the embeddings' LayerNorm */
+    expect_model_gradient(FIXTURES "/cohere/hf5", 2e-2); /* the logits times logit_scale */
 }
 END_TEST
 
@@ -1014,6 +1015,8 @@ START_TEST(parallel_blocks_match_finite_differences)
         {"falcon", 0, "falcon block 0 (parallel, one LayerNorm, multi-query, erf GELU)"},
         {"falcon-nda", 1, "falcon-nda block 1 (parallel, ln_attn and ln_mlp, 2 kv groups)"},
         {"falcon-seq", 0, "falcon-seq block 0 (sequential, biases)"},
+        {"olmo2", 1, "olmo2 block 1 (no pre-norms, post-norms, q/k norms over all heads)"},
+        {"cohere", 0, "cohere block 0 (parallel, one LayerNorm without bias, interleaved RoPE)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         fixture_block_finite_differences(cases[c].name, cases[c].block, NULL, cases[c].label);

@@ -4,27 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Each LMP_ARCH_* flag has a bit of its own: 14 distinct bits 0..13 sum to 2^14 - 1, and two flags
- * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum: bits 14,
- * 15 and 16 (ALiBi, the embeddings' norm, learned positions) are added as themselves, so that
- * their sum equals their OR only when each has a bit of its own and none of 0..13. */
+/* Each LMP_ARCH_* flag has a bit of its own: 20 distinct bits 0..19 sum to 2^20 - 1, and two flags
+ * on one bit (as two branches once merged) or a gap do not.  A new flag extends the sum. */
 _Static_assert(LMP_ARCH_QK_NORM + LMP_ARCH_GEGLU + LMP_ARCH_EMBED_SCALE + LMP_ARCH_NORM_PLUS_ONE + LMP_ARCH_HEAD_DIM +
                        LMP_ARCH_POST_NORMS + LMP_ARCH_LAYER_NORM + LMP_ARCH_NORM_NO_PARAMS + LMP_ARCH_PARALLEL +
-                       LMP_ARCH_SHARED_NORM + LMP_ARCH_PLAIN_MLP + LMP_ARCH_HEAD_BIAS + LMP_ARCH_MLA + LMP_ARCH_SINKS ==
-                   (1u << 14) - 1,
+                       LMP_ARCH_SHARED_NORM + LMP_ARCH_PLAIN_MLP + LMP_ARCH_HEAD_BIAS + LMP_ARCH_MLA + LMP_ARCH_SINKS +
+                       LMP_ARCH_ALIBI + LMP_ARCH_EMBED_NORM + LMP_ARCH_LEARNED_POS + LMP_ARCH_NO_PRE_NORMS +
+                       LMP_ARCH_QK_NORM_ALL + LMP_ARCH_NORM_NO_BIAS ==
+                   (1u << 20) - 1,
                "two LMP_ARCH_* flags share a bit (arch.h)");
-_Static_assert(LMP_ARCH_ALIBI + LMP_ARCH_EMBED_NORM + LMP_ARCH_LEARNED_POS ==
-                       ((1u << 14) | (1u << 15) | (1u << 16)) &&
-                   (LMP_ARCH_ALIBI | LMP_ARCH_EMBED_NORM | LMP_ARCH_LEARNED_POS) ==
-                       ((1u << 14) | (1u << 15) | (1u << 16)),
-               "ALiBi, the embeddings' norm and learned positions take bits 14, 15 and 16 (arch.h)");
 
 extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp_arch_qwen3, lmp_arch_gemma,
     lmp_arch_gemma2, lmp_arch_gemma3, lmp_arch_phi3, lmp_arch_glm, lmp_arch_glm4, lmp_arch_gpt2,
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
     lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_bloom, lmp_arch_falcon,
-    lmp_arch_falcon_nda, lmp_arch_opt;
+    lmp_arch_falcon_nda, lmp_arch_opt, lmp_arch_olmo2, lmp_arch_cohere;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -35,6 +30,7 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_deepseek_v3, &lmp_arch_gptneox, &lmp_arch_phi2, &lmp_arch_gptj,
                                              &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss,
                                              &lmp_arch_bloom, &lmp_arch_falcon, &lmp_arch_opt,
+                                             &lmp_arch_olmo2, &lmp_arch_cohere,
                                              /* a layout the loaders switch to, never found first by name */
                                              &lmp_arch_falcon_nda};
 enum { N_ARCH = sizeof table / sizeof *table };
@@ -78,6 +74,10 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
 static const struct {
     const char *hf_class, *gguf_arch, *why;
 } refused[] = {
+    /* (issue 40) */
+    {"Cohere2ForCausalLM", "cohere2",
+     "Cohere2 (Command R7B: sliding layers with RoPE and full layers without any position encoding, "
+     "alternating) is not implemented; Cohere / Command-R (CohereForCausalLM, command-r) is"},
     {NULL, "deepseek2",
      "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
      "read yet; load the Hugging Face folder"},

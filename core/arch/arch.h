@@ -75,6 +75,15 @@ enum {
                                      * first block (Bloom's word_embeddings_layernorm) */
     LMP_ARCH_LEARNED_POS = 1u << 16, /* no RoPE: learned positions added to the embeddings, row
                                       * t + hf_pos_offset for position t (OPT: offset 2) */
+    /* issue 40's post-norm-only and bias-free LayerNorm blocks (OLMo 2, Cohere): */
+    LMP_ARCH_NO_PRE_NORMS = 1u << 17, /* no norm before attention or the MLP: q, k, v read the stream
+                                       * x, the MLP's input linears x1 (OLMo 2, with POST_NORMS: norms
+                                       * on the branches' outputs only) */
+    LMP_ARCH_QK_NORM_ALL = 1u << 18, /* with QK_NORM: the q and k norms are RMSNorms over all of q's
+                                      * (k's) heads together, [heads x head_dim] weights (OLMo 2),
+                                      * not over each head */
+    LMP_ARCH_NORM_NO_BIAS = 1u << 19, /* with LAYER_NORM: the LayerNorms have a weight and no bias
+                                       * (Cohere): the loaders make the bias 0, the writers write none */
 };
 
 /* The block's norms in lmp_block's order: before attention, before the MLP, then q and k (with
@@ -214,6 +223,12 @@ typedef struct lmp_arch_desc {
     /* Falcon: config.json's multi_query, new_decoder_architecture (then lmp_arch_falcon_nda's block),
      * parallel_attn, num_kv_heads and alibi say the block (model_hf.c). */
     int hf_falcon;
+    /* llama.cpp's architecture has no grouped-query attention and its converter writes no
+     * attention.head_count_kv (gptneox): the GGUF writer leaves the key out */
+    int gguf_no_kv_heads;
+    /* The logits are multiplied by config.json's logit_scale (GGUF: <arch>.logit_scale), of this
+     * default when it has none (Cohere: 0.0625); 0: the family has no such scale. */
+    double hf_logit_scale_default;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;

@@ -23,5 +23,4 @@ const lmp_arch_desc lmp_arch_gptj = {
     .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM | LMP_ARCH_PLAIN_MLP | LMP_ARCH_HEAD_BIAS,
     .hf_block_prefix = "transformer.h", .hf_linears = gptj_linears, .hf_norms = gptj_norms,
     .hf_embed = "transformer.wte", .hf_final_norm = "transformer.ln_f", .hf_key_names = gptj_key_names,
-    .hf_extra_keys = gptj_keys, .hf_rotary_dim = 1, .hf_rope_adjacent = 1, .hf_act_default = "gelu_new",
-    .export_refused = "GPT-J's parallel block, LayerNorms and head bias are not written by the exporters yet"};
+    .hf_extra_keys = gptj_keys, .hf_rotary_dim = 1, .hf_rope_adjacent = 1, .hf_act_default = "gelu_new"};

@@ -28,6 +28,4 @@ const lmp_arch_desc lmp_arch_gptneox = {
     .hf_final_norm = "gpt_neox.final_layer_norm", .hf_head = "embed_out",
     .hf_fused_qkv = "attention.query_key_value", .hf_fused_qkv_per_head = 1, .hf_key_names = neox_key_names,
     .hf_extra_keys = neox_keys, .hf_partial_rotary_default = 0.25, .hf_act_default = "gelu",
-    .gguf_arch = "gptneox", .gguf_rope_halves = 1, .gguf_fused_qkv = 1, .gguf_gelu_erf = 1,
-    .export_refused = "GPT-NeoX's parallel block, LayerNorms and per-head fused query_key_value are not written by "
-                      "the exporters yet"};
+    .gguf_arch = "gptneox", .gguf_rope_halves = 1, .gguf_fused_qkv = 1, .gguf_gelu_erf = 1, .gguf_no_kv_heads = 1};

@@ -9,5 +9,4 @@ static const char *const olmo_keys[] = {"clip_qkv", NULL};
 const lmp_arch_desc lmp_arch_olmo = {
     .name = "olmo", .family = LMP_FAMILY_LLAMA, .hf_class = "OlmoForCausalLM", .hf_model_type = "olmo",
     .hf_default_ctx = 2048, .bias = LMP_BIAS_ATTN_CONFIG, .sliding = LMP_SLIDING_NONE,
-    .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_NORM_NO_PARAMS, .hf_extra_keys = olmo_keys, .gguf_arch = "olmo",
-    .export_refused = "OLMo's LayerNorms without parameters are not written by the exporters yet"};
+    .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_NORM_NO_PARAMS, .hf_extra_keys = olmo_keys, .gguf_arch = "olmo"};

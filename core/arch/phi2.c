@@ -19,5 +19,4 @@ const lmp_arch_desc lmp_arch_phi2 = {
     .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_PARALLEL | LMP_ARCH_SHARED_NORM | LMP_ARCH_PLAIN_MLP | LMP_ARCH_HEAD_BIAS,
     .hf_linears = phi2_linears, .hf_norms = phi2_norms, .hf_final_norm = "model.final_layernorm",
     .hf_key_names = phi2_key_names, .hf_extra_keys = phi2_keys, .hf_partial_rotary_default = 0.5,
-    .hf_act_default = "gelu_new", .gguf_arch = "phi2", .gguf_rope_halves = 1,
-    .export_refused = "Phi-2's parallel block, LayerNorms and head bias are not written by the exporters yet"};
+    .hf_act_default = "gelu_new", .gguf_arch = "phi2", .gguf_rope_halves = 1};

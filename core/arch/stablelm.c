@@ -14,5 +14,4 @@ const lmp_arch_desc lmp_arch_stablelm = {
     .name = "stablelm", .family = LMP_FAMILY_LLAMA, .hf_class = "StableLmForCausalLM", .hf_model_type = "stablelm",
     .hf_default_ctx = 4096, .bias = LMP_BIAS_QKV_CONFIG, .sliding = LMP_SLIDING_NONE,
     .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_SHARED_NORM, .hf_key_names = stablelm_key_names,
-    .hf_extra_keys = stablelm_keys, .hf_partial_rotary_default = 0.25, .gguf_arch = "stablelm", .gguf_rope_halves = 1,
-    .export_refused = "StableLM's LayerNorms (and parallel block) are not written by the exporters yet"};
+    .hf_extra_keys = stablelm_keys, .hf_partial_rotary_default = 0.25, .gguf_arch = "stablelm", .gguf_rope_halves = 1};

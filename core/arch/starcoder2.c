@@ -19,6 +19,4 @@ const lmp_arch_desc lmp_arch_starcoder2 = {
     .hf_model_type = "starcoder2", .hf_default_ctx = 4096, .hf_tied_default = 1, .bias = LMP_BIAS_ALL_CONFIG,
     .sliding = LMP_SLIDING_ALWAYS, .flags = LMP_ARCH_LAYER_NORM | LMP_ARCH_PLAIN_MLP,
     .hf_linears = starcoder2_linears, .hf_key_names = starcoder2_key_names, .hf_extra_keys = starcoder2_keys,
-    .hf_act_default = "gelu_pytorch_tanh", .gguf_arch = "starcoder2", .gguf_rope_halves = 1,
-    .export_refused = "StarCoder2's LayerNorms and gate-less MLP in a RoPE block are not written by the exporters "
-                      "yet"};
+    .hf_act_default = "gelu_pytorch_tanh", .gguf_arch = "starcoder2", .gguf_rope_halves = 1};

@@ -171,18 +171,22 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         "factor); "
                         "export without r3/r4 (fused r1/r2 are plain weights)", path, m->path,
                         m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
-    if (d->export_refused) /* GPT-NeoX, Phi-2, GPT-J (issue 40): the blocks the writers do not say */
+    if (d->export_refused) /* a family whose blocks the writers do not say (none today) */
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: %s (docs/architectures.md)", path, m->path, d->name,
                         d->export_refused);
+    if (gguf && !d->gguf_arch) /* GPT-J: llama.cpp has no architecture for it */
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model (%s), which llama.cpp has no architecture for (its "
+                        "converter writes no GGUF of it): export a Hugging Face folder", path, m->path, d->name,
+                        d->hf_class);
     int ok = gguf && d->gguf_arch;
-    for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++) ok |= !gguf && !strcmp(d->name, hf_written[i]);
-    /* Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts: written in a Hugging Face
-     * folder whose config.json (LongRoPE, soft-caps, layer_types, partial rotary, the experts...) is
-     * the source's own; the config made here for a GGUF or llama2.c source says none of that */
-    static const char *const hf_from_hf[] = {"phi3",     "gemma2",   "gemma3",  "glm", "glm4", "ernie4_5",
-                                             "mixtral", "qwen2moe", "qwen3moe", "deepseek2", "deepseek3"};
-    int from_hf_only = 0;
-    for (size_t i = 0; i < sizeof hf_from_hf / sizeof *hf_from_hf; i++) from_hf_only |= !strcmp(d->name, hf_from_hf[i]);
+    int from_hf_only = 1;
+    for (size_t i = 0; i < sizeof hf_written / sizeof *hf_written; i++)
+        if (!strcmp(d->name, hf_written[i])) ok |= !gguf, from_hf_only = 0;
+    /* every other family (Phi-3, Gemma 2/3, GLM, GLM-4, ERNIE 4.5, the mixtures of experts, the
+     * long tail of issue 40): written in a Hugging Face folder whose config.json (LongRoPE,
+     * soft-caps, layer_types, partial rotary, its own key names, the experts...) is the source's
+     * own; the config made here for a GGUF or llama2.c source says none of that.  The writer takes
+     * the rest from the family's descriptor (names, norms, biases, fused modules). */
     ok |= from_hf_only && !gguf && from_hf;
     if (!ok && from_hf_only && !gguf)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model read from a %s file: a Hugging Face folder of it is "
@@ -248,9 +252,17 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
         if (m->arch.rope_local.n_rot && !d->gguf_swa_base)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns its sliding layers with a RoPE base of their own, which "
                             "llama.cpp's %s does not read", path, m->path, d->gguf_arch);
-        if (d->family == LMP_FAMILY_GPT2 && m->arch.n_kv_heads != m->arch.n_heads)
-            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has %lld kv heads for %lld heads, which llama.cpp's gpt2 does not "
-                            "read", path, m->path, (long long)m->arch.n_kv_heads, (long long)m->arch.n_heads);
+        if ((d->family == LMP_FAMILY_GPT2 || d->gguf_no_kv_heads) && m->arch.n_kv_heads != m->arch.n_heads)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has %lld kv heads for %lld heads, which llama.cpp's %s does not "
+                            "read", path, m->path, (long long)m->arch.n_kv_heads, (long long)m->arch.n_heads,
+                            d->gguf_arch);
+        /* the gate-less MLP's GELU: llama.cpp's architecture has one (what lmpress reads its GGUF
+         * with: desc->gguf_gelu_erf); a model with the other would read back otherwise */
+        if (m->arch.plain_mlp && !m->arch.gelu_erf != !d->gguf_gelu_erf)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s computes its MLP's GELU with %s, but a GGUF of llama.cpp's %s "
+                            "is read with %s (no key says otherwise)", path, m->path,
+                            m->arch.gelu_erf ? "the erf" : "the tanh approximation", d->gguf_arch,
+                            d->gguf_gelu_erf ? "the erf" : "the tanh approximation");
         if (rotated && !strcmp(r->type, "llama3") && strcmp(d->gguf_arch, "llama") != 0)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with llama3 RoPE, which GGUF carries as rope_freqs "
                             "for the llama architecture only, not %s", path, m->path, d->gguf_arch);

@@ -415,14 +415,55 @@ static int tensor_parts(const lmp_arch *a, const lmp_block *blk, int i, int *par
     return n;
 }
 
+/* Whether a LayerNorm's weight is all 1 and its bias all 0 (b NULL: none): what a norm without
+ * parameters (OLMo's) must still be to be written as one, since no tensor holds it. */
+static int norm_is_identity(const float *w, const float *b, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        if (w[j] != 1.0f || (b && b[j] != 0.0f)) return 0;
+    return 1;
+}
+
+/* A norm without parameters in the file (desc LMP_ARCH_NORM_NO_PARAMS) that a stage changed
+ * (SmoothQuant's folded scale, Shift's folded shift): refused by name. */
+static int check_no_params_norm(const lmp_arch *a, const char *name, const float *w, const float *b, int64_t n)
+{
+    if (norm_is_identity(w, b, n)) return 0;
+    return lmp_fail(LMP_EUNSUPPORTED, "%s: a %s LayerNorm has no weight or bias in the file (llama.cpp's %s and "
+                    "transformers hold none), but this variant changed it (a scale or shift folded into it, as "
+                    "SmoothQuant and Shift do): export a variant without such a stage", name, a->desc->name,
+                    a->desc->gguf_arch ? a->desc->gguf_arch : a->desc->name);
+}
+
+/* A LayerNorm whose file has no bias (Cohere's, LMP_ARCH_NORM_NO_BIAS): its bias must still be 0
+ * (a stage's folded shift would be lost), else refused by name. */
+static int check_no_bias_norm(const lmp_arch *a, const char *name, const float *b, int64_t n)
+{
+    for (int64_t j = 0; b && j < n; j++)
+        if (b[j] != 0.0f)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: a %s LayerNorm has no bias in the file, but this variant gave it "
+                            "one (a shift folded into it, as Shift does): export a variant without such a stage",
+                            name, a->desc->name);
+    return 0;
+}
+
 /* Block b's tensors, each of its linears checked first. */
 static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk, int32_t *codes,
                       unsigned char *kblocks)
 {
     char name[64];
-    const int gpt2 = a->family == LMP_FAMILY_GPT2;
+    /* LayerNorms with a bias (GPT-2's, the long tail's): llama.cpp requires it */
+    const int gpt2 = a->family == LMP_FAMILY_GPT2 || a->layer_norm;
+    const int no_params = a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS);
+    const int no_bias = a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_BIAS);
     for (int i = 0; i < blk->n_norms; i++) {
         const char *nn = lmp_gguf_norm_name(a, i);
+        if (no_params) { /* OLMo: no tensor (llama.cpp's olmo runs them without parameters) */
+            const int st = check_no_params_norm(a, blk->norms[i].name, blk->norms[i].w, blk->norms[i].b,
+                                                blk->norms[i].dim);
+            if (st) return st;
+            continue;
+        }
         if (blk->norms[i].b && !gpt2)
             return lmp_fail(LMP_EINVAL,
                             "%s has a bias after its RMSNorm (Shift's fold_norm_shift), which llama.cpp's "
@@ -436,7 +477,10 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
             p->t[p->n - 1].halves_hd = p->halves_hd;
             p->t[p->n - 1].n_rot = p->n_rot;
         }
-        if (gpt2) { /* LayerNorm: its bias (llama.cpp requires it) */
+        if (gpt2 && no_bias) { /* command-r: weight only */
+            const int st = check_no_bias_norm(a, blk->norms[i].name, blk->norms[i].b, blk->norms[i].dim);
+            if (st) return st;
+        } else if (gpt2) { /* LayerNorm: its bias (llama.cpp requires it) */
             if (!blk->norms[i].b) return lmp_fail(LMP_EINVAL, "%s: a LayerNorm without its bias", blk->norms[i].name);
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, nn);
             add_tensor(p, name, T_NORM_BIAS, b, i, NULL, blk->norms[i].dim, 0, LMP_GGML_F32, NULL);
@@ -543,11 +587,21 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     free(codes);
     free(kblocks);
     if (st) return st;
-    add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
-    if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm's bias and the learned positions */
-        if (!m->final_norm_b || !m->pos_emb)
-            return lmp_fail(LMP_EINVAL, "%s: a GPT-2 model without its final LayerNorm bias or positions", m->path);
-        add_tensor(p, "output_norm.bias", T_MODEL, -1, 0, m->final_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+    const int layer_norm = a->family == LMP_FAMILY_GPT2 || a->layer_norm;
+    if (a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_PARAMS)) { /* OLMo: no output_norm tensors */
+        if ((st = check_no_params_norm(a, "output_norm", m->final_norm_w, m->final_norm_b, a->dim))) return st;
+    } else {
+        add_tensor(p, "output_norm.weight", T_MODEL, -1, 0, m->final_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
+        if (layer_norm && !m->final_norm_b)
+            return lmp_fail(LMP_EINVAL, "%s: a model with LayerNorms without its final LayerNorm's bias", m->path);
+        if (layer_norm && a->desc && (a->desc->flags & LMP_ARCH_NORM_NO_BIAS)) { /* command-r: weight only */
+            if ((st = check_no_bias_norm(a, "output_norm", m->final_norm_b, a->dim))) return st;
+        } else if (layer_norm) {
+            add_tensor(p, "output_norm.bias", T_MODEL, -1, 0, m->final_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+        }
+    }
+    if (a->family == LMP_FAMILY_GPT2) { /* the learned positions */
+        if (!m->pos_emb) return lmp_fail(LMP_EINVAL, "%s: a GPT-2 model without its positions", m->path);
         add_tensor(p, "position_embd.weight", T_MODEL, -1, 0, m->pos_emb, a->dim, a->seq_len, LMP_GGML_F32, NULL);
     }
     if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "longrope")) {
@@ -564,6 +618,8 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     }
     if (m->lm_head != m->tok_emb)
         add_tensor(p, "output.weight", T_MODEL, -1, 0, m->lm_head, a->dim, a->vocab, out_type, NULL);
+    if (m->lm_head_b) /* Phi-2's head bias (LMP_ARCH_HEAD_BIAS) */
+        add_tensor(p, "output.bias", T_MODEL, -1, 0, m->lm_head_b, a->vocab, 0, LMP_GGML_F32, NULL);
     if (a->rope.n_rot > 0 && !a->rope.plain && !strcmp(a->rope.type, "llama3")) {
         if ((st = exact_divisors(&a->rope, a->rope.inv_freq, p->rope_freqs, m->path, "rope_freqs"))) return st;
         add_tensor(p, "rope_freqs.weight", T_MODEL, -1, 0, p->rope_freqs, a->rope.n_rot / 2, 0, LMP_GGML_F32, NULL);
@@ -642,11 +698,18 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
         goto done;
     }
-    lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+    if (!d || !d->gguf_no_kv_heads) /* (gptneox: no such key; export.c refuses kv heads != heads) */
+        lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
     /* the head size (llama.cpp's default is embedding_length / head_count; Qwen3's differs) */
     lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)a->head_dim);
     lmp_gguf_kv_u32(kv, K("attention.value_length"), (uint32_t)a->head_dim);
-    lmp_gguf_kv_f32(kv, K("attention.layer_norm_rms_epsilon"), a->norm_eps);
+    lmp_gguf_kv_f32(kv, K(a->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+                    a->norm_eps);
+    /* a family whose config says whether the residual is parallel (GPT-NeoX: parallel unless
+     * use_parallel_residual false; StableLM: sequential unless true; Phi-2 always is): the key
+     * llama.cpp's converter writes (model_gguf.c reads it, and StableLM's missing ffn_norm) */
+    if (d && !(d->flags & LMP_ARCH_PARALLEL) != !(d->flags & LMP_ARCH_SHARED_NORM))
+        lmp_gguf_kv_bool(kv, K("use_parallel_residual"), a->parallel != 0);
     lmp_gguf_kv_f32(kv, K("rope.freq_base"), r->n_rot > 0 ? r->theta : a->rope_theta);
     lmp_gguf_kv_u32(kv, K("rope.dimension_count"), (uint32_t)(r->n_rot > 0 ? r->n_rot : a->head_dim));
     if (r->n_rot > 0 && !r->plain && (!strcmp(r->type, "linear") || !strcmp(r->type, "yarn"))) {
@@ -676,6 +739,8 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         if (differs) lmp_gguf_kv_bools(kv, K("attention.sliding_window_pattern"), (uint64_t)a->n_layers, slides);
         if (a->rope_local.n_rot > 0) lmp_gguf_kv_f32(kv, K("rope.freq_base_swa"), a->rope_local.theta);
     }
+    if (d && d->hf_logit_scale_default) /* command-r: the logits' scale */
+        lmp_gguf_kv_f32(kv, K("logit_scale"), a->logit_scale ? a->logit_scale : 1.0f);
     if (a->attn_softcap) lmp_gguf_kv_f32(kv, K("attn_logit_softcapping"), a->attn_softcap);
     if (a->final_softcap) lmp_gguf_kv_f32(kv, K("final_logit_softcapping"), a->final_softcap);
 done:
@@ -1039,7 +1104,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                 lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
-    p.t = calloc((size_t)(8 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
+    p.t = calloc((size_t)(12 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
     if (m->arch.desc && m->arch.desc->gguf_rope_halves) {
         p.halves_hd = m->arch.head_dim;

@@ -38,6 +38,8 @@ static const char *torch_dtype(lmp_st_dtype d)
  * Qwen3, Gemma 1-3, GLM and GLM-4 attention_bias, Qwen2, Mistral and ERNIE 4.5 neither. */
 static int has_attn_switch(const hf_plan *p)
 {
+    /* GPT-NeoX's attention_bias, StarCoder2's use_bias (hf_write.c's plan_biases) */
+    if (p->desc->bias == LMP_BIAS_NEOX || p->desc->bias == LMP_BIAS_ALL_CONFIG) return 1;
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
     if (!strcmp(p->desc->name, "ernie4_5")) return 0; /* use_bias, false (hf_write.c's plan_biases) */
     return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
@@ -50,6 +52,22 @@ static int has_mlp_switch(const hf_plan *p)
            strcmp(p->desc->name, "ernie4_5") != 0 && !(p->desc->flags & LMP_ARCH_GEGLU) && !p->desc->hf_fused_qkv;
 }
 
+/* The family's spelling of a Llama config key (arch.h's hf_key_names: StableLM's use_qkv_bias for
+ * attention_bias, GPT-NeoX's rotary_pct for partial_rotary_factor), NULL when it has none. */
+static const char *family_key(const hf_plan *p, const char *llama_key)
+{
+    for (int i = 0; p->desc->hf_key_names && p->desc->hf_key_names[i][0]; i++)
+        if (!strcmp(p->desc->hf_key_names[i][0], llama_key)) return p->desc->hf_key_names[i][1];
+    return NULL;
+}
+
+/* The attention's bias switch as the family spells it. */
+static const char *attn_switch_key(const hf_plan *p)
+{
+    const char *k = family_key(p, "attention_bias");
+    return k ? k : "attention_bias";
+}
+
 /* Members of the source's config.json this writer sets itself. */
 static int replaced(const hf_plan *p, const char *k)
 {
@@ -57,7 +75,8 @@ static int replaced(const hf_plan *p, const char *k)
                                        "tie_word_embeddings", "lmpress"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(k, keys[i]) == 0) return 1;
-    return (has_attn_switch(p) && strcmp(k, "attention_bias") == 0) || (has_mlp_switch(p) && strcmp(k, "mlp_bias") == 0);
+    return (has_attn_switch(p) && strcmp(k, attn_switch_key(p)) == 0) ||
+           (has_mlp_switch(p) && strcmp(k, "mlp_bias") == 0);
 }
 
 /* bos and eos of a llama2.c vocabulary (1, 2) or a GGUF's metadata; -1 when unknown. */
@@ -356,7 +375,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         }
     if (n_dense++) fputc(',', f);
     lmp_jw_indent(f, 3);
-    fputs("\"lm_head\"", f);
+    lmp_jw_string(f, p->desc->hf_head ? p->desc->hf_head : "lm_head"); /* GPT-NeoX's embed_out */
     lmp_jw_indent(f, 2);
     fputc(']', f);
     lmp_jw_indent(f, 1);
@@ -375,7 +394,7 @@ static int flat_rope_parameters(const lmp_json *rp)
 /* rope_parameters written as transformers 4's rope_theta, partial_rotary_factor, rope_scaling.
  * LongRoPE as transformers 4's Phi-3 reads it (and writes it): rope_scaling holds exactly "type",
  * short_factor and long_factor, original_max_position_embeddings is a top-level key. */
-static void legacy_rope(FILE *f, int *n, const lmp_json *rp, const lmp_json *cfg)
+static void legacy_rope(const hf_plan *p, FILE *f, int *n, const lmp_json *rp, const lmp_json *cfg)
 {
     const lmp_json *type = lmp_json_get(rp, "rope_type");
     const int longrope = type && type->type == LMP_JSON_STRING && !strcmp(type->str, "longrope");
@@ -392,6 +411,13 @@ static void legacy_rope(FILE *f, int *n, const lmp_json *rp, const lmp_json *cfg
         if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor")) {
             key(f, n, 1, k);
             lmp_jw_tree(f, &rp->items[i], 1);
+            /* and as transformers 4's class of the family reads it (GPT-NeoX: rotary_emb_base,
+             * rotary_pct), unless the source says it there itself */
+            const char *alias = family_key(p, k);
+            if (alias && !lmp_json_get(cfg, alias)) {
+                key(f, n, 1, alias);
+                lmp_jw_tree(f, &rp->items[i], 1);
+            }
         } else if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
             others += !(rp->items[i].type == LMP_JSON_STRING && !strcmp(rp->items[i].str, "default"));
         } else {
@@ -435,7 +461,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
             had_dtype |= strcmp(c->keys[i], "dtype") == 0;
             if (replaced(p, c->keys[i])) continue;
             if (legacy && !strcmp(c->keys[i], "rope_parameters")) {
-                legacy_rope(f, &n, rp, c);
+                legacy_rope(p, f, &n, rp, c);
                 continue;
             }
             /* (a top-level partial_rotary_factor beside rope_parameters: the one inside wins) */
@@ -450,7 +476,7 @@ int hf_write_config(const hf_plan *p, FILE *f)
     key(f, &n, 1, "tie_word_embeddings");
     fputs(p->m->lm_head == p->m->tok_emb ? "true" : "false", f);
     if (has_attn_switch(p)) {
-        key(f, &n, 1, "attention_bias");
+        key(f, &n, 1, attn_switch_key(p));
         fputs(p->attn_bias ? "true" : "false", f);
     }
     if (has_mlp_switch(p)) {

@@ -41,6 +41,11 @@
  * Gemma's RMSNorm weights are held as 1 + w and written as w.  Phi-3's fused qkv_proj and
  * gate_up_proj are the parts' rows one after the other (q, k, v; gate, up), each part's rows as
  * above, on one scheme (channel or group scales, which are per row).
+ * GPT-NeoX's query_key_value is fused per head: HF row (h * 3 + k) * head_dim + i is part k's
+ * (q, k, v) row h * head_dim + i (then q's and k's as above).  The long tail's names are their
+ * descriptors' (arch.h: hf_block_prefix, hf_linears, hf_norms, hf_embed, hf_final_norm, hf_head);
+ * their LayerNorms' biases are <norm>.bias, the head's bias <head>.bias; OLMo's norms without
+ * parameters have no tensors (written only while a stage left them 1 and 0).
  * GPT-2 (GPT2LMHeadModel): transformer.wte, transformer.wpe, transformer.h.N.{ln_1, attn.c_attn
  * (q, k, v fused, with its bias), attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj} and transformer.ln_f,
  * LayerNorms with biases, the head tied.  Its linears are transformers' Conv1D, weight [in, out]:
@@ -110,6 +115,9 @@ typedef struct hf_linear {
      * order (q, k, v or gate, up); the parts' own entries are `merged` and write nothing. */
     int n_members, members[3];
     int merged;
+    /* ... laid out per head (GPT-NeoX's query_key_value: [heads][q, k, v][per_head] rows) rather
+     * than the parts one after another; 0: one after another */
+    int64_t per_head;
 } hf_linear;
 
 /* A block's norm (its weights read again when written). */

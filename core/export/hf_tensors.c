@@ -27,6 +27,13 @@ static const lmp_linear *row_source(const hf_linear *h, const lmp_block *blk, in
         *sr = src_row(h, r);
         return &blk->linears[h->index];
     }
+    if (h->per_head) { /* [heads][parts][per_head] (hf_plan.h) */
+        const int64_t hd = h->per_head, k = (r / hd) % h->n_members, row = r / (hd * h->n_members) * hd + r % hd;
+        const lmp_linear *l = &blk->linears[h->members[k]];
+        const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
+        *sr = qk && h->head_dim ? lmp_rope_halves_row(row, h->head_dim, h->n_rot) : row;
+        return l;
+    }
     for (int k = 0; k < h->n_members; k++) {
         const lmp_linear *l = &blk->linears[h->members[k]];
         if (r < l->out || k == h->n_members - 1) {

@@ -255,6 +255,23 @@ static int plan_biases(hf_plan *p)
     /* none: Mistral; ERNIE 4.5 (its use_bias is false in every released model; not written here) */
     const int mistral = !strcmp(p->desc->name, "mistral") || !strcmp(p->desc->name, "ernie4_5");
     const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || (p->desc->flags & LMP_ARCH_GEGLU);
+    const lmp_bias_rule rule = p->desc->bias;
+    if (rule == LMP_BIAS_NEOX || rule == LMP_BIAS_MLP || rule == LMP_BIAS_ALL_CONFIG) {
+        /* GPT-NeoX: q,k,v,o on attention_bias, up and down always; GPT-J: up and down only;
+         * StarCoder2: every linear on its one switch (use_bias) */
+        for (int i = 0; i < p->n_lins; i++) {
+            const hf_linear *l = &p->lins[i];
+            if (!l->has_b) continue;
+            if (rule == LMP_BIAS_MLP && is_attn(l->role))
+                return lmp_fail(LMP_EUNSUPPORTED, "%s: has a bias, which %s has no place for", l->name, p->arch);
+            if (is_attn(l->role) || rule == LMP_BIAS_ALL_CONFIG) p->attn_bias = 1;
+        }
+        for (int i = 0; i < p->n_lins; i++) {
+            const int attn = is_attn(p->lins[i].role);
+            p->lins[i].bias = rule == LMP_BIAS_MLP ? !attn : rule == LMP_BIAS_NEOX && !attn ? 1 : p->attn_bias;
+        }
+        return 0;
+    }
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
     if (p->desc->bias == LMP_BIAS_ALL) { /* GPT-2: every Conv1D has one */
         for (int i = 0; i < p->n_lins; i++) p->lins[i].bias = 1;
@@ -272,12 +289,37 @@ static int plan_biases(hf_plan *p)
     }
     for (int i = 0; i < p->n_lins; i++) {
         const lmp_role r = p->lins[i].role;
-        p->lins[i].bias = qwen2 ? (r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V)
+        /* Qwen2's q, k, v always; GLM's and StableLM's on their switch */
+        p->lins[i].bias = qwen2 ? (r == LMP_ROLE_Q || r == LMP_ROLE_K || r == LMP_ROLE_V) &&
+                                      (p->desc->bias == LMP_BIAS_QKV || p->attn_bias)
                                 : (is_attn(r) ? p->attn_bias : p->mlp_bias);
         if (r == LMP_ROLE_ROUTER) /* its own module: a bias when it has one (mlp_bias does not reach it) */
             p->lins[i].bias = p->lins[i].has_b;
         if (selection && r == LMP_ROLE_ROUTER && p->lins[i].has_b) p->lins[i].bias = p->lins[i].selection_bias = 1;
     }
+    return 0;
+}
+
+/* A norm without parameters in the file (OLMo's, LMP_ARCH_NORM_NO_PARAMS) is written by leaving it
+ * out, which says weight 1 and bias 0: one a stage changed is refused by name. */
+static int hf_check_no_params_norm(const hf_plan *p, const char *name, const float *w, const float *b, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        if (w[j] != 1.0f || (b && b[j] != 0.0f))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's LayerNorms have no weight or bias in its checkpoint, but this "
+                            "variant changed this one (a scale or shift folded into it, as SmoothQuant and Shift "
+                            "do): export a variant without such a stage", name, p->arch);
+    return 0;
+}
+
+/* A LayerNorm whose checkpoint has no bias (Cohere's): a bias a stage gave it is refused by name. */
+static int hf_check_no_bias(const hf_plan *p, const char *name, const float *b, int64_t n)
+{
+    for (int64_t j = 0; b && j < n; j++)
+        if (b[j] != 0.0f)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's LayerNorms have no bias in its checkpoint, but this variant "
+                            "gave this one a bias (a shift folded into it, as Shift does): export a variant without "
+                            "such a stage", name, p->arch);
     return 0;
 }
 
@@ -393,8 +435,10 @@ static int plan_tensors(hf_plan *p)
     int st = 0;
     const int gpt2 = a->family == LMP_FAMILY_GPT2;
     unit_start[n_units++] = p->n_tensors;
-    st = add_tensor(p, &cap, gpt2 ? "transformer.wte" : "model.embed_tokens", ".weight", HF_T_DENSE, p->dtype, 2,
-                    a->vocab, a->dim, NULL, m->tok_emb);
+    /* the family's names (arch.h's hf_embed, hf_final_norm, hf_head), else Llama's */
+    const lmp_arch_desc *d = p->desc;
+    st = add_tensor(p, &cap, gpt2 ? "transformer.wte" : d->hf_embed ? d->hf_embed : "model.embed_tokens", ".weight",
+                    HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->tok_emb);
     if (!st && gpt2) {
         unit_start[n_units++] = p->n_tensors;
         st = add_tensor(p, &cap, "transformer.wpe", ".weight", HF_T_DENSE, p->dtype, 2, a->seq_len, a->dim, NULL,
@@ -450,18 +494,25 @@ static int plan_tensors(hf_plan *p)
             }
         }
     }
-    if (!st) {
-        const char *final = gpt2 ? "transformer.ln_f" : "model.norm";
+    if (!st && (d->flags & LMP_ARCH_NORM_NO_PARAMS)) /* OLMo: no tensor */
+        st = hf_check_no_params_norm(p, d->hf_final_norm ? d->hf_final_norm : "model.norm", m->final_norm_w,
+                                     m->final_norm_b, a->dim);
+    else if (!st) {
+        const char *final = gpt2 ? "transformer.ln_f" : d->hf_final_norm ? d->hf_final_norm : "model.norm";
         unit_start[n_units++] = p->n_tensors;
         st = add_tensor(p, &cap, final, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_w);
         if (!st) p->tensors[p->n_tensors - 1].minus_one = (p->desc->flags & LMP_ARCH_NORM_PLUS_ONE) != 0;
-        if (!st && m->final_norm_b)
+        if (!st && m->final_norm_b && (d->flags & LMP_ARCH_NORM_NO_BIAS)) /* Cohere: none */
+            st = hf_check_no_bias(p, final, m->final_norm_b, a->dim);
+        else if (!st && m->final_norm_b)
             st = add_tensor(p, &cap, final, ".bias", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL, m->final_norm_b);
     }
-    if (!st && m->lm_head != m->tok_emb) {
-        unit_start[n_units++] = p->n_tensors;
-        st = add_tensor(p, &cap, "lm_head", ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->lm_head);
-    }
+    const char *head = d->hf_head ? d->hf_head : "lm_head";
+    if (!st && (m->lm_head != m->tok_emb || m->lm_head_b)) unit_start[n_units++] = p->n_tensors;
+    if (!st && m->lm_head != m->tok_emb)
+        st = add_tensor(p, &cap, head, ".weight", HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->lm_head);
+    if (!st && m->lm_head_b) /* Phi-2's, GPT-J's head bias */
+        st = add_tensor(p, &cap, head, ".bias", HF_T_DENSE, p->dtype, 1, a->vocab, 0, NULL, m->lm_head_b);
     if (!st) {
         const uint64_t limit = p->o->shard_bytes > 0 ? (uint64_t)p->o->shard_bytes : (uint64_t)HF_DEFAULT_SHARD_BYTES;
         uint64_t in_shard = 0;
@@ -512,14 +563,23 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         int st = plan_kv(p, b, blk);
         if (st) return st;
     }
+    const int no_params = (p->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0;
     for (int i = 0; i < blk->n_norms; i++) {
-        if (blk->norms[i].b && !conv1d)
+        if (no_params) { /* OLMo: the file has no tensor for them (hf_plan.h) */
+            const int st = hf_check_no_params_norm(p, blk->norms[i].name, blk->norms[i].w, blk->norms[i].b,
+                                                   blk->norms[i].dim);
+            if (st) return st;
+            continue;
+        }
+        const int no_bias = (p->desc->flags & LMP_ARCH_NORM_NO_BIAS) != 0; /* Cohere: weight only */
+        if (no_bias && hf_check_no_bias(p, blk->norms[i].name, blk->norms[i].b, blk->norms[i].dim)) return LMP_EUNSUPPORTED;
+        if (blk->norms[i].b && !conv1d && !p->m->arch.layer_norm)
             return lmp_fail(LMP_EUNSUPPORTED,
                             "%s: has a bias (Shift's folded shift), which a Hugging Face Llama's RMSNorm has no "
                             "place for; export a variant without shift", blk->norms[i].name);
         hf_norm *nm = &p->norms[p->n_norms++];
         *nm = (hf_norm){.name = strdup(blk->norms[i].name), .dim = blk->norms[i].dim, .block = b, .index = i,
-                        .has_b = blk->norms[i].b != NULL};
+                        .has_b = blk->norms[i].b != NULL && !no_bias};
         if (!nm->name) return lmp_fail(LMP_ENOMEM, "out of memory");
     }
     for (int i = 0; i < blk->n_linears; i++) {
@@ -585,7 +645,8 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
  * input scales or biases: a fused module has one of each. */
 static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_role *roles, int n)
 {
-    const int fused_bias = p->desc->bias == LMP_BIAS_ALL; /* GPT-2's c_attn has one bias for the three */
+    /* GPT-2's c_attn has one bias for the three, GPT-NeoX's query_key_value one (attention_bias) */
+    const int fused_bias = p->desc->bias == LMP_BIAS_ALL || p->desc->bias == LMP_BIAS_NEOX;
     int at[3];
     for (int k = 0; k < n; k++) {
         at[k] = -1;
@@ -611,12 +672,14 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
                             p->arch, module, sc->g_idx ? " without act_order" : "");
     }
     char name[256];
-    snprintf(name, sizeof name, "%s.%lld.%s", lmp_hf_block_prefix(p->m->arch.family), (long long)b, module);
+    snprintf(name, sizeof name, "%s.%lld.%s", lmp_hf_arch_block_prefix(&p->m->arch), (long long)b, module);
     char *fused = strdup(name);
     if (!fused) return lmp_fail(LMP_ENOMEM, "out of memory");
     free(f->name);
     f->name = fused;
     f->n_members = n;
+    /* GPT-NeoX's query_key_value: [heads][q, k, v][head_dim] (hf_plan.h) */
+    if (n == 3 && p->desc->hf_fused_qkv_per_head) f->per_head = p->m->arch.head_dim;
     for (int k = 0; k < n; k++) {
         f->members[k] = p->lins[at[k]].index;
         f->masked |= p->lins[at[k]].masked;
@@ -669,7 +732,7 @@ static int build_plan(lmp_ctx *ctx, hf_plan *p)
         lmp_block_free(&blk);
     }
     if (st) return st;
-    if (m->final_norm_b && a->family != LMP_FAMILY_GPT2)
+    if (m->final_norm_b && a->family != LMP_FAMILY_GPT2 && !a->layer_norm)
         return lmp_fail(LMP_EUNSUPPORTED, "model.norm: has a bias, which a Hugging Face Llama's RMSNorm has no place for");
     if (p->sparse_mixed)
         lmp_log(ctx, LMP_LOG_WARN, "%s: the linears are pruned to different N:M patterns; config.json's "

@@ -54,7 +54,10 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
     const int gpt2 = a->family == LMP_FAMILY_GPT2, plain_mlp = gpt2 || a->plain_mlp;
     const int64_t d = a->dim, f = a->hidden, qd = a->n_heads * a->head_dim, kv = a->n_kv_heads * a->head_dim;
     /* group 0: attention over norm_attn(x) */
-    norm_step(p, a, 0, LMP_NORM_ATTN, LMP_SLOT_X, LMP_SLOT_XN_ATTN);
+    /* OLMo 2 has no norm before a branch: its input linears read the stream itself, and their
+     * group's input affine (no norm feeds it) is theirs, as o's and down's are */
+    const int pre = !a->no_pre_norms;
+    if (pre) norm_step(p, a, 0, LMP_NORM_ATTN, LMP_SLOT_X, LMP_SLOT_XN_ATTN);
     if (a->mla) { /* DeepSeek: the whole attention in one step, its own q/k/v inside */
         lmp_block_step *s = add_step(p, LMP_STEP_MLA, 0);
         io(s, 1, (lmp_slot[]){LMP_SLOT_XN_ATTN}, 1, (lmp_slot[]){LMP_SLOT_ATT});
@@ -66,17 +69,18 @@ void lmp_block_plan_make(lmp_block_plan *p, const lmp_arch *a, int64_t layer)
         const lmp_role roles[3] = {LMP_ROLE_Q, LMP_ROLE_K, LMP_ROLE_V};
         const lmp_slot outs[3] = {a->qk_norm ? LMP_SLOT_Q_LIN : LMP_SLOT_Q, a->qk_norm ? LMP_SLOT_K_LIN : LMP_SLOT_K,
                                   LMP_SLOT_V};
-        linears_step(p, 0, LMP_SLOT_XN_ATTN, 3, roles, outs, 0);
+        linears_step(p, 0, pre ? LMP_SLOT_XN_ATTN : LMP_SLOT_X, 3, roles, outs, !pre);
     }
-    if (a->qk_norm) { /* Qwen3, Gemma 3: RMSNorm over each head of q and k, before RoPE */
+    if (a->qk_norm) { /* Qwen3, Gemma 3: RMSNorm over each head of q and k, before RoPE; OLMo 2's
+                       * over all heads together (one "head" of the whole width) */
         lmp_block_step *s = add_step(p, LMP_STEP_HEAD_NORM, 0);
         io(s, 1, (lmp_slot[]){LMP_SLOT_Q_LIN}, 1, (lmp_slot[]){LMP_SLOT_Q});
         s->norm = lmp_norm_index(a, LMP_NORM_Q);
-        s->heads[0] = a->n_heads;
+        s->heads[0] = a->qk_norm_all ? 1 : a->n_heads;
         s = add_step(p, LMP_STEP_HEAD_NORM, 0);
         io(s, 1, (lmp_slot[]){LMP_SLOT_K_LIN}, 1, (lmp_slot[]){LMP_SLOT_K});
         s->norm = lmp_norm_index(a, LMP_NORM_K);
-        s->heads[0] = a->n_kv_heads;
+        s->heads[0] = a->qk_norm_all ? 1 : a->n_kv_heads;
     }
     if (!gpt2 && !a->alibi && !a->learned_pos) { /* GPT-2, OPT: learned positions on the embeddings; Bloom: ALiBi */
         lmp_block_step *s = add_step(p, LMP_STEP_ROPE, 0);
@@ -112,10 +116,11 @@ attention_out:
     /* group 2: the MLP's activation over norm_mlp(x1); a parallel block's over norm_mlp(x), the
      * block's input (GPT-NeoX; Phi-2 and GPT-J's shared norm is norm_attn again, computed anew so
      * that a pass may start here) */
-    norm_step(p, a, 2, LMP_NORM_MLP, a->parallel ? LMP_SLOT_X : LMP_SLOT_X1, LMP_SLOT_XN_MLP);
+    const lmp_slot mlp_in = !pre ? LMP_SLOT_X1 : LMP_SLOT_XN_MLP;
+    if (pre) norm_step(p, a, 2, LMP_NORM_MLP, a->parallel ? LMP_SLOT_X : LMP_SLOT_X1, LMP_SLOT_XN_MLP);
     if (lmp_arch_moe_layer(a, layer)) { /* a sparse layer: the experts in one step */
         lmp_block_step *s = add_step(p, LMP_STEP_MOE, 2);
-        io(s, 1, (lmp_slot[]){LMP_SLOT_XN_MLP}, 1, (lmp_slot[]){LMP_SLOT_MLP_OUT});
+        io(s, 1, (lmp_slot[]){mlp_in}, 1, (lmp_slot[]){LMP_SLOT_MLP_OUT});
         s->n_experts = a->n_experts;
         s->top_k = a->n_experts_used;
         s->expert_hidden = a->expert_hidden;
@@ -129,14 +134,14 @@ attention_out:
         s->swiglu_alpha = a->swiglu_alpha;
         s->swiglu_limit = a->swiglu_limit;
     } else if (plain_mlp) { /* GPT-2, GPT-NeoX, Phi-2, GPT-J: h = gelu(up(xn)) */
-        linears_step(p, 2, LMP_SLOT_XN_MLP, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, 0);
+        linears_step(p, 2, mlp_in, 1, (lmp_role[]){LMP_ROLE_UP}, (lmp_slot[]){LMP_SLOT_UP}, !pre);
         lmp_block_step *s = add_step(p, LMP_STEP_GELU, 2);
         io(s, 1, (lmp_slot[]){LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
         s->erf = a->gelu_erf;
         s->relu = a->relu; /* OPT */
     } else {
-        linears_step(p, 2, LMP_SLOT_XN_MLP, 2, (lmp_role[]){LMP_ROLE_GATE, LMP_ROLE_UP},
-                     (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 0);
+        linears_step(p, 2, mlp_in, 2, (lmp_role[]){LMP_ROLE_GATE, LMP_ROLE_UP},
+                     (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, !pre);
         lmp_block_step *s = add_step(p, LMP_STEP_GLU, 2);
         io(s, 2, (lmp_slot[]){LMP_SLOT_GATE, LMP_SLOT_UP}, 1, (lmp_slot[]){LMP_SLOT_H});
         s->gelu = a->geglu; /* Gemma: gelu_tanh(gate) * up */

@@ -714,7 +714,9 @@ int lmp_head(const lmp_backend *be, const lmp_model *m, int64_t T, const float *
                  ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
                  : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (st) goto done;
-    st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, out, V);
+    /* Cohere: z = logit_scale (W xn) */
+    st = lmp_be_gemm(be, 0, 1, T, V, d, m->arch.logit_scale ? m->arch.logit_scale : 1.0f, xn, d, m->lm_head, d, 0.0f,
+                     out, V);
     if (st) goto done;
     for (int64_t t = 0; m->lm_head_b && t < T; t++) /* Phi-2, GPT-J: the head's bias */
         for (int64_t v = 0; v < V; v++) out[t * V + v] += m->lm_head_b[v];

@@ -145,7 +145,7 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
     memset(b, 0, sizeof *b);
     b->index = index;
     b->n_blocks = (int)a->n_layers;
-    b->n_norms = 2 - (a->shared_norm != 0) + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) +
+    b->n_norms = (a->no_pre_norms ? 0 : 2 - (a->shared_norm != 0)) + 2 * (a->qk_norm != 0) + 2 * (a->post_norms != 0) +
                  (a->mla ? 1 + (a->mla_q_lora > 0) : 0) + (a->attn_sinks != 0);
     b->norms = calloc((size_t)b->n_norms, sizeof *b->norms);
     if (!b->norms) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -180,7 +180,9 @@ int lmp_block_init(lmp_block *b, int index, const lmp_arch *a)
         const int i = lmp_norm_index(a, k);
         if (i < 0 || (k == LMP_NORM_MLP && a->shared_norm)) continue; /* Phi-2: norm_mlp is norm_attn */
         b->norms[i] = (lmp_norm){.name = fmt_name(prefix, index, lmp_hf_norm_leaf(a, k)),
-                                 .dim = k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim
+                                 .dim = k == LMP_NORM_Q && a->qk_norm_all   ? a->n_heads * a->head_dim
+                                        : k == LMP_NORM_K && a->qk_norm_all ? a->n_kv_heads * a->head_dim
+                                        : k == LMP_NORM_Q || k == LMP_NORM_K ? a->head_dim
                                         : k == LMP_NORM_Q_A                 ? a->mla_q_lora
                                         : k == LMP_NORM_KV_A                ? a->mla_kv_lora
                                         : k == LMP_NORM_SINKS               ? a->n_heads
@@ -247,10 +249,11 @@ const lmp_rope *lmp_arch_rope(const lmp_arch *a, int64_t layer)
 
 int lmp_norm_index(const lmp_arch *a, int k)
 {
-    const int qk = a->qk_norm != 0, base = a->shared_norm ? 1 : 2; /* a shared norm: norm_mlp is norm 0 */
+    /* a shared norm: norm_mlp is norm 0; no pre-norms (OLMo 2): the q/k norms come first */
+    const int qk = a->qk_norm != 0, base = a->no_pre_norms ? 0 : a->shared_norm ? 1 : 2;
     switch (k) {
-    case LMP_NORM_ATTN: return 0;
-    case LMP_NORM_MLP: return base - 1;
+    case LMP_NORM_ATTN: return a->no_pre_norms ? -1 : 0;
+    case LMP_NORM_MLP: return a->no_pre_norms ? -1 : base - 1;
     case LMP_NORM_Q: return qk ? base : -1;
     case LMP_NORM_K: return qk ? base + 1 : -1;
     case LMP_NORM_POST_ATTN: return a->post_norms ? base + 2 * qk : -1;

@@ -46,6 +46,10 @@ typedef struct lmp_arch {
      * OPT: no RoPE either (learned positions, m->pos_emb); its gate-less MLP's activation is
      * ReLU (relu) rather than a GELU. */
     int alibi, learned_pos, relu;
+    /* OLMo 2 (arch.h LMP_ARCH_NO_PRE_NORMS, LMP_ARCH_QK_NORM_ALL): no norm before attention or the
+     * MLP (the block's norms are then the q/k and post norms), and q/k norms over all heads */
+    int no_pre_norms, qk_norm_all;
+    float logit_scale;    /* the logits are multiplied by it (Cohere's logit_scale); 0 = 1 */
     float embed_scale;    /* the embeddings are multiplied by it (Gemma: sqrt(dim)); 0 = 1 */
     float norm_eps;       /* RMSNorm or LayerNorm epsilon */
     float rope_theta;     /* LLAMA only: the base of the classic rotation */

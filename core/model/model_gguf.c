@@ -174,10 +174,15 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
         st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].w);
         snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
-        if (!st && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) /* LayerNorm's bias */
+        if (!st && (a->desc->flags & LMP_ARCH_NORM_NO_BIAS)) { /* command-r: none, 0 */
+            if (!(out->norms[i].b = calloc((size_t)out->norms[i].dim, sizeof *out->norms[i].b)))
+                st = lmp_fail(LMP_ENOMEM, "out of memory");
+        } else if (!st && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) { /* LayerNorm's bias */
             st = load_f32(m, name, 0, out->norms[i].dim, &out->norms[i].b);
+        }
         const int qk_norm = i == lmp_norm_index(a, LMP_NORM_Q) || i == lmp_norm_index(a, LMP_NORM_K);
-        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(out->norms[i].w, a->head_dim, 1, a->head_dim, a->rope.n_rot);
+        if (!st && halves && qk_norm) /* (per head, or OLMo 2's over all heads) */
+            st = lmp_rope_permute_rows(out->norms[i].w, out->norms[i].dim, 1, a->head_dim, a->rope.n_rot);
     }
     if (st) lmp_block_free(out);
     return st;
@@ -246,7 +251,7 @@ static const char *const read_keys[] = {
     "attention.layer_norm_epsilon", "attention.sliding_window_pattern",
     "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
     "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
-    "tensor_data_layout", NULL};
+    "tensor_data_layout", "logit_scale", NULL};
 
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
@@ -266,6 +271,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
             ok = 0; /* read for GPT-NeoX and StableLM only */
         if (ok && !strcmp(k + plen + 1, "tensor_data_layout") && !lmp_arch_by_gguf(prefix, plen)->hf_falcon)
             ok = 0; /* Falcon's "jploski" (checked at load) */
+        if (ok && !strcmp(k + plen + 1, "logit_scale") && !lmp_arch_by_gguf(prefix, plen)->hf_logit_scale_default)
+            ok = 0; /* read for command-r only */
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -280,7 +287,8 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
     const lmp_gguf *g = m->src_data;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
-        const int gpt2 = m->arch.family == LMP_FAMILY_GPT2, layer_norm = gpt2 || m->arch.layer_norm;
+        const int gpt2 = m->arch.family == LMP_FAMILY_GPT2,
+                  layer_norm = gpt2 || (m->arch.layer_norm && !(m->arch.desc->flags & LMP_ARCH_NORM_NO_BIAS));
         int ok = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
                  !strcmp(name, "output.weight") || !strcmp(name, "rope_freqs.weight") ||
                  !strcmp(name, "rope_factors_long.weight") || !strcmp(name, "rope_factors_short.weight") ||
@@ -499,6 +507,9 @@ static int read_rope(lmp_model *m)
     a->attn_softcap = cap;
     if ((st = arch_float(g, P, "final_logit_softcapping", 0, &cap))) return st;
     a->final_softcap = cap;
+    if (d->hf_logit_scale_default) { /* command-r: the logits times logit_scale */
+        if ((st = arch_float(g, P, "logit_scale", d->hf_logit_scale_default, &a->logit_scale))) return st;
+    }
     if (lmp_gguf_find_tensor(g, "rope_freqs.weight")) {
         float *factors;
         if ((st = load_f32(m, "rope_freqs.weight", 0, n_rot / 2, &factors))) return st;
@@ -538,7 +549,8 @@ static int check_tensors(lmp_model *m)
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, gguf_norm(&m->arch, i));
             st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, gguf_norm(&m->arch, i));
-            if (!st && a->layer_norm) st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
+            if (!st && a->layer_norm && !(a->desc->flags & LMP_ARCH_NORM_NO_BIAS)) /* (command-r's: none) */
+                st = find_tensor(m, name, 0, probe.norms[i].dim, &t);
         }
         for (int i = 0; i < probe.n_linears && !st; i++) {
             const lmp_linear *l = &probe.linears[i];
@@ -613,6 +625,8 @@ int lmp_model_open_gguf(lmp_model *m)
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (a->desc->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (a->desc->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->no_pre_norms = (a->desc->flags & LMP_ARCH_NO_PRE_NORMS) != 0; /* OLMo 2 */
+    a->qk_norm_all = (a->desc->flags & LMP_ARCH_QK_NORM_ALL) != 0;
     a->layer_norm = (a->desc->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (a->desc->flags & LMP_ARCH_PLAIN_MLP) != 0;
     a->gelu_erf = a->plain_mlp && a->desc->gguf_gelu_erf; /* GPT-NeoX: as transformers defines it (see arch.h) */
@@ -682,8 +696,12 @@ int lmp_model_open_gguf(lmp_model *m)
         m->final_norm_w = lmp_model_own(m, fnorm);
     }
     if (!(a->desc->flags & LMP_ARCH_NORM_NO_PARAMS) && (a->family == LMP_FAMILY_GPT2 || a->layer_norm)) {
-        float *p = NULL; /* LayerNorm's bias */
-        if ((st = load_f32(m, "output_norm.bias", 0, a->dim, &p))) return st;
+        float *p = NULL; /* LayerNorm's bias (command-r's: none, 0) */
+        if (a->desc->flags & LMP_ARCH_NORM_NO_BIAS) {
+            if (!(p = calloc((size_t)a->dim, sizeof *p))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        } else if ((st = load_f32(m, "output_norm.bias", 0, a->dim, &p))) {
+            return st;
+        }
         m->final_norm_b = lmp_model_own(m, p);
     }
     if (a->family == LMP_FAMILY_GPT2) { /* the learned positions */

@@ -370,10 +370,16 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         norm_tensor(&m->arch, nm, i, name, sizeof name);
         st = load(s, name, nm->dim, 0, &nm->w);
         snprintf(name, sizeof name, "%s.bias", nm->name);
-        if (!st && m->arch.layer_norm && !qk_norm) st = load(s, name, nm->dim, 0, &nm->b); /* LayerNorm's bias */
+        if (!st && m->arch.layer_norm && !qk_norm) { /* LayerNorm's bias (Cohere's: none, 0) */
+            if (s->desc->flags & LMP_ARCH_NORM_NO_BIAS) {
+                if (!(nm->b = calloc((size_t)nm->dim, sizeof *nm->b))) st = lmp_fail(LMP_ENOMEM, "out of memory");
+            } else {
+                st = load(s, name, nm->dim, 0, &nm->b);
+            }
+        }
         for (int64_t j = 0; !st && plus_one && j < nm->dim; j++) nm->w[j] += 1.0f; /* Gemma: 1 + w */
         /* q/k norms act on each head before RoPE: their weights follow the rows' permutation */
-        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, hd, 1, hd, n_rot);
+        if (!st && halves && qk_norm) st = lmp_rope_permute_rows(nm->w, nm->dim, 1, hd, n_rot); /* (OLMo 2's: all heads) */
     }
     if (!st && s->ct) { /* compressed-tensors' kv_cache_scheme: the attention module's k_scale, v_scale */
         attention_module(out, name, sizeof name);
@@ -957,6 +963,8 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     a->qk_norm = (d->flags & LMP_ARCH_QK_NORM) != 0;
     a->geglu = (d->flags & LMP_ARCH_GEGLU) != 0;
     a->post_norms = (d->flags & LMP_ARCH_POST_NORMS) != 0;
+    a->no_pre_norms = (d->flags & LMP_ARCH_NO_PRE_NORMS) != 0; /* OLMo 2 */
+    a->qk_norm_all = (d->flags & LMP_ARCH_QK_NORM_ALL) != 0;
     a->layer_norm = (d->flags & LMP_ARCH_LAYER_NORM) != 0;
     a->plain_mlp = (d->flags & LMP_ARCH_PLAIN_MLP) != 0;
     a->alibi = (d->flags & LMP_ARCH_ALIBI) != 0;
@@ -1006,6 +1014,14 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if (post_ln_residual)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: apply_residual_connection_post_layernorm true (%s's residual taken "
                         "after the norm) is not supported", what, d->hf_class);
+    int use_qk_norm = 0;
+    if ((st = cfg_bool(c, what, "use_qk_norm", 0, &use_qk_norm))) return st;
+    if (use_qk_norm)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: use_qk_norm true (%s's LayerNorm over each head of q and k) is not "
+                        "supported", what, d->hf_class);
+    if (d->hf_logit_scale_default) { /* Cohere: the logits times logit_scale */
+        if ((st = cfg_float(c, what, "logit_scale", d->hf_logit_scale_default, &a->logit_scale))) return st;
+    }
     if (cfg_get(c, "clip_qkv"))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: clip_qkv (%s's clamp of q, k and v) is not supported", what, d->hf_class);
     /* head_dim: config.json's when it has one (Qwen3's q is wider than the hidden size), else
@@ -1330,7 +1346,7 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
         norm_tensor(a, &probe.norms[i], i, want, sizeof want);
         found = !strcmp(name, want);
         snprintf(want, sizeof want, "%s.bias", probe.norms[i].name);
-        found = found || (a->layer_norm && !strcmp(name, want));
+        found = found || (a->layer_norm && !(d->flags & LMP_ARCH_NORM_NO_BIAS) && !strcmp(name, want));
     }
     if (!found && s->fused_experts && probe.n_experts > 0) { /* the layer's two fused expert tensors */
         const int gpt_oss = s->desc->moe->hf_gpt_oss; /* and their biases */
@@ -1420,7 +1436,8 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
             norm_tensor(a, &probe.norms[i], i, name, sizeof name);
             st = find(s, name, probe.norms[i].dim, 0, &t);
             snprintf(name, sizeof name, "%s.bias", probe.norms[i].name);
-            if (!st && a->layer_norm && i != lmp_norm_index(a, LMP_NORM_Q) && i != lmp_norm_index(a, LMP_NORM_K))
+            if (!st && a->layer_norm && !(s->desc->flags & LMP_ARCH_NORM_NO_BIAS) && /* (Cohere's: none) */
+                i != lmp_norm_index(a, LMP_NORM_Q) && i != lmp_norm_index(a, LMP_NORM_K))
                 st = find(s, name, probe.norms[i].dim, 0, &t);
         }
         lmp_block_free_tables(&probe);
@@ -1436,7 +1453,7 @@ static int validate_llama(lmp_model *m, const hf_state *s, const lmp_arch *a)
     snprintf(name, sizeof name, "%s.weight", module);
     char norm0[300];
     snprintf(norm0, sizeof norm0, "%s.%lld.%s.weight", lmp_hf_arch_block_prefix(a), (long long)a->n_layers,
-             lmp_hf_norm_leaf(a, LMP_NORM_ATTN));
+             lmp_hf_norm_leaf(a, LMP_NORM_ATTN) ? lmp_hf_norm_leaf(a, LMP_NORM_ATTN) : "input_layernorm");
     if (!st && !lmp_st_find(s->st, name) && lmp_st_find(s->st, norm0)) snprintf(name, sizeof name, "%s", norm0);
     if (!st && lmp_st_find(s->st, name))
         st = lmp_fail(LMP_EINVAL, "%s: has %s but config.json says num_hidden_layers = %lld", s->where, name,
@@ -1531,7 +1548,11 @@ static int load_globals(lmp_model *m, hf_state *s, int tied)
             for (int64_t j = 0; j < a->dim; j++) p[j] += 1.0f;
         m->final_norm_w = lmp_model_own(m, p);
         snprintf(full, sizeof full, "%s.bias", final_norm);
-        if (a->layer_norm && (st = load(s, full, a->dim, 0, &p))) return st;
+        if (a->layer_norm && (d->flags & LMP_ARCH_NORM_NO_BIAS)) { /* Cohere: no bias, 0 */
+            if (!(p = calloc((size_t)a->dim, sizeof *p))) return lmp_fail(LMP_ENOMEM, "out of memory");
+        } else if (a->layer_norm && (st = load(s, full, a->dim, 0, &p))) {
+            return st;
+        }
         if (a->layer_norm) m->final_norm_b = lmp_model_own(m, p);
     }
     /* Tied: Hugging Face ties the head to the embeddings and ignores any stored lm_head. */

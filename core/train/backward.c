@@ -655,6 +655,7 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     /* GPT-NeoX, Phi-2, GPT-J, StableLM, OLMo, StarCoder2: a final LayerNorm; Phi-2, GPT-J: a head
      * bias, which shifts the logits (in z0 under a cap) and sends no gradient to x */
     const int ln = m->arch.layer_norm;
+    const float scale = m->arch.logit_scale ? m->arch.logit_scale : 1.0f; /* Cohere: z = s (W xn) */
     float *xn = malloc((size_t)(2 * T * d) * sizeof *xn), *dxn = xn + T * d;
     float *dz_cap = cap > 0 ? malloc((size_t)(T * V) * sizeof *dz_cap) : NULL;
     if (!xn || (cap > 0 && !dz_cap)) {
@@ -665,7 +666,7 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
     int st = ln ? lmp_be_layernorm(be, T, d, x, m->final_norm_w, m->final_norm_b, m->arch.norm_eps, xn)
                 : lmp_be_rmsnorm(be, T, d, x, m->final_norm_w, m->arch.norm_eps, xn);
     if (!st && cap > 0) { /* z = cap tanh(z0 / cap) (Gemma 2): dz0 = dz (1 - tanh^2), z0 made again */
-        st = lmp_be_gemm(be, 0, 1, T, V, d, 1.0f, xn, d, m->lm_head, d, 0.0f, dz_cap, V);
+        st = lmp_be_gemm(be, 0, 1, T, V, d, scale, xn, d, m->lm_head, d, 0.0f, dz_cap, V);
         for (int64_t i = 0; !st && m->lm_head_b && i < T * V; i++) dz_cap[i] += m->lm_head_b[i % V];
         for (int64_t i = 0; !st && i < T * V; i++) {
             const double th = tanh((double)dz_cap[i] / cap);
@@ -673,8 +674,8 @@ int lmp_head_backward(const lmp_backend *be, const lmp_model *m, int64_t T, cons
         }
         dz = dz_cap;
     }
-    if (!st && dlm_head) st = lmp_be_gemm(be, 1, 0, V, d, T, 1.0f, dz, V, xn, d, 1.0f, dlm_head, d);
-    if (!st && (dx || dnorm_w)) st = lmp_be_gemm(be, 0, 0, T, d, V, 1.0f, dz, V, m->lm_head, d, 0.0f, dxn, d);
+    if (!st && dlm_head) st = lmp_be_gemm(be, 1, 0, V, d, T, scale, dz, V, xn, d, 1.0f, dlm_head, d);
+    if (!st && (dx || dnorm_w)) st = lmp_be_gemm(be, 0, 0, T, d, V, scale, dz, V, m->lm_head, d, 0.0f, dxn, d);
     if (!st && (dx || dnorm_w)) {
         float *sink = dx ? dx : xn; /* the input's gradient, or scratch when only dnorm_w is wanted */
         memset(sink, 0, (size_t)(T * d) * sizeof *sink);

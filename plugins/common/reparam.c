@@ -237,6 +237,13 @@ static int reparam_apply(void *self, const lmp_host *host, void *hctx, lmp_block
     for (int i = 0; i < blk->n_linears; i++) {
         lmp_linear *l = &blk->linears[i];
         if (fed[i] || !l->params) continue;
+        /* q, k, v (gate, up) with no norm before them (OLMo 2's post-norm block): nothing to fold the
+         * smoothing into, and one input affine on each would not be the group's shared input */
+        if (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K || l->role == LMP_ROLE_V || l->role == LMP_ROLE_GATE ||
+            l->role == LMP_ROLE_UP)
+            return host->set_error(hctx, LMP_EUNSUPPORTED, "%s: %s has no norm before it to fold the smoothing "
+                                   "into (a post-norm block: OLMo 2's norms are on the branches' outputs); leave "
+                                   "its linears out of the stage's targets", d->name, l->name);
         reparam_opts o;
         reparam_opts_read(d, l->params, &o);
         if (!o.all_linears) continue;

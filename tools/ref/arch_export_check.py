@@ -225,14 +225,16 @@ def unpack_ct(tensors, module, cfg):
 
 def gpt2_as_generic(c):
     """GPT2Config's own names (n_embd, n_layer, ...) under the names the checks below compare, as
-    transformers' GPT2Config.attribute_map does; n_inner null is 4 * n_embd."""
-    if c.get("model_type") != "gpt2":
+    transformers' GPT2Config.attribute_map does (GPTJConfig's are the same); n_inner null is
+    4 * n_embd."""
+    if c.get("model_type") not in ("gpt2", "gptj"):
         return c
+    gptj = c.get("model_type") == "gptj"
     c = dict(c)
     c.update(hidden_size=c["n_embd"], num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
              num_key_value_heads=c["n_head"], intermediate_size=c.get("n_inner") or 4 * c["n_embd"],
              rms_norm_eps=c.get("layer_norm_epsilon", 1e-5), hidden_act=c.get("activation_function", "gelu_new"))
-    c.setdefault("tie_word_embeddings", True)  # GPT2Config's default
+    c.setdefault("tie_word_embeddings", not gptj)  # GPT2Config's default (GPTJConfig's: untied)
     return c
 
 

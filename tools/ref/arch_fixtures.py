@@ -393,6 +393,27 @@ FIXTURES = {
 }
 
 
+# OLMo 2 (issue 40): no norm before attention or the MLP, RMSNorms on both branches' outputs
+# (post_attention_layernorm, post_feedforward_layernorm), q/k RMSNorms over all heads together
+# before rotate-half RoPE; GQA, no biases.  llama.cpp's olmo2 (NEOX rope).
+FIXTURES["olmo2"] = dict(
+    model_type="olmo2", cls="Olmo2ForCausalLM", seed=4009, tok="bpe", regex=None, pre="gpt-2",
+    specials=["<|endoftext|>"],
+    config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, attention_bias=False, hidden_act="silu",
+                rope_parameters=dict(rope_type="default", rope_theta=10000.0)))
+
+
+# Cohere / Command-R (issue 40): one LayerNorm without a bias feeding attention and the SwiGLU MLP
+# in parallel, RoPE over interleaved pairs of the whole head, the logits times logit_scale (0.25
+# here: 0.0625 would flatten these random logits), a tied head.  llama.cpp's command-r.
+FIXTURES["cohere"] = dict(
+    model_type="cohere", cls="CohereForCausalLM", seed=4010, tok="bpe", regex=None, pre="gpt-2",
+    specials=["<|endoftext|>"],
+    config=dict(tie_word_embeddings=True, layer_norm_eps=1e-5, logit_scale=0.25, use_qk_norm=False,
+                attention_bias=False, hidden_act="silu",
+                rope_parameters=dict(rope_type="default", rope_theta=10000.0)))
+
+
 def log(msg):
     print(f"arch_fixtures: {msg}", flush=True)
 
