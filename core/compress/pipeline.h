@@ -13,12 +13,8 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
+#include "text/windows.h"
 
-/* tokens[n_windows * T]: the calibration windows, one after the other. */
-typedef struct lmp_windows {
-    int32_t *tokens;
-    int64_t n, T;
-} lmp_windows;
 
 /* Cuts `samples` windows of T tokens from ids[n_ids] (sequentially from the start, or at random
  * offsets drawn from the context's seeded RNG).  Fewer windows than asked for is a warning; none

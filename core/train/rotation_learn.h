@@ -27,9 +27,9 @@
 #define LMP_CORE_TRAIN_ROTATION_LEARN_H
 
 #include "base/ctx.h"
-#include "compress/pipeline.h"
 #include "model/rotate.h"
 #include "plugin/backend.h"
+#include "text/windows.h"
 
 typedef struct lmp_rotlearn lmp_rotlearn;
 
