@@ -40,6 +40,7 @@
 
 #include "base/error.h"
 #include "base/textfile.h"
+#include "compare/compare.h"
 #include "compress/calib_stats.h"
 #include "export/export.h"
 #include "model/block_source.h"
@@ -937,6 +938,75 @@ START_TEST(what_is_not_streamed_is_said_and_whole)
 }
 END_TEST
 
+/* compare on qwen2moe (a shared expert beside the routed ones): the unmodified model's reference
+ * pass, RTN, GPTQ (true_sequential, its default) and GPTQ over all experts, with every block's
+ * experts a group of one at a time, give the report of the run with whole blocks: the same
+ * sums (NLL, KL, top-1), bits per weight and per-linear outcomes (weight error, tokens seen). */
+static lmp_report *compare_run(const char *cfg_text, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(cfg_text, f);
+    fclose(f);
+    lmp_ctx run_ctx;
+    lmp_ctx_init(&run_ctx);
+    lmp_host_set_verbosity(&run_ctx, LMP_LOG_ERROR);
+    lmp_run_config *c;
+    ck_assert_msg(lmp_config_load(&run_ctx, path, &c) == 0, "%s", lmp_last_error());
+    lmp_compare_opts o = {0};
+    lmp_report *r;
+    ck_assert_msg(lmp_run_compare(&run_ctx, c, &o, &r) == 0, "%s", lmp_last_error());
+    ck_assert_int_eq(run_ctx.expert_group_bytes, (int64_t)(c->expert_group_mb * 1048576.0));
+    lmp_ctx_clear(&run_ctx);
+    return r; /* the config stays with it (freed at the process's end: each test is a fork) */
+}
+
+START_TEST(compare_streamed_equals_whole)
+{
+    char dir[] = "/tmp/lmpress-moe-stream-XXXXXX", cfg[8192], path[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *variants =
+        "variants = ( { name = \"fp32\"; },\n"
+        "  { name = \"rtn\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); },\n"
+        "  { name = \"gptq\"; pipeline = ( { strategy = \"gptq\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); },\n"
+        "  { name = \"gptq-all\"; calibration = { experts = \"all\"; };\n"
+        "    pipeline = ( { strategy = \"gptq\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); } );\n";
+    lmp_report *r[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(cfg, sizeof cfg,
+                 "model = { path = \"%s/qwen2moe/hf5\"; tokenizer = \"%s/qwen2moe/hf5/tokenizer.json\"; };\n"
+                 "backend = { name = \"cpu\"; };\ncalibration = { text = \"%s/models/stories260K/tinystories-synth-calib.txt\"; "
+                 "samples = 4; seq_len = 64; };\neval = { texts = [ \"%s/models/stories260K/tinystories-synth-eval.txt\" ]; "
+                 "seq_len = 64; max_windows = 6; };\nseed = 5;\n%s%s",
+                 FIXTURES, FIXTURES, LMP_SOURCE_DIR, LMP_SOURCE_DIR, k ? "memory = { expert_group_mb = 0.000001; };\n" : "",
+                 variants);
+        snprintf(path, sizeof path, "%s/run%d.cfg", dir, k);
+        r[k] = compare_run(cfg, path);
+        unlink(path);
+    }
+    rmdir(dir);
+    ck_assert_int_eq(r[0]->n_results, 4);
+    for (int i = 0; i < r[0]->n_results; i++) {
+        const lmp_variant_result *a = &r[0]->results[i], *b = &r[1]->results[i];
+        ck_assert(a->scores[0].nll_sum == b->scores[0].nll_sum && a->scores[0].kld_sum == b->scores[0].kld_sum);
+        ck_assert_int_eq(a->scores[0].top1_hits, b->scores[0].top1_hits);
+        ck_assert_int_eq(a->scores[0].scored, b->scores[0].scored);
+        ck_assert(a->bits_per_weight == b->bits_per_weight);
+        ck_assert_int_eq(a->n_linears, b->n_linears);
+        for (int j = 0; j < a->n_linears; j++) {
+            const lmp_linear_outcome *x = &a->linears[j], *y = &b->linears[j];
+            ck_assert_str_eq(x->name, y->name);
+            ck_assert(x->weight_err == y->weight_err || (isnan(x->weight_err) && isnan(y->weight_err)));
+            ck_assert_int_eq(x->calib_tokens, y->calib_tokens);
+            ck_assert_int_eq(x->calib_fallback, y->calib_fallback);
+        }
+        if (i) ck_assert(a->scores[0].kld_sum > 0);
+        printf("qwen2moe compare %-9s KL sum %.6f, %d linears: whole and streamed in groups of 1 expert the same\n",
+               a->v->name, a->scores[0].kld_sum, a->n_linears);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("moe");
@@ -960,6 +1030,7 @@ int main(void)
     tcase_add_test(tc, gpt_oss_learning_exports_and_rotation_are_refused_by_name);
     tcase_add_test(tc, streamed_experts_give_the_same_blocks_bit_for_bit);
     tcase_add_test(tc, what_is_not_streamed_is_said_and_whole);
+    tcase_add_test(tc, compare_streamed_equals_whole);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }
