@@ -942,7 +942,7 @@ END_TEST
  * pass, RTN, GPTQ (true_sequential, its default) and GPTQ over all experts, with every block's
  * experts a group of one at a time, give the report of the run with whole blocks: the same
  * sums (NLL, KL, top-1), bits per weight and per-linear outcomes (weight error, tokens seen). */
-static lmp_report *compare_run(const char *cfg_text, const char *path)
+static lmp_report *compare_run(const char *cfg_text, const char *path, lmp_run_config **cfg)
 {
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -958,7 +958,8 @@ static lmp_report *compare_run(const char *cfg_text, const char *path)
     ck_assert_msg(lmp_run_compare(&run_ctx, c, &o, &r) == 0, "%s", lmp_last_error());
     ck_assert_int_eq(run_ctx.expert_group_bytes, (int64_t)(c->expert_group_mb * 1048576.0));
     lmp_ctx_clear(&run_ctx);
-    return r; /* the config stays with it (freed at the process's end: each test is a fork) */
+    *cfg = c;
+    return r;
 }
 
 START_TEST(compare_streamed_equals_whole)
@@ -972,6 +973,7 @@ START_TEST(compare_streamed_equals_whole)
         "  { name = \"gptq-all\"; calibration = { experts = \"all\"; };\n"
         "    pipeline = ( { strategy = \"gptq\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); } );\n";
     lmp_report *r[2];
+    lmp_run_config *rc[2];
     for (int k = 0; k < 2; k++) {
         snprintf(cfg, sizeof cfg,
                  "model = { path = \"%s/qwen2moe/hf5\"; tokenizer = \"%s/qwen2moe/hf5/tokenizer.json\"; };\n"
@@ -981,7 +983,7 @@ START_TEST(compare_streamed_equals_whole)
                  FIXTURES, FIXTURES, LMP_SOURCE_DIR, LMP_SOURCE_DIR, k ? "memory = { expert_group_mb = 0.000001; };\n" : "",
                  variants);
         snprintf(path, sizeof path, "%s/run%d.cfg", dir, k);
-        r[k] = compare_run(cfg, path);
+        r[k] = compare_run(cfg, path, &rc[k]);
         unlink(path);
     }
     rmdir(dir);
@@ -1003,6 +1005,10 @@ START_TEST(compare_streamed_equals_whole)
         if (i) ck_assert(a->scores[0].kld_sum > 0);
         printf("qwen2moe compare %-9s KL sum %.6f, %d linears: whole and streamed in groups of 1 expert the same\n",
                a->v->name, a->scores[0].kld_sum, a->n_linears);
+    }
+    for (int k = 0; k < 2; k++) {
+        lmp_report_free(r[k]);
+        lmp_config_free(rc[k]);
     }
 }
 END_TEST
