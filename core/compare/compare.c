@@ -681,8 +681,13 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     t0 = lmp_now_s();
     if (!st && x) {
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
+        int said = 0;
         for (int64_t b = 0; b < n_layers && !st; b++) {
             lmp_block blk;
+            if (!said && lmp_expert_group_size(&x->arch, b, run->ctx->expert_group_bytes) > 0)
+                said = 1, lmp_log(run->ctx, LMP_LOG_WARN, "variant %s: %s's blocks are read whole, their routed experts "
+                                  "above memory.expert_group_mb = %.0f (an external model is not streamed)", v->name,
+                                  v->model_path, (double)run->ctx->expert_group_bytes / 1048576.0);
             if ((st = lmp_model_block_copy(x, b, &blk))) break;
             st = tally_block(&tally, b, &blk);
             lmp_block_free(&blk);
