@@ -24,7 +24,8 @@
  *   - the same variants as Hugging Face folders (compressed-tensors, routers in its ignore list)
  *     read back by lmpress;
  *   - a block's routed experts streamed a group at a time (memory.expert_group_mb) give the
- *     blocks compressed whole bit for bit (RTN, GPTQ routed / all experts / true_sequential, on
+ *     blocks compressed whole bit for bit (RTN, GPTQ routed / all experts / true_sequential on the
+ *     compressed and on the original inputs, on
  *     every family, fused 3-D experts and dense first layers included), and their paged forward
  *     the whole block's output; what cannot be streamed is computed whole;
  *   - DeepSeek-V2/V3 (multi-head latent attention, their routings): RTN and GPTQ compress every
@@ -868,15 +869,17 @@ static int paged_done(void *ud, int64_t b, const lmp_block *skel, lmp_expert_pag
 /* One variant of `plugin` compressed whole, then with expert groups of `per` experts (budget
  * per experts' f32 bytes): the same blocks; returns how many blocks were streamed. */
 static int streamed_equals_whole(const lmp_model *m, const char *plugin, const char *const *settings, int all,
-                                 const lmp_windows *cal, int64_t per)
+                                 const lmp_windows *cal, int64_t per, int original)
 {
-    lmp_block *want = compress_v(m, plugin, settings, NULL, all, 0, cal);
-    const float *x0 = embed_windows(m, cal);
-    streamed_check c = {.m = m, .want = want, .x = x0, .T = cal->T};
     one_stage os;
     make_stage(&reg, &os, plugin, settings, NULL);
     os.v.calib_experts_all = all;
     os.v.expert_min_tokens = 0;
+    if (original) os.v.calib_inputs = LMP_CALIB_INPUTS_ORIGINAL;
+    lmp_block *want = NULL;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, cal, &want) == 0, "%s", lmp_last_error());
+    const float *x0 = embed_windows(m, cal);
+    streamed_check c = {.m = m, .want = want, .x = x0, .T = cal->T};
     const int64_t saved = ctx.expert_group_bytes;
     ctx.expert_group_bytes = per * lmp_expert_f32_bytes(&m->arch);
     lmp_compress_watch watch = {.block_done = whole_done, .block_done_paged = paged_done, .ud = &c};
@@ -900,11 +903,14 @@ START_TEST(streamed_experts_give_the_same_blocks_bit_for_bit)
         for (int64_t b = 0; b < m->arch.n_layers; b++) moe_layers += lmp_arch_moe_layer(&m->arch, b);
         /* groups of 3 (the last one shorter when E is no multiple of 3), and of 1 */
         const int per = m->arch.n_experts > 3 ? 3 : 1;
-        ck_assert_int_eq(streamed_equals_whole(m, "rtn", W4, 0, &cal, per), moe_layers);
-        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 0, &cal, per), moe_layers);
-        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 1, &cal, 1), moe_layers);
-        ck_assert_int_eq(streamed_equals_whole(m, "gptq", seq, 0, &cal, per), moe_layers);
-        printf("%s: RTN, GPTQ routed / all experts / true_sequential W4, %d sparse block%s streamed in groups of %d "
+        ck_assert_int_eq(streamed_equals_whole(m, "rtn", W4, 0, &cal, per, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 0, &cal, per, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 1, &cal, 1, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", seq, 0, &cal, per, 0), moe_layers);
+        /* calibrated on the original inputs: the experts see the attention as the model has it,
+         * and the next block's inputs come from the block as the model has it */
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", seq, 0, &cal, per, 1), moe_layers);
+        printf("%s: RTN, GPTQ routed / all experts / true_sequential (on compressed and original inputs) W4, %d sparse block%s streamed in groups of %d "
                "(and 1): the same blocks and forwards bit for bit\n", names[f], moe_layers, moe_layers == 1 ? "" : "s",
                per);
         free(cal.tokens);
