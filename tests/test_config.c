@@ -457,6 +457,32 @@ START_TEST(cli_check_reports_unmatched_pattern)
 }
 END_TEST
 
+/* memory.expert_group_mb (a group of experts at a time, model/expert_pager.h): 1024 unless set, a
+ * number of MiB (integer or not), 0 allowed, a negative or a string refused naming the key. */
+START_TEST(memory_expert_group_mb)
+{
+    cfg_spec s = defaults();
+    lmp_run_config *c = load_ok(&s);
+    ck_assert(c->expert_group_mb == LMP_EXPERT_GROUP_MB_DEFAULT);
+    lmp_config_free(c);
+    /* the memory group on line 7, after the calibration group is closed there */
+    s.calib_extra = " }; memory = { expert_group_mb = 0.5;";
+    c = load_ok(&s);
+    ck_assert(c->expert_group_mb == 0.5);
+    lmp_config_free(c);
+    s.calib_extra = " }; memory = { expert_group_mb = 0;";
+    c = load_ok(&s);
+    ck_assert(c->expert_group_mb == 0);
+    lmp_config_free(c);
+    s.calib_extra = " }; memory = { expert_group_mb = -1;";
+    expect_load_error(&s, LINE_CALIB_EXTRA, "memory.expert_group_mb", "out of range");
+    s.calib_extra = " }; memory = { expert_group_mb = \"1G\";";
+    expect_load_error(&s, LINE_CALIB_EXTRA, "memory.expert_group_mb", "expected a number");
+    s.calib_extra = " }; memory = { expert_groups = 4;";
+    expect_load_error(&s, LINE_CALIB_EXTRA, "memory.expert_groups", "unknown setting");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -464,6 +490,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30); /* a check that blocks on a FIFO fails here instead of hanging */
     tcase_add_test(tc, good_config_loads_and_keeps_origins);
+    tcase_add_test(tc, memory_expert_group_mb);
     tcase_add_test(tc, model_missing);
     tcase_add_test(tc, model_folder_without_config_json);
     tcase_add_test(tc, model_is_a_fifo);

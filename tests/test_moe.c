@@ -25,6 +25,11 @@
  *     (compressed-tensors, routers in its ignore list), DeepSeek-V2/V3 included, read back by
  *     lmpress and, with LMP_CT_PYTHON, loaded by transformers + compressed-tensors to lmpress's
  *     logits (tools/ref/moe_ct_logits_check.py);
+ *   - a block's routed experts streamed a group at a time (memory.expert_group_mb) give the
+ *     blocks compressed whole bit for bit (RTN, GPTQ routed / all experts / true_sequential on the
+ *     compressed and on the original inputs, on
+ *     every family, fused 3-D experts and dense first layers included), and their paged forward
+ *     the whole block's output; what cannot be streamed is computed whole;
  *   - DeepSeek-V2/V3 (multi-head latent attention, their routings): RTN and GPTQ compress every
  *     linear but the router, q_a/q_b/kv_a/kv_b included, and compare with a finite KL above 0;
  *     AutoRound and the GGUF export (llama.cpp's deepseek2) are refused by name;
@@ -42,9 +47,11 @@
 
 #include "base/error.h"
 #include "base/textfile.h"
+#include "compare/compare.h"
 #include "compress/calib_stats.h"
 #include "export/export.h"
 #include "model/block_source.h"
+#include "model/expert_pager.h"
 #include "model/forward.h"
 #include "model/rotate.h"
 
@@ -981,6 +988,235 @@ START_TEST(what_is_not_written_yet_is_refused_by_name)
 }
 END_TEST
 
+/* ---- a block's routed experts a group at a time (memory.expert_group_mb; model/expert_pager.h) ---- */
+
+/* What a streamed compression hands out, checked against the same variant compressed whole
+ * (want[L]): every linear of every block equal bit for bit (weights, scales, token counts,
+ * fallbacks: block b+1's equal weights also say that block b's streamed forward gave the next
+ * inputs bit for bit), and each streamed block's paged forward equal to the whole block's. */
+typedef struct streamed_check {
+    const lmp_model *m;
+    const lmp_block *want;
+    const float *x;          /* [T, dim] a block input */
+    int64_t T;
+    int paged_blocks;        /* blocks that came through block_done_paged */
+    int64_t loads;           /* groups the pagers loaded */
+} streamed_check;
+
+static void same_linear(const lmp_linear *a, const lmp_linear *b)
+{
+    ck_assert_msg(same_weights(a, b), "%s differs when its experts are streamed", a->name);
+    ck_assert_str_eq(a->name, b->name);
+    ck_assert_int_eq(a->calib_tokens, b->calib_tokens);
+    ck_assert_int_eq(a->calib_fallback, b->calib_fallback);
+    ck_assert((a->b == NULL) == (b->b == NULL));
+    if (a->b) ck_assert(!memcmp(a->b, b->b, (size_t)a->out * sizeof *a->b));
+    ck_assert((a->grid == NULL) == (b->grid == NULL));
+    if (a->grid) {
+        ck_assert_int_eq(a->grid->n_scales, b->grid->n_scales);
+        ck_assert(!memcmp(a->grid->scales, b->grid->scales, (size_t)a->grid->n_scales * sizeof(float)));
+    }
+    ck_assert(a->weight_bits == b->weight_bits);
+}
+
+static int whole_done(void *ud, int64_t b, const lmp_block *blk)
+{
+    const streamed_check *c = ud;
+    const lmp_block *w = &c->want[b];
+    ck_assert_int_eq(blk->n_linears, w->n_linears);
+    for (int i = 0; i < blk->n_linears; i++) same_linear(&blk->linears[i], &w->linears[i]);
+    return 0;
+}
+
+static int paged_done(void *ud, int64_t b, const lmp_block *skel, lmp_expert_pager *experts)
+{
+    streamed_check *c = ud;
+    const lmp_block *w = &c->want[b];
+    int k = 0, n_routed = 0;
+    for (int i = 0; i < w->n_linears; i++) {
+        const lmp_linear *l = &w->linears[i];
+        if (l->expert_kind != LMP_EXPERT_ROUTED) {
+            same_linear(&skel->linears[k++], l);
+            continue;
+        }
+        const lmp_linear *gud[3];
+        ck_assert_int_eq(lmp_expert_pager_expert(experts, l->expert, gud), 0);
+        same_linear(gud[l->role == LMP_ROLE_GATE ? 0 : l->role == LMP_ROLE_UP ? 1 : 2], l);
+        n_routed++;
+    }
+    ck_assert_int_eq(k, skel->n_linears);
+    ck_assert_int_eq(n_routed, 3 * c->m->arch.n_experts);
+    /* the evaluation's forward: the experts read back a group at a time, the output the whole block's */
+    const int64_t n = c->T * c->m->arch.dim;
+    float *xw = malloc((size_t)n * sizeof *xw), *xp = malloc((size_t)n * sizeof *xp);
+    memcpy(xw, c->x, (size_t)n * sizeof *xw);
+    memcpy(xp, c->x, (size_t)n * sizeof *xp);
+    ck_assert_int_eq(lmp_block_forward(&be, &c->m->arch, w, c->T, xw, NULL, NULL), 0);
+    const int64_t before = experts->loads;
+    ck_assert_msg(lmp_block_forward_paged(&be, &c->m->arch, skel, experts, c->T, 0, xp, NULL, NULL, NULL) == 0, "%s",
+                  lmp_last_error());
+    ck_assert_int_gt(experts->loads, before);
+    ck_assert_msg(!memcmp(xw, xp, (size_t)n * sizeof *xw), "block %lld's paged forward differs", (long long)b);
+    free(xw);
+    free(xp);
+    c->paged_blocks++;
+    c->loads += experts->loads;
+    return 0;
+}
+
+/* One variant of `plugin` compressed whole, then with expert groups of `per` experts (budget
+ * per experts' f32 bytes): the same blocks; returns how many blocks were streamed. */
+static int streamed_equals_whole(const lmp_model *m, const char *plugin, const char *const *settings, int all,
+                                 const lmp_windows *cal, int64_t per, int original)
+{
+    one_stage os;
+    make_stage(&reg, &os, plugin, settings, NULL);
+    os.v.calib_experts_all = all;
+    os.v.expert_min_tokens = 0;
+    if (original) os.v.calib_inputs = LMP_CALIB_INPUTS_ORIGINAL;
+    lmp_block *want = NULL;
+    ck_assert_msg(lmp_compress(&ctx, &be, m, &os.v, cal, &want) == 0, "%s", lmp_last_error());
+    const float *x0 = embed_windows(m, cal);
+    streamed_check c = {.m = m, .want = want, .x = x0, .T = cal->T};
+    const int64_t saved = ctx.expert_group_bytes;
+    ctx.expert_group_bytes = per * lmp_expert_f32_bytes(&m->arch);
+    lmp_compress_watch watch = {.block_done = whole_done, .block_done_paged = paged_done, .ud = &c};
+    ck_assert_msg(lmp_compress_watched(&ctx, &be, m, &os.v, cal, &watch, NULL) == 0, "%s", lmp_last_error());
+    ctx.expert_group_bytes = saved;
+    free(os.stage.params);
+    free((float *)x0);
+    lmp_blocks_free(want, m->arch.n_layers);
+    return c.paged_blocks;
+}
+
+START_TEST(streamed_experts_give_the_same_blocks_bit_for_bit)
+{
+    static const char *const seq[] = {"bits=4", "granularity=group", "group_size=32", "true_sequential=1", NULL};
+    const char *names[] = {"mixtral", "qwen2moe", "qwen3moe", "qwen3moe-fused", "qwen2moe-dense0", "deepseek_v2",
+                           "deepseek_v3", "gpt_oss"};
+    for (size_t f = 0; f < sizeof names / sizeof *names; f++) {
+        lmp_model *m = load(names[f]);
+        lmp_windows cal = windows(4, 32, m->arch.vocab, 7);
+        int moe_layers = 0;
+        for (int64_t b = 0; b < m->arch.n_layers; b++) moe_layers += lmp_arch_moe_layer(&m->arch, b);
+        /* groups of 3 (the last one shorter when E is no multiple of 3), and of 1 */
+        const int per = m->arch.n_experts > 3 ? 3 : 1;
+        ck_assert_int_eq(streamed_equals_whole(m, "rtn", W4, 0, &cal, per, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 0, &cal, per, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", W4, 1, &cal, 1, 0), moe_layers);
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", seq, 0, &cal, per, 0), moe_layers);
+        /* calibrated on the original inputs: the experts see the attention as the model has it,
+         * and the next block's inputs come from the block as the model has it */
+        ck_assert_int_eq(streamed_equals_whole(m, "gptq", seq, 0, &cal, per, 1), moe_layers);
+        printf("%s: RTN, GPTQ routed / all experts / true_sequential (on compressed and original inputs) W4, %d sparse block%s streamed in groups of %d "
+               "(and 1): the same blocks and forwards bit for bit\n", names[f], moe_layers, moe_layers == 1 ? "" : "s",
+               per);
+        free(cal.tokens);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* What cannot be streamed is computed whole (and the log says why): a caller that reads whole
+ * blocks, or keeps every block. */
+START_TEST(what_is_not_streamed_is_said_and_whole)
+{
+    lmp_model *m = load("qwen3moe");
+    lmp_windows cal = windows(4, 32, m->arch.vocab, 7);
+    lmp_block *want = compress_v(m, "rtn", W4, NULL, 0, 0, &cal);
+    streamed_check c = {.m = m, .want = want};
+    one_stage os;
+    make_stage(&reg, &os, "rtn", W4, NULL);
+    ctx.expert_group_bytes = lmp_expert_f32_bytes(&m->arch);
+    lmp_compress_watch watch = {.block_done = whole_done, .ud = &c}; /* no block_done_paged: whole blocks */
+    ck_assert_int_eq(lmp_compress_watched(&ctx, &be, m, &os.v, &cal, &watch, NULL), 0);
+    ck_assert_int_eq(c.paged_blocks, 0);
+    lmp_block *out = NULL; /* every block kept: whole, the same */
+    ck_assert_int_eq(lmp_compress(&ctx, &be, m, &os.v, &cal, &out), 0);
+    for (int64_t b = 0; b < m->arch.n_layers; b++) whole_done(&c, b, &out[b]);
+    lmp_blocks_free(out, m->arch.n_layers);
+    lmp_blocks_free(want, m->arch.n_layers);
+    free(os.stage.params);
+    free(cal.tokens);
+    lmp_model_free(m);
+}
+END_TEST
+
+/* compare on qwen2moe (a shared expert beside the routed ones): the unmodified model's reference
+ * pass, RTN, GPTQ (true_sequential, its default) and GPTQ over all experts, with every block's
+ * experts a group of one at a time, give the report of the run with whole blocks: the same
+ * sums (NLL, KL, top-1), bits per weight and per-linear outcomes (weight error, tokens seen). */
+static lmp_report *compare_run(const char *cfg_text, const char *path, lmp_run_config **cfg)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(cfg_text, f);
+    fclose(f);
+    lmp_ctx run_ctx;
+    lmp_ctx_init(&run_ctx);
+    lmp_host_set_verbosity(&run_ctx, LMP_LOG_ERROR);
+    lmp_run_config *c;
+    ck_assert_msg(lmp_config_load(&run_ctx, path, &c) == 0, "%s", lmp_last_error());
+    lmp_compare_opts o = {0};
+    lmp_report *r;
+    ck_assert_msg(lmp_run_compare(&run_ctx, c, &o, &r) == 0, "%s", lmp_last_error());
+    ck_assert_int_eq(run_ctx.expert_group_bytes, (int64_t)(c->expert_group_mb * 1048576.0));
+    lmp_ctx_clear(&run_ctx);
+    *cfg = c;
+    return r;
+}
+
+START_TEST(compare_streamed_equals_whole)
+{
+    char dir[] = "/tmp/lmpress-moe-stream-XXXXXX", cfg[8192], path[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *variants =
+        "variants = ( { name = \"fp32\"; },\n"
+        "  { name = \"rtn\"; pipeline = ( { strategy = \"rtn\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); },\n"
+        "  { name = \"gptq\"; pipeline = ( { strategy = \"gptq\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); },\n"
+        "  { name = \"gptq-all\"; calibration = { experts = \"all\"; };\n"
+        "    pipeline = ( { strategy = \"gptq\"; params = { bits = 4; granularity = \"group\"; group_size = 32; }; } ); } );\n";
+    lmp_report *r[2];
+    lmp_run_config *rc[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(cfg, sizeof cfg,
+                 "model = { path = \"%s/qwen2moe/hf5\"; tokenizer = \"%s/qwen2moe/hf5/tokenizer.json\"; };\n"
+                 "backend = { name = \"cpu\"; };\ncalibration = { text = \"%s/models/stories260K/tinystories-synth-calib.txt\"; "
+                 "samples = 4; seq_len = 64; };\neval = { texts = [ \"%s/models/stories260K/tinystories-synth-eval.txt\" ]; "
+                 "seq_len = 64; max_windows = 6; };\nseed = 5;\n%s%s",
+                 FIXTURES, FIXTURES, LMP_SOURCE_DIR, LMP_SOURCE_DIR, k ? "memory = { expert_group_mb = 0.000001; };\n" : "",
+                 variants);
+        snprintf(path, sizeof path, "%s/run%d.cfg", dir, k);
+        r[k] = compare_run(cfg, path, &rc[k]);
+        unlink(path);
+    }
+    rmdir(dir);
+    ck_assert_int_eq(r[0]->n_results, 4);
+    for (int i = 0; i < r[0]->n_results; i++) {
+        const lmp_variant_result *a = &r[0]->results[i], *b = &r[1]->results[i];
+        ck_assert(a->scores[0].nll_sum == b->scores[0].nll_sum && a->scores[0].kld_sum == b->scores[0].kld_sum);
+        ck_assert_int_eq(a->scores[0].top1_hits, b->scores[0].top1_hits);
+        ck_assert_int_eq(a->scores[0].scored, b->scores[0].scored);
+        ck_assert(a->bits_per_weight == b->bits_per_weight);
+        ck_assert_int_eq(a->n_linears, b->n_linears);
+        for (int j = 0; j < a->n_linears; j++) {
+            const lmp_linear_outcome *x = &a->linears[j], *y = &b->linears[j];
+            ck_assert_str_eq(x->name, y->name);
+            ck_assert(x->weight_err == y->weight_err || (isnan(x->weight_err) && isnan(y->weight_err)));
+            ck_assert_int_eq(x->calib_tokens, y->calib_tokens);
+            ck_assert_int_eq(x->calib_fallback, y->calib_fallback);
+        }
+        if (i) ck_assert(a->scores[0].kld_sum > 0);
+        printf("qwen2moe compare %-9s KL sum %.6f, %d linears: whole and streamed in groups of 1 expert the same\n",
+               a->v->name, a->scores[0].kld_sum, a->n_linears);
+    }
+    for (int k = 0; k < 2; k++) {
+        lmp_report_free(r[k]);
+        lmp_config_free(rc[k]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("moe");
@@ -1003,6 +1239,9 @@ int main(void)
     tcase_add_test(tc, deepseek_learning_and_exports_are_refused_by_name);
     tcase_add_test(tc, gpt_oss_rtn_and_gptq_compare);
     tcase_add_test(tc, gpt_oss_learning_exports_and_rotation_are_refused_by_name);
+    tcase_add_test(tc, streamed_experts_give_the_same_blocks_bit_for_bit);
+    tcase_add_test(tc, what_is_not_streamed_is_said_and_whole);
+    tcase_add_test(tc, compare_streamed_equals_whole);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

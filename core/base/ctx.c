@@ -10,6 +10,7 @@ void lmp_ctx_init(lmp_ctx *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->verbosity = LMP_LOG_INFO;
+    ctx->expert_group_bytes = (int64_t)LMP_EXPERT_GROUP_MB_DEFAULT << 20;
     lmp_host_seed(ctx, 0);
 }
 

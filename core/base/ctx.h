@@ -40,6 +40,9 @@ typedef struct lmp_allowed_dir {
 /* The fields are the core's; callers use the functions below.  Made by lmp_ctx_init, released
  * by lmp_ctx_clear; whatever was given a pointer to it (a registry, a backend or a strategy
  * instance that keeps hctx) must be gone before it is cleared. */
+/* memory.expert_group_mb's default (MiB of f32 expert weights per group) */
+#define LMP_EXPERT_GROUP_MB_DEFAULT 1024
+
 typedef struct lmp_ctx {
     int verbosity;                          /* LMP_LOG_*: messages above it are dropped */
     const struct lmp_backend *backend;      /* what host->backend() hands out; NULL: none */
@@ -63,12 +66,16 @@ typedef struct lmp_ctx {
     lmp_compress_times times;               /* lmp_compress_times_get (pipeline.h) */
     const struct lmp_learn_inputs *learn;   /* while a stage that learns runs: its calibration
                                              * inputs (train/learn.h); NULL otherwise */
+    /* A mixture of experts' block whose routed experts take more f32 bytes than this is handled
+     * a group of experts at a time (model/expert_pager.h); config memory.expert_group_mb;
+     * <= 0: every block whole */
+    int64_t expert_group_bytes;
     char error[2048];                       /* the last text given to host->set_error */
     lmp_allowed_dir allowed[LMP_MAX_ALLOWED_DIRS];
     int n_allowed;
 } lmp_ctx;
 
-/* A fresh context: verbosity LMP_LOG_INFO, no backend, RNG seeded with 0, not interruptible,
+/* A fresh context: verbosity LMP_LOG_INFO, expert groups of LMP_EXPERT_GROUP_MB_DEFAULT, no backend, RNG seeded with 0, not interruptible,
  * no error text, no trusted folders. */
 void lmp_ctx_init(lmp_ctx *ctx);
 /* Frees what the context owns (the trusted folders); init it again to reuse it. */

@@ -26,6 +26,7 @@
 #include "compress/pipeline.h"
 #include "formats/gguf.h"
 #include "model/block_store.h"
+#include "model/expert_pager.h"
 #include "model/forward.h"
 #include "plugin/backend.h"
 #include "text/tokenizer_open.h"
@@ -294,6 +295,7 @@ int lmp_run_check_model(lmp_ctx *ctx, const lmp_run_config *c, const lmp_model *
 int lmp_run_prepare(lmp_run_state *run, lmp_report *r)
 {
     const lmp_run_config *c = run->c;
+    run->ctx->expert_group_bytes = (int64_t)(c->expert_group_mb * 1048576.0); /* memory.expert_group_mb */
     int st = lmp_backend_open(run->ctx, (lmp_registry *)&c->reg, c->backend_name, c->backend_params, &run->be);
     if (st) return st;
     lmp_host_set_backend(run->ctx, &run->be);
@@ -526,6 +528,69 @@ static int tally_block(void *ud, int64_t b, const lmp_block *blk)
     return st;
 }
 
+/* tally_block for a block handled a group of experts at a time (model/expert_pager.h): the
+ * linears' outcomes in the block's order (the report's tables), as tally_block gives them, each
+ * routed expert's weight error against the model's group read beside the variant's; then the
+ * evaluation, its experts read back a group at a time. */
+static int tally_block_paged(void *ud, int64_t b, const lmp_block *skel, lmp_expert_pager *experts)
+{
+    variant_tally *t = ud;
+    lmp_variant_result *res = t->res;
+    const lmp_block *names = &t->run->shape[b];
+    const double t_err = lmp_now_s();
+    lmp_block orig, orig_part;
+    int have_part = 0, k = 0;
+    int64_t part_g = -1;
+    lmp_model_experts from_file = {.m = t->run->m, .block = b, .per_group = experts->per_group};
+    int st = lmp_model_block_copy_experts(t->run->m, b, 1, 0, 0, &orig);
+    if (st) return st;
+    const int comparable = orig.n_linears == skel->n_linears && norms_unchanged(skel, &orig);
+    for (int i = 0; i < names->n_linears && !st; i++) {
+        const lmp_linear *n = &names->linears[i], *l = NULL, *o = NULL;
+        if (n->expert_kind != LMP_EXPERT_ROUTED) {
+            if (k >= skel->n_linears) {
+                st = lmp_fail(LMP_EINVAL, "block %lld: its skeleton lacks %s", (long long)b, n->name);
+                break;
+            }
+            l = &skel->linears[k];
+            o = &orig.linears[k++];
+        } else {
+            const lmp_linear *gud[3];
+            const int64_t g = n->expert / experts->per_group;
+            if ((st = lmp_expert_pager_expert(experts, n->expert, gud))) break;
+            if (g != part_g) {
+                if (have_part) lmp_block_free(&orig_part);
+                have_part = !(st = lmp_model_experts_load(&from_file, g, &orig_part));
+                part_g = g;
+                if (st) break;
+            }
+            l = gud[n->role == LMP_ROLE_GATE ? 0 : n->role == LMP_ROLE_UP ? 1 : 2];
+            const int oi = lmp_block_find_expert(&orig_part, n->role, LMP_EXPERT_ROUTED, n->expert);
+            o = oi >= 0 ? &orig_part.linears[oi] : NULL;
+        }
+        res->linears[res->n_linears++] = (lmp_linear_outcome){
+            .name = n->name, .weight_bits = l->weight_bits,
+            .weight_err = comparable && o ? weight_error(l, o) : NAN, .act = l->act,
+            .sparse_n = l->mask ? l->sparse_n : 0, .sparse_m = l->mask ? l->sparse_m : 0, .role = l->role,
+            .expert_kind = l->expert_kind, .expert = l->expert, .calib_tokens = l->calib_tokens,
+            .calib_fallback = l->calib_fallback};
+        const lmp_block one = {.index = (int)b, .n_linears = 1, .linears = (lmp_linear *)l};
+        lmp_block_bits_accum(&one, &t->bits, &t->count); /* in the block's order, as tally_block sums */
+    }
+    if (have_part) lmp_block_free(&orig_part);
+    lmp_block_free(&orig);
+    t->error_s += lmp_now_s() - t_err;
+    if (st) return st;
+    double t0 = lmp_now_s();
+    char what[300];
+    snprintf(what, sizeof what, "evaluate %s: block", t->res->v->name);
+    lmp_progress(t->run->ctx, what, b, t->run->m->arch.n_layers);
+    st = lmp_stream_block_paged(t->stream, skel, experts);
+    t->stream_s += lmp_now_s() - t0;
+    eta_show(t->run, b + 1);
+    return st;
+}
+
 int lmp_run_reference(lmp_run_state *run, const lmp_report *r)
 {
     if (run->ref_done) return 0;
@@ -620,8 +685,13 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     t0 = lmp_now_s();
     if (!st && x) {
         snprintf(res->format, sizeof res->format, "%s", x->format ? x->format : "unknown");
+        int said = 0;
         for (int64_t b = 0; b < n_layers && !st; b++) {
             lmp_block blk;
+            if (!said && lmp_expert_group_size(&x->arch, b, run->ctx->expert_group_bytes) > 0)
+                said = 1, lmp_log(run->ctx, LMP_LOG_WARN, "variant %s: %s's blocks are read whole, their routed experts "
+                                  "above memory.expert_group_mb = %.0f (an external model is not streamed)", v->name,
+                                  v->model_path, (double)run->ctx->expert_group_bytes / 1048576.0);
             if ((st = lmp_model_block_copy(x, b, &blk))) break;
             st = tally_block(&tally, b, &blk);
             lmp_block_free(&blk);
@@ -629,6 +699,8 @@ static int run_variant(lmp_run_state *run, const lmp_report *r, lmp_variant_resu
     } else if (!st) {
         lmp_compress_watch watch = {.before_stage = stage_began, .after_stage = stage_ended, .block_done = tally_block,
                                     .calib_cache = &run->calib_cache, .ud = &tally};
+        /* an export keeps every block whole (the block store): then no block is streamed */
+        if (!tally.kept) watch.block_done_paged = tally_block_paged;
         const double propagate0 = lmp_compress_times_get(run->ctx)->propagate;
         st = lmp_compress_watched(run->ctx, &run->be_compress, run->m, v, &run->calib, &watch, NULL);
         /* the blocks' evaluation (and their weight errors) is not compression */

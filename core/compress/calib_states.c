@@ -104,8 +104,15 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
                    const float *X, float *out, int first, int stop, lmp_observe_fn obs, void *ud,
                    int64_t n, int64_t T, double *share)
 {
+    return lmp_calib_pass_paged(ctx, cs, be, a, blk, NULL, X, out, first, stop, obs, ud, n, T, share);
+}
+
+int lmp_calib_pass_paged(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a,
+                         const lmp_block *blk, struct lmp_expert_pager *pager, const float *X, float *out, int first,
+                         int stop, lmp_observe_fn obs, void *ud, int64_t n, int64_t T, double *share)
+{
     const int64_t per = T * a->dim;
-    if (!obs && out && stop == 4 && n > 0 && lmp_block_device_enabled(be)) {
+    if (!obs && !pager && out && stop == 4 && n > 0 && lmp_block_device_enabled(be)) {
         /* the whole block on the device, every window in one call (no states are left: none
          * is needed after a pass over the whole block) */
         int st = ctx ? lmp_host_stop_if_interrupted(ctx) : 0;
@@ -120,7 +127,7 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
     int from = 0;
     /* A mixture of experts computes its groups 2 and 3 in one step, whose inner state (each
      * expert's activations) is not kept: its passes always start from the block's input. */
-    if (blk->n_experts > 0 || a->mla) cs = NULL; /* MLA's inner latents likewise (group 0 in one step) */
+    if (blk->n_experts > 0 || a->mla || pager) cs = NULL; /* MLA's inner latents likewise (group 0 in one step) */
     if (cs && !cs->full_passes && cs->at > 0 && cs->at <= first && cs->at <= stop &&
         segments_key(a, blk, cs->at) == cs->key)
         from = cs->at;
@@ -137,7 +144,7 @@ int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *
         if (x != X + w * per) memcpy(x, X + w * per, (size_t)per * sizeof *x);
         lmp_block_state s;
         if (use_state) st = state_load(cs, w, from, &s);
-        if (!st) st = lmp_block_forward_from(be, a, blk, T, from, x, use_state ? &s : NULL, obs, ud);
+        if (!st) st = lmp_block_forward_paged(be, a, blk, pager, T, from, x, use_state ? &s : NULL, obs, ud);
         if (st == LMP_FORWARD_STOP && stop < 4) st = 0;
         if (!st && keep && (st = state_save(cs, w, from, stop, &s))) {
             /* the statistics are whole: only the reuse is lost (a full disk, say) */

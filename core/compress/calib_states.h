@@ -55,5 +55,11 @@ static inline void lmp_calib_states_forget(lmp_calib_states *cs)
 int lmp_calib_pass(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
                    const float *X, float *out, int first, int stop, lmp_observe_fn obs, void *ud,
                    int64_t n, int64_t T, double *share);
+/* The same with the routed experts blk does not hold read from pager a group at a time
+ * (model/expert_pager.h), the numbers those of the block whole; obs must be NULL then. */
+struct lmp_expert_pager;
+int lmp_calib_pass_paged(const lmp_ctx *ctx, lmp_calib_states *cs, const lmp_backend *be, const lmp_arch *a,
+                         const lmp_block *blk, struct lmp_expert_pager *pager, const float *X, float *out, int first,
+                         int stop, lmp_observe_fn obs, void *ud, int64_t n, int64_t T, double *share);
 
 #endif

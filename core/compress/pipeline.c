@@ -15,6 +15,8 @@
 #include "compress/calib_stats.h"
 #include "compress/imatrix_map.h"
 #include "model/block_steps.h"
+#include "model/block_store.h"
+#include "model/expert_pager.h"
 #include "model/forward.h"
 #include "plugin/host_services.h"
 #include "train/learn.h"
@@ -130,7 +132,7 @@ static int expert_fallback(lmp_ctx *ctx, const lmp_variant *v, const lmp_stage *
  * (the variant's importance matrix) beside them; that one is read from the file, not observed. */
 static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                         const lmp_variant *v, lmp_block *blk, const lmp_block *observed, const float *X,
-                        const lmp_windows *calib, lmp_calib_states *cs, unsigned groups)
+                        const lmp_windows *calib, lmp_calib_states *cs, unsigned groups, int only_routed)
 {
     const lmp_imatrix *im = v->imatrix;
     const int v_all_experts = v->calib_experts_all;
@@ -147,8 +149,10 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
     lmp_block_plan_make(&plan, &m->arch, blk->index);
     for (int i = 0; i < n && !st; i++) {
         lmp_linear *l = &blk->linears[i];
-        l->params = (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u) ? lmp_stage_params_for_linear(stage, l)
-                                                                                 : NULL;
+        /* only_routed: a part of a block whose other linears are compressed apart (expert_pager.h) */
+        const int mine = !only_routed || l->expert_kind == LMP_EXPERT_ROUTED;
+        l->params = mine && (groups >> lmp_block_plan_input_group(&plan, l->role) & 1u)
+                        ? lmp_stage_params_for_linear(stage, l) : NULL;
         l->stats = NULL;
         if (!l->params) continue;
         targeted++;
@@ -205,7 +209,7 @@ static int run_stage_on(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m,
  * before the stage (a snapshot: the unmodified layers' inputs, still one group at a time). */
 static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_stage *stage, void *self,
                      const lmp_variant *v, lmp_block *blk, const float *X, const lmp_windows *calib,
-                     lmp_calib_states *cs)
+                     lmp_calib_states *cs, int only_routed)
 {
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     int sequential = 0;
@@ -213,7 +217,7 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         const lmp_value *p = lmp_stage_params_for_linear(stage, &blk->linears[i]);
         sequential = p && (vt->needs(self, p) & LMP_NEED_SEQUENTIAL);
     }
-    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v, blk, blk, X, calib, cs, 0xFu);
+    if (!sequential) return run_stage_on(ctx, be, m, stage, self, v, blk, blk, X, calib, cs, 0xFu, only_routed);
     lmp_block before;
     const lmp_block *observed = blk;
     int st = 0;
@@ -222,7 +226,7 @@ static int run_stage(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, co
         observed = &before;
     }
     for (int g = 0; g < 4 && !st; g++)
-        st = run_stage_on(ctx, be, m, stage, self, v, blk, observed, X, calib, cs, 1u << g);
+        st = run_stage_on(ctx, be, m, stage, self, v, blk, observed, X, calib, cs, 1u << g, only_routed);
     if (observed != blk) lmp_block_free(&before);
     return st;
 }
@@ -381,6 +385,187 @@ static int finish_whole_model(lmp_ctx *ctx, const lmp_backend *be, const lmp_mod
     return st;
 }
 
+/* ---- a mixture of experts' block a group of experts at a time (model/expert_pager.h) ------------ */
+
+/* The strategies whose apply rewrites each targeted linear from its own weights and statistics
+ * alone, so that a part of a block (the skeleton, a group of experts) gives the numbers the
+ * whole block gives.  A strategy that folds a scale into a norm (awq, smoothquant) or learns
+ * over the block's output (autoround, qat) needs the whole block. */
+static int stage_per_linear(const lmp_stage *stage)
+{
+    static const char *const ok[] = {"rtn", "rtn_mse", "gptq", NULL};
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(stage->plugin->desc->name, ok[i])) return 1;
+    return 0;
+}
+
+/* Whether a stage of v is sequential on block b (LMP_NEED_SEQUENTIAL) and whether one targets
+ * its router, from the block's tables (no weights read). */
+static int stages_on_block(const lmp_model *m, const lmp_variant *v, void *const *selves, int64_t b, int *sequential,
+                           int *router)
+{
+    lmp_block shape;
+    *sequential = *router = 0;
+    int st = lmp_block_init(&shape, (int)b, &m->arch);
+    for (int s = 0; s < v->n_stages && !st; s++)
+        for (int i = 0; i < shape.n_linears; i++) {
+            const lmp_value *p = lmp_stage_params_for_linear(&v->stages[s], &shape.linears[i]);
+            if (!p) continue;
+            const lmp_strategy_i *vt = v->stages[s].plugin->desc->vtable;
+            if (vt->needs(selves[s], p) & LMP_NEED_SEQUENTIAL) *sequential = 1;
+            if (shape.linears[i].role == LMP_ROLE_ROUTER) *router = 1;
+        }
+    if (!st) lmp_block_free_tables(&shape);
+    return st;
+}
+
+/* Routed experts per group for block b (0: the block is handled whole).  A block above the
+ * budget that cannot be streamed is said so in the log, naming why, once per variant. */
+static int64_t stream_group_size(lmp_ctx *ctx, const lmp_model *m, const lmp_variant *v, void *const *selves,
+                                 const lmp_compress_watch *watch, int keep_all, int64_t b, int *said)
+{
+    const int64_t per = lmp_expert_group_size(&m->arch, b, ctx->expert_group_bytes);
+    if (!per) return 0;
+    const char *why = NULL;
+    char buf[200];
+    int sequential = 0, router = 0;
+    if (stages_on_block(m, v, selves, b, &sequential, &router)) return 0; /* the block whole: the next error says why */
+    if (!lmp_model_copies_experts(m))
+        why = "its file format is read a block at a time (only Hugging Face safetensors are read a group at a time)";
+    else if (keep_all) why = "every block is kept (an export of this variant, or a whole-model stage)";
+    else if (watch->observe) why = "a watcher observes every forward (analyze)";
+    else if (watch->block_done && !watch->block_done_paged) why = "the caller reads each finished block whole (an export keeps every block)";
+    else if (v->kv.type != LMP_KV_NONE) why = "the variant quantizes the KV cache";
+    else if (v->n_stages > 1) why = "the variant has more than one stage";
+    else if (sequential && router) why = "a sequential stage quantizes the router";
+    for (int s = 0; s < v->n_stages && !why; s++)
+        if (!stage_per_linear(&v->stages[s])) {
+            snprintf(buf, sizeof buf, "strategy '%s' needs the whole block (only rtn, rtn_mse and gptq are streamed)",
+                     v->stages[s].plugin->desc->name);
+            why = buf;
+        }
+    const double mb = (double)(lmp_expert_f32_bytes(&m->arch) * m->arch.n_experts) / 1048576.0;
+    if (why) {
+        if (!(*said & 2))
+            lmp_log(ctx, LMP_LOG_WARN, "variant %s: block %lld's %lld routed experts (%.0f MB in f32) are held whole, "
+                    "above memory.expert_group_mb = %.0f, because %s", v->name, (long long)b,
+                    (long long)m->arch.n_experts, mb, (double)ctx->expert_group_bytes / 1048576.0, why);
+        *said |= 2;
+        return 0;
+    }
+    if (!(*said & 1))
+        lmp_log(ctx, LMP_LOG_INFO, "variant %s: the routed experts of a block (%lld, %.0f MB in f32) are compressed and "
+                "evaluated %lld at a time (memory.expert_group_mb = %.0f)", v->name, (long long)m->arch.n_experts, mb,
+                (long long)per, (double)ctx->expert_group_bytes / 1048576.0);
+    *said |= 1;
+    return per;
+}
+
+/* v's stages on blk (a skeleton, or a skeleton with a group of experts whose skeleton linears are
+ * left alone: only_routed), as lmp_compress_watched runs them on a whole block. */
+static int stages_on_part(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                          void *const *selves, const lmp_compress_watch *watch, lmp_block *blk, const float *X,
+                          const lmp_windows *calib, int only_routed)
+{
+    int st = 0;
+    for (int s = 0; s < v->n_stages && !st; s++) {
+        if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
+        if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, NULL, only_routed);
+        if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
+        char bad[512];
+        int64_t at;
+        float value;
+        if (!st && lmp_block_find_nonfinite(blk, bad, sizeof bad, &at, &value))
+            st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) left a non-finite value in %s (%g at element %lld)", s,
+                          v->stages[s].plugin->desc->name, bad, (double)value, (long long)at);
+    }
+    return st;
+}
+
+static int store_group_load(void *self, int64_t g, lmp_block *out)
+{
+    const lmp_block_source *src = self;
+    return src->get(src->self, g, out);
+}
+
+/* Block b compressed a group of `per` experts at a time: the skeleton (every linear that is no
+ * routed expert's, and the norms) stays in memory; each group is read from the file, put beside
+ * the skeleton (borrowed, not copied) for its statistics, compressed (only its experts), and
+ * kept as codes in a temporary file.  The skeleton is compressed before the groups when its
+ * compressed attention is what the experts' statistics see (a sequential stage calibrated on the
+ * compressed inputs), else after them, so each expert's statistics are those of the whole block.
+ * Then the next block's inputs and watch->block_done_paged read the groups back one at a time. */
+static int compress_streamed(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                             void *const *selves, const lmp_compress_watch *watch, int64_t b, int64_t per, float *X,
+                             const lmp_windows *calib)
+{
+    const lmp_arch *a = &m->arch;
+    const int64_t E = a->n_experts, G = (E + per - 1) / per;
+    const int original = v->calib_inputs == LMP_CALIB_INPUTS_ORIGINAL && calib->n;
+    lmp_block skel, part, piece;
+    lmp_block_store *store = NULL;
+    int sequential = 0, router = 0, have_skel = 0;
+    int st = stages_on_block(m, v, selves, b, &sequential, &router);
+    if (!st) have_skel = !(st = lmp_model_block_copy_experts(m, b, 1, 0, 0, &skel));
+    if (!st) st = lmp_block_store_open(ctx, G, "a block's compressed expert groups", &store);
+    const int skeleton_first = sequential && !original;
+    if (!st && skeleton_first) st = stages_on_part(ctx, be, m, v, selves, watch, &skel, X, calib, 0);
+    for (int64_t g = 0; g < G && !st; g++) {
+        const int64_t e0 = g * per, e1 = e0 + per < E ? e0 + per : E;
+        if ((st = lmp_model_block_copy_experts(m, b, 0, e0, e1, &part))) break;
+        piece = skel; /* the skeleton's tables and weights borrowed, the group's after them */
+        piece.n_linears = skel.n_linears + part.n_linears;
+        if (!(piece.linears = malloc((size_t)piece.n_linears * sizeof *piece.linears)))
+            st = lmp_fail(LMP_ENOMEM, "out of memory");
+        if (!st) {
+            memcpy(piece.linears, skel.linears, (size_t)skel.n_linears * sizeof *skel.linears);
+            memcpy(piece.linears + skel.n_linears, part.linears, (size_t)part.n_linears * sizeof *part.linears);
+            st = stages_on_part(ctx, be, m, v, selves, watch, &piece, X, calib, 1);
+            /* the group's linears as the stage left them (new arrays, grids) go back to the part */
+            memcpy(part.linears, piece.linears + skel.n_linears, (size_t)part.n_linears * sizeof *part.linears);
+            free(piece.linears);
+        }
+        part.index = (int)g; /* its slot in the store */
+        if (!st) st = lmp_block_store_put(store, &part);
+        lmp_block_free(&part);
+    }
+    if (!st && !skeleton_first) st = stages_on_part(ctx, be, m, v, selves, watch, &skel, X, calib, 0);
+    lmp_block_source src = {0};
+    lmp_expert_pager pager;
+    if (store) src = lmp_block_store_source(store);
+    lmp_expert_pager_init(&pager, E, per, store_group_load, &src);
+    double t0 = lmp_now_s();
+    if (!st && b + 1 < a->n_layers && calib->n) { /* block b+1's inputs, through every group in turn */
+        double share = 0;
+        if (original) { /* from the block as the model has it */
+            lmp_block orig;
+            lmp_model_experts from_file = {.m = m, .block = b, .per_group = per};
+            lmp_expert_pager file_pager;
+            lmp_expert_pager_init(&file_pager, E, per, lmp_model_experts_load, &from_file);
+            if (!(st = lmp_model_block_copy_experts(m, b, 1, 0, 0, &orig))) {
+                st = lmp_calib_pass_paged(ctx, NULL, be, a, &orig, &file_pager, X, X, 4, 4, NULL, NULL, calib->n,
+                                          calib->T, &share);
+                lmp_block_free(&orig);
+            }
+            lmp_expert_pager_drop(&file_pager);
+        } else {
+            st = lmp_calib_pass_paged(ctx, NULL, be, a, &skel, &pager, X, X, 4, 4, NULL, NULL, calib->n, calib->T,
+                                      &share);
+        }
+        if (!st) ctx->times.forwards += share;
+        lmp_expert_pager_drop(&pager);
+    }
+    ctx->times.propagate += lmp_now_s() - t0;
+    if (!st && watch->block_done_paged) st = watch->block_done_paged(watch->ud, b, &skel, &pager);
+    lmp_log(ctx, LMP_LOG_DEBUG, "block %lld: %lld expert groups of %lld, %lld group loads, %.1f MB of codes on disk",
+            (long long)b, (long long)G, (long long)per, (long long)pager.loads,
+            store ? (double)lmp_block_store_bytes(store) / 1e6 : 0.0);
+    lmp_expert_pager_drop(&pager);
+    lmp_block_store_free(store);
+    if (have_skel) lmp_block_free(&skel);
+    return st;
+}
+
 int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
                          const lmp_windows *calib, const lmp_compress_watch *watch, lmp_block **out)
 {
@@ -440,9 +625,17 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
     int x_base = 1;
     char label[256];
     snprintf(label, sizeof label, "compress %s: block", v->name);
+    int said = 0; /* what stream_group_size has logged for this variant */
     for (int64_t b = 0; b < L && !st; b++) {
         if (v->n_stages) lmp_progress(ctx, label, b, L);
         if ((st = lmp_host_stop_if_interrupted(ctx))) break;
+        const int64_t per = stream_group_size(ctx, m, v, selves, watch, keep_all, b, &said);
+        if (per) { /* its routed experts a group at a time (model/expert_pager.h) */
+            st = compress_streamed(ctx, be, m, v, selves, watch, b, per, X, calib);
+            x_base = 0; /* the run's cache is filled only from whole blocks */
+            lmp_calib_states_forget(states);
+            continue;
+        }
         lmp_block *blk = &blocks[keep_all ? b : 0];
         if ((st = lmp_model_block_copy(m, b, blk))) break;
         /* Calibrated on the original inputs, block b+1's come from block b as the model has it. */
@@ -455,7 +648,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         if (!st && clone) cloned = !(st = lmp_block_clone(blk, &original));
         for (int s = 0; s < v->n_stages && !st; s++) {
             if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
-            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states);
+            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states, 0);
             if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
             /* a stage that leaves a NaN or an infinity (an overflowing importance, a broken
              * solver) fails the variant here rather than giving a ppl of nan */

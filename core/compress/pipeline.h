@@ -35,6 +35,7 @@ void lmp_blocks_free(lmp_block *blocks, int64_t n);
  * (core/analyze keeps each linear as it was before the stage that compressed it, and measures
  * each linear's output error on the calibration inputs).  Any member may be NULL; a non-zero
  * return stops the compression with that status. */
+struct lmp_expert_pager;
 typedef struct lmp_compress_watch {
     /* Just before and just after stage s (of v->stages) runs on blk (the variant's block). */
     int (*before_stage)(void *ud, int s, const lmp_block *blk);
@@ -47,6 +48,11 @@ typedef struct lmp_compress_watch {
     /* Block b is finished (compressed, and the next block's calibration inputs propagated): the
      * last look at it when lmp_compress_watched has no `out`, which frees it right after. */
     int (*block_done)(void *ud, int64_t b, const lmp_block *blk);
+    /* Block b is finished and was handled a group of experts at a time (model/expert_pager.h;
+     * memory.expert_group_mb): skel holds every linear that is no routed expert's and the
+     * norms, `experts` hands out the compressed routed experts a group at a time.  Unset while
+     * block_done is set: every block is handled whole (and a block above the budget said so). */
+    int (*block_done_paged)(void *ud, int64_t b, const lmp_block *skel, struct lmp_expert_pager *experts);
     /* The run's cache of the unmodified model's calibration activations (NULL: none), used while
      * the variant's blocks so far are the model's (compress/calib_cache.h); not with observe. */
     struct lmp_calib_cache *calib_cache;

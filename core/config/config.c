@@ -145,6 +145,19 @@ static int get_int(const config_setting_t *parent, const char *key, int64_t lo, 
     return 0;
 }
 
+/* A number (an integer or a float) in [lo, hi]. */
+static int get_number(const config_setting_t *parent, const char *key, double lo, double hi, double *out)
+{
+    const config_setting_t *s = config_setting_get_member(parent, key);
+    if (!s) return 0; /* keeps the default */
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT) return bad(s, "expected a number");
+    double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) : (double)config_setting_get_int64(s);
+    if (!(v >= lo && v <= hi)) return bad(s, "%g is out of range [%g, %g]", v, lo, hi);
+    *out = v;
+    return 0;
+}
+
 /* A string or an array of strings -> a vector of pointers into the config. */
 static int get_strings(const config_setting_t *parent, const char *key, const char ***out, int *n)
 {
@@ -613,6 +626,19 @@ static int load_calibration(lmp_run_config *c, const config_setting_t *root)
     c->calib_inputs = (lmp_calib_inputs)inputs;
     if (!(c->calib_text = resolve(c->path, text))) return lmp_fail(LMP_ENOMEM, "out of memory");
     return set_origin(config_setting_get_member(g, "text"), &c->calib_at);
+}
+
+/* Optional: memory.expert_group_mb, the MiB of f32 routed-expert weights a mixture of experts'
+ * block holds at a time (model/expert_pager.h); 0: every block whole. */
+static int load_memory(lmp_run_config *c, const config_setting_t *root)
+{
+    static const char *const keys[] = {"expert_group_mb", NULL};
+    config_setting_t *g;
+    c->expert_group_mb = LMP_EXPERT_GROUP_MB_DEFAULT;
+    int st;
+    if ((st = get_group(root, "memory", 0, &g)) || !g) return st;
+    if ((st = check_keys(g, keys))) return st;
+    return get_number(g, "expert_group_mb", 0, 1 << 30, &c->expert_group_mb);
 }
 
 static int load_eval(lmp_run_config *c, const config_setting_t *root)
@@ -1314,7 +1340,7 @@ static int read_config_file(lmp_run_config *c, const char *path)
 int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
 {
     static const char *const keys[] = {"version", "plugins", "backend", "model", "calibration",
-                                       "eval", "seed", "imatrix", "variants", "export", NULL};
+                                       "eval", "seed", "imatrix", "variants", "export", "memory", NULL};
     *out = NULL;
     lmp_run_config *c = calloc(1, sizeof *c);
     if (!c || !(c->path = strdup(path))) {
@@ -1335,6 +1361,7 @@ int lmp_config_load(lmp_ctx *ctx, const char *path, lmp_run_config **out)
     if (!st) st = load_plugins(ctx, c, root);
     if (!st) st = load_backend(c, root);
     if (!st) st = load_model_section(c, root);
+    if (!st) st = load_memory(c, root);
     if (!st) st = load_eval(c, root);
     if (!st) st = load_calibration(c, root);
     if (!st && !c->calib_text && (c->rotate.r1 == LMP_ROT_LEARNED || c->rotate.r2 == LMP_ROT_LEARNED)) {

@@ -156,6 +156,8 @@ typedef struct lmp_run_config {
     lmp_calib_inputs calib_inputs;         /* calibration.inputs, the variants' default */
     int calib_experts_all;                 /* calibration.experts, the variants' default */
     int64_t expert_min_tokens;             /* calibration.expert_min_tokens (default 16) */
+    double expert_group_mb;                /* memory.expert_group_mb: MiB of f32 routed-expert weights
+                                            * held at a time (model/expert_pager.h); 0: blocks whole */
     int has_eval;                          /* an eval section (else nothing is measured) */
     char **eval_texts;
     int n_eval_texts;

@@ -1,6 +1,8 @@
 /* stream.c — see stream.h. */
 #include "eval/stream.h"
 
+#include "model/expert_pager.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,28 +63,34 @@ int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const l
 }
 
 /* One state of T tokens at off in store h through blk: in place when the store is in memory. */
-static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lmp_block *blk)
+static int advance(lmp_stream *s, lmp_spill *h, int64_t off, int64_t T, const lmp_block *blk,
+                   lmp_expert_pager *pager)
 {
     const int64_t n = T * s->m->arch.dim;
     float *x = lmp_spill_at(h, off);
     int st = x ? 0 : lmp_spill_read(h, off, n, x = s->x);
-    if (!st) st = lmp_block_forward(s->be, &s->m->arch, blk, T, x, s->observe, s->observe_ud);
+    if (!st) st = lmp_block_forward_paged(s->be, &s->m->arch, blk, pager, T, 0, x, NULL, s->observe, s->observe_ud);
     if (!st && x == s->x) st = lmp_spill_write(h, off, n, x);
     return st;
 }
 
 int lmp_stream_block(lmp_stream *s, const lmp_block *blk)
 {
+    return lmp_stream_block_paged(s, blk, NULL);
+}
+
+int lmp_stream_block_paged(lmp_stream *s, const lmp_block *blk, lmp_expert_pager *pager)
+{
     const int64_t d = s->m->arch.dim;
     int st = lmp_host_stop_if_interrupted(s->ctx);
     for (int t = 0; t < s->n_texts && !st; t++) {
         lmp_stream_text *tx = &s->texts[t];
-        for (int64_t w = 0; w < tx->n_windows && !st; w++) st = advance(s, &tx->h, w * tx->L * d, tx->L, blk);
+        for (int64_t w = 0; w < tx->n_windows && !st; w++) st = advance(s, &tx->h, w * tx->L * d, tx->L, blk, pager);
     }
     for (int64_t i = 0; s->lam && i < s->lam->n && !st; i++) {
         int64_t start, T;
         lmp_lambada_span(s->m, &s->lam->items[i], &start, &T);
-        st = advance(s, &s->lam_h, s->lam_off[i], T, blk);
+        st = advance(s, &s->lam_h, s->lam_off[i], T, blk, pager);
     }
     if (!st) s->blocks_done++;
     return st;
@@ -165,10 +173,27 @@ void lmp_stream_free(lmp_stream *s)
 int lmp_stream_model(lmp_stream *s, const lmp_model *m, lmp_ref_logprobs *refs, int is_ref, lmp_score *scores,
                      lmp_lambada_score *lam_out)
 {
-    int st = 0;
+    int st = 0, said = 0;
     for (int64_t b = 0; b < m->arch.n_layers && !st; b++) {
         lmp_block blk;
         lmp_progress(s->ctx, s->label, b, m->arch.n_layers);
+        /* a mixture of experts' block above the budget: its routed experts a group at a time */
+        const int64_t per = lmp_expert_group_size(&m->arch, b, s->ctx->expert_group_bytes);
+        const char *why = !per ? NULL : !lmp_model_copies_experts(m) ? "its file format is read a block at a time"
+                          : s->observe ? "every linear's input is observed" : NULL;
+        if (why && !said++)
+            lmp_log(s->ctx, LMP_LOG_WARN, "%s: block %lld's routed experts are held whole, above memory.expert_group_mb "
+                    "= %.0f, because %s", s->what, (long long)b, (double)s->ctx->expert_group_bytes / 1048576.0, why);
+        if (per && !why) {
+            lmp_model_experts from_file = {.m = m, .block = b, .per_group = per};
+            lmp_expert_pager pager;
+            lmp_expert_pager_init(&pager, m->arch.n_experts, per, lmp_model_experts_load, &from_file);
+            if ((st = lmp_model_block_copy_experts(m, b, 1, 0, 0, &blk))) break;
+            st = lmp_stream_block_paged(s, &blk, &pager);
+            lmp_expert_pager_drop(&pager);
+            lmp_block_free(&blk);
+            continue;
+        }
         if ((st = lmp_model_block_copy(m, b, &blk))) break;
         st = lmp_stream_block(s, &blk);
         lmp_block_free(&blk);

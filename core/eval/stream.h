@@ -65,6 +65,10 @@ int lmp_stream_begin(lmp_stream *s, lmp_ctx *ctx, const lmp_backend *be, const l
 /* Runs the next block (blocks_done of them so far) on every state.  Progress is the caller's
  * (compression's own line when the blocks come from it). */
 int lmp_stream_block(lmp_stream *s, const lmp_block *blk);
+/* The same with the routed experts blk does not hold read from pager a group at a time
+ * (model/expert_pager.h; NULL: none): the same numbers as the block whole.  Not with observe. */
+struct lmp_expert_pager;
+int lmp_stream_block_paged(lmp_stream *s, const lmp_block *blk, struct lmp_expert_pager *pager);
 
 /* After the last block: the head on every window and scoring as eval.h's lmp_score_window.
  * is_ref: this block set is the reference; its log-probabilities go into refs[t] (when

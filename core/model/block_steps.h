@@ -141,6 +141,9 @@ typedef struct lmp_block_plan {
     int producer[LMP_SLOT_COUNT];       /* the step that first writes the slot; -1 for x and unmade */
     /* MLA's inner widths, for the FLOP count (0 without MLA) */
     double mla_qd, mla_q_lora, mla_q_in, mla_kv_a, mla_kv_lora, mla_kv_b;
+    /* MOE: where the routed experts the block does not hold come from (model/expert_pager.h);
+     * NULL: an expert the block lacks adds nothing (a part of a block, for its statistics) */
+    struct lmp_expert_pager *pager;
 } lmp_block_plan;
 
 /* The steps of block `layer` of architecture a (no weights are needed: the norms are named by

@@ -9,6 +9,7 @@
  * scores) are steps of the same list. */
 #include "model/forward.h"
 #include "model/alibi.h"
+#include "model/expert_pager.h"
 #include "model/kv_quant.h"
 #include "model/rotate.h"
 
@@ -347,8 +348,8 @@ static int expert_mlp(const lmp_backend *be, const lmp_block_step *s, const lmp_
  * LMP_OBSERVE_ALL_EXPERTS), then each expert's down input, then the shared expert's.  A
  * LMP_FORWARD_STOP is honoured once every input of its group has been observed (an expert's
  * statistics are not cut short at the first expert). */
-static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_step *s, int64_t T, const float *xn,
-                   float *out, lmp_observe_fn obs, void *ud)
+static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_step *s, lmp_expert_pager *pager,
+                   int64_t T, const float *xn, float *out, lmp_observe_fn obs, void *ud)
 {
     const int64_t d = blk->linears[0].in, E = s->n_experts, k = s->top_k, f = s->expert_hidden, fs = s->shared_hidden;
     const int64_t fw = f > fs ? f : fs, wide = fw > d ? fw : d;
@@ -356,6 +357,9 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     int sh[3] = {-1, -1, -1};
     static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
     for (int r = 0; fs && r < 3; r++) sh[r] = lmp_block_find_expert(blk, roles[r], LMP_EXPERT_SHARED, 0);
+    /* an observer names the linears it sees by their index in blk: a paged expert has none */
+    if (pager && obs) return lmp_fail(LMP_EUNSUPPORTED, "block %d: its routed experts are held a group at a time "
+                                      "(memory.expert_group_mb), and this forward observes them", blk->index);
     const int all = obs && obs(ud, NULL, 0, NULL, 0, 0) == LMP_OBSERVE_ALL_EXPERTS;
     float *logits = malloc((size_t)(T * E) * sizeof *logits), *wt = malloc((size_t)(T * k) * sizeof *wt);
     int *sel = malloc((size_t)(T * k) * sizeof *sel);
@@ -388,6 +392,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     }
     for (int e = 0; obs && !st && e < E; e++) {
         const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
+        if (gi < 0) continue; /* a part of the block (expert_pager.h): not one of its experts */
         const int lins[2] = {gi, lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)};
         int64_t n = 0;
         for (int64_t t = 0; t < T; t++)
@@ -404,9 +409,20 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
     /* the experts, each on its rows, weighted into out; their down inputs observed (group 3) */
     if (!st) memset(out, 0, (size_t)(T * d) * sizeof *out);
     for (int e = 0; !st && e < E; e++) {
-        const lmp_linear *G = &blk->linears[lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e)];
-        const lmp_linear *U = &blk->linears[lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)];
-        const int di = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e);
+        const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
+        const lmp_linear *gud[3];
+        int di = -1;
+        if (gi >= 0) {
+            gud[0] = &blk->linears[gi];
+            gud[1] = &blk->linears[lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e)];
+            di = lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e);
+            gud[2] = &blk->linears[di];
+        } else if (!pager) {
+            continue; /* a part of the block, for its experts' statistics: this one adds nothing */
+        } else if ((st = lmp_expert_pager_expert(pager, e, gud))) {
+            break; /* the same expert, the same floats, only read from its group (expert_pager.h) */
+        }
+        const lmp_linear *G = gud[0], *U = gud[1];
         int64_t n = 0;
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < k; j++)
@@ -421,7 +437,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
         st = expert_mlp(be, s, G, U, NULL, n, xe, g, h, qbuf, NULL);
         if (!st && obs && !all) st = obs(ud, &di, 1, h, n, f);
         if (st == LMP_FORWARD_STOP) stop = 1, st = 0;
-        if (!st) st = run_linear(be, &blk->linears[di], n, h, qbuf, ye);
+        if (!st) st = run_linear(be, gud[2], n, h, qbuf, ye);
         for (int64_t i = 0; !st && i < n; i++) { /* transformers: index_add_ of y * weight, expert by expert */
             const float w = wt[slot[i]];
             for (int64_t c = 0; c < d; c++) out[rows[i] * d + c] += ye[i * d + c] * w;
@@ -610,7 +626,7 @@ static int run_step(const lmp_backend *be, const lmp_arch *a, const lmp_block *b
     case LMP_STEP_ROTATE:
         return lmp_rotate_online(be, a, s, T, slot, 0);
     case LMP_STEP_MOE:
-        return run_moe(be, blk, s, T, in, out, obs, ud);
+        return run_moe(be, blk, s, p->pager, T, in, out, obs, ud);
     case LMP_STEP_MLA: /* its k and v are made inside the step: no KV cache to quantize there yet */
         if (blk->kv.type != LMP_KV_NONE)
             return lmp_fail(LMP_EUNSUPPORTED, "block %d: kv_cache (the KV cache's simulated quantization) is not "
@@ -655,17 +671,24 @@ int lmp_block_step_forward(const lmp_backend *be, const lmp_arch *a, const lmp_b
     return run_step(be, a, blk, p, &p->step[i], T, slot, qbuf, work, NULL, NULL);
 }
 
-int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
-                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
+int lmp_block_forward_paged(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, lmp_expert_pager *pager,
+                            int64_t T, int from, float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
 {
     lmp_block_plan p;
     lmp_block_plan_make(&p, a, blk->index);
+    p.pager = pager;
     float *given[LMP_SLOT_COUNT] = {0};
     if (state) { /* what a later pass resumes from: x1, and `mid` (attention's output, then the activation) */
         given[LMP_SLOT_X1] = state->x1;
         given[LMP_SLOT_ATT] = given[LMP_SLOT_H] = state->mid;
     }
     return lmp_block_run(be, a, blk, &p, T, from, x, given, obs, ud);
+}
+
+int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
+                           float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud)
+{
+    return lmp_block_forward_paged(be, a, blk, NULL, T, from, x, state, obs, ud);
 }
 
 int lmp_block_forward(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T,

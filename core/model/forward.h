@@ -46,6 +46,13 @@ typedef struct lmp_block_state {
 int lmp_block_forward_from(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk, int64_t T, int from,
                            float *x, const lmp_block_state *state, lmp_observe_fn obs, void *ud);
 
+/* lmp_block_forward_from with the routed experts blk does not hold taken from pager
+ * (model/expert_pager.h; NULL: none), bit for bit the block whole; obs must be NULL then. */
+struct lmp_expert_pager;
+int lmp_block_forward_paged(const lmp_backend *be, const lmp_arch *a, const lmp_block *blk,
+                            struct lmp_expert_pager *pager, int64_t T, int from, float *x,
+                            const lmp_block_state *state, lmp_observe_fn obs, void *ud);
+
 /* x[T, dim] <- block(x) by running plan p's steps (model/block_steps.h) of group `from` on: the
  * one function every block forward above is.  Each slot lives in given[slot] where that is not
  * NULL (given may be NULL), else in a buffer of the pass's own that it shares with slots whose

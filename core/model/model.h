@@ -130,6 +130,10 @@ typedef struct lmp_model_source {
     /* Drops the file's mapped pages from resident memory (NULL: nothing mapped); called after
      * each block_copy, so that reading a model block by block keeps one block resident. */
     void (*release_pages)(const lmp_model *m);
+    /* Block b with only the linears lmp_block_keep_experts keeps (model/expert_pager.h): the
+     * skeleton and/or routed experts [e0, e1), only those tensors converted.  NULL: the format
+     * reads its blocks whole (a mixture of experts' block is then held whole, and said so). */
+    int (*block_copy_experts)(const lmp_model *m, int64_t b, int others, int64_t e0, int64_t e1, lmp_block *out);
 } lmp_model_source;
 
 struct lmp_model {

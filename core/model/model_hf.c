@@ -64,6 +64,7 @@
 #include "formats/json.h"
 #include "formats/safetensors.h"
 #include "model/model.h"
+#include "model/expert_pager.h"
 #include "model/model_hf_quant.h"
 #include "model/tensor_names.h"
 
@@ -338,7 +339,10 @@ static void attention_module(const lmp_block *b, char *buf, size_t n)
     snprintf(buf, n, "%.*s", dot ? (int)(dot - on) : 0, on);
 }
 
-static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+/* Block b, or with a part (part set) only the linears lmp_block_keep_experts(others, e0, e1)
+ * keeps: the tensors of the others are never read. */
+static int llama_block_copy_part(const lmp_model *m, int64_t b, int part, int others, int64_t e0, int64_t e1,
+                                 lmp_block *out)
 {
     const hf_state *s = m->src_data;
     const int64_t hd = m->arch.head_dim, n_rot = m->arch.rope.n_rot;
@@ -348,6 +352,7 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     const int no_params = (s->desc->flags & LMP_ARCH_NORM_NO_PARAMS) != 0;
     char name[256];
     int st = lmp_block_init(out, (int)b, &m->arch);
+    if (!st && part) st = lmp_block_keep_experts(out, others, e0, e1);
     for (int i = 0; i < out->n_linears && !st; i++) {
         lmp_linear *l = &out->linears[i];
         const int qk = halves && (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K);
@@ -387,6 +392,16 @@ static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
     }
     if (st) lmp_block_free(out);
     return st;
+}
+
+static int llama_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
+{
+    return llama_block_copy_part(m, b, 0, 1, 0, 0, out);
+}
+
+static int llama_block_copy_experts(const lmp_model *m, int64_t b, int others, int64_t e0, int64_t e1, lmp_block *out)
+{
+    return llama_block_copy_part(m, b, 1, others, e0, e1, out);
 }
 
 /* The file's name of a GPT-2 block tensor: <prefix>h.<b>.<leaf>. */
@@ -501,7 +516,7 @@ static double gpt2_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
 }
 
 static const lmp_model_source llama_source = {
-    .block_copy = llama_block_copy, .close = hf_close, .linear_bits = fused_linear_bits,
+    .block_copy = llama_block_copy, .block_copy_experts = llama_block_copy_experts, .close = hf_close, .linear_bits = fused_linear_bits,
     .release_pages = hf_release_pages};
 static const lmp_model_source gpt2_source = {
     .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits,
