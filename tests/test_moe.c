@@ -477,6 +477,22 @@ static void dump(const char *dir, const char *name, const float *v, int64_t n)
     fclose(f);
 }
 
+/* gguf-py (tools/ref/gguf_moe_check.py) reads the GGUF out lmpress wrote from model m as
+ * llama.cpp's converter wrote refdir's: the same expert tensors, routers and biases. */
+static void expect_gguf_py_reads(const char *out, const char *refdir, const lmp_model *m)
+{
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld 2>&1",
+             LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, m->arch.desc->gguf_arch,
+             (long long)m->arch.n_experts, (long long)m->arch.n_experts_used);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[2048];
+    while (fgets(line, sizeof line, p)) printf("    %s", line);
+    const int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
+}
+
 /* GPTQ and RTN on GGUF's Q4_0 grid (routed and all experts), exported as llama.cpp's 3-D expert
  * tensors: lmpress reads the file back to the logits it evaluated, and gguf-py dequantizes every
  * expert's weights and the float router to the values lmpress held. */
@@ -533,18 +549,7 @@ START_TEST(variants_export_to_gguf_and_read_back)
                     free(all);
                 }
             }
-            if (have_gguf) {
-                char cmd[2000];
-                snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld 2>&1",
-                         LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, m->arch.desc->gguf_arch,
-                         (long long)m->arch.n_experts, (long long)m->arch.n_experts_used);
-                FILE *p = popen(cmd, "r");
-                ck_assert_ptr_nonnull(p);
-                char line[2048];
-                while (fgets(line, sizeof line, p)) printf("    %s", line);
-                const int st = pclose(p);
-                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
-            }
+            if (have_gguf) expect_gguf_py_reads(out, refdir, m);
             char cmd[700];
             snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
             ck_assert_int_eq(system(cmd), 0);
@@ -888,18 +893,7 @@ START_TEST(gpt_oss_exports_to_gguf_and_reads_back)
                 free(bias);
             }
         }
-        if (have_gguf) {
-            char cmd[2000];
-            snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' gpt-oss %lld %lld 2>&1",
-                     LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, (long long)m->arch.n_experts,
-                     (long long)m->arch.n_experts_used);
-            FILE *p = popen(cmd, "r");
-            ck_assert_ptr_nonnull(p);
-            char line[2048];
-            while (fgets(line, sizeof line, p)) printf("    %s", line);
-            const int st = pclose(p);
-            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
-        }
+        if (have_gguf) expect_gguf_py_reads(out, refdir, m);
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
         ck_assert_int_eq(system(cmd), 0);
