@@ -461,17 +461,19 @@ static int64_t stream_group_size(lmp_ctx *ctx, const lmp_model *m, const lmp_var
     return per;
 }
 
-/* v's stages on blk (a skeleton, or a skeleton with a group of experts whose skeleton linears are
- * left alone: only_routed), as lmp_compress_watched runs them on a whole block. */
-static int stages_on_part(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
-                          void *const *selves, const lmp_compress_watch *watch, lmp_block *blk, const float *X,
-                          const lmp_windows *calib, int only_routed)
+/* v's stages on blk: a whole block (lmp_compress_watched, with the stages' states), a skeleton, or
+ * a skeleton with a group of experts whose skeleton linears are left alone (only_routed). */
+static int run_stages(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m, const lmp_variant *v,
+                      void *const *selves, const lmp_compress_watch *watch, lmp_block *blk, const float *X,
+                      const lmp_windows *calib, lmp_calib_states *states, int only_routed)
 {
     int st = 0;
     for (int s = 0; s < v->n_stages && !st; s++) {
         if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
-        if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, NULL, only_routed);
+        if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states, only_routed);
         if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
+        /* a stage that leaves a NaN or an infinity (an overflowing importance, a broken solver)
+         * fails the variant here rather than giving a ppl of nan */
         char bad[512];
         int64_t at;
         float value;
@@ -509,7 +511,7 @@ static int compress_streamed(lmp_ctx *ctx, const lmp_backend *be, const lmp_mode
     if (!st) have_skel = !(st = lmp_model_block_copy_experts(m, b, 1, 0, 0, &skel));
     if (!st) st = lmp_block_store_open(ctx, G, "a block's compressed expert groups", &store);
     const int skeleton_first = sequential && !original;
-    if (!st && skeleton_first) st = stages_on_part(ctx, be, m, v, selves, watch, &skel, X, calib, 0);
+    if (!st && skeleton_first) st = run_stages(ctx, be, m, v, selves, watch, &skel, X, calib, NULL, 0);
     for (int64_t g = 0; g < G && !st; g++) {
         const int64_t e0 = g * per, e1 = e0 + per < E ? e0 + per : E;
         if ((st = lmp_model_block_copy_experts(m, b, 0, e0, e1, &part))) break;
@@ -520,7 +522,7 @@ static int compress_streamed(lmp_ctx *ctx, const lmp_backend *be, const lmp_mode
         if (!st) {
             memcpy(piece.linears, skel.linears, (size_t)skel.n_linears * sizeof *skel.linears);
             memcpy(piece.linears + skel.n_linears, part.linears, (size_t)part.n_linears * sizeof *part.linears);
-            st = stages_on_part(ctx, be, m, v, selves, watch, &piece, X, calib, 1);
+            st = run_stages(ctx, be, m, v, selves, watch, &piece, X, calib, NULL, 1);
             /* the group's linears as the stage left them (new arrays, grids) go back to the part */
             memcpy(part.linears, piece.linears + skel.n_linears, (size_t)part.n_linears * sizeof *part.linears);
             free(piece.linears);
@@ -529,7 +531,7 @@ static int compress_streamed(lmp_ctx *ctx, const lmp_backend *be, const lmp_mode
         if (!st) st = lmp_block_store_put(store, &part);
         lmp_block_free(&part);
     }
-    if (!st && !skeleton_first) st = stages_on_part(ctx, be, m, v, selves, watch, &skel, X, calib, 0);
+    if (!st && !skeleton_first) st = run_stages(ctx, be, m, v, selves, watch, &skel, X, calib, NULL, 0);
     lmp_block_source src = {0};
     lmp_expert_pager pager;
     if (store) src = lmp_block_store_source(store);
@@ -646,19 +648,7 @@ int lmp_compress_watched(lmp_ctx *ctx, const lmp_backend *be, const lmp_model *m
         const int clone = keep_original || (cache && x_base);
         int cloned = 0;
         if (!st && clone) cloned = !(st = lmp_block_clone(blk, &original));
-        for (int s = 0; s < v->n_stages && !st; s++) {
-            if (watch->before_stage) st = watch->before_stage(watch->ud, s, blk);
-            if (!st) st = run_stage(ctx, be, m, &v->stages[s], selves[s], v, blk, X, calib, states, 0);
-            if (!st && watch->after_stage) st = watch->after_stage(watch->ud, s, blk);
-            /* a stage that leaves a NaN or an infinity (an overflowing importance, a broken
-             * solver) fails the variant here rather than giving a ppl of nan */
-            char bad[512];
-            int64_t at;
-            float value;
-            if (!st && lmp_block_find_nonfinite(blk, bad, sizeof bad, &at, &value))
-                st = lmp_fail(LMP_EINVAL, "pipeline[%d] (%s) left a non-finite value in %s (%g at element %lld)", s,
-                              v->stages[s].plugin->desc->name, bad, (double)value, (long long)at);
-        }
+        if (!st) st = run_stages(ctx, be, m, v, selves, watch, blk, X, calib, states, 0);
         /* the KV cache's quantization, on the block as its stages left it (compress/kv_calib.h) */
         if (!st && v->kv.type != LMP_KV_NONE) {
             st = lmp_kv_calibrate(be, &m->arch, blk, &v->kv, X, calib->n, calib->T);
