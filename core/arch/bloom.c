@@ -33,6 +33,4 @@ const lmp_arch_desc lmp_arch_bloom = {
     .hf_embed_norm = "transformer.word_embeddings_layernorm", .hf_final_norm = "transformer.ln_f",
     .hf_fused_qkv = "self_attention.query_key_value", .hf_fused_qkv_per_head = 1,
     .hf_key_names = bloom_key_names, .hf_extra_keys = bloom_keys, .hf_act_default = "gelu_new",
-    .gguf_arch = "bloom", .gguf_fused_qkv = 1,
-    .export_refused = "Bloom's ALiBi, embedding LayerNorm and per-head fused query_key_value are not written by the "
-                      "exporters yet"};
+    .gguf_arch = "bloom", .gguf_fused_qkv = 1};

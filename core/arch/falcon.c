@@ -40,9 +40,7 @@ static const char *const falcon_nda_norms[6] = {"ln_attn", "ln_mlp"};
     .hf_linears = falcon_linears, .hf_embed = "transformer.word_embeddings", .hf_final_norm = "transformer.ln_f",       \
     .hf_fused_qkv = "self_attention.query_key_value", .hf_fused_qkv_per_head = 1, .hf_key_names = falcon_key_names,    \
     .hf_extra_keys = falcon_keys, .hf_act_default = "gelu", .hf_falcon = 1, .gguf_arch = "falcon",                     \
-    .gguf_rope_halves = 1, .gguf_fused_qkv = 1, .gguf_gelu_erf = 1,                                                     \
-    .export_refused = "Falcon's parallel block, LayerNorms and fused query_key_value are not written by the exporters " \
-                      "yet"
+    .gguf_rope_halves = 1, .gguf_fused_qkv = 1, .gguf_gelu_erf = 1
 
 const lmp_arch_desc lmp_arch_falcon = {
     .name = "falcon", FALCON_COMMON,

@@ -30,5 +30,4 @@ const lmp_arch_desc lmp_arch_opt = {
     .hf_block_prefix = "model.decoder.layers", .hf_linears = opt_linears, .hf_norms = opt_norms,
     .hf_embed = "model.decoder.embed_tokens", .hf_final_norm = "model.decoder.final_layer_norm",
     .hf_pos_embed = "model.decoder.embed_positions", .hf_pos_offset = 2, .hf_key_names = opt_key_names,
-    .hf_extra_keys = opt_keys, .hf_act_default = "relu",
-    .export_refused = "OPT's learned positions, LayerNorms and ReLU MLP are not written by the exporters yet"};
+    .hf_extra_keys = opt_keys, .hf_act_default = "relu"};

@@ -171,10 +171,10 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         "factor); "
                         "export without r3/r4 (fused r1/r2 are plain weights)", path, m->path,
                         m->arch.online_r3 && m->arch.online_r4 ? "r3, r4" : m->arch.online_r3 ? "r3" : "r4");
-    if (d->export_refused) /* a family whose blocks the writers do not say (none today) */
+    if (d->export_refused) /* a family whose blocks the writers do not say (Falcon) */
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model: %s (docs/architectures.md)", path, m->path, d->name,
                         d->export_refused);
-    if (gguf && !d->gguf_arch) /* GPT-J: llama.cpp has no architecture for it */
+    if (gguf && !d->gguf_arch) /* GPT-J, OPT: llama.cpp has no architecture for them */
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a %s model (%s), which llama.cpp has no architecture for (its "
                         "converter writes no GGUF of it): export a Hugging Face folder", path, m->path, d->name,
                         d->hf_class);
@@ -220,6 +220,17 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
     if (gguf) {
         if (!d->gguf_arch)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s (%s) has no GGUF architecture here", path, m->path, d->name);
+        /* llama.cpp's falcon has no RoPE keys (its converter writes none): full-head rotate-half
+         * RoPE of base 10000, unscaled */
+        if (d->hf_falcon) {
+            const float theta = r->n_rot > 0 ? r->theta : m->arch.rope_theta;
+            const int64_t n_rot = r->n_rot > 0 ? r->n_rot : m->arch.head_dim;
+            if (theta != 10000.0f || n_rot != m->arch.head_dim || (rotated && strcmp(r->type, "default") != 0))
+                return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with RoPE of base %g over %lld of %lld dims%s%s, "
+                                "but llama.cpp's falcon has no key for it (it turns the whole head with base 10000)",
+                                path, m->path, (double)theta, (long long)n_rot, (long long)m->arch.head_dim,
+                                rotated ? ", scaled " : "", rotated ? r->type : "");
+        }
         if (m->lm_head != m->tok_emb && !strcmp(d->gguf_arch, "gemma"))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is a Gemma model with a head of its own, which llama.cpp's gemma "
                             "architecture has no tensor for (it ties the head to token_embd)", path, m->path);

@@ -577,6 +577,15 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
     unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
     int st = codes && kblocks ? 0 : lmp_fail(LMP_ENOMEM, "out of memory");
     if (!st) add_tensor(p, "token_embd.weight", T_MODEL, -1, 0, m->tok_emb, a->dim, a->vocab, emb_type, NULL);
+    if (!st && m->embed_norm_w) { /* Bloom's LayerNorm on the embeddings (llama.cpp's token_embd_norm) */
+        if (!m->embed_norm_b)
+            st = lmp_fail(LMP_EINVAL, "%s: the embeddings' LayerNorm has no bias, which llama.cpp's %s requires",
+                          m->path, a->desc ? a->desc->gguf_arch : "llama");
+        else {
+            add_tensor(p, "token_embd_norm.weight", T_MODEL, -1, 0, m->embed_norm_w, a->dim, 0, LMP_GGML_F32, NULL);
+            add_tensor(p, "token_embd_norm.bias", T_MODEL, -1, 0, m->embed_norm_b, a->dim, 0, LMP_GGML_F32, NULL);
+        }
+    }
     for (int64_t b = 0; b < a->n_layers && !st; b++) {
         lmp_progress(ctx, "checking the blocks", b, a->n_layers);
         lmp_block blk;
@@ -696,6 +705,19 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     lmp_gguf_kv_u32(kv, K("attention.head_count"), (uint32_t)a->n_heads);
     if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm, learned positions: no RoPE, no GQA keys */
         lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
+        goto done;
+    }
+    if (a->alibi) { /* Bloom: no RoPE keys, the head size llama.cpp's default (as its converter writes) */
+        lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+        lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
+        goto done;
+    }
+    if (d && d->hf_falcon) { /* as llama.cpp's converter writes falcon: no RoPE keys (llama.cpp's default
+                                 * full-head rotary of base 10000, which export.c checks), q, k, v as
+                                 * [q; k; v] ("jploski") */
+        lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+        lmp_gguf_kv_f32(kv, K("attention.layer_norm_epsilon"), a->norm_eps);
+        lmp_gguf_kv_str(kv, K("tensor_data_layout"), "jploski", strlen("jploski"));
         goto done;
     }
     if (!d || !d->gguf_no_kv_heads) /* (gptneox: no such key; export.c refuses kv heads != heads) */
@@ -1104,7 +1126,7 @@ int lmp_export_gguf(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source *bl
                 lmp_ggml_type_name(emb_type), tied ? "" : " and ", tied ? "" : lmp_ggml_type_name(out_type));
     plan_list p = {0};
     lmp_gguf_meta kv = {0}, header = {0};
-    p.t = calloc((size_t)(12 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
+    p.t = calloc((size_t)(14 + m->arch.n_layers * (2 * LMP_NORM_KINDS + 2 * LMP_ROLE_COUNT)), sizeof *p.t);
     if (!p.t) return lmp_fail(LMP_ENOMEM, "%s: out of memory", o->path);
     if (m->arch.desc && m->arch.desc->gguf_rope_halves) {
         p.halves_hd = m->arch.head_dim;

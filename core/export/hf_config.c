@@ -39,7 +39,8 @@ static const char *torch_dtype(lmp_st_dtype d)
 static int has_attn_switch(const hf_plan *p)
 {
     /* GPT-NeoX's attention_bias, StarCoder2's use_bias (hf_write.c's plan_biases) */
-    if (p->desc->bias == LMP_BIAS_NEOX || p->desc->bias == LMP_BIAS_ALL_CONFIG) return 1;
+    if (p->desc->bias == LMP_BIAS_NEOX || p->desc->bias == LMP_BIAS_ALL_CONFIG || p->desc->bias == LMP_BIAS_ALL_FLAG)
+        return 1; /* (Falcon's bias) */
     if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
     if (!strcmp(p->desc->name, "ernie4_5")) return 0; /* use_bias, false (hf_write.c's plan_biases) */
     return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0

@@ -118,6 +118,9 @@ typedef struct hf_linear {
     /* ... laid out per head (GPT-NeoX's query_key_value: [heads][q, k, v][per_head] rows) rather
      * than the parts one after another; 0: one after another */
     int64_t per_head;
+    /* ... with this many q heads in each group before its k and v heads (Falcon's query_key_value:
+     * [kv groups][q heads of the group, k, v][per_head]); 0: one (GPT-NeoX's, Bloom's) */
+    int64_t q_per_group;
 } hf_linear;
 
 /* A block's norm (its weights read again when written). */

@@ -27,8 +27,12 @@ static const lmp_linear *row_source(const hf_linear *h, const lmp_block *blk, in
         *sr = src_row(h, r);
         return &blk->linears[h->index];
     }
-    if (h->per_head) { /* [heads][parts][per_head] (hf_plan.h) */
-        const int64_t hd = h->per_head, k = (r / hd) % h->n_members, row = r / (hd * h->n_members) * hd + r % hd;
+    if (h->per_head) { /* [groups][q heads of the group, k, v][per_head] (hf_plan.h) */
+        const int64_t hd = h->per_head, qpg = h->q_per_group > 0 ? h->q_per_group : 1, width = qpg + 2;
+        const int64_t g = r / (hd * width), j = (r / hd) % width, i = r % hd;
+        /* part k (q, k, v) and its row: the group's j-th q head, or the group's k or v head */
+        const int k = j < qpg ? 0 : (int)(j - qpg + 1);
+        const int64_t row = (j < qpg ? g * qpg + j : g) * hd + i;
         const lmp_linear *l = &blk->linears[h->members[k]];
         const int qk = l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K;
         *sr = qk && h->head_dim ? lmp_rope_halves_row(row, h->head_dim, h->n_rot) : row;

@@ -255,7 +255,8 @@ static int plan_biases(hf_plan *p)
     /* none: Mistral; ERNIE 4.5 (its use_bias is false in every released model; not written here) */
     const int mistral = !strcmp(p->desc->name, "mistral") || !strcmp(p->desc->name, "ernie4_5");
     const int no_mlp = p->desc->bias == LMP_BIAS_ATTN_CONFIG || (p->desc->flags & LMP_ARCH_GEGLU);
-    const lmp_bias_rule rule = p->desc->bias;
+    lmp_bias_rule rule = p->desc->bias;
+    if (rule == LMP_BIAS_ALL_FLAG) rule = LMP_BIAS_ALL_CONFIG; /* Falcon's bias: every linear, one switch */
     if (rule == LMP_BIAS_NEOX || rule == LMP_BIAS_MLP || rule == LMP_BIAS_ALL_CONFIG) {
         /* GPT-NeoX: q,k,v,o on attention_bias, up and down always; GPT-J: up and down only;
          * StarCoder2: every linear on its one switch (use_bias) */
@@ -272,11 +273,11 @@ static int plan_biases(hf_plan *p)
         }
         return 0;
     }
-    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
-    if (p->desc->bias == LMP_BIAS_ALL) { /* GPT-2: every Conv1D has one */
+    if (p->desc->bias == LMP_BIAS_ALL) { /* GPT-2: every Conv1D has one; Bloom every linear */
         for (int i = 0; i < p->n_lins; i++) p->lins[i].bias = 1;
         return 0;
     }
+    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
     const int selection = p->m->arch.route == LMP_ROUTE_SIGMOID_BIAS; /* DeepSeek-V3's router bias */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
@@ -439,6 +440,23 @@ static int plan_tensors(hf_plan *p)
     const lmp_arch_desc *d = p->desc;
     st = add_tensor(p, &cap, gpt2 ? "transformer.wte" : d->hf_embed ? d->hf_embed : "model.embed_tokens", ".weight",
                     HF_T_DENSE, p->dtype, 2, a->vocab, a->dim, NULL, m->tok_emb);
+    if (!st && d->hf_embed_norm && m->embed_norm_w) { /* Bloom's word_embeddings_layernorm */
+        unit_start[n_units++] = p->n_tensors;
+        st = add_tensor(p, &cap, d->hf_embed_norm, ".weight", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL,
+                        m->embed_norm_w);
+        if (!st && m->embed_norm_b)
+            st = add_tensor(p, &cap, d->hf_embed_norm, ".bias", HF_T_DENSE, p->dtype, 1, a->dim, 0, NULL,
+                            m->embed_norm_b);
+    }
+    if (!st && !gpt2 && d->hf_pos_embed) {
+        /* OPT's embed_positions: position t at row t + hf_pos_offset.  model_hf.c keeps the whole
+         * table it read and points pos_emb past the offset rows, which are written back as read
+         * (transformers never indexes them) */
+        if (!m->pos_emb) return lmp_fail(LMP_EINVAL, "%s: a %s model without its learned positions", m->path, p->arch);
+        unit_start[n_units++] = p->n_tensors;
+        st = add_tensor(p, &cap, d->hf_pos_embed, ".weight", HF_T_DENSE, p->dtype, 2, a->seq_len + d->hf_pos_offset,
+                        a->dim, NULL, m->pos_emb - d->hf_pos_offset * a->dim);
+    }
     if (!st && gpt2) {
         unit_start[n_units++] = p->n_tensors;
         st = add_tensor(p, &cap, "transformer.wpe", ".weight", HF_T_DENSE, p->dtype, 2, a->seq_len, a->dim, NULL,
@@ -590,7 +608,10 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
                          /* q/k rows back to rotate-half order, unless the checkpoint turns adjacent
                           * pairs itself (GLM, ERNIE 4.5) */
                          .head_dim = (l->role == LMP_ROLE_Q || l->role == LMP_ROLE_K) && !p->desc->hf_rope_adjacent &&
-                                             !conv1d /* GPT-2 turns nothing */
+                                             !conv1d /* GPT-2 turns nothing */ &&
+                                             /* nor Bloom (ALiBi) or OPT (learned positions): no RoPE,
+                                              * rows as read (model_hf.c) */
+                                             !p->m->arch.alibi && !p->m->arch.learned_pos
                                          ? p->m->arch.head_dim : 0,
                          .n_rot = p->m->arch.rope.n_rot > 0 ? p->m->arch.rope.n_rot : p->m->arch.head_dim};
         if (!h->name) return lmp_fail(LMP_ENOMEM, "out of memory");
@@ -605,6 +626,13 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
         hf_scheme sc;
         int none, st;
         if ((st = linear_scheme(ctx, l, &sc, &none))) return st;
+        /* transformers' Falcon initializes each FalconLinear's .weight at load, which a
+         * pack-quantized module has not (weight_packed): the folder would not load */
+        if (!none && sc.fmt == HF_FMT_PACK && p->desc->hf_falcon)
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: packed %d-bit weights: transformers' FalconForCausalLM reads the "
+                            ".weight of every FalconLinear at load (its _init_weights), which compressed-tensors' "
+                            "pack-quantized module has not; export 8-bit weights with activations (int-quantized) "
+                            "or a GGUF", l->name, sc.bits);
         /* q/k rows are written in rotate-half order within each head: a tile keeps its rows only
          * when it holds whole heads */
         if (!none && sc.gran == LMP_GRAN_BLOCK && h->head_dim && sc.group % h->head_dim != 0)
@@ -646,7 +674,8 @@ static int plan_block(lmp_ctx *ctx, hf_plan *p, int64_t b, const lmp_block *blk,
 static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_role *roles, int n)
 {
     /* GPT-2's c_attn has one bias for the three, GPT-NeoX's query_key_value one (attention_bias) */
-    const int fused_bias = p->desc->bias == LMP_BIAS_ALL || p->desc->bias == LMP_BIAS_NEOX;
+    const int fused_bias = p->desc->bias == LMP_BIAS_ALL || p->desc->bias == LMP_BIAS_NEOX ||
+                           p->desc->bias == LMP_BIAS_ALL_FLAG; /* Falcon's, on its bias switch */
     int at[3];
     for (int k = 0; k < n; k++) {
         at[k] = -1;
@@ -680,6 +709,8 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
     f->n_members = n;
     /* GPT-NeoX's query_key_value: [heads][q, k, v][head_dim] (hf_plan.h) */
     if (n == 3 && p->desc->hf_fused_qkv_per_head) f->per_head = p->m->arch.head_dim;
+    /* Falcon's: by kv group, each group's q heads then its k and v (hf_plan.h) */
+    if (n == 3 && p->desc->hf_falcon) f->q_per_group = p->m->arch.n_heads / p->m->arch.n_kv_heads;
     for (int k = 0; k < n; k++) {
         f->members[k] = p->lins[at[k]].index;
         f->masked |= p->lins[at[k]].masked;

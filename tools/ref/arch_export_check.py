@@ -227,6 +227,11 @@ def gpt2_as_generic(c):
     """GPT2Config's own names (n_embd, n_layer, ...) under the names the checks below compare, as
     transformers' GPT2Config.attribute_map does (GPTJConfig's are the same); n_inner null is
     4 * n_embd."""
+    if c.get("model_type") == "bloom":  # BloomConfig's attribute_map: n_head, n_layer
+        c = dict(c)
+        c.setdefault("num_attention_heads", c.get("n_head"))
+        c.setdefault("num_hidden_layers", c.get("n_layer"))
+        return c
     if c.get("model_type") not in ("gpt2", "gptj"):
         return c
     gptj = c.get("model_type") == "gptj"
