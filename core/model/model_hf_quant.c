@@ -181,7 +181,8 @@ static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
  * them with compute_dynamic_scales_and_zp (global_scale * amax / 6 rounded to E4M3, 0 -> its eps
  * 0.125; MX: the power of two of generate_mx_scales) and fake_quantize (x / (scale / global_scale)
  * rounded to E2M1, times the same), which is the arithmetic of lmpress's act = "nvfp4" / "mxfp4"
- * (backends/cpu/cpu_ref.c act_quantize_fp, plugin_fpquants.h). */
+ * (backends/cpu/cpu_ref.c act_quantize_fp, plugin_fpquants.h; tests/test_fpgrid.c holds both to
+ * compressed-tensors 0.20.1's forward_quantize with these args, bit for bit). */
 static int parse_act_fp4(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_aspec *act)
 {
     const char *strat = "", *dyn_text = "";
