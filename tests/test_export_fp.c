@@ -10,7 +10,7 @@
  *     lmpress's in-memory weights bit for bit;
  *   - mxfp8 (MXFP8A16: mxfp8-quantized, E4M3 weights, uint8 E8M0 scales per 32) likewise;
  *   - FP8 in blocks (strategy "block", [ceil(out/n), ceil(in/n)] scales, partial tiles padded);
- *   - lmpress reads its own FP8 exports back (fp8_exports_read_back_by_lmpress): the same up_proj
+ *   - lmpress reads its own FP8 exports back (fp_exports_read_back_by_lmpress): the same up_proj
  *     weights bit for bit and the in-memory variant's perplexity;
  *   - the grids compressed-tensors has no export for here (fp8_e5m2) and FP weights with
  *     quantized activations are refused by name before anything is written. */
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/textfile.h"
@@ -243,9 +244,10 @@ START_TEST(refusals_by_name)
 END_TEST
 
 /* lmpress reads its own FP8 exports (float-quantized / naive-quantized: per tensor, channel, group
- * and in blocks, with FP8 inputs per token or static per tensor), and the model read back has the
- * in-memory variant's perplexity. */
-START_TEST(fp8_exports_read_back_by_lmpress)
+ * and in blocks, with FP8 inputs per token or static per tensor) and its NVFP4 (with and without
+ * NVFP4 inputs) and MXFP4 exports (nvfp4-pack-quantized, mxfp4-pack-quantized), and the model read
+ * back has the in-memory variant's weights bit for bit and its perplexity. */
+START_TEST(fp_exports_read_back_by_lmpress)
 {
     lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-fp-back");
     lmp_model *m;
@@ -259,7 +261,8 @@ START_TEST(fp8_exports_read_back_by_lmpress)
     int done = 0;
     for (int v = 0; v < N_VARIANTS; v++) {
         const variant *V = &VARIANTS[v];
-        if (strncmp(V->name, "fp8", 3) != 0) continue;
+        if (strncmp(V->name, "fp8", 3) != 0 && strncmp(V->name, "nvfp4", 5) != 0 && strncmp(V->name, "mxfp4", 5) != 0)
+            continue;
         lmp_block *q = compress_stage(m, V->plugin, V->settings, V->target, 1);
         const char *dir = lmp_test_path(tmpdir, V->name);
         ck_assert_msg(export_to(m, q, dir) == 0, "%s: %s", V->name, lmp_last_error());
@@ -279,6 +282,10 @@ START_TEST(fp8_exports_read_back_by_lmpress)
         /* the weights themselves: the HF reader's q_proj of block 0 is lmpress's, row for row */
         const lmp_linear *a = &q[0].linears[LMP_ROLE_UP], *b = &lmp_model_blocks(m2)[0].linears[LMP_ROLE_UP];
         ck_assert_int_eq(a->out, b->out);
+        /* W4A4: the input's NVFP4 simulation with the global scale the export wrote */
+        ck_assert_int_eq(a->act.mode, b->act.mode);
+        ck_assert_msg(a->act.scale == b->act.scale, "%s: input scale %a vs %a", V->name, (double)a->act.scale,
+                      (double)b->act.scale);
         for (int64_t i = 0; i < a->out * a->in; i++)
             ck_assert_msg(a->w[i] == b->w[i], "%s: up_proj w[%lld] %a vs %a", V->name, (long long)i, (double)a->w[i],
                           (double)b->w[i]);
@@ -286,9 +293,95 @@ START_TEST(fp8_exports_read_back_by_lmpress)
         lmp_blocks_free(q, m->arch.n_layers);
         done++;
     }
-    ck_assert_int_ge(done, 8);
+    ck_assert_int_ge(done, 12);
     free(ids);
     lmp_model_free(m);
+    lmp_test_rmtree(tmpdir);
+}
+END_TEST
+
+/* NVFP4 and MXFP4 folders written by compressed-tensors' own compressor (tools/ref/ct_fp4_fixture.py:
+ * its presets, generate_gparam, calculate_qparams and NVFP4PackedCompressor / MXFP4PackedCompressor):
+ * every weight lmpress dequantizes equals compressed-tensors' dequantize() in float32 bit for bit,
+ * and its decompressor's output (bfloat16 for NVFP4) is lmpress's rounded to it. */
+START_TEST(fp4_folders_of_compressed_tensors_read)
+{
+    const char *py = getenv("LMP_CT_PYTHON");
+    if (!py || !*py) {
+        lmp_test_skip("SKIPPED fp4_folders_of_compressed_tensors_read: LMP_CT_PYTHON is not set (a Python with torch and "
+                      "the PyPI compressed-tensors package)\n");
+        return;
+    }
+    lmp_test_tmpdir(tmpdir, sizeof tmpdir, "export-fp-ct4");
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_fp4_fixture.py' '%s' 2>&1", py, LMP_SOURCE_DIR, tmpdir);
+    ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+    static const char *const fmts[] = {"nvfp4", "mxfp4"};
+    for (int f = 0; f < 2; f++) {
+        char path[32];
+        lmp_model *q = NULL, *d = NULL, *d32 = NULL;
+        ck_assert_msg(lmp_model_load(lmp_test_path(tmpdir, fmts[f]), &q) == 0, "%s: %s", fmts[f], lmp_last_error());
+        snprintf(path, sizeof path, "%s-deq", fmts[f]);
+        ck_assert_msg(lmp_model_load(lmp_test_path(tmpdir, path), &d) == 0, "%s", lmp_last_error());
+        snprintf(path, sizeof path, "%s-deq32", fmts[f]);
+        ck_assert_msg(lmp_model_load(lmp_test_path(tmpdir, path), &d32) == 0, "%s", lmp_last_error());
+        int64_t n = 0, narrowed = 0;
+        for (int64_t b = 0; b < q->arch.n_layers; b++)
+            for (int i = 0; i < lmp_model_blocks(q)[b].n_linears; i++) {
+                const lmp_linear *a = &lmp_model_blocks(q)[b].linears[i], *x = &lmp_model_blocks(d)[b].linears[i],
+                                 *y = &lmp_model_blocks(d32)[b].linears[i];
+                ck_assert_int_eq(a->out * a->in, y->out * y->in);
+                const int dense = strstr(a->name, "down_proj") != NULL; /* ignored: F32 in all three */
+                for (int64_t k = 0; k < a->out * a->in; k++) {
+                    ck_assert_msg(memcmp(&a->w[k], &y->w[k], sizeof(float)) == 0, "%s: %s w[%lld] %a, compressed-tensors' "
+                                  "float32 dequantize %a", fmts[f], a->name, (long long)k, (double)a->w[k], (double)y->w[k]);
+                    const float r = f == 0 && !dense ? lmp_bf16_round(a->w[k]) : a->w[k];
+                    ck_assert_msg(memcmp(&r, &x->w[k], sizeof(float)) == 0, "%s: %s w[%lld] %a, compressed-tensors' "
+                                  "decompress %a", fmts[f], a->name, (long long)k, (double)r, (double)x->w[k]);
+                    narrowed += r != a->w[k];
+                }
+                n += !dense;
+            }
+        printf("  %s: %lld linears equal compressed-tensors' float32 dequantize bit for bit, and its decompress "
+               "(%s) after rounding %lld weights\n", fmts[f], (long long)n, f == 0 ? "bfloat16" : "exact", (long long)narrowed);
+        ck_assert_int_eq(n, 6 * q->arch.n_layers);
+        lmp_model_free(q);
+        lmp_model_free(d);
+        lmp_model_free(d32);
+    }
+    /* what is not read is refused by name: another NVFP4 strategy, W4A4 inputs without their
+     * input_global_scale, and 4-bit float inputs lmpress does not simulate */
+    static const struct {
+        const char *from, *to, *needle;
+    } bad[] = {
+        {"\"strategy\": \"tensor_group\"", "\"strategy\": \"group\"", "weights.strategy = \"group\" is not supported"},
+        {"\"input_activations\": null", "\"input_activations\": {\"num_bits\": 4, \"type\": \"float\", \"strategy\": "
+         "\"tensor_group\", \"group_size\": 16, \"dynamic\": \"local\"}", "input_global_scale is missing"},
+        {"\"input_activations\": null", "\"input_activations\": {\"num_bits\": 4, \"type\": \"float\", \"strategy\": "
+         "\"tensor_group\", \"group_size\": 16, \"dynamic\": true}", "4-bit float activations with strategy \"tensor_group\""},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char dir[32], src[700], dst[700];
+        snprintf(dir, sizeof dir, "bad-%zu", k);
+        const char *dd = lmp_test_path(tmpdir, dir);
+        ck_assert_int_eq(mkdir(dd, 0755), 0);
+        snprintf(src, sizeof src, "%s/nvfp4/model.safetensors", tmpdir);
+        snprintf(dst, sizeof dst, "%s/model.safetensors", dd);
+        ck_assert_int_eq(symlink(src, dst), 0);
+        snprintf(src, sizeof src, "%s/nvfp4/config.json", tmpdir);
+        size_t n;
+        char *text = (char *)lmp_test_slurp(src, &n), *hit = strstr(text, bad[k].from);
+        ck_assert_msg(hit != NULL, "no %s in %s", bad[k].from, src);
+        snprintf(dst, sizeof dst, "%s/config.json", dd);
+        FILE *o = fopen(dst, "w");
+        ck_assert_ptr_nonnull(o);
+        fprintf(o, "%.*s%s%s", (int)(hit - text), text, bad[k].to, hit + strlen(bad[k].from));
+        fclose(o);
+        free(text);
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(dd, &m) != 0, "case %zu loaded", k);
+        ck_assert_msg(strstr(lmp_last_error(), bad[k].needle), "case %zu: %s", k, lmp_last_error());
+    }
     lmp_test_rmtree(tmpdir);
 }
 END_TEST
@@ -301,7 +394,8 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, exports_equal_compressed_tensors);
     tcase_add_test(tc, refusals_by_name);
-    tcase_add_test(tc, fp8_exports_read_back_by_lmpress);
+    tcase_add_test(tc, fp_exports_read_back_by_lmpress);
+    tcase_add_test(tc, fp4_folders_of_compressed_tensors_read);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

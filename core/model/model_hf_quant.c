@@ -13,12 +13,14 @@
 #include "base/regex_limit.h"
 
 typedef enum { CT_TENSOR, CT_CHANNEL, CT_GROUP, CT_BLOCK } ct_strategy;
+enum { CT_NVFP4 = 1, CT_MXFP4 = 2 }; /* nvfp4-pack-quantized, mxfp4-pack-quantized */
 
 typedef struct ct_scheme {
     char *name;           /* its config_groups key, for messages */
     int packed;           /* pack-quantized (else int8 codes in X.weight) */
     int fp8;              /* float weights: E4M3 codes in X.weight (float- or naive-quantized) */
     int float_format;     /* the group's format is "float-quantized" */
+    int fp4;              /* CT_NVFP4 / CT_MXFP4: E2M1 codes two a byte in X.weight_packed (else 0) */
     int has_weights;      /* 0: only its inputs are quantized */
     int bits, sym;
     ct_strategy strategy;
@@ -173,6 +175,41 @@ static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
     return 0;
 }
 
+/* 4-bit float input_activations: NVFP4 (tensor_group, groups of 16, dynamic "local": E4M3 scales of
+ * each group's abs-max times the static input_global_scale) and MXFP4 (group, 32, dynamic: E8M0
+ * scales), as the presets NVFP4 and MXFP4 write them.  compressed-tensors' forward_quantize computes
+ * them with compute_dynamic_scales_and_zp (global_scale * amax / 6 rounded to E4M3, 0 -> its eps
+ * 0.125; MX: the power of two of generate_mx_scales) and fake_quantize (x / (scale / global_scale)
+ * rounded to E2M1, times the same), which is the arithmetic of lmpress's act = "nvfp4" / "mxfp4"
+ * (backends/cpu/cpu_ref.c act_quantize_fp, plugin_fpquants.h; tests/test_fpgrid.c holds both to
+ * compressed-tensors 0.20.1's forward_quantize with these args, bit for bit). */
+static int parse_act_fp4(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_aspec *act)
+{
+    const char *strat = "", *dyn_text = "";
+    int64_t gs = 0;
+    int sym = 1, st = get_string(ct, a, path, "strategy", "", &strat);
+    if (!st) st = get_int(ct, a, path, "group_size", 0, &gs, NULL);
+    if (!st) st = get_bool(ct, a, path, "symmetric", 1, &sym);
+    if (st) return st;
+    const lmp_json *dyn = get(a, "dynamic");
+    if (dyn && dyn->type == LMP_JSON_STRING) dyn_text = dyn->str;
+    else if (dyn && dyn->type == LMP_JSON_BOOL) dyn_text = dyn->boolean ? "true" : "false";
+    if (!sym) return unsupported(ct, path, "symmetric", "false", "4-bit float activations are symmetric");
+    if (strcmp(strat, "tensor_group") == 0 && gs == 16 && strcmp(dyn_text, "local") == 0) act->mode = LMP_ACT_NVFP4;
+    else if (strcmp(strat, "group") == 0 && gs == 32 && strcmp(dyn_text, "true") == 0) act->mode = LMP_ACT_MXFP4;
+    else {
+        char q[160];
+        snprintf(q, sizeof q, "strategy \"%.40s\", group_size %lld, dynamic %.20s", strat, (long long)gs,
+                 *dyn_text ? dyn_text : "(missing)");
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s: 4-bit float activations with %s are not supported (NVFP4: strategy "
+                        "\"tensor_group\", group_size 16, dynamic \"local\"; MXFP4: \"group\", 32, dynamic true)",
+                        ct->what, path, q);
+    }
+    act->bits = 4;
+    act->rounding = LMP_ROUND_HALF_EVEN;
+    return 0;
+}
+
 /* input_activations: the symmetric integer cases lmpress's activation quantizer simulates. */
 static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_aspec *act)
 {
@@ -184,6 +221,8 @@ static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_
     int sym = 1, dynamic = 0;
     int st = get_string(ct, a, path, "type", "int", &type);
     const int fp8 = !st && strcmp(type, "float") == 0;
+    if (!st && fp8 && !(st = get_int(ct, a, path, "num_bits", 8, &bits, NULL)) && bits == 4)
+        return parse_act_fp4(ct, a, path, act);
     if (!st && strcmp(type, "int") != 0 && !fp8) {
         char q[64];
         snprintf(q, sizeof q, "\"%.40s\"", type);
@@ -233,6 +272,41 @@ static int parse_act(const lmp_ct *ct, const lmp_json *a, const char *path, lmp_
     return 0;
 }
 
+/* The weights of nvfp4-pack-quantized (E2M1, strategy tensor_group, groups of 16, E4M3 scales and a
+ * global scale) and mxfp4-pack-quantized (E2M1, group, 32, E8M0 scales): symmetric, static. */
+static int parse_fp4_weights(const lmp_ct *ct, const lmp_json *w, const char *sub, ct_scheme *s, int64_t bits)
+{
+    const char *type = "int", *strat = "";
+    int64_t gs = 0;
+    int sym = 1, dynamic = 0;
+    int st = get_string(ct, w, sub, "type", "int", &type);
+    if (!st) st = get_string(ct, w, sub, "strategy", "", &strat);
+    if (!st) st = get_int(ct, w, sub, "group_size", 0, &gs, NULL);
+    if (!st) st = get_bool(ct, w, sub, "symmetric", 1, &sym);
+    if (!st) st = get_bool(ct, w, sub, "dynamic", 0, &dynamic);
+    if (st) return st;
+    const int nv = s->fp4 == CT_NVFP4;
+    char q[96];
+    snprintf(q, sizeof q, "\"%.40s\"", type);
+    if (strcmp(type, "float") != 0) return unsupported(ct, sub, "type", q, nv ? "nvfp4-pack-quantized: float (E2M1)" : "mxfp4-pack-quantized: float (E2M1)");
+    snprintf(q, sizeof q, "%lld", (long long)bits);
+    if (bits != 4) return unsupported(ct, sub, "num_bits", q, "4-bit float (E2M1) codes");
+    if (!sym) return unsupported(ct, sub, "symmetric", "false", "FP4 weights are symmetric");
+    if (dynamic) return unsupported(ct, sub, "dynamic", "true", "weights must carry their scales");
+    snprintf(q, sizeof q, "\"%.40s\"", strat);
+    if (strcmp(strat, nv ? "tensor_group" : "group") != 0)
+        return unsupported(ct, sub, "strategy", q, nv ? "nvfp4-pack-quantized: \"tensor_group\"" : "mxfp4-pack-quantized: \"group\"");
+    snprintf(q, sizeof q, "%lld", (long long)gs);
+    if (gs != (nv ? 16 : 32)) return unsupported(ct, sub, "group_size", q, nv ? "NVFP4: groups of 16" : "MXFP4: groups of 32");
+    s->has_weights = 1;
+    s->fp8 = 0;
+    s->bits = 4;
+    s->sym = 1;
+    s->strategy = CT_GROUP;
+    s->group_size = gs;
+    return 0;
+}
+
 static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const char *top_format, ct_scheme *s)
 {
     char path[512];
@@ -248,12 +322,14 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
         return lmp_fail(LMP_EINVAL, "%s: %s.format is missing (" QC ".format \"mixed-precision\" needs one per group)",
                         ct->what, path);
     if (strcmp(fmt, "pack-quantized") == 0) s->packed = 1;
+    else if (strcmp(fmt, "nvfp4-pack-quantized") == 0) s->fp4 = CT_NVFP4;
+    else if (strcmp(fmt, "mxfp4-pack-quantized") == 0) s->fp4 = CT_MXFP4;
     else if (strcmp(fmt, "float-quantized") == 0) s->float_format = 1;
     else if (strcmp(fmt, "int-quantized") != 0 && strcmp(fmt, "naive-quantized") != 0) {
         char q[96];
         snprintf(q, sizeof q, "\"%.80s\"", fmt);
-        return get(g, "format") ? unsupported(ct, path, "format", q, "int-quantized, pack-quantized, float-quantized or naive-quantized")
-                                : unsupported(ct, QC, "format", q, "int-quantized, pack-quantized, float-quantized or naive-quantized");
+        return get(g, "format") ? unsupported(ct, path, "format", q, "int-quantized, pack-quantized, float-quantized, naive-quantized, nvfp4-pack-quantized or mxfp4-pack-quantized")
+                                : unsupported(ct, QC, "format", q, "int-quantized, pack-quantized, float-quantized, naive-quantized, nvfp4-pack-quantized or mxfp4-pack-quantized");
     }
     if (get(g, "output_activations"))
         return unsupported(ct, path, "output_activations", "(given)", "output quantization is not simulated");
@@ -276,9 +352,10 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
         return unsupported(ct, sub, "type", q, "integer weights, or FP8 (\"float\", 8 bits)");
     }
     if ((st = get_int(ct, w, sub, "num_bits", 8, &bits, NULL))) return st;
-    if (s->fp8 && (bits != 8 || s->packed)) /* NVFP4 / MXFP4 (4-bit floats, packed) are not read */
-        return unsupported(ct, sub, "type", "\"float\"", "float weights are read as FP8 E4M3: 8 bits, float-quantized or "
-                           "naive-quantized; NVFP4 and MXFP4 are not read");
+    if (s->fp4) return parse_fp4_weights(ct, w, sub, s, bits);
+    if (s->fp8 && (bits != 8 || s->packed)) /* 4-bit floats: only in their own formats (parse_fp4_weights) */
+        return unsupported(ct, sub, "type", "\"float\"", "float weights are read as FP8 E4M3 (8 bits, float-quantized or "
+                           "naive-quantized), or as NVFP4 / MXFP4 from nvfp4-pack-quantized / mxfp4-pack-quantized");
     if (!s->fp8 && s->float_format)
         return unsupported(ct, get(g, "format") ? path : QC, "format", "\"float-quantized\"",
                            "its weights must be type \"float\" (FP8)");
@@ -671,6 +748,81 @@ static int dequantize_fp8(const lmp_ct_weight *q, float *w)
     return st;
 }
 
+/* One positive finite F32 value: NVFP4's weight_global_scale and input_global_scale.  F32 only:
+ * compressed-tensors divides the E4M3 scale by it in its dtype (bfloat16 / F32 promotes to F32). */
+static int global_scale(const lmp_safetensors *st, const char *where, const char *module, const char *leaf, float *v)
+{
+    const lmp_st_tensor *t = tensor(st, module, leaf);
+    if (!t) return lmp_fail(LMP_EINVAL, "%s: tensor %s.%s is missing (NVFP4 needs it)", where, module, leaf);
+    if (t->dtype != LMP_ST_F32 || t->numel != 1 || t->ndim > 1) return bad_tensor(t, "one F32 value");
+    int r = lmp_st_to_f32(t, 0, 1, v);
+    if (!r && !(*v > 0 && isfinite(*v)))
+        return lmp_fail(LMP_EINVAL, "%s: %s = %g is not a positive global scale", t->file, t->name, (double)*v);
+    return r;
+}
+
+/* nvfp4-pack-quantized / mxfp4-pack-quantized: X.weight_packed U8 [out, in/2] (column 2k in the low
+ * nibble, 2k+1 in the high; a nibble is sign << 3 | the E2M1 magnitude index), X.weight_scale
+ * [out, in/group]: E4M3 (NVFP4) or E8M0 exponents in U8 (MXFP4, 2^(e-127)); NVFP4 also
+ * X.weight_global_scale F32 [1]. */
+static int find_fp4(const lmp_ct *ct, const ct_scheme *s, const lmp_safetensors *st, const char *where,
+                    const char *module, lmp_ct_weight *w)
+{
+    const int64_t out = w->out, in = w->in, g = s->group_size, cols = in / g;
+    const int nv = s->fp4 == CT_NVFP4;
+    char exp[160];
+    if (in % g)
+        return lmp_fail(LMP_EINVAL, "%s: %s: %s groups of %lld do not divide its %lld inputs (compressed-tensors takes "
+                        "whole groups)", where, module, nv ? "NVFP4" : "MXFP4", (long long)g, (long long)in);
+    if (!(w->codes = tensor(st, module, "weight_packed"))) return missing(ct, s, where, module, "weight_packed");
+    snprintf(exp, sizeof exp, "U8 [%lld, %lld] (E2M1 codes of [%lld, %lld], two a byte)", (long long)out,
+             (long long)(in / 2), (long long)out, (long long)in);
+    if (w->codes->dtype != LMP_ST_U8 || !is_2d(w->codes, out, in / 2)) return bad_tensor(w->codes, exp);
+    const lmp_st_tensor *shape = tensor(st, module, "weight_shape"); /* not written by 0.20; checked when there */
+    if (shape && (!is_int(shape->dtype) || shape->numel != 2 || int_at(shape, 0) != out || int_at(shape, 1) != in)) {
+        snprintf(exp, sizeof exp, "the integers [%lld, %lld]", (long long)out, (long long)in);
+        return bad_tensor(shape, exp);
+    }
+    if (!(w->scale = tensor(st, module, "weight_scale"))) return missing(ct, s, where, module, "weight_scale");
+    snprintf(exp, sizeof exp, "%s [%lld, %lld]", nv ? "F8_E4M3" : "U8 (E8M0 exponents)", (long long)out, (long long)cols);
+    if (w->scale->dtype != (nv ? LMP_ST_F8_E4M3 : LMP_ST_U8) || !is_2d(w->scale, out, cols)) return bad_tensor(w->scale, exp);
+    const unsigned char *b = w->scale->data;
+    for (int64_t i = 0; i < out * cols; i++)
+        if (nv ? (b[i] & 0x7F) == 0x7F || (b[i] & 0x80) : b[i] == 0xFF)
+            return lmp_fail(LMP_EINVAL, "%s: %s[%lld, %lld] = 0x%02X is not a %s", w->scale->file, w->scale->name,
+                            (long long)(i / cols), (long long)(i % cols), b[i],
+                            nv ? "positive E4M3 scale (NaN or negative)" : "finite E8M0 scale (0xFF is NaN)");
+    int r = nv ? global_scale(st, where, module, "weight_global_scale", &w->global_scale) : 0;
+    if (r) return r;
+    w->bits = out * in > 0 ? 8.0 * (double)(w->codes->nbytes + w->scale->nbytes + (nv ? 4 : 0)) / (double)(out * in) : 0;
+    snprintf(w->kind, sizeof w->kind, "%s%s", nv ? "nvfp4-g16" : "mxfp4-g32",
+             s->act.mode == LMP_ACT_NVFP4 ? "-anvfp4" : s->act.mode == LMP_ACT_MXFP4 ? "-amxfp4"
+             : s->act.mode == LMP_ACT_NONE ? "" : "-a");
+    return 0;
+}
+
+/* w = e2m1(code) * (e4m3(scale) / global_scale) in f32 (NVFP4), e2m1(code) * 2^(e-127) (MXFP4): the
+ * f32 compressed-tensors' _dequantize computes before its bfloat16 result (NVFP4 rounds it to
+ * bfloat16 there; MXFP4's products are exact in both) and lmpress's own grid's value
+ * (lmp_wgrid_value_fp), so an export reads back as the weights it was made from. */
+static int dequantize_fp4(const lmp_ct_weight *q, float *w)
+{
+    const ct_scheme *s = q->scheme;
+    const int64_t out = q->out, in = q->in, g = s->group_size, cols = in / g;
+    const unsigned char *c = q->codes->data, *sc = q->scale->data;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t k = 0; k < cols; k++) {
+            const unsigned char e = sc[o * cols + k];
+            const float eff = s->fp4 == CT_NVFP4 ? lmp_minifloat_decode(&LMP_MF_E4M3, e) / q->global_scale
+                                                 : ldexpf(1.0f, (int)e - 127);
+            for (int64_t j = k * g; j < (k + 1) * g; j++) {
+                const unsigned byte = c[o * (in / 2) + j / 2], nib = j % 2 ? byte >> 4 : byte & 0xF;
+                w[o * in + j] = lmp_minifloat_decode(&LMP_MF_E2M1, nib) * eff;
+            }
+        }
+    return 0;
+}
+
 int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, const char *module,
                 const char *cls, int64_t out, int64_t in, lmp_ct_weight *w)
 {
@@ -680,7 +832,9 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
     if (sr || !s) return sr;
     w->act = s->act;
     int r = s->act.mode == LMP_ACT_STATIC_TENSOR || s->act.mode == LMP_ACT_FP8_STATIC_TENSOR
-                ? input_scale(st, where, module, &w->act) : 0;
+                ? input_scale(st, where, module, &w->act)
+            : s->act.mode == LMP_ACT_NVFP4 ? global_scale(st, where, module, "input_global_scale", &w->act.scale)
+                                           : 0;
     if (r || !s->has_weights) return r;
     w->quantized = 1;
     w->scheme = s;
@@ -688,6 +842,7 @@ int lmp_ct_find(const lmp_ct *ct, const lmp_safetensors *st, const char *where, 
     w->in = in;
     char exp[160];
     if (s->fp8) return find_fp8(ct, s, st, where, module, w);
+    if (s->fp4) return find_fp4(ct, s, st, where, module, w);
     /* the codes */
     const int64_t words = (in * s->bits + 31) / 32;
     if (s->packed) {
@@ -781,6 +936,7 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
 {
     const ct_scheme *s = q->scheme;
     if (s->fp8) return dequantize_fp8(q, w);
+    if (s->fp4) return dequantize_fp4(q, w);
     const int64_t out = q->out, in = q->in;
     const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
     const int64_t groups = s->strategy == CT_GROUP ? (in + s->group_size - 1) / s->group_size : 1;

@@ -61,6 +61,7 @@ typedef struct lmp_ct_weight {
     /* private: what lmp_ct_dequantize reads */
     const void *scheme;
     const lmp_st_tensor *codes, *scale, *zero, *g_idx;
+    float global_scale;   /* NVFP4: X.weight_global_scale */
     int zero_packed;
     int64_t out, in;
 } lmp_ct_weight;

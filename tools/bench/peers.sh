@@ -54,16 +54,14 @@
 #      only (no timing, so machine load does not matter): llm-compressor (tools/bench/llmc_oneshot.py,
 #      one run each, on the first 4 windows of 512 tokens of WikiText-2 validation) writes
 #      FP8_DYNAMIC (E4M3 weights per channel, dynamic per-token E4M3 inputs), E4M3 weights in
-#      128 x 128 blocks (FP8_BLOCK's weights, no input quantization), NVFP4A16, and an FP8 E4M3
+#      128 x 128 blocks (FP8_BLOCK's weights, no input quantization), NVFP4A16, NVFP4 (W4A4), and an FP8 E4M3
 #      static per-tensor kv_cache_scheme alone (llm-compressor 0.14.0.1 with transformers 5.24
 #      calibrates it but writes no kv_cache_scheme: docs/results.md); then one lmpress compare on the windows of
 #      configs/smollm2-fp.cfg (the first 4 windows of 512 tokens of WikiText-2 test) of those
-#      folders (lmpress reads float-quantized FP8 and kv_cache_scheme folders; NVFP4 it does not
-#      read, so llm-compressor's NVFP4A16 is saved dequantized by compressed-tensors' own
-#      fake_quantize, llmc_oneshot.py --dequantized) beside lmpress's own variants of the same
-#      schemes (tools/bench/peers/formats.cfg), calibrated on the same 4 windows:
-#      OUT/formats/quality.md.  NVFP4 W4A4 is not run: lmpress would read it only dequantized,
-#      without its inputs' quantization.
+#      folders (lmpress reads float-quantized FP8, nvfp4-pack-quantized and kv_cache_scheme
+#      folders; NVFP4 W4A4's inputs as act = "nvfp4" with the file's input_global_scale) beside
+#      lmpress's own variants of the same schemes (tools/bench/peers/formats.cfg), calibrated on
+#      the same 4 windows: OUT/formats/quality.md.
 #
 # Measured (OUT/peers.md; ratio = llm-compressor's (or llama.cpp's) time over lmpress's, the
 # median of the per-pair ratios, > 1: lmpress is faster):
@@ -268,9 +266,8 @@ fi
 if want formats; then
     d=$out/formats
     mkdir -p "$d"
-    for m in fp8-dynamic fp8-block-a16 nvfp4a16 kv-fp8; do
+    for m in fp8-dynamic fp8-block-a16 nvfp4a16 nvfp4 kv-fp8; do
         extra=
-        [ "$m" = nvfp4a16 ] && extra=--dequantized
         [ -f "$d/llmc-$m/config.json" ] ||
             timed "$d/llmc-$m.time" "$d/llmc-$m.log" "$py" "$oneshot" --model "$out/base-hf" --text "$calib" \
                 --windows 4 --threads "$threads" --method "$m" $extra --out "$d/llmc-$m" --json "$d/llmc-$m.json"
@@ -286,7 +283,7 @@ if want formats; then
         echo "variants = ("
         echo "  { name = \"f32\"; }"
         echo "@include \"$root/tools/bench/peers/formats.cfg\""
-        for m in fp8-dynamic fp8-block-a16 nvfp4a16 kv-fp8; do
+        for m in fp8-dynamic fp8-block-a16 nvfp4a16 nvfp4 kv-fp8; do
             echo "  ,{ name = \"llmc-$m\"; model = \"$d/llmc-$m\"; }"
         done
         echo ");"
