@@ -8,15 +8,22 @@
  *   HEAD_NORM  per head of head_dim            likewise, per head
  *   GLU        h = act(g) * u                  dg += dh u act'(g), du += dh act(g)
  *   ATTENTION  att = attn(q, k, v)             backend attention_backward, or attention_grad.h's
- *                                              over a window / with soft-capped scores / ALiBi
+ *                                              over a window / with soft-capped scores / ALiBi /
+ *                                              gpt-oss's sinks (and the sinks' own gradient)
  *   GELU       h = gelu(u) or relu(u)          du += dh gelu'(u) (relu: dh where u > 0)
  *   ROPE       q, k turned in place            the gradients turned back by the same angles
  *   SCALE      q *= s in place                 dq *= s
- *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed), the
- *                                              routing weights through the softmax (and the top-k
- *                                              renormalization) into the router, the shared expert
- *                                              and its sigmoid gate; the choice of the top k is
- *                                              piecewise constant (no gradient), as in transformers
+ *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed; gpt-oss's
+ *                                              clamped SwiGLU: 0 where clamped), the routing weights
+ *                                              into the router (route_backward: softmax and top-k
+ *                                              renormalization, DeepSeek-V2's scaled softmax, V3's
+ *                                              sigmoid, gpt-oss's softmax of the top k), the shared
+ *                                              expert and its sigmoid gate; the choice (top k, groups,
+ *                                              V3's selection bias) is piecewise constant (no
+ *                                              gradient), as in transformers
+ *   MLA        att = mla(xn)                   DeepSeek's latent attention recomputed, then backend
+ *                                              attention_backward, RoPE turned back, kv_b, the
+ *                                              latents' norms, kv_a and q (or q_b, q_a): mla_backward
  * A value the tape does not keep (a norm's output) is recomputed by its own step's forward. */
 #include "train/backward.h"
 
