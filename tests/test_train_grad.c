@@ -413,9 +413,10 @@ static void expect_block_finite_differences(const lmp_arch *a, lmp_block *blk, f
     check_direction(a, blk, x, gy, T, x, dx, T * d, what);
     for (int i = 0; i < blk->n_linears; i++) {
         lmp_linear *l = &blk->linears[i];
-        snprintf(what, sizeof what, "%s: W of role %d", label, (int)l->role);
+        /* the linear's index too: the experts of a block share their roles, not their directions */
+        snprintf(what, sizeof what, "%s: W of linear %d (role %d)", label, i, (int)l->role);
         check_direction(a, blk, x, gy, T, l->w, g.dw[i], l->out * l->in, what);
-        snprintf(what, sizeof what, "%s: bias of role %d", label, (int)l->role);
+        snprintf(what, sizeof what, "%s: bias of linear %d (role %d)", label, i, (int)l->role);
         if (l->b && (k_bias || l->role != LMP_ROLE_K)) check_direction(a, blk, x, gy, T, l->b, g.db[i], l->out, what);
     }
     for (int j = 0; j < blk->n_norms; j++) {
