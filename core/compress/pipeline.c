@@ -369,9 +369,10 @@ static int finish_whole_model(lmp_ctx *ctx, const lmp_backend *be, const lmp_mod
     const lmp_stage *stage = &v->stages[v->n_stages - 1];
     const lmp_strategy_i *vt = stage->plugin->desc->vtable;
     const int64_t L = m->arch.n_layers;
+    /* the router and the shared gate only where the stage names them, as block by block */
     for (int64_t b = 0; b < L; b++)
         for (int i = 0; i < blocks[b].n_linears; i++)
-            blocks[b].linears[i].params = lmp_stage_params_for(stage, blocks[b].linears[i].name);
+            blocks[b].linears[i].params = lmp_stage_params_for_linear(stage, &blocks[b].linears[i]);
     const lmp_learn_inputs lent = {.be = be, .m = m, .tokens = calib->tokens, .n = calib->n, .T = calib->T};
     const double t0 = lmp_now_s();
     lmp_host_clear_error(ctx);

@@ -315,6 +315,19 @@ static int route_deepseek(const lmp_block_step *s, const float *logits, const fl
     return 0;
 }
 
+int lmp_moe_route_step(const lmp_block_step *s, const float *logits, const float *router_bias, int64_t T, int *sel,
+                       float *wt)
+{
+    switch (s->route) {
+    case LMP_ROUTE_SIGMOID_BIAS: return route_deepseek(s, logits, router_bias, T, sel, wt);
+    case LMP_ROUTE_SOFTMAX_GROUPS: return route_deepseek(s, logits, NULL, T, sel, wt);
+    case LMP_ROUTE_TOPK_SOFTMAX: lmp_moe_route_topk_softmax(logits, T, s->n_experts, s->top_k, sel, wt); return 0;
+    case LMP_ROUTE_SOFTMAX: break;
+    }
+    lmp_moe_route(logits, T, s->n_experts, s->top_k, s->norm_topk, sel, wt);
+    return 0;
+}
+
 /* Gathers the rows of x[T, C] listed in rows[n] into out[n, C]. */
 static void gather_rows(const float *x, int64_t C, const int64_t *rows, int64_t n, float *out)
 {
@@ -383,13 +396,10 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
         lmp_linear r = blk->linears[router];
         r.b = NULL;
         st = run_linear(be, &r, T, xn, qbuf, logits);
-        if (!st) st = route_deepseek(s, logits, blk->linears[router].b, T, sel, wt);
     } else if (!st) {
         st = run_linear(be, &blk->linears[router], T, xn, qbuf, logits);
-        if (!st && s->route == LMP_ROUTE_SOFTMAX_GROUPS) st = route_deepseek(s, logits, NULL, T, sel, wt);
-        else if (!st && s->route == LMP_ROUTE_TOPK_SOFTMAX) lmp_moe_route_topk_softmax(logits, T, E, k, sel, wt);
-        else if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
     }
+    if (!st) st = lmp_moe_route_step(s, logits, blk->linears[router].b, T, sel, wt);
     for (int e = 0; obs && !st && e < E; e++) {
         const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e);
         if (gi < 0) continue; /* a part of the block (expert_pager.h): not one of its experts */
@@ -467,9 +477,7 @@ static int run_moe(const lmp_backend *be, const lmp_block *blk, const lmp_block_
 
 /* ---- multi-head latent attention (LMP_STEP_MLA, DeepSeek-V2/V3) -------------------------------- */
 
-/* x[T, n_heads * a->mla_rope] turned in place by layer's rotation over heads of mla_rope dims
- * (lmp_rope_heads with MLA's rotary width). */
-static int mla_rope(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x)
+int lmp_mla_rope(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x)
 {
     const lmp_rope *r = lmp_arch_rope(a, layer);
     const int64_t hd = a->mla_rope;
@@ -533,11 +541,11 @@ static int run_mla(const lmp_backend *be, const lmp_arch *a, const lmp_block *bl
     /* RoPE on q's rotary parts (gathered per head) and on the shared k_rot */
     for (int64_t t = 0; !st && t < T; t++)
         for (int64_t h = 0; h < H; h++) memcpy(pe + (t * H + h) * dr, q + t * H * dq + h * dq + dn, (size_t)dr * sizeof *pe);
-    if (!st) st = mla_rope(be, a, layer, T, H, pe);
+    if (!st) st = lmp_mla_rope(be, a, layer, T, H, pe);
     for (int64_t t = 0; !st && t < T; t++)
         for (int64_t h = 0; h < H; h++) memcpy(q + t * H * dq + h * dq + dn, pe + (t * H + h) * dr, (size_t)dr * sizeof *pe);
     for (int64_t t = 0; !st && t < T; t++) memcpy(pe + t * dr, ckv + t * (r + dr) + r, (size_t)dr * sizeof *pe);
-    if (!st) st = mla_rope(be, a, layer, T, 1, pe);
+    if (!st) st = lmp_mla_rope(be, a, layer, T, 1, pe);
     /* k = [k_nope, k_rot] per head, v padded with zeros to dq */
     for (int64_t t = 0; !st && t < T; t++)
         for (int64_t h = 0; h < H; h++) {

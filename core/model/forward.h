@@ -78,6 +78,10 @@ double lmp_block_flops(const lmp_arch *a, int64_t T, int group);
  * classic `rope` op, or `rope_table` for a scaled or partial rotation. */
 int lmp_rope_heads(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x);
 
+/* x[T, n_heads * a->mla_rope] turned in place by layer's rotation over heads of MLA's rotary
+ * width (lmp_rope_heads with mla_rope for head_dim): DeepSeek's q_rot and k_rot. */
+int lmp_mla_rope(const lmp_backend *be, const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *x);
+
 /* A mixture of experts' routing (LMP_STEP_MOE) from the router's logits[T, E]: sel[t * k + j] the
  * j-th expert token t goes to, wt its weight: softmax over the E logits (in double), the k largest
  * (ties to the lower index, as torch.topk on distinct values), renormalized to sum to 1 when
@@ -86,6 +90,13 @@ void lmp_moe_route(const float *logits, int64_t T, int64_t E, int64_t k, int nor
 /* gpt-oss's (LMP_ROUTE_TOPK_SOFTMAX): the k largest logits (bias included), largest first, their
  * weights the softmax over those k alone. */
 void lmp_moe_route_topk_softmax(const float *logits, int64_t T, int64_t E, int64_t k, int *sel, float *wt);
+
+/* The routing step s names (its route: the two above, or DeepSeek's, forward.c route_deepseek)
+ * from the router's logits[T, E] (for LMP_ROUTE_SIGMOID_BIAS without the router's bias, which is
+ * router_bias here: it moves the choice, not the weights).  The forward and the backward
+ * (train/backward.c) route with this one function.  0, or LMP_ENOMEM. */
+int lmp_moe_route_step(const lmp_block_step *s, const float *logits, const float *router_bias, int64_t T, int *sel,
+                       float *wt);
 
 /* x[T, dim] <- token embeddings of tok[0..T). */
 void lmp_embed(const lmp_model *m, const int32_t *tok, int64_t T, float *x);

@@ -8,11 +8,13 @@
 
 #include "base/error.h"
 
-/* Both: slopes NULL, or ALiBi's per head (its bias is a constant: the derivative is the plain one
- * at the biased probabilities). */
+/* All three: slopes NULL, or ALiBi's per head (its bias is a constant: the derivative is the plain
+ * one at the biased probabilities); sinks NULL, or gpt-oss's per head (a logit in the denominator
+ * with no value: its dp is 0, so the keys' dc_j keep their form over p with the sink's share, and
+ * the sink's own gradient is p_sink (0 - sum_j p_j dp_j), added to dsinks). */
 static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
-                              float softcap, const float *slopes, const float *q, const float *k, const float *v,
-                              const float *dout, float *dq, float *dk, float *dv)
+                              float softcap, const float *slopes, const float *sinks, const float *q, const float *k,
+                              const float *v, const float *dout, float *dq, float *dk, float *dv, float *dsinks)
 {
     if (T < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || n_heads % n_kv_heads || window < 0 || softcap < 0)
         return lmp_fail(LMP_EINVAL, "attention backward: %lld heads on %lld kv heads of %lld, window %lld, soft-cap %g",
@@ -31,10 +33,11 @@ static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, in
     }
     for (int64_t h = 0; h < n_heads; h++) {
         const int64_t kh = h / group;
+        double dsink = 0.0;
         for (int64_t t = 0; t < T; t++) {
             const float *qt = q + t * qdim + h * hd, *gt = dout + t * qdim + h * hd;
             const int64_t lo = window && t - window + 1 > 0 ? t - window + 1 : 0; /* keys lo..t */
-            double mx = -INFINITY, sum = 0.0, pdp = 0.0;
+            double mx = sinks ? (double)sinks[h] : -INFINITY, sum = 0.0, pdp = 0.0;
             for (int64_t j = lo; j <= t; j++) {
                 const float *kj = k + j * kvdim + kh * hd, *vj = v + j * kvdim + kh * hd;
                 double s = 0.0, g = 0.0;
@@ -53,6 +56,8 @@ static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, in
                 dp[j] = g;
                 if (s > mx) mx = s;
             }
+            const double sink_e = sinks ? exp((double)sinks[h] - mx) : 0.0;
+            sum = sink_e;
             for (int64_t j = lo; j <= t; j++) {
                 p[j] = exp(p[j] - mx);
                 sum += p[j];
@@ -61,6 +66,7 @@ static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, in
                 p[j] /= sum;
                 pdp += p[j] * dp[j];
             }
+            dsink -= sink_e / sum * pdp;
             for (int64_t d = 0; d < hd; d++) dq_t[d] = 0.0;
             for (int64_t j = lo; j <= t; j++) {
                 const double ds = p[j] * (dp[j] - pdp) * dcap[j] * scale;
@@ -74,6 +80,7 @@ static int attention_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, in
             }
             for (int64_t d = 0; d < hd; d++) dq[t * qdim + h * hd + d] = (float)dq_t[d];
         }
+        if (dsinks) dsinks[h] += (float)dsink;
     }
     for (int64_t i = 0; i < T * kvdim; i++) {
         dk[i] = (float)dkv[i];
@@ -92,12 +99,19 @@ int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads
                                   float softcap, const float *q, const float *k, const float *v, const float *dout,
                                   float *dq, float *dk, float *dv)
 {
-    return attention_backward(T, n_heads, n_kv_heads, hd, window, softcap, NULL, q, k, v, dout, dq, dk, dv);
+    return attention_backward(T, n_heads, n_kv_heads, hd, window, softcap, NULL, NULL, q, k, v, dout, dq, dk, dv, NULL);
 }
 
 int lmp_attention_alibi_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
                                  const float *slopes, const float *q, const float *k, const float *v,
                                  const float *dout, float *dq, float *dk, float *dv)
 {
-    return attention_backward(T, n_heads, n_kv_heads, hd, window, 0.0f, slopes, q, k, v, dout, dq, dk, dv);
+    return attention_backward(T, n_heads, n_kv_heads, hd, window, 0.0f, slopes, NULL, q, k, v, dout, dq, dk, dv, NULL);
+}
+
+int lmp_attention_sinks_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                 const float *sinks, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv, float *dsinks)
+{
+    return attention_backward(T, n_heads, n_kv_heads, hd, window, 0.0f, NULL, sinks, q, k, v, dout, dq, dk, dv, dsinks);
 }

@@ -1,6 +1,6 @@
-/* attention_grad.h — the gradients of attention over a sliding window and with soft-capped
- * scores (the backend's attention_window, ABI 4.4), which the backend's attention_backward (plain
- * causal attention) does not take.  Computed on the host in double, O(T·window·n_heads·hd).
+/* attention_grad.h — the gradients of attention over a sliding window, with soft-capped scores
+ * (the backend's attention_window, ABI 4.4), with ALiBi or with gpt-oss's sinks, which the
+ * backend's attention_backward (plain causal attention) does not take.  Computed on the host in double, O(T·window·n_heads·hd).
  *
  * Per query t of head h (kv head h / (nh / nkv)), keys j in (t - window, t] (window 0: j <= t):
  *   s_j = (q_t . k_j) / sqrt(hd),  c_j = softcap tanh(s_j / softcap) (softcap 0: c_j = s_j),
@@ -23,5 +23,12 @@ int lmp_attention_window_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads
 int lmp_attention_alibi_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
                                  const float *slopes, const float *q, const float *k, const float *v,
                                  const float *dout, float *dq, float *dk, float *dv);
+
+/* The same with gpt-oss's sinks (sinks[n_heads]: head h's softmax denominator also holds
+ * exp(sinks[h]), a logit no value goes with; forward.c attention_sinks); no soft-cap.  dsinks
+ * [n_heads] (NULL: not wanted) is added to: dL/dsink_h = -sum_t p_sink(t) sum_j p_j (dout_t . v_j). */
+int lmp_attention_sinks_backward(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window,
+                                 const float *sinks, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv, float *dsinks);
 
 #endif

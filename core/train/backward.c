@@ -8,15 +8,22 @@
  *   HEAD_NORM  per head of head_dim            likewise, per head
  *   GLU        h = act(g) * u                  dg += dh u act'(g), du += dh act(g)
  *   ATTENTION  att = attn(q, k, v)             backend attention_backward, or attention_grad.h's
- *                                              over a window / with soft-capped scores / ALiBi
+ *                                              over a window / with soft-capped scores / ALiBi /
+ *                                              gpt-oss's sinks (and the sinks' own gradient)
  *   GELU       h = gelu(u) or relu(u)          du += dh gelu'(u) (relu: dh where u > 0)
  *   ROPE       q, k turned in place            the gradients turned back by the same angles
  *   SCALE      q *= s in place                 dq *= s
- *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed), the
- *                                              routing weights through the softmax (and the top-k
- *                                              renormalization) into the router, the shared expert
- *                                              and its sigmoid gate; the choice of the top k is
- *                                              piecewise constant (no gradient), as in transformers
+ *   MOE        out = sum_j w_j E_j(x) + g S(x)  each expert's MLP on its tokens (recomputed; gpt-oss's
+ *                                              clamped SwiGLU: 0 where clamped), the routing weights
+ *                                              into the router (route_backward: softmax and top-k
+ *                                              renormalization, DeepSeek-V2's scaled softmax, V3's
+ *                                              sigmoid, gpt-oss's softmax of the top k), the shared
+ *                                              expert and its sigmoid gate; the choice (top k, groups,
+ *                                              V3's selection bias) is piecewise constant (no
+ *                                              gradient), as in transformers
+ *   MLA        att = mla(xn)                   DeepSeek's latent attention recomputed, then backend
+ *                                              attention_backward, RoPE turned back, kv_b, the
+ *                                              latents' norms, kv_a and q (or q_b, q_a): mla_backward
  * A value the tape does not keep (a norm's output) is recomputed by its own step's forward. */
 #include "train/backward.h"
 
@@ -39,7 +46,7 @@ static int tape_keeps(const lmp_block_plan *p, lmp_slot sl)
         const lmp_block_step *s = &p->step[i];
         const int reads = s->kind == LMP_STEP_NORM || s->kind == LMP_STEP_HEAD_NORM || s->kind == LMP_STEP_LINEARS ||
                           s->kind == LMP_STEP_ATTENTION || s->kind == LMP_STEP_GLU || s->kind == LMP_STEP_GELU ||
-                          s->kind == LMP_STEP_MOE;
+                          s->kind == LMP_STEP_MOE || s->kind == LMP_STEP_MLA;
         for (int j = 0; reads && j < s->n_in; j++)
             if (s->in[j] == sl) return 1;
     }
@@ -88,23 +95,13 @@ static int check_trainable(const lmp_block_plan *p, const lmp_block *blk)
         if (st == LMP_EUNSUPPORTED) lmp_fail_prefix(st, "strategies that learn (autoround, qat) cannot run: ");
         return st;
     }
-    /* Refused up front (before any forward), never a wrong gradient: DeepSeek's latent attention
-     * and its routings have no derivative yet. */
+    /* Refused up front (before any forward), never a wrong gradient: a soft-cap beside sinks
+     * (no family has both; the forward refuses it too) */
     for (int i = 0; i < p->n_steps; i++) {
         const lmp_block_step *s = &p->step[i];
-        if (s->kind == LMP_STEP_MLA)
-            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: MLA "
-                            "attention has no backward yet (DeepSeek-V2/V3)", blk->index);
-        if (s->kind == LMP_STEP_ATTENTION && s->norm >= 0)
+        if (s->kind == LMP_STEP_ATTENTION && s->norm >= 0 && (s->softcap || s->alibi))
             return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: attention "
-                            "sinks have no backward yet (gpt-oss)", blk->index);
-        if (s->kind == LMP_STEP_MOE && s->swiglu_limit > 0)
-            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: gpt-oss's "
-                            "routing and clamped SwiGLU experts have no backward yet", blk->index);
-        if (s->kind == LMP_STEP_MOE && s->route != LMP_ROUTE_SOFTMAX)
-            return lmp_fail(LMP_EUNSUPPORTED, "block %d: strategies that learn (autoround, qat) cannot run: DeepSeek's "
-                            "routing (grouped top-k, sigmoid scores, routed_scaling_factor) has no backward yet",
-                            blk->index);
+                            "sinks together with soft-capped scores or ALiBi have no backward", blk->index);
     }
     if (blk->kv.type != LMP_KV_NONE) /* its rounding has no derivative here: refused, not skipped */
         return lmp_fail(LMP_EUNSUPPORTED, "block %d: the KV cache's simulated quantization (kv_cache) has no backward: "
@@ -260,15 +257,15 @@ static void norm_backward(int layer_norm, float eps, int64_t T, int64_t C, const
         }
 }
 
-/* RoPE's rotation undone on a gradient dx[T, n_heads*head_dim]: RoPE turns each pair by the
- * angle pos * theta^(-2i/head_dim) (or the table's angle, times its mscale), an orthogonal map
- * (scaled), so its gradient turns back by the same angle (the angles as lmp_ref_rope and
- * lmp_ref_rope_table compute them). */
-static void rope_backward(const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, float *dx)
+/* RoPE's rotation undone on a gradient dx[T, n_heads*hd]: RoPE turns each pair by the angle
+ * pos * theta^(-2i/hd) (or the table's angle, times its mscale), an orthogonal map (scaled), so
+ * its gradient turns back by the same angle (the angles as lmp_ref_rope and lmp_ref_rope_table
+ * compute them).  hd is head_dim, or MLA's rotary width (forward.c mla_rope). */
+static void rope_backward(const lmp_arch *a, int64_t layer, int64_t T, int64_t n_heads, int64_t hd, float *dx)
 {
     const lmp_rope *r = lmp_arch_rope(a, layer);
     const int table = r->n_rot && !r->plain;
-    const int64_t hd = a->head_dim, n_rot = table ? r->n_rot : hd;
+    const int64_t n_rot = table ? r->n_rot : hd;
     const double m = table ? r->mscale : 1.0; /* rope_table scales the turn: its transpose does too */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < n_rot / 2; i++) {
@@ -292,6 +289,21 @@ static void swiglu_backward(int64_t n, const float *g, const float *u, const flo
         const double s = 1.0 / (1.0 + exp(-(double)g[i]));
         dg[i] += (float)((double)dh[i] * u[i] * s * (1.0 + g[i] * (1.0 - s)));
         du[i] += (float)((double)dh[i] * g[i] * s);
+    }
+}
+
+/* gpt-oss's clamped SwiGLU (forward.c expert_mlp): gc = min(g, lim), uc = clamp(u, -lim, lim),
+ * h = (uc + 1) gc sigmoid(alpha gc).  A clamped input has derivative 0 (as torch.clamp's):
+ *   dg += dh (uc + 1) (s + alpha gc s (1 - s)) where g < lim,  du += dh gc s where |u| <= lim. */
+static void swiglu_clamp_backward(int64_t n, double alpha, double lim, const float *g, const float *u, const float *dh,
+                                  float *dg, float *du)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double gc = g[i] < lim ? (double)g[i] : lim;
+        const double uc = u[i] < -lim ? -lim : u[i] > lim ? lim : (double)u[i];
+        const double sg = 1.0 / (1.0 + exp(-alpha * gc));
+        if (g[i] < lim) dg[i] += (float)((double)dh[i] * (uc + 1.0) * sg * (1.0 + alpha * gc * (1.0 - sg)));
+        if (u[i] >= -lim && u[i] <= lim) du[i] += (float)((double)dh[i] * gc * sg);
     }
 }
 
@@ -393,9 +405,11 @@ static int linear_forward(const lmp_backend *be, const lmp_linear *l, int64_t n,
 
 /* One SwiGLU MLP (gate G, up U, down D) on x[n, d] with dy[n, d] the gradient of its output:
  * recomputed, then dx[n, d] = its input's gradient (overwritten), the weights' added.  y[n, d]
- * (NULL: not wanted) gets its output; scratch: g, u, h, dh, dg, du [n, f], qbuf [n, max(d, f)]. */
-static int mlp_backward(backward_run *r, int gi, int ui, int di, int64_t n, const float *x, const float *dy, float *dx,
-                        float *y, float *g, float *u, float *h, float *dh, float *dg, float *du, float *qbuf)
+ * (NULL: not wanted) gets its output; scratch: g, u, h, dh, dg, du [n, f], qbuf [n, max(d, f)].
+ * clamp: the MoE step when its SwiGLU is gpt-oss's clamped one (swiglu_limit > 0), else NULL. */
+static int mlp_backward(backward_run *r, const lmp_block_step *clamp, int gi, int ui, int di, int64_t n,
+                        const float *x, const float *dy, float *dx, float *y, float *g, float *u, float *h, float *dh,
+                        float *dg, float *du, float *qbuf)
 {
     const lmp_block *blk = r->blk;
     const lmp_linear *G = &blk->linears[gi], *U = &blk->linears[ui], *D = &blk->linears[di];
@@ -403,24 +417,85 @@ static int mlp_backward(backward_run *r, int gi, int ui, int di, int64_t n, cons
     const int64_t f = G->out;
     int st = linear_forward(r->be, G, n, x, qbuf, g);
     if (!st) st = linear_forward(r->be, U, n, x, qbuf, u);
-    for (int64_t i = 0; !st && i < n * f; i++) h[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+    const double lim = clamp ? clamp->swiglu_limit : 0.0, alpha = clamp ? clamp->swiglu_alpha : 0.0;
+    for (int64_t i = 0; !st && i < n * f; i++) {
+        if (lim > 0) { /* as forward.c expert_mlp, in the same order */
+            const double gc = g[i] < lim ? (double)g[i] : lim;
+            const double uc = u[i] < -lim ? -lim : u[i] > lim ? lim : (double)u[i];
+            h[i] = (float)((uc + 1.0) * gc / (1.0 + exp(-alpha * gc)));
+        } else {
+            h[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+        }
+    }
     if (!st && y) st = linear_forward(r->be, D, n, h, qbuf, y);
     if (!st) st = linear_backward(r->be, D, n, h, qbuf, dy, dh, 0.0f, gr ? gr->dw[di] : NULL, gr ? gr->db[di] : NULL);
     if (st) return st;
     memset(dg, 0, (size_t)(n * f) * sizeof *dg);
     memset(du, 0, (size_t)(n * f) * sizeof *du);
-    swiglu_backward(n * f, g, u, dh, dg, du);
+    if (lim > 0) swiglu_clamp_backward(n * f, alpha, lim, g, u, dh, dg, du);
+    else swiglu_backward(n * f, g, u, dh, dg, du);
     st = linear_backward(r->be, G, n, x, qbuf, dg, dx, 0.0f, gr ? gr->dw[gi] : NULL, gr ? gr->db[gi] : NULL);
     if (!st) st = linear_backward(r->be, U, n, x, qbuf, du, dx, 1.0f, gr ? gr->dw[ui] : NULL, gr ? gr->db[ui] : NULL);
     return st;
 }
 
+/* One token's routing weights wt[k] (of the chosen sel[k]) back into its router logits z[E]:
+ * dwt[k] = dL/dwt -> dz[E] (overwritten; 0 for what no weight reads), p[E] scratch.  The choice
+ * itself (top k, DeepSeek's groups and selection bias) is piecewise constant: no gradient, as in
+ * transformers.  Per route (forward.c lmp_moe_route_step):
+ *   SOFTMAX          p = softmax(z), w_j = p_j (/ S = sum_k p_k with norm_topk):
+ *                    dp_j = dw_j (or (dw_j - sum_k w_k dw_k) / S), dz = p (dp - sum p dp)
+ *   SOFTMAX_GROUPS   (DeepSeek-V2) w_j = c p_j, c = routed_scale: dp_j = c dw_j, then as SOFTMAX
+ *   SIGMOID_BIAS     (DeepSeek-V3) s = sigmoid(z), w_j = c s_j (/ (S + 1e-20) with norm_topk):
+ *                    ds_j = c dw_j (or c (dw_j - sum_k (w_k / c) dw_k) / (S + 1e-20)),
+ *                    dz_j = ds_j s_j (1 - s_j)
+ *   TOPK_SOFTMAX     (gpt-oss) w = softmax over the k chosen logits: dz_j = w_j (dw_j - sum w dw) */
+static void route_backward(const lmp_block_step *s, const float *z, const int *sel, const float *wt, const float *dwt,
+                           double *p, float *dz)
+{
+    const int64_t E = s->n_experts, k = s->top_k;
+    const double c = s->routed_scale > 0 ? (double)s->routed_scale : 1.0;
+    for (int64_t e = 0; e < E; e++) dz[e] = 0;
+    if (s->route == LMP_ROUTE_TOPK_SOFTMAX) {
+        double wdw = 0;
+        for (int64_t j = 0; j < k; j++) wdw += (double)wt[j] * dwt[j];
+        for (int64_t j = 0; j < k; j++) dz[sel[j]] = (float)((double)wt[j] * ((double)dwt[j] - wdw));
+        return;
+    }
+    if (s->route == LMP_ROUTE_SIGMOID_BIAS) {
+        double top = 0, wdw = 0;
+        for (int64_t j = 0; j < k; j++) {
+            const double sj = 1.0 / (1.0 + exp(-(double)z[sel[j]]));
+            top += sj;
+            p[j] = sj;
+        }
+        for (int64_t j = 0; j < k; j++) wdw += p[j] / (top + 1e-20) * dwt[j];
+        for (int64_t j = 0; j < k; j++) {
+            const double ds = s->norm_topk ? c * ((double)dwt[j] - wdw) / (top + 1e-20) : c * dwt[j];
+            dz[sel[j]] = (float)(ds * p[j] * (1.0 - p[j]));
+        }
+        return;
+    }
+    /* softmax over every logit: Mixtral/Qwen's (renormalized with norm_topk), DeepSeek-V2's (scaled) */
+    const int v2 = s->route == LMP_ROUTE_SOFTMAX_GROUPS, renorm = !v2 && s->norm_topk;
+    double mx = z[0], sum = 0, top = 0, wdw = 0, pdp = 0;
+    for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int64_t e = 0; e < E; e++) sum += p[e] = exp((double)z[e] - mx);
+    for (int64_t e = 0; e < E; e++) p[e] /= sum;
+    for (int64_t j = 0; j < k; j++) top += p[sel[j]], wdw += (double)wt[j] * dwt[j];
+    for (int64_t j = 0; j < k; j++) { /* dp of the chosen; 0 for the others */
+        const double dp = renorm ? ((double)dwt[j] - wdw) / top : v2 ? c * dwt[j] : (double)dwt[j];
+        dz[sel[j]] = (float)dp;
+        pdp += p[sel[j]] * dp;
+    }
+    for (int64_t e = 0; e < E; e++) dz[e] = (float)(p[e] * ((double)dz[e] - pdp));
+}
+
 /* The mixture of experts' derivative (block_steps.h LMP_STEP_MOE; forward.c run_moe): the
- * routing made again from the router's logits (lmp_moe_route), each expert's MLP on its tokens
- * recomputed and differentiated with its output scaled by the token's weight w; dL/dw = dy . y_e
- * goes through the top-k renormalization (w_j = p_j / S: dp_j = (dw_j - sum_k w_k dw_k) / S) and
- * the softmax (dz = p (dp - sum p dp)) into the router; the shared expert's output times
- * sigmoid(its gate) likewise. */
+ * routing made again from the router's logits (lmp_moe_route_step), each expert's MLP on its
+ * tokens recomputed and differentiated with its output scaled by the token's weight w (gpt-oss's
+ * clamped SwiGLU with its clamp); dL/dw = dy . y_e goes through the routing into the router
+ * (route_backward); the shared expert's output times sigmoid(its gate) likewise. */
 static int moe_backward(backward_run *r, const lmp_block_step *s)
 {
     const lmp_block *blk = r->blk;
@@ -446,8 +521,12 @@ static int moe_backward(backward_run *r, const lmp_block_step *s)
     float *logits = buf, *dz = logits + T * E, *wt = dz + T * E, *dwt = wt + T * k, *xe = dwt + T * k;
     float *ye = xe + T * d, *dye = ye + T * d, *dxe = dye + T * d, *g = dxe + T * d, *u = g + T * f, *h = u + T * f;
     float *dh = h + T * f, *dg = dh + T * f, *du = dg + T * f, *qbuf = du + T * f, *sg = qbuf + T * wide;
-    st = linear_forward(r->be, &blk->linears[router], T, xn, qbuf, logits);
-    if (!st) lmp_moe_route(logits, T, E, k, s->norm_topk, sel, wt);
+    /* DeepSeek-V3's router bias is its selection bias: not in the logits (forward.c run_moe) */
+    lmp_linear rl = blk->linears[router];
+    const int selection_bias = s->route == LMP_ROUTE_SIGMOID_BIAS;
+    if (selection_bias) rl.b = NULL;
+    st = linear_forward(r->be, &rl, T, xn, qbuf, logits);
+    if (!st) st = lmp_moe_route_step(s, logits, blk->linears[router].b, T, sel, wt);
     /* each expert on its tokens: its weights' gradients, the input's, and dL/dw of each choice */
     for (int e = 0; !st && e < E; e++) {
         int64_t n = 0;
@@ -459,7 +538,7 @@ static int moe_backward(backward_run *r, const lmp_block_step *s)
             memcpy(xe + i * d, xn + rows[i] * d, (size_t)d * sizeof *xe);
             for (int64_t c = 0; c < d; c++) dye[i * d + c] = dy[rows[i] * d + c] * wt[slot[i]];
         }
-        st = mlp_backward(r, lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e),
+        st = mlp_backward(r, s->swiglu_limit > 0 ? s : NULL, lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_ROUTED, e),
                           lmp_block_find_expert(blk, LMP_ROLE_UP, LMP_EXPERT_ROUTED, e),
                           lmp_block_find_expert(blk, LMP_ROLE_DOWN, LMP_EXPERT_ROUTED, e), n, xe, dye, dxe, ye, g, u, h,
                           dh, dg, du, qbuf);
@@ -472,25 +551,12 @@ static int moe_backward(backward_run *r, const lmp_block_step *s)
             dwt[slot[i]] = (float)dw;
         }
     }
-    /* the weights back through the renormalization and the softmax into the router's logits */
-    for (int64_t t = 0; !st && t < T; t++) {
-        const float *z = logits + t * E;
-        double mx = z[0], sum = 0, top = 0, wdw = 0, pdp = 0;
-        for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-        for (int64_t e = 0; e < E; e++) sum += p[e] = exp((double)z[e] - mx);
-        for (int64_t e = 0; e < E; e++) p[e] /= sum;
-        for (int64_t j = 0; j < k; j++) top += p[sel[t * k + j]], wdw += (double)wt[t * k + j] * dwt[t * k + j];
-        for (int64_t e = 0; e < E; e++) dz[t * E + e] = 0;
-        for (int64_t j = 0; j < k; j++) { /* dp of the chosen; 0 for the others */
-            const double dp = s->norm_topk ? ((double)dwt[t * k + j] - wdw) / top : (double)dwt[t * k + j];
-            dz[t * E + sel[t * k + j]] = (float)dp;
-            pdp += p[sel[t * k + j]] * dp;
-        }
-        for (int64_t e = 0; e < E; e++) dz[t * E + e] = (float)(p[e] * ((double)dz[t * E + e] - pdp));
-    }
+    /* the weights back through the routing into the router's logits */
+    for (int64_t t = 0; !st && t < T; t++) route_backward(s, logits + t * E, sel + t * k, wt + t * k, dwt + t * k, p, dz + t * E);
+    /* (the selection bias only moves the choice: no gradient) */
     if (!st)
-        st = linear_backward(r->be, &blk->linears[router], T, xn, qbuf, dz, dxn, 1.0f, gr ? gr->dw[router] : NULL,
-                             gr ? gr->db[router] : NULL);
+        st = linear_backward(r->be, &rl, T, xn, qbuf, dz, dxn, 1.0f, gr ? gr->dw[router] : NULL,
+                             gr && !selection_bias ? gr->db[router] : NULL);
     /* the shared expert on every token, times sigmoid(its gate) */
     if (!st && s->shared_hidden) {
         const int gi = lmp_block_find_expert(blk, LMP_ROLE_GATE, LMP_EXPERT_SHARED, 0);
@@ -515,10 +581,131 @@ static int moe_backward(backward_run *r, const lmp_block_step *s)
         if (!st && sgate >= 0)
             st = linear_backward(r->be, &blk->linears[sgate], T, xn, qbuf, sg, dxn, 1.0f, gr ? gr->dw[sgate] : NULL,
                                  gr ? gr->db[sgate] : NULL);
-        if (!st) st = mlp_backward(r, gi, ui, di, T, xn, dye, dxe, NULL, g, u, h, dh, dg, du, qbuf);
+        if (!st) st = mlp_backward(r, NULL, gi, ui, di, T, xn, dye, dxe, NULL, g, u, h, dh, dg, du, qbuf);
         for (int64_t i = 0; !st && i < T * d; i++) dxn[i] += dxe[i];
     }
     free(buf), free(sel), free(rows), free(p);
+    return st;
+}
+
+/* Multi-head latent attention's derivative (block_steps.h LMP_STEP_MLA; forward.c run_mla,
+ * whose values are made again here by the same operations in the same order):
+ *   q = q(xn) or q_b(rmsnorm(q_a(xn))), [c, k_rot] = kv_a(xn), [k_nope, v] = kv_b(rmsnorm(c)),
+ *   RoPE on q's rotary parts and k_rot, q scaled, attention on head_dim dn + dr with v padded.
+ * Bottom up: datt padded to the attention's width (v's padding has no gradient to keep), the
+ * backend's causal attention_backward; dq times the scale, its rotary parts turned back; dk's
+ * nope parts and dv into kv_b's output, dk's rotary parts summed over the heads (k_rot is one
+ * head shared by all) and turned back into kv_a's last dr outputs; then kv_b, the kv norm, kv_a,
+ * and q (or q_b, the q norm, q_a), each adding to xn's gradient and its weights'. */
+static int mla_backward(backward_run *r, const lmp_block_step *s)
+{
+    const lmp_arch *a = r->a;
+    const lmp_block *blk = r->blk;
+    lmp_block_grads *gr = r->g;
+    const int64_t T = r->T, d = a->dim, H = a->n_heads, dn = a->mla_nope, dr = a->mla_rope, dv = a->head_dim;
+    const int64_t dq = dn + dr, rk = a->mla_kv_lora, rq = a->mla_q_lora, kvw = H * (dn + dv);
+    const int qa = lmp_block_find(blk, LMP_ROLE_Q_A), qb = lmp_block_find(blk, LMP_ROLE_Q_B);
+    const int qi = lmp_block_find(blk, LMP_ROLE_Q), kva = lmp_block_find(blk, LMP_ROLE_KV_A);
+    const int kvb = lmp_block_find(blk, LMP_ROLE_KV_B);
+    const int64_t wide_in = d > rk ? (d > rq ? d : rq) : (rk > rq ? rk : rq);
+    const float *xn;
+    int st = slot_value(r, s->in[0], &xn);
+    if (st) return st;
+    float *dxn = r->dslot[s->in[0]];
+    const float *datt = r->dslot[s->out[0]];
+    /* q, k, v, do, dQ, dK, dV [T, H dq]; ckv, dckv [T, rk + dr]; craw, cn, dcn, dcraw [T, rk];
+     * qraw, qlat, dqlat, dqraw [T, rq]; kv, dkv [T, kvw]; pe [T, H dr]; qbuf [T, wide_in] */
+    const size_t n = (size_t)(T * (7 * H * dq + 2 * (rk + dr) + 4 * rk + 4 * rq + 2 * kvw + H * dr + wide_in));
+    float *buf = calloc(n ? n : 1, sizeof *buf);
+    if (!buf) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's latent attention backward", blk->index);
+    float *q = buf, *k = q + T * H * dq, *v = k + T * H * dq, *dout = v + T * H * dq, *dQ = dout + T * H * dq;
+    float *dK = dQ + T * H * dq, *dV = dK + T * H * dq, *ckv = dV + T * H * dq, *dckv = ckv + T * (rk + dr);
+    float *craw = dckv + T * (rk + dr), *cn = craw + T * rk, *dcn = cn + T * rk, *dcraw = dcn + T * rk;
+    float *qraw = dcraw + T * rk, *qlat = qraw + T * rq, *dqlat = qlat + T * rq, *dqraw = dqlat + T * rq;
+    float *kv = dqraw + T * rq, *dkv = kv + T * kvw, *pe = dkv + T * kvw, *qbuf = pe + T * H * dr;
+    const lmp_norm *qnorm = qa >= 0 ? &blk->norms[s->mla_norm[0]] : NULL, *kvnorm = &blk->norms[s->mla_norm[1]];
+    float *dqnorm = gr && qa >= 0 && s->mla_norm[0] < LMP_BLOCK_GRAD_NORMS ? gr->dnorm_w[s->mla_norm[0]] : NULL;
+    float *dkvnorm = gr && s->mla_norm[1] < LMP_BLOCK_GRAD_NORMS ? gr->dnorm_w[s->mla_norm[1]] : NULL;
+    /* the forward again: q, k, v as the attention read them */
+    if (qa >= 0) {
+        st = linear_forward(r->be, &blk->linears[qa], T, xn, qbuf, qraw);
+        if (!st) st = lmp_be_rmsnorm(r->be, T, rq, qraw, qnorm->w, a->mla_norm_eps, qlat);
+        if (!st) st = linear_forward(r->be, &blk->linears[qb], T, qlat, qbuf, q);
+    } else {
+        st = linear_forward(r->be, &blk->linears[qi], T, xn, qbuf, q);
+    }
+    if (!st) st = linear_forward(r->be, &blk->linears[kva], T, xn, qbuf, ckv);
+    for (int64_t t = 0; !st && t < T; t++) memcpy(craw + t * rk, ckv + t * (rk + dr), (size_t)rk * sizeof *craw);
+    if (!st) st = lmp_be_rmsnorm(r->be, T, rk, craw, kvnorm->w, a->mla_norm_eps, cn);
+    if (!st) st = linear_forward(r->be, &blk->linears[kvb], T, cn, qbuf, kv);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(pe + (t * H + h) * dr, q + t * H * dq + h * dq + dn, (size_t)dr * sizeof *pe);
+    if (!st) st = lmp_mla_rope(r->be, a, r->p->layer, T, H, pe);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(q + t * H * dq + h * dq + dn, pe + (t * H + h) * dr, (size_t)dr * sizeof *pe);
+    for (int64_t t = 0; !st && t < T; t++) memcpy(pe + t * dr, ckv + t * (rk + dr) + rk, (size_t)dr * sizeof *pe);
+    if (!st) st = lmp_mla_rope(r->be, a, r->p->layer, T, 1, pe);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *src = kv + t * kvw + h * (dn + dv);
+            float *kh = k + t * H * dq + h * dq, *vh = v + t * H * dq + h * dq;
+            memcpy(kh, src, (size_t)dn * sizeof *kh);
+            memcpy(kh + dn, pe + t * dr, (size_t)dr * sizeof *kh);
+            memcpy(vh, src + dn, (size_t)dv * sizeof *vh); /* the padding stays 0 (calloc) */
+        }
+    const float qs = a->mla_q_scale && a->mla_q_scale != 1.0f ? a->mla_q_scale : 1.0f;
+    if (!st && qs != 1.0f)
+        for (int64_t i = 0; i < T * H * dq; i++) q[i] *= qs;
+    /* attention: its output's gradient padded like v, then the backend's backward */
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(dout + t * H * dq + h * dq, datt + t * H * dv + h * dv, (size_t)dv * sizeof *dout);
+    if (!st) st = lmp_be_attention_backward(r->be, T, H, H, dq, q, k, v, dout, dQ, dK, dV);
+    /* q: the scale, then the rotary parts turned back (in pe) */
+    if (!st && qs != 1.0f)
+        for (int64_t i = 0; i < T * H * dq; i++) dQ[i] *= qs;
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(pe + (t * H + h) * dr, dQ + t * H * dq + h * dq + dn, (size_t)dr * sizeof *pe);
+    if (!st) rope_backward(a, r->p->layer, T, H, dr, pe);
+    for (int64_t t = 0; !st && t < T; t++)
+        for (int64_t h = 0; h < H; h++) memcpy(dQ + t * H * dq + h * dq + dn, pe + (t * H + h) * dr, (size_t)dr * sizeof *pe);
+    /* k and v: into kv_b's output and k_rot's (summed over the heads, turned back) */
+    for (int64_t t = 0; !st && t < T; t++) {
+        for (int64_t h = 0; h < H; h++) {
+            memcpy(dkv + t * kvw + h * (dn + dv), dK + t * H * dq + h * dq, (size_t)dn * sizeof *dkv);
+            memcpy(dkv + t * kvw + h * (dn + dv) + dn, dV + t * H * dq + h * dq, (size_t)dv * sizeof *dkv);
+        }
+        for (int64_t c = 0; c < dr; c++) {
+            double acc = 0;
+            for (int64_t h = 0; h < H; h++) acc += dK[t * H * dq + h * dq + dn + c];
+            pe[t * dr + c] = (float)acc;
+        }
+    }
+    if (!st) rope_backward(a, r->p->layer, T, 1, dr, pe);
+    /* kv_b, the kv norm, kv_a */
+    if (!st)
+        st = linear_backward(r->be, &blk->linears[kvb], T, cn, qbuf, dkv, dcn, 0.0f, gr ? gr->dw[kvb] : NULL,
+                             gr ? gr->db[kvb] : NULL);
+    if (!st) norm_backward(0, a->mla_norm_eps, T, rk, craw, kvnorm->w, dcn, dcraw, dkvnorm, NULL);
+    for (int64_t t = 0; !st && t < T; t++) {
+        memcpy(dckv + t * (rk + dr), dcraw + t * rk, (size_t)rk * sizeof *dckv);
+        memcpy(dckv + t * (rk + dr) + rk, pe + t * dr, (size_t)dr * sizeof *dckv);
+    }
+    if (!st)
+        st = linear_backward(r->be, &blk->linears[kva], T, xn, qbuf, dckv, dxn, 1.0f, gr ? gr->dw[kva] : NULL,
+                             gr ? gr->db[kva] : NULL);
+    /* q: q_b, the q norm, q_a; or q */
+    if (!st && qa >= 0) {
+        st = linear_backward(r->be, &blk->linears[qb], T, qlat, qbuf, dQ, dqlat, 0.0f, gr ? gr->dw[qb] : NULL,
+                             gr ? gr->db[qb] : NULL);
+        if (!st) norm_backward(0, a->mla_norm_eps, T, rq, qraw, qnorm->w, dqlat, dqraw, dqnorm, NULL);
+        if (!st)
+            st = linear_backward(r->be, &blk->linears[qa], T, xn, qbuf, dqraw, dxn, 1.0f, gr ? gr->dw[qa] : NULL,
+                                 gr ? gr->db[qa] : NULL);
+    } else if (!st) {
+        st = linear_backward(r->be, &blk->linears[qi], T, xn, qbuf, dQ, dxn, 1.0f, gr ? gr->dw[qi] : NULL,
+                             gr ? gr->db[qi] : NULL);
+    }
+    free(buf);
     return st;
 }
 
@@ -557,8 +744,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         }
         return st;
     case LMP_STEP_ROPE:
-        rope_backward(a, r->p->layer, T, s->heads[0], ds[s->in[0]]);
-        rope_backward(a, r->p->layer, T, s->heads[1], ds[s->in[1]]);
+        rope_backward(a, r->p->layer, T, s->heads[0], a->head_dim, ds[s->in[0]]);
+        rope_backward(a, r->p->layer, T, s->heads[1], a->head_dim, ds[s->in[1]]);
         return 0;
     case LMP_STEP_SCALE:
         for (int64_t i = 0; i < T * C; i++) ds[s->in[0]][i] *= s->scale;
@@ -572,7 +759,12 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         if (!st) st = slot_value(r, s->in[1], &in1);
         if (!st) st = slot_value(r, s->in[2], &in2);
         if (st) return st;
-        if (s->alibi) { /* Bloom: the biased scores' gradient, on the host */
+        if (s->norm >= 0) { /* gpt-oss's sinks (the forward takes no soft-cap with them), and their gradient */
+            const lmp_norm *sk = &r->blk->norms[s->norm];
+            float *dsinks = g && s->norm < LMP_BLOCK_GRAD_NORMS ? g->dnorm_w[s->norm] : NULL;
+            st = lmp_attention_sinks_backward(T, a->n_heads, a->n_kv_heads, a->head_dim, s->window, sk->w, in, in1,
+                                              in2, ds[s->out[0]], dq, dk, dv, dsinks);
+        } else if (s->alibi) { /* Bloom: the biased scores' gradient, on the host */
             float *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
             if (!slopes) return lmp_fail(LMP_ENOMEM, "out of memory in block %d's attention backward", r->blk->index);
             lmp_alibi_slopes(a->n_heads, slopes);
@@ -606,7 +798,8 @@ static int step_backward(backward_run *r, const lmp_block_step *s)
         else if (!st && s->erf) gelu_erf_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         else if (!st) gelu_backward(T * C, in, ds[s->out[0]], ds[s->in[0]]);
         return st;
-    case LMP_STEP_MLA: /* check_trainable refuses it first */
+    case LMP_STEP_MLA:
+        return mla_backward(r, s);
     case LMP_STEP_KINDS:
         break;
     }

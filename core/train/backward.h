@@ -6,10 +6,11 @@
  * the training forward is lmp_block_run with the kept slots in the tape, the backward runs the
  * steps bottom up with one derivative per step kind, so every feature the forward has (q/k norms,
  * post norms, GeGLU, RoPE tables, the q scale, sliding windows, soft-capped scores) is one the
- * backward follows.  Heavy work goes through the backend (the GEMMs, plain causal attention's
- * backward); the rest (norms, RoPE, the activations, and attention's backward over a window
- * shorter than the sequence or with soft-capped scores: train/attention_grad.h) is computed here
- * in double per element.
+ * backward follows, mixtures of experts (every routing lmpress runs), DeepSeek's latent attention
+ * and gpt-oss's sinks included.  Heavy work goes through the backend (the GEMMs, plain causal
+ * attention's backward); the rest (norms, RoPE, the activations, and attention's backward over a
+ * window shorter than the sequence, with soft-capped scores, ALiBi or sinks:
+ * train/attention_grad.h) is computed here in double per element.
  *
  * Simulated activation quantization (lmp_linear.act) is taken through the straight-through
  * estimator: the forward quantizes a linear's input as the variant does, the backward passes the
@@ -45,7 +46,10 @@ int lmp_block_forward_train(const lmp_backend *be, const lmp_arch *a, const lmp_
  * NULL: not wanted.  dw[i] [out, in] and db[i] [out] belong to blk->linears[i] (db only where the
  * linear has a bias); dnorm_w[n], dnorm_b[n] [norms[n].dim] to blk->norms[n] (dnorm_b where it has
  * a bias), in lmp_norm_index's order: norms 0 and 1 [d], with q/k norms (Qwen3) 2 and 3
- * [head_dim], then with post norms (GLM-4, Gemma 2/3) the two after attention and the MLP [d]. */
+ * [head_dim], then with post norms (GLM-4, Gemma 2/3) the two after attention and the MLP [d];
+ * MLA's latent norms (DeepSeek: q_a's [q_lora_rank] if any, kv_a's [kv_lora_rank]) after 0 and 1;
+ * gpt-oss's sinks [n_heads] last.  DeepSeek-V3's router bias (its selection bias) gets no
+ * gradient: it moves the choice only. */
 #define LMP_BLOCK_GRAD_NORMS 6
 typedef struct lmp_block_grads {
     int n_linears;

@@ -45,9 +45,6 @@ static const lmp_param_spec ar_params[P_COUNT] = {
                      0, 1, NULL, 0},
 };
 
-/* the learned linears of one block, at most (the parameter tables below are fixed arrays) */
-enum { AR_MAX_LINEARS = 32 };
-
 /* One learned linear: its parameters (v, a), their gradients, and the grid they make. */
 typedef struct ar_linear {
     int index;                /* in the block */
@@ -65,7 +62,7 @@ typedef struct ar_problem {
     const lmp_host *host;
     void *hctx;
     int n;
-    ar_linear lin[AR_MAX_LINEARS];
+    ar_linear *lin;           /* [the block's linears] (a mixture of experts: every expert's) */
     float min_clip;
     int learn_clip;
 } ar_problem;
@@ -224,6 +221,8 @@ static void free_problem(ar_problem *P)
         for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
             if (arrays[i]) P->host->free(P->hctx, arrays[i]);
     }
+    if (P->lin) P->host->free(P->hctx, P->lin);
+    P->lin = NULL;
 }
 
 /* The learned linear for blk->linears[i]: its grid, and v = 0, a = the grid's clip. */
@@ -280,10 +279,18 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
     ar_problem P = {.host = host, .hctx = hctx};
     const lmp_value *p = NULL;
     int st = 0;
-    if (blk->n_linears > AR_MAX_LINEARS) /* a mixture of experts of more than 9 experts (3 each) */
-        return host->set_error(hctx, LMP_EUNSUPPORTED, "autoround: block %d has %d linears%s, more than the %d it "
-                               "learns at once", blk->index, blk->n_linears,
-                               blk->n_experts ? " (a mixture of experts)" : "", AR_MAX_LINEARS);
+    /* one entry per linear of the block (as many as a mixture of experts has), and two learned
+     * arrays each (v, a) */
+    P.lin = host->alloc(hctx, (size_t)blk->n_linears * sizeof *P.lin);
+    float **params = host->alloc(hctx, (size_t)(4 * blk->n_linears) * sizeof *params), **grads = params + 2 * blk->n_linears;
+    int64_t *sizes = host->alloc(hctx, (size_t)(2 * blk->n_linears) * sizeof *sizes);
+    if (!P.lin || !params || !sizes) {
+        free_problem(&P);
+        if (params) host->free(hctx, params);
+        if (sizes) host->free(hctx, sizes);
+        return host->set_error(hctx, LMP_ENOMEM, "autoround: out of memory for block %d's %d linears", blk->index,
+                               blk->n_linears);
+    }
     for (int i = 0; i < blk->n_linears && !st; i++)
         if (blk->linears[i].params) {
             p = blk->linears[i].params; /* the learning settings: the block's first targeted linear's */
@@ -291,16 +298,18 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
         }
     if (st || !P.n) {
         free_problem(&P);
+        host->free(hctx, params);
+        host->free(hctx, sizes);
         return st;
     }
     P.min_clip = (float)p[P_MIN_CLIP].num;
     P.learn_clip = p[P_LEARN_CLIP].num != 0;
-    float *params[2 * AR_MAX_LINEARS], *grads[2 * AR_MAX_LINEARS];
-    int64_t sizes[2 * AR_MAX_LINEARS];
     int np = 0;
     uint8_t *linears = host->alloc(hctx, (size_t)blk->n_linears);
     if (!linears) {
         free_problem(&P);
+        host->free(hctx, params);
+        host->free(hctx, sizes);
         return host->set_error(hctx, LMP_ENOMEM, "autoround: out of memory");
     }
     for (int n = 0; n < P.n; n++) {
@@ -333,6 +342,8 @@ static int ar_apply(void *self, const lmp_host *host, void *hctx, lmp_block *blk
         blk->linears[L->index].weight_bits = wgrid_weight_bits(&L->spec, L->rows, L->cols);
     }
     free_problem(&P);
+    host->free(hctx, params);
+    host->free(hctx, sizes);
     return st;
 }
 
