@@ -22,4 +22,4 @@ static const char *const deepseek_v2_keys[] = {
 const lmp_arch_desc lmp_arch_deepseek_v2 = {
     .name = "deepseek2", .family = LMP_FAMILY_LLAMA, .hf_class = "DeepseekV2ForCausalLM",
     .hf_model_type = "deepseek_v2", .hf_default_ctx = 2048, .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE,
-    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .hf_extra_keys = deepseek_v2_keys, .moe = &deepseek_v2_moe};
+    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .gguf_arch = "deepseek2", .hf_extra_keys = deepseek_v2_keys, .moe = &deepseek_v2_moe};

@@ -23,4 +23,4 @@ static const char *const deepseek_v3_keys[] = {
 const lmp_arch_desc lmp_arch_deepseek_v3 = {
     .name = "deepseek3", .family = LMP_FAMILY_LLAMA, .hf_class = "DeepseekV3ForCausalLM",
     .hf_model_type = "deepseek_v3", .hf_default_ctx = 4096, .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE,
-    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .hf_extra_keys = deepseek_v3_keys, .moe = &deepseek_v3_moe};
+    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .gguf_arch = "deepseek2", .hf_extra_keys = deepseek_v3_keys, .moe = &deepseek_v3_moe};
