@@ -70,6 +70,17 @@ static lmp_model *load(const char *name)
     return m;
 }
 
+/* The fixture's GGUF (llama.cpp's converter's model.gguf). */
+static lmp_model *load_gguf(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/model.gguf", FIXTURES, name);
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+    ck_assert_int_gt(m->arch.n_experts, 0);
+    return m;
+}
+
 /* Block 0's inputs on windows w: the embeddings. */
 static float *embed_windows(const lmp_model *m, const lmp_windows *w)
 {
@@ -738,11 +749,34 @@ END_TEST
  * against the unmodified model with a finite KL above 0. */
 START_TEST(deepseek_rtn_and_gptq_compare)
 {
-    const char *names[2] = {"deepseek_v2", "deepseek_v3"};
-    for (int f = 0; f < 2; f++) {
-        lmp_model *m = load(names[f]);
+    const char *names[4] = {"deepseek_v2", "deepseek_v3", "deepseek_v2", "deepseek_v3"};
+    for (int f = 0; f < 4; f++) {
+        /* the Hugging Face folders, then llama.cpp's deepseek2 GGUFs of the same weights: every
+         * linear (kv_b recombined from attn_k_b / attn_v_b), norm and the selection bias as the
+         * folder's, bit for bit (the GGUFs are F32) */
+        lmp_model *m = f < 2 ? load(names[f]) : load_gguf(names[f]);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", names[f], f < 2 ? "hf5" : "model.gguf");
         ck_assert(m->arch.mla);
-        three_variants t = three_compress(m, names[f]);
+        if (f >= 2) {
+            lmp_model *h = load(names[f]);
+            const lmp_block *hb = lmp_model_blocks(h), *gb = lmp_model_blocks(m);
+            for (int64_t b = 0; b < m->arch.n_layers; b++) {
+                ck_assert_int_eq(gb[b].n_linears, hb[b].n_linears);
+                ck_assert_int_eq(gb[b].n_norms, hb[b].n_norms);
+                for (int i = 0; i < gb[b].n_linears; i++) {
+                    const lmp_linear *g = &gb[b].linears[i], *x = &hb[b].linears[i];
+                    ck_assert_int_eq(g->role, x->role);
+                    ck_assert_msg(same_weights(g, x), "%s: %s differs from the folder's", what, x->name);
+                    ck_assert_int_eq(!g->b, !x->b);
+                    ck_assert(!g->b || !memcmp(g->b, x->b, (size_t)g->out * sizeof *g->b));
+                }
+                for (int i = 0; i < gb[b].n_norms; i++)
+                    ck_assert(!memcmp(gb[b].norms[i].w, hb[b].norms[i].w, (size_t)gb[b].norms[i].dim * sizeof(float)));
+            }
+            lmp_model_free(h);
+        }
+        three_variants t = three_compress(m, what);
         const lmp_block *orig = lmp_model_blocks(m);
         int latent = 0;
         for (int64_t b = 0; b < m->arch.n_layers; b++)
