@@ -32,7 +32,11 @@
  *     the whole block's output; what cannot be streamed is computed whole;
  *   - DeepSeek-V2/V3 (multi-head latent attention, their routings): RTN and GPTQ compress every
  *     linear but the router, q_a/q_b/kv_a/kv_b included, and compare with a finite KL above 0;
- *     AutoRound and the GGUF export (llama.cpp's deepseek2) are refused by name;
+ *     AutoRound is refused by name; the same on llama.cpp's deepseek2 GGUFs of the fixtures (the
+ *     weights the folders' bit for bit); GGUF export as llama.cpp's deepseek2 (kv_b split into
+ *     attn_k_b / attn_v_b, exp_probs_b): the unmodified model's file as the converter's (tensors and
+ *     keys, gguf-py), its variants read back with difference 0, and what llama.cpp would run
+ *     otherwise (group_limited_greedy, the V2 folder's YaRN mscale) refused by name;
  *   - gpt-oss: its variants export as llama.cpp's gpt-oss GGUF (biases, sinks) and read back by
  *     lmpress and gguf-py; its Hugging Face folder (fused 3-D experts compressed-tensors cannot
  *     quantize) and a GGUF llama.cpp would run otherwise (swiglu_limit, YaRN truncate) are

@@ -4,7 +4,9 @@
  * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
  * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
  * tensors), bloom (token_embd_norm, ALiBi) and falcon (tensor_data_layout "jploski"; attn_norm_2
- * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp).
+ * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp), the mixtures of experts (llama with
+ * expert_count as Mixtral, qwen2moe, qwen3moe, gpt-oss) and deepseek2 (DeepSeek-V2/V3: MLA with
+ * attn_k_b / attn_v_b recombined into kv_b, read_deepseek2 / read_mla / read_mla_rope).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
