@@ -105,12 +105,16 @@ static const arch_case cases[] = {
     {"qwen3moe-fused", "hf5", "logprobs.f64", MATCH, NULL},
     /* DeepSeek-V2 / V3: multi-head latent attention (V2 without q_lora_rank, V3 with it), a dense
      * first layer, V2's softmax group_limited_greedy and V3's sigmoid noaux_tc routing with a
-     * non-zero selection bias, shared experts, routed_scaling_factor (Hugging Face only: the
-     * deepseek2 GGUF is not read yet) */
+     * non-zero selection bias, shared experts, routed_scaling_factor; and llama.cpp's deepseek2
+     * GGUF of each (attn_k_b / attn_v_b recombined into kv_b, exp_probs_b, the routing keys).  The
+     * V2 GGUF means another model to llama.cpp (no group_limited_greedy, mscale = mscale_all_dim):
+     * it is converted from a copy saying so, whose transformers golden is logprobs_gguf.f64. */
     {"deepseek_v2", "hf5", "logprobs.f64", MATCH, NULL},
     {"deepseek_v2", "hf4", "logprobs.f64", MATCH, NULL},
+    {"deepseek_v2", "model.gguf", "logprobs_gguf.f64", MATCH, NULL},
     {"deepseek_v3", "hf5", "logprobs.f64", MATCH, NULL},
     {"deepseek_v3", "hf4", "logprobs.f64", MATCH, NULL},
+    {"deepseek_v3", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* the long tail (issue 40): GPT-NeoX's parallel block (its hf4/ spells rotary_pct and
      * rotary_emb_base, as the Pythia checkpoints do; the GGUF is converted from it), and made
      * sequential; Phi-2's shared LayerNorm and head bias; GPT-J's interleaved partial RoPE (no GGUF:
@@ -315,22 +319,65 @@ START_TEST(tolerance_sees_a_small_expert_error)
 }
 END_TEST
 
-/* llama.cpp's GGUF that lmpress knows and does not read yet is refused by its architecture:
- * deepseek2 (whose Hugging Face folders load); gpt-oss's is read. */
-START_TEST(unsupported_moe_families_are_refused_by_name)
+/* Every mixture of experts of issue 37 is read from llama.cpp's GGUF too: deepseek2 (DeepSeek-V2
+ * and V3, told apart by expert_gating_func) and gpt-oss are no longer refused by name. */
+START_TEST(moe_gguf_architectures_are_read)
 {
-    static const char *const archs[1] = {"deepseek2"};
-    for (int i = 0; i < 1; i++) {
-        const char *why = lmp_arch_refused_gguf(archs[i], strlen(archs[i]));
-        ck_assert_ptr_nonnull(why);
-        printf("GGUF %s: %s\n", archs[i], why);
-        ck_assert_ptr_nonnull(strstr(why, archs[i]));
-        ck_assert_ptr_null(lmp_arch_by_gguf(archs[i], strlen(archs[i]))); /* never read as another architecture */
+    static const char *const archs[2] = {"deepseek2", "gpt-oss"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_nonnull(lmp_arch_by_gguf(archs[i], strlen(archs[i])));
+        ck_assert_ptr_null(lmp_arch_refused_gguf(archs[i], strlen(archs[i])));
     }
     ck_assert_ptr_nonnull(lmp_arch_by_hf_class("GptOssForCausalLM"));
     ck_assert_ptr_null(lmp_arch_refused_hf("GptOssForCausalLM"));
-    ck_assert_ptr_nonnull(lmp_arch_by_gguf("gpt-oss", 7));
-    ck_assert_ptr_null(lmp_arch_refused_gguf("gpt-oss", 7));
+    /* V3's GGUF reads as DeepSeek-V3 (sigmoid gating), V2's as DeepSeek-V2 */
+    const char *fix[2] = {"deepseek_v2", "deepseek_v3"}, *cls[2] = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s/model.gguf", FIXTURES, fix[i]);
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+        ck_assert_str_eq(m->arch.desc->hf_class, cls[i]);
+        ck_assert_int_eq(m->arch.mla, 1);
+        ck_assert_int_eq(m->arch.dense_layer[0], 1);
+        ck_assert_int_eq(m->arch.dense_layer[1], 0);
+        lmp_model_free(m);
+    }
+}
+END_TEST
+
+/* What llama.cpp's deepseek2 can say and lmpress's DeepSeek routings do not compute, added to the
+ * fixtures' GGUFs by the PyPI gguf package (tools/ref/gguf_mutate.py): refused by name. */
+START_TEST(deepseek2_gguf_keys_not_implemented_are_refused)
+{
+    if (!lmp_test_have_gguf("deepseek2_gguf_keys_not_implemented_are_refused")) return;
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "arch-ds2");
+    const struct { const char *fixture, *mutation, *needle; } cases[] = {
+        {"deepseek_v2", "key:deepseek2.expert_group_count=3", "expert_group_count 3 with softmax gating"},
+        {"deepseek_v2", "key:deepseek2.expert_gating_func=3", "expert_gating_func = 3 is not supported"},
+        {"deepseek_v2", "tensor:blk.1.exp_probs_b.bias=6x1", "with softmax gating is not supported"},
+        {"deepseek_v3", "key:deepseek2.expert_group_used_count=4", "expert_group_used_count 4"},
+        {"deepseek_v3", "tensor:blk.0.attn_q_a.bias=24x1", "tensor 'blk.0.attn_q_a.bias' is not read"},
+        {"deepseek_v3", "key:deepseek2.attention.temperature_scale=2", "temperature_scale' is not read"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char out[128], cmd[2048];
+        snprintf(out, sizeof out, "%s/m%zu.gguf", dir, c);
+        snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_mutate.py' '%s/%s/model.gguf' '%s' '%s'",
+                 LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, FIXTURES, cases[c].fixture, out,
+                 cases[c].mutation);
+        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+        lmp_model *m = NULL;
+        const int st = lmp_model_load(out, &m);
+        printf("%s gguf + %-40s %s\n", cases[c].fixture, cases[c].mutation, st ? lmp_last_error() : "loads");
+        ck_assert_msg(st != 0, "%s: loaded", cases[c].mutation);
+        ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), out),
+                      "%s: the refusal does not say \"%s\" and the file: %s", cases[c].mutation, cases[c].needle,
+                      lmp_last_error());
+        unlink(out);
+    }
+    rmdir(dir);
 }
 END_TEST
 
@@ -555,7 +602,8 @@ int main(void)
     tcase_add_loop_test(tc, each_form_matches_or_is_refused, 0, N_CASES);
     tcase_add_test(tc, tolerance_sees_a_small_weight_error);
     tcase_add_test(tc, tolerance_sees_a_small_expert_error);
-    tcase_add_test(tc, unsupported_moe_families_are_refused_by_name);
+    tcase_add_test(tc, moe_gguf_architectures_are_read);
+    tcase_add_test(tc, deepseek2_gguf_keys_not_implemented_are_refused);
     tcase_add_test(tc, gpt_oss_sinks_and_clamps_matter);
     tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);

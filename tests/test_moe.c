@@ -32,7 +32,11 @@
  *     the whole block's output; what cannot be streamed is computed whole;
  *   - DeepSeek-V2/V3 (multi-head latent attention, their routings): RTN and GPTQ compress every
  *     linear but the router, q_a/q_b/kv_a/kv_b included, and compare with a finite KL above 0;
- *     the GGUF export (llama.cpp's deepseek2) is refused by name;
+ *     the same on llama.cpp's deepseek2 GGUFs of the fixtures (the weights the folders' bit for
+ *     bit); GGUF export as llama.cpp's deepseek2 (kv_b split into attn_k_b / attn_v_b,
+ *     exp_probs_b): the unmodified model's file as the converter's (tensors and keys, gguf-py),
+ *     its variants read back with difference 0, and what llama.cpp would run otherwise
+ *     (group_limited_greedy, the V2 folder's YaRN mscale) refused by name;
  *   - AutoRound (a few steps) lowers every block's output MSE below RTN's on DeepSeek-V2/V3 and
  *     gpt-oss, and QAT after RTN runs on gpt-oss (their backward: test_train_grad);
  *   - gpt-oss: its variants export as llama.cpp's gpt-oss GGUF (biases, sinks) and read back by
@@ -66,6 +70,17 @@ static lmp_model *load(const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    lmp_model *m = NULL;
+    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
+    ck_assert_int_gt(m->arch.n_experts, 0);
+    return m;
+}
+
+/* The fixture's GGUF (llama.cpp's converter's model.gguf). */
+static lmp_model *load_gguf(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/model.gguf", FIXTURES, name);
     lmp_model *m = NULL;
     ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
     ck_assert_int_gt(m->arch.n_experts, 0);
@@ -468,18 +483,25 @@ static void dump(const char *dir, const char *name, const float *v, int64_t n)
 
 /* gguf-py (tools/ref/gguf_moe_check.py) reads the GGUF out lmpress wrote from model m as
  * llama.cpp's converter wrote refdir's: the same expert tensors, routers and biases. */
-static void expect_gguf_py_reads(const char *out, const char *refdir, const lmp_model *m)
+static void expect_gguf_py_reads_as(const char *out, const char *refdir, const lmp_model *m, const char *same)
 {
     char cmd[2000];
-    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld 2>&1",
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_moe_check.py' '%s' '%s' '%s' %lld %lld %s%s%s 2>&1",
              LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, out, refdir, m->arch.desc->gguf_arch,
-             (long long)m->arch.n_experts, (long long)m->arch.n_experts_used);
+             (long long)m->arch.n_experts, (long long)m->arch.n_experts_used, same ? "'" : "", same ? same : "",
+             same ? "'" : "");
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[2048];
     while (fgets(line, sizeof line, p)) printf("    %s", line);
     const int st = pclose(p);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gguf-py does not read %s as lmpress wrote it", out);
+}
+
+/* (and, with same, as llama.cpp's converter wrote that file's tensors) */
+static void expect_gguf_py_reads(const char *out, const char *refdir, const lmp_model *m)
+{
+    expect_gguf_py_reads_as(out, refdir, m, NULL);
 }
 
 /* GPTQ and RTN on GGUF's Q4_0 grid (routed and all experts), exported as llama.cpp's 3-D expert
@@ -809,11 +831,34 @@ END_TEST
  * against the unmodified model with a finite KL above 0. */
 START_TEST(deepseek_rtn_and_gptq_compare)
 {
-    const char *names[2] = {"deepseek_v2", "deepseek_v3"};
-    for (int f = 0; f < 2; f++) {
-        lmp_model *m = load(names[f]);
+    const char *names[4] = {"deepseek_v2", "deepseek_v3", "deepseek_v2", "deepseek_v3"};
+    for (int f = 0; f < 4; f++) {
+        /* the Hugging Face folders, then llama.cpp's deepseek2 GGUFs of the same weights: every
+         * linear (kv_b recombined from attn_k_b / attn_v_b), norm and the selection bias as the
+         * folder's, bit for bit (the GGUFs are F32) */
+        lmp_model *m = f < 2 ? load(names[f]) : load_gguf(names[f]);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", names[f], f < 2 ? "hf5" : "model.gguf");
         ck_assert(m->arch.mla);
-        three_variants t = three_compress(m, names[f]);
+        if (f >= 2) {
+            lmp_model *h = load(names[f]);
+            const lmp_block *hb = lmp_model_blocks(h), *gb = lmp_model_blocks(m);
+            for (int64_t b = 0; b < m->arch.n_layers; b++) {
+                ck_assert_int_eq(gb[b].n_linears, hb[b].n_linears);
+                ck_assert_int_eq(gb[b].n_norms, hb[b].n_norms);
+                for (int i = 0; i < gb[b].n_linears; i++) {
+                    const lmp_linear *g = &gb[b].linears[i], *x = &hb[b].linears[i];
+                    ck_assert_int_eq(g->role, x->role);
+                    ck_assert_msg(same_weights(g, x), "%s: %s differs from the folder's", what, x->name);
+                    ck_assert_int_eq(!g->b, !x->b);
+                    ck_assert(!g->b || !memcmp(g->b, x->b, (size_t)g->out * sizeof *g->b));
+                }
+                for (int i = 0; i < gb[b].n_norms; i++)
+                    ck_assert(!memcmp(gb[b].norms[i].w, hb[b].norms[i].w, (size_t)gb[b].norms[i].dim * sizeof(float)));
+            }
+            lmp_model_free(h);
+        }
+        three_variants t = three_compress(m, what);
         const lmp_block *orig = lmp_model_blocks(m);
         int latent = 0;
         for (int64_t b = 0; b < m->arch.n_layers; b++)
@@ -832,15 +877,134 @@ START_TEST(deepseek_rtn_and_gptq_compare)
 }
 END_TEST
 
-/* What DeepSeek cannot do yet is refused by name, never a wrong file: its export as a GGUF. */
-START_TEST(deepseek_gguf_export_is_refused_by_name)
+/* What llama.cpp's deepseek2 would run otherwise is refused by name, never a wrong file: the V2
+ * fixture's group_limited_greedy (llama.cpp ranks groups by their two best scores) and its YaRN
+ * with mscale 1 beside mscale_all_dim 0.707 (llama.cpp takes mscale = mscale_all_dim). */
+START_TEST(deepseek_exports_llama_cpp_would_run_otherwise_are_refused_by_name)
 {
     lmp_model *m = load("deepseek_v3");
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), 0); /* deepseek_exports_to_gguf_and_read_back */
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), 0);   /* variants_export_to_hf_and_read_back */
+    lmp_model_free(m);
+    m = load("deepseek_v2");
     ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
     printf("export: %s\n", lmp_last_error());
-    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "llama.cpp's deepseek2) is not implemented yet"));
-    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x-hf"), 0); /* variants_export_to_hf_and_read_back */
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "group_limited_greedy"));
+    m->arch.n_group = 0; /* without its groups, its YaRN */
+    ck_assert_int_eq(lmp_export_check_arch(m, "/tmp/x.gguf"), LMP_EUNSUPPORTED);
+    printf("export: %s\n", lmp_last_error());
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "YaRN"));
     lmp_model_free(m);
+}
+END_TEST
+
+/* The weights lmpress holds for block l's router (and selection bias), routed experts and MLA
+ * kv_b split as llama.cpp's converter splits it, into refdir for gguf_moe_check.py. */
+static void dump_deepseek_refs(const char *refdir, const lmp_model *m, const lmp_block *blk, int64_t l, int plain)
+{
+    char name[96];
+    const lmp_arch *a = &m->arch;
+    const lmp_linear *kvb = &blk->linears[lmp_block_find(blk, LMP_ROLE_KV_B)];
+    const int64_t H = a->n_heads, nope = a->mla_nope, v = a->head_dim, kv = a->mla_kv_lora;
+    float *kb = malloc((size_t)(H * kv * nope) * sizeof *kb), *vb = malloc((size_t)(H * v * kv) * sizeof *vb);
+    for (int64_t h = 0; h < H; h++) { /* k_b [H][kv][nope], v_b [H][v][kv] */
+        for (int64_t c = 0; c < kv; c++)
+            for (int64_t j = 0; j < nope; j++) kb[(h * kv + c) * nope + j] = kvb->w[(h * (nope + v) + j) * kv + c];
+        for (int64_t j = 0; j < v; j++)
+            for (int64_t c = 0; c < kv; c++) vb[(h * v + j) * kv + c] = kvb->w[(h * (nope + v) + nope + j) * kv + c];
+    }
+    snprintf(name, sizeof name, "blk.%lld.attn_k_b.f32", (long long)l);
+    dump(refdir, name, kb, H * kv * nope);
+    snprintf(name, sizeof name, "blk.%lld.attn_v_b.f32", (long long)l);
+    dump(refdir, name, vb, H * v * kv);
+    free(kb);
+    free(vb);
+    if (!lmp_arch_moe_layer(a, l)) return;
+    const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
+    snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
+    dump(refdir, name, r->w, r->out * r->in);
+    if (r->b) {
+        snprintf(name, sizeof name, "blk.%lld.exp_probs_b.bias.f32", (long long)l);
+        dump(refdir, name, r->b, r->out);
+    }
+    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int k = 0; k < 3; k++) {
+        const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
+        const int64_t n = e0->out * e0->in;
+        float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
+        for (int e = 0; e < blk->n_experts; e++)
+            memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
+                   (size_t)n * sizeof *all);
+        snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
+        dump(refdir, name, all, n * blk->n_experts);
+        if (plain) { /* the unmodified model's experts: F32 (gguf_moe_check.py's marker) */
+            snprintf(name, sizeof name, "blk.%lld.%s.f32plain", (long long)l, stems[k]);
+            dump(refdir, name, all, 0);
+        }
+        free(all);
+    }
+}
+
+/* DeepSeek-V2 and V3 as llama.cpp's deepseek2 GGUF (kv_b split into attn_k_b / attn_v_b, the
+ * selection bias as exp_probs_b, the routing keys), from the converter's GGUFs and from the V3
+ * folder: the unmodified model's file holds exactly the converter's tensors (gguf-py), and it and
+ * the RTN / GPTQ routed / GPTQ all-experts variants on GGUF's Q4_0 grid read back by lmpress to
+ * the log-probabilities it evaluated (printed), and by gguf-py to the weights it held. */
+START_TEST(deepseek_exports_to_gguf_and_read_back)
+{
+    const char *names[3] = {"deepseek_v2", "deepseek_v3", "deepseek_v3"};
+    static const char *const q4[] = {"format=q4_0", NULL};
+    const int have_gguf = lmp_test_have_gguf("deepseek_exports_to_gguf_and_read_back (gguf-py part)");
+    char dir[64];
+    lmp_test_tmpdir(dir, sizeof dir, "ds-gguf");
+    for (int f = 0; f < 3; f++)
+        for (int v = 0; v < 4; v++) { /* unmodified, RTN, GPTQ routed, GPTQ all experts */
+            lmp_model *m = f < 2 ? load_gguf(names[f]) : load(names[f]);
+            const lmp_windows cal = windows(8, 32, m->arch.vocab, 8), ev = windows(1, 48, m->arch.vocab, 9);
+            const char *plugin = v == 0 ? "none" : v == 1 ? "rtn" : "gptq";
+            /* every linear whose rows fit Q4_0's blocks of 32 (not V3's q_b of 24 inputs nor V2's o of
+             * 48), the latent ones included (kv_b then written in F32 as its split needs), not the router */
+            static const char *const fit = "re:^(?!.*(q_b_proj|o_proj|mlp\\.gate$))";
+            lmp_block *owned = v ? compress_v(m, plugin, q4, fit, v == 3, 0, &cal) : NULL;
+            const lmp_block *blocks = v ? owned : lmp_model_blocks(m);
+            char out[128];
+            snprintf(out, sizeof out, "%s/%s-%d-%d.gguf", dir, names[f], f, v);
+            const lmp_block_source src = lmp_block_source_array((lmp_block *)blocks, m->arch.n_layers);
+            lmp_export_opts o = {.path = out, .variant = plugin, .pipeline = "[]"};
+            ck_assert_msg(lmp_export_model(&ctx, m, &src, &o) == 0, "%s", lmp_last_error());
+            lmp_model *x = NULL;
+            ck_assert_msg(lmp_model_load(out, &x) == 0, "%s", lmp_last_error());
+            ck_assert_str_eq(x->arch.desc->hf_class, m->arch.desc->hf_class);
+            const int64_t V = m->arch.vocab, T = ev.T;
+            float *a = malloc((size_t)(T * V) * sizeof *a), *b = malloc((size_t)(T * V) * sizeof *b);
+            ck_assert_int_eq(lmp_forward(&be, m, blocks, ev.tokens, T, 1, a), 0);
+            lmp_block *xb = lmp_model_blocks(x);
+            ck_assert_ptr_nonnull(xb);
+            ck_assert_int_eq(lmp_forward(&be, x, xb, ev.tokens, T, 1, b), 0);
+            double d = 0;
+            for (int64_t i = 0; i < T * V; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+            printf("%s (%s) %s%s -> %s (%s): read back by lmpress, max |log-prob difference| %.3g\n", names[f],
+                   f < 2 ? "model.gguf" : "hf5", plugin, v == 3 ? " all-experts" : "", out, x->format, d);
+            ck_assert_msg(d <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, d);
+            char refdir[160], same[600] = "";
+            snprintf(refdir, sizeof refdir, "%s/%s-%d-%d.ref", dir, names[f], f, v);
+            ck_assert_int_eq(mkdir(refdir, 0700), 0);
+            for (int64_t l = 0; l < m->arch.n_layers; l++) dump_deepseek_refs(refdir, m, &blocks[l], l, v == 0);
+            if (v == 0) snprintf(same, sizeof same, "%s/%s/model.gguf", FIXTURES, names[f]);
+            if (have_gguf) expect_gguf_py_reads_as(out, refdir, m, v == 0 ? same : NULL);
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
+            ck_assert_int_eq(system(cmd), 0);
+            free(a);
+            free(b);
+            lmp_model_free(x);
+            if (owned) lmp_blocks_free(owned, m->arch.n_layers);
+            free(cal.tokens);
+            free(ev.tokens);
+            lmp_model_free(m);
+        }
+    rmdir(dir);
 }
 END_TEST
 
@@ -1282,7 +1446,8 @@ int main(void)
     tcase_add_test(tc, what_is_not_written_yet_is_refused_by_name);
     tcase_add_test(tc, deepseek_rtn_and_gptq_compare);
     tcase_add_test(tc, deepseek_routed_statistics_follow_the_router);
-    tcase_add_test(tc, deepseek_gguf_export_is_refused_by_name);
+    tcase_add_test(tc, deepseek_exports_llama_cpp_would_run_otherwise_are_refused_by_name);
+    tcase_add_test(tc, deepseek_exports_to_gguf_and_read_back);
     tcase_add_test(tc, gpt_oss_rtn_and_gptq_compare);
     tcase_add_test(tc, gpt_oss_exports_and_rotation_are_refused_by_name);
     tcase_add_test(tc, streamed_experts_give_the_same_blocks_bit_for_bit);

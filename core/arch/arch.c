@@ -69,8 +69,8 @@ const char *lmp_arch_list(char *buf, size_t n, int gguf)
     return buf;
 }
 
-/* Mixtures of experts lmpress knows and refuses (issue 37 leaves them for later): each needs a
- * part of the block the walker does not have yet. */
+/* Families lmpress knows and refuses: each needs a part of the block the walker does not have
+ * yet.  (llama.cpp's deepseek2 GGUF, once here, is read since issue 37: model_gguf.c.) */
 static const struct {
     const char *hf_class, *gguf_arch, *why;
 } refused[] = {
@@ -78,9 +78,6 @@ static const struct {
     {"Cohere2ForCausalLM", "cohere2",
      "Cohere2 (Command R7B: sliding layers with RoPE and full layers without any position encoding, "
      "alternating) is not implemented; Cohere / Command-R (CohereForCausalLM, command-r) is"},
-    {NULL, "deepseek2",
-     "llama.cpp's deepseek2 GGUF (DeepSeek-V2/V3: MLA's attn_kv_a_mqa, attn_k_b / attn_v_b, the routing keys) is not "
-     "read yet; load the Hugging Face folder"},
 };
 
 const char *lmp_arch_refused_hf(const char *cls)

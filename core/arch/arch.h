@@ -243,7 +243,7 @@ const lmp_arch_desc *lmp_arch_by_hf_class(const char *cls);
 const lmp_arch_desc *lmp_arch_by_gguf(const char *arch, size_t len);
 const lmp_arch_desc *lmp_arch_by_name(const char *name);
 /* Why lmpress refuses a Hugging Face class or GGUF architecture it knows of but does not run
- * (llama.cpp's deepseek2 and gpt-oss GGUFs: issue 37), NULL for any other name. */
+ * (Cohere2), NULL for any other name. */
 const char *lmp_arch_refused_hf(const char *cls);
 const char *lmp_arch_refused_gguf(const char *arch, size_t len);
 /* "A, B, C": the Hugging Face classes (gguf = 0) or GGUF architectures (1) lmpress reads, for

@@ -3,7 +3,9 @@
  * adjacent pairs), then a dense MLP in the first first_k_dense_replace layers and routed experts
  * after: softmax over the router's logits, greedy or group_limited_greedy top k, times
  * routed_scaling_factor, plus n_shared_experts always-on experts (one MLP, no gate).  As
- * transformers 5.24's modeling_deepseek_v2.  Its GGUF (llama.cpp's deepseek2) is not read yet. */
+ * transformers 5.24's modeling_deepseek_v2.  Its GGUF is llama.cpp's deepseek2 with
+ * expert_gating_func 1 (softmax), read by model_gguf.c (without expert groups: llama.cpp's rule
+ * is not group_limited_greedy) and written by gguf_write.c. */
 #include "arch/arch.h"
 
 static const lmp_moe_desc deepseek_v2_moe = {
@@ -22,4 +24,4 @@ static const char *const deepseek_v2_keys[] = {
 const lmp_arch_desc lmp_arch_deepseek_v2 = {
     .name = "deepseek2", .family = LMP_FAMILY_LLAMA, .hf_class = "DeepseekV2ForCausalLM",
     .hf_model_type = "deepseek_v2", .hf_default_ctx = 2048, .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE,
-    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .hf_extra_keys = deepseek_v2_keys, .moe = &deepseek_v2_moe};
+    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .gguf_arch = "deepseek2", .hf_extra_keys = deepseek_v2_keys, .moe = &deepseek_v2_moe};

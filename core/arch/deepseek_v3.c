@@ -3,7 +3,9 @@
  * chosen by sigmoid scores plus a selection bias (e_score_correction_bias, the router linear's b
  * here) within the topk_group best of n_group groups (noaux_tc), weighted by the scores without
  * the bias, renormalized with norm_topk_prob, times routed_scaling_factor; one shared expert.  As
- * transformers 5.24's modeling_deepseek_v3.  Its GGUF (llama.cpp's deepseek2) is not read yet. */
+ * transformers 5.24's modeling_deepseek_v3.  Its GGUF is llama.cpp's deepseek2 with
+ * expert_gating_func 2 (sigmoid; exp_probs_b the selection bias), read by model_gguf.c and
+ * written by gguf_write.c. */
 #include "arch/arch.h"
 
 static const lmp_moe_desc deepseek_v3_moe = {
@@ -23,4 +25,4 @@ static const char *const deepseek_v3_keys[] = {
 const lmp_arch_desc lmp_arch_deepseek_v3 = {
     .name = "deepseek3", .family = LMP_FAMILY_LLAMA, .hf_class = "DeepseekV3ForCausalLM",
     .hf_model_type = "deepseek_v3", .hf_default_ctx = 4096, .bias = LMP_BIAS_CONFIG, .sliding = LMP_SLIDING_NONE,
-    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .hf_extra_keys = deepseek_v3_keys, .moe = &deepseek_v3_moe};
+    .flags = LMP_ARCH_MLA, .hf_rope_adjacent = 1, .gguf_arch = "deepseek2", .hf_extra_keys = deepseek_v3_keys, .moe = &deepseek_v3_moe};

@@ -123,18 +123,64 @@ static int yarn_is_default(const lmp_rope *r)
     return d.mscale == r->mscale && !memcmp(d.inv_freq, r->inv_freq, (size_t)(r->n_rot / 2) * sizeof *d.inv_freq);
 }
 
+/* DeepSeek-V2/V3 as llama.cpp's deepseek2 reads it (model_gguf.c says how): its routing (no
+ * group_limited_greedy: llama.cpp ranks groups by the sum of their two best scores), its latent
+ * norms on the file's one RMS epsilon, the dense layers first, and its YaRN (cos and sin times 1
+ * with the scores times (0.1 m ln factor + 1)^2, or both of the default 0.1 ln factor + 1). */
+static int check_deepseek2(const lmp_model *m, const char *path)
+{
+    const lmp_arch *a = &m->arch;
+    const lmp_rope *r = &a->rope;
+    if (a->route == LMP_ROUTE_SOFTMAX_GROUPS && a->n_group > 0 && a->topk_group < a->n_group)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s routes with group_limited_greedy (%lld of %lld groups by their best "
+                        "score), which llama.cpp's deepseek2 does not run (it ranks groups by the sum of their two best "
+                        "scores, DeepSeek-V3's rule): not exported as a GGUF", path, m->path, (long long)a->topk_group,
+                        (long long)a->n_group);
+    if (a->mla_norm_eps != a->norm_eps)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's latent norms take epsilon %g and its other norms %g, but llama.cpp's "
+                        "deepseek2 has one (attention.layer_norm_rms_epsilon): not exported", path, m->path,
+                        (double)a->mla_norm_eps, (double)a->norm_eps);
+    for (int64_t l = 1; l < a->n_layers; l++)
+        if (lmp_arch_moe_layer(a, l - 1) && !lmp_arch_moe_layer(a, l))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld after a sparse one, which llama.cpp's "
+                            "deepseek2 (its dense layers first: leading_dense_block_count) does not read", path, m->path,
+                            (long long)l);
+    const float q_scale = a->mla_q_scale ? a->mla_q_scale : 1.0f;
+    const int yarn = r->n_rot > 0 && !r->plain && !strcmp(r->type, "yarn");
+    if (r->n_rot > 0 && !r->plain && !yarn && strcmp(r->type, "default") != 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns its rotary key with %s RoPE, which lmpress writes for "
+                        "llama.cpp's deepseek2 as none or yarn only", path, m->path, r->type);
+    if (!yarn && q_scale != 1.0f)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s scales its attention scores by %g without YaRN, which llama.cpp's "
+                        "deepseek2 cannot say", path, m->path, (double)q_scale);
+    if (yarn) {
+        lmp_rope d;
+        lmp_rope_default(&d, r->theta, r->n_rot, r->n_rot);
+        lmp_rope_yarn(&d, r->factor, r->orig_ctx, 32, 1, 1);
+        const double plain = lmp_rope_yarn_mscale(r->factor);
+        const int with_mul = r->mscale == 1.0f, without = fabs(r->mscale - plain) <= 1e-6 * plain &&
+                                                          fabs(q_scale - plain * plain) <= 1e-6 * plain * plain;
+        if (memcmp(d.inv_freq, r->inv_freq, (size_t)(r->n_rot / 2) * sizeof *d.inv_freq) != 0 || !(with_mul || without))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's YaRN (cos and sin times %g, scores times %g) is not what "
+                            "llama.cpp's deepseek2 computes from its keys (beta_fast 32, beta_slow 1, truncated; cos "
+                            "and sin times 1 with mscale = mscale_all_dim, or 0.1 ln(factor) + 1 with no "
+                            "mscale_all_dim): not exported as a GGUF", path, m->path, (double)r->mscale, (double)q_scale);
+    }
+    return 0;
+}
+
 int lmp_export_check_arch(const lmp_model *m, const char *path)
 {
     const lmp_rope *r = &m->arch.rope;
     const lmp_arch_desc *d = m->arch.desc ? m->arch.desc : lmp_arch_by_name("llama");
     const int gguf = lmp_export_is_gguf(path), from_hf = lmp_model_is_hf(m);
     const int rotated = r->n_rot > 0 && !r->plain; /* n_rot 0: the classic rotation, never filled */
-    /* DeepSeek-V2/V3 as a GGUF (issue 37): llama.cpp's deepseek2 (kv_b split into k_b / v_b, its
-     * expert-group keys) is neither written nor read yet */
-    if (gguf && m->arch.mla)
-        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is %s (multi-head latent attention, DeepSeek routing): exporting it "
-                        "as a GGUF (llama.cpp's deepseek2) is not implemented yet; export a Hugging Face folder", path,
-                        m->path, d->hf_class);
+    /* DeepSeek-V2/V3 as a GGUF: llama.cpp's deepseek2 (gguf_write.c) runs what lmpress reads from
+     * one (model_gguf.c), not all a config.json can say */
+    if (gguf && m->arch.mla) {
+        const int st = check_deepseek2(m, path);
+        if (st) return st;
+    }
     /* gpt-oss as a Hugging Face folder: transformers 5.24's GptOssExperts holds every expert in
      * fused 3-D parameters (gate_up_proj [E, d, 2f] with gate and up interleaved by column,
      * down_proj [E, f, d]), not Linear modules, and has no per-expert checkpoint layout to
@@ -152,11 +198,11 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
                         (double)m->arch.swiglu_alpha, (double)m->arch.swiglu_limit);
     /* llama.cpp's qwen2moe never renormalizes the top-k weights, its qwen3moe and Mixtral's llama
      * always do, and no key says otherwise */
-    if (gguf && m->arch.n_experts > 0 && d->moe && m->arch.norm_topk != d->moe->gguf_norm_topk)
+    if (gguf && m->arch.n_experts > 0 && d->moe && !d->moe->hf_deepseek && m->arch.norm_topk != d->moe->gguf_norm_topk)
         return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has norm_topk_prob %s, but llama.cpp's %s %s renormalizes the top-k "
                         "routing weights (no GGUF key says otherwise): not exported", path, m->path,
                         m->arch.norm_topk ? "true" : "false", d->gguf_arch, d->moe->gguf_norm_topk ? "always" : "never");
-    for (int64_t l = 0; gguf && m->arch.n_experts > 0 && l < m->arch.n_layers; l++)
+    for (int64_t l = 0; gguf && m->arch.n_experts > 0 && !m->arch.mla && l < m->arch.n_layers; l++)
         if (!lmp_arch_moe_layer(&m->arch, l))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s has a dense MLP in layer %lld of a mixture of experts, which "
                             "llama.cpp's %s does not read (every layer sparse): not exported", path, m->path,
@@ -277,7 +323,7 @@ int lmp_export_check_arch(const lmp_model *m, const char *path)
         if (rotated && !strcmp(r->type, "llama3") && strcmp(d->gguf_arch, "llama") != 0)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with llama3 RoPE, which GGUF carries as rope_freqs "
                             "for the llama architecture only, not %s", path, m->path, d->gguf_arch);
-        if (rotated && !strcmp(r->type, "yarn") && !yarn_is_default(r))
+        if (rotated && !strcmp(r->type, "yarn") && !m->arch.mla && !yarn_is_default(r)) /* (MLA: check_deepseek2) */
             return lmp_fail(LMP_EUNSUPPORTED, "%s: %s turns q and k with YaRN parameters (beta_fast, beta_slow, "
                             "attention_factor or truncate) other than llama.cpp's defaults, which GGUF's rope.scaling "
                             "keys cannot say", path, m->path);

@@ -273,7 +273,8 @@ static int check_linear(const lmp_linear *l, int32_t *codes, unsigned char *kblo
 
 /* ---- the plan: every tensor's name, type, shape and place ------------------------------------ */
 
-typedef enum { T_MODEL, T_NORM, T_NORM_BIAS, T_WEIGHT, T_BIAS } tensor_kind;
+/* T_K_B / T_V_B: MLA's kv_b (linear `index`) split as llama.cpp's converter splits it, F32 */
+typedef enum { T_MODEL, T_NORM, T_NORM_BIAS, T_WEIGHT, T_BIAS, T_K_B, T_V_B } tensor_kind;
 
 /* A block tensor's rows come from one linear, or from two or three when llama.cpp fuses them
  * (attn_qkv: q, k, v; ffn_up of twice the width: gate, up), one after another in that order. */
@@ -447,6 +448,31 @@ static int check_no_bias_norm(const lmp_arch *a, const char *name, const float *
     return 0;
 }
 
+/* MLA's kv_b [H (nope + v), kv_lora] as llama.cpp's converter splits it for its absorbed
+ * attention (model_gguf.c reads it back): attn_k_b, ne = {nope, kv_lora, H}, each head's k rows
+ * transposed, and attn_v_b, ne = {kv_lora, v, H}; both F32 (k_b's rows cut across a
+ * quantized kv_b's blocks), the weights kv_b holds, so the file reads back exactly. */
+static int plan_kv_b(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk, int i)
+{
+    const lmp_linear *l = &blk->linears[i];
+    const int64_t H = a->n_heads, nope = a->mla_nope, v = a->head_dim, kv = a->mla_kv_lora;
+    if (l->b) return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's deepseek2 has no tensor for", l->name);
+    if (l->out != H * (nope + v) || l->in != kv)
+        return lmp_fail(LMP_EINVAL, "%s is [%lld, %lld], not MLA's kv_b [%lld, %lld]", l->name, (long long)l->out,
+                        (long long)l->in, (long long)(H * (nope + v)), (long long)kv);
+    const int64_t ne[2][3] = {{nope, kv, H}, {kv, v, H}};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, k ? "attn_v_b" : "attn_k_b");
+        add_tensor(p, name, k ? T_V_B : T_K_B, b, i, NULL, ne[k][0], ne[k][1] * ne[k][2], LMP_GGML_F32, NULL);
+        tensor_plan *t = &p->t[p->n - 1];
+        t->n_dims = 3;
+        t->ne[1] = ne[k][1];
+        t->ne[2] = ne[k][2];
+    }
+    return 0;
+}
+
 /* Block b's tensors, each of its linears checked first. */
 static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_block *blk, int32_t *codes,
                       unsigned char *kblocks)
@@ -493,6 +519,11 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
     for (int i = 0; i < blk->n_linears; i++) {
         int part[MAX_PARTS];
         const char *stem = NULL;
+        if (blk->linears[i].role == LMP_ROLE_KV_B) { /* MLA: attn_k_b, attn_v_b (plan_kv_b) */
+            const int st = plan_kv_b(p, a, b, blk, i);
+            if (st) return st;
+            continue;
+        }
         const int n = tensor_parts(a, blk, i, part, &stem);
         if (!n) continue;
         if (!stem) return lmp_fail(LMP_EINVAL, "%s: llama.cpp has no tensor for this linear", blk->linears[i].name);
@@ -519,8 +550,12 @@ static int plan_block(plan_list *p, const lmp_arch *a, int64_t b, const lmp_bloc
             halves[k] = p->halves_hd && (r == LMP_ROLE_Q || r == LMP_ROLE_K);
         }
         for (int bias = 0; bias < 1 + (n_bias > 0); bias++) {
-            snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, stem, bias ? "bias" : "weight");
-            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0) && !(moe_biases(a) && l0->role == LMP_ROLE_ROUTER))
+            /* DeepSeek-V3's selection bias: llama.cpp's exp_probs_b */
+            const int selection = bias && l0->role == LMP_ROLE_ROUTER && a->route == LMP_ROUTE_SIGMOID_BIAS;
+            snprintf(name, sizeof name, "blk.%lld.%s.%s", (long long)b, selection ? "exp_probs_b" : stem,
+                     bias ? "bias" : "weight");
+            if (blk->n_experts > 0 && bias && lmp_gguf_moe_stem(l0) && !selection &&
+                !(moe_biases(a) && l0->role == LMP_ROLE_ROUTER))
                 return lmp_fail(LMP_EINVAL, "%s has a bias, which llama.cpp's %s has no tensor for (a shift stage's?)",
                                 l0->name, stem);
             if (bias) add_tensor(p, name, T_BIAS, b, 0, NULL, rows, 0, LMP_GGML_F32, NULL);
@@ -572,6 +607,8 @@ static int plan_tensors(lmp_ctx *ctx, const lmp_model *m, const lmp_block_source
 {
     const lmp_arch *a = &m->arch;
     int64_t widest = a->dim > a->hidden ? a->dim : a->hidden;
+    if (a->mla_q_lora > widest) widest = a->mla_q_lora; /* MLA's q_b and kv_b read the latents */
+    if (a->mla_kv_lora > widest) widest = a->mla_kv_lora;
     if (a->n_heads * a->head_dim > widest) widest = a->n_heads * a->head_dim; /* o's input */
     int32_t *codes = malloc((size_t)widest * sizeof *codes);
     unsigned char *kblocks = malloc((size_t)(widest / LMP_WFORMAT_KBLOCK + 1) * 256); /* a k-quant row */
@@ -691,7 +728,7 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
     lmp_gguf_kv_u32(kv, K("embedding_length"), (uint32_t)a->dim);
     lmp_gguf_kv_u32(kv, K("block_count"), (uint32_t)a->n_layers);
     /* Mixtral's feed_forward_length is its experts' width (it has no other MLP) */
-    const int mixtral = a->n_experts > 0 && d && d->moe && !d->moe->hf_sparse_step;
+    const int mixtral = a->n_experts > 0 && d && d->moe && !d->moe->hf_sparse_step && !d->moe->hf_deepseek;
     lmp_gguf_kv_u32(kv, K("feed_forward_length"), (uint32_t)(mixtral ? a->expert_hidden : a->hidden));
     if (a->n_experts > 0) { /* as convert_hf_to_gguf.py writes them */
         lmp_gguf_kv_u32(kv, K("expert_count"), (uint32_t)a->n_experts);
@@ -699,8 +736,21 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         /* (gpt-oss's converter writes both, and llama.cpp's gpt-oss reads this one) */
         if (!mixtral || d->moe->hf_gpt_oss)
             lmp_gguf_kv_u32(kv, K("expert_feed_forward_length"), (uint32_t)a->expert_hidden);
-        if (a->shared_hidden)
+        if (a->shared_hidden && !a->mla)
             lmp_gguf_kv_u32(kv, K("expert_shared_feed_forward_length"), (uint32_t)a->shared_hidden);
+    }
+    if (a->mla && a->n_experts > 0) { /* deepseek2's routing (model_gguf.c read_deepseek2 reads it back) */
+        int64_t dense = 0;
+        while (dense < a->n_layers && !lmp_arch_moe_layer(a, dense)) dense++;
+        lmp_gguf_kv_u32(kv, K("leading_dense_block_count"), (uint32_t)dense);
+        lmp_gguf_kv_u32(kv, K("expert_shared_count"), (uint32_t)(a->shared_hidden / a->expert_hidden));
+        lmp_gguf_kv_u32(kv, K("expert_gating_func"), a->route == LMP_ROUTE_SIGMOID_BIAS ? 2 : 1); /* sigmoid, softmax */
+        lmp_gguf_kv_f32(kv, K("expert_weights_scale"), a->routed_scale > 0 ? a->routed_scale : 1.0f);
+        if (a->norm_topk) lmp_gguf_kv_bool(kv, K("expert_weights_norm"), 1);
+        if (a->n_group > 1 && a->topk_group < a->n_group) {
+            lmp_gguf_kv_u32(kv, K("expert_group_count"), (uint32_t)a->n_group);
+            lmp_gguf_kv_u32(kv, K("expert_group_used_count"), (uint32_t)a->topk_group);
+        }
     }
     lmp_gguf_kv_u32(kv, K("attention.head_count"), (uint32_t)a->n_heads);
     if (a->family == LMP_FAMILY_GPT2) { /* LayerNorm, learned positions: no RoPE, no GQA keys */
@@ -720,11 +770,31 @@ static void put_metadata(lmp_gguf_meta *kv, const lmp_model *m, const plan_list 
         lmp_gguf_kv_str(kv, K("tensor_data_layout"), "jploski", strlen("jploski"));
         goto done;
     }
-    if (!d || !d->gguf_no_kv_heads) /* (gptneox: no such key; export.c refuses kv heads != heads) */
-        lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
-    /* the head size (llama.cpp's default is embedding_length / head_count; Qwen3's differs) */
-    lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)a->head_dim);
-    lmp_gguf_kv_u32(kv, K("attention.value_length"), (uint32_t)a->head_dim);
+    if (a->mla) { /* deepseek2: multi-query attention over the latent, the heads' sizes in *_mla */
+        lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), 1);
+        lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)(a->mla_kv_lora + a->mla_rope));
+        lmp_gguf_kv_u32(kv, K("attention.value_length"), (uint32_t)a->mla_kv_lora);
+        lmp_gguf_kv_u32(kv, K("attention.key_length_mla"), (uint32_t)(a->mla_nope + a->mla_rope));
+        lmp_gguf_kv_u32(kv, K("attention.value_length_mla"), (uint32_t)a->head_dim);
+        lmp_gguf_kv_u32(kv, K("attention.kv_lora_rank"), (uint32_t)a->mla_kv_lora);
+        if (a->mla_q_lora) lmp_gguf_kv_u32(kv, K("attention.q_lora_rank"), (uint32_t)a->mla_q_lora);
+        /* YaRN's mscale_all_dim, as the converter's 0.1 m (export.c checked that cos and sin are
+         * then times 1): the scores times (0.1 m ln factor + 1)^2 */
+        const float q_scale = a->mla_q_scale ? a->mla_q_scale : 1.0f;
+        if (!r->plain && !strcmp(r->type, "yarn")) { /* llama.cpp's defaults, as the converter writes them */
+            lmp_gguf_kv_f32(kv, K("rope.scaling.yarn_beta_fast"), 32.0f);
+            lmp_gguf_kv_f32(kv, K("rope.scaling.yarn_beta_slow"), 1.0f);
+        }
+        if (!r->plain && !strcmp(r->type, "yarn") && a->rope.mscale == 1.0f && r->factor > 1)
+            lmp_gguf_kv_f32(kv, K("rope.scaling.yarn_log_multiplier"),
+                            (float)((sqrt((double)q_scale) - 1.0) / log(r->factor)));
+    } else {
+        if (!d || !d->gguf_no_kv_heads) /* (gptneox: no such key; export.c refuses kv heads != heads) */
+            lmp_gguf_kv_u32(kv, K("attention.head_count_kv"), (uint32_t)a->n_kv_heads);
+        /* the head size (llama.cpp's default is embedding_length / head_count; Qwen3's differs) */
+        lmp_gguf_kv_u32(kv, K("attention.key_length"), (uint32_t)a->head_dim);
+        lmp_gguf_kv_u32(kv, K("attention.value_length"), (uint32_t)a->head_dim);
+    }
     lmp_gguf_kv_f32(kv, K(a->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
                     a->norm_eps);
     /* a family whose config says whether the residual is parallel (GPT-NeoX: parallel unless
@@ -1014,9 +1084,39 @@ static int write_part(FILE *f, const tensor_plan *t, const lmp_linear *l, int ha
     return 0;
 }
 
+/* kv_b's rows as attn_k_b (k_b[h][c][j] = kv_b[h (nope + v) + j][c]) or attn_v_b
+ * (v_b[h][j][c] = kv_b[h (nope + v) + nope + j][c]). */
+static int write_kv_b(FILE *f, const tensor_plan *t, const lmp_linear *l, int64_t H, int64_t nope, int64_t v)
+{
+    const int64_t kv = l->in;
+    if (t->kind == T_V_B) {
+        for (int64_t h = 0; h < H; h++)
+            if (write_f32(f, l->w + (h * (nope + v) + nope) * kv, (uint64_t)(v * kv))) return LMP_EIO;
+        return 0;
+    }
+    float *row = malloc((size_t)nope * sizeof *row);
+    if (!row) return lmp_fail(LMP_ENOMEM, "%s: out of memory", t->name);
+    int st = 0;
+    for (int64_t h = 0; h < H && !st; h++)
+        for (int64_t c = 0; c < kv && !st; c++) {
+            for (int64_t j = 0; j < nope; j++) row[j] = l->w[(h * (nope + v) + j) * kv + c];
+            if (write_f32(f, row, (uint64_t)nope)) st = LMP_EIO;
+        }
+    free(row);
+    return st;
+}
+
 /* One tensor's data: a model tensor from the model, a block's from the block cursor holds. */
 static int write_tensor(FILE *f, const tensor_plan *t, lmp_block_cursor *cur)
 {
+    if (t->kind == T_K_B || t->kind == T_V_B) {
+        const lmp_block *blk = lmp_block_cursor_at(cur, t->block);
+        if (!blk) return LMP_EIO;
+        const lmp_linear *l = &blk->linears[t->index];
+        const int64_t H = t->ne[2], per_head = l->out / H; /* nope + v rows a head */
+        const int64_t nope = t->kind == T_K_B ? t->ne[0] : per_head - t->ne[1];
+        return write_kv_b(f, t, l, H, nope, per_head - nope);
+    }
     if (t->kind == T_MODEL) {
         if (t->type != LMP_GGML_F32) return write_converted(f, t);
         return write_f32(f, t->f32, (uint64_t)t->ne[0] * (uint64_t)t->ne[1]) ? LMP_EIO : 0;

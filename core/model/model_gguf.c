@@ -4,7 +4,9 @@
  * ffn_norm.bias, output_norm.bias), a head bias (output.bias), use_parallel_residual (gptneox; a
  * stablelm block without ffn_norm is parallel, as llama.cpp builds it), olmo's norms without
  * tensors), bloom (token_embd_norm, ALiBi) and falcon (tensor_data_layout "jploski"; attn_norm_2
- * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp).
+ * for Falcon-40B's ln_attn, its attn_norm then being ln_mlp), the mixtures of experts (llama with
+ * expert_count as Mixtral, qwen2moe, qwen3moe, gpt-oss) and deepseek2 (DeepSeek-V2/V3: MLA with
+ * attn_k_b / attn_v_b recombined into kv_b, read_deepseek2 / read_mla / read_mla_rope).
  *
  * Metadata: general.architecture, and under its prefix block_count, embedding_length,
  * feed_forward_length, attention.head_count(_kv), attention.key_length (the head size),
@@ -136,6 +138,75 @@ static int load_expert(const lmp_model *m, const char *name, const char *bias_na
     return 0;
 }
 
+/* MLA's kv_b [H (nope + v), kv_lora] as llama.cpp's converter splits it for its absorbed
+ * attention: blk.N.attn_k_b, ne = {nope, kv_lora, H} (each head's k rows, transposed), and
+ * blk.N.attn_v_b, ne = {kv_lora, v, H}; found, checked and dequantizable.  (A file with one
+ * attn_kv_b, as older converters wrote, is read as any linear.) */
+static int find_kv_b_split(const lmp_model *m, int64_t b, const lmp_gguf_tensor **kt, const lmp_gguf_tensor **vt)
+{
+    const lmp_arch *a = &m->arch;
+    char kn[64], vn[64];
+    snprintf(kn, sizeof kn, "blk.%lld.attn_k_b.weight", (long long)b);
+    snprintf(vn, sizeof vn, "blk.%lld.attn_v_b.weight", (long long)b);
+    const int64_t want[2][3] = {{a->mla_nope, a->mla_kv_lora, a->n_heads}, {a->mla_kv_lora, a->head_dim, a->n_heads}};
+    const lmp_gguf_tensor *t[2] = {lmp_gguf_find_tensor(m->src_data, kn), lmp_gguf_find_tensor(m->src_data, vn)};
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? vn : kn;
+        if (!t[i]) return lmp_fail(LMP_EINVAL, "%s: tensor '%s' is missing (MLA's kv_b, split by llama.cpp's converter)",
+                                   m->path, name);
+        if (t[i]->n_dims != 3 || t[i]->ne[0] != want[i][0] || t[i]->ne[1] != want[i][1] || t[i]->ne[2] != want[i][2])
+            return lmp_fail(LMP_EINVAL, "%s: tensor '%s' has shape ne=[%lld, %lld, %lld] (%d dims), expected ne=[%lld, "
+                            "%lld, %lld]", m->path, name, (long long)t[i]->ne[0],
+                            (long long)(t[i]->n_dims > 1 ? t[i]->ne[1] : 1), (long long)(t[i]->n_dims > 2 ? t[i]->ne[2] : 1),
+                            t[i]->n_dims, (long long)want[i][0], (long long)want[i][1], (long long)want[i][2]);
+        int st = lmp_gguf_check_dequantize(t[i]);
+        if (st) return lmp_fail_prefix(st, "%s", m->path);
+    }
+    *kt = t[0];
+    *vt = t[1];
+    return 0;
+}
+
+/* kv_b's rows from the split: row h (nope + v) + j is k_b[h][., j] for j < nope, then v_b[h][j - nope][.] */
+static int load_kv_b(const lmp_model *m, int64_t b, lmp_linear *l)
+{
+    const lmp_arch *a = &m->arch;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%lld.attn_kv_b.weight", (long long)b);
+    if (lmp_gguf_find_tensor(m->src_data, name)) return load_f32(m, name, l->out, l->in, &l->w);
+    const lmp_gguf_tensor *kt, *vt;
+    int st = find_kv_b_split(m, b, &kt, &vt);
+    if (st) return st;
+    const int64_t H = a->n_heads, nope = a->mla_nope, v = a->head_dim, kv = a->mla_kv_lora;
+    const int64_t nk = H * kv * nope, nv = H * v * kv;
+    float *tmp = malloc((size_t)(nk > nv ? nk : nv) * sizeof *tmp);
+    l->w = malloc((size_t)(l->out * l->in) * sizeof *l->w);
+    if (!tmp || !l->w) {
+        free(tmp);
+        return lmp_fail(LMP_ENOMEM, "%s: out of memory for block %lld's kv_b", m->path, (long long)b);
+    }
+    if (!(st = lmp_gguf_dequantize(kt, 0, nk, tmp)))
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t c = 0; c < kv; c++)
+                for (int64_t j = 0; j < nope; j++) l->w[(h * (nope + v) + j) * kv + c] = tmp[(h * kv + c) * nope + j];
+    if (!st && !(st = lmp_gguf_dequantize(vt, 0, nv, tmp)))
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t j = 0; j < v; j++)
+                memcpy(l->w + (h * (nope + v) + nope + j) * kv, tmp + (h * v + j) * kv, (size_t)kv * sizeof *tmp);
+    free(tmp);
+    return st ? lmp_fail_prefix(st, "%s", m->path) : 0;
+}
+
+/* DeepSeek-V3's selection bias blk.N.exp_probs_b.bias [E] (the router's b here, which only the
+ * choice reads), when the file has one */
+static int find_probs_bias(const lmp_model *m, int64_t b, const lmp_gguf_tensor **t)
+{
+    char name[64];
+    snprintf(name, sizeof name, "blk.%lld.exp_probs_b.bias", (long long)b);
+    *t = lmp_gguf_find_tensor(m->src_data, name);
+    return *t ? find_tensor(m, name, 0, m->arch.n_experts, t) : 0;
+}
+
 static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
 {
     const lmp_arch *a = &m->arch;
@@ -147,6 +218,19 @@ static int gguf_block_copy(const lmp_model *m, int64_t b, lmp_block *out)
         int64_t r0, rows;
         const char *stem = linear_source(a, l, &r0, &rows);
         snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
+        if (l->role == LMP_ROLE_KV_B) {
+            st = load_kv_b(m, b, l);
+            continue;
+        }
+        if (l->role == LMP_ROLE_ROUTER && a->route == LMP_ROUTE_SIGMOID_BIAS) {
+            const lmp_gguf_tensor *bt;
+            st = load_f32(m, name, l->out, l->in, &l->w);
+            if (!st && !(st = find_probs_bias(m, b, &bt)) && bt) {
+                snprintf(name, sizeof name, "blk.%lld.exp_probs_b.bias", (long long)b);
+                st = load_f32(m, name, 0, l->out, &l->b);
+            }
+            continue;
+        }
         if (l->expert_kind == LMP_EXPERT_ROUTED) {
             char bias[96];
             snprintf(bias, sizeof bias, "blk.%lld.%s.bias", (long long)b, stem);
@@ -197,8 +281,10 @@ static double gguf_linear_bits(const lmp_model *m, int64_t b, const lmp_linear *
     char name[96];
     int64_t r0, rows;
     snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, linear_source(&m->arch, l, &r0, &rows));
-    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name);
+    const lmp_gguf_tensor *t = lmp_gguf_find_tensor(m->src_data, name), *kt, *vt;
     if (l->expert_kind == LMP_EXPERT_ROUTED) rows *= m->arch.n_experts; /* one tensor holds them all */
+    if (!t && l->role == LMP_ROLE_KV_B && !find_kv_b_split(m, b, &kt, &vt)) /* MLA's split kv_b */
+        return 8.0 * (double)(kt->nbytes + vt->nbytes) / (double)(l->out * l->in);
     return t && rows * l->in > 0 ? 8.0 * (double)t->nbytes / (double)(rows * l->in) : 32.0;
 }
 
@@ -253,6 +339,12 @@ static const char *const read_keys[] = {
     "use_parallel_residual", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
     "tensor_data_layout", "logit_scale", NULL};
 
+/* llama.cpp's deepseek2 keys (DeepSeek-V2/V3, read by read_deepseek2 for LMP_ARCH_MLA only) */
+static const char *const mla_keys[] = {
+    "leading_dense_block_count", "attention.q_lora_rank", "attention.kv_lora_rank", "attention.key_length_mla",
+    "attention.value_length_mla", "expert_shared_count", "expert_weights_scale", "expert_weights_norm",
+    "expert_gating_func", "expert_group_count", "expert_group_used_count", "rope.scaling.yarn_log_multiplier", NULL};
+
 static int check_keys(const lmp_gguf *g, const char *prefix)
 {
     const size_t plen = strlen(prefix);
@@ -273,6 +365,8 @@ static int check_keys(const lmp_gguf *g, const char *prefix)
             ok = 0; /* Falcon's "jploski" (checked at load) */
         if (ok && !strcmp(k + plen + 1, "logit_scale") && !lmp_arch_by_gguf(prefix, plen)->hf_logit_scale_default)
             ok = 0; /* read for command-r only */
+        if (!ok && !strncmp(k, prefix, plen) && k[plen] == '.' && (lmp_arch_by_gguf(prefix, plen)->flags & LMP_ARCH_MLA))
+            for (int r = 0; mla_keys[r] && !ok; r++) ok = !strcmp(k + plen + 1, mla_keys[r]);
         if (!ok)
             return lmp_fail(LMP_EUNSUPPORTED, "%s: metadata '%s' is not read by lmpress; it may change the model's "
                             "numbers, so the file is refused rather than run without it", g->path, k);
@@ -310,9 +404,14 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
             }
             for (int k = 0; k < probe->n_linears && !ok; k++) {
                 int64_t r0, rows;
+                const lmp_role role = probe->linears[k].role;
                 const char *stem = linear_source(&m->arch, &probe->linears[k], &r0, &rows);
                 const size_t n = strlen(stem);
-                ok = !strncmp(leaf, stem, n) && (!strcmp(leaf + n, ".weight") || !strcmp(leaf + n, ".bias"));
+                /* deepseek2 has no biases: its router's exp_probs_b is the selection bias */
+                ok = !strncmp(leaf, stem, n) && (!strcmp(leaf + n, ".weight") || (!m->arch.mla && !strcmp(leaf + n, ".bias")));
+                ok = ok || (role == LMP_ROLE_KV_B && (!strcmp(leaf, "attn_k_b.weight") || !strcmp(leaf, "attn_v_b.weight")));
+                ok = ok || (role == LMP_ROLE_ROUTER && m->arch.route == LMP_ROUTE_SIGMOID_BIAS &&
+                            !strcmp(leaf, "exp_probs_b.bias"));
             }
         }
         if (!ok)
@@ -320,6 +419,167 @@ static int check_no_unread_tensors(const lmp_model *m, const lmp_block *probes)
                             "%s architecture here lacks), so the file is refused rather than run without it",
                             m->path, name, m->arch.desc->gguf_arch);
     }
+    return 0;
+}
+
+/* <arch>.<key> as an integer that may be 0 (def when absent). */
+static int arch_count(const lmp_gguf *g, const char *arch, const char *key, int64_t def, int64_t *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    *out = def;
+    if (!lmp_gguf_find_kv(g, full)) return 0;
+    int st = lmp_gguf_get_int(g, full, out);
+    if (!st && (*out < 0 || *out > (1 << 24)))
+        return lmp_fail(LMP_EINVAL, "%s: metadata '%s' = %lld is out of range", g->path, full, (long long)*out);
+    return st;
+}
+
+/* <arch>.<key> as a bool (def when absent). */
+static int arch_bool(const lmp_gguf *g, const char *arch, const char *key, int def, int *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    const lmp_gguf_kv *kv = lmp_gguf_find_kv(g, full);
+    *out = def;
+    if (!kv) return 0;
+    if (kv->type != LMP_GGUF_BOOL) return lmp_fail(LMP_EINVAL, "%s: metadata '%s' must be a bool", g->path, full);
+    *out = *(const unsigned char *)kv->data != 0;
+    return 0;
+}
+
+/* llama.cpp's deepseek2 (DeepSeek-V2/V3) mixture of experts as its llama_model_deepseek2 and
+ * build_moe_ffn read it: expert_gating_func 1 (softmax; also when absent, as llama.cpp assumes
+ * for older files) reads as DeepSeek-V2, 2 (sigmoid) as DeepSeek-V3 with exp_probs_b its
+ * selection bias; the first leading_dense_block_count layers dense (feed_forward_length), the
+ * others expert_count experts of expert_feed_forward_length, expert_used_count a token, plus
+ * expert_shared_count shared ones (one MLP, no gate); the weights renormalized when
+ * expert_weights_norm, times expert_weights_scale; with expert_group_count > 1 only the
+ * expert_group_used_count groups of the largest sum of their two best scores compete.  What
+ * lmpress's routings do not compute is refused by name: a softmax with groups (llama.cpp's
+ * two-best rule is not DeepSeek-V2's group_limited_greedy), renormalized, or with a selection bias. */
+static int read_deepseek2(lmp_model *m)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_arch *a = &m->arch;
+    const char *P = a->desc->gguf_arch;
+    int64_t gating, n_layers, dense, shared, groups, groups_used;
+    int norm, st;
+    if ((st = arch_count(g, P, "expert_gating_func", 1, &gating))) return st;
+    if (gating != 1 && gating != 2)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.expert_gating_func = %lld is not supported (1, softmax: DeepSeek-V2; 2, "
+                        "sigmoid: DeepSeek-V3)", m->path, P, (long long)gating);
+    a->desc = lmp_arch_by_name(gating == 2 ? "deepseek3" : "deepseek2");
+    if (!a->desc || !a->desc->moe) return lmp_fail(LMP_EINVAL, "%s: no DeepSeek descriptor", m->path);
+    if ((st = arch_int(g, P, "expert_count", -1, &a->n_experts)) ||
+        (st = arch_int(g, P, "expert_used_count", -1, &a->n_experts_used)) ||
+        (st = arch_int(g, P, "expert_feed_forward_length", -1, &a->expert_hidden)) ||
+        (st = arch_int(g, P, "block_count", -1, &n_layers)) ||
+        (st = arch_count(g, P, "leading_dense_block_count", 0, &dense)) ||
+        (st = arch_count(g, P, "expert_shared_count", 0, &shared)) ||
+        (st = arch_count(g, P, "expert_group_count", 0, &groups)) ||
+        (st = arch_count(g, P, "expert_group_used_count", 0, &groups_used)) ||
+        (st = arch_float(g, P, "expert_weights_scale", 0, &a->routed_scale)) ||
+        (st = arch_bool(g, P, "expert_weights_norm", 0, &norm)))
+        return st;
+    if (a->n_experts_used > a->n_experts || dense > n_layers || n_layers > LMP_MAX_LAYERS || !(a->routed_scale >= 0))
+        return lmp_fail(LMP_EINVAL, "%s: inconsistent %s experts: expert_used_count %lld of %lld, "
+                        "leading_dense_block_count %lld of %lld layers (at most %d), expert_weights_scale %g", m->path, P,
+                        (long long)a->n_experts_used, (long long)a->n_experts, (long long)dense, (long long)n_layers,
+                        LMP_MAX_LAYERS, (double)a->routed_scale);
+    if (gating == 1 && norm)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.expert_weights_norm true with softmax gating is not supported "
+                        "(DeepSeek-V2's routing never renormalizes)", m->path, P);
+    if (groups > 1 && gating == 1)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.expert_group_count %lld with softmax gating is not supported: llama.cpp "
+                        "ranks a group by the sum of its two best scores, DeepSeek-V2's group_limited_greedy (lmpress's "
+                        "softmax routing) by its best", m->path, P, (long long)groups);
+    if (groups > 1 && (groups_used < 1 || groups_used >= groups || a->n_experts % groups || a->n_experts / groups < 2 ||
+                       a->n_experts_used > groups_used * (a->n_experts / groups)))
+        return lmp_fail(LMP_EINVAL, "%s: %s.expert_group_count %lld, expert_group_used_count %lld: the groups must divide "
+                        "the %lld experts, 2 or more each, and hold expert_used_count %lld (llama.cpp's checks)", m->path,
+                        P, (long long)groups, (long long)groups_used, (long long)a->n_experts,
+                        (long long)a->n_experts_used);
+    for (uint64_t i = 0; gating == 1 && i < g->n_tensors; i++)
+        if (strstr(g->tensors[i].name, ".exp_probs_b."))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: tensor '%s' (a selection bias) with softmax gating is not supported "
+                            "(only DeepSeek-V3's sigmoid routing has one)", m->path, g->tensors[i].name);
+    a->route = a->desc->moe->route;
+    a->norm_topk = norm;
+    a->n_group = groups > 1 ? groups : 0;
+    a->topk_group = groups > 1 ? groups_used : 0;
+    a->shared_hidden = shared * a->expert_hidden;
+    for (int64_t l = 0; l < n_layers; l++) a->dense_layer[l] = l < dense;
+    return 0;
+}
+
+/* llama.cpp's deepseek2 attention (multi-head latent attention), which its converter writes as
+ * multi-query attention over the latent (head_count_kv 1, key_length kv_lora_rank + the rotary
+ * dims, value_length kv_lora_rank) with the heads' own sizes in key_length_mla (nope + rope) and
+ * value_length_mla (v); q_lora_rank when q is low-rank (attn_q_a, attn_q_b), else one attn_q.
+ * The latents' norms take the file's RMS epsilon (llama.cpp has one for every norm).  head_dim
+ * is the rotary width until RoPE is read (lmp_model_open_gguf then sets v). */
+static int read_mla(lmp_model *m, int64_t key_len, int64_t value_len)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_arch *a = &m->arch;
+    const char *P = a->desc->gguf_arch;
+    int64_t kmla, vmla, n_rot;
+    int st;
+    if ((st = arch_count(g, P, "attention.q_lora_rank", 0, &a->mla_q_lora)) ||
+        (st = arch_int(g, P, "attention.kv_lora_rank", -1, &a->mla_kv_lora)) ||
+        (st = arch_int(g, P, "attention.key_length_mla", -1, &kmla)) ||
+        (st = arch_int(g, P, "attention.value_length_mla", -1, &vmla)) ||
+        (st = arch_int(g, P, "rope.dimension_count", -1, &n_rot)))
+        return st;
+    if (n_rot % 2 || n_rot >= kmla || vmla > kmla)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.dimension_count %lld must be even and below key_length_mla %lld, "
+                        "and value_length_mla %lld at most that", m->path, P, (long long)n_rot, (long long)kmla,
+                        (long long)vmla);
+    if (a->n_kv_heads != 1 || key_len != a->mla_kv_lora + n_rot || value_len != a->mla_kv_lora)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s's attention.head_count_kv %lld, key_length %lld, value_length %lld are "
+                        "not llama.cpp's multi-query form of the latent (1, kv_lora_rank %lld + %lld, kv_lora_rank)",
+                        m->path, P, (long long)a->n_kv_heads, (long long)key_len, (long long)value_len,
+                        (long long)a->mla_kv_lora, (long long)n_rot);
+    a->mla = 1;
+    a->mla_rope = n_rot;
+    a->mla_nope = kmla - n_rot;
+    a->n_kv_heads = a->n_heads; /* k and v expanded to every head */
+    a->mla_norm_eps = a->norm_eps;
+    a->mla_q_scale = 1.0f;
+    a->head_dim = n_rot;
+    return 0;
+}
+
+/* llama.cpp's deepseek2 YaRN (llama_context and its graph, [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]):
+ * with rope.scaling.yarn_log_multiplier (its converter's 0.1 mscale_all_dim) llama.cpp takes
+ * mscale = mscale_all_dim, so cos and sin are multiplied by 1, else by 0.1 ln(factor) + 1; the
+ * scores by the square of that times 0.1 mscale_all_dim ln(factor) + 1.  rope.scaling.attn_factor
+ * other than 1 and linear scaling (which llama.cpp's graph scales oddly here) are refused. */
+static int read_mla_rope(lmp_model *m)
+{
+    const lmp_gguf *g = m->src_data;
+    lmp_arch *a = &m->arch;
+    const char *P = a->desc->gguf_arch;
+    float log_mul, attn_factor;
+    int64_t vmla;
+    int st;
+    if ((st = arch_float(g, P, "rope.scaling.yarn_log_multiplier", 0, &log_mul)) ||
+        (st = arch_float(g, P, "rope.scaling.attn_factor", 1, &attn_factor)) ||
+        (st = arch_int(g, P, "attention.value_length_mla", -1, &vmla)))
+        return st;
+    a->head_dim = vmla; /* o reads heads x v */
+    if (attn_factor != 1.0f)
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.scaling.attn_factor %g is not supported (only 1)", m->path, P,
+                        (double)attn_factor);
+    if (!strcmp(a->rope.type, "linear"))
+        return lmp_fail(LMP_EUNSUPPORTED, "%s: %s with linear RoPE scaling is not supported (none or yarn)", m->path, P);
+    if (strcmp(a->rope.type, "yarn") != 0) return 0;
+    const double f = a->rope.factor, m_all = (double)(log_mul / 0.1f); /* as llama.cpp divides */
+    const double ratio = m_all != 0 ? 1.0 : (f <= 1 ? 1.0 : 0.1 * log(f) + 1.0);
+    const double all = f <= 1 ? 1.0 : 0.1 * m_all * log(f) + 1.0;
+    a->rope.mscale = (float)ratio;
+    a->mla_q_scale = (float)(ratio * all * ratio * all);
     return 0;
 }
 
@@ -332,6 +592,7 @@ static int read_experts(lmp_model *m)
     const lmp_gguf *g = m->src_data;
     lmp_arch *a = &m->arch;
     const char *P = a->desc->gguf_arch;
+    if (a->desc->flags & LMP_ARCH_MLA) return read_deepseek2(m);
     int64_t E = 0;
     int st = arch_int(g, P, "expert_count", 0, &E);
     if (st || E == 0) {
@@ -556,16 +817,24 @@ static int check_tensors(lmp_model *m)
             const lmp_linear *l = &probe.linears[i];
             int64_t r0, rows;
             const char *stem = linear_source(a, l, &r0, &rows);
+            const lmp_gguf_tensor *kt = NULL, *vt = NULL;
+            snprintf(name, sizeof name, "blk.%lld.attn_kv_b.weight", (long long)b);
+            const int split_kv_b = l->role == LMP_ROLE_KV_B && !lmp_gguf_find_tensor(g, name); /* MLA's, split */
+            if (l->role == LMP_ROLE_ROUTER && a->route == LMP_ROUTE_SIGMOID_BIAS && (st = find_probs_bias(m, b, &kt)))
+                break;
             snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)b, stem);
-            if (l->expert_kind == LMP_EXPERT_ROUTED) {
+            if (split_kv_b) {
+                if ((st = find_kv_b_split(m, b, &kt, &vt))) break;
+                t = kt; /* its type: k_b's */
+            } else if (l->expert_kind == LMP_EXPERT_ROUTED) {
                 const lmp_gguf_tensor *bt;
                 if ((st = find_expert_bias(m, name, l, &bt))) break;
             } else if (lmp_gguf_find_tensor(g, name) && (st = find_tensor(m, name, 0, rows, &t))) {
                 break;
             }
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)b, stem);
-            if (l->expert_kind == LMP_EXPERT_ROUTED ? (st = find_experts(m, name, l, &t)) != 0
-                                                     : (st = find_tensor(m, name, rows, l->in, &t)) != 0)
+            if (!split_kv_b && (l->expert_kind == LMP_EXPERT_ROUTED ? (st = find_experts(m, name, l, &t)) != 0
+                                                                     : (st = find_tensor(m, name, rows, l->in, &t)) != 0))
                 break;
             int k = 0;
             while (k < n_types && types[k] != t->type) k++;
@@ -660,9 +929,12 @@ int lmp_model_open_gguf(lmp_model *m)
         (st = arch_int(g, P, "attention.value_length", key_len, &value_len)))
         return st;
     if (a->desc->flags & LMP_ARCH_EMBED_SCALE) a->embed_scale = (float)sqrt((double)a->dim);
-    /* The head size: key_length (Qwen3's q is wider than the hidden size), else dim / heads. */
+    /* The head size: key_length (Qwen3's q is wider than the hidden size), else dim / heads;
+     * MLA's its own (read_mla). */
     a->head_dim = key_len;
-    if (value_len != key_len || key_len % 2 || a->n_heads % a->n_kv_heads ||
+    if (a->desc->flags & LMP_ARCH_MLA) {
+        if ((st = read_mla(m, key_len, value_len))) return st;
+    } else if (value_len != key_len || key_len % 2 || a->n_heads % a->n_kv_heads ||
         (!(a->desc->flags & LMP_ARCH_HEAD_DIM) && key_len * a->n_heads != a->dim))
         return lmp_fail(LMP_EUNSUPPORTED, "%s: inconsistent or unsupported shape: embedding_length %lld, heads %lld, "
                         "kv heads %lld, key_length %lld, value_length %lld", m->path, (long long)a->dim,
@@ -675,7 +947,10 @@ int lmp_model_open_gguf(lmp_model *m)
     if (vocab_size != a->vocab)
         return lmp_fail(LMP_EINVAL, "%s: %s.vocab_size = %lld but token_embd.weight has %lld rows", m->path, P,
                         (long long)vocab_size, (long long)a->vocab);
-    if ((st = check_tensors(m)) || (st = read_rope(m))) return st;
+    /* (MLA: RoPE on the rotary width first, then the block's shapes with v's) */
+    if (a->mla ? (st = read_rope(m)) || (st = read_mla_rope(m)) || (st = check_tensors(m))
+               : (st = check_tensors(m)) || (st = read_rope(m)))
+        return st;
     float *tok = NULL, *head = NULL, *fnorm = NULL;
     if ((st = load_f32(m, "token_embd.weight", a->vocab, a->dim, &tok))) return st;
     m->tok_emb = lmp_model_own(m, tok);

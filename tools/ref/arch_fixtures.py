@@ -22,10 +22,11 @@ With no NAME every fixture is (re)made.  Output: tests/fixtures/arch/NAME/ (see 
                 (weights loaded from hf5/ and cast up: the F32 values are exact in float64), raw
                 little-endian float64, row-major [T, V]; row t follows tokens[0..t]
   meta.txt      T, V, seed, versions, the GGUF's hyper-parameters and tensor names
-  logprobs_gguf.f64 / logprobs_short.f64   (mistral, gemma3 / phi3 only) a second golden for
-                another reading of the same files: what llama.cpp makes of a GGUF whose converter
-                dropped a config fact, or Phi-3's short RoPE factors; meta.txt's "extra" line
-                gives its shape and the config overrides that produce it
+  logprobs_gguf.f64 / logprobs_short.f64   (mistral, gemma3, gpt_oss, deepseek_v2 / phi3 only) a
+                second golden for another reading of the same files: what llama.cpp makes of a
+                GGUF whose converter dropped a config fact (deepseek_v2: of the conversion copy,
+                gguf_config, that says what llama.cpp can run), or Phi-3's short RoPE factors;
+                meta.txt's "extra" line gives its shape and the config overrides that produce it
 
 Everything is seeded (numpy default_rng(seed)); rerunning gives the same weights and, with the same
 pinned versions, the same golden numbers.  The weights are random: no licence attaches to them.
@@ -222,10 +223,26 @@ FIXTURES = {
     # times routed_scaling_factor 1.5, no renormalization; 2 shared experts (one MLP of 64).  YaRN
     # as DeepSeek's checkpoints have it (factor 4 = 256 / 64; mscale 1 and mscale_all_dim 0.707:
     # the rotary's attention factor 1.0370 and the softmax scale times 1.0980^2).
-    # Hugging Face only: lmpress does not read llama.cpp's deepseek2 GGUF yet.
+    # Its GGUF (llama.cpp's deepseek2) cannot mean this model: llama.cpp ranks expert groups by the
+    # sum of their two best scores (DeepSeek-V3's rule, not V2's group_limited_greedy) and takes
+    # mscale = mscale_all_dim.  So model.gguf is converted from a copy whose config.json says what
+    # llama.cpp can run (greedy top-k without groups, mscale 0.707 as DeepSeek-V2's own configs),
+    # and logprobs_gguf.f64 is transformers' golden of that copy (gguf_golden).
     "deepseek_v2": dict(
         model_type="deepseek_v2", cls="DeepseekV2ForCausalLM", seed=3705, tok="bpe", regex=RE_LLAMA3,
-        pre="deepseek-llm", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"], gguf=False,
+        pre="deepseek-llm", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"],
+        gguf_config={"scoring_func": "softmax", "topk_method": "greedy", "n_group": None, "topk_group": None,
+                     "rope_parameters": dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                             original_max_position_embeddings=64, mscale=0.707,
+                                             mscale_all_dim=0.707, beta_fast=32, beta_slow=1)},
+        gguf_golden=("logprobs_gguf.f64",
+                     "what model.gguf means to llama.cpp: transformers on the conversion copy (topk_method "
+                     "greedy, no expert groups, rope mscale 0.707 = mscale_all_dim)",
+                     # the same as from_pretrained overrides (scoring_func: not a class argument)
+                     dict(topk_method="greedy", n_group=None, topk_group=None,
+                          rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                               original_max_position_embeddings=64, mscale=0.707,
+                                               mscale_all_dim=0.707, beta_fast=32, beta_slow=1))),
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, num_key_value_heads=4, q_lora_rank=None,
                     kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
                     first_k_dense_replace=1, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=32,
@@ -238,10 +255,13 @@ FIXTURES = {
     # 16 + 8, v heads of 16; the first layer dense, then 8 experts in 4 groups chosen by sigmoid
     # scores plus a non-zero e_score_correction_bias (N(0, 0.1^2): it changes some choices, see
     # meta.txt) within the 2 best groups (sum of each group's two best), 2 per token, renormalized,
-    # times 2.5; one shared expert.  Hugging Face only, as deepseek_v2.
+    # times 2.5; one shared expert.  transformers 5 saves no scoring_func, without which llama.cpp's
+    # deepseek2 routes by softmax: the GGUF is converted from a copy saying scoring_func "sigmoid"
+    # (as DeepSeek-V3's own config.json), which transformers reads to the same golden.
     "deepseek_v3": dict(
         model_type="deepseek_v3", cls="DeepseekV3ForCausalLM", seed=3706, tok="bpe", regex=RE_LLAMA3,
-        pre="deepseek-v3", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"], gguf=False,
+        pre="deepseek-v3", specials=["<|begin_of_sentence|>", "<|end_of_sentence|>"],
+        gguf_config={"scoring_func": "sigmoid", "topk_method": "noaux_tc"},
         selection_bias=0.1,
         config=dict(tie_word_embeddings=False, rms_norm_eps=1e-6, num_key_value_heads=4, q_lora_rank=24,
                     kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
@@ -791,7 +811,19 @@ def make(name, conv_dir, llama_cpp_python_version, python4):
                 else:
                     os.symlink(os.path.realpath(os.path.join(hf5, fn)), os.path.join(src, fn))
             _, lp_copy = golden_logprobs(src, tokens)
-            if np.abs(lp_copy - lp).max() != 0:
+            if spec.get("gguf_golden"):
+                # the copy is another model (DeepSeek-V2: what llama.cpp can run): its own golden,
+                # which the same overrides on hf5/ give too (as arch_ref_check.py rechecks it)
+                fn, what, overrides = spec["gguf_golden"]
+                _, lp_over = golden_logprobs(hf5, tokens, **overrides)
+                if np.abs(lp_over - lp_copy).max() != 0:
+                    raise SystemExit(f"arch_fixtures: {name}: the overrides do not give the conversion copy's golden")
+                np.ascontiguousarray(lp_copy, dtype="<f8").tofile(os.path.join(tmp, fn))
+                d = np.abs(lp_copy - lp).max(axis=1)
+                same = int(np.argmax(d > 0)) if (d > 0).any() else T
+                extra.append(f"extra {fn} [{T}, {vocab}] {what}; overrides {json.dumps(overrides)}; "
+                             f"rows 0..{same - 1} equal logprobs.f64, max |diff| {d.max():.3g}")
+            elif np.abs(lp_copy - lp).max() != 0:
                 raise SystemExit(f"arch_fixtures: {name}: transformers reads the conversion copy differently")
         convert_gguf(conv_dir, src, os.path.join(tmp, "model.gguf"), spec.get("pre"), python)
         if src != hf5:

@@ -2,7 +2,7 @@
 """gguf_moe_check.py: an independent check of a mixture of experts' GGUF that lmpress exported,
 with the PyPI `gguf` package (llama.cpp's gguf-py), for tests/test_moe.c.
 
-    PYTHONPATH=build/pydeps python3 tools/ref/gguf_moe_check.py FILE.gguf DIR ARCH E K
+    PYTHONPATH=build/pydeps python3 tools/ref/gguf_moe_check.py FILE.gguf DIR ARCH E K [SAME.gguf]
 
 DIR holds, for every block N, raw little-endian f32 files of the weights lmpress held in memory:
 blk.N.ffn_gate_exps.f32 (every expert's gate, expert after expert: [E, out, in]), likewise
@@ -13,7 +13,11 @@ width no GGUF block fits): it need not be quantized, only equal.  Each tensor, d
 by gguf-py, must equal its file bit for bit (a quantized weight may read +0 where memory held -0);
 the experts' tensors must be 3-D with ne = {in, out, E} and of one quantized type, the router F32
 (never quantized unless a stage names it), and <ARCH>.expert_count / expert_used_count must be E and
-K.  Prints "ok: ..." and exits 0, or every problem and exits 1."""
+K.  With SAME.gguf (llama.cpp's converter's file of the same weights, DeepSeek's deepseek2): FILE
+holds exactly SAME's tensors, each of the same shape and type and the same values (its split
+attn_k_b / attn_v_b, exp_probs_b included), and every <ARCH>.* key SAME has, of the same value (a
+float to 1e-6 relative).  Prints "ok: ..." and exits 0, or every problem and
+exits 1."""
 import os
 import sys
 
@@ -25,6 +29,38 @@ def main():
     path, ref_dir, arch, n_exp, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     rd = gguf.GGUFReader(path)
     bad = []
+    same = 0
+    if len(sys.argv) > 6:  # every tensor as llama.cpp's converter wrote it
+        mine = {t.name: t for t in rd.tensors}
+        theirs = {t.name: t for t in gguf.GGUFReader(sys.argv[6]).tensors}
+        if set(mine) != set(theirs):
+            bad.append(f"tensors only in {path}: {sorted(set(mine) - set(theirs))}; only in {sys.argv[6]}: "
+                       f"{sorted(set(theirs) - set(mine))}")
+        for name in sorted(set(mine) & set(theirs)):
+            a, b = mine[name], theirs[name]
+            if [int(x) for x in a.shape] != [int(x) for x in b.shape] or a.tensor_type != b.tensor_type:
+                bad.append(f"{name}: shape {list(a.shape)} {a.tensor_type.name}, the converter's {list(b.shape)} "
+                           f"{b.tensor_type.name}")
+                continue
+            va = gguf.quants.dequantize(a.data, a.tensor_type).reshape(-1)
+            vb = gguf.quants.dequantize(b.data, b.tensor_type).reshape(-1)
+            if not np.array_equal(va, vb):
+                bad.append(f"{name}: {int((va != vb).sum())} values differ from the converter's")
+            same += 1
+        # and every key of the architecture the converter wrote, with its value
+        ref = gguf.GGUFReader(sys.argv[6])
+        for key, fld in ref.fields.items():
+            if not key.startswith(arch + "."):
+                continue
+            mine_f = rd.fields.get(key)
+            if mine_f is None:
+                bad.append(f"{key}: missing (the converter wrote {fld.contents()!r})")
+                continue
+            a, b = mine_f.contents(), fld.contents()
+            if isinstance(b, float) and isinstance(a, float) and abs(a - b) <= 1e-6 * abs(b):
+                continue
+            if a != b:
+                bad.append(f"{key} = {a!r}, the converter wrote {b!r}")
     got_arch = rd.fields["general.architecture"].contents()
     if got_arch != arch:
         bad.append(f"general.architecture {got_arch!r}, expected {arch!r}")
@@ -60,12 +96,13 @@ def main():
             i = int(np.argmax(diff))
             bad.append(f"{name}: {int(diff.sum())} values differ, first at {i}: {vals[i]!r} vs {ref[i]!r}")
         checked += 1
-    if checked == 0:
+    if checked == 0 and same == 0:
         bad.append(f"{ref_dir}: no reference file")
     if bad:
         print("\n".join(bad))
         sys.exit(1)
-    print(f"ok: {path}: {checked} tensors equal lmpress's weights; experts 3-D and quantized, routers F32")
+    print(f"ok: {path}: {checked} tensors equal lmpress's weights; experts 3-D and quantized, routers F32"
+          + (f"; {same} tensors as llama.cpp's converter wrote them" if same else ""))
 
 
 if __name__ == "__main__":

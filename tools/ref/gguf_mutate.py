@@ -6,7 +6,8 @@ can hold that changes the model's numbers, so lmpress must refuse it by name rat
     PYTHONPATH=build/pydeps /usr/bin/python3 tools/ref/gguf_mutate.py IN.gguf OUT.gguf MUTATION
 
 MUTATION:
-  key:NAME=INT        an extra uint32 metadata key (e.g. key:llama.expert_count=8)
+  key:NAME=INT        an extra uint32 metadata key (e.g. key:llama.expert_count=8), or one in
+                      place of the file's key of that name
   tensor:NAME=ROWSxCOLS  an extra F32 tensor of ones (e.g. tensor:blk.0.attn_q_norm.weight=16x1)
 Every key and tensor of IN is copied unchanged (the tensors' data byte for byte)."""
 import sys
@@ -20,8 +21,9 @@ def copy_with(src, dst, mutation):
     arch = r.fields["general.architecture"]
     arch = bytes(arch.parts[arch.data[0]]).decode()
     w = gguf.GGUFWriter(dst, arch)
+    kind, spec = mutation.split(":", 1)
     for name, field in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
+        if name.startswith("GGUF.") or name == "general.architecture" or (kind == "key" and name == spec.split("=")[0]):
             continue
         vtype = field.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
@@ -35,7 +37,6 @@ def copy_with(src, dst, mutation):
             w.add_key_value(name, bytes(field.parts[field.data[0]]).decode("utf-8", "surrogateescape"), vtype)
         else:
             w.add_key_value(name, field.parts[field.data[0]].tolist()[0], vtype)
-    kind, spec = mutation.split(":", 1)
     name, value = spec.split("=", 1)
     if kind == "key":
         w.add_uint32(name, int(value))
