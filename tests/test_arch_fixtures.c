@@ -173,6 +173,12 @@ static const arch_case cases[] = {
     {"cohere", "hf5", "logprobs.f64", MATCH, NULL},
     {"cohere", "hf4", "logprobs.f64", MATCH, NULL},
     {"cohere", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* ChatGLM2/3 (THUDM's ChatGLMModel, no transformers class: the golden is tools/ref/chatglm_ref.py's
+     * numpy forward): Megatron's names, query_key_value as [q heads; k groups; v groups], gate and
+     * up in dense_h_to_4h, rotary on half of each head in interleaved pairs, base 10000 x rope_ratio
+     * (2 here); the GGUF llama.cpp's "chatglm" with attn_qkv */
+    {"chatglm2", "hf", "logprobs.f64", MATCH, NULL},
+    {"chatglm2", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped
@@ -457,6 +463,19 @@ START_TEST(long_tail_config_keys_are_refused_by_name)
         {"opt", "hf5", "\"word_embed_proj_dim\": 64", "\"word_embed_proj_dim\": 32", "project_in"},
         {"opt", "hf5", "\"_remove_final_layer_norm\": false", "\"_remove_final_layer_norm\": true",
          "_remove_final_layer_norm"},
+        /* ChatGLM2/3: its remote code's switches lmpress does not run, and a Llama key it never reads */
+        {"chatglm2", "hf", "\"multi_query_attention\": true", "\"multi_query_attention\": false",
+         "multi_query_attention"},
+        {"chatglm2", "hf", "\"rmsnorm\": true", "\"rmsnorm\": false", "rmsnorm"},
+        {"chatglm2", "hf", "\"add_bias_linear\": false", "\"add_bias_linear\": true", "add_bias_linear"},
+        {"chatglm2", "hf", "\"post_layer_norm\": true", "\"post_layer_norm\": false", "post_layer_norm"},
+        {"chatglm2", "hf", "\"apply_residual_connection_post_layernorm\": false",
+         "\"apply_residual_connection_post_layernorm\": true", "apply_residual_connection_post_layernorm"},
+        {"chatglm2", "hf", NULL, "\"pre_seq_len\": 16, ", "pre_seq_len"},
+        {"chatglm2", "hf", NULL, "\"quantization_bit\": 4, ", "quantization_bit"},
+        {"chatglm2", "hf", NULL, "\"rope_theta\": 500000.0, ", "rope_theta"},
+        {"chatglm2", "hf", "\"padded_vocab_size\": 320", "\"padded_vocab_size\": 384", "differ"},
+        {"chatglm2", "hf", "\"rope_ratio\": 2.0", "\"rope_ratio\": 2.0", NULL},
         {"falcon", "hf5", "\"alibi\": false", "\"alibi\": false", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
