@@ -28,7 +28,9 @@ static const char *const fixtures[] = {"llama3", "qwen2",  "qwen2-yarn", "qwen3"
                                        "stablelm", "stablelm-par", "olmo", "starcoder2",
                                        /* Bloom from its folder: lmpress's GGUF tokenizer has no "bloom"
                                         * pre-tokenizer yet */
-                                       "bloom/hf5", "falcon", "falcon-nda", "falcon-seq/hf5", "opt/hf5", "cohere"};
+                                       "bloom/hf5", "falcon", "falcon-nda", "falcon-seq/hf5", "opt/hf5", "cohere",
+                                       /* ChatGLM2/3 from its folder (THUDM's layout) and its GGUF */
+                                       "chatglm2/hf", "chatglm2"};
 enum { N_FIXTURES = sizeof fixtures / sizeof *fixtures };
 
 static const char *const variants[] = {"fp32", "rtn-w4-g32", "gptq-w4-g32", "sq-w8a8"};
