@@ -8,6 +8,9 @@ venv's numpy alike.
 
   chatglm_ref.py make  [--converter DIR] [--python PY]   (re)make tests/fixtures/arch/chatglm2/
   chatglm_ref.py check [FIXTURE]                         rerun the forward, compare with the golden
+  chatglm_ref.py llamacpp --logits FILE [FIXTURE]        compare with llama.cpp's own log-probs of
+                                                         model.gguf (FILE from llama-perplexity -m
+                                                         model.gguf -f TEXT -c 48 --kl-divergence-base FILE)
 
 make writes, in tests/fixtures/arch/chatglm2/:
   hf/config.json         ChatGLMConfig's keys as THUDM's config.json files spell them
@@ -431,17 +434,58 @@ def check(folder, conv_dir):
     return 0 if ok else 1
 
 
+def llamacpp_check(folder, logits_path):
+    """llama.cpp's own forward against this one: the log-probabilities llama-perplexity
+    --kl-divergence-base FILE saved for model.gguf (16-bit codes: log p = scale q + min, min at
+    most 16 below the largest), and this forward run on the file's chunks (no BOS: the converter
+    writes add_bos_token false for chatglm).  Entries at the clamp (q = 0) are left out; the rest
+    must agree within the code's step (scale) plus 1e-4."""
+    with open(os.path.join(folder, "hf", "config.json")) as f:
+        cfg = json.load(f)
+    w = st_read(os.path.join(folder, "hf", "model.safetensors"))
+    raw = open(logits_path, "rb").read()
+    if raw[:8] != b"_logits_":
+        raise SystemExit(f"chatglm_ref: {logits_path} is not a llama-perplexity logits file")
+    n_ctx, n_vocab, n_chunk = struct.unpack_from("<Iii", raw, 8)
+    tokens = np.frombuffer(raw, dtype="<i4", count=n_chunk * n_ctx, offset=20).reshape(n_chunk, n_ctx)
+    nv = 2 * ((n_vocab + 1) // 2) + 4
+    rows = n_ctx - 1 - n_ctx // 2
+    data = np.frombuffer(raw, dtype="<u2", offset=20 + 4 * n_chunk * n_ctx).reshape(n_chunk, rows, nv)
+    worst, worst_step, n = 0.0, 0.0, 0
+    for c in range(n_chunk):
+        lp, _ = forward(cfg, w, tokens[c])
+        for r in range(rows):
+            scale, lo = np.frombuffer(data[c, r, :4].tobytes(), dtype="<f4")
+            q = data[c, r, 4:4 + n_vocab].astype(np.float64)
+            base = scale * q + lo
+            keep = q > 0
+            d = np.abs(base[keep] - lp[n_ctx // 2 + r][keep])
+            n += int(keep.sum())
+            if d.max() > worst:
+                worst, worst_step = float(d.max()), float(scale)
+    ok = worst <= worst_step + 1e-4
+    print(f"chatglm_ref: llama.cpp's log-probs ({logits_path}: {n_chunk} chunks of {n_ctx}, {n} unclamped entries) vs "
+          f"this forward: max|d| = {worst:.3e} (the 16-bit code's step there {worst_step:.2e}) "
+          f"{'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["make", "check"])
+    ap.add_argument("mode", choices=["make", "check", "llamacpp"])
     ap.add_argument("fixture", nargs="?", default=FIXTURE)
     ap.add_argument("--converter", help="llama.cpp's vendor folder (convert_hf_to_gguf.py, gguf-py)")
     ap.add_argument("--python", help="the interpreter that runs the converter (default: this one)")
+    ap.add_argument("--logits", help="llamacpp: the file llama-perplexity --kl-divergence-base wrote for model.gguf")
     a = ap.parse_args()
     conv = os.path.abspath(a.converter) if a.converter else None
     if a.mode == "make":
         make(conv, a.python)
         return 0
+    if a.mode == "llamacpp":
+        if not a.logits:
+            raise SystemExit("chatglm_ref: llamacpp needs --logits FILE")
+        return llamacpp_check(a.fixture, a.logits)
     return check(a.fixture, conv)
 
 
