@@ -979,8 +979,9 @@ static int parse_chatglm(const lmp_json *c, const char *what, const lmp_arch_des
     /* Llama's keys the remote code never reads: a config carrying one means something lmpress
      * would run and ChatGLM would not */
     static const char *const foreign[] = {"rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
-                                          "original_max_position_embeddings", "hidden_act", "hidden_activation", "mlp_bias",
-                                          "sliding_window", "use_sliding_window", "max_window_layers", "layer_types"};
+                                          "original_max_position_embeddings", "hidden_act", "hidden_activation",
+                                          "mlp_bias", "sliding_window", "use_sliding_window", "max_window_layers",
+                                          "layer_types"};
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
         if (cfg_get(c, foreign[i]))
             return lmp_fail(LMP_EUNSUPPORTED, "%s: key \"%s\" is not read by %s (THUDM's modeling_chatglm.py): "
