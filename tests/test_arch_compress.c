@@ -26,9 +26,10 @@ static const char *const fixtures[] = {"llama3", "qwen2",  "qwen2-yarn", "qwen3"
                                        "gemma3", "phi3",   "glm",        "glm4",  "gpt2",    "ernie4_5",
                                        "gptneox", "gptneox-seq/hf5", "phi2", "gptj/hf5",
                                        "stablelm", "stablelm-par", "olmo", "starcoder2",
-                                       /* Bloom from its folder: lmpress's GGUF tokenizer has no "bloom"
-                                        * pre-tokenizer yet */
-                                       "bloom/hf5", "falcon", "falcon-nda", "falcon-seq/hf5", "opt/hf5", "cohere"};
+                                       /* Bloom from its folder and its GGUF ("bloom" pre-tokenizer) */
+                                       "bloom/hf5", "bloom", "falcon", "falcon-nda", "falcon-seq/hf5", "opt/hf5", "cohere",
+                                       /* ChatGLM2/3 from its folder (THUDM's layout) and its GGUF */
+                                       "chatglm2/hf", "chatglm2"};
 enum { N_FIXTURES = sizeof fixtures / sizeof *fixtures };
 
 static const char *const variants[] = {"fp32", "rtn-w4-g32", "gptq-w4-g32", "sq-w8a8"};

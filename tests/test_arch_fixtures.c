@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "formats/llama_logits.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "plugin/backend.h"
@@ -177,6 +178,12 @@ static const arch_case cases[] = {
     {"cohere", "hf5", "logprobs.f64", MATCH, NULL},
     {"cohere", "hf4", "logprobs.f64", MATCH, NULL},
     {"cohere", "model.gguf", "logprobs.f64", MATCH, NULL},
+    /* ChatGLM2/3 (THUDM's ChatGLMModel, no transformers class: the golden is tools/ref/chatglm_ref.py's
+     * numpy forward): Megatron's names, query_key_value as [q heads; k groups; v groups], gate and
+     * up in dense_h_to_4h, rotary on half of each head in interleaved pairs, base 10000 x rope_ratio
+     * (2 here); the GGUF llama.cpp's "chatglm" with attn_qkv */
+    {"chatglm2", "hf", "logprobs.f64", MATCH, NULL},
+    {"chatglm2", "model.gguf", "logprobs.f64", MATCH, NULL},
     /* gpt-oss: attention sinks, sliding (window 16 < T) and full layers alternating, q/k/v/o
      * biases, head_dim 32 with hidden 64, YaRN (truncate false), the router's bias, top 2 of 4
      * then softmax, fused transposed experts with gate/up interleaved and biases, the clamped
@@ -242,6 +249,59 @@ START_TEST(each_form_matches_or_is_refused)
     free(gold);
     free(tok);
     lmp_model_free(m);
+}
+END_TEST
+
+/* ChatGLM2 against llama.cpp's own forward, a reference independent of tools/ref/chatglm_ref.py:
+ * tests/fixtures/arch/chatglm2/llamacpp_logprobs.bin is what llama-perplexity (llama.cpp 0c1e570)
+ * saved for model.gguf with --kl-divergence-base (-c 48 --chunks 8 -fa off -ctk f32 -ctv f32: the
+ * CPU's flash attention computes in F16), 16-bit codes of the log-probabilities of each chunk's
+ * second half (log p = scale q + min, min at most 16 below the largest).  lmpress, from the folder
+ * and from the GGUF, runs each chunk (no BOS: the converter writes add_bos_token false) and must
+ * agree on every entry above the clamp within the code's step plus 1e-4 (the reference does:
+ * max 1.24e-4 against a step of 2.44e-4). */
+START_TEST(chatglm2_matches_llama_cpp)
+{
+    static const char *const forms[] = {"hf", "model.gguf"};
+    char path[600];
+    snprintf(path, sizeof path, "%s/chatglm2/llamacpp_logprobs.bin", FIXTURES);
+    lmp_llama_logits f;
+    ck_assert_msg(lmp_llama_logits_open(path, &f) == 0, "%s", lmp_last_error());
+    for (int k = 0; k < 2; k++) {
+        char mp[600];
+        snprintf(mp, sizeof mp, "%s/chatglm2/%s", FIXTURES, forms[k]);
+        lmp_model *m = NULL;
+        ck_assert_msg(lmp_model_load(mp, &m) == 0, "%s", lmp_last_error());
+        ck_assert_int_eq(f.n_vocab, m->arch.vocab);
+        lmp_block *blocks = lmp_model_blocks(m);
+        ck_assert_ptr_nonnull(blocks);
+        float *base = malloc((size_t)(f.rows * f.n_vocab) * sizeof *base);
+        double worst = 0, step = 0;
+        int64_t entries = 0;
+        for (int64_t c = 0; c < f.n_chunk; c++) {
+            ck_assert_msg(lmp_llama_logits_chunk(&f, c, base) == 0, "%s", lmp_last_error());
+            float *lp = log_probs(m, blocks, f.tokens + c * f.n_ctx, f.n_ctx);
+            for (int64_t r = 0; r < f.rows; r++) {
+                const float *b = base + r * f.n_vocab, *got = lp + (f.n_ctx / 2 + r) * f.n_vocab;
+                float lo = b[0], hi = b[0];
+                for (int64_t v = 1; v < f.n_vocab; v++) lo = b[v] < lo ? b[v] : lo, hi = b[v] > hi ? b[v] : hi;
+                const double row_step = (hi - lo) / 65535.0;
+                for (int64_t v = 0; v < f.n_vocab; v++) {
+                    if (b[v] <= lo) continue; /* at the clamp */
+                    const double d = fabs((double)got[v] - (double)b[v]);
+                    entries++;
+                    if (d > worst) worst = d, step = row_step;
+                }
+            }
+            free(lp);
+        }
+        printf("chatglm2 %-10s against llama.cpp's log-probs: %lld entries, max |d| %.3e (the code's step there %.2e)\n",
+               forms[k], (long long)entries, worst, step);
+        ck_assert_msg(entries > 0 && worst <= step + 1e-4, "%s: %g from llama.cpp's log-probs", mp, worst);
+        free(base);
+        lmp_model_free(m);
+    }
+    lmp_llama_logits_close(&f);
 }
 END_TEST
 
@@ -504,6 +564,19 @@ START_TEST(long_tail_config_keys_are_refused_by_name)
         {"opt", "hf5", "\"word_embed_proj_dim\": 64", "\"word_embed_proj_dim\": 32", "project_in"},
         {"opt", "hf5", "\"_remove_final_layer_norm\": false", "\"_remove_final_layer_norm\": true",
          "_remove_final_layer_norm"},
+        /* ChatGLM2/3: its remote code's switches lmpress does not run, and a Llama key it never reads */
+        {"chatglm2", "hf", "\"multi_query_attention\": true", "\"multi_query_attention\": false",
+         "multi_query_attention"},
+        {"chatglm2", "hf", "\"rmsnorm\": true", "\"rmsnorm\": false", "rmsnorm"},
+        {"chatglm2", "hf", "\"add_bias_linear\": false", "\"add_bias_linear\": true", "add_bias_linear"},
+        {"chatglm2", "hf", "\"post_layer_norm\": true", "\"post_layer_norm\": false", "post_layer_norm"},
+        {"chatglm2", "hf", "\"apply_residual_connection_post_layernorm\": false",
+         "\"apply_residual_connection_post_layernorm\": true", "apply_residual_connection_post_layernorm"},
+        {"chatglm2", "hf", NULL, "\"pre_seq_len\": 16, ", "pre_seq_len"},
+        {"chatglm2", "hf", NULL, "\"quantization_bit\": 4, ", "quantization_bit"},
+        {"chatglm2", "hf", NULL, "\"rope_theta\": 500000.0, ", "rope_theta"},
+        {"chatglm2", "hf", "\"padded_vocab_size\": 320", "\"padded_vocab_size\": 384", "differ"},
+        {"chatglm2", "hf", "\"rope_ratio\": 2.0", "\"rope_ratio\": 2.0", NULL},
         {"falcon", "hf5", "\"alibi\": false", "\"alibi\": false", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -608,6 +681,7 @@ int main(void)
     tcase_add_test(tc, deepseek_config_keys_not_implemented_are_refused);
     tcase_add_test(tc, gguf_additions_are_refused);
     tcase_add_test(tc, long_tail_config_keys_are_refused_by_name);
+    tcase_add_test(tc, chatglm2_matches_llama_cpp);
     suite_add_tcase(s, tc);
     return lmp_test_main(s);
 }

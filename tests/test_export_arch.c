@@ -196,6 +196,13 @@ static const export_case cases[] = {
     {"falcon-nda", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
     {"falcon-nda", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
     {"falcon-seq", "hf5", "hf", "logprobs.f64", MATCH, NULL, ""},
+    /* ChatGLM2/3 (THUDM's layout, golden from tools/ref/chatglm_ref.py): query_key_value fused with
+     * its bias in both formats (attn_qkv in the GGUF, read back as chatglm rather than GLM); its
+     * folder from a Hugging Face source only (the config made here would not say ChatGLM's keys) */
+    {"chatglm2", "hf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"chatglm2", "hf", "hf", "logprobs.f64", MATCH, NULL, ""},
+    {"chatglm2", "model.gguf", "gguf", "logprobs.f64", MATCH, NULL, ""},
+    {"chatglm2", "model.gguf", "hf", "logprobs.f64", REFUSED, "from a Hugging Face source only", ""},
 };
 enum { N_CASES = sizeof cases / sizeof *cases };
 
@@ -339,7 +346,7 @@ START_TEST(each_export_matches_or_is_refused)
     if (skipped(c->fixture)) return;
     char src_path[600], out[600];
     snprintf(src_path, sizeof src_path, "%s/%s/%s", FIXTURES, c->fixture, c->form);
-    snprintf(out, sizeof out, "%s/%s-%s.%s", tmpdir, c->fixture, strcmp(c->form, "hf5") ? "gguf" : "hf5",
+    snprintf(out, sizeof out, "%s/%s-%s.%s", tmpdir, c->fixture, strcmp(c->form, "model.gguf") ? c->form : "gguf",
              strcmp(c->out, "gguf") ? "hf" : "gguf");
     lmp_model *m = load(src_path);
     const lmp_block_source src = lmp_block_source_model(m);
@@ -359,8 +366,9 @@ START_TEST(each_export_matches_or_is_refused)
                   c->needle);
     /* lmpress reads the export back and gives transformers' numbers */
     lmp_model *e = load(out);
-    /* (Falcon-40B's layout is falcon_nda in both formats: the loaders switch to it) */
-    ck_assert_str_eq(e->arch.desc->name, m->arch.desc->hf_falcon ? m->arch.desc->name : lmp_export_is_gguf(out) ? lmp_arch_by_gguf(m->arch.desc->gguf_arch,
+    /* (Falcon-40B's layout is falcon_nda in both formats, ChatGLM's chatglm: the loaders switch to
+     * them) */
+    ck_assert_str_eq(e->arch.desc->name, m->arch.desc->hf_falcon || m->arch.desc->hf_chatglm ? m->arch.desc->name : lmp_export_is_gguf(out) ? lmp_arch_by_gguf(m->arch.desc->gguf_arch,
                      strlen(m->arch.desc->gguf_arch))->name : lmp_arch_by_hf_class(
                      !strcmp(c->form, "hf5") || strcmp(m->arch.desc->name, "mistral") ? m->arch.desc->hf_class
                                                                                       : "LlamaForCausalLM")->name);
@@ -380,11 +388,15 @@ START_TEST(each_export_matches_or_is_refused)
     /* the format's own reference: the converter's GGUF, transformers' folder */
     char ref[600];
     const int gguf = lmp_export_is_gguf(out);
-    snprintf(ref, sizeof ref, "%s/%s/%s", FIXTURES, c->fixture, gguf ? "model.gguf" : "hf5");
+    /* (a folder not written by transformers, ChatGLM's "hf", is its own reference) */
+    snprintf(ref, sizeof ref, "%s/%s/%s", FIXTURES, c->fixture,
+             gguf ? "model.gguf" : strcmp(c->form, "model.gguf") ? c->form : "hf5");
     const int ck = run_check(gguf ? "gguf" : "hf", out, ref, c->check_args);
     if (ck == 77) printf("    SKIPPED the gguf-py check of %s\n", out);
     else ck_assert_msg(ck == 0, "%s: arch_export_check.py finds problems (above)", out);
-    if (!gguf) transformers_check(out, c->fixture, c->golden, n);
+    if (!gguf && m->arch.desc->hf_chatglm) printf("    SKIPPED transformers check: %s has no transformers class\n",
+                                                  m->arch.desc->hf_class);
+    else if (!gguf) transformers_check(out, c->fixture, c->golden, n);
     free(lp);
     free(gold);
     free(tok);
@@ -517,6 +529,9 @@ static const variant_case vcases[] = {
     {"falcon", "hf5", "gguf", V_GPTQ_W4}, {"falcon", "hf5", "gguf", V_SQ_W8A8}, {"falcon", "hf5", "hf", V_SQ_W8A8},
     {"falcon-nda", "hf5", "gguf", V_GPTQ_W4}, {"falcon-nda", "hf5", "gguf", V_SQ_W8A8},
     {"falcon-nda", "hf5", "hf", V_SQ_W8A8}, {"falcon-seq", "hf5", "hf", V_SQ_W8A8},
+    /* ChatGLM2/3: SmoothQuant folds into its RMSNorms; q, k, v (and gate, up) joined again into
+     * query_key_value (dense_h_to_4h), one scheme per fused module */
+    BOTH("chatglm2", "hf", "hf"),
 #undef BOTH
 };
 enum { N_VCASES = sizeof vcases / sizeof *vcases };

@@ -393,6 +393,42 @@ START_TEST(test_gguf_pre_names)
 }
 END_TEST
 
+/* llama.cpp's "bloom" pre-tokenizer (tokenizer.ggml.pre; issue 40): bloom_llamacpp.txt tokenized by
+ * llama.cpp itself with the bloom architecture fixture's GGUF vocabulary (tests/fixtures/arch/bloom:
+ * llama-perplexity, llama.cpp 0c1e570, -c 64 --kl-divergence-base, whose file keeps the text's ids:
+ * the first 37 x 64 of them, no BOS) in bloom_llamacpp.ids; lmpress's ids of the same text must
+ * begin with them.  The text has what the regex splits on: spaces, tabs, newlines, '(' '|' ')',
+ * . , ! ? and the CJK, Devanagari and Arabic marks, the ellipsis, digits, emoji. */
+START_TEST(test_gguf_bloom_pre_tokenizer)
+{
+    lmp_gguf *g = NULL;
+    lmp_tokenizer *t = NULL;
+    const char *path = LMP_SOURCE_DIR "/tests/fixtures/arch/bloom/model.gguf";
+    ck_assert_msg(lmp_gguf_open(path, &g) == 0, "%s", lmp_last_error());
+    ck_assert_msg(lmp_tokenizer_load_gguf(g, &t) == 0, "%s", lmp_last_error());
+    lmp_gguf_close(g);
+    ck_assert_str_eq(lmp_tokenizer_gguf_pre(t), "bloom");
+    size_t len, id_len;
+    char *text = (char *)lmp_test_slurp(FIX "bloom_llamacpp.txt", &len);
+    char *id_text = (char *)lmp_test_slurp(FIX "bloom_llamacpp.ids", &id_len);
+    int32_t *ids = NULL;
+    int64_t n = 0, k = 0;
+    ck_assert_msg(lmp_tokenize_ex(t, text, len, 0, &ids, &n) == 0, "%s", lmp_last_error());
+    char *at = id_text, *end;
+    for (long v; (v = strtol(at, &end, 10)), end != at; at = end, k++) {
+        ck_assert_msg(k < n, "lmpress gives %lld ids, llama.cpp more", (long long)n);
+        ck_assert_msg(ids[k] == (int32_t)v, "id %lld: lmpress %d, llama.cpp %ld", (long long)k, ids[k], v);
+    }
+    printf("test_tokenizer_families: bloom: %lld ids equal to llama.cpp's (of lmpress's %lld)\n", (long long)k,
+           (long long)n);
+    ck_assert_int_gt(k, 2000);
+    free(ids);
+    free(text);
+    free(id_text);
+    lmp_tokenizer_free(t);
+}
+END_TEST
+
 /* Decoding undoes a SentencePiece-style tokenization: "\u2581" becomes " ", <0xXX> the byte, and
  * the first space after BOS goes (the Strip / Metaspace decoder). */
 START_TEST(test_char_level_decode)
@@ -527,6 +563,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_byte_level_families);
     tcase_add_test(tc, test_sentencepiece_style_families);
     tcase_add_test(tc, test_gguf_vocabularies);
+    tcase_add_test(tc, test_gguf_bloom_pre_tokenizer);
     tcase_add_test(tc, test_long_text);
     tcase_add_test(tc, test_long_runs);
     tcase_add_test(tc, test_gguf_pre_names);

@@ -19,7 +19,7 @@ extern const lmp_arch_desc lmp_arch_llama, lmp_arch_mistral, lmp_arch_qwen2, lmp
     lmp_arch_ernie4_5, lmp_arch_mixtral, lmp_arch_qwen2moe, lmp_arch_qwen3moe, lmp_arch_deepseek_v2,
     lmp_arch_deepseek_v3, lmp_arch_gptneox, lmp_arch_phi2, lmp_arch_gptj, lmp_arch_stablelm, lmp_arch_olmo,
     lmp_arch_starcoder2, lmp_arch_gpt_oss, lmp_arch_bloom, lmp_arch_falcon,
-    lmp_arch_falcon_nda, lmp_arch_opt, lmp_arch_olmo2, lmp_arch_cohere;
+    lmp_arch_falcon_nda, lmp_arch_opt, lmp_arch_olmo2, lmp_arch_cohere, lmp_arch_chatglm;
 
 static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral, &lmp_arch_qwen2, &lmp_arch_qwen3,
                                              &lmp_arch_gemma, &lmp_arch_gemma2, &lmp_arch_gemma3, &lmp_arch_phi3,
@@ -31,6 +31,9 @@ static const lmp_arch_desc *const table[] = {&lmp_arch_llama, &lmp_arch_mistral,
                                              &lmp_arch_stablelm, &lmp_arch_olmo, &lmp_arch_starcoder2, &lmp_arch_gpt_oss,
                                              &lmp_arch_bloom, &lmp_arch_falcon, &lmp_arch_opt,
                                              &lmp_arch_olmo2, &lmp_arch_cohere,
+                                             /* after glm, which lmp_arch_by_gguf("chatglm") finds
+                                              * first: the GGUF loader switches on attn_qkv */
+                                             &lmp_arch_chatglm,
                                              /* a layout the loaders switch to, never found first by name */
                                              &lmp_arch_falcon_nda};
 enum { N_ARCH = sizeof table / sizeof *table };

@@ -229,6 +229,12 @@ typedef struct lmp_arch_desc {
     /* The logits are multiplied by config.json's logit_scale (GGUF: <arch>.logit_scale), of this
      * default when it has none (Cohere: 0.0625); 0: the family has no such scale. */
     double hf_logit_scale_default;
+    /* ChatGLM2/3 (THUDM's ChatGLMModel): config.json's multi_query_attention, rmsnorm, rope_ratio
+     * and the switches of its remote code say the block (model_hf.c's parse_chatglm). */
+    int hf_chatglm;
+    /* A top-level buffer the checkpoint carries that the config derives (ChatGLM's
+     * transformer.rotary_pos_emb.inv_freq): read by no one, and not refused as unknown. */
+    const char *hf_derived_buffer;
     /* Why lmpress's exporters refuse the family (NULL: they write it). */
     const char *export_refused;
 } lmp_arch_desc;
@@ -236,6 +242,9 @@ typedef struct lmp_arch_desc {
 /* Falcon-40B's layout (new_decoder_architecture: ln_attn and ln_mlp), which the loaders switch to
  * from lmp_arch_falcon (core/arch/falcon.c) when the file says so. */
 extern const lmp_arch_desc lmp_arch_falcon_nda;
+/* ChatGLM2/3 (core/arch/chatglm.c), which the GGUF loader switches to from lmp_arch_glm (both are
+ * llama.cpp's "chatglm") when q, k and v are fused in attn_qkv. */
+extern const lmp_arch_desc lmp_arch_chatglm;
 
 /* The descriptor of a Hugging Face class, a GGUF architecture (the first family that reads it),
  * or by name; NULL when lmpress has none. */

@@ -41,7 +41,8 @@ static int has_attn_switch(const hf_plan *p)
     /* GPT-NeoX's attention_bias, StarCoder2's use_bias (hf_write.c's plan_biases) */
     if (p->desc->bias == LMP_BIAS_NEOX || p->desc->bias == LMP_BIAS_ALL_CONFIG || p->desc->bias == LMP_BIAS_ALL_FLAG)
         return 1; /* (Falcon's bias) */
-    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: its modules take no bias */
+    /* Phi-3: its modules take no bias; ChatGLM's query_key_value one on add_qkv_bias */
+    if (p->desc->hf_fused_qkv && p->desc->bias != LMP_BIAS_QKV_CONFIG) return 0;
     if (!strcmp(p->desc->name, "ernie4_5")) return 0; /* use_bias, false (hf_write.c's plan_biases) */
     return p->desc->bias == LMP_BIAS_CONFIG ? strcmp(p->desc->name, "mistral") != 0
                                             : p->desc->bias == LMP_BIAS_ATTN_CONFIG || p->desc->bias == LMP_BIAS_QKV_CONFIG;

@@ -277,7 +277,8 @@ static int plan_biases(hf_plan *p)
         for (int i = 0; i < p->n_lins; i++) p->lins[i].bias = 1;
         return 0;
     }
-    if (p->desc->hf_fused_qkv) return 0; /* Phi-3: none, refused where its parts are fused */
+    /* Phi-3: none, refused where its parts are fused; ChatGLM's query_key_value has one on add_qkv_bias */
+    if (p->desc->hf_fused_qkv && p->desc->bias != LMP_BIAS_QKV_CONFIG) return 0;
     const int selection = p->m->arch.route == LMP_ROUTE_SIGMOID_BIAS; /* DeepSeek-V3's router bias */
     for (int i = 0; i < p->n_lins; i++) {
         const hf_linear *l = &p->lins[i];
@@ -675,7 +676,8 @@ static int fuse(hf_plan *p, int first, int64_t b, const char *module, const lmp_
 {
     /* GPT-2's c_attn has one bias for the three, GPT-NeoX's query_key_value one (attention_bias) */
     const int fused_bias = p->desc->bias == LMP_BIAS_ALL || p->desc->bias == LMP_BIAS_NEOX ||
-                           p->desc->bias == LMP_BIAS_ALL_FLAG; /* Falcon's, on its bias switch */
+                           p->desc->bias == LMP_BIAS_ALL_FLAG || /* Falcon's, on its bias switch */
+                           (p->desc->bias == LMP_BIAS_QKV_CONFIG && n == 3); /* ChatGLM's, on add_qkv_bias */
     int at[3];
     for (int k = 0; k < n; k++) {
         at[k] = -1;

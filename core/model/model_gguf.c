@@ -889,6 +889,8 @@ int lmp_model_open_gguf(lmp_model *m)
                                       "one after the other)", m->path, lkey, (int)layout_len, layout);
         if (lmp_gguf_find_tensor(g, "blk.0.attn_norm_2.weight")) a->desc = &lmp_arch_falcon_nda;
     }
+    /* llama.cpp's chatglm holds GLM (q, k, v apart) and ChatGLM2/3 (query_key_value kept as attn_qkv) */
+    if (!strcmp(P, "chatglm") && lmp_gguf_find_tensor(g, "blk.0.attn_qkv.weight")) a->desc = &lmp_arch_chatglm;
     if ((st = read_experts(m))) return st;
     a->family = a->desc->family;
     a->qk_norm = (a->desc->flags & LMP_ARCH_QK_NORM) != 0;

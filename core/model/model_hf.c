@@ -971,6 +971,46 @@ static int parse_falcon(const lmp_json *c, const char *what, hf_state *s, lmp_ar
     return 0;
 }
 
+/* ChatGLM2/3's switches (core/arch/chatglm.c), as THUDM's modeling_chatglm.py reads them: the
+ * RoPE base 10000 x rope_ratio; what the block does not run is refused by its key.  Called once
+ * the shapes and the rotation (half of kv_channels, interleaved pairs, base 10000) are read. */
+static int parse_chatglm(const lmp_json *c, const char *what, const lmp_arch_desc *d, lmp_arch *a)
+{
+    /* Llama's keys the remote code never reads: a config carrying one means something lmpress
+     * would run and ChatGLM would not */
+    static const char *const foreign[] = {"rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                          "original_max_position_embeddings", "hidden_act", "hidden_activation",
+                                          "mlp_bias", "sliding_window", "use_sliding_window", "max_window_layers",
+                                          "layer_types"};
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
+        if (cfg_get(c, foreign[i]))
+            return lmp_fail(LMP_EUNSUPPORTED, "%s: key \"%s\" is not read by %s (THUDM's modeling_chatglm.py): "
+                            "refused rather than run otherwise than the model's own code", what, foreign[i],
+                            d->hf_class);
+    int mq = 0, rms = 1, bias_linear = 0, post_ln = 1, tied = 0, st;
+    int64_t qbits = 0;
+    if ((st = cfg_bool(c, what, "multi_query_attention", 0, &mq)) || (st = cfg_bool(c, what, "rmsnorm", 1, &rms)) ||
+        (st = cfg_bool(c, what, "add_bias_linear", 0, &bias_linear)) ||
+        (st = cfg_bool(c, what, "post_layer_norm", 1, &post_ln)) ||
+        (st = cfg_bool(c, what, "tie_word_embeddings", 0, &tied)) ||
+        (st = cfg_count(c, what, "quantization_bit", 0, &qbits)))
+        return st;
+    const char *why = !mq ? "multi_query_attention false (query_key_value laid out per head, [heads][q, k, v])"
+                      : !rms ? "rmsnorm false (LayerNorms in place of the RMSNorms)"
+                      : bias_linear ? "add_bias_linear true (biases on dense, dense_h_to_4h and dense_4h_to_h)"
+                      : !post_ln ? "post_layer_norm false (no final_layernorm)"
+                      : tied ? "tie_word_embeddings true (ChatGLMModel's output_layer is its own)"
+                      : qbits ? "quantization_bit (THUDM's int4/int8 weights and kernels)"
+                      : cfg_get(c, "pre_seq_len") ? "pre_seq_len (P-tuning v2's prefix encoder)" : NULL;
+    if (why) return lmp_fail(LMP_EUNSUPPORTED, "%s: %s is not supported for %s", what, why, d->hf_class);
+    float ratio = 1;
+    if ((st = cfg_float(c, what, "rope_ratio", 1.0, &ratio))) return st;
+    /* RotaryEmbedding(rotary_dim // 2): theta_i = (10000 rope_ratio)^(-2i / (kv_channels / 2)) */
+    if (ratio != 1) lmp_rope_default(&a->rope, (float)(10000.0 * (double)ratio), a->rope.n_rot, a->head_dim);
+    a->rope_theta = a->rope.theta;
+    return 0;
+}
+
 static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arch *a)
 {
     const lmp_arch_desc *d = s->desc;
@@ -996,7 +1036,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
         (st = cfg_int(c, what, key_in(c, d, "num_hidden_layers"), -1, &a->n_layers)) ||
         (st = cfg_int(c, what, key_in(c, d, "num_attention_heads"), -1, &a->n_heads)) ||
         (st = cfg_int(c, what, key_in(c, d, "num_key_value_heads"), a->n_heads, &a->n_kv_heads)) ||
-        (st = cfg_int(c, what, "vocab_size", -1, &a->vocab)) ||
+        (st = cfg_int(c, what, key_in(c, d, "vocab_size"), -1, &a->vocab)) ||
         (st = cfg_int(c, what, key_in(c, d, "max_position_embeddings"), d->hf_default_ctx, &a->seq_len)) ||
         (st = cfg_float(c, what, key_in(c, d, "rms_norm_eps"), a->layer_norm ? 1e-5 : 1e-6, &a->norm_eps)))
         return st;
@@ -1044,10 +1084,10 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if (d->flags & LMP_ARCH_MLA) {
         if ((st = parse_mla(c, what, d, a))) return st;
         a->head_dim = a->mla_rope;
-    } else if (!cfg_get(c, "head_dim")) {
+    } else if (!cfg_get(c, key_in(c, d, "head_dim"))) {
         if ((st = check_heads(what, a))) return st;
         a->head_dim = a->dim / a->n_heads;
-    } else if ((st = cfg_int(c, what, "head_dim", 0, &a->head_dim))) {
+    } else if ((st = cfg_int(c, what, key_in(c, d, "head_dim"), 0, &a->head_dim))) {
         return st;
     } else if (a->head_dim % 2 || a->n_heads % a->n_kv_heads) {
         return lmp_fail(LMP_EINVAL, "%s: inconsistent shape: head_dim %lld (must be even), %lld heads, %lld kv heads",
@@ -1092,6 +1132,7 @@ static int parse_llama(const lmp_json *c, const char *what, hf_state *s, lmp_arc
     if ((st = lmp_rope_from_hf(c, what, a->head_dim, a->seq_len, &rope_names, &a->rope, &a->rope_local, &a->seq_len)))
         return st;
     a->rope_theta = a->rope.theta;
+    if (d->hf_chatglm && (st = parse_chatglm(c, what, d, a))) return st;
     if (a->mla) {
         int64_t v_head_dim;
         if ((st = cfg_int(c, what, "v_head_dim", -1, &v_head_dim))) return st;
@@ -1333,6 +1374,7 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
     }
     snprintf(top, sizeof top, "%s.weight", d->hf_pos_embed ? d->hf_pos_embed : "");
     if ((d->flags & LMP_ARCH_LEARNED_POS) && !strcmp(name, top)) return 1; /* OPT's positions */
+    if (d->hf_derived_buffer && !strcmp(name, d->hf_derived_buffer)) return 1;
     const char *fn = d->hf_final_norm ? d->hf_final_norm : "model.norm";
     const size_t fl = strlen(fn);
     if (!(d->flags & LMP_ARCH_NORM_NO_PARAMS) && !strncmp(name, fn, fl) &&
@@ -1346,7 +1388,8 @@ static int read_by_llama(const hf_state *s, const lmp_arch *a, const char *name)
         b < 0 || b >= a->n_layers)
         return 0;
     at += (int)pl;
-    /* rotary_emb.inv_freq: a buffer older checkpoints saved, derived from the config */
+    /* rotary_emb.inv_freq: a buffer older checkpoints saved, derived from the config (ChatGLM's one
+     * for the model: hf_derived_buffer, above) */
     if (!strcmp(name + at, "self_attn.rotary_emb.inv_freq") || !strcmp(name + at, "attention.rotary_emb.inv_freq"))
         return 1;
     /* the causal-mask buffers older GPT-NeoX (Pythia) and GPT-J checkpoints saved, as GPT-2's */

@@ -1237,6 +1237,12 @@ static int name_is(const char *s, size_t n, const char *name)
 static const char QWEN2_RE_LLAMA_CPP[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* llama.cpp's LLAMA_VOCAB_PRE_TYPE_BLOOM regex " ?[^(\\s|.,!?<marks>)]+" (the class's '(', '|' and
+ * ')' are literal), its marks in UTF-8: U+2026 (ellipsis), U+3002, U+FF0C, U+3001 (CJK full stop,
+ * comma, enumeration comma), U+0964 (Devanagari danda), U+06D4, U+060C (Arabic full stop, comma). */
+static const char BLOOM_RE_LLAMA_CPP[] = " ?[^(\\s|.,!?"
+                                         "\xE2\x80\xA6" "\xE3\x80\x82" "\xEF\xBC\x8C" "\xE3\x80\x81"
+                                         "\xE0\xA5\xA4" "\xDB\x94" "\xD8\x8C" ")]+";
 /* Qwen2's regex as its tokenizer.json writes it (after JSON unescaping). */
 static const char QWEN2_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
@@ -1269,6 +1275,10 @@ static const gguf_pre_group GGUF_PRE[] = {
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}, 0},
     {{"falcon", NULL},
      {STEP_REGEX, STEP_GPT2, STEP_REGEX, -1}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", NULL, "[0-9][0-9][0-9]"}, 0},
+    /* BLOOM (and GPT3-finnish, which llama.cpp splits alike): a run of anything but whitespace,
+     * '(', '|', ')' and the sentence marks . , ! ? ... and their CJK, Devanagari and Arabic forms,
+     * with one optional space before it; what no match covers is a piece of its own */
+    {{"bloom", "gpt3-finnish", NULL}, {STEP_REGEX, -1}, {BLOOM_RE_LLAMA_CPP}, 0},
 };
 
 
@@ -1327,7 +1337,7 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
             return lmp_fail(LMP_EINVAL,
                             "%s: unsupported pre-tokenizer \"%.*s\" (tokenizer.ggml.pre; supported: gpt-2 and "
                             "its aliases, smollm, starcoder, refact, command-r, codeshell, exaone, llama3, "
-                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, default, falcon: see docs/tokenizers.md)",
+                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, default, falcon, bloom: see docs/tokenizers.md)",
                             path, (int)(n > 64 ? 64 : n), pre->strs[0]);
         pre_name = group->names[0];
     }
