@@ -887,6 +887,44 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* llama.cpp's GLM pre-tokenizers: "glm4" (and "glm5") set ignore_merges (a word in the vocabulary
+ * is one token, merges or not), "chatglm-bpe" does not; both drop the BOS token whatever the file
+ * says (llama-vocab.cpp: special_bos_id = LLAMA_TOKEN_NULL). */
+START_TEST(test_gguf_glm_pre_tokenizers)
+{
+    char *toks[5] = {"a", "b", "ab", "c", "bc"};
+    size_t lens[5] = {1, 1, 2, 1, 2};
+    char *merge[1] = {"b c"}; /* no "a b": "ab" is reachable only as a whole word */
+    size_t mlen[1] = {3};
+    static const struct {
+        const char *pre;
+        int64_t n_ab; /* tokens of "ab" */
+    } cases[] = {{"glm4", 1}, {"glm5", 1}, {"chatglm-bpe", 2}, {"smaug-bpe", 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        gguf_w w = {0};
+        kv_string(&w, "tokenizer.ggml.model", "gpt2");
+        kv_string(&w, "tokenizer.ggml.pre", cases[k].pre);
+        kv_strings(&w, "tokenizer.ggml.tokens", toks, lens, 5);
+        kv_strings(&w, "tokenizer.ggml.merges", merge, mlen, 1);
+        kv_u32(&w, "tokenizer.ggml.bos_token_id", 3);
+        kv_bool(&w, "tokenizer.ggml.add_bos_token", 1);
+        const char *path = tmp_path("glm-pre.gguf");
+        gguf_write(&w, path);
+        lmp_tokenizer *t = load_gguf_tok(path);
+        int32_t *ids;
+        int64_t n;
+        ck_assert_int_eq(lmp_tokenize(t, "ab", 2, 0, &ids, &n), 0);
+        ck_assert_msg(n == cases[k].n_ab, "%s: \"ab\" gave %lld tokens", cases[k].pre, (long long)n);
+        if (n == 1) ck_assert_int_eq(ids[0], 2);
+        free(ids);
+        const int glm = strcmp(cases[k].pre, "smaug-bpe") != 0;
+        ck_assert_int_eq(lmp_tokenizer_adds_bos(t), !glm);
+        ck_assert_int_eq(lmp_tokenizer_bos(t), glm ? -1 : 3);
+        lmp_tokenizer_free(t);
+    }
+}
+END_TEST
+
 /* tok512.bin rewritten as a GGUF "llama" vocabulary (pieces' " " as "\u2581", llama2.c's token
  * layout typed UNKNOWN/CONTROL/BYTE/NORMAL) tokenizes like the llama2.c loader. */
 START_TEST(test_gguf_llama_vocab)
@@ -1018,6 +1056,7 @@ static Suite *bpe_suite(void)
     tcase_add_test(tc, test_speed);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_gguf_llama_vocab);
+    tcase_add_test(tc, test_gguf_glm_pre_tokenizers);
     tcase_add_test(tc, test_edge_inputs);
     suite_add_tcase(s, tc);
     return s;

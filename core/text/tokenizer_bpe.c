@@ -1249,14 +1249,16 @@ static const char QWEN2_REGEX[] =
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* llama.cpp's tokenizer.ggml.pre names, by the pre-tokenization llama.cpp gives them.  Each
- * group: the names, the chain of steps (a hand matcher, or a regex for PCRE2), and whether
- * llama.cpp sets ignore_merges.  Names not listed here are refused by name: llama.cpp falls back
+ * group: the names, the chain of steps (a hand matcher, or a regex for PCRE2), whether
+ * llama.cpp sets ignore_merges, and whether it drops the BOS token (special_bos_id NULL: the GLM
+ * families, whose prompts start with their own [gMASK] tokens instead).  Names not listed here are refused by name: llama.cpp falls back
  * to its "default" regexes for them, which would tokenize those models differently. */
 typedef struct {
     const char *names[16];
     int kinds[4];           /* STEP_*, -1 ends */
     const char *regexes[4]; /* for STEP_REGEX */
     int ignore_merges;
+    int no_bos;
 } gguf_pre_group;
 
 static const gguf_pre_group GGUF_PRE[] = {
@@ -1267,7 +1269,10 @@ static const gguf_pre_group GGUF_PRE[] = {
      {STEP_DIGITS, STEP_GPT2, -1}, {NULL}, 0},
     {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", NULL},
      {STEP_LLAMA3, -1}, {NULL}, 1},
-    {{"dbrx", "smaug-bpe", "glm4", "chatglm-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0},
+    {{"dbrx", "smaug-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0},
+    /* CHATGLM4's regex is Llama 3's; "glm4" (and "glm5") with ignore_merges, "chatglm-bpe" without */
+    {{"glm4", "glm5", NULL}, {STEP_LLAMA3, -1}, {NULL}, 1, 1},
+    {{"chatglm-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0, 1},
     {{"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", NULL},
      {STEP_REGEX, -1}, {QWEN2_RE_LLAMA_CPP}, 0},
     {{"default", NULL},
@@ -1337,7 +1342,7 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
             return lmp_fail(LMP_EINVAL,
                             "%s: unsupported pre-tokenizer \"%.*s\" (tokenizer.ggml.pre; supported: gpt-2 and "
                             "its aliases, smollm, starcoder, refact, command-r, codeshell, exaone, llama3, "
-                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, default, falcon, bloom: see docs/tokenizers.md)",
+                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, glm5, chatglm-bpe, default, falcon, bloom: see docs/tokenizers.md)",
                             path, (int)(n > 64 ? 64 : n), pre->strs[0]);
         pre_name = group->names[0];
     }
@@ -1403,6 +1408,10 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
     if (lmp_gguf_find_kv(g, "tokenizer.ggml.add_bos_token") &&
         lmp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v) == 0)
         t->adds_bos = v != 0 && t->bos_id >= 0;
+    if (group->no_bos) { /* as llama.cpp: whatever the file says */
+        t->bos_id = -1;
+        t->adds_bos = 0;
+    }
     lmp_clear_error(); /* a malformed optional key above just keeps its default */
 
 done:
