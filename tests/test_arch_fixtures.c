@@ -632,6 +632,9 @@ START_TEST(gguf_additions_are_refused)
         {"key:adapter.lora.alpha=16", "metadata 'adapter.lora.alpha' is not read"},
         {"tensor:blk.0.attn_q_norm.weight=16x1", "tensor 'blk.0.attn_q_norm.weight' is not read"},
         {"tensor:blk.1.ffn_gate_exps.weight=8x64", "tensor 'blk.1.ffn_gate_exps.weight' is not read"},
+        /* llama.cpp scales cos and sin by it; 1 (the control above's default) is what lmpress runs */
+        {"key:llama.rope.scaling.attn_factor=2", "llama.rope.scaling.attn_factor 2 is not supported"},
+        {"key:llama.rope.scaling.attn_factor=1", NULL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char out[128], cmd[2048];

@@ -777,7 +777,13 @@ static int read_rope(lmp_model *m)
         st = lmp_rope_with_factors(&a->rope, m->path, factors, n_rot / 2);
         free(factors);
     }
-    if (!st && lmp_gguf_find_tensor(g, "rope_factors_short.weight")) st = read_longrope(m, n_rot, orig);
+    if (!st && lmp_gguf_find_tensor(g, "rope_factors_short.weight")) return read_longrope(m, n_rot, orig);
+    /* llama.cpp multiplies every layer's cos and sin by rope.scaling.attn_factor (its
+     * yarn_attn_factor *= rope_attn_factor), whatever the scaling; read only with LongRoPE above */
+    float attn_factor;
+    if (!st && !(st = arch_float(g, P, "rope.scaling.attn_factor", 1, &attn_factor)) && attn_factor != 1.0f)
+        st = lmp_fail(LMP_EUNSUPPORTED, "%s: %s.rope.scaling.attn_factor %g is not supported here (only 1; llama.cpp "
+                      "scales cos and sin by it)", m->path, P, (double)attn_factor);
     return st;
 }
 
