@@ -10,11 +10,16 @@ For each fixture, against logprobs.f64 (max |difference| over all T x V entries;
   hf5   transformers 5 reloads hf5/ in float64 and reruns the forward; the same for each second
         golden meta.txt lists ("extra" lines: logprobs_gguf.f64, logprobs_short.f64) with its
         config overrides;
-  hf4   transformers 4 (the --python4 interpreter, a subprocess) reloads hf4/ and reruns it;
+  hf4   transformers 4 (the --python4 interpreter, a subprocess) reloads hf4/ and reruns it (not
+        for HF4_CANNOT's fixtures, which transformers 4 cannot run in float64: the reason is printed);
   gguf  gguf-py (the converter's own) reads model.gguf; its tensors are mapped back to the HF names
         (gguf.get_tensor_name_map) with the converter's documented transforms undone (Llama's q/k
-        row permutation, Gemma's norm + 1, GPT-2's transposes); each tensor must equal hf5's bit
-        for bit, and the forward of transformers 5 on those tensors must reproduce the golden.
+        row permutation, Gemma's norm + 1, GPT-2's transposes, stacked experts split per expert,
+        deepseek2's attn_k_b / attn_v_b joined into kv_b_proj); each tensor must equal hf5's bit
+        for bit, and the forward of transformers 5 on those tensors (from_pretrained of a folder
+        holding them with the config the GGUF was converted from: hf5's plus FIXTURES' gguf_config)
+        must reproduce the golden (the fixture's gguf_golden where that config is another model,
+        DeepSeek-V2's logprobs_gguf.f64; else logprobs.f64).
         The GGUF hyper-parameters are printed.  Where the GGUF has rope_freqs (llama3 RoPE), the
         plain frequencies divided by it must equal transformers' scaled ones (1e-6 relative).
   control  a 0.1 % perturbation of one weight matrix (w *= 1 + 1e-3 * N(0, 1), elementwise, seeded),
@@ -145,11 +150,12 @@ def gguf_state_dict(gguf_path, conv_dir, hf_tensors, cfg):
         # as the converter's ModelBase.modify_tensors: the selection bias as a ".bias" (exp_probs_b.bias)
         mapped = re.sub(r"e_score_correction_bias$", "e_score_correction.bias", mapped)
         expert = None
-        m = re.match(r"(.*\.mlp\.experts\.)(\d+)\.(\w+\.weight)$", mapped)
-        if arch_name == "deepseek2" and m:
-            # the converter stacks the experts into one [experts, rows, cols] tensor (ffn_*_exps)
-            mapped, expert = m.group(1) + m.group(3), int(m.group(2))
         g = tmap.get_name(mapped, try_suffixes=(".weight", ".bias"))
+        m = re.match(r"(.*\.experts\.)(\d+)\.(\w+\.weight)$", mapped)
+        if g is None and m:
+            # the converter stacks the experts into one [experts, rows, cols] tensor (ffn_*_exps)
+            expert = int(m.group(2))
+            g = tmap.get_name(m.group(1) + m.group(3), try_suffixes=(".weight",))
         if g is None or g not in by_name:
             raise SystemExit(f"{gguf_path}: no GGUF tensor for {hf_name} (mapped to {g})")
         used.add(g)
