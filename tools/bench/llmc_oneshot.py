@@ -251,6 +251,12 @@ def main():
     from datasets import Dataset
     from llmcompressor import oneshot
 
+    if not torch.cuda.is_available():
+        # llm-compressor 0.14.0.1's AWQ pins its cached calibration inputs for faster host->GPU
+        # copies (IntermediatesCache.pin_memory); without an NVIDIA driver pin_memory() raises
+        # "Found no NVIDIA driver".  Pinning changes no value, so it is skipped on such a machine.
+        from llmcompressor.pipelines.cache import IntermediatesCache
+        IntermediatesCache.pin_memory = lambda self, *args, **kwargs: None
     ds = Dataset.from_dict({"input_ids": windows, "attention_mask": [[1] * a.seq_len for _ in windows]})
     recipe = recipe_for(a)
     t0 = time.perf_counter()

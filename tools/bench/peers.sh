@@ -14,6 +14,8 @@
 #   LLMC_VENV=build/other-venv ...                         (default build/llmc-venv)
 #   LLMC_PIP='llmcompressor==0.14.0.1' ...                 (what pip installs into the venv)
 #   GPTQ_CASES=g64 ...                                     (the GPTQ cases: default "channel g64")
+#   LLMC_CASES="awq-rtn-w4-g64 rtn-w4a4" ...               (--only awq / rotations: only these cases;
+#                                                           default all, see steps 5 and 6)
 #
 # Steps (each command is printed; what exists is kept, so a rerun is cheap and --runs 5 after
 # --runs 3 runs only runs 4 and 5; delete OUT_DIR, or a case's folder, to start over):
@@ -321,6 +323,7 @@ llmc_step() {
     mkdir -p "$d"
     for c in "$@"; do
         name=${c%%:*} args=${c#*:}
+        case " ${LLMC_CASES:-$name} " in *" $name "*) ;; *) continue ;; esac
         # shellcheck disable=SC2086  # args: the case's options, split on spaces
         [ -f "$d/llmc-$name/config.json" ] ||
             timed "$d/llmc-$name.time" "$d/llmc-$name.log" "$py" "$oneshot" --model "$out/base-hf" --text "$calib" \
@@ -359,9 +362,13 @@ PYEOF
         echo ");"
     } > "$cfg"
     run "$lmpress" check "$cfg" > /dev/null
-    [ -f "$d/quality.json" ] ||
+    # compared again when the set of folders changed (quality.cfg: the config of quality.json)
+    if ! { [ -f "$d/quality.json" ] && cmp -s "$cfg" "$d/quality.cfg"; }; then
+        rm -f "$d/quality.json"
         run "$lmpress" compare "$cfg" --json "$d/quality.json" --md "$d/quality.md" > "$d/quality.log" 2>&1 ||
-        { tail -n 20 "$d/quality.log" >&2; exit 1; }
+            { tail -n 20 "$d/quality.log" >&2; exit 1; }
+        cp "$cfg" "$d/quality.cfg"
+    fi
     cat "$d/quality.md"
 }
 
@@ -379,8 +386,9 @@ if want rotations; then
     llmc_step rotations \
         "rtn-w4a4:--method quant --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
         "spinquant-rtn-w4a4:--method spinquant --rotations R1,R2 --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
+        "quip-rtn-w4a4:--method quip --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
         "spinquant-gptq-w4a4:--method spinquant --rotations R1,R2 --quantizer gptq --actorder none --bits 4 --strategy channel --act-bits 4" \
-        "quip-rtn-w4a4:--method quip --quantizer rtn --bits 4 --strategy channel --act-bits 4"
+        "gptq-w4a4:--method quant --quantizer gptq --actorder none --bits 4 --strategy channel --act-bits 4"
 fi
 
 # ---- summary ----
