@@ -75,9 +75,9 @@
 #      dequantized, as that config's reference: OUT/awq/quality.md, to set beside the config's rows.
 #   6. (--only rotations; not in the default set) W4A4 after llm-compressor's rotations: 4-bit
 #      symmetric weights per channel (RTN or GPTQ) and 4-bit symmetric dynamic per-token inputs, as
-#      configs/smollm2-w4a4.cfg, with no rotation, after SpinQuantModifier (R1 + R2, fixed
-#      random-hadamard: a deterministic Hadamard of 576 cannot be built) and after QuIPModifier
-#      ("v": an online rotation of every linear's input).  Same calibration and evaluation
+#      configs/smollm2-w4a4.cfg, with no rotation (RTN, GPTQ), after SpinQuantModifier (R1 + R2,
+#      fixed random-hadamard: a deterministic Hadamard of 576 cannot be built; RTN, GPTQ) and
+#      after QuIPModifier ("v": an online rotation of every linear's input; RTN).  Same calibration and evaluation
 #      windows as step 5 (configs/smollm2-w4a4.cfg's): OUT/rotations/quality.md.  A folder whose
 #      transform_config holds an online transform (QuIP's input rotation; SpinQuant's R3 / R4) is
 #      left out of the compare with the reason printed: lmpress does not apply online transforms
