@@ -68,8 +68,11 @@
 #      (its inferred Llama mappings, duo scaling, 20-point grid) then QuantizationModifier (RTN) or
 #      GPTQModifier (actorder none, as lmpress's gptq default), int4 and int3 asymmetric weights
 #      in groups of 64 (128 does not divide SmolLM2's 576 columns; llm-compressor's own W4A16_ASYM
-#      preset is groups of 128), calibrated on the first 8 windows of 512 tokens of WikiText-2
-#      validation: configs/smollm2-awq.cfg's calibration.  One lmpress compare of the saved
+#      preset is groups of 128), calibrated on the first 2 windows of 512 tokens of WikiText-2
+#      validation: 1024 tokens, as many as lmpress's awq stage searches on (configs/smollm2-awq.cfg:
+#      sample_tokens = 1024 of its 8 windows; llm-compressor's search takes every calibration
+#      token, and on all 8 windows it took over an hour on a shared 2-core machine; the GPTQ after
+#      it sees the same 2 windows, lmpress's gptq the config's 8).  One lmpress compare of the saved
 #      folders (external variants) on configs/smollm2-awq.cfg's evaluation windows (the first 2
 #      windows of 512 tokens of WikiText-2 test, 25 LAMBADA passages) against the Q4_1 GGUF
 #      dequantized, as that config's reference: OUT/awq/quality.md, to set beside the config's rows.
@@ -375,10 +378,10 @@ PYEOF
 # ---- 5. AWQ (quality only) ----
 if want awq; then
     llmc_step awq \
-        "awq-rtn-w4-g64:--method awq --quantizer rtn --bits 4 --strategy group --group-size 64 --asym" \
-        "awq-gptq-w4-g64:--method awq --quantizer gptq --actorder none --bits 4 --strategy group --group-size 64 --asym" \
-        "awq-rtn-w3-g64:--method awq --quantizer rtn --bits 3 --strategy group --group-size 64 --asym" \
-        "awq-gptq-w3-g64:--method awq --quantizer gptq --actorder none --bits 3 --strategy group --group-size 64 --asym"
+        "awq-rtn-w4-g64:--windows 2 --method awq --quantizer rtn --bits 4 --strategy group --group-size 64 --asym" \
+        "awq-gptq-w4-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 4 --strategy group --group-size 64 --asym" \
+        "awq-rtn-w3-g64:--windows 2 --method awq --quantizer rtn --bits 3 --strategy group --group-size 64 --asym" \
+        "awq-gptq-w3-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 3 --strategy group --group-size 64 --asym"
 fi
 
 # ---- 6. rotations + W4A4 (quality only) ----
