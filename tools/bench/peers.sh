@@ -71,7 +71,7 @@
 #      preset is groups of 128), calibrated on the first 2 windows of 512 tokens of WikiText-2
 #      validation: 1024 tokens, as many as lmpress's awq stage searches on (configs/smollm2-awq.cfg:
 #      sample_tokens = 1024 of its 8 windows; llm-compressor's search takes every calibration
-#      token, and on all 8 windows it took over an hour on a shared 2-core machine; the GPTQ after
+#      token, and on all 8 windows it did not finish in a session on a shared 2-core machine; the GPTQ after
 #      it sees the same 2 windows, lmpress's gptq the config's 8).  One lmpress compare of the saved
 #      folders (external variants) on configs/smollm2-awq.cfg's evaluation windows (the first 2
 #      windows of 512 tokens of WikiText-2 test, 25 LAMBADA passages) against the Q4_1 GGUF
