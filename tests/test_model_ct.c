@@ -306,6 +306,21 @@ START_TEST(unsupported_configs_refused)
         /* q_proj ignored: the file holds codes where a dense weight is expected */
         {"w4-g32", "\"lm_head\"", "\"re:.*q_proj$\"", "tensor model.layers.0.self_attn.q_proj.weight is missing",
          "q_proj.weight_packed"},
+        /* QuIP's "v": an online rotation of every linear's input (its inverse fused into the weight) */
+        {"w4-g32", "\"transform_config\": {}",
+         "\"transform_config\": {\"config_groups\": {\"v\": {\"type\": \"random-hadamard\", \"apply\": ["
+         "{\"targets\": [\"Linear\"], \"location\": \"input\"}, "
+         "{\"targets\": [\"Linear\"], \"location\": \"weight_input\", \"inverse\": true}]}}}",
+         "quantization_config.transform_config.config_groups.v.apply[0].location = \"input\" is not supported",
+         "online transform"},
+        /* SpinQuant's R4: fused on down_proj's weight, online on its input (the second entry) */
+        {"w4-g32", "\"transform_config\": {}",
+         "\"transform_config\": {\"config_groups\": {\"R4\": {\"type\": \"hadamard\", \"apply\": ["
+         "{\"targets\": [\"re:.*down_proj$\"], \"location\": \"weight_input\", \"inverse\": true}, "
+         "{\"targets\": [\"re:.*down_proj$\"], \"location\": \"input\"}]}}}",
+         "transform_config.config_groups.R4.apply[1].location = \"input\"", NULL},
+        {"w4-g32", "\"transform_config\": {}", "\"transform_config\": {\"config_groups\": {\"R1\": {\"apply\": 3}}}",
+         "transform_config.config_groups.R1 must be an object with an \"apply\" list", NULL},
         /* another group size: the scales have the wrong shape */
         {"w4-g32", "\"group_size\": 32", "\"group_size\": 16",
          "model.layers.0.self_attn.q_proj.weight_scale is F16 [64, 2]", "expected F32, F16 or BF16 [64, 4]"},
@@ -321,6 +336,35 @@ START_TEST(unsupported_configs_refused)
         ck_assert_msg(!cases[k].needle2 || strstr(e, cases[k].needle2), "case %zu: message lacks \"%s\": %s", k,
                       cases[k].needle2, e);
     }
+}
+END_TEST
+
+/* SpinQuant's R1 and R2 as llm-compressor saves them: "weight_input" / "weight_output" transforms
+ * were multiplied into the weights before the save, so the folder reads as if the config had none. */
+START_TEST(fused_transforms_read)
+{
+    const char *d = edited("w4-g32", "\"transform_config\": {}",
+                           "\"transform_config\": {\"config_groups\": {"
+                           "\"R1\": {\"type\": \"random-hadamard\", \"apply\": ["
+                           "{\"targets\": [\"re:.*embed_tokens$\", \"re:.*o_proj$\", \"re:.*down_proj$\"], "
+                           "\"location\": \"weight_output\"}, "
+                           "{\"targets\": [\"re:.*q_proj$\", \"lm_head\"], \"location\": \"weight_input\", "
+                           "\"inverse\": true}]}, "
+                           "\"R2\": {\"type\": \"random-hadamard\", \"head_dim\": 64, \"apply\": ["
+                           "{\"targets\": [\"re:.*v_proj$\"], \"location\": \"weight_output\"}, "
+                           "{\"targets\": [\"re:.*o_proj$\"], \"location\": \"weight_input\", \"inverse\": true}]}}}",
+                           900);
+    lmp_model *m = load_ok(d), *plain = load_ok(fx("w4-g32"));
+    const lmp_arch *a = &m->arch;
+    same_floats(m->tok_emb, plain->tok_emb, a->vocab * a->dim, "embed_tokens", d);
+    lmp_block *mb = lmp_model_blocks(m), *pb = lmp_model_blocks(plain);
+    ck_assert_msg(mb && pb, "%s", lmp_last_error());
+    for (int64_t b = 0; b < a->n_layers; b++)
+        for (int i = 0; i < mb[b].n_linears; i++)
+            same_floats(mb[b].linears[i].w, pb[b].linears[i].w, mb[b].linears[i].out * mb[b].linears[i].in,
+                        mb[b].linears[i].name, d);
+    lmp_model_free(m);
+    lmp_model_free(plain);
 }
 END_TEST
 
@@ -449,6 +493,7 @@ int main(void)
     tcase_add_test(tc, weights_equal_numpy_dequantized);
     tcase_add_test(tc, compare_evaluates_external_ct);
     tcase_add_test(tc, unsupported_configs_refused);
+    tcase_add_test(tc, fused_transforms_read);
     tcase_add_test(tc, bad_tensors_refused);
     tcase_add_test(tc, bad_values_refused);
     suite_add_tcase(s, tc);

@@ -99,6 +99,48 @@ static int unsupported(const lmp_ct *ct, const char *path, const char *key, cons
     return lmp_fail(LMP_EUNSUPPORTED, "%s: %s.%s = %s is not supported (%s)", ct->what, path, key, value, why);
 }
 
+/* transform_config (llm-compressor's SpinQuant / QuIP rotations; "{}" when there is none).  A
+ * transform at "weight_input" or "weight_output" was fused into the saved weights when it was
+ * applied (compressed-tensors 0.20's TransformFactory multiplies it into the weight and drops it
+ * unless it is trainable), so there is nothing left to do for it.  Any other location ("input",
+ * "output", "q_attn", "k_cache": QuIP's input rotation, SpinQuant's R3 and R4) runs at inference
+ * time, which lmpress does not do for a folder it reads: refused, naming the group and location. */
+static int check_transforms(const lmp_ct *ct, const lmp_json *tc)
+{
+    static const char path[] = QC ".transform_config";
+    if (!tc) return 0;
+    if (tc->type != LMP_JSON_OBJECT) return lmp_fail(LMP_EINVAL, "%s: %s must be an object or null", ct->what, path);
+    const lmp_json *groups = get(tc, "config_groups");
+    if (!groups) return 0;
+    if (groups->type != LMP_JSON_OBJECT)
+        return lmp_fail(LMP_EINVAL, "%s: %s.config_groups must be an object", ct->what, path);
+    for (size_t g = 0; g < groups->n; g++) {
+        const lmp_json *scheme = &groups->items[g];
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.config_groups.%.60s", path, groups->keys[g]);
+        const lmp_json *apply = scheme->type == LMP_JSON_OBJECT ? get(scheme, "apply") : NULL;
+        if (scheme->type != LMP_JSON_OBJECT || !apply || apply->type != LMP_JSON_ARRAY)
+            return lmp_fail(LMP_EINVAL, "%s: %s must be an object with an \"apply\" list", ct->what, sub);
+        for (size_t i = 0; i < apply->n; i++) {
+            char item[192];
+            snprintf(item, sizeof item, "%s.apply[%zu]", sub, i);
+            const char *loc = NULL;
+            if (apply->items[i].type != LMP_JSON_OBJECT)
+                return lmp_fail(LMP_EINVAL, "%s: %s must be an object", ct->what, item);
+            int st = get_string(ct, &apply->items[i], item, "location", NULL, &loc);
+            if (st) return st;
+            if (strcmp(loc, "weight_input") != 0 && strcmp(loc, "weight_output") != 0) {
+                char q[64];
+                snprintf(q, sizeof q, "\"%.40s\"", loc);
+                return unsupported(ct, item, "location", q,
+                                   "an online transform runs at inference time and lmpress does not apply it; "
+                                   "\"weight_input\" and \"weight_output\" ones are fused into the saved weights");
+            }
+        }
+    }
+    return 0;
+}
+
 /* The strategy as compressed-tensors infers it when absent: group_size > 0 -> group,
  * -1 -> channel, none -> tensor. */
 static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path, ct_strategy *out,
@@ -422,11 +464,7 @@ int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out)
         st = unsupported(ct, QC, "quantization_status", q, "only \"compressed\" checkpoints hold the codes read here");
     }
     if (!st && get(qc, "kv_cache_scheme")) st = parse_kv_scheme(ct, get(qc, "kv_cache_scheme"));
-    /* llm-compressor writes "transform_config": {} when there is none */
-    const lmp_json *tc = st ? NULL : get(qc, "transform_config");
-    const lmp_json *tg = tc ? get(tc, "config_groups") : NULL;
-    if (tc && !(tc->type == LMP_JSON_OBJECT && (tc->n == 0 || (tg && tg->type == LMP_JSON_OBJECT && tg->n == 0))))
-        st = unsupported(ct, QC, "transform_config", "(given)", "rotations and other transforms are not applied");
+    if (!st) st = check_transforms(ct, get(qc, "transform_config"));
     const lmp_json *sp = st ? NULL : get(qc, "sparsity_config");
     if (sp) {
         const char *sf = "dense";

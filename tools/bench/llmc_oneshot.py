@@ -30,6 +30,18 @@ Methods (targets Linear, lm_head ignored, float32 weights unless --dtype bfloat1
            block_structure [128, 128], min-max observer), no input quantization.
   kv-fp8   QuantizationModifier with only a kv_cache_scheme: FP8 E4M3, static, per tensor (k_scale
            and v_scale of every attention from the calibration windows), the weights left dense.
+  awq      AWQModifier (its inferred Llama mappings, duo scaling, 20-point grid: llm-compressor's
+           defaults) then the --quantizer (rtn: QuantizationModifier; gptq: GPTQModifier) on int
+           weights of --bits, --strategy / --group-size, asymmetric with --asym.  In
+           llm-compressor 0.14 AWQ is a transform: it only rescales, the modifier after it quantizes.
+  spinquant  SpinQuantModifier (rotations --rotations, default R1,R2; --transform-type, default
+           random-hadamard: "hadamard" cannot be built for SmolLM2's 576 = 36 x 16; fixed, not
+           learned: llm-compressor refuses learnable=True) then the --quantizer.
+  quip     QuIPModifier (rotations "v": an online rotation of every linear's input, its inverse
+           fused into the weight; --transform-type) then the --quantizer.
+  quant    the --quantizer alone (QuantizationModifier: RTN; or GPTQModifier).
+  With awq, spinquant, quip and quant, --act-bits 4 (or 8) adds symmetric dynamic per-token
+  int input activations to every quantized linear (W4A4).
 --dequantized (with a method whose folder lmpress does not read: NVFP4) writes the model as
 compressed-tensors' own forward sees it instead: every quantized linear's weight dequantized by
 compressed-tensors (fake-quantized: quantize + dequantize with its qparams) and saved dense in
@@ -61,13 +73,22 @@ def parse_args():
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--bos", action="store_true", help="prepend BOS to the text's tokens")
     p.add_argument("--method", choices=["gptq", "sq-w8a8", "fp8-dynamic", "fp8-block", "fp8-block-a16", "nvfp4a16",
-                                        "nvfp4", "kv-fp8"],
+                                        "nvfp4", "kv-fp8", "awq", "spinquant", "quip", "quant"],
                    default="gptq")
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--strategy", choices=["channel", "group"], default="channel")
     p.add_argument("--group-size", type=int, default=64)
     p.add_argument("--actorder", choices=["weight", "none"], default="weight")
     p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--quantizer", choices=["rtn", "gptq"], default="rtn",
+                   help="awq / spinquant / quip / quant: the modifier that quantizes")
+    p.add_argument("--asym", action="store_true", help="asymmetric int weights (W4A16_ASYM's grid)")
+    p.add_argument("--act-bits", type=int, default=0,
+                   help="int input activations, symmetric, dynamic per token (0: none)")
+    p.add_argument("--rotations", default="R1,R2", help="spinquant: comma-separated R1..R4")
+    p.add_argument("--transform-type", choices=["hadamard", "random-hadamard", "random-matrix"],
+                   default="random-hadamard", help="spinquant / quip")
+    p.add_argument("--transform-block-size", type=int, default=None, help="spinquant / quip")
     p.add_argument("--dense", action="store_true",
                    help="save_compressed=False: dense fake-quantized weights")
     p.add_argument("--dequantized", action="store_true",
@@ -118,9 +139,37 @@ def check_ppl(model, windows):
     return nll, count, half, count_half
 
 
+def quantizer_for(a):
+    """--quantizer on --bits int weights (and --act-bits inputs): the modifier that quantizes
+    after awq, spinquant or quip."""
+    from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+    weights = {"num_bits": a.bits, "type": "int", "symmetric": not a.asym, "strategy": a.strategy}
+    if a.strategy == "group":
+        weights["group_size"] = a.group_size
+    group = {"targets": ["Linear"], "weights": weights}
+    if a.act_bits:
+        group["input_activations"] = {"num_bits": a.act_bits, "type": "int", "symmetric": True,
+                                      "strategy": "token", "dynamic": True}
+    if a.quantizer == "gptq":
+        return GPTQModifier(config_groups={"group_0": group}, ignore=["lm_head"],
+                            actorder=None if a.actorder == "none" else a.actorder)
+    return QuantizationModifier(config_groups={"group_0": group}, ignore=["lm_head"])
+
+
 def recipe_for(a):
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
-    from llmcompressor.modifiers.transform import SmoothQuantModifier
+    from llmcompressor.modifiers.transform import (AWQModifier, QuIPModifier, SmoothQuantModifier,
+                                                   SpinQuantModifier)
+    if a.method == "awq":
+        return [AWQModifier(), quantizer_for(a)]
+    if a.method == "spinquant":
+        return [SpinQuantModifier(rotations=a.rotations.split(","), transform_type=a.transform_type,
+                                  transform_block_size=a.transform_block_size), quantizer_for(a)]
+    if a.method == "quip":
+        return [QuIPModifier(rotations=["v"], transform_type=a.transform_type,
+                             transform_block_size=a.transform_block_size), quantizer_for(a)]
+    if a.method == "quant":
+        return [quantizer_for(a)]
     if a.method == "gptq":
         weights = {"num_bits": a.bits, "type": "int", "symmetric": True, "strategy": a.strategy}
         if a.strategy == "group":
@@ -202,6 +251,12 @@ def main():
     from datasets import Dataset
     from llmcompressor import oneshot
 
+    if not torch.cuda.is_available():
+        # llm-compressor 0.14.0.1's AWQ pins its cached calibration inputs for faster host->GPU
+        # copies (IntermediatesCache.pin_memory); without an NVIDIA driver pin_memory() raises
+        # "Found no NVIDIA driver".  Pinning changes no value, so it is skipped on such a machine.
+        from llmcompressor.pipelines.cache import IntermediatesCache
+        IntermediatesCache.pin_memory = lambda self, *args, **kwargs: None
     ds = Dataset.from_dict({"input_ids": windows, "attention_mask": [[1] * a.seq_len for _ in windows]})
     recipe = recipe_for(a)
     t0 = time.perf_counter()
@@ -220,9 +275,13 @@ def main():
         shutil.rmtree(a.out, ignore_errors=True)
         os.rename(tmp, a.out)
         save_s = time.perf_counter() - t1
-    res = {"method": a.method, "strategy": a.strategy if a.method == "gptq" else "channel",
-           "group_size": a.group_size if a.method == "gptq" and a.strategy == "group" else None,
-           "actorder": a.actorder if a.method == "gptq" else None,
+    int_weights = a.method in ("gptq", "awq", "spinquant", "quip", "quant")
+    res = {"method": a.method, "strategy": a.strategy if int_weights else "channel",
+           "group_size": a.group_size if int_weights and a.strategy == "group" else None,
+           "actorder": a.actorder if a.method == "gptq" or (int_weights and a.quantizer == "gptq") else None,
+           "quantizer": a.quantizer if int_weights and a.method != "gptq" else None,
+           "bits": a.bits if int_weights else None, "asym": a.asym, "act_bits": a.act_bits,
+           "recipe": [repr(m) for m in recipe],
            "windows": len(windows), "seq_len": a.seq_len, "tokens": n_tokens,
            "threads": torch.get_num_threads(), "dtype": a.dtype, "compress_s": t1 - t0, "save_s": save_s,
            "out": a.out, "versions": ver}

@@ -5,7 +5,7 @@
 # A benchmark, not a test: on 2 idle cores the default (3 runs of each, 16 and 128 windows)
 # takes a few hours, most of it the 128-window GPTQ runs.
 #
-#   tools/bench/peers.sh [--runs N] [--windows "16 128"] [--only gptq|sq|eval|formats[,...]]
+#   tools/bench/peers.sh [--runs N] [--windows "16 128"] [--only gptq|sq|eval|formats|awq|rotations[,...]]
 #                        [--actorder weight|none] [--eval-windows N] [--threads N]
 #                        [--computes "f32 bf16"] [OUT_DIR]
 #   (defaults: 3 runs, 16 and 128 windows, gptq, sq and eval, actorder weight (llm-compressor's
@@ -14,6 +14,8 @@
 #   LLMC_VENV=build/other-venv ...                         (default build/llmc-venv)
 #   LLMC_PIP='llmcompressor==0.14.0.1' ...                 (what pip installs into the venv)
 #   GPTQ_CASES=g64 ...                                     (the GPTQ cases: default "channel g64")
+#   LLMC_CASES="awq-rtn-w4-g64 rtn-w4a4" ...               (--only awq / rotations: only these cases;
+#                                                           default all, see steps 5 and 6)
 #
 # Steps (each command is printed; what exists is kept, so a rerun is cheap and --runs 5 after
 # --runs 3 runs only runs 4 and 5; delete OUT_DIR, or a case's folder, to start over):
@@ -62,6 +64,27 @@
 #      folders; NVFP4 W4A4's inputs as act = "nvfp4" with the file's input_global_scale) beside
 #      lmpress's own variants of the same schemes (tools/bench/peers/formats.cfg), calibrated on
 #      the same 4 windows: OUT/formats/quality.md.
+#   5. (--only awq; not in the default set) AWQ, quality only: llm-compressor 0.14's AWQModifier
+#      (its inferred Llama mappings, duo scaling, 20-point grid) then QuantizationModifier (RTN) or
+#      GPTQModifier (actorder none, as lmpress's gptq default), int4 and int3 asymmetric weights
+#      in groups of 64 (128 does not divide SmolLM2's 576 columns; llm-compressor's own W4A16_ASYM
+#      preset is groups of 128), calibrated on the first 2 windows of 512 tokens of WikiText-2
+#      validation: 1024 tokens, as many as lmpress's awq stage searches on (configs/smollm2-awq.cfg:
+#      sample_tokens = 1024 of its 8 windows; llm-compressor's search takes every calibration
+#      token, and on all 8 windows it did not finish in a session on a shared 2-core machine; the GPTQ after
+#      it sees the same 2 windows, lmpress's gptq the config's 8).  One lmpress compare of the saved
+#      folders (external variants) on configs/smollm2-awq.cfg's evaluation windows (the first 2
+#      windows of 512 tokens of WikiText-2 test, 25 LAMBADA passages) against the Q4_1 GGUF
+#      dequantized, as that config's reference: OUT/awq/quality.md, to set beside the config's rows.
+#   6. (--only rotations; not in the default set) W4A4 after llm-compressor's rotations: 4-bit
+#      symmetric weights per channel (RTN or GPTQ) and 4-bit symmetric dynamic per-token inputs, as
+#      configs/smollm2-w4a4.cfg, with no rotation (RTN, GPTQ), after SpinQuantModifier (R1 + R2,
+#      fixed random-hadamard: a deterministic Hadamard of 576 cannot be built; RTN, GPTQ) and
+#      after QuIPModifier ("v": an online rotation of every linear's input; RTN).  Same calibration and evaluation
+#      windows as step 5 (configs/smollm2-w4a4.cfg's): OUT/rotations/quality.md.  A folder whose
+#      transform_config holds an online transform (QuIP's input rotation; SpinQuant's R3 / R4) is
+#      left out of the compare with the reason printed: lmpress does not apply online transforms
+#      read from a folder.
 #
 # Measured (OUT/peers.md; ratio = llm-compressor's (or llama.cpp's) time over lmpress's, the
 # median of the per-pair ratios, > 1: lmpress is faster):
@@ -98,7 +121,7 @@ for c in $computes; do
     case $c in f32|bf16) ;; *) echo "peers.sh: --computes takes f32 and bf16" >&2; exit 2 ;; esac
 done
 for s in ${only//,/ }; do
-    case $s in gptq|sq|eval|formats) ;; *) echo "peers.sh: --only takes gptq, sq, eval, formats (comma-separated)" >&2; exit 2 ;; esac
+    case $s in gptq|sq|eval|formats|awq|rotations) ;; *) echo "peers.sh: --only takes gptq, sq, eval, formats, awq, rotations (comma-separated)" >&2; exit 2 ;; esac
 done
 want() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
 out=$(mkdir -p "${out:-$root/build-bench/peers}" && cd "${out:-$root/build-bench/peers}" && pwd)
@@ -293,6 +316,82 @@ if want formats; then
         run "$lmpress" compare "$cfg" --json "$d/quality.json" --md "$d/quality.md" > "$d/quality.log" 2>&1 ||
         { tail -n 20 "$d/quality.log" >&2; exit 1; }
     cat "$d/quality.md"
+fi
+
+# llmc_step STEP CASE:ARGS...: llm-compressor's oneshot for each case (once; kept), then one lmpress
+# compare of the folders lmpress can read, on configs/smollm2-awq.cfg's windows: OUT/STEP/quality.md
+llmc_step() {
+    local step=$1 d=$out/$1 c name args readable=()
+    shift
+    mkdir -p "$d"
+    for c in "$@"; do
+        name=${c%%:*} args=${c#*:}
+        case " ${LLMC_CASES:-$name} " in *" $name "*) ;; *) continue ;; esac
+        # shellcheck disable=SC2086  # args: the case's options, split on spaces
+        [ -f "$d/llmc-$name/config.json" ] ||
+            timed "$d/llmc-$name.time" "$d/llmc-$name.log" "$py" "$oneshot" --model "$out/base-hf" --text "$calib" \
+                --windows 8 --threads "$threads" $args --out "$d/llmc-$name" --json "$d/llmc-$name.json"
+        # online transforms (QuIP's input rotation, SpinQuant's R3 / R4) are not applied by lmpress
+        if online=$(python3 - "$d/llmc-$name/config.json" <<'PYEOF'
+import json, sys
+qc = json.load(open(sys.argv[1])).get("quantization_config", {})
+groups = (qc.get("transform_config") or {}).get("config_groups") or {}
+online = sorted({f"{g}: {a['location']}" for g, s in groups.items() for a in s.get("apply", [])
+                 if a.get("location") not in ("weight_input", "weight_output")})
+print("; ".join(online))
+sys.exit(1 if online else 0)
+PYEOF
+        ); then
+            readable+=("$name")
+        else
+            echo "peers.sh: $d/llmc-$name left out of the compare: online transforms ($online) are not applied by lmpress" >&2
+            echo "$online" > "$d/llmc-$name.online"
+        fi
+    done
+    local cfg=$out/cfg/$step.cfg
+    {
+        echo "# written by tools/bench/peers.sh: configs/smollm2-awq.cfg's calibration and evaluation windows"
+        echo "model = { path = \"$model\"; };"
+        echo "backend = { name = \"cpu\"; params = { threads = $threads; }; };"
+        echo "calibration = { text = \"$calib\"; samples = 8; seq_len = 512; sampling = \"sequential\"; };"
+        echo "eval = { texts = [ \"$test\" ]; seq_len = 512; max_windows = 2;"
+        echo "         lambada = \"$root/data/lambada/lambada_test.jsonl\"; lambada_max = 25; };"
+        echo "seed = 1234;"
+        echo "variants = ("
+        echo "  { name = \"q4_1-dequant\"; }"
+        for name in "${readable[@]}"; do
+            echo "  ,{ name = \"llmc-$name\"; model = \"$d/llmc-$name\"; }"
+        done
+        echo ");"
+    } > "$cfg"
+    run "$lmpress" check "$cfg" > /dev/null
+    # compared again when the set of folders changed (quality.cfg: the config of quality.json)
+    if ! { [ -f "$d/quality.json" ] && cmp -s "$cfg" "$d/quality.cfg"; }; then
+        rm -f "$d/quality.json"
+        run "$lmpress" compare "$cfg" --json "$d/quality.json" --md "$d/quality.md" > "$d/quality.log" 2>&1 ||
+            { tail -n 20 "$d/quality.log" >&2; exit 1; }
+        cp "$cfg" "$d/quality.cfg"
+    fi
+    cat "$d/quality.md"
+}
+
+# ---- 5. AWQ (quality only) ----
+if want awq; then
+    llmc_step awq \
+        "awq-rtn-w4-g64:--windows 2 --method awq --quantizer rtn --bits 4 --strategy group --group-size 64 --asym" \
+        "awq-gptq-w4-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 4 --strategy group --group-size 64 --asym" \
+        "awq-rtn-w3-g64:--windows 2 --method awq --quantizer rtn --bits 3 --strategy group --group-size 64 --asym" \
+        "awq-gptq-w3-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 3 --strategy group --group-size 64 --asym"
+fi
+
+# ---- 6. rotations + W4A4 (quality only) ----
+if want rotations; then
+    llmc_step rotations \
+        "rtn-w4a4:--method quant --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
+        "spinquant-rtn-w4a4:--method spinquant --rotations R1,R2 --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
+        "quip-rtn-w4a4:--method quip --quantizer rtn --bits 4 --strategy channel --act-bits 4" \
+        "spinquant-gptq-w4a4:--method spinquant --rotations R1,R2 --quantizer gptq --actorder none --bits 4 --strategy channel --act-bits 4" \
+        "gptq-w4a4:--method quant --quantizer gptq --actorder none --bits 4 --strategy channel --act-bits 4"
 fi
 
 # ---- summary ----
