@@ -470,9 +470,13 @@ static int64_t ids_equal_to_llamacpp(const char *gguf_path, const char *pre, con
  * deepseek_v2/model.gguf (it wants deepseek2.attention.q_lora_rank), so the deepseek-llm ids come
  * from a copy of the V3 file with tokenizer.ggml.pre "deepseek-llm" (gguf-py's gguf_new_metadata.py
  * --pre-tokenizer deepseek-llm); its tokens, merges, types and BOS/EOS equal deepseek_v2's, which
- * lmpress reads here.  The vocabulary is the fixtures' tiny one (320 tokens, 62 English merges): a
- * split shows only where a merge would cross it (the two files' ids differ: 8576 ids, the splits
- * differ), but every piece boundary around spaces, digits and letters runs through the regexes. */
+ * lmpress reads here.  That vocabulary is tiny (320 tokens, 62 English merges), and a split shows
+ * only where a merge would cross it: both pre-tokenizers give the same 8576 ids there.  So
+ * deepseek_probe_{llm,v3}.gguf keep its specials and bytes with 62 merges trained on the raw text
+ * (no pre-tokenization: digits across 3-digit groups, spaces, newlines, CJK, kana, Hangul bytes
+ * across characters, punctuation with letters), and deepseek_probe_{llm,v3}.ids are llama.cpp's
+ * ids with them (tools/ref/deepseek_tok_probe.py, the same llama-perplexity run on the V3 model
+ * with that vocabulary: 7616 ids each, which differ between the two names and from GPT-2's). */
 START_TEST(test_gguf_deepseek_pre_tokenizers)
 {
     int64_t k = ids_equal_to_llamacpp(LMP_SOURCE_DIR "/tests/fixtures/arch/deepseek_v2/model.gguf", "deepseek-llm",
@@ -481,6 +485,12 @@ START_TEST(test_gguf_deepseek_pre_tokenizers)
     k = ids_equal_to_llamacpp(LMP_SOURCE_DIR "/tests/fixtures/arch/deepseek_v3/model.gguf", "deepseek-v3",
                               FIX "deepseek_llamacpp.txt", FIX "deepseek_v3_llamacpp.ids");
     ck_assert_int_gt(k, 8000);
+    k = ids_equal_to_llamacpp(FIX "deepseek_probe_llm.gguf", "deepseek-llm", FIX "deepseek_llamacpp.txt",
+                              FIX "deepseek_probe_llm.ids");
+    ck_assert_int_gt(k, 7000);
+    k = ids_equal_to_llamacpp(FIX "deepseek_probe_v3.gguf", "deepseek-v3", FIX "deepseek_llamacpp.txt",
+                              FIX "deepseek_probe_v3.ids");
+    ck_assert_int_gt(k, 7000);
 }
 END_TEST
 

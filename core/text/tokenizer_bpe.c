@@ -1326,11 +1326,11 @@ static const gguf_pre_group GGUF_PRE[] = {
     {{"deepseek-llm", NULL},
      {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX},
      {"[\\r\\n]", DEEPSEEK_LLM_RE_LETTERS, DEEPSEEK_LLM_RE_PUNCT, "[" LLAMA_CPP_WS "]+\\z", DEEPSEEK_LLM_RE_CJK,
-      "\\p{N}+"}, 0},
+      "\\p{N}+"}, 0, 0},
     /* DEEPSEEK3_LLM: 1-3 digit numbers, runs of CJK ideographs and kana, then a Llama-3-like regex */
     {{"deepseek-v3", NULL},
      {STEP_REGEX, STEP_REGEX, STEP_REGEX, -1},
-     {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", DEEPSEEK3_RE_WORDS}, 0},
+     {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", DEEPSEEK3_RE_WORDS}, 0, 0},
 };
 
 
