@@ -131,8 +131,8 @@ def main():
     def differ(a, b):
         return sum(x != y for x, y in zip(ids[a], ids[b]))
 
-    print("ids: %d each; deepseek-llm vs deepseek-v3 differ at %d, deepseek-llm vs gpt-2 at %d, deepseek-v3 vs gpt-2 at %d"
-          % (len(ids["llm"]), differ("llm", "v3"), differ("llm", "gpt2"), differ("v3", "gpt2")))
+    print("ids: %d (deepseek-llm), %d (deepseek-v3), %d (gpt-2); deepseek-llm vs deepseek-v3 differ at %d, deepseek-llm vs gpt-2 at %d, deepseek-v3 vs gpt-2 at %d"
+          % (len(ids["llm"]), len(ids["v3"]), len(ids["gpt2"]), differ("llm", "v3"), differ("llm", "gpt2"), differ("v3", "gpt2")))
 
 
 if __name__ == "__main__":
