@@ -853,11 +853,11 @@ START_TEST(test_errors)
     char *merge[1] = {"a b"};
     size_t mlen[1] = {3};
     kv_string(&w, "tokenizer.ggml.model", "gpt2");
-    kv_string(&w, "tokenizer.ggml.pre", "deepseek-llm");
+    kv_string(&w, "tokenizer.ggml.pre", "deepseek-coder");
     kv_strings(&w, "tokenizer.ggml.tokens", toks, lens, 3);
     kv_strings(&w, "tokenizer.ggml.merges", merge, mlen, 1);
     gguf_write(&w, pre);
-    expect_gguf_error(pre, "deepseek-llm");
+    expect_gguf_error(pre, "deepseek-coder");
 
     const char *notok = tmp_path("notok.gguf");
     kv_string(&w, "general.architecture", "llama");

@@ -429,6 +429,73 @@ START_TEST(test_gguf_bloom_pre_tokenizer)
 }
 END_TEST
 
+/* lmpress's ids of text_file with the GGUF vocabulary at gguf_path must begin with llama.cpp's own ids
+ * in ids_file (whitespace-separated); returns how many were compared. */
+static int64_t ids_equal_to_llamacpp(const char *gguf_path, const char *pre, const char *text_file,
+                                     const char *ids_file)
+{
+    lmp_gguf *g = NULL;
+    lmp_tokenizer *t = NULL;
+    ck_assert_msg(lmp_gguf_open(gguf_path, &g) == 0, "%s", lmp_last_error());
+    ck_assert_msg(lmp_tokenizer_load_gguf(g, &t) == 0, "%s", lmp_last_error());
+    lmp_gguf_close(g);
+    ck_assert_str_eq(lmp_tokenizer_gguf_pre(t), pre);
+    size_t len, id_len;
+    char *text = (char *)lmp_test_slurp(text_file, &len);
+    char *id_text = (char *)lmp_test_slurp(ids_file, &id_len);
+    int32_t *ids = NULL;
+    int64_t n = 0, k = 0;
+    ck_assert_msg(lmp_tokenize_ex(t, text, len, 0, &ids, &n) == 0, "%s", lmp_last_error());
+    char *at = id_text, *end;
+    for (long v; (v = strtol(at, &end, 10)), end != at; at = end, k++) {
+        ck_assert_msg(k < n, "%s: lmpress gives %lld ids, llama.cpp more", pre, (long long)n);
+        ck_assert_msg(ids[k] == (int32_t)v, "%s: id %lld: lmpress %d, llama.cpp %ld", pre, (long long)k, ids[k], v);
+    }
+    printf("test_tokenizer_families: %s: %lld ids equal to llama.cpp's (of lmpress's %lld)\n", pre, (long long)k,
+           (long long)n);
+    free(ids);
+    free(text);
+    free(id_text);
+    lmp_tokenizer_free(t);
+    return k;
+}
+
+/* llama.cpp's "deepseek-llm" and "deepseek-v3" pre-tokenizers (tokenizer.ggml.pre of DeepSeek-V2 and
+ * V3 GGUFs): deepseek_llamacpp.txt (Latin, accented Latin, Greek, Cyrillic, CJK, kana, Hangul, digit
+ * runs, ASCII and full-width punctuation, tabs, runs of spaces, CRLF and lone CR, emoji, Unicode
+ * digits and whitespace, U+3000 and U+2028 next to CJK punctuation and letters, five times)
+ * tokenized by llama.cpp itself with the DeepSeek fixtures'
+ * vocabulary (tests/fixtures/arch/deepseek_v3/model.gguf; llama-perplexity, llama.cpp 0c1e570,
+ * -c 64 -t 1 --kl-divergence-base FILE, whose file keeps the text's ids: the first 158 x 64 of
+ * them; the file's add_bos is unset, so no BOS).  llama.cpp 0c1e570 does not load
+ * deepseek_v2/model.gguf (it wants deepseek2.attention.q_lora_rank), so the deepseek-llm ids come
+ * from a copy of the V3 file with tokenizer.ggml.pre "deepseek-llm" (gguf-py's gguf_new_metadata.py
+ * --pre-tokenizer deepseek-llm); its tokens, merges, types and BOS/EOS equal deepseek_v2's, which
+ * lmpress reads here.  That vocabulary is tiny (320 tokens, 62 English merges), and a split shows
+ * only where a merge would cross it: both pre-tokenizers give the same 10112 ids there.  So
+ * deepseek_probe_{llm,v3}.gguf keep its specials and bytes with 62 merges trained on the raw text
+ * (no pre-tokenization: digits across 3-digit groups, spaces, newlines, CJK, kana, Hangul bytes
+ * across characters, punctuation with letters), and deepseek_probe_{llm,v3}.ids are llama.cpp's
+ * ids with them (tools/ref/deepseek_tok_probe.py, the same llama-perplexity run on the V3 model
+ * with that vocabulary: 8448 ids each, which differ between the two names and from GPT-2's; taking
+ * U+3000 into the full-width punctuation, or U+2000-U+3000 into U+0800-U+4E00, changes them). */
+START_TEST(test_gguf_deepseek_pre_tokenizers)
+{
+    int64_t k = ids_equal_to_llamacpp(LMP_SOURCE_DIR "/tests/fixtures/arch/deepseek_v2/model.gguf", "deepseek-llm",
+                                      FIX "deepseek_llamacpp.txt", FIX "deepseek_llm_llamacpp.ids");
+    ck_assert_int_gt(k, 10000);
+    k = ids_equal_to_llamacpp(LMP_SOURCE_DIR "/tests/fixtures/arch/deepseek_v3/model.gguf", "deepseek-v3",
+                              FIX "deepseek_llamacpp.txt", FIX "deepseek_v3_llamacpp.ids");
+    ck_assert_int_gt(k, 10000);
+    k = ids_equal_to_llamacpp(FIX "deepseek_probe_llm.gguf", "deepseek-llm", FIX "deepseek_llamacpp.txt",
+                              FIX "deepseek_probe_llm.ids");
+    ck_assert_int_gt(k, 8000);
+    k = ids_equal_to_llamacpp(FIX "deepseek_probe_v3.gguf", "deepseek-v3", FIX "deepseek_llamacpp.txt",
+                              FIX "deepseek_probe_v3.ids");
+    ck_assert_int_gt(k, 8000);
+}
+END_TEST
+
 /* Decoding undoes a SentencePiece-style tokenization: "\u2581" becomes " ", <0xXX> the byte, and
  * the first space after BOS goes (the Strip / Metaspace decoder). */
 START_TEST(test_char_level_decode)
@@ -564,6 +631,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, test_sentencepiece_style_families);
     tcase_add_test(tc, test_gguf_vocabularies);
     tcase_add_test(tc, test_gguf_bloom_pre_tokenizer);
+    tcase_add_test(tc, test_gguf_deepseek_pre_tokenizers);
     tcase_add_test(tc, test_long_text);
     tcase_add_test(tc, test_long_runs);
     tcase_add_test(tc, test_gguf_pre_names);

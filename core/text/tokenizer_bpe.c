@@ -1243,6 +1243,41 @@ static const char QWEN2_RE_LLAMA_CPP[] =
 static const char BLOOM_RE_LLAMA_CPP[] = " ?[^(\\s|.,!?"
                                          "\xE2\x80\xA6" "\xE3\x80\x82" "\xEF\xBC\x8C" "\xE3\x80\x81"
                                          "\xE0\xA5\xA4" "\xDB\x94" "\xD8\x8C" ")]+";
+/* The DeepSeek pre-tokenizers (llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM, "deepseek-llm", and
+ * DEEPSEEK3_LLM, "deepseek-v3"): chains of regexes that llama.cpp does not match by hand, so it
+ * runs them through std::regex (unicode.cpp, unicode_regex_split): a regex with a \p{..} class on
+ * the text with every non-ASCII code point collapsed to its category (whitespace to \v), one without
+ * on the code points with non-ASCII whitespace turned into \v.  Either way its \s means exactly
+ * llama.cpp's whitespace set (PCRE2's \s adds U+180E), and no non-ASCII whitespace can match a
+ * class of explicit ranges: LLAMA_CPP_WS spells that set out, and the ranges below leave those
+ * code points out (U+3000 from the full-width punctuation, U+1680, U+2000-U+200A, U+2028,
+ * U+2029, U+202F, U+205F, U+3000 from U+0800-U+4E00).  std::regex's $ is the end of the piece:
+ * \z.  The non-ASCII characters are written as \x{..}, the ranges as llama.cpp writes them. */
+#define LLAMA_CPP_WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+static const char DEEPSEEK_LLM_RE_LETTERS[] =
+    "[" LLAMA_CPP_WS "]?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"
+    "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}\\x{38C}"
+    "\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}"
+    "\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}"
+    "\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}"
+    "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}"
+    "\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}"
+    "\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}"
+    "\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"
+    "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}"
+    "\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}"
+    "\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}"
+    "\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
+    "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+";
+static const char DEEPSEEK_LLM_RE_PUNCT[] = /* llama.cpp: [!-/:-~！-／：-～‘-‟　-。] */
+    "[" LLAMA_CPP_WS "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3001}-\\x{3002}]+";
+static const char DEEPSEEK_LLM_RE_CJK[] = /* llama.cpp: [一-龥ࠀ-一가-퟿] */
+    "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{167F}\\x{1681}-\\x{1FFF}\\x{200B}-\\x{2027}\\x{202A}-\\x{202E}"
+    "\\x{2030}-\\x{205E}\\x{2060}-\\x{2FFF}\\x{3001}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+";
+static const char DEEPSEEK3_RE_WORDS[] =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" LLAMA_CPP_WS "]*[\\r\\n]+|[" LLAMA_CPP_WS "]+(?![^" LLAMA_CPP_WS "])"
+    "|[" LLAMA_CPP_WS "]+";
 /* Qwen2's regex as its tokenizer.json writes it (after JSON unescaping). */
 static const char QWEN2_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
@@ -1253,10 +1288,11 @@ static const char QWEN2_REGEX[] =
  * llama.cpp sets ignore_merges, and whether it drops the BOS token (special_bos_id NULL: the GLM
  * families, whose prompts start with their own [gMASK] tokens instead).  Names not listed here are refused by name: llama.cpp falls back
  * to its "default" regexes for them, which would tokenize those models differently. */
+enum { MAX_PRE_CHAIN = 6 }; /* DeepSeek LLM's six regexes */
 typedef struct {
     const char *names[16];
-    int kinds[4];           /* STEP_*, -1 ends */
-    const char *regexes[4]; /* for STEP_REGEX */
+    int kinds[MAX_PRE_CHAIN];           /* STEP_*, -1 ends */
+    const char *regexes[MAX_PRE_CHAIN]; /* for STEP_REGEX */
     int ignore_merges;
     int no_bos;
 } gguf_pre_group;
@@ -1276,7 +1312,7 @@ static const gguf_pre_group GGUF_PRE[] = {
     {{"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", NULL},
      {STEP_REGEX, -1}, {QWEN2_RE_LLAMA_CPP}, 0},
     {{"default", NULL},
-     {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX},
+     {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, -1},
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}, 0},
     {{"falcon", NULL},
      {STEP_REGEX, STEP_GPT2, STEP_REGEX, -1}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", NULL, "[0-9][0-9][0-9]"}, 0},
@@ -1284,6 +1320,17 @@ static const gguf_pre_group GGUF_PRE[] = {
      * '(', '|', ')' and the sentence marks . , ! ? ... and their CJK, Devanagari and Arabic forms,
      * with one optional space before it; what no match covers is a piece of its own */
     {{"bloom", "gpt3-finnish", NULL}, {STEP_REGEX, -1}, {BLOOM_RE_LLAMA_CPP}, 0},
+    /* DEEPSEEK_LLM: each newline alone, runs of (mostly Latin, Greek, Cyrillic) letters, of ASCII and
+     * full-width punctuation (each with one optional whitespace before), trailing whitespace, runs
+     * of CJK (and U+0800-U+4E00) and Hangul, runs of numbers.  BOS only as the file says */
+    {{"deepseek-llm", NULL},
+     {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX},
+     {"[\\r\\n]", DEEPSEEK_LLM_RE_LETTERS, DEEPSEEK_LLM_RE_PUNCT, "[" LLAMA_CPP_WS "]+\\z", DEEPSEEK_LLM_RE_CJK,
+      "\\p{N}+"}, 0, 0},
+    /* DEEPSEEK3_LLM: 1-3 digit numbers, runs of CJK ideographs and kana, then a Llama-3-like regex */
+    {{"deepseek-v3", NULL},
+     {STEP_REGEX, STEP_REGEX, STEP_REGEX, -1},
+     {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", DEEPSEEK3_RE_WORDS}, 0, 0},
 };
 
 
@@ -1342,7 +1389,7 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
             return lmp_fail(LMP_EINVAL,
                             "%s: unsupported pre-tokenizer \"%.*s\" (tokenizer.ggml.pre; supported: gpt-2 and "
                             "its aliases, smollm, starcoder, refact, command-r, codeshell, exaone, llama3, "
-                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, glm5, chatglm-bpe, default, falcon, bloom: see docs/tokenizers.md)",
+                            "llama-bpe, qwen2, dbrx, smaug-bpe, glm4, glm5, chatglm-bpe, default, falcon, bloom, deepseek-llm, deepseek-v3: see docs/tokenizers.md)",
                             path, (int)(n > 64 ? 64 : n), pre->strs[0]);
         pre_name = group->names[0];
     }
@@ -1356,7 +1403,7 @@ int lmp_bpe_load_gguf(const lmp_gguf *g, lmp_bpe **out)
         rc = lmp_fail(LMP_ENOMEM, "%s: out of memory loading the tokenizer", path);
         goto done;
     }
-    for (int k = 0; k < 4 && group->kinds[k] >= 0; k++) {
+    for (int k = 0; k < MAX_PRE_CHAIN && group->kinds[k] >= 0; k++) {
         const char *re = group->regexes[k];
         char what[256];
         snprintf(what, sizeof what, "%s: tokenizer.ggml.pre \"%s\"", path, pre_name);
