@@ -406,6 +406,22 @@ START_TEST(moe_gguf_architectures_are_read)
 }
 END_TEST
 
+/* The fixture's model.gguf with one mutation by the PyPI gguf package (tools/ref/gguf_mutate.py),
+ * written as dir/m<c>.gguf (its path in out) and loaded: lmp_model_load's status. */
+static int load_mutated(const char *dir, size_t c, const char *fixture, const char *mutation, char *out, size_t n,
+                        lmp_model **m)
+{
+    char cmd[2048];
+    snprintf(out, n, "%s/m%zu.gguf", dir, c);
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_mutate.py' '%s/%s/model.gguf' '%s' '%s'",
+             LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, FIXTURES, fixture, out, mutation);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    *m = NULL;
+    const int st = lmp_model_load(out, m);
+    printf("%s gguf + %-40s %s\n", fixture, mutation, st ? lmp_last_error() : "loads");
+    return st;
+}
+
 /* What llama.cpp's deepseek2 can say and lmpress's DeepSeek routings do not compute, added to the
  * fixtures' GGUFs by the PyPI gguf package (tools/ref/gguf_mutate.py): refused by name. */
 START_TEST(deepseek2_gguf_keys_not_implemented_are_refused)
@@ -422,15 +438,9 @@ START_TEST(deepseek2_gguf_keys_not_implemented_are_refused)
         {"deepseek_v3", "key:deepseek2.attention.temperature_scale=2", "temperature_scale' is not read"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        char out[128], cmd[2048];
-        snprintf(out, sizeof out, "%s/m%zu.gguf", dir, c);
-        snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_mutate.py' '%s/%s/model.gguf' '%s' '%s'",
-                 LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, FIXTURES, cases[c].fixture, out,
-                 cases[c].mutation);
-        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-        lmp_model *m = NULL;
-        const int st = lmp_model_load(out, &m);
-        printf("%s gguf + %-40s %s\n", cases[c].fixture, cases[c].mutation, st ? lmp_last_error() : "loads");
+        char out[128];
+        lmp_model *m;
+        const int st = load_mutated(dir, c, cases[c].fixture, cases[c].mutation, out, sizeof out, &m);
         ck_assert_msg(st != 0, "%s: loaded", cases[c].mutation);
         ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), out),
                       "%s: the refusal does not say \"%s\" and the file: %s", cases[c].mutation, cases[c].needle,
@@ -637,14 +647,9 @@ START_TEST(gguf_additions_are_refused)
         {"key:llama.rope.scaling.attn_factor=1", NULL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        char out[128], cmd[2048];
-        snprintf(out, sizeof out, "%s/m%zu.gguf", dir, c);
-        snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' '%s/tools/ref/gguf_mutate.py' '%s/llama3/model.gguf' '%s' '%s'",
-                 LMP_TEST_PYDEPS, lmp_test_python(), LMP_SOURCE_DIR, FIXTURES, out, cases[c].mutation);
-        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-        lmp_model *m = NULL;
-        const int st = lmp_model_load(out, &m);
-        printf("gguf + %-40s %s\n", cases[c].mutation, st ? lmp_last_error() : "loads");
+        char out[128];
+        lmp_model *m;
+        const int st = load_mutated(dir, c, "llama3", cases[c].mutation, out, sizeof out, &m);
         if (!cases[c].needle) {
             ck_assert_msg(st == 0, "%s: %s", cases[c].mutation, lmp_last_error());
             int64_t T, rows;

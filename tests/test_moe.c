@@ -481,6 +481,38 @@ static void dump(const char *dir, const char *name, const float *v, int64_t n)
     fclose(f);
 }
 
+/* Block l's router (with selection_bias, DeepSeek-V3's bias as exp_probs_b) and its routed
+ * experts stacked as llama.cpp's ffn_{gate,up,down}_exps, into refdir for gguf_moe_check.py;
+ * plain marks the unmodified model's experts (F32 in the file). */
+static void dump_router_and_experts(const char *refdir, const lmp_block *blk, int64_t l, int selection_bias, int plain)
+{
+    char name[96];
+    const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
+    snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
+    dump(refdir, name, r->w, r->out * r->in);
+    if (selection_bias && r->b) {
+        snprintf(name, sizeof name, "blk.%lld.exp_probs_b.bias.f32", (long long)l);
+        dump(refdir, name, r->b, r->out);
+    }
+    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
+    static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int k = 0; k < 3; k++) {
+        const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
+        const int64_t n = e0->out * e0->in;
+        float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
+        for (int e = 0; e < blk->n_experts; e++)
+            memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
+                   (size_t)n * sizeof *all);
+        snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
+        dump(refdir, name, all, n * blk->n_experts);
+        if (plain) { /* the unmodified model's experts: F32 (gguf_moe_check.py's marker) */
+            snprintf(name, sizeof name, "blk.%lld.%s.f32plain", (long long)l, stems[k]);
+            dump(refdir, name, all, 0);
+        }
+        free(all);
+    }
+}
+
 /* gguf-py (tools/ref/gguf_moe_check.py) reads the GGUF out lmpress wrote from model m as
  * llama.cpp's converter wrote refdir's: the same expert tensors, routers and biases. */
 static void expect_gguf_py_reads_as(const char *out, const char *refdir, const lmp_model *m, const char *same)
@@ -538,28 +570,10 @@ START_TEST(variants_export_to_gguf_and_read_back)
                    names[f], plugin, v == 2 ? " all-experts" : "", out, x->format, rel);
             ck_assert_msg(rel <= 1e-6, "%s reads back %g away from what lmpress evaluated", out, rel);
             /* the weights lmpress held, for gguf-py */
-            char refdir[160], name[96];
+            char refdir[160];
             snprintf(refdir, sizeof refdir, "%s/%s-%d.ref", dir, names[f], v);
             ck_assert_int_eq(mkdir(refdir, 0700), 0);
-            static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
-            static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-            for (int64_t l = 0; l < m->arch.n_layers; l++) {
-                const lmp_block *blk = &blocks[l];
-                const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
-                snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
-                dump(refdir, name, r->w, r->out * r->in);
-                for (int k = 0; k < 3; k++) {
-                    const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
-                    const int64_t n = e0->out * e0->in;
-                    float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
-                    for (int e = 0; e < blk->n_experts; e++)
-                        memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
-                               (size_t)n * sizeof *all);
-                    snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
-                    dump(refdir, name, all, n * blk->n_experts);
-                    free(all);
-                }
-            }
+            for (int64_t l = 0; l < m->arch.n_layers; l++) dump_router_and_experts(refdir, &blocks[l], l, 0, 0);
             if (have_gguf) expect_gguf_py_reads(out, refdir, m);
             char cmd[700];
             snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", refdir, out);
@@ -919,31 +933,7 @@ static void dump_deepseek_refs(const char *refdir, const lmp_model *m, const lmp
     dump(refdir, name, vb, H * v * kv);
     free(kb);
     free(vb);
-    if (!lmp_arch_moe_layer(a, l)) return;
-    const lmp_linear *r = &blk->linears[lmp_block_find(blk, LMP_ROLE_ROUTER)];
-    snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.f32", (long long)l);
-    dump(refdir, name, r->w, r->out * r->in);
-    if (r->b) {
-        snprintf(name, sizeof name, "blk.%lld.exp_probs_b.bias.f32", (long long)l);
-        dump(refdir, name, r->b, r->out);
-    }
-    static const lmp_role roles[3] = {LMP_ROLE_GATE, LMP_ROLE_UP, LMP_ROLE_DOWN};
-    static const char *const stems[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-    for (int k = 0; k < 3; k++) {
-        const lmp_linear *e0 = &blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, 0)];
-        const int64_t n = e0->out * e0->in;
-        float *all = malloc((size_t)(n * blk->n_experts) * sizeof *all);
-        for (int e = 0; e < blk->n_experts; e++)
-            memcpy(all + e * n, blk->linears[lmp_block_find_expert(blk, roles[k], LMP_EXPERT_ROUTED, e)].w,
-                   (size_t)n * sizeof *all);
-        snprintf(name, sizeof name, "blk.%lld.%s.f32", (long long)l, stems[k]);
-        dump(refdir, name, all, n * blk->n_experts);
-        if (plain) { /* the unmodified model's experts: F32 (gguf_moe_check.py's marker) */
-            snprintf(name, sizeof name, "blk.%lld.%s.f32plain", (long long)l, stems[k]);
-            dump(refdir, name, all, 0);
-        }
-        free(all);
-    }
+    if (lmp_arch_moe_layer(a, l)) dump_router_and_experts(refdir, blk, l, 1, plain);
 }
 
 /* DeepSeek-V2 and V3 as llama.cpp's deepseek2 GGUF (kv_b split into attn_k_b / attn_v_b, the

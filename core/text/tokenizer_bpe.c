@@ -1300,26 +1300,26 @@ typedef struct {
 static const gguf_pre_group GGUF_PRE[] = {
     {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat",
       "a.x-4.0", "mellum", "exaone4", "trillion", "granite-docling", NULL},
-     {STEP_GPT2, -1}, {NULL}, 0},
+     {STEP_GPT2, -1}, {NULL}, 0, 0},
     {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", NULL},
-     {STEP_DIGITS, STEP_GPT2, -1}, {NULL}, 0},
+     {STEP_DIGITS, STEP_GPT2, -1}, {NULL}, 0, 0},
     {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", NULL},
-     {STEP_LLAMA3, -1}, {NULL}, 1},
-    {{"dbrx", "smaug-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0},
+     {STEP_LLAMA3, -1}, {NULL}, 1, 0},
+    {{"dbrx", "smaug-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0, 0},
     /* CHATGLM4's regex is Llama 3's; "glm4" (and "glm5") with ignore_merges, "chatglm-bpe" without */
     {{"glm4", "glm5", NULL}, {STEP_LLAMA3, -1}, {NULL}, 1, 1},
     {{"chatglm-bpe", NULL}, {STEP_LLAMA3, -1}, {NULL}, 0, 1},
     {{"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", NULL},
-     {STEP_REGEX, -1}, {QWEN2_RE_LLAMA_CPP}, 0},
+     {STEP_REGEX, -1}, {QWEN2_RE_LLAMA_CPP}, 0, 0},
     {{"default", NULL},
      {STEP_REGEX, STEP_REGEX, STEP_REGEX, STEP_REGEX, -1},
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}, 0},
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}, 0, 0},
     {{"falcon", NULL},
-     {STEP_REGEX, STEP_GPT2, STEP_REGEX, -1}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", NULL, "[0-9][0-9][0-9]"}, 0},
+     {STEP_REGEX, STEP_GPT2, STEP_REGEX, -1}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", NULL, "[0-9][0-9][0-9]"}, 0, 0},
     /* BLOOM (and GPT3-finnish, which llama.cpp splits alike): a run of anything but whitespace,
      * '(', '|', ')' and the sentence marks . , ! ? ... and their CJK, Devanagari and Arabic forms,
      * with one optional space before it; what no match covers is a piece of its own */
-    {{"bloom", "gpt3-finnish", NULL}, {STEP_REGEX, -1}, {BLOOM_RE_LLAMA_CPP}, 0},
+    {{"bloom", "gpt3-finnish", NULL}, {STEP_REGEX, -1}, {BLOOM_RE_LLAMA_CPP}, 0, 0},
     /* DEEPSEEK_LLM: each newline alone, runs of (mostly Latin, Greek, Cyrillic) letters, of ASCII and
      * full-width punctuation (each with one optional whitespace before), trailing whitespace, runs
      * of CJK (and U+0800-U+4E00) and Hangul, runs of numbers.  BOS only as the file says */
