@@ -422,6 +422,14 @@ static int load_mutated(const char *dir, size_t c, const char *fixture, const ch
     return st;
 }
 
+/* A mutated file's load (status st) was refused, naming needle and the file. */
+static void expect_refused(int st, const char *mutation, const char *needle, const char *out)
+{
+    ck_assert_msg(st != 0, "%s: loaded", mutation);
+    ck_assert_msg(strstr(lmp_last_error(), needle) && strstr(lmp_last_error(), out),
+                  "%s: the refusal does not say \"%s\" and the file: %s", mutation, needle, lmp_last_error());
+}
+
 /* What llama.cpp's deepseek2 can say and lmpress's DeepSeek routings do not compute, added to the
  * fixtures' GGUFs by the PyPI gguf package (tools/ref/gguf_mutate.py): refused by name. */
 START_TEST(deepseek2_gguf_keys_not_implemented_are_refused)
@@ -441,10 +449,7 @@ START_TEST(deepseek2_gguf_keys_not_implemented_are_refused)
         char out[128];
         lmp_model *m;
         const int st = load_mutated(dir, c, cases[c].fixture, cases[c].mutation, out, sizeof out, &m);
-        ck_assert_msg(st != 0, "%s: loaded", cases[c].mutation);
-        ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), out),
-                      "%s: the refusal does not say \"%s\" and the file: %s", cases[c].mutation, cases[c].needle,
-                      lmp_last_error());
+        expect_refused(st, cases[c].mutation, cases[c].needle, out);
         unlink(out);
     }
     rmdir(dir);
@@ -664,10 +669,7 @@ START_TEST(gguf_additions_are_refused)
             free(tok);
             lmp_model_free(m);
         } else {
-            ck_assert_msg(st != 0, "%s: loaded", cases[c].mutation);
-            ck_assert_msg(strstr(lmp_last_error(), cases[c].needle) && strstr(lmp_last_error(), out),
-                          "%s: the refusal does not say \"%s\" and the file: %s", cases[c].mutation, cases[c].needle,
-                          lmp_last_error());
+            expect_refused(st, cases[c].mutation, cases[c].needle, out);
         }
         unlink(out);
     }

@@ -66,26 +66,19 @@
 
 #define FIXTURES LMP_SOURCE_DIR "/tests/fixtures/arch"
 
-static lmp_model *load(const char *name)
+/* The fixture's form: hf5 (its transformers 5 folder) or model.gguf (llama.cpp's converter's). */
+static lmp_model *load_form(const char *name, const char *form)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s/hf5", FIXTURES, name);
+    snprintf(path, sizeof path, "%s/%s/%s", FIXTURES, name, form);
     lmp_model *m = NULL;
     ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
     ck_assert_int_gt(m->arch.n_experts, 0);
     return m;
 }
 
-/* The fixture's GGUF (llama.cpp's converter's model.gguf). */
-static lmp_model *load_gguf(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s/model.gguf", FIXTURES, name);
-    lmp_model *m = NULL;
-    ck_assert_msg(lmp_model_load(path, &m) == 0, "%s", lmp_last_error());
-    ck_assert_int_gt(m->arch.n_experts, 0);
-    return m;
-}
+static lmp_model *load(const char *name) { return load_form(name, "hf5"); }
+static lmp_model *load_gguf(const char *name) { return load_form(name, "model.gguf"); }
 
 /* Block 0's inputs on windows w: the embeddings. */
 static float *embed_windows(const lmp_model *m, const lmp_windows *w)
