@@ -1,9 +1,9 @@
 /* test_kv_cache.c — the KV cache's simulated quantization (issue 38: model/kv_quant.h,
  * compress/kv_calib.h, a variant's kv_cache = { ... }).
  *
- *   - The quantized K and V equal tools/ref/kv_quant_ref.py bit for bit on a fixture (FP8 E4M3
- *     and int8, per tensor and per head, static and dynamic): its numpy formulas always (Debian's
- *     python3-numpy), and compressed-tensors 0.20.1 itself (calculate_qparams, fake_quantize,
+ *   - The quantized K and V equal tools/ref/kv_quant_ref.py bit for bit on a fixture (FP8 E4M3,
+ *     int8 and int4, per tensor and per head, static and dynamic, and dynamic per token and
+ *     head): its numpy formulas always (Debian's python3-numpy), and compressed-tensors 0.20.1 itself (calculate_qparams, fake_quantize,
  *     compute_dynamic_scales_and_zp on [1, H, T, HD]) with LMP_CT_PYTHON, else that case SKIPs.
  *   - The static scales lmp_kv_calibrate puts on stories260K's block 0 are the abs-max of K after
  *     RoPE and of V, computed here op by op from the block's weights.
@@ -54,7 +54,9 @@ typedef struct kv_case {
 static const kv_case KV_CASES[] = {
     {"fp8_e4m3", "tensor", "static"}, {"fp8_e4m3", "head", "static"}, {"int8", "tensor", "static"},
     {"int8", "head", "static"},       {"fp8_e4m3", "tensor", "dynamic"}, {"int8", "tensor", "dynamic"},
-    {"fp8_e4m3", "head", "dynamic"},  {"int8", "head", "dynamic"},
+    {"fp8_e4m3", "head", "dynamic"},  {"int8", "head", "dynamic"},     {"int4", "tensor", "static"},
+    {"int4", "head", "static"},       {"int4", "tensor", "dynamic"},   {"int4", "head", "dynamic"},
+    {"int4", "token", "dynamic"},     {"int8", "token", "dynamic"},    {"fp8_e4m3", "token", "dynamic"},
 };
 #define N_KV_CASES (int)(sizeof KV_CASES / sizeof *KV_CASES)
 
@@ -62,8 +64,8 @@ static lmp_kvspec case_spec(const kv_case *c)
 {
     lmp_kvspec s;
     memset(&s, 0, sizeof s);
-    s.type = strcmp(c->type, "int8") == 0 ? LMP_KV_INT8 : LMP_KV_FP8_E4M3;
-    s.per_head = strcmp(c->gran, "head") == 0;
+    s.type = strcmp(c->type, "int8") == 0 ? LMP_KV_INT8 : strcmp(c->type, "int4") == 0 ? LMP_KV_INT4 : LMP_KV_FP8_E4M3;
+    s.per_head = strcmp(c->gran, "token") == 0 ? LMP_KV_PER_TOKEN_HEAD : strcmp(c->gran, "head") == 0;
     s.dynamic = strcmp(c->scales, "dynamic") == 0;
     return s;
 }
@@ -125,7 +127,7 @@ static int check_against(const char *py, int numpy, const char *test)
     printf("%s", out);
     for (int c = 0; c < N_KV_CASES; c++) {
         lmp_kvspec spec = case_spec(&KV_CASES[c]);
-        const int n = spec.per_head ? KH : 1;
+        const int n = spec.per_head == 1 ? KH : 1;
         if (!spec.dynamic) { /* as lmp_kv_calibrate does over the calibration windows */
             float ak[LMP_KV_MAX_HEADS] = {0}, av[LMP_KV_MAX_HEADS] = {0};
             lmp_kv_absmax(cal_k, KT, KH, KD, spec.per_head, ak);
@@ -205,6 +207,20 @@ START_TEST(grid_by_hand)
     ck_assert(lmp_kv_scale_of(LMP_KV_INT8, 255.0f) == 2.0f);
     ck_assert(lmp_kv_scale_of(LMP_KV_FP8_E4M3, 896.0f) == 2.0f);
     ck_assert(lmp_kv_scale_of(LMP_KV_FP8_E4M3, 0.0f) == 0x1p-23f);
+    ck_assert(lmp_kv_fake_quant(LMP_KV_INT4, 2.5f, 1.0f, 0) == 2.0f);
+    ck_assert(lmp_kv_fake_quant(LMP_KV_INT4, 100.0f, 0.5f, 0) == 3.5f);
+    ck_assert(lmp_kv_fake_quant(LMP_KV_INT4, -100.0f, 0.5f, 0) == -4.0f);
+    ck_assert(lmp_kv_scale_of(LMP_KV_INT4, 15.0f) == 2.0f);
+    /* per token and head: each token's head_dim values on their own abs-max (dynamic only) */
+    lmp_kvspec tok;
+    memset(&tok, 0, sizeof tok);
+    tok.type = LMP_KV_INT4;
+    tok.per_head = LMP_KV_PER_TOKEN_HEAD;
+    float kt[8] = {7.5f, 1.0f, 0.1f, 0.2f, 0.75f, 0.1f, 0.3f, 0.2f}, vt[8] = {0};
+    ck_assert_int_eq(lmp_kv_quantize(&tok, 1, 2, 4, kt, vt), LMP_EINVAL); /* static per token */
+    tok.dynamic = 1;
+    ck_assert_int_eq(lmp_kv_quantize(&tok, 1, 2, 4, kt, vt), 0);
+    ck_assert(kt[1] == 1.0f && kt[2] == 0.0f && kt[5] == 0.1f && kt[6] == 0.3f); /* steps 1 and 0.1 */
     lmp_kvspec bad;
     memset(&bad, 0, sizeof bad);
     bad.type = LMP_KV_INT8; /* static, never calibrated */
@@ -391,7 +407,9 @@ START_TEST(kld_shows_the_kv_cache)
                                    "{ name = \"kv-int8-head\"; " KEEP_WEIGHTS
                                    " kv_cache = { format = \"int8\"; granularity = \"head\"; }; },\n"
                                    "{ name = \"kv-fp8-dyn\"; " KEEP_WEIGHTS
-                                   " kv_cache = { format = \"fp8_e4m3\"; scales = \"dynamic\"; }; }");
+                                   " kv_cache = { format = \"fp8_e4m3\"; scales = \"dynamic\"; }; },\n"
+                                   "{ name = \"kv-int4-token\"; " KEEP_WEIGHTS
+                                   " kv_cache = { format = \"int4\"; granularity = \"token\"; }; }");
     char args[1024];
     /* check lists it */
     snprintf(args, sizeof args, "check %s", cfg);
@@ -405,16 +423,20 @@ START_TEST(kld_shows_the_kv_cache)
     lmp_json *j = NULL;
     ck_assert_int_eq(lmp_json_parse(doc, n, "out.json", &j), 0);
     ck_assert_msg(kld_of(j, "same") == 0.0, "weights untouched, no KV quantization: kld %g", kld_of(j, "same"));
-    const char *kvs[] = {"kv-fp8", "kv-int8-head", "kv-fp8-dyn"};
-    const char *desc[] = {"fp8_e4m3 per-tensor static", "int8 per-head static", "fp8_e4m3 per-tensor dynamic"};
-    for (int i = 0; i < 3; i++) {
+    const char *kvs[] = {"kv-fp8", "kv-int8-head", "kv-fp8-dyn", "kv-int4-token"};
+    const char *desc[] = {"fp8_e4m3 per-tensor static", "int8 per-head static", "fp8_e4m3 per-tensor dynamic",
+                          "int4 per-token-head dynamic"};
+    for (int i = 0; i < 4; i++) {
         const double kld = kld_of(j, kvs[i]);
-        ck_assert_msg(kld > 0 && kld < 0.1, "%s: kld %g", kvs[i], kld);
+        ck_assert_msg(kld > 0 && kld < (i == 3 ? 1.0 : 0.1), "%s: kld %g", kvs[i], kld);
         const char *s = NULL;
         ck_assert_int_eq(lmp_json_get_string(lmp_test_variant(j, kvs[i]), "kv_cache", "report", &s), 0);
         ck_assert_str_eq(s, desc[i]);
         printf("  %s (%s): KLD %.3g\n", kvs[i], desc[i], kld);
     }
+    /* 15 levels a slice cost more than 255 ones, even with a scale for every token */
+    ck_assert_msg(kld_of(j, "kv-int4-token") > kld_of(j, "kv-int8-head"), "int4 %g, int8 %g", kld_of(j, "kv-int4-token"),
+                  kld_of(j, "kv-int8-head"));
     ck_assert_ptr_null(lmp_json_get(lmp_test_variant(j, "same"), "kv_cache"));
     lmp_json_free(j);
     free(doc);
@@ -467,7 +489,10 @@ START_TEST(bad_settings_are_refused_by_line_and_key)
     lmp_test_tmpdir(tmpdir, sizeof tmpdir, "kvcfg");
     /* line 4 of the config: the variant's line */
     refused(CALIB_SECTION, "{ name = \"a\"; " KEEP_WEIGHTS " kv_cache = { format = \"fp4\"; }; }",
-            "bad.cfg:5: variants[0].kv_cache.format", "\"fp4\" is not \"fp8_e4m3\" or \"int8\"");
+            "bad.cfg:5: variants[0].kv_cache.format", "\"fp4\" is not \"fp8_e4m3\", \"int8\" or \"int4\"");
+    refused(CALIB_SECTION,
+            "{ name = \"a\"; " KEEP_WEIGHTS " kv_cache = { format = \"int4\"; granularity = \"token\"; scales = \"static\"; }; }",
+            "bad.cfg:5: variants[0].kv_cache.scales", "granularity \"token\" has dynamic scales only");
     refused(CALIB_SECTION, "{ name = \"a\"; " KEEP_WEIGHTS " kv_cache = { format = \"int8\"; granularty = \"head\"; }; }",
             "bad.cfg:5: variants[0].kv_cache.granularty", "did you mean 'granularity'");
     refused(CALIB_SECTION, "{ name = \"a\"; " KEEP_WEIGHTS " kv_cache = { granularity = \"head\"; }; }",
@@ -519,44 +544,52 @@ static lmp_json *run_json(const char *cfg, const char *json, const char *extra)
 START_TEST(export_reads_back)
 {
     lmp_test_tmpdir(tmpdir, sizeof tmpdir, "kvexport");
-    char outdir[512], variants[2048];
+    char outdir[512], variants[4096];
     snprintf(outdir, sizeof outdir, "%s", lmp_test_path(tmpdir, "out"));
     const char *cfg = write_config("a.cfg", CALIB_SECTION,
                                    "{ name = \"kv-fp8\"; " KEEP_WEIGHTS " kv_cache = { format = \"fp8_e4m3\"; }; },\n"
                                    "{ name = \"w8-kv-int8\"; kv_cache = { format = \"int8\"; };"
                                    " pipeline = ( { strategy = \"rtn\"; params = { bits = 8; granularity = \"channel\"; }; } ); },\n"
                                    "{ name = \"kv-fp8-head\"; " KEEP_WEIGHTS
-                                   " kv_cache = { format = \"fp8_e4m3\"; granularity = \"head\"; }; }");
+                                   " kv_cache = { format = \"fp8_e4m3\"; granularity = \"head\"; }; },\n"
+                                   "{ name = \"kv-int4-head\"; " KEEP_WEIGHTS
+                                   " kv_cache = { format = \"int4\"; granularity = \"head\"; }; }");
     char extra[1024];
     snprintf(extra, sizeof extra, "--output-dir %s --output-format hf", outdir);
     char json_a[512];
     snprintf(json_a, sizeof json_a, "%s", lmp_test_path(tmpdir, "a.json"));
     lmp_json *a = run_json(cfg, json_a, extra);
     /* config.json: the scheme as llm-compressor writes it */
-    static const char *const names[3] = {"kv-fp8", "w8-kv-int8", "kv-fp8-head"};
-    static const char *const types[3] = {"\"float\"", "\"int\"", "\"float\""};
-    static const char *const strategies[3] = {"\"strategy\": \"tensor\"", "\"strategy\": \"tensor\"",
-                                              "\"strategy\": \"attn_head\""};
-    for (int i = 0; i < 3; i++) {
+    enum { N_EXPORTS = 4 };
+    static const char *const names[N_EXPORTS] = {"kv-fp8", "w8-kv-int8", "kv-fp8-head", "kv-int4-head"};
+    static const char *const types[N_EXPORTS] = {"\"float\"", "\"int\"", "\"float\"", "\"int\""};
+    static const char *const strategies[N_EXPORTS] = {"\"strategy\": \"tensor\"", "\"strategy\": \"tensor\"",
+                                                      "\"strategy\": \"attn_head\"", "\"strategy\": \"attn_head\""};
+    static const int bits[N_EXPORTS] = {8, 8, 8, 4};
+    for (int i = 0; i < N_EXPORTS; i++) {
         char path[700];
         snprintf(path, sizeof path, "%s/%s/config.json", outdir, names[i]);
         size_t n;
         char *text = (char *)lmp_test_slurp(path, &n);
         const char *kv = strstr(text, "\"kv_cache_scheme\": {");
         ck_assert_msg(kv != NULL, "%s:\n%s", path, text);
-        ck_assert_msg(strstr(kv, types[i]) && strstr(kv, strategies[i]) && strstr(kv, "\"dynamic\": false"), "%s", kv);
+        char num_bits[32];
+        snprintf(num_bits, sizeof num_bits, "\"num_bits\": %d", bits[i]);
+        ck_assert_msg(strstr(kv, types[i]) && strstr(kv, strategies[i]) && strstr(kv, "\"dynamic\": false") &&
+                          strstr(kv, num_bits),
+                      "%s", kv);
         free(text);
     }
     /* read back as other tools' files: the same numbers, bit for bit */
     snprintf(variants, sizeof variants,
              "{ name = \"kv-fp8\"; model = \"%s/kv-fp8\"; },\n{ name = \"w8-kv-int8\"; model = \"%s/w8-kv-int8\"; },\n"
-             "{ name = \"kv-fp8-head\"; model = \"%s/kv-fp8-head\"; }",
-             outdir, outdir, outdir);
+             "{ name = \"kv-fp8-head\"; model = \"%s/kv-fp8-head\"; },\n{ name = \"kv-int4-head\"; model = \"%s/kv-int4-head\"; }",
+             outdir, outdir, outdir, outdir);
     const char *cfg_b = write_config("b.cfg", "", variants);
     char json_b[512];
     snprintf(json_b, sizeof json_b, "%s", lmp_test_path(tmpdir, "b.json"));
     lmp_json *b = run_json(cfg_b, json_b, "");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_EXPORTS; i++) {
         const double na = num_of(a, names[i], "nll_sum"), nb = num_of(b, names[i], "nll_sum");
         const double ka = num_of(a, names[i], "kld_sum"), kb = num_of(b, names[i], "kld_sum");
         ck_assert_msg(na == nb && ka == kb, "%s: in memory nll %.17g kld %.17g, read back %.17g %.17g", names[i], na, ka,
@@ -573,10 +606,10 @@ START_TEST(export_reads_back)
         lmp_test_skip("SKIPPED export_reads_back (compressed-tensors part): LMP_CT_PYTHON is not set (an interpreter "
                       "with torch, transformers and compressed-tensors runs tools/ref/ct_kv_check.py)\n");
     } else {
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < N_EXPORTS; i++) {
             char cmd[2048];
-            snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_kv_check.py' '%s/%s' %s %s 2>&1", py, LMP_SOURCE_DIR, outdir,
-                     names[i], i == 1 ? "int" : "float", i == 2 ? "attn_head" : "tensor");
+            snprintf(cmd, sizeof cmd, "'%s' '%s/tools/ref/ct_kv_check.py' '%s/%s' %s %s %d 2>&1", py, LMP_SOURCE_DIR,
+                     outdir, names[i], types[i][1] == 'i' ? "int" : "float", i >= 2 ? "attn_head" : "tensor", bits[i]);
             FILE *p = popen(cmd, "r");
             ck_assert_ptr_nonnull(p);
             static char out[16384];

@@ -785,11 +785,11 @@ static int load_variant_calibration(const lmp_run_config *c, const config_settin
 static int load_variant_kv_cache(const config_setting_t *v, int has_pipeline, lmp_variant *var)
 {
     static const char *const keys[] = {"format", "granularity", "scales", NULL};
-    static const char *const formats[] = {"fp8_e4m3", "int8", NULL};
-    static const char *const grans[] = {"tensor", "head", NULL};
+    static const char *const formats[] = {"fp8_e4m3", "int8", "int4", NULL};
+    static const char *const grans[] = {"tensor", "head", "token", NULL};
     static const char *const scales[] = {"static", "dynamic", NULL};
     config_setting_t *g;
-    int st, format = 0, gran = 0, dyn = 0;
+    int st, format = 0, gran = 0, dyn = -1;
     if ((st = get_group(v, "kv_cache", 0, &g)) || !g) return st;
     /* the unmodified model is the reference and another tool's file is evaluated as it is */
     if (!has_pipeline)
@@ -798,9 +798,12 @@ static int load_variant_kv_cache(const config_setting_t *v, int has_pipeline, lm
     if ((st = check_keys(g, keys)) || (st = get_choice(g, "format", 1, formats, &format)) ||
         (st = get_choice(g, "granularity", 0, grans, &gran)) || (st = get_choice(g, "scales", 0, scales, &dyn)))
         return st;
-    var->kv.type = format == 0 ? LMP_KV_FP8_E4M3 : LMP_KV_INT8;
-    var->kv.per_head = gran == 1;
-    var->kv.dynamic = dyn == 1;
+    /* per token: each token's head_dim slice, whose scale no calibration can hold */
+    if (gran == 2 && dyn == 0)
+        return bad(config_setting_get_member(g, "scales"), "granularity \"token\" has dynamic scales only");
+    var->kv.type = (lmp_kv_type)(LMP_KV_FP8_E4M3 + format);
+    var->kv.per_head = gran == 2 ? LMP_KV_PER_TOKEN_HEAD : gran;
+    var->kv.dynamic = dyn == 1 || gran == 2;
     return set_origin(g, &var->kv_at);
 }
 

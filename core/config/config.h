@@ -135,8 +135,9 @@ typedef struct lmp_variant {
     lmp_config_origin imatrix_at;
     const lmp_imatrix *imatrix;
     /* The KV cache's simulated quantization inside attention (issue 38; model/kv_quant.h):
-     *   kv_cache = { format = "fp8_e4m3";     (or "int8")
-     *                granularity = "tensor";  (or "head": a scale per KV head)
+     *   kv_cache = { format = "fp8_e4m3";     (or "int8", "int4")
+     *                granularity = "tensor";  (or "head": a scale per KV head; "token": per
+     *                                          token and KV head, dynamic only)
      *                scales = "static"; };    (from the calibration's K and V; or "dynamic")
      * on a pipeline variant; kv.type LMP_KV_NONE when unset.  The static scales are filled per
      * block by the compression (lmp_compress_watched), after the variant's stages. */

@@ -141,10 +141,11 @@ void lmp_config_write_variant(FILE *f, const lmp_run_config *c, const lmp_varian
     }
     if (v->n_stages && v->calib_inputs != c->calib_inputs)
         fprintf(f, "    calibration = { inputs = \"%s\"; };\n", lmp_calib_inputs_name(v->calib_inputs));
-    if (v->n_stages && v->kv.type != LMP_KV_NONE)
+    if (v->n_stages && v->kv.type != LMP_KV_NONE) {
+        static const char *const formats[] = {"none", "fp8_e4m3", "int8", "int4"}, *const grans[] = {"tensor", "head", "token"};
         fprintf(f, "    kv_cache = { format = \"%s\"; granularity = \"%s\"; scales = \"%s\"; };\n",
-                v->kv.type == LMP_KV_FP8_E4M3 ? "fp8_e4m3" : "int8", v->kv.per_head ? "head" : "tensor",
-                v->kv.dynamic ? "dynamic" : "static");
+                formats[v->kv.type], grans[v->kv.per_head], v->kv.dynamic ? "dynamic" : "static");
+    }
     if (v->n_stages) fputs("    pipeline = (\n", f);
     for (int s = 0; s < v->n_stages; s++) {
         const lmp_stage *st = &v->stages[s];

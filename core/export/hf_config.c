@@ -314,7 +314,7 @@ static void quantization_config(const hf_plan *p, FILE *f)
         int kn = 0;
         fputc('{', f);
         key(f, &kn, 3, "num_bits");
-        fputs("8", f);
+        fputs(p->kv.type == LMP_KV_INT4 ? "4" : "8", f);
         key(f, &kn, 3, "type");
         fputs(p->kv.type == LMP_KV_FP8_E4M3 ? "\"float\"" : "\"int\"", f);
         key(f, &kn, 3, "symmetric");

@@ -1,6 +1,6 @@
 /* kv_quant.c — see kv_quant.h.  The formulas are compressed-tensors 0.20.1's: calculate_qparams
- * (symmetric: scale = max(|min|, |max|) / (bit_range / 2), bit_range 896 for FP8 E4M3 and 255
- * for int8; a scale 0 becomes finfo(f32).eps) and _quantize / _dequantize (x / scale, clamp to
+ * (symmetric: scale = max(|min|, |max|) / (bit_range / 2), bit_range 896 for FP8 E4M3, 255
+ * for int8 and 15 for int4; a scale 0 becomes finfo(f32).eps) and _quantize / _dequantize (x / scale, clamp to
  * the type's range, round_to_quantized_type: torch.round for int, the float8_e4m3fn cast for
  * FP8; then times scale).  A dynamic scale comes with calculate_qparams' zero point 0, which
  * _quantize adds (a quotient -0 becomes +0); a static one has none (the attention module's
@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "lmpress/plugin_fpquants.h"
 
-const char *const lmp_kv_type_names[] = {"none", "fp8_e4m3", "int8", NULL};
+const char *const lmp_kv_type_names[] = {"none", "fp8_e4m3", "int8", "int4", NULL};
 
 float lmp_kv_fake_quant(lmp_kv_type t, float x, float s, int add_zero)
 {
@@ -21,13 +21,14 @@ float lmp_kv_fake_quant(lmp_kv_type t, float x, float s, int add_zero)
     float q = x / s;
     if (add_zero) q += 0.0f; /* -0 becomes +0 */
     if (t == LMP_KV_FP8_E4M3) return lmp_minifloat_round(&LMP_MF_E4M3, q) * s;
-    const float c = q < -128.0f ? -128.0f : q > 127.0f ? 127.0f : q;
+    const float lo = t == LMP_KV_INT4 ? -8.0f : -128.0f, hi = t == LMP_KV_INT4 ? 7.0f : 127.0f;
+    const float c = q < lo ? lo : q > hi ? hi : q;
     return rintf(c) * s; /* torch.round: to nearest, ties to even (the default rounding mode) */
 }
 
 float lmp_kv_scale_of(lmp_kv_type t, float amax)
 {
-    const float s = t == LMP_KV_FP8_E4M3 ? amax / 448.0f : amax / 127.5f;
+    const float s = t == LMP_KV_FP8_E4M3 ? amax / 448.0f : t == LMP_KV_INT4 ? amax / 7.5f : amax / 127.5f;
     return s == 0.0f ? lmp_fp_scale_eps(LMP_SCALE_F32) : s;
 }
 
@@ -42,13 +43,16 @@ void lmp_kv_absmax(const float *x, int64_t T, int64_t H, int64_t hd, int per_hea
         }
 }
 
-/* x[T, H * hd] in place with the scales s[H] (per head) or s[0]. */
+/* x[T, H * hd] in place with the scales s[H] (per head) or s[0]; per token and head, each
+ * slice's own abs-max (compute_dynamic_scales_and_zp over its head_dim). */
 static void quantize_slices(const lmp_kvspec *kv, const float *s, float *x, int64_t T, int64_t H, int64_t hd)
 {
     for (int64_t r = 0; r < T; r++)
         for (int64_t h = 0; h < H; h++) {
-            float *y = x + (r * H + h) * hd;
-            const float sc = s[kv->per_head ? h : 0];
+            float *y = x + (r * H + h) * hd, amax = 0.0f;
+            if (kv->per_head == LMP_KV_PER_TOKEN_HEAD) lmp_kv_absmax(y, 1, 1, hd, 0, &amax);
+            const float sc = kv->per_head == LMP_KV_PER_TOKEN_HEAD ? lmp_kv_scale_of(kv->type, amax)
+                                                                   : s[kv->per_head ? h : 0];
             for (int64_t j = 0; j < hd; j++) y[j] = lmp_kv_fake_quant(kv->type, y[j], sc, kv->dynamic);
         }
 }
@@ -56,8 +60,15 @@ static void quantize_slices(const lmp_kvspec *kv, const float *s, float *x, int6
 int lmp_kv_quantize(const lmp_kvspec *kv, int64_t T, int64_t H, int64_t hd, float *k, float *v)
 {
     if (!kv || kv->type == LMP_KV_NONE || T <= 0) return 0;
-    if (kv->type != LMP_KV_FP8_E4M3 && kv->type != LMP_KV_INT8)
+    if (kv->type != LMP_KV_FP8_E4M3 && kv->type != LMP_KV_INT8 && kv->type != LMP_KV_INT4)
         return lmp_fail(LMP_EINVAL, "KV cache: unknown quantization type %d", (int)kv->type);
+    if (kv->per_head == LMP_KV_PER_TOKEN_HEAD && !kv->dynamic)
+        return lmp_fail(LMP_EINVAL, "KV cache: scales per token are dynamic only");
+    if (kv->per_head == LMP_KV_PER_TOKEN_HEAD) { /* no scales to keep: each slice's own */
+        quantize_slices(kv, NULL, k, T, H, hd);
+        quantize_slices(kv, NULL, v, T, H, hd);
+        return 0;
+    }
     if (kv->per_head && H > LMP_KV_MAX_HEADS)
         return lmp_fail(LMP_EINVAL, "KV cache: per-head scales for %lld KV heads, more than the %d lmpress keeps",
                         (long long)H, LMP_KV_MAX_HEADS);
@@ -92,7 +103,8 @@ const char *lmp_kv_describe(const lmp_kvspec *kv, char *buf, unsigned n)
 {
     if (!kv || kv->type == LMP_KV_NONE) snprintf(buf, n, "none");
     else
-        snprintf(buf, n, "%s %s %s", lmp_kv_type_names[kv->type], kv->per_head ? "per-head" : "per-tensor",
+        snprintf(buf, n, "%s %s %s", lmp_kv_type_names[kv->type],
+                 kv->per_head == LMP_KV_PER_TOKEN_HEAD ? "per-token-head" : kv->per_head ? "per-head" : "per-tensor",
                  kv->dynamic ? "dynamic" : "static");
     return buf;
 }

@@ -180,9 +180,9 @@ static int parse_strategy(const lmp_ct *ct, const lmp_json *a, const char *path,
     return 0;
 }
 
-/* kv_cache_scheme: 8 bits, float (E4M3) or int, symmetric, static, per tensor, which lmpress's
- * KV-cache quantization simulates (model/kv_quant.h) with each attention module's k_scale and
- * v_scale. */
+/* kv_cache_scheme: 8-bit float (E4M3) or int, or 4-bit int; symmetric, static, per tensor or per
+ * head (attn_head), which lmpress's KV-cache quantization simulates (model/kv_quant.h) with each
+ * attention module's k_scale and v_scale. */
 static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
 {
     static const char *const path = QC ".kv_cache_scheme";
@@ -202,9 +202,9 @@ static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
     snprintf(q, sizeof q, "\"%.80s\"", type);
     if (strcmp(type, "float") != 0 && strcmp(type, "int") != 0)
         return unsupported(ct, path, "type", q, "\"float\" (FP8 E4M3) or \"int\"");
-    if (bits != 8) {
+    if (bits != 8 && (bits != 4 || strcmp(type, "int") != 0)) {
         snprintf(q, sizeof q, "%lld", (long long)bits);
-        return unsupported(ct, path, "num_bits", q, "8-bit KV caches only");
+        return unsupported(ct, path, "num_bits", q, "8-bit KV caches, or 4-bit int");
     }
     if (!sym) return unsupported(ct, path, "symmetric", "false", "symmetric KV scales only, as vLLM");
     if (dynamic) return unsupported(ct, path, "dynamic", "true", "static k_scale / v_scale only");
@@ -212,7 +212,7 @@ static int parse_kv_scheme(lmp_ct *ct, const lmp_json *a)
     if (strcmp(strategy, "tensor") != 0 && strcmp(strategy, "attn_head") != 0)
         return unsupported(ct, path, "strategy", q, "\"tensor\" or \"attn_head\" (k_scale and v_scale per attention module "
                            "or per KV head)");
-    ct->kv.type = strcmp(type, "float") == 0 ? LMP_KV_FP8_E4M3 : LMP_KV_INT8;
+    ct->kv.type = strcmp(type, "float") == 0 ? LMP_KV_FP8_E4M3 : bits == 4 ? LMP_KV_INT4 : LMP_KV_INT8;
     ct->kv.per_head = strcmp(strategy, "attn_head") == 0;
     return 0;
 }

@@ -85,6 +85,9 @@
  * lmp_granularity; lmp_wspec_n_scales and lmp_wgrid_slice count its tiles.  Only the CPU
  * backend's grid operations take it: a device backend answers LMP_EUNSUPPORTED for every FP
  * format (devbe), so the host runs the CPU backend's.
+ * ABI 6.3 (issue 39): the KV cache's LMP_KV_INT4 (appended to lmp_kv_type) and per_head's value
+ * LMP_KV_PER_TOKEN_HEAD (dynamic scales per token and KV head), for W4A4KV4.  Strategies leave kv
+ * alone, so a 6.2 plugin sees nothing new.
  *
  * Conventions: every matrix is f32, row-major, in host memory.  A linear's weight is
  * W[out, in] (PyTorch layout) and computes y = x W^T + b for activations x[T, in].
@@ -103,7 +106,7 @@ extern "C" {
 #endif
 
 #define LMP_ABI_MAJOR 6
-#define LMP_ABI_MINOR 2
+#define LMP_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #define LMP_EXPORT __attribute__((visibility("default")))
@@ -1036,14 +1039,20 @@ typedef struct lmp_norm {
  * of K, or one KV head's [T, head_dim]) with scale s,
  *   FP8 E4M3:  x' = e4m3(clamp(x / s, -448, 448)) * s    (round to nearest even, torch's cast)
  *   INT8:      x' = clamp(round_half_even(x / s), -128, 127) * s
- * s = amax / 448 (FP8) or amax / 127.5 (INT8: compressed-tensors' calculate_qparams, bit range
- * 255 over 2), f32's eps where amax is 0; amax is the slice's abs-max over the calibration tokens
- * (static: k_scale, v_scale hold s) or over the window itself (dynamic). */
-typedef enum { LMP_KV_NONE = 0, LMP_KV_FP8_E4M3 = 1, LMP_KV_INT8 = 2 } lmp_kv_type;
+ *   INT4:      x' = clamp(round_half_even(x / s), -8, 7) * s                       (ABI 6.3)
+ * s = amax / 448 (FP8), amax / 127.5 (INT8) or amax / 7.5 (INT4: compressed-tensors'
+ * calculate_qparams, bit range 255 or 15 over 2), f32's eps where amax is 0; amax is the slice's
+ * abs-max over the calibration tokens (static: k_scale, v_scale hold s) or over the window itself
+ * (dynamic).  ABI 6.3: per_head = LMP_KV_PER_TOKEN_HEAD makes each token's [head_dim] of one KV
+ * head a slice, dynamic only: how QuaRot and SpinQuant quantize a 4-bit cache (a value, not a new
+ * field, because lmp_block is handed over as an array and must not grow). */
+typedef enum { LMP_KV_NONE = 0, LMP_KV_FP8_E4M3 = 1, LMP_KV_INT8 = 2, LMP_KV_INT4 = 3 } lmp_kv_type;
 #define LMP_KV_MAX_HEADS 256
+#define LMP_KV_PER_TOKEN_HEAD 2
 typedef struct lmp_kvspec {
     lmp_kv_type type;
-    int per_head;              /* one scale per KV head, else one for all of K (one for V) */
+    int per_head;              /* 1: a scale per KV head; LMP_KV_PER_TOKEN_HEAD: per token and KV head;
+                                * 0: one for all of K (one for V) */
     int dynamic;               /* scales from each window's own abs-max, else k_scale / v_scale */
     float k_scale[LMP_KV_MAX_HEADS], v_scale[LMP_KV_MAX_HEADS]; /* static: [n_kv_heads] or [1] */
 } lmp_kvspec;

@@ -8,8 +8,9 @@ Each line of CASES.txt is one case:
 
     TYPE GRAN SCALES T H HD CAL_K.f32 CAL_V.f32 K.f32 V.f32 OUT_K.f32 OUT_V.f32 OUT_SCALES.f32
 
-TYPE fp8_e4m3 or int8; GRAN tensor or head (compressed-tensors' strategy "tensor" or "attn_head");
-SCALES static or dynamic.  The .f32 files hold T x (H * HD) little-endian floats, token-major,
+TYPE fp8_e4m3, int8 or int4; GRAN tensor or head (compressed-tensors' strategy "tensor" or
+"attn_head") or token (each token's HD values of one head, dynamic only: QuaRot's and SpinQuant's
+4-bit cache); SCALES static or dynamic.  The .f32 files hold T x (H * HD) little-endian floats, token-major,
 head h in columns [h * HD, (h + 1) * HD): K after RoPE and V as attention reads them.  Static
 scales come from CAL_K / CAL_V (the calibration's K and V: their min and max per slice through
 calculate_qparams, as llm-compressor's observer hands them to it); K and V are then quantized and
@@ -20,12 +21,13 @@ added).  OUT_SCALES gets the K scales then the V scales (nothing for dynamic).
 Default: compressed-tensors 0.20.1 itself (QuantizationArgs, calculate_qparams, fake_quantize,
 compute_dynamic_scales_and_zp) on tensors shaped as transformers hands them over, [1, H, T, HD];
 needs torch and compressed-tensors (LMP_CT_PYTHON).  compressed-tensors refuses dynamic attn_head
-("Dynamic quantization is only supported for ..."): those cases are written by --numpy alone.
+("Dynamic quantization is only supported for ...") and has no per-token-and-head KV strategy: those
+cases are written by --numpy alone.
 
 --numpy: the same formulas written out with numpy only (Debian's python3-numpy), independently of
-torch: scale = amax / 448 or amax / 127.5 (f32 eps for 0), x / scale in f32, clamp, then E4M3's
-nearest value (ties to the even mantissa) from a table of all 127 non-negative finite codes, or
-np.rint (half to even); times scale in f32."""
+torch: scale = amax / 448, amax / 127.5 or amax / 7.5 (f32 eps for 0), x / scale in f32, clamp,
+then E4M3's nearest value (ties to the even mantissa) from a table of all 127 non-negative finite
+codes, or np.rint (half to even) within [-128, 127] or [-8, 7]; times scale in f32."""
 import sys
 
 import numpy as np
@@ -56,8 +58,11 @@ def e4m3_round(q):
     return np.where(np.signbit(q), -r, r).astype(np.float32)
 
 
+INT_RANGE = {"int8": (-128.0, 127.0), "int4": (-8.0, 7.0)}
+
+
 def np_scale(kind, amax):
-    s = (amax / np.float32(448.0 if kind == "fp8_e4m3" else 127.5)).astype(np.float32)
+    s = (amax / np.float32({"fp8_e4m3": 448.0, "int8": 127.5, "int4": 7.5}[kind])).astype(np.float32)
     return np.where(s == 0, F32_EPS, s).astype(np.float32)
 
 
@@ -68,7 +73,8 @@ def np_fake(kind, x, s, add_zero):
     if kind == "fp8_e4m3":
         r = e4m3_round(np.clip(q, np.float32(-448.0), np.float32(448.0)))
     else:
-        r = np.rint(np.clip(q, np.float32(-128.0), np.float32(127.0))).astype(np.float32)
+        lo, hi = INT_RANGE[kind]
+        r = np.rint(np.clip(q, np.float32(lo), np.float32(hi))).astype(np.float32)
     return (r * s).astype(np.float32)
 
 
@@ -76,6 +82,9 @@ def np_case(kind, gran, scales, cal, x):
     """x, cal: [H, T, HD] f32.  Returns (dequantized [H, T, HD], scales or None)."""
     H = x.shape[0]
     src = x if scales == "dynamic" else cal
+    if gran == "token":  # [H, T, 1]: each token's head_dim values
+        sb = np_scale(kind, np.abs(src).max(axis=2, keepdims=True).astype(np.float32))
+        return np_fake(kind, x, sb, True), None
     amax = np.abs(src).reshape(H, -1).max(axis=1) if gran == "head" else np.abs(src).max().reshape(1)
     s = np_scale(kind, amax.astype(np.float32))
     sb = s.reshape(-1, 1, 1) if gran == "head" else s.reshape(1, 1, 1)
@@ -88,7 +97,7 @@ def ct_case(kind, gran, scales, cal, x):
     from compressed_tensors.quantization.lifecycle.forward import fake_quantize
     from compressed_tensors.quantization.utils import calculate_qparams, compute_dynamic_scales_and_zp
 
-    args = QuantizationArgs(num_bits=8, type="float" if kind == "fp8_e4m3" else "int",
+    args = QuantizationArgs(num_bits=4 if kind == "int4" else 8, type="float" if kind == "fp8_e4m3" else "int",
                             strategy="attn_head" if gran == "head" else "tensor", symmetric=True,
                             dynamic=scales == "dynamic")
     t = torch.from_numpy(x.copy()).unsqueeze(0)  # [1, H, T, HD]
@@ -116,7 +125,7 @@ def one(fields, use_numpy):
     kind, gran, scales = fields[0], fields[1], fields[2]
     T, H, HD = int(fields[3]), int(fields[4]), int(fields[5])
     cal_k, cal_v, k, v = (load(p, T, H, HD) for p in fields[6:10])
-    ref = np_case if use_numpy or (scales == "dynamic" and gran == "head") else ct_case
+    ref = np_case if use_numpy or gran == "token" or (scales == "dynamic" and gran == "head") else ct_case
     out_scales = []
     for x, cal, dst in ((k, cal_k, fields[10]), (v, cal_v, fields[11])):
         y, s = ref(kind, gran, scales, cal, x)
