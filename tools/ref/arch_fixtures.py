@@ -215,7 +215,9 @@ FIXTURES = {
         config=dict(tie_word_embeddings=True, rms_norm_eps=1e-6, head_dim=32, attention_bias=False,
                     use_sliding_window=False, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                     norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
-                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+        # transformers 5 saves num_experts as num_local_experts; transformers 4 reads num_experts
+        v4_rename={"num_local_experts": "num_experts"}),
     # DeepSeek-V2 (issue 37): multi-head latent attention without q_lora_rank (one q_proj), kv
     # latent 32, q/k heads of 16 + 8 rotary dims, v heads of 12 (not the q/k width), all 4 heads
     # (MLA expands k and v to every head); the first layer dense, then 6 experts in 3 groups,
