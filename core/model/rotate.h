@@ -11,7 +11,7 @@
  *
  * R3 and R4 are online (steps of the forward, LMP_STEP_ROTATE, through the backend's hadamard
  * op): R3 turns q and k per head after RoPE by H/sqrt(head_dim) (q·k is unchanged: nothing is
- * fused; it is for a quantized KV cache, which lmpress does not simulate yet); R4 turns down's
+ * fused; it is for a quantized KV cache: a variant's kv_cache, model/kv_quant.h); R4 turns down's
  * input by Q4, a randomized Hadamard of the hidden size, and down's weight by Q4 (fused).
  * Neither can be exported: GGUF has no online transform, and compressed-tensors 0.20.1's transform
  * config (what vLLM reads for QuIP/SpinQuant) rebuilds its Hadamards itself, from a torch seed and
