@@ -49,7 +49,8 @@ static void check_orthogonal(lmp_rot_kind kind, int64_t n)
     printf("%s %lld: |Q Q^T - I| <= %.2e, largest off-diagonal entry %.3f\n", lmp_rot_kind_name(kind), (long long)n,
            worst, offdiag);
     ck_assert_msg(worst < 1e-6, "%s %lld is not orthogonal: %g", lmp_rot_kind_name(kind), (long long)n, worst);
-    ck_assert_msg(offdiag > 0.05, "%s %lld is nearly diagonal", lmp_rot_kind_name(kind), (long long)n);
+    /* a flat (Hadamard) row has every entry 1/sqrt(n); a nearly diagonal one far less off it */
+    ck_assert_msg(offdiag > 0.5 / sqrt((double)n), "%s %lld is nearly diagonal", lmp_rot_kind_name(kind), (long long)n);
     free(Q);
     lmp_rotation_free(r);
 }
@@ -60,6 +61,37 @@ START_TEST(rotations_are_orthogonal)
     check_orthogonal(LMP_ROT_HADAMARD, 576);
     check_orthogonal(LMP_ROT_HADAMARD, 24);
     check_orthogonal(LMP_ROT_ORTHOGONAL, 40);
+}
+END_TEST
+
+/* "full_hadamard": orthogonal, and every entry ±1/sqrt(n) (a Hadamard matrix, randomized by
+ * signs), from Paley's constructions I (12, 20 = 19 + 1) and II (28 = 2·14, 36 = 2·18), times
+ * Sylvester's; widths without one are refused by name. */
+START_TEST(full_hadamard_is_flat)
+{
+    static const int64_t widths[] = {64, 576, 1536, 20, 28, 40, 12};
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+        const int64_t n = widths[w];
+        check_orthogonal(LMP_ROT_FULL_HADAMARD, n);
+        lmp_rotation *r;
+        ck_assert_int_eq(lmp_rotation_make(LMP_ROT_FULL_HADAMARD, n, 3, &r), 0);
+        float *x = calloc((size_t)n, sizeof *x);
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) { /* row i of Q */
+            memset(x, 0, (size_t)n * sizeof *x);
+            x[i] = 1.0f;
+            lmp_rotation_apply(r, x, 1);
+            for (int64_t j = 0; j < n; j++) worst = fmax(worst, fabs(fabs((double)x[j]) * sqrt((double)n) - 1.0));
+        }
+        printf("full_hadamard %lld: every |Q_ij| sqrt(n) within %.2e of 1\n", (long long)n, worst);
+        ck_assert_msg(worst < 1e-5, "full_hadamard %lld: an entry is %g from +-1/sqrt(n) (relative)", (long long)n, worst);
+        free(x);
+        lmp_rotation_free(r);
+    }
+    lmp_rotation *r = NULL;
+    ck_assert_int_eq(lmp_rotation_make(LMP_ROT_FULL_HADAMARD, 172, 3, &r), LMP_EUNSUPPORTED); /* 4 x 43 */
+    ck_assert_ptr_nonnull(strstr(lmp_last_error(), "no full Hadamard matrix of width 172"));
+    ck_assert_int_eq(lmp_rotation_make(LMP_ROT_FULL_HADAMARD, 9, 3, &r), LMP_EUNSUPPORTED);
 }
 END_TEST
 
@@ -161,6 +193,7 @@ START_TEST(rotated_smollm2_is_exact)
         return;
     }
     check_exact(SMOLLM2, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 32);
+    check_exact(SMOLLM2, LMP_ROT_FULL_HADAMARD, LMP_ROT_HADAMARD, 32); /* 576 = 36 x 16 (Paley II) */
     check_exact_online(SMOLLM2, LMP_ROT_HADAMARD, LMP_ROT_HADAMARD, 1, 1, 32);
 }
 END_TEST
@@ -185,6 +218,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, rotations_are_orthogonal);
+    tcase_add_test(tc, full_hadamard_is_flat);
     tcase_add_test(tc, rotated_stories260K_is_exact);
     tcase_add_test(tc, rotated_qwen2_fixture_is_exact);
     tcase_add_test(tc, gpt2_is_refused);

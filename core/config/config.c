@@ -547,7 +547,7 @@ static int load_rotate_learn(const config_setting_t *g, lmp_rotate_learn_opts *o
 static int load_rotate(lmp_run_config *c, const config_setting_t *model)
 {
     static const char *const keys[] = {"r1", "r2", "r3", "r4", "seed", "learn", NULL};
-    static const char *const kinds[] = {"none", "hadamard", "orthogonal", "learned", NULL};
+    static const char *const kinds[] = {"none", "hadamard", "orthogonal", "learned", "full_hadamard", NULL};
     config_setting_t *g, *learn = NULL;
     int r1 = LMP_ROT_NONE, r2 = LMP_ROT_NONE, online[2] = {0, 0}, st;
     int64_t seed = 0;

@@ -1,7 +1,8 @@
 /* rotate.c — see rotate.h.  A rotation is kept as the map of a row x <- x Q, applied to every
  * row (or column, through a gather) it turns: Q = diag(signs) K with K = H_a/sqrt(a) ⊗ R_m for
- * "hadamard" (x viewed as X[a, m]: X <- H X R, a fast Walsh-Hadamard over a, then R on the right),
- * or K = a dense random orthogonal matrix for "orthogonal". */
+ * "hadamard" (x viewed as X[a, m]: X <- H X R, a fast Walsh-Hadamard over a, then R on the right;
+ * R_m random orthogonal) and "full_hadamard" (R_m a Paley Hadamard matrix over sqrt(m)), or K = a
+ * dense random orthogonal matrix for "orthogonal". */
 #include "model/rotate.h"
 
 #include <math.h>
@@ -25,12 +26,13 @@ const char *lmp_rot_kind_name(lmp_rot_kind k)
     return k == LMP_ROT_HADAMARD     ? "hadamard"
            : k == LMP_ROT_ORTHOGONAL ? "orthogonal"
            : k == LMP_ROT_LEARNED    ? "learned"
+           : k == LMP_ROT_FULL_HADAMARD ? "full_hadamard"
                                      : "none";
 }
 
 int lmp_rot_kind_parse(const char *name)
 {
-    for (int k = LMP_ROT_NONE; k <= LMP_ROT_LEARNED; k++)
+    for (int k = LMP_ROT_NONE; k <= LMP_ROT_FULL_HADAMARD; k++)
         if (strcmp(name, lmp_rot_kind_name((lmp_rot_kind)k)) == 0) return k;
     return -1;
 }
@@ -72,18 +74,83 @@ static void random_orthogonal(double *R, int64_t n, uint64_t *s)
         }
 }
 
+static int is_prime(int64_t q)
+{
+    if (q < 2) return 0;
+    for (int64_t d = 2; d * d <= q; d++)
+        if (q % d == 0) return 0;
+    return 1;
+}
+
+/* Legendre's symbol of x mod the odd prime q: 0, 1 (a square) or -1. */
+static int legendre(int64_t x, int64_t q)
+{
+    x = ((x % q) + q) % q;
+    if (x == 0) return 0;
+    int64_t r = 1, b = x, e = (q - 1) / 2;
+    for (; e; e >>= 1, b = b * b % q)
+        if (e & 1) r = r * b % q;
+    return r == 1 ? 1 : -1;
+}
+
+/* The prime q of a Paley Hadamard matrix of order p (p = q + 1 with q ≡ 3 mod 4: construction I;
+ * p = 2(q + 1) with q ≡ 1 mod 4: II), or 0.  Order 1 and 2 are Sylvester's: q = 1. */
+static int64_t paley_prime(int64_t p)
+{
+    if (p == 1 || p == 2) return 1;
+    if (p % 4) return 0;
+    if (is_prime(p - 1) && (p - 1) % 4 == 3) return p - 1;
+    if (is_prime(p / 2 - 1) && (p / 2 - 1) % 4 == 1) return p / 2 - 1;
+    return 0;
+}
+
+/* H[p, p] / sqrt(p), H a Hadamard matrix (H H^T = p I) by Paley's construction from q:
+ * Q[i][j] = legendre(j - i), the Jacobsthal matrix; I: H = I + S, S = [[0, 1^T], [-1, Q]] (skew);
+ * II: C = [[0, 1^T], [1, Q]] (symmetric), H = [[C + I, C - I], [C - I, -C - I]]. */
+static void paley(int64_t p, int64_t q, double *H)
+{
+    const double s = 1.0 / sqrt((double)p);
+    if (q == 1) { /* H_1 = [1], H_2 = [[1, 1], [1, -1]] */
+        for (int64_t i = 0; i < p * p; i++) H[i] = (i == p * p - 1 && p == 2 ? -1.0 : 1.0) * s;
+        return;
+    }
+    const int64_t c = q + 1; /* the order of S (I) or C (II) */
+    for (int64_t i = 0; i < c; i++)
+        for (int64_t j = 0; j < c; j++) {
+            const double e = i == 0 ? (j == 0 ? 0.0 : 1.0)
+                             : j == 0 ? (p == c ? -1.0 : 1.0)
+                                      : (double)legendre(j - i, q);
+            if (p == c) {
+                H[i * p + j] = (e + (i == j)) * s;
+            } else {
+                const double d = i == j;
+                H[i * p + j] = (e + d) * s;
+                H[i * p + c + j] = (e - d) * s;
+                H[(c + i) * p + j] = (e - d) * s;
+                H[(c + i) * p + c + j] = (-e - d) * s;
+            }
+        }
+}
+
 int lmp_rotation_make(lmp_rot_kind kind, int64_t n, uint64_t seed, lmp_rotation **out)
 {
     *out = NULL;
-    if (kind != LMP_ROT_HADAMARD && kind != LMP_ROT_ORTHOGONAL)
+    if (kind != LMP_ROT_HADAMARD && kind != LMP_ROT_ORTHOGONAL && kind != LMP_ROT_FULL_HADAMARD)
         return lmp_fail(LMP_EINVAL, "rotate: no rotation kind %d", (int)kind);
+    int64_t a = 1, q = 0;
+    while (kind != LMP_ROT_ORTHOGONAL && n % (a * 2) == 0) a *= 2;
+    if (kind == LMP_ROT_FULL_HADAMARD) { /* the odd factor times the fewest powers of 2 Paley takes */
+        while (a > 1 && !(q = paley_prime(n / a))) a /= 2;
+        if (!q && !(q = paley_prime(n / a)))
+            return lmp_fail(LMP_EUNSUPPORTED, "rotate: no full Hadamard matrix of width %lld here (it needs 2^k times 1, "
+                            "2 or a Paley order q + 1 or 2(q + 1), q prime): use \"hadamard\"", (long long)n);
+    }
     lmp_rotation *r = calloc(1, sizeof *r);
     if (!r) return lmp_fail(LMP_ENOMEM, "out of memory");
     r->kind = kind;
     r->n = n;
-    r->a = 1;
-    while (kind == LMP_ROT_HADAMARD && n % (r->a * 2) == 0) r->a *= 2;
-    r->m = kind == LMP_ROT_HADAMARD ? n / r->a : n;
+    r->a = a;
+    r->m = n / a;
     r->signs = malloc((size_t)n * sizeof *r->signs);
     r->R = malloc((size_t)(r->m * r->m) * sizeof *r->R);
     r->buf = malloc((size_t)n * sizeof *r->buf);
@@ -94,7 +161,8 @@ int lmp_rotation_make(lmp_rot_kind kind, int64_t n, uint64_t seed, lmp_rotation 
     }
     uint64_t s = seed ^ ((uint64_t)n * 0x2545F4914F6CDD1Dull);
     for (int64_t i = 0; i < n; i++) r->signs[i] = (next_u64(&s) >> 63) ? -1.0f : 1.0f;
-    random_orthogonal(r->R, r->m, &s);
+    if (kind == LMP_ROT_FULL_HADAMARD) paley(r->m, q, r->R);
+    else random_orthogonal(r->R, r->m, &s);
     *out = r;
     return 0;
 }

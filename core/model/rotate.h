@@ -49,7 +49,19 @@
  * (SpinQuant; train/rotation_learn.h): lmp_model_rotate turns the model by the Hadamard, and
  * lmp_rotation_learn (which needs calibration windows and a backend) learns the rest and installs
  * it with lmp_model_rotate_set_learned. */
-typedef enum { LMP_ROT_NONE = 0, LMP_ROT_HADAMARD = 1, LMP_ROT_ORTHOGONAL = 2, LMP_ROT_LEARNED = 3 } lmp_rot_kind;
+/* LMP_ROT_FULL_HADAMARD ("full_hadamard"): a randomized Hadamard matrix of the whole width, every
+ * entry ±1/sqrt(n) (what compressed-tensors' "random-hadamard" is): diag(signs) (P_p/sqrt(p) ⊗
+ * H_b/sqrt(b)) with n = p·b, b a power of 2 and P_p a Paley Hadamard matrix built from a prime q
+ * (p = q + 1, q ≡ 3 mod 4; or p = 2(q + 1), q ≡ 1 mod 4): 576 = 36·16 (q = 17), 1536 = 12·128
+ * (q = 11).  A width without such a p (e.g. 172) is refused by name.  "hadamard" instead mixes the
+ * odd factor by a random orthogonal matrix, which spreads a row less evenly. */
+typedef enum {
+    LMP_ROT_NONE = 0,
+    LMP_ROT_HADAMARD = 1,
+    LMP_ROT_ORTHOGONAL = 2,
+    LMP_ROT_LEARNED = 3,
+    LMP_ROT_FULL_HADAMARD = 4
+} lmp_rot_kind;
 
 /* How learned rotations are trained (model.rotate.learn, docs/config.md): Cayley SGD on the
  * quantized model's loss, fake-quantizing every block linear's weights (symmetric per output
@@ -73,7 +85,8 @@ typedef struct lmp_rotate_opts {
     lmp_rotate_learn_opts learn; /* when r1 or r2 is LMP_ROT_LEARNED */
 } lmp_rotate_opts;
 
-/* The name of a kind as configs spell it ("none", "hadamard", "orthogonal", "learned"); its kind
+/* The name of a kind as configs spell it ("none", "hadamard", "orthogonal", "learned",
+ * "full_hadamard"); its kind
  * from a name (-1: unknown). */
 const char *lmp_rot_kind_name(lmp_rot_kind k);
 int lmp_rot_kind_parse(const char *name);

@@ -15,6 +15,8 @@
 #   r1-r2        R1 + R2 (configs/smollm2-w4a4-rotated-r12.cfg)
 #   r1-r2-r4     R1 + R2 + R4 (configs/smollm2-w4a4-rotated.cfg)
 #   r1orth-r2    R1 dense orthogonal + R2 Hadamard
+#   r1full-r2    R1 "full_hadamard" (every entry ±1/24: Paley's 36 x 36 (x) H_16) + R2 Hadamard
+#   r1full-r2-r4 the same and R4
 #
 #   tools/bench/rotation_ablation.sh [OUT_DIR] [CASE ...]   (default build-bench/rotation-ablation, every case)
 #
@@ -25,7 +27,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/build-bench/rotation-ablation}
 [ $# -gt 0 ] && shift
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(none r1 r1-orth r2 r4 r1-r2 r1-r2-r4 r1orth-r2)
+[ ${#cases[@]} -gt 0 ] || cases=(none r1 r1-orth r2 r4 r1-r2 r1-r2-r4 r1orth-r2 r1full-r2 r1full-r2-r4)
 lmpress=${LMPRESS:-$root/build/lmpress}
 src=$root/configs/smollm2-w4a4-rotated.cfg
 mkdir -p "$out"
@@ -39,6 +41,8 @@ rotate_of() {
         r1-r2) echo 'r1 = "hadamard"; r2 = "hadamard";' ;;
         r1-r2-r4) echo 'r1 = "hadamard"; r2 = "hadamard"; r4 = true;' ;;
         r1orth-r2) echo 'r1 = "orthogonal"; r2 = "hadamard";' ;;
+        r1full-r2) echo 'r1 = "full_hadamard"; r2 = "hadamard";' ;;
+        r1full-r2-r4) echo 'r1 = "full_hadamard"; r2 = "hadamard"; r4 = true;' ;;
         *) echo "rotation_ablation.sh: unknown case '$1'" >&2; exit 2 ;;
     esac
 }
