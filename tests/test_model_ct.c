@@ -1,7 +1,7 @@
 /* test_model_ct.c — compressed-tensors checkpoints (core/model/model_hf_quant.c) against
  * tools/ref/ct_fixtures.py, a numpy reference sharing no code with the loader, which quantizes
  * stories260K's linears (int8 per channel with W8A8 inputs, int4 groups symmetric and
- * asymmetric with packed zero-points, activation order with g_idx and an int8 head, naive int4
+ * asymmetric with packed zero-points, int3 the same (codes straddling int32 words), activation order with g_idx and an int8 head, naive int4
  * per channel and int8 per tensor) and writes each model twice: in compressed-tensors' layout and
  * dense with the dequantized weights.  (With LMP_CT_PYTHON naming a Python that has the PyPI
  * compressed-tensors package, the script also checks its files against that package's own
@@ -30,7 +30,7 @@
 #define EVAL_TEXT SDIR "/tinystories-synth-eval.txt"
 #define LAMBADA LMP_DATA_DIR "/lambada/lambada_test.jsonl"
 
-static const char *const fixtures[] = {"w8a8-int", "w4-g32", "w4-asym", "w4-actorder", "w4-naive"};
+static const char *const fixtures[] = {"w8a8-int", "w4-g32", "w4-asym", "w3-asym", "w4-actorder", "w4-naive"};
 enum { N_FIXTURES = sizeof fixtures / sizeof *fixtures };
 
 static char fxdir[256];    /* the script's output, made once for the suite */
@@ -276,9 +276,12 @@ START_TEST(unsupported_configs_refused)
     } cases[] = {
         {"w4-g32", "\"format\": \"pack-quantized\"", "\"format\": \"float-quantized\"",
          "quantization_config.format = \"float-quantized\" is not supported", NULL},
-        {"w4-g32", "\"num_bits\": 4", "\"num_bits\": 3", "quantization_config.config_groups.group_0.weights.num_bits = 3",
-         "4 or 8"},
+        {"w4-g32", "\"num_bits\": 4", "\"num_bits\": 16", "quantization_config.config_groups.group_0.weights.num_bits = 16",
+         "2 to 8"},
         {"w4-g32", "\"type\": \"int\"", "\"type\": \"float\"", "config_groups.group_0.weights.type = \"float\"", NULL},
+        /* 3-bit codes written before compressed-tensors 0.19 were packed 10 to a word */
+        {"w3-asym", "\"version\": \"0.20.0\"", "\"version\": \"0.17.0\"", "weights.num_bits = 3",
+         "from compressed-tensors 0.19 on"},
         {"w4-g32", "\"sparsity_config\": {}", "\"sparsity_config\": {\"format\": \"sparse-24-bitmask\"}",
          "quantization_config.sparsity_config.format = \"sparse-24-bitmask\"", NULL},
         {"w4-g32", "\"strategy\": \"group\"", "\"strategy\": \"block\"",

@@ -44,6 +44,7 @@ struct lmp_ct {
     ct_pattern *ignore;
     int n_ignore;
     lmp_kvspec kv;        /* kv_cache_scheme (type LMP_KV_NONE: none); the scales are each block's */
+    int dense_packing;    /* version >= 0.19: pack-quantized codes of 3, 5, 6 or 7 bits straddle words */
 };
 
 #define QC "quantization_config"
@@ -401,10 +402,18 @@ static int parse_group(lmp_ct *ct, const char *key, const lmp_json *g, const cha
     if (!s->fp8 && s->float_format)
         return unsupported(ct, get(g, "format") ? path : QC, "format", "\"float-quantized\"",
                            "its weights must be type \"float\" (FP8)");
-    if (bits != 4 && bits != 8) {
+    if (bits < 2 || bits > 8) {
         char q[32];
         snprintf(q, sizeof q, "%lld", (long long)bits);
-        return unsupported(ct, sub, "num_bits", q, "4 or 8 bits");
+        return unsupported(ct, sub, "num_bits", q, "2 to 8 bits");
+    }
+    /* up to 0.17 pack_to_int32 put 32 / bits codes in a word, from 0.19 it packs densely */
+    if (s->packed && 32 % bits != 0 && !ct->dense_packing) {
+        char q[32];
+        snprintf(q, sizeof q, "%lld", (long long)bits);
+        return unsupported(ct, sub, "num_bits", q,
+                           "3-, 5-, 6- and 7-bit pack-quantized codes are read from compressed-tensors 0.19 on (" QC
+                           ".version; before it they were packed differently)");
     }
     s->bits = (int)bits;
     if ((st = get_bool(ct, w, sub, "symmetric", 1, &s->sym)) || (st = get_bool(ct, w, sub, "dynamic", 0, &dynamic)))
@@ -457,6 +466,10 @@ int lmp_ct_parse(const lmp_json *qc, const char *what, lmp_ct **out)
         st = unsupported(ct, QC, "quant_method", q, "only compressed-tensors checkpoints are read");
     }
     if (!st) st = get_string(ct, qc, QC, "format", NULL, &format);
+    const char *version = "";
+    if (!st) st = get_string(ct, qc, QC, "version", "", &version);
+    int major = 0, minor = 0;
+    ct->dense_packing = sscanf(version, "%d.%d", &major, &minor) == 2 && (major > 0 || minor >= 19);
     if (!st) st = get_string(ct, qc, QC, "quantization_status", "compressed", &status);
     if (!st && strcmp(status, "compressed") != 0) {
         char q[96];
@@ -618,6 +631,16 @@ static uint32_t word_at(const lmp_st_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)t->data + 4 * (size_t)i;
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The `bits`-bit code at bit `bit` of a stream of 32-bit words, word w at t[base + w * stride]
+ * (compressed-tensors' pack_to_int32 packs densely: a 3-bit code may straddle two words). */
+static uint32_t code_at(const lmp_st_tensor *t, int64_t base, int64_t stride, int64_t bit, int bits)
+{
+    const int64_t w = bit / 32, sh = bit % 32;
+    uint64_t v = word_at(t, base + w * stride);
+    if (sh + bits > 32) v |= (uint64_t)word_at(t, base + (w + 1) * stride) << 32;
+    return (uint32_t)(v >> sh) & ((1u << bits) - 1u);
 }
 
 static void shape_text(const lmp_st_tensor *t, char *buf, size_t n)
@@ -979,7 +1002,6 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
     const int64_t rows = s->strategy == CT_TENSOR ? 1 : out;
     const int64_t groups = s->strategy == CT_GROUP ? (in + s->group_size - 1) / s->group_size : 1;
     const int64_t words = (in * s->bits + 31) / 32, offset = (int64_t)1 << (s->bits - 1);
-    const uint32_t mask = (1u << s->bits) - 1u;
     float *scale = malloc((size_t)(rows * groups) * sizeof *scale), *zero = calloc((size_t)(rows * groups), sizeof *zero);
     int32_t *group = malloc((size_t)in * sizeof *group);
     int st = scale && zero && group ? 0 : lmp_fail(LMP_ENOMEM, "out of memory dequantizing %s", q->codes->name);
@@ -987,8 +1009,7 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
     for (int64_t r = 0; !st && q->zero && r < rows; r++)
         for (int64_t k = 0; k < groups; k++) {
             if (q->zero_packed) { /* down the rows: row r's code at bit r * bits of column k's stream */
-                const int64_t bit = r * s->bits;
-                const uint32_t u = word_at(q->zero, bit / 32 * groups + k) >> (bit % 32) & mask;
+                const uint32_t u = code_at(q->zero, k, groups, r * s->bits, s->bits);
                 zero[r * groups + k] = (float)((int64_t)u - offset);
             } else if (is_int(q->zero->dtype)) {
                 zero[r * groups + k] = (float)int_at(q->zero, r * groups + k);
@@ -1005,8 +1026,7 @@ int lmp_ct_dequantize(const lmp_ct_weight *q, float *w)
         for (int64_t j = 0; j < in; j++) {
             int64_t code;
             if (s->packed) {
-                const int64_t bit = j * s->bits; /* 4 and 8 bits never straddle a word */
-                code = (int64_t)(word_at(q->codes, o * words + bit / 32) >> (bit % 32) & mask) - offset;
+                code = (int64_t)code_at(q->codes, o * words, 1, j * s->bits, s->bits) - offset;
             } else {
                 code = int_at(q->codes, o * in + j);
             }

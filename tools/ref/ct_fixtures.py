@@ -39,6 +39,8 @@ should give.
   w4-asym        pack-quantized: int4 asymmetric, F32 scales, packed zero-points; two groups: the
                  regex "re:.*down_proj$" in groups of 4, "Linear" in groups of 16 (the exact or
                  regex match wins over the class name, so down_proj takes groups of 4).
+  w3-asym        w4-asym with int3 codes (llm-compressor's W3 AWQ/GPTQ folders): a code straddles two
+                 int32 words wherever j * 3 mod 32 > 29, in the weights and the packed zero-points.
   w4-actorder    format mixed-precision: "Linear" pack-quantized int4 groups of 16 (down_proj: 4,
                  through a regex group) with a random g_idx (activation order) on every block
                  linear, and an untied lm_head (the embedding's copy) int-quantized int8 per channel.
@@ -100,8 +102,11 @@ def pack_rows(u, bits):
     out = np.zeros((rows, words), dtype=np.uint64)
     for j in range(n):
         bit = j * bits
-        out[:, bit // 32] |= u[:, j].astype(np.uint64) << np.uint64(bit % 32)
-    return (out & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+        v = u[:, j].astype(np.uint64) << np.uint64(bit % 32)
+        out[:, bit // 32] |= v & np.uint64(0xFFFFFFFF)
+        if bit % 32 + bits > 32:  # 3, 5, 6, 7 bits: the code's high bits start the next word
+            out[:, bit // 32 + 1] |= v >> np.uint64(32)
+    return out.astype(np.uint32).view(np.int32)
 
 
 class Scheme:
@@ -206,6 +211,10 @@ def fixtures():
         "w4-asym": ("pack-quantized",
                     [(Scheme("group_0", "pack-quantized", 4, False, "group", 4), ["re:.*down_proj$"]),
                      (Scheme("group_1", "pack-quantized", 4, False, "group", 16), ["Linear"])],
+                    ["lm_head"], False),
+        "w3-asym": ("pack-quantized",
+                    [(Scheme("group_0", "pack-quantized", 3, False, "group", 4), ["re:.*down_proj$"]),
+                     (Scheme("group_1", "pack-quantized", 3, False, "group", 16), ["Linear"])],
                     ["lm_head"], False),
         "w4-actorder": ("mixed-precision",
                         [(Scheme("group_0", "pack-quantized", 4, True, "group", 16, actorder=True), ["Linear"]),
