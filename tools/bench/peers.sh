@@ -72,7 +72,8 @@
 #      validation: 1024 tokens, as many as lmpress's awq stage searches on (configs/smollm2-awq.cfg:
 #      sample_tokens = 1024 of its 8 windows; llm-compressor's search takes every calibration
 #      token, and on all 8 windows it did not finish in a session on a shared 2-core machine; the GPTQ after
-#      it sees the same 2 windows, lmpress's gptq the config's 8).  One lmpress compare of the saved
+#      it sees the same 2 windows, lmpress's gptq the config's 8; the case awq-gptq-w4-g64-w8
+#      calibrates both on all 8 windows, as lmpress's gptq).  One lmpress compare of the saved
 #      folders (external variants) on configs/smollm2-awq.cfg's evaluation windows (the first 2
 #      windows of 512 tokens of WikiText-2 test, 25 LAMBADA passages) against the Q4_1 GGUF
 #      dequantized, as that config's reference: OUT/awq/quality.md, to set beside the config's rows.
@@ -381,7 +382,8 @@ if want awq; then
         "awq-rtn-w4-g64:--windows 2 --method awq --quantizer rtn --bits 4 --strategy group --group-size 64 --asym" \
         "awq-gptq-w4-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 4 --strategy group --group-size 64 --asym" \
         "awq-rtn-w3-g64:--windows 2 --method awq --quantizer rtn --bits 3 --strategy group --group-size 64 --asym" \
-        "awq-gptq-w3-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 3 --strategy group --group-size 64 --asym"
+        "awq-gptq-w3-g64:--windows 2 --method awq --quantizer gptq --actorder none --bits 3 --strategy group --group-size 64 --asym" \
+        "awq-gptq-w4-g64-w8:--method awq --quantizer gptq --actorder none --bits 4 --strategy group --group-size 64 --asym"
 fi
 
 # ---- 6. rotations + W4A4 (quality only) ----
