@@ -20,6 +20,7 @@
 #include "export/export.h"
 #include "model/forward.h"
 #include "model/rotate.h"
+#include "text/tokenizer_open.h"
 
 #include "teststage.h"
 #include "testutil.h"
@@ -28,6 +29,7 @@
 #define GPT2 LMP_SOURCE_DIR "/tests/golden/gpt2-tiny"
 #define QWEN2 LMP_SOURCE_DIR "/tests/golden/qwen2-tiny"
 #define SMOLLM2 LMP_SOURCE_DIR "/models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define LLAMA3_HF LMP_SOURCE_DIR "/tests/fixtures/arch/llama3/hf5"
 
 static void check_orthogonal(lmp_rot_kind kind, int64_t n)
 {
@@ -198,6 +200,22 @@ START_TEST(rotated_smollm2_is_exact)
 }
 END_TEST
 
+/* A rotated Hugging Face folder is still one: its tokenizer.json is found beside it (a rotation
+ * wraps the model's block source, which once hid that and sent the lookup to llama2.c's names). */
+START_TEST(rotated_hf_folder_keeps_its_tokenizer)
+{
+    lmp_model *m;
+    ck_assert_msg(lmp_model_load(LLAMA3_HF, &m) == 0, "%s", lmp_last_error());
+    const lmp_rotate_opts o = {.r1 = LMP_ROT_HADAMARD, .r2 = LMP_ROT_HADAMARD, .r4 = 1};
+    ck_assert_msg(lmp_model_rotate(m, &o) == 0, "%s", lmp_last_error());
+    ck_assert(lmp_model_is_hf(m));
+    char file[4096];
+    ck_assert_msg(lmp_tokenizer_beside(m, file, sizeof file) == 0, "%s", lmp_last_error());
+    ck_assert_str_eq(file, LLAMA3_HF "/tokenizer.json");
+    lmp_model_free(m);
+}
+END_TEST
+
 START_TEST(gpt2_is_refused)
 {
     lmp_model *m;
@@ -222,6 +240,7 @@ int main(void)
     tcase_add_test(tc, rotated_stories260K_is_exact);
     tcase_add_test(tc, rotated_qwen2_fixture_is_exact);
     tcase_add_test(tc, gpt2_is_refused);
+    tcase_add_test(tc, rotated_hf_folder_keeps_its_tokenizer);
     tcase_add_test(tc, online_rotations_are_exact);
     tcase_add_test(tc, online_rotations_refuse_export);
     suite_add_tcase(s, tc);

@@ -66,6 +66,7 @@
 #include "model/model.h"
 #include "model/expert_pager.h"
 #include "model/model_hf_quant.h"
+#include "model/rotate.h"
 #include "model/tensor_names.h"
 
 
@@ -522,7 +523,11 @@ static const lmp_model_source gpt2_source = {
     .block_copy = gpt2_block_copy, .close = hf_close, .linear_bits = gpt2_linear_bits,
     .release_pages = hf_release_pages};
 
-int lmp_model_is_hf(const lmp_model *m) { return m->src == &llama_source || m->src == &gpt2_source; }
+int lmp_model_is_hf(const lmp_model *m)
+{
+    const lmp_model_source *s = lmp_model_unrotated_source(m); /* a rotated folder is still one */
+    return s == &llama_source || s == &gpt2_source;
+}
 
 /* ---- config.json ------------------------------------------------------------------------- */
 /* A member that is absent or JSON null counts as not given. */

@@ -298,6 +298,7 @@ typedef struct rotated_source {
 
 static rotated_source *state_of(const lmp_model *m) { return (rotated_source *)m->rotation; }
 
+
 /* Every row of w[rows, cols] (stride cols) or every column (stride 1 along... gathered). */
 static void rotate_rows(const lmp_rotation *r, float *w, int64_t rows, int64_t cols, int64_t col0)
 {
@@ -406,6 +407,11 @@ static const lmp_model_source rotated_src = {
     .linear_bits = rotated_linear_bits,
     .release_pages = rotated_release_pages,
 };
+
+const lmp_model_source *lmp_model_unrotated_source(const lmp_model *m)
+{
+    return m->src == &rotated_src ? state_of(m)->inner : m->src;
+}
 
 /* An owned copy of src[rows, cols] kept with the model. */
 static float *owned_copy(lmp_model *m, const float *src, int64_t n)

@@ -95,6 +95,10 @@ int lmp_rot_kind_parse(const char *name);
  * lmp_model_load and before lmp_model_blocks.  0, or an LMP_E* error naming what is refused. */
 int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o);
 
+/* The source the model was read from, under the rotation's wrapper if it has one (what decides
+ * "a Hugging Face folder": its tokenizer.json beside it, its export). */
+const lmp_model_source *lmp_model_unrotated_source(const lmp_model *m);
+
 /* Step s (LMP_STEP_ROTATE) on the slots: x <- x Q in place (transpose: x <- x Q^T, the step's
  * derivative).  R3 is H/sqrt(head_dim) on each head of q and k through the backend's hadamard op;
  * R4 is a->online_r4 on down's input: signs, the odd factor's mixing, then hadamard per segment. */
