@@ -35,7 +35,7 @@
  *
  * Refused, naming the feature: LayerNorm (GPT-2: it subtracts the mean, which a rotation does not
  * commute with), post-norms (GLM-4, Gemma 2/3: a weighted norm on a branch's output cannot be
- * folded), a norm with a bias, learned positions. */
+ * folded), a norm with a bias, learned positions, routed experts (mixtures of experts). */
 #ifndef LMP_CORE_MODEL_ROTATE_H
 #define LMP_CORE_MODEL_ROTATE_H
 
