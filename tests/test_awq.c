@@ -11,8 +11,6 @@
  *   - awq -> rtn exported as a GGUF (`lmpress run -o`), alone and on a model with fused rotations
  *     (model.rotate r1, r2), reads back with the perplexity the run measured. */
 #include <check.h>
-#include <dirent.h>
-#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,15 +77,11 @@ static void check_invariance(const char *path, const char *group)
  * naming what it does not take (the routed experts of a mixture).  One line each. */
 START_TEST(every_fixture_keeps_its_logits_or_is_refused)
 {
-    const char *root = LMP_SOURCE_DIR "/tests/fixtures/arch";
-    DIR *d = opendir(root);
-    ck_assert_ptr_nonnull(d);
+    static lmp_test_fixture fx[64];
+    const int n = lmp_test_arch_folders(fx, 64);
     int kept = 0, refused = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/hf5", root, e->d_name);
-        if (e->d_name[0] == '.' || access(path, R_OK) != 0) snprintf(path, sizeof path, "%s/%s/hf", root, e->d_name);
-        if (e->d_name[0] == '.' || access(path, R_OK) != 0) continue;
+    for (int f = 0; f < n; f++) {
+        const char *path = fx[f].path, *name = fx[f].name;
         lmp_model *m;
         ck_assert_msg(lmp_model_load(path, &m) == 0, "%s: %s", path, lmp_last_error());
         lmp_windows calib = windows(4, 32, m->arch.vocab, 0), eval = windows(1, 32, m->arch.vocab, 5);
@@ -96,12 +90,12 @@ START_TEST(every_fixture_keeps_its_logits_or_is_refused)
         make_stage(&reg, &os, "awq", settings, NULL);
         lmp_block *out = NULL;
         if (lmp_compress(&ctx, &be, m, &os.v, &calib, &out) != 0) {
-            printf("  %-16s refused: %s\n", e->d_name, lmp_last_error());
+            printf("  %-16s refused: %s\n", name, lmp_last_error());
             ck_assert_msg(strstr(lmp_last_error(), "routed expert"), "%s: %s", path, lmp_last_error());
             refused++;
         } else {
             const double change = logits_change(m, out, eval.tokens, 32);
-            printf("  %-16s awq alone: logits change %.2e relative\n", e->d_name, change);
+            printf("  %-16s awq alone: logits change %.2e relative\n", name, change);
             ck_assert_msg(change < 1e-5, "%s: awq changes the logits by %g", path, change);
             lmp_blocks_free(out, m->arch.n_layers);
             kept++;
@@ -110,7 +104,6 @@ START_TEST(every_fixture_keeps_its_logits_or_is_refused)
         lmp_windows_free(&calib), lmp_windows_free(&eval);
         lmp_model_free(m);
     }
-    closedir(d);
     printf("  %d fixtures kept by awq alone, %d refused by name\n", kept, refused);
     ck_assert_int_gt(kept, 0);
 }

@@ -10,7 +10,6 @@
  *   - GPT-2 (LayerNorm) is refused naming LayerNorm; an export of a model with online rotations
  *     is refused naming them. */
 #include <check.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,21 +205,17 @@ END_TEST
  * largest, or the rotation is refused naming what it does not turn.  Prints one line each. */
 START_TEST(every_fixture_is_exact_or_refused)
 {
-    const char *root = LMP_SOURCE_DIR "/tests/fixtures/arch";
-    DIR *d = opendir(root);
-    ck_assert_ptr_nonnull(d);
+    static lmp_test_fixture fx[64];
+    const int n = lmp_test_arch_folders(fx, 64);
     int exact = 0, refused = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/hf5", root, e->d_name);
-        if (e->d_name[0] == '.' || access(path, R_OK) != 0) snprintf(path, sizeof path, "%s/%s/hf", root, e->d_name);
-        if (e->d_name[0] == '.' || access(path, R_OK) != 0) continue;
+    for (int f = 0; f < n; f++) {
+        const char *path = fx[f].path, *name = fx[f].name;
         lmp_model *m0, *m1;
         ck_assert_msg(lmp_model_load(path, &m0) == 0, "%s: %s", path, lmp_last_error());
         ck_assert_int_eq(lmp_model_load(path, &m1), 0);
         const lmp_rotate_opts o = {.r1 = LMP_ROT_HADAMARD, .r2 = LMP_ROT_HADAMARD, .r3 = 1, .r4 = 1, .seed = 3};
         if (lmp_model_rotate(m1, &o) != 0) {
-            printf("  %-16s refused: %s\n", e->d_name, lmp_last_error());
+            printf("  %-16s refused: %s\n", name, lmp_last_error());
             ck_assert_msg(strncmp(lmp_last_error(), "rotate: ", 8) == 0, "%s: %s", path, lmp_last_error());
             refused++;
         } else {
@@ -230,7 +225,7 @@ START_TEST(every_fixture_is_exact_or_refused)
             float *a = logprobs(m0, w.tokens, T, &ppl0), *b = logprobs(m1, w.tokens, T, &ppl1);
             for (int64_t i = 0; i < T * V; i++)
                 worst = fmax(worst, fabs((double)a[i] - b[i])), scale = fmax(scale, fabs((double)a[i]));
-            printf("  %-16s exact: log-probs within %.2e of %.1f, ppl %.6f -> %.6f\n", e->d_name, worst, scale, ppl0, ppl1);
+            printf("  %-16s exact: log-probs within %.2e of %.1f, ppl %.6f -> %.6f\n", name, worst, scale, ppl0, ppl1);
             ck_assert_msg(worst < 1e-5 * scale, "%s: rotated log-probs differ by %g (largest |log-prob| %g)", path, worst,
                           scale);
             free(a), free(b);
@@ -239,7 +234,6 @@ START_TEST(every_fixture_is_exact_or_refused)
         }
         lmp_model_free(m0), lmp_model_free(m1);
     }
-    closedir(d);
     printf("  %d fixtures rotated exactly, %d refused by name\n", exact, refused);
     ck_assert_int_gt(exact, 0);
 }

@@ -3,6 +3,7 @@
 #define LMP_TESTUTIL_H
 
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -198,6 +199,35 @@ static inline void lmp_test_spit(const char *path, const void *data, size_t n)
 }
 
 /* The entry of the variant `name` in a JSON report's "variants"; the test fails without one. */
+/* The Hugging Face folders of tests/fixtures/arch (each fixture's hf5/, else hf/), sorted by
+ * name: up to max into out[]; how many. */
+typedef struct lmp_test_fixture {
+    char name[256], path[1024];
+} lmp_test_fixture;
+
+static inline int lmp_test_arch_folders(lmp_test_fixture *out, int max)
+{
+    struct dirent **list;
+    const int n = scandir(LMP_SOURCE_DIR "/tests/fixtures/arch", &list, NULL, alphasort);
+    ck_assert_int_ge(n, 0);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name;
+        for (int form = 0; name[0] != '.' && form < 2 && k < max; form++) {
+            snprintf(out[k].path, sizeof out[k].path, "%s/tests/fixtures/arch/%s/%s", LMP_SOURCE_DIR, name,
+                     form ? "hf" : "hf5");
+            if (access(out[k].path, R_OK) == 0) {
+                snprintf(out[k].name, sizeof out[k].name, "%s", name);
+                k++;
+                break;
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    return k;
+}
+
 static inline const lmp_json *lmp_test_variant(const lmp_json *j, const char *name)
 {
     const lmp_json *vs = lmp_json_get(j, "variants");
