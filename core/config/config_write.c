@@ -142,7 +142,8 @@ void lmp_config_write_variant(FILE *f, const lmp_run_config *c, const lmp_varian
     if (v->n_stages && v->calib_inputs != c->calib_inputs)
         fprintf(f, "    calibration = { inputs = \"%s\"; };\n", lmp_calib_inputs_name(v->calib_inputs));
     if (v->n_stages && v->kv.type != LMP_KV_NONE) {
-        static const char *const formats[] = {"none", "fp8_e4m3", "int8", "int4"}, *const grans[] = {"tensor", "head", "token"};
+        static const char *const formats[] = {"none", "fp8_e4m3", "int8", "int4"};
+        static const char *const grans[] = {"tensor", "head", "token"}; /* per_head's values */
         fprintf(f, "    kv_cache = { format = \"%s\"; granularity = \"%s\"; scales = \"%s\"; };\n",
                 formats[v->kv.type], grans[v->kv.per_head], v->kv.dynamic ? "dynamic" : "static");
     }

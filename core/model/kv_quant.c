@@ -1,7 +1,7 @@
 /* kv_quant.c — see kv_quant.h.  The formulas are compressed-tensors 0.20.1's: calculate_qparams
- * (symmetric: scale = max(|min|, |max|) / (bit_range / 2), bit_range 896 for FP8 E4M3, 255
- * for int8 and 15 for int4; a scale 0 becomes finfo(f32).eps) and _quantize / _dequantize (x / scale, clamp to
- * the type's range, round_to_quantized_type: torch.round for int, the float8_e4m3fn cast for
+ * (symmetric: scale = max(|min|, |max|) / (bit_range / 2), bit_range 896 for FP8 E4M3, 255 for
+ * int8 and 15 for int4; a scale 0 becomes finfo(f32).eps) and _quantize / _dequantize (x / scale,
+ * clamp to the type's range, round_to_quantized_type: torch.round for int, the float8_e4m3fn cast for
  * FP8; then times scale).  A dynamic scale comes with calculate_qparams' zero point 0, which
  * _quantize adds (a quotient -0 becomes +0); a static one has none (the attention module's
  * k_scale / v_scale without a zero point).  tools/ref/kv_quant_ref.py checks them against the library itself. */
