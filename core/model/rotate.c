@@ -441,13 +441,13 @@ int lmp_model_rotate(lmp_model *m, const lmp_rotate_opts *o)
     if (a->mla)
         return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's multi-head latent attention (q_a/q_b, kv_a/kv_b and their "
                         "latent norms) is not rotated yet", fam);
+    if (a->attn_sinks || a->swiglu_limit > 0)
+        return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s (attention sinks, fused biased experts, clamped SwiGLU) is not "
+                        "rotated yet", fam);
     /* routed experts: R4's width is not theirs (expert_hidden), the online R4 step does not run
      * inside the MoE, and paged experts are read after the block is turned */
     if (a->n_experts > 0)
         return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's routed experts (a mixture of experts) are not rotated yet", fam);
-    if (a->attn_sinks || a->swiglu_limit > 0)
-        return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s (attention sinks, fused biased experts, clamped SwiGLU) is not "
-                        "rotated yet", fam);
     if (m->pos_emb) return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s has learned positions", fam);
     if (m->final_norm_b) return lmp_fail(LMP_EUNSUPPORTED, "rotate: %s's final norm has a bias", fam);
     if (o->r2 != LMP_ROT_NONE && a->n_heads * a->head_dim != a->dim && a->head_dim <= 0)
