@@ -22,6 +22,7 @@
 #include "base/regex_limit.h"
 #include "base/input_file.h"
 #include "export/out_dir.h"
+#include "model/kv_quant.h"
 
 /* ---- error helpers: "file:line: path.to.key: message" ---------------------------------- */
 /* The config file a setting was read from: lmp_config_load hangs its path on the root setting,
@@ -785,8 +786,6 @@ static int load_variant_calibration(const lmp_run_config *c, const config_settin
 static int load_variant_kv_cache(const config_setting_t *v, int has_pipeline, lmp_variant *var)
 {
     static const char *const keys[] = {"format", "granularity", "scales", NULL};
-    static const char *const formats[] = {"fp8_e4m3", "int8", "int4", NULL};
-    static const char *const grans[] = {"tensor", "head", "token", NULL};
     static const char *const scales[] = {"static", "dynamic", NULL};
     config_setting_t *g;
     int st, format = 0, gran = 0, dyn = -1;
@@ -795,15 +794,15 @@ static int load_variant_kv_cache(const config_setting_t *v, int has_pipeline, lm
     if (!has_pipeline)
         return bad(g, "only a variant with a pipeline quantizes the KV cache (to keep the weights as they are, use "
                       "pipeline = ( { strategy = \"rtn\"; params = { weights = false; }; } ))");
-    if ((st = check_keys(g, keys)) || (st = get_choice(g, "format", 1, formats, &format)) ||
-        (st = get_choice(g, "granularity", 0, grans, &gran)) || (st = get_choice(g, "scales", 0, scales, &dyn)))
+    if ((st = check_keys(g, keys)) || (st = get_choice(g, "format", 1, lmp_kv_type_names + 1, &format)) ||
+        (st = get_choice(g, "granularity", 0, lmp_kv_granularity_names, &gran)) || (st = get_choice(g, "scales", 0, scales, &dyn)))
         return st;
     /* per token: each token's head_dim slice, whose scale no calibration can hold */
-    if (gran == 2 && dyn == 0)
+    if (gran == LMP_KV_PER_TOKEN_HEAD && dyn == 0)
         return bad(config_setting_get_member(g, "scales"), "granularity \"token\" has dynamic scales only");
     var->kv.type = (lmp_kv_type)(LMP_KV_FP8_E4M3 + format);
-    var->kv.per_head = gran == 2 ? LMP_KV_PER_TOKEN_HEAD : gran;
-    var->kv.dynamic = dyn == 1 || gran == 2;
+    var->kv.per_head = gran; /* lmp_kv_granularity_names is in per_head's order */
+    var->kv.dynamic = dyn == 1 || gran == LMP_KV_PER_TOKEN_HEAD;
     return set_origin(g, &var->kv_at);
 }
 

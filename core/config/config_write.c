@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/kv_quant.h"
 #include "plugin/registry.h"
 
 void lmp_config_write_string(FILE *f, const char *s)
@@ -142,10 +143,9 @@ void lmp_config_write_variant(FILE *f, const lmp_run_config *c, const lmp_varian
     if (v->n_stages && v->calib_inputs != c->calib_inputs)
         fprintf(f, "    calibration = { inputs = \"%s\"; };\n", lmp_calib_inputs_name(v->calib_inputs));
     if (v->n_stages && v->kv.type != LMP_KV_NONE) {
-        static const char *const formats[] = {"none", "fp8_e4m3", "int8", "int4"};
-        static const char *const grans[] = {"tensor", "head", "token"}; /* per_head's values */
         fprintf(f, "    kv_cache = { format = \"%s\"; granularity = \"%s\"; scales = \"%s\"; };\n",
-                formats[v->kv.type], grans[v->kv.per_head], v->kv.dynamic ? "dynamic" : "static");
+                lmp_kv_type_names[v->kv.type], lmp_kv_granularity_names[v->kv.per_head],
+                v->kv.dynamic ? "dynamic" : "static");
     }
     if (v->n_stages) fputs("    pipeline = (\n", f);
     for (int s = 0; s < v->n_stages; s++) {

@@ -14,6 +14,8 @@
 #include "lmpress/plugin_fpquants.h"
 
 const char *const lmp_kv_type_names[] = {"none", "fp8_e4m3", "int8", "int4", NULL};
+const char *const lmp_kv_granularity_names[] = {"tensor", "head", "token", NULL};
+_Static_assert(LMP_KV_PER_TOKEN_HEAD == 2, "lmp_kv_granularity_names is indexed by per_head");
 
 float lmp_kv_fake_quant(lmp_kv_type t, float x, float s, int add_zero)
 {
@@ -62,9 +64,8 @@ int lmp_kv_quantize(const lmp_kvspec *kv, int64_t T, int64_t H, int64_t hd, floa
     if (!kv || kv->type == LMP_KV_NONE || T <= 0) return 0;
     if (kv->type != LMP_KV_FP8_E4M3 && kv->type != LMP_KV_INT8 && kv->type != LMP_KV_INT4)
         return lmp_fail(LMP_EINVAL, "KV cache: unknown quantization type %d", (int)kv->type);
-    if (kv->per_head == LMP_KV_PER_TOKEN_HEAD && !kv->dynamic)
-        return lmp_fail(LMP_EINVAL, "KV cache: scales per token are dynamic only");
     if (kv->per_head == LMP_KV_PER_TOKEN_HEAD) { /* no scales to keep: each slice's own */
+        if (!kv->dynamic) return lmp_fail(LMP_EINVAL, "KV cache: scales per token are dynamic only");
         quantize_slices(kv, NULL, k, T, H, hd);
         quantize_slices(kv, NULL, v, T, H, hd);
         return 0;

@@ -17,6 +17,9 @@
 /* The names a config and a report use: "none", "fp8_e4m3", "int8", "int4" (lmp_kv_type's order). */
 extern const char *const lmp_kv_type_names[];
 
+/* The granularities a config names, by lmp_kvspec.per_head's value: "tensor", "head", "token". */
+extern const char *const lmp_kv_granularity_names[];
+
 /* One value x on the grid of scale s: e4m3(clamp(x / s, -448, 448)) * s, or
  * clamp(round_half_even(x / s), -128, 127) * s (int4: -8, 7); add_zero: x / s + 0 (a dynamic scale's zero
  * point, which turns -0 into +0). */
